@@ -1,0 +1,25 @@
+//! # koalesce-core
+//!
+//! The scheduling core of koalesce, shared by the daemon (real time, real clusters) and the
+//! simulator (virtual time, simulated clusters). It performs no I/O and reads no clock: time
+//! comes in as integer milliseconds, decisions go out as [`Action`] values.
+//!
+//! - [`model`]: sites, network forecast, replica catalogue, jobs and components, timeline.
+//! - [`state`]: the job and component state machines.
+//! - [`config`]: every parameter, with the seeds' values as defaults.
+//! - [`queues`]: the four priority placement queues and their weighted round-robin.
+//! - [`placement`]: WF, CF (with history table H), CM and FCM behind [`PlacementPolicy`].
+//! - [`scheduler`]: placement scans, claiming (ICP, reservations), preemption, soft errors.
+
+pub mod config;
+pub mod model;
+pub mod placement;
+pub mod queues;
+pub mod scheduler;
+pub mod state;
+
+pub use config::SchedulerConfig;
+pub use model::{JobId, JobSpec, Millis, Priority, SiteId};
+pub use placement::PlacementPolicy;
+pub use scheduler::{Action, ComponentOutcome, Scheduler, SubmitError, TransferKey};
+pub use state::JobState;

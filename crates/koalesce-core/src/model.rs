@@ -1,0 +1,400 @@
+//! The grid model: sites, network forecasts, files and their replicas, jobs and components.
+//!
+//! Everything here is plain data. Time is integer milliseconds ([`Millis`]); sizes are bytes;
+//! bandwidths are bits per second.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// Time in milliseconds. The core never reads a clock: every entry point takes `now`.
+pub type Millis = u64;
+
+/// Index of a site in the grid (dense, `0..grid.sites.len()`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct SiteId(pub u32);
+
+impl SiteId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl fmt::Display for SiteId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "site#{}", self.0)
+    }
+}
+
+/// Identifier of a grid job, assigned by the scheduler in submission order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct JobId(pub u64);
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// One cluster of the grid as the scheduler knows it (003 §2.2.1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Site {
+    /// Unique name; CF breaks ties between file sites alphabetically by this name.
+    pub name: String,
+    /// Processors managed by the site's local resource manager.
+    pub processors: u32,
+    /// Relative processor speed (1.0 = reference). Runtimes on this site are `runtime / speed`.
+    pub speed: f64,
+    /// Whether the local resource manager offers advance reservations (Slurm does; PBS in the
+    /// seeds did not). When it does, the core reserves right after placement instead of claiming.
+    pub supports_reservations: bool,
+}
+
+/// Forecast of the network between sites, as the information service provides it (003 §3.1).
+///
+/// Bandwidth is in bits per second, latency in milliseconds. The driver refreshes it from
+/// measured transfers; the core only reads it to estimate transfer times.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NetworkForecast {
+    sites: usize,
+    /// Row-major `sites × sites` matrix of (bandwidth bps, latency ms) from → to.
+    links: Vec<(f64, Millis)>,
+}
+
+impl NetworkForecast {
+    /// A forecast where every pair of distinct sites has the same bandwidth and latency.
+    pub fn uniform(sites: usize, bandwidth_bps: f64, latency_ms: Millis) -> Self {
+        NetworkForecast {
+            sites,
+            links: vec![(bandwidth_bps, latency_ms); sites * sites],
+        }
+    }
+
+    pub fn set(&mut self, from: SiteId, to: SiteId, bandwidth_bps: f64, latency_ms: Millis) {
+        let i = from.index() * self.sites + to.index();
+        self.links[i] = (bandwidth_bps, latency_ms);
+    }
+
+    pub fn get(&self, from: SiteId, to: SiteId) -> (f64, Millis) {
+        self.links[from.index() * self.sites + to.index()]
+    }
+
+    /// Estimated time to move `bytes` from `from` to `to`: latency + size / bandwidth, rounded
+    /// up to the millisecond; zero when the file is already there.
+    pub fn transfer_ms(&self, from: SiteId, to: SiteId, bytes: u64) -> Millis {
+        if from == to || bytes == 0 {
+            return 0;
+        }
+        let (bps, latency) = self.get(from, to);
+        if bps <= 0.0 || !bps.is_finite() {
+            return Millis::MAX / 4;
+        }
+        latency + ((bytes as f64) * 8.0 * 1000.0 / bps).ceil() as Millis
+    }
+
+    pub fn sites(&self) -> usize {
+        self.sites
+    }
+}
+
+/// A read-only logical file and the sites that hold a replica of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileEntry {
+    pub size_bytes: u64,
+    pub replicas: BTreeSet<SiteId>,
+}
+
+/// The replica catalogue: logical file name → size and replica sites (003 §3.1, 004).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicaCatalogue {
+    files: BTreeMap<String, FileEntry>,
+}
+
+impl ReplicaCatalogue {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers a file (or replaces its size) with the given replicas.
+    pub fn insert(&mut self, name: impl Into<String>, size_bytes: u64, replicas: impl IntoIterator<Item = SiteId>) {
+        self.files.insert(
+            name.into(),
+            FileEntry {
+                size_bytes,
+                replicas: replicas.into_iter().collect(),
+            },
+        );
+    }
+
+    /// Records one more replica of an existing file. Returns false when the file is unknown.
+    pub fn add_replica(&mut self, name: &str, site: SiteId) -> bool {
+        match self.files.get_mut(name) {
+            Some(entry) => {
+                entry.replicas.insert(site);
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub fn get(&self, name: &str) -> Option<&FileEntry> {
+        self.files.get(name)
+    }
+
+    pub fn remove(&mut self, name: &str) -> Option<FileEntry> {
+        self.files.remove(name)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &FileEntry)> {
+        self.files.iter()
+    }
+
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+}
+
+/// Job priority, highest first (003 §2.2.3). Each has its own placement queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Priority {
+    SuperHigh,
+    #[default]
+    High,
+    Low,
+    SuperLow,
+}
+
+impl Priority {
+    pub const ALL: [Priority; 4] = [Priority::SuperHigh, Priority::High, Priority::Low, Priority::SuperLow];
+
+    /// Position in [`Priority::ALL`], 0 = highest.
+    pub fn rank(self) -> usize {
+        self as usize
+    }
+
+    /// One level up, used by anti-starvation; super-low and super-high never move.
+    pub fn promoted(self) -> Priority {
+        match self {
+            Priority::Low => Priority::High,
+            Priority::High => Priority::SuperHigh,
+            other => other,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Priority::SuperHigh => "super-high",
+            Priority::High => "high",
+            Priority::Low => "low",
+            Priority::SuperLow => "super-low",
+        }
+    }
+}
+
+impl std::str::FromStr for Priority {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Priority::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| format!("unknown priority '{s}' (expected super-high, high, low or super-low)"))
+    }
+}
+
+/// The placement policies the core implements (003 §4.3; CM/FCM after Sonmez et al.).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum PolicyKind {
+    /// Worst-Fit: each component to the site with most idle processors.
+    Wf,
+    /// Close-to-Files: components close to their input files, with history table H.
+    #[default]
+    Cf,
+    /// Cluster Minimization: as few sites as possible for a non-fixed job.
+    Cm,
+    /// Flexible Cluster Minimization: split a flexible job's total over as few sites as possible.
+    Fcm,
+}
+
+impl PolicyKind {
+    pub const ALL: [PolicyKind; 4] = [PolicyKind::Wf, PolicyKind::Cf, PolicyKind::Cm, PolicyKind::Fcm];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            PolicyKind::Wf => "wf",
+            PolicyKind::Cf => "cf",
+            PolicyKind::Cm => "cm",
+            PolicyKind::Fcm => "fcm",
+        }
+    }
+}
+
+impl fmt::Display for PolicyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for PolicyKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let lower = s.to_ascii_lowercase();
+        PolicyKind::ALL
+            .into_iter()
+            .find(|p| p.name() == lower)
+            .ok_or_else(|| format!("unknown placement policy '{s}' (expected one of: wf, cf, cm, fcm)"))
+    }
+}
+
+/// One component of a job: a number of processors, optionally on a named site.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ComponentSpec {
+    pub processors: u32,
+    /// The site the user fixed for this component, if any.
+    pub fixed_site: Option<SiteId>,
+}
+
+/// A flexible request (003 §2.2.2): only a total; the scheduler splits it into components.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlexibleRequest {
+    pub total: u32,
+    /// No component smaller than this (except when the whole job fits one site).
+    pub min_component: u32,
+    /// At most this many components.
+    pub max_components: u32,
+}
+
+/// The kinds of request of 003 §2.2.2, derived from a [`JobSpec`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RequestKind {
+    Fixed,
+    NonFixed,
+    SemiFixed,
+    Flexible,
+}
+
+/// How input files are delivered: every component gets the whole of each file, or each
+/// component gets a disjoint chunk (size / components).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum FileMode {
+    #[default]
+    Whole,
+    Chunks,
+}
+
+/// What a user submits: the job as the core sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobSpec {
+    pub name: String,
+    /// Components of a rigid job; empty when `flexible` is set.
+    pub components: Vec<ComponentSpec>,
+    pub flexible: Option<FlexibleRequest>,
+    /// Logical names of input files (must be in the replica catalogue).
+    pub input_files: Vec<String>,
+    pub file_mode: FileMode,
+    /// The user's runtime estimate, used for reservations.
+    pub runtime_estimate_ms: Millis,
+    pub priority: Priority,
+    /// Placement policy for this job; `None` uses the scheduler's default.
+    pub policy: Option<PolicyKind>,
+    /// Minimum number of components that must be placed and started (bag of tasks, 003 §3.3);
+    /// `None` means all (co-allocation is atomic).
+    pub min_components: Option<u32>,
+}
+
+impl JobSpec {
+    /// A non-fixed job of equal components with the given input files.
+    pub fn simple(name: impl Into<String>, sizes: &[u32], input_files: &[&str], runtime_estimate_ms: Millis) -> Self {
+        JobSpec {
+            name: name.into(),
+            components: sizes
+                .iter()
+                .map(|&p| ComponentSpec {
+                    processors: p,
+                    fixed_site: None,
+                })
+                .collect(),
+            flexible: None,
+            input_files: input_files.iter().map(|s| s.to_string()).collect(),
+            file_mode: FileMode::Whole,
+            runtime_estimate_ms,
+            priority: Priority::High,
+            policy: None,
+            min_components: None,
+        }
+    }
+
+    pub fn request_kind(&self) -> RequestKind {
+        if self.flexible.is_some() {
+            return RequestKind::Flexible;
+        }
+        let fixed = self.components.iter().filter(|c| c.fixed_site.is_some()).count();
+        match fixed {
+            0 => RequestKind::NonFixed,
+            n if n == self.components.len() => RequestKind::Fixed,
+            _ => RequestKind::SemiFixed,
+        }
+    }
+
+    /// Total processors requested.
+    pub fn total_processors(&self) -> u32 {
+        match &self.flexible {
+            Some(f) => f.total,
+            None => self.components.iter().map(|c| c.processors).sum(),
+        }
+    }
+}
+
+/// The timeline of one job (003 §4.1, 000 Fig. 2). After a return to the placement queue,
+/// placement/claiming/start are the latest values; `submitted` stays.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Timeline {
+    /// A: submission.
+    pub submitted: Millis,
+    /// When the job (last) entered a placement queue.
+    pub queued: Millis,
+    /// B: job placement time (JPT) of the latest placement.
+    pub placed: Option<Millis>,
+    /// First JPT, for the start delay.
+    pub first_placed: Option<Millis>,
+    /// C: when claiming (last) succeeded for every component.
+    pub claimed: Option<Millis>,
+    /// Estimated job start time JST = JPT + FTT of the latest placement.
+    pub estimated_start: Option<Millis>,
+    /// The first JST ever estimated (start delay = final JST − first JST).
+    pub first_estimated_start: Option<Millis>,
+    /// D: actual start (all components released from the barrier).
+    pub started: Option<Millis>,
+    /// E: finish.
+    pub finished: Option<Millis>,
+    /// Estimated file transfer time of the latest placement (max over components).
+    pub ftt_ms: Millis,
+    /// Sum of all placement times (entering the queue to JPT), 003 §4.2.2.
+    pub total_placement_ms: Millis,
+}
+
+impl Timeline {
+    /// Processor gained time PGT = JCT − JPT.
+    pub fn pgt_ms(&self) -> Option<Millis> {
+        Some(self.claimed?.saturating_sub(self.placed?))
+    }
+    /// Processor wasted time PWT = start − JCT.
+    pub fn pwt_ms(&self) -> Option<Millis> {
+        Some(self.started?.saturating_sub(self.claimed?))
+    }
+    /// Total waiting time TWT = submission to actual start.
+    pub fn twt_ms(&self) -> Option<Millis> {
+        Some(self.started?.saturating_sub(self.submitted))
+    }
+    /// Response time: submission to finish.
+    pub fn response_ms(&self) -> Option<Millis> {
+        Some(self.finished?.saturating_sub(self.submitted))
+    }
+}

@@ -1,0 +1,122 @@
+//! The job and component state machines: closed sets of states and the only legal transitions.
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// Why a job ended without success.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FailureReason {
+    /// More placement tries than the configured threshold.
+    PlacementTries,
+    /// More claiming rounds than the configured threshold.
+    ClaimingTries,
+    /// More resubmissions after soft errors than the configured threshold.
+    TooManyErrors,
+    /// The application itself failed (non-zero exit not caused by the site).
+    ApplicationError,
+    /// No usable site can ever hold the job (e.g. every large enough site is blacklisted).
+    Unplaceable,
+}
+
+/// State of a grid job. Terminal states are `Succeeded`, `Failed` and `Cancelled`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "state", content = "reason")]
+pub enum JobState {
+    /// In a placement queue, waiting for a successful placement.
+    Queued,
+    /// Placed; in the claiming queue (or holding reservations) until every component is claimed.
+    Placed,
+    /// Every component holds its processors; waiting for input files / the start barrier.
+    Claimed,
+    /// Components are executing.
+    Running,
+    Succeeded,
+    Failed(FailureReason),
+    Cancelled,
+}
+
+impl JobState {
+    pub fn is_terminal(self) -> bool {
+        matches!(self, JobState::Succeeded | JobState::Failed(_) | JobState::Cancelled)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            JobState::Queued => "queued",
+            JobState::Placed => "placed",
+            JobState::Claimed => "claimed",
+            JobState::Running => "running",
+            JobState::Succeeded => "succeeded",
+            JobState::Failed(_) => "failed",
+            JobState::Cancelled => "cancelled",
+        }
+    }
+
+    /// The legal transitions. Any non-terminal job can be cancelled or failed; jobs go back to
+    /// the placement queue from every active state (JST reached, preemption, soft error).
+    pub fn can_become(self, next: JobState) -> bool {
+        use JobState::*;
+        match (self, next) {
+            (s, _) if s.is_terminal() => false,
+            (_, Cancelled) => true,
+            (_, Failed(_)) => true,
+            (Queued, Placed) => true,
+            (Placed, Claimed) | (Placed, Queued) => true,
+            (Claimed, Running) | (Claimed, Queued) => true,
+            (Running, Succeeded) | (Running, Queued) => true,
+            _ => false,
+        }
+    }
+}
+
+/// An attempt to make a job take a transition the state machine forbids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+#[error("illegal job state transition {from:?} -> {to:?}")]
+pub struct IllegalTransition {
+    pub from: JobState,
+    pub to: JobState,
+}
+
+/// State of one component within an active job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ComponentState {
+    /// Not placed (job in the placement queue).
+    Unplaced,
+    /// Placed on a site; processors counted as placed-but-unclaimed there.
+    Placed,
+    /// A reservation was asked for and is pending or granted.
+    Reserved,
+    /// Processors claimed at the site; waiting at the start barrier.
+    Claimed,
+    Running,
+    Finished,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terminal_states_are_final() {
+        for t in [JobState::Succeeded, JobState::Cancelled, JobState::Failed(FailureReason::PlacementTries)] {
+            for n in [JobState::Queued, JobState::Placed, JobState::Running, JobState::Cancelled] {
+                assert!(!t.can_become(n), "{t:?} -> {n:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn forward_path_is_legal_and_skips_are_not() {
+        use JobState::*;
+        assert!(Queued.can_become(Placed));
+        assert!(Placed.can_become(Claimed));
+        assert!(Claimed.can_become(Running));
+        assert!(Running.can_become(Succeeded));
+        assert!(!Queued.can_become(Running));
+        assert!(!Queued.can_become(Succeeded));
+        assert!(!Placed.can_become(Running));
+        assert!(!Queued.can_become(Queued));
+    }
+}
