@@ -39,6 +39,14 @@ impl Capacity {
         debug_assert!(*slot >= processors, "over-placing {site}");
         *slot -= processors;
     }
+    /// The largest number of processors available at one site.
+    pub fn max_available(&self) -> u32 {
+        self.available.iter().copied().max().unwrap_or(0)
+    }
+    /// Processors available over all sites.
+    pub fn total_available(&self) -> u64 {
+        self.available.iter().map(|&a| a as u64).sum()
+    }
     pub fn sites(&self) -> impl Iterator<Item = SiteId> + '_ {
         (0..self.available.len()).map(|i| SiteId(i as u32))
     }

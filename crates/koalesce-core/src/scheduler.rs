@@ -288,6 +288,89 @@ impl Scheduler {
         Ok(id)
     }
 
+    /// Checks a job as [`Scheduler::submit`] would, without enqueueing it.
+    pub fn check(&self, spec: &JobSpec) -> Result<(), SubmitError> {
+        self.validate(spec)
+    }
+
+    /// After a daemon restart: gives a job resubmitted with [`Scheduler::submit_with_id`] back
+    /// its submission time, tries and (possibly promoted) priority. Only for queued jobs; the
+    /// job keeps its place in the queue of `priority` (appended in the order of these calls).
+    pub fn restore_progress(&mut self, id: JobId, submitted: Millis, placement_tries: u32, claiming_tries: u32, error_resubmissions: u32, priority: Priority) {
+        let Some(job) = self.jobs.get_mut(&id) else { return };
+        if job.state != JobState::Queued {
+            return;
+        }
+        job.timeline.submitted = submitted;
+        job.placement_tries = placement_tries;
+        job.claiming_tries = claiming_tries;
+        job.error_resubmissions = error_resubmissions;
+        if job.priority != priority {
+            let old = job.priority;
+            job.priority = priority;
+            self.queues.remove(id);
+            self.queues.push(priority, id);
+            let _ = old;
+        }
+    }
+
+    /// After a daemon restart: re-adopts a job whose components were running when the daemon
+    /// stopped. The job enters directly in [`JobState::Running`] with component `i` on
+    /// `placement[i] = (site, processors)`, its processors counted as claimed (the site's idle
+    /// view is lowered). No action is emitted; [`Scheduler::component_finished`] then works as
+    /// for any running job.
+    pub fn adopt_running(&mut self, id: JobId, spec: JobSpec, placement: &[(SiteId, u32)], timeline: Timeline, placement_tries: u32, claiming_tries: u32) -> Result<JobId, SubmitError> {
+        self.validate(&spec)?;
+        if let Some((bad, &(site, _))) = placement.iter().enumerate().find(|(_, (s, _))| s.index() >= self.sites.len()) {
+            return Err(SubmitError::UnknownSite { job: spec.name.clone(), component: bad, site });
+        }
+        self.next_job = self.next_job.max(id.0 + 1);
+        let components = placement
+            .iter()
+            .enumerate()
+            .map(|(i, &(site, processors))| Component {
+                processors,
+                fixed_site: spec.components.get(i).and_then(|c| c.fixed_site),
+                site: Some(site),
+                state: ComponentState::Running,
+                sources: Vec::new(),
+                ftt_ms: 0,
+                reserved: false,
+            })
+            .collect::<Vec<_>>();
+        for c in &components {
+            let v = &mut self.views[c.site.unwrap().index()];
+            v.idle = v.idle.saturating_sub(c.processors);
+        }
+        let policy = match (&spec.flexible, spec.policy) {
+            (Some(_), _) => PolicyKind::Fcm,
+            (None, Some(p)) => p,
+            (None, None) => self.config.default_policy,
+        };
+        let job = Job {
+            id,
+            priority: spec.priority,
+            policy,
+            components,
+            spec,
+            state: JobState::Running,
+            timeline,
+            placement_tries,
+            tries_at_level: 0,
+            claiming_tries,
+            placements: 1,
+            claim_fraction: self.config.claim_fraction,
+            next_claim: None,
+            error_resubmissions: 0,
+            jst_returns: 0,
+            preemptions: 0,
+            transfers: BTreeMap::new(),
+            staged: BTreeSet::new(),
+        };
+        self.jobs.insert(id, job);
+        Ok(id)
+    }
+
     fn insert_job(&mut self, now: Millis, id: JobId, spec: JobSpec) {
         let components = spec
             .components
@@ -335,7 +418,8 @@ impl Scheduler {
         self.jobs.insert(id, job);
         self.note_queue_length();
         if self.config.place_on_submit {
-            self.try_place_job(now, id);
+            let mut capacity = self.capacity();
+            self.try_place_job(now, id, &mut capacity);
             self.prune_queue_entry(id);
         }
         self.arm_scan(now);
@@ -663,8 +747,10 @@ impl Scheduler {
         let Some(priority) = self.queues.next_queue() else { return };
         self.stats.scans += 1;
         let snapshot: Vec<JobId> = self.queues.queue(priority).iter().copied().collect();
+        // One capacity view per scan, lowered by each placement the scan makes.
+        let mut capacity = self.capacity();
         for id in snapshot {
-            self.try_place_job(now, id);
+            self.try_place_job(now, id, &mut capacity);
         }
         // Keep only jobs still queued at this level, in order; promoted jobs were appended
         // to their new queue by `try_place_job`.
@@ -694,13 +780,13 @@ impl Scheduler {
     }
 
     /// One placement try of a queued job. On success the job enters the claiming queue.
-    fn try_place_job(&mut self, now: Millis, id: JobId) {
+    fn try_place_job(&mut self, now: Millis, id: JobId, capacity: &mut Capacity) {
         let job = &self.jobs[&id];
         if job.state != JobState::Queued {
             return;
         }
         self.stats.placement_tries += 1;
-        let decision = self.decide_placement(id);
+        let decision = self.decide_placement(id, capacity);
         let job = self.jobs.get_mut(&id).unwrap();
         job.placement_tries += 1;
         job.tries_at_level += 1;
@@ -731,9 +817,15 @@ impl Scheduler {
     }
 
     /// Asks the job's policy for a placement of every component (fixed ones at their site).
-    fn decide_placement(&mut self, id: JobId) -> Option<Vec<ComponentPlacement>> {
-        let mut capacity = self.capacity();
+    fn decide_placement(&mut self, id: JobId, available: &mut Capacity) -> Option<Vec<ComponentPlacement>> {
         let job = &self.jobs[&id];
+        // Fast rejection without asking a policy: a component larger than every site's
+        // available processors, or a flexible total larger than their sum.
+        let largest = job.components.iter().filter(|c| c.fixed_site.is_none()).map(|c| c.processors).max().unwrap_or(0);
+        if largest > available.max_available() || job.spec.flexible.as_ref().is_some_and(|f| f.total as u64 > available.total_available()) {
+            return None;
+        }
+        let mut capacity = available.clone();
         let ctx = PlacementContext {
             sites: &self.sites,
             catalogue: &self.catalogue,
@@ -774,6 +866,7 @@ impl Scheduler {
             out.extend(policy.place(&req, &mut capacity, &ctx)?);
         }
         out.sort_by_key(|c| c.component);
+        *available = capacity;
         Some(out)
     }
 
