@@ -136,7 +136,12 @@ pub struct ConfigError {
 impl SchedulerConfig {
     /// Checks the ranges the seeds give (L and T in [0, 1], N_h ≥ N_l ≥ 1, n1 ≥ n2 ≥ 1, …).
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let err = |field, reason: &str| Err(ConfigError { field, reason: reason.to_string() });
+        let err = |field, reason: &str| {
+            Err(ConfigError {
+                field,
+                reason: reason.to_string(),
+            })
+        };
         if !(0.0..=1.0).contains(&self.claim_fraction) {
             return err("claim_fraction", "L must be in [0, 1]");
         }

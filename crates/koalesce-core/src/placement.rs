@@ -118,17 +118,13 @@ impl PlacementContext<'_> {
                     FileMode::Whole => size,
                     FileMode::Chunks => size.div_ceil(parts.max(1) as u64),
                 };
-                Some(FileNeed {
-                    name: name.clone(),
-                    bytes,
-                })
+                Some(FileNeed { name: name.clone(), bytes })
             })
             .collect()
     }
 
     fn holds(&self, site: SiteId, file: &str) -> bool {
-        self.staged.contains(&(file.to_string(), site))
-            || self.catalogue.get(file).is_some_and(|e| e.replicas.contains(&site))
+        self.staged.contains(&(file.to_string(), site)) || self.catalogue.get(file).is_some_and(|e| e.replicas.contains(&site))
     }
 
     /// Sites holding at least one of the files (the job's *file sites*).
@@ -192,7 +188,8 @@ impl PlacementContext<'_> {
 /// has taken their processors out of `capacity`) or returns `None` and leaves the job unplaced.
 pub trait PlacementPolicy {
     fn kind(&self) -> PolicyKind;
-    fn place(&mut self, req: &PlacementRequest<'_>, capacity: &mut Capacity, ctx: &PlacementContext<'_>) -> Option<Vec<ComponentPlacement>>;
+    fn place(&mut self, req: &PlacementRequest<'_>, capacity: &mut Capacity, ctx: &PlacementContext<'_>)
+        -> Option<Vec<ComponentPlacement>>;
 }
 
 /// Components in decreasing size order, ties by index (003 Alg. 1 line 1).
@@ -221,7 +218,12 @@ impl PlacementPolicy for WorstFit {
         PolicyKind::Wf
     }
 
-    fn place(&mut self, req: &PlacementRequest<'_>, capacity: &mut Capacity, ctx: &PlacementContext<'_>) -> Option<Vec<ComponentPlacement>> {
+    fn place(
+        &mut self,
+        req: &PlacementRequest<'_>,
+        capacity: &mut Capacity,
+        ctx: &PlacementContext<'_>,
+    ) -> Option<Vec<ComponentPlacement>> {
         let needs = ctx.needs(req, req.job_components);
         let mut trial = capacity.clone();
         let mut out = Vec::with_capacity(req.components.len());
@@ -273,7 +275,12 @@ impl PlacementPolicy for CloseToFiles {
         PolicyKind::Cf
     }
 
-    fn place(&mut self, req: &PlacementRequest<'_>, capacity: &mut Capacity, ctx: &PlacementContext<'_>) -> Option<Vec<ComponentPlacement>> {
+    fn place(
+        &mut self,
+        req: &PlacementRequest<'_>,
+        capacity: &mut Capacity,
+        ctx: &PlacementContext<'_>,
+    ) -> Option<Vec<ComponentPlacement>> {
         let needs = ctx.needs(req, req.job_components);
         let file_sites = ctx.file_sites(req.files);
         let mut trial = capacity.clone();
@@ -334,7 +341,12 @@ impl PlacementPolicy for ClusterMinimization {
         PolicyKind::Cm
     }
 
-    fn place(&mut self, req: &PlacementRequest<'_>, capacity: &mut Capacity, ctx: &PlacementContext<'_>) -> Option<Vec<ComponentPlacement>> {
+    fn place(
+        &mut self,
+        req: &PlacementRequest<'_>,
+        capacity: &mut Capacity,
+        ctx: &PlacementContext<'_>,
+    ) -> Option<Vec<ComponentPlacement>> {
         let needs = ctx.needs(req, req.job_components);
         let mut trial = capacity.clone();
         let mut order: Vec<SiteId> = trial.sites().filter(|&s| trial.available(s) > 0).collect();
@@ -375,7 +387,12 @@ impl PlacementPolicy for FlexibleClusterMinimization {
         PolicyKind::Fcm
     }
 
-    fn place(&mut self, req: &PlacementRequest<'_>, capacity: &mut Capacity, ctx: &PlacementContext<'_>) -> Option<Vec<ComponentPlacement>> {
+    fn place(
+        &mut self,
+        req: &PlacementRequest<'_>,
+        capacity: &mut Capacity,
+        ctx: &PlacementContext<'_>,
+    ) -> Option<Vec<ComponentPlacement>> {
         let Some(flex) = req.flexible else {
             return ClusterMinimization.place(req, capacity, ctx);
         };

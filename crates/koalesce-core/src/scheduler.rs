@@ -31,18 +31,36 @@ pub struct TransferKey {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Action {
     /// Copy (part of) an input file; report with [`Scheduler::transfer_finished`].
-    StartTransfer { job: JobId, key: TransferKey, from: SiteId, bytes: u64 },
+    StartTransfer {
+        job: JobId,
+        key: TransferKey,
+        from: SiteId,
+        bytes: u64,
+    },
     /// Stop a transfer that is no longer needed.
     CancelTransfer { job: JobId, key: TransferKey },
     /// Ask the site's LRM for an advance reservation of `processors` during
     /// `[start, start + duration)`; answer with [`Scheduler::reservation_answer`].
-    Reserve { job: JobId, component: u32, site: SiteId, processors: u32, start: Millis, duration: Millis },
+    Reserve {
+        job: JobId,
+        component: u32,
+        site: SiteId,
+        processors: u32,
+        start: Millis,
+        duration: Millis,
+    },
     /// Give back a reservation that will not be used.
     CancelReservation { job: JobId, component: u32, site: SiteId },
     /// Claim `processors` at `site` now (submit the component to the LRM, where it holds them at
     /// the start barrier); `reservation` says whether it runs inside its granted reservation.
     /// If the LRM refuses, report [`Scheduler::claim_rejected`].
-    Claim { job: JobId, component: u32, site: SiteId, processors: u32, reservation: bool },
+    Claim {
+        job: JobId,
+        component: u32,
+        site: SiteId,
+        processors: u32,
+        reservation: bool,
+    },
     /// Every component holds its processors and has its input: release the start barrier.
     Launch { job: JobId },
     /// Kill a claimed or running component and free its processors.
@@ -50,7 +68,12 @@ pub enum Action {
     /// A site reached the soft-error threshold and is no longer used.
     Blacklist { site: SiteId },
     /// A job changed state (for logs, persistence and metrics).
-    StateChanged { job: JobId, from: JobState, to: JobState, at: Millis },
+    StateChanged {
+        job: JobId,
+        from: JobState,
+        to: JobState,
+        at: Millis,
+    },
 }
 
 /// How a component ended, as the driver observed it (003 §3.2.2).
@@ -72,11 +95,22 @@ pub enum SubmitError {
     #[error("job '{job}': component {component} requests 0 processors")]
     ZeroProcessors { job: String, component: usize },
     #[error("job '{job}': component {component} requests {processors} processors, more than any site has (largest: {largest})")]
-    ComponentTooLarge { job: String, component: usize, processors: u32, largest: u32 },
+    ComponentTooLarge {
+        job: String,
+        component: usize,
+        processors: u32,
+        largest: u32,
+    },
     #[error("job '{job}': component {component} is fixed to {site}, which does not exist")]
     UnknownSite { job: String, component: usize, site: SiteId },
     #[error("job '{job}': component {component} requests {processors} processors, more than its fixed site '{site}' has ({capacity})")]
-    FixedSiteTooSmall { job: String, component: usize, site: String, processors: u32, capacity: u32 },
+    FixedSiteTooSmall {
+        job: String,
+        component: usize,
+        site: String,
+        processors: u32,
+        capacity: u32,
+    },
     #[error("job '{job}': input file '{file}' is not in the replica catalogue")]
     UnknownFile { job: String, file: String },
     #[error("job '{job}': input file '{file}' has no replica")]
@@ -173,7 +207,12 @@ impl Job {
     fn claimed_count(&self) -> usize {
         self.components
             .iter()
-            .filter(|c| matches!(c.state, ComponentState::Claimed | ComponentState::Running | ComponentState::Finished))
+            .filter(|c| {
+                matches!(
+                    c.state,
+                    ComponentState::Claimed | ComponentState::Running | ComponentState::Finished
+                )
+            })
             .count()
     }
 
@@ -296,7 +335,15 @@ impl Scheduler {
     /// After a daemon restart: gives a job resubmitted with [`Scheduler::submit_with_id`] back
     /// its submission time, tries and (possibly promoted) priority. Only for queued jobs; the
     /// job keeps its place in the queue of `priority` (appended in the order of these calls).
-    pub fn restore_progress(&mut self, id: JobId, submitted: Millis, placement_tries: u32, claiming_tries: u32, error_resubmissions: u32, priority: Priority) {
+    pub fn restore_progress(
+        &mut self,
+        id: JobId,
+        submitted: Millis,
+        placement_tries: u32,
+        claiming_tries: u32,
+        error_resubmissions: u32,
+        priority: Priority,
+    ) {
         let Some(job) = self.jobs.get_mut(&id) else { return };
         if job.state != JobState::Queued {
             return;
@@ -319,10 +366,22 @@ impl Scheduler {
     /// `placement[i] = (site, processors)`, its processors counted as claimed (the site's idle
     /// view is lowered). No action is emitted; [`Scheduler::component_finished`] then works as
     /// for any running job.
-    pub fn adopt_running(&mut self, id: JobId, spec: JobSpec, placement: &[(SiteId, u32)], timeline: Timeline, placement_tries: u32, claiming_tries: u32) -> Result<JobId, SubmitError> {
+    pub fn adopt_running(
+        &mut self,
+        id: JobId,
+        spec: JobSpec,
+        placement: &[(SiteId, u32)],
+        timeline: Timeline,
+        placement_tries: u32,
+        claiming_tries: u32,
+    ) -> Result<JobId, SubmitError> {
         self.validate(&spec)?;
         if let Some((bad, &(site, _))) = placement.iter().enumerate().find(|(_, (s, _))| s.index() >= self.sites.len()) {
-            return Err(SubmitError::UnknownSite { job: spec.name.clone(), component: bad, site });
+            return Err(SubmitError::UnknownSite {
+                job: spec.name.clone(),
+                component: bad,
+                site,
+            });
         }
         self.next_job = self.next_job.max(id.0 + 1);
         let components = placement
@@ -452,7 +511,11 @@ impl Scheduler {
             match c.fixed_site {
                 Some(site) => {
                     let Some(s) = self.sites.get(site.index()) else {
-                        return Err(SubmitError::UnknownSite { job: job(), component: i, site });
+                        return Err(SubmitError::UnknownSite {
+                            job: job(),
+                            component: i,
+                            site,
+                        });
                     };
                     if c.processors > s.processors {
                         return Err(SubmitError::FixedSiteTooSmall {
@@ -486,8 +549,18 @@ impl Scheduler {
         }
         for f in &spec.input_files {
             match self.catalogue.get(f) {
-                None => return Err(SubmitError::UnknownFile { job: job(), file: f.clone() }),
-                Some(e) if e.replicas.is_empty() => return Err(SubmitError::NoReplica { job: job(), file: f.clone() }),
+                None => {
+                    return Err(SubmitError::UnknownFile {
+                        job: job(),
+                        file: f.clone(),
+                    })
+                }
+                Some(e) if e.replicas.is_empty() => {
+                    return Err(SubmitError::NoReplica {
+                        job: job(),
+                        file: f.clone(),
+                    })
+                }
                 Some(_) => {}
             }
         }
@@ -560,7 +633,9 @@ impl Scheduler {
         if j.state.is_terminal() {
             return;
         }
-        let Some(c) = j.components.get_mut(component as usize) else { return };
+        let Some(c) = j.components.get_mut(component as usize) else {
+            return;
+        };
         if !matches!(c.state, ComponentState::Claimed | ComponentState::Running) {
             return;
         }
@@ -579,7 +654,9 @@ impl Scheduler {
         if j.state != JobState::Running {
             return;
         }
-        let Some(c) = j.components.get_mut(component as usize) else { return };
+        let Some(c) = j.components.get_mut(component as usize) else {
+            return;
+        };
         if c.state != ComponentState::Running {
             return;
         }
@@ -624,10 +701,14 @@ impl Scheduler {
 
     /// When the scheduler next wants [`Scheduler::handle_timeout`] to be called.
     pub fn poll_timeout(&self) -> Option<Millis> {
-        [self.next_scan, self.claiming.first().map(|x| x.0), self.reservation_starts.first().map(|x| x.0)]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.next_scan,
+            self.claiming.first().map(|x| x.0),
+            self.reservation_starts.first().map(|x| x.0),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Runs everything due at `now`: claiming tries (in JCT order), reservation starts, and
@@ -774,7 +855,13 @@ impl Scheduler {
         Capacity::new(
             self.views
                 .iter()
-                .map(|v| if v.blacklisted { 0 } else { v.idle.saturating_sub(v.placed_unclaimed) })
+                .map(|v| {
+                    if v.blacklisted {
+                        0
+                    } else {
+                        v.idle.saturating_sub(v.placed_unclaimed)
+                    }
+                })
                 .collect(),
         )
     }
@@ -821,8 +908,20 @@ impl Scheduler {
         let job = &self.jobs[&id];
         // Fast rejection without asking a policy: a component larger than every site's
         // available processors, or a flexible total larger than their sum.
-        let largest = job.components.iter().filter(|c| c.fixed_site.is_none()).map(|c| c.processors).max().unwrap_or(0);
-        if largest > available.max_available() || job.spec.flexible.as_ref().is_some_and(|f| f.total as u64 > available.total_available()) {
+        let largest = job
+            .components
+            .iter()
+            .filter(|c| c.fixed_site.is_none())
+            .map(|c| c.processors)
+            .max()
+            .unwrap_or(0);
+        if largest > available.max_available()
+            || job
+                .spec
+                .flexible
+                .as_ref()
+                .is_some_and(|f| f.total as u64 > available.total_available())
+        {
             return None;
         }
         let mut capacity = available.clone();
@@ -896,7 +995,11 @@ impl Scheduler {
             c.sources = p.sources.iter().map(FileSourceRecord::from).collect();
             c.ftt_ms = p.ftt_ms;
             c.reserved = reservable;
-            c.state = if reservable { ComponentState::Reserved } else { ComponentState::Placed };
+            c.state = if reservable {
+                ComponentState::Reserved
+            } else {
+                ComponentState::Placed
+            };
             any_reserved |= reservable;
             any_claim |= !reservable;
             self.views[p.site.index()].placed_unclaimed += p.processors;
@@ -1030,10 +1133,12 @@ impl Scheduler {
         if job.state != JobState::Placed {
             return;
         }
-        let all_secured = job
-            .components
-            .iter()
-            .all(|c| matches!(c.state, ComponentState::Claimed | ComponentState::Running | ComponentState::Reserved));
+        let all_secured = job.components.iter().all(|c| {
+            matches!(
+                c.state,
+                ComponentState::Claimed | ComponentState::Running | ComponentState::Reserved
+            )
+        });
         if all_secured {
             if job.claimed_count() == n {
                 self.jobs.get_mut(&id).unwrap().timeline.claimed = Some(now);
@@ -1079,7 +1184,13 @@ impl Scheduler {
                 self.views
                     .iter()
                     .enumerate()
-                    .map(|(s, v)| if v.blacklisted { 0 } else { idle[s].saturating_sub(v.placed_unclaimed) })
+                    .map(|(s, v)| {
+                        if v.blacklisted {
+                            0
+                        } else {
+                            idle[s].saturating_sub(v.placed_unclaimed)
+                        }
+                    })
                     .collect(),
             );
             let ctx = PlacementContext {
@@ -1096,8 +1207,16 @@ impl Scheduler {
                 file_mode: job.spec.file_mode,
                 job_components: job.components.len(),
             };
-            let kind = if job.policy == PolicyKind::Fcm { PolicyKind::Cm } else { job.policy };
-            let placed = self.policies.get_mut(kind).place(&req, &mut capacity, &ctx).and_then(|mut v| v.pop());
+            let kind = if job.policy == PolicyKind::Fcm {
+                PolicyKind::Cm
+            } else {
+                job.policy
+            };
+            let placed = self
+                .policies
+                .get_mut(kind)
+                .place(&req, &mut capacity, &ctx)
+                .and_then(|mut v| v.pop());
             if let Some(p) = placed {
                 if now + p.ftt_ms < jst && !self.sites[p.site.index()].supports_reservations {
                     idle[p.site.index()] -= procs;
@@ -1185,9 +1304,7 @@ impl Scheduler {
             .iter()
             .enumerate()
             .filter_map(|(k, c)| c.site.map(|s| (k, s)))
-            .flat_map(|(k, s)| {
-                c_sources_keys(&job.components[k].sources, s, chunked.then_some(k as u32))
-            })
+            .flat_map(|(k, s)| c_sources_keys(&job.components[k].sources, s, chunked.then_some(k as u32)))
             .collect();
         let stale: Vec<TransferKey> = job
             .transfers
@@ -1413,7 +1530,12 @@ impl Scheduler {
             panic!("scheduler bug: job {id}: {e}");
         }
         job.state = to;
-        self.actions.push_back(Action::StateChanged { job: id, from, to, at: now });
+        self.actions.push_back(Action::StateChanged {
+            job: id,
+            from,
+            to,
+            at: now,
+        });
     }
 }
 

@@ -100,7 +100,11 @@ mod tests {
 
     #[test]
     fn terminal_states_are_final() {
-        for t in [JobState::Succeeded, JobState::Cancelled, JobState::Failed(FailureReason::PlacementTries)] {
+        for t in [
+            JobState::Succeeded,
+            JobState::Cancelled,
+            JobState::Failed(FailureReason::PlacementTries),
+        ] {
             for n in [JobState::Queued, JobState::Placed, JobState::Running, JobState::Cancelled] {
                 assert!(!t.can_become(n), "{t:?} -> {n:?}");
             }

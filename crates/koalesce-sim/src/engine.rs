@@ -174,8 +174,17 @@ impl Simulation {
             })
             .collect();
         let mbps = 1e6;
-        let lan: Vec<f64> = scenario.sites.iter().map(|s| s.lan_mbps.unwrap_or(scenario.network.lan_mbps) * mbps).collect();
-        let mut spec = NetworkSpec::uniform(n, scenario.network.lan_mbps * mbps, scenario.network.wan_mbps * mbps, scenario.network.latency_ms);
+        let lan: Vec<f64> = scenario
+            .sites
+            .iter()
+            .map(|s| s.lan_mbps.unwrap_or(scenario.network.lan_mbps) * mbps)
+            .collect();
+        let mut spec = NetworkSpec::uniform(
+            n,
+            scenario.network.lan_mbps * mbps,
+            scenario.network.wan_mbps * mbps,
+            scenario.network.latency_ms,
+        );
         spec.lan_bps = lan.clone();
         let mut wan = vec![vec![(scenario.network.wan_mbps * mbps, scenario.network.latency_ms); n]; n];
         for l in &scenario.network.links {
@@ -234,7 +243,11 @@ impl Simulation {
                     .iter()
                     .filter(|r| r.run_s > 0)
                     .map(|r| {
-                        let procs = if r.requested_procs > 0 { r.requested_procs } else { r.allocated_procs };
+                        let procs = if r.requested_procs > 0 {
+                            r.requested_procs
+                        } else {
+                            r.allocated_procs
+                        };
                         let runtime = r.run_s as Millis * 1000;
                         LocalJobSpec {
                             submit_ms: (r.submit_s - first).max(0) as Millis * 1000,
@@ -361,7 +374,7 @@ impl Simulation {
             self.now = t;
             self.step();
             self.events += 1;
-            if self.events % 2048 == 0 {
+            if self.events.is_multiple_of(2048) {
                 progress(Progress {
                     now_ms: self.now,
                     finished_jobs: self.finished,
@@ -385,14 +398,19 @@ impl Simulation {
         let background: u64 = self.lrms.iter().map(|l| l.busy_local() as u64).sum();
         let grid: u64 = self.running.iter().map(|&p| p as u64).sum();
         let pwt: u64 = self.waiting.iter().map(|&p| p as u64).sum();
-        let pgt: u64 = (0..self.sites.len()).map(|s| self.scheduler.site_view(SiteId(s as u32)).placed_unclaimed as u64).sum();
+        let pgt: u64 = (0..self.sites.len())
+            .map(|s| self.scheduler.site_view(SiteId(s as u32)).placed_unclaimed as u64)
+            .sum();
         let mut from = self.now;
         while from < t {
             let b = (from / self.bucket_ms) as usize;
             let to = t.min((b as u64 + 1) * self.bucket_ms);
             while self.timeline.len() <= b {
                 let start_ms = self.timeline.len() as u64 * self.bucket_ms;
-                self.timeline.push(UtilizationBucket { start_ms, ..Default::default() });
+                self.timeline.push(UtilizationBucket {
+                    start_ms,
+                    ..Default::default()
+                });
             }
             let d = to - from;
             let bucket = &mut self.timeline[b];
@@ -504,17 +522,36 @@ impl Simulation {
                         self.transfers.remove(&id);
                     }
                 }
-                Action::Reserve { job, component, site, processors, start, duration } => {
-                    let granted = self.lrms[site.index()].reserve(now, GridKey(job.0, component), processors, start, duration).is_ok();
+                Action::Reserve {
+                    job,
+                    component,
+                    site,
+                    processors,
+                    start,
+                    duration,
+                } => {
+                    let granted = self.lrms[site.index()]
+                        .reserve(now, GridKey(job.0, component), processors, start, duration)
+                        .is_ok();
                     self.scheduler.reservation_answer(now, job, component, granted);
                 }
                 Action::CancelReservation { job, component, site } => {
                     self.lrms[site.index()].cancel_reservation(now, GridKey(job.0, component));
                 }
-                Action::Claim { job, component, site, processors, reservation } => {
+                Action::Claim {
+                    job,
+                    component,
+                    site,
+                    processors,
+                    reservation,
+                } => {
                     let key = GridKey(job.0, component);
                     let lrm = &mut self.lrms[site.index()];
-                    let ok = if reservation { lrm.claim_reservation(now, key) } else { lrm.claim(now, key, processors) };
+                    let ok = if reservation {
+                        lrm.claim_reservation(now, key)
+                    } else {
+                        lrm.claim(now, key, processors)
+                    };
                     match ok {
                         Ok(()) => {
                             self.waiting[site.index()] += processors;
@@ -552,7 +589,12 @@ impl Simulation {
         let now = self.now;
         let runtime = self.runtime_of.get(&job).copied().unwrap_or(0);
         let Some(j) = self.scheduler.job(job) else { return };
-        let comps: Vec<(u32, SiteId, u32)> = j.components.iter().enumerate().filter_map(|(i, c)| Some((i as u32, c.site?, c.processors))).collect();
+        let comps: Vec<(u32, SiteId, u32)> = j
+            .components
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| Some((i as u32, c.site?, c.processors)))
+            .collect();
         for (comp, site, procs) in comps {
             let speed = self.sites[site.index()].speed;
             let run = ((runtime as f64 / speed).round() as Millis).max(1);
@@ -570,7 +612,15 @@ impl Simulation {
                 self.waiting[site.index()] -= procs;
             }
             self.running[site.index()] += procs;
-            self.held.insert((job, comp), Held::Running { site, procs, end, seq: self.seq });
+            self.held.insert(
+                (job, comp),
+                Held::Running {
+                    site,
+                    procs,
+                    end,
+                    seq: self.seq,
+                },
+            );
             self.ends.insert((end, self.seq, job, comp));
         }
     }

@@ -83,7 +83,11 @@ pub fn write_utilization_csv<W: Write>(w: &mut W, r: &SimResult) -> io::Result<(
     writeln!(w, "start_s,background_pct,grid_pct,pwt_pct,pgt_pct,total_pct")?;
     for k in 0..u.start_s.len() {
         let total = u.background[k] + u.grid[k] + u.pwt[k] + u.pgt[k];
-        writeln!(w, "{},{:.3},{:.3},{:.3},{:.3},{:.3}", u.start_s[k], u.background[k], u.grid[k], u.pwt[k], u.pgt[k], total)?;
+        writeln!(
+            w,
+            "{},{:.3},{:.3},{:.3},{:.3},{:.3}",
+            u.start_s[k], u.background[k], u.grid[k], u.pwt[k], u.pgt[k], total
+        )?;
     }
     Ok(())
 }
@@ -202,7 +206,11 @@ pub fn report(r: &SimResult) -> Report {
         seed: r.seed,
         jobs: r.jobs.len(),
         succeeded: done.len(),
-        failed: r.jobs.iter().filter(|j| matches!(j.state, JobState::Failed(_) | JobState::Cancelled)).count(),
+        failed: r
+            .jobs
+            .iter()
+            .filter(|j| matches!(j.state, JobState::Failed(_) | JobState::Cancelled))
+            .count(),
         unfinished: r.jobs.iter().filter(|j| !j.state.is_terminal()).count(),
         rejected: r.rejected.len(),
         util_background: total(|b| b.background),
@@ -216,7 +224,11 @@ pub fn report(r: &SimResult) -> Report {
         wait_s: summary_of(&done, |j| j.claimed.map(|c| c.saturating_sub(j.submit))),
         shapes,
         mean_spread: mean(&done, &|j| j.sites.len() as f64),
-        coallocated_share: if multi.is_empty() { 0.0 } else { multi.iter().filter(|j| j.sites.len() > 1).count() as f64 / multi.len() as f64 },
+        coallocated_share: if multi.is_empty() {
+            0.0
+        } else {
+            multi.iter().filter(|j| j.sites.len() > 1).count() as f64 / multi.len() as f64
+        },
         max_queue_length: r.max_queue_length,
         last_arrival_s: secs(r.last_arrival_ms),
         end_s: secs(r.end_ms),
@@ -229,7 +241,13 @@ pub fn report(r: &SimResult) -> Report {
 
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "scenario {}  policy {}  seed {}", self.scenario, self.policy.to_uppercase(), self.seed)?;
+        writeln!(
+            f,
+            "scenario {}  policy {}  seed {}",
+            self.scenario,
+            self.policy.to_uppercase(),
+            self.seed
+        )?;
         writeln!(
             f,
             "jobs {}: {} succeeded, {} failed, {} unfinished, {} rejected at submission",
@@ -244,7 +262,11 @@ impl fmt::Display for Report {
             self.util_pwt,
             self.util_pgt
         )?;
-        writeln!(f, "{:<22} {:>9} {:>9} {:>9} {:>9} {:>9}", "time (s)", "mean", "p50", "p90", "p99", "max")?;
+        writeln!(
+            f,
+            "{:<22} {:>9} {:>9} {:>9} {:>9} {:>9}",
+            "time (s)", "mean", "p50", "p90", "p99", "max"
+        )?;
         for (name, s) in [
             ("placement time", &self.placement_s),
             ("file transfer (FTT)", &self.ftt_s),
@@ -253,11 +275,19 @@ impl fmt::Display for Report {
             ("response", &self.response_s),
         ] {
             match s {
-                Some(s) => writeln!(f, "{:<22} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1}", name, s.mean, s.p50, s.p90, s.p99, s.max)?,
+                Some(s) => writeln!(
+                    f,
+                    "{:<22} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1}",
+                    name, s.mean, s.p50, s.p90, s.p99, s.max
+                )?,
                 None => writeln!(f, "{:<22} {:>9}", name, "-")?,
             }
         }
-        writeln!(f, "{:<7} {:>5} {:>12} {:>9} {:>11} {:>11} {:>7}", "shape", "jobs", "placement s", "FTT s", "plc tries", "clm tries", "spread")?;
+        writeln!(
+            f,
+            "{:<7} {:>5} {:>12} {:>9} {:>11} {:>11} {:>7}",
+            "shape", "jobs", "placement s", "FTT s", "plc tries", "clm tries", "spread"
+        )?;
         for s in &self.shapes {
             writeln!(
                 f,

@@ -173,7 +173,7 @@ pub struct GeneratedSpec {
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(rename_all = "lowercase", tag = "kind", deny_unknown_fields)]
 pub enum WorkloadSpec {
-    Generated(GeneratedSpec),
+    Generated(Box<GeneratedSpec>),
     Jobs { jobs: Vec<ExplicitJob> },
 }
 
@@ -318,7 +318,10 @@ impl Scenario {
         }
         for (i, l) in n.links.iter().enumerate() {
             if !(l.mbps.is_finite() && l.mbps > 0.0) {
-                return Err(self.invalid(format!("network.links[{i}].mbps"), format!("bandwidth must be positive, got {}", l.mbps)));
+                return Err(self.invalid(
+                    format!("network.links[{i}].mbps"),
+                    format!("bandwidth must be positive, got {}", l.mbps),
+                ));
             }
             for (end, name) in [("a", &l.a), ("b", &l.b)] {
                 if self.site_index(name).is_none() {
@@ -341,7 +344,10 @@ impl Scenario {
         }
         if let BackgroundSpec::Band(b) = &self.background {
             if !(0.0 <= b.low && b.low <= b.high && b.high <= 1.0) {
-                return Err(self.invalid("background", format!("need 0 <= low <= high <= 1, got low {} high {}", b.low, b.high)));
+                return Err(self.invalid(
+                    "background",
+                    format!("need 0 <= low <= high <= 1, got low {} high {}", b.low, b.high),
+                ));
             }
         }
         for (site, p) in &self.faults.soft_error_probability {
@@ -355,7 +361,9 @@ impl Scenario {
         if self.sample_interval_s == 0 {
             return Err(self.invalid("sample_interval_s", "must be positive"));
         }
-        self.scheduler.validate().map_err(|e| self.invalid(format!("scheduler.{}", e.field), e.reason))?;
+        self.scheduler
+            .validate()
+            .map_err(|e| self.invalid(format!("scheduler.{}", e.field), e.reason))?;
         Ok(())
     }
 

@@ -71,11 +71,28 @@ pub fn preset(name: &str) -> Option<GeneratedSpec> {
 /// Fills unset fields of `spec` from its preset.
 fn resolve(spec: &GeneratedSpec, scenario: &Scenario) -> Result<GeneratedSpec, ScenarioError> {
     let Some(name) = &spec.preset else { return Ok(spec.clone()) };
-    let base = preset(name).ok_or_else(|| scenario.workload_error("preset", format!("unknown preset '{name}' (expected w30, w50, unreliable, wc or wnc)")))?;
+    let base = preset(name).ok_or_else(|| {
+        scenario.workload_error(
+            "preset",
+            format!("unknown preset '{name}' (expected w30, w50, unreliable, wc or wnc)"),
+        )
+    })?;
     macro_rules! pick {
         ($($f:ident),*) => { GeneratedSpec { preset: spec.preset.clone(), $($f: spec.$f.clone().or(base.$f.clone())),* } };
     }
-    let mut merged = pick!(jobs, shapes, runtime_s, default_runtime_s, file_sizes_gb, replicas, utilization, arrivals_per_min, priorities, start_s, estimate_factor);
+    let mut merged = pick!(
+        jobs,
+        shapes,
+        runtime_s,
+        default_runtime_s,
+        file_sizes_gb,
+        replicas,
+        utilization,
+        arrivals_per_min,
+        priorities,
+        start_s,
+        estimate_factor
+    );
     if spec.arrivals_per_min.is_some() && spec.utilization.is_none() {
         merged.utilization = None;
     }
@@ -108,13 +125,22 @@ pub fn build(scenario: &Scenario, rng: &mut Rng, catalogue: &mut ReplicaCatalogu
                     let fixed = match j.sites.get(k).map(String::as_str) {
                         None | Some("") => None,
                         Some(name) => Some(SiteId(
-                            scenario.site_index(name).ok_or_else(|| scenario.workload_error(&field("sites"), format!("unknown site '{name}'")))? as u32,
+                            scenario
+                                .site_index(name)
+                                .ok_or_else(|| scenario.workload_error(&field("sites"), format!("unknown site '{name}'")))?
+                                as u32,
                         )),
                     };
                     if fixed.is_none() && p > largest {
-                        return Err(scenario.workload_error(&field("components"), format!("component {k} requests {p} processors, more than any site has (largest: {largest})")));
+                        return Err(scenario.workload_error(
+                            &field("components"),
+                            format!("component {k} requests {p} processors, more than any site has (largest: {largest})"),
+                        ));
                     }
-                    comps.push(ComponentSpec { processors: p, fixed_site: fixed });
+                    comps.push(ComponentSpec {
+                        processors: p,
+                        fixed_site: fixed,
+                    });
                 }
                 for f in &j.files {
                     if catalogue.get(f).is_none() {
@@ -145,8 +171,16 @@ pub fn build(scenario: &Scenario, rng: &mut Rng, catalogue: &mut ReplicaCatalogu
     }
 }
 
-fn generate(scenario: &Scenario, spec: &GeneratedSpec, rng: &mut Rng, catalogue: &mut ReplicaCatalogue, largest: u32) -> Result<Vec<GridArrival>, ScenarioError> {
-    let jobs = spec.jobs.ok_or_else(|| scenario.workload_error("jobs", "missing (or give a preset)"))?;
+fn generate(
+    scenario: &Scenario,
+    spec: &GeneratedSpec,
+    rng: &mut Rng,
+    catalogue: &mut ReplicaCatalogue,
+    largest: u32,
+) -> Result<Vec<GridArrival>, ScenarioError> {
+    let jobs = spec
+        .jobs
+        .ok_or_else(|| scenario.workload_error("jobs", "missing (or give a preset)"))?;
     let shapes = spec.shapes.clone().unwrap_or_default();
     if shapes.is_empty() {
         return Err(scenario.workload_error("shapes", "missing or empty (or give a preset)"));
@@ -156,7 +190,10 @@ fn generate(scenario: &Scenario, spec: &GeneratedSpec, rng: &mut Rng, catalogue:
             return Err(scenario.workload_error("shapes", "components and sizes must be positive"));
         }
         if size > largest {
-            return Err(scenario.workload_error("shapes", format!("component size {size} is larger than every site (largest: {largest})")));
+            return Err(scenario.workload_error(
+                "shapes",
+                format!("component size {size} is larger than every site (largest: {largest})"),
+            ));
         }
     }
     let runtime_of = |size: u32| -> Result<f64, ScenarioError> {
@@ -200,7 +237,11 @@ fn generate(scenario: &Scenario, spec: &GeneratedSpec, rng: &mut Rng, catalogue:
             let name = format!("input-{i:05}");
             let mut sites: Vec<usize> = (0..scenario.sites.len()).collect();
             rng.shuffle(&mut sites);
-            catalogue.insert(name.clone(), (gb * GB).round() as u64, sites[..replicas].iter().map(|&s| SiteId(s as u32)));
+            catalogue.insert(
+                name.clone(),
+                (gb * GB).round() as u64,
+                sites[..replicas].iter().map(|&s| SiteId(s as u32)),
+            );
             input_files.push(name);
         }
         let priority = priorities[rng.choose_index(priorities.len())];
@@ -208,7 +249,12 @@ fn generate(scenario: &Scenario, spec: &GeneratedSpec, rng: &mut Rng, catalogue:
             submit_ms: (t * 1000.0).round() as Millis,
             spec: JobSpec {
                 name: format!("{n}x{size}-{i}"),
-                components: (0..n).map(|_| ComponentSpec { processors: size, fixed_site: None }).collect(),
+                components: (0..n)
+                    .map(|_| ComponentSpec {
+                        processors: size,
+                        fixed_site: None,
+                    })
+                    .collect(),
                 flexible: None,
                 input_files,
                 file_mode: FileMode::Whole,
@@ -274,7 +320,11 @@ processors = 64
     fn w50_arrives_faster_than_w30() {
         let span = |preset: &str| {
             let s = das2(&format!("[workload]\nkind = \"generated\"\npreset = \"{preset}\"\n"));
-            build(&s, &mut Rng::new(3), &mut ReplicaCatalogue::new()).unwrap().last().unwrap().submit_ms
+            build(&s, &mut Rng::new(3), &mut ReplicaCatalogue::new())
+                .unwrap()
+                .last()
+                .unwrap()
+                .submit_ms
         };
         assert!(span("w50") < span("w30"));
     }

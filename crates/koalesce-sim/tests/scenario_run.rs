@@ -58,6 +58,11 @@ fn cf_moves_less_data_than_wf() {
     let cf = metrics::report(&run(&s, 3));
     s.scheduler.default_policy = PolicyKind::Wf;
     let wf = metrics::report(&run(&s, 3));
-    assert!(cf.transferred_gb < wf.transferred_gb, "CF {} GB vs WF {} GB", cf.transferred_gb, wf.transferred_gb);
+    assert!(
+        cf.transferred_gb < wf.transferred_gb,
+        "CF {} GB vs WF {} GB",
+        cf.transferred_gb,
+        wf.transferred_gb
+    );
     assert!(cf.ftt_s.unwrap().mean < wf.ftt_s.unwrap().mean);
 }

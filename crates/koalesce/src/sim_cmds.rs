@@ -102,7 +102,12 @@ impl SimArgs {
         if procs == 0 {
             bail!("--procs: must be positive");
         }
-        let policy: QueuePolicy = self.policy.as_deref().unwrap_or("easy").parse().map_err(|e| anyhow::anyhow!("--policy: {e}"))?;
+        let policy: QueuePolicy = self
+            .policy
+            .as_deref()
+            .unwrap_or("easy")
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--policy: {e}"))?;
         let trace = swf::read_swf(&trace_path)?;
         let progress = bar(trace.records.len() as u64, self.quiet, "jobs");
         let result = single_cluster::simulate_with_progress(&trace, procs, policy, &mut |done, _total| progress.set_position(done as u64));
@@ -134,7 +139,9 @@ pub struct BenchEasyArgs {
 
 impl BenchEasyArgs {
     pub fn run(self) -> anyhow::Result<ExitCode> {
-        let trace = self.trace.unwrap_or_else(|| PathBuf::from("../shared/traces/HPC2N-2002-2.2-cln.swf.gz"));
+        let trace = self
+            .trace
+            .unwrap_or_else(|| PathBuf::from("../shared/traces/HPC2N-2002-2.2-cln.swf.gz"));
         let policy: QueuePolicy = self.policy.parse().map_err(|e| anyhow::anyhow!("--policy: {e}"))?;
         let report = koalesce_sim::bench::bench_single_cluster(&trace, self.procs, policy, self.repeats.max(1))?;
         println!("{report}");
