@@ -143,10 +143,7 @@ impl BandGenerator {
             0.0 <= spec.low && spec.low <= spec.high && spec.high <= 1.0,
             "band must satisfy 0 ≤ low ≤ high ≤ 1"
         );
-        assert!(
-            spec.check_interval_ms > 0,
-            "check interval must be positive"
-        );
+        assert!(spec.check_interval_ms > 0, "check interval must be positive");
         BandGenerator {
             spec,
             next_check: start_ms,
@@ -176,7 +173,8 @@ impl BandGenerator {
     }
 
     /// Submits organic arrivals due by `now`, checks the band if a check is due, and returns the
-    /// time of the next tick. Calling it early is harmless (nothing is due).
+    /// time of the next tick. Calling it early is harmless (nothing is due). It first brings the
+    /// LRM up to `now` with [`LocalRm::sync`]; LRM events stay buffered for the caller.
     pub fn on_tick(&mut self, now: Millis, lrm: &mut LocalRm, rng: &mut Rng) -> Millis {
         lrm.sync(now);
         let now = lrm.now();
@@ -213,12 +211,14 @@ impl BandGenerator {
 
     fn check(&mut self, now: Millis, lrm: &mut LocalRm, rng: &mut Rng) {
         self.stats.checks += 1;
+        // Forget dummy jobs that have ended on their own.
+        self.injected
+            .retain(|&id| lrm.job(id).map(|r| r.state) == Some(LocalJobState::Running));
         let cap = lrm.capacity();
         let capf = f64::from(cap);
         let low_n = ((self.spec.low * capf) - 1e-9).ceil().max(0.0) as u32;
         let high_n = ((self.spec.high * capf) + 1e-9).floor().min(capf) as u32;
-        let target =
-            ((0.5 * (self.spec.low + self.spec.high) * capf).round() as u32).clamp(low_n, high_n);
+        let target = ((0.5 * (self.spec.low + self.spec.high) * capf).round() as u32).clamp(low_n, high_n);
         if lrm.busy_local() < low_n {
             self.stats.checks_below += 1;
             self.inject(now, target, lrm, rng);
@@ -263,15 +263,10 @@ impl BandGenerator {
             let Some(id) = self.injected.pop() else {
                 break;
             };
-            if lrm.job(id).map(|r| r.state) == Some(LocalJobState::Running)
-                && lrm.kill_local(now, id)
-            {
+            if lrm.job(id).map(|r| r.state) == Some(LocalJobState::Running) && lrm.kill_local(now, id) {
                 self.stats.killed_jobs += 1;
             }
         }
-        // Forget dummy jobs that have ended on their own.
-        self.injected
-            .retain(|&id| lrm.job(id).map(|r| r.state) == Some(LocalJobState::Running));
     }
 }
 
@@ -369,10 +364,7 @@ pub struct TraceBackground {
 impl TraceBackground {
     /// Prepares `jobs` for a site of `site_procs` processors (see [`TraceOptions`]).
     pub fn new(jobs: Vec<LocalJobSpec>, site_procs: u32, opts: TraceOptions) -> Self {
-        assert!(
-            opts.time_scale.is_finite() && opts.time_scale > 0.0,
-            "time_scale must be positive"
-        );
+        assert!(opts.time_scale.is_finite() && opts.time_scale > 0.0, "time_scale must be positive");
         let mut stats = TraceStats {
             input: jobs.len(),
             ..TraceStats::default()
@@ -409,11 +401,7 @@ impl TraceBackground {
             out.push(j);
         }
         out.sort_by_key(|j| j.submit_ms);
-        TraceBackground {
-            jobs: out,
-            next: 0,
-            stats,
-        }
+        TraceBackground { jobs: out, next: 0, stats }
     }
 
     /// The counters.
@@ -446,10 +434,7 @@ impl TraceBackground {
             }
             self.next += 1;
             let at = j.submit_ms.max(lrm.now());
-            if lrm
-                .submit_local(at, LocalJob::new(j.procs, j.runtime_ms, j.estimate_ms))
-                .is_ok()
-            {
+            if lrm.submit_local(at, LocalJob::new(j.procs, j.runtime_ms, j.estimate_ms)).is_ok() {
                 n += 1;
             } else {
                 // Only if the LRM is smaller than the `site_procs` given to `new`.
@@ -458,5 +443,219 @@ impl TraceBackground {
         }
         self.stats.submitted += n;
         n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lrm::{GridKey, LocalPolicy, LrmConfig};
+
+    const HOUR: Millis = 3_600_000;
+
+    fn site(procs: u32, policy: LocalPolicy) -> LocalRm {
+        LocalRm::new(LrmConfig {
+            procs,
+            policy,
+            supports_reservations: true,
+        })
+    }
+
+    /// Drives an LRM and a band generator until `end`; returns the fraction of checks that saw
+    /// the utilization (after acting) above `high`.
+    fn run_band(lrm: &mut LocalRm, gen: &mut BandGenerator, rng: &mut Rng, end: Millis) {
+        loop {
+            let t = lrm.next_event_time().map_or(gen.next_tick(), |e| e.min(gen.next_tick()));
+            if t > end {
+                break;
+            }
+            lrm.advance(t);
+            if t >= gen.next_tick() {
+                gen.on_tick(t, lrm, rng);
+            }
+            lrm.check_invariants().unwrap();
+        }
+        lrm.advance(end);
+    }
+
+    #[test]
+    fn band_keeps_time_averaged_utilization_in_band_over_six_hours() {
+        for (seed, policy) in [
+            (1, LocalPolicy::EasyBackfill),
+            (2, LocalPolicy::Fcfs),
+            (3, LocalPolicy::EasyBackfill),
+        ] {
+            let mut rng = Rng::new(seed);
+            let mut lrm = site(100, policy);
+            let spec = BandSpec {
+                organic: Some(OrganicSpec::default()),
+                ..BandSpec::default()
+            };
+            let mut gen = BandGenerator::new(spec, 0);
+            let end = 6 * HOUR;
+            run_band(&mut lrm, &mut gen, &mut rng, end);
+            let avg = lrm.local_busy_proc_ms(end) as f64 / (100.0 * end as f64);
+            eprintln!("seed {seed} {policy:?}: avg {avg:.4} {:?}", gen.stats());
+            let s = *gen.stats();
+            assert!((0.28..=0.42).contains(&avg), "seed {seed}: average local utilization {avg}, {s:?}");
+            assert!(s.organic_jobs > 30, "{s:?}");
+            assert!(s.injected_jobs > 10, "{s:?}");
+            assert!(s.checks >= 6 * 360, "{s:?}");
+            let organic = lrm.local_busy_proc_ms(end) - lrm.injected_busy_proc_ms(end);
+            assert!(organic > 0);
+        }
+    }
+
+    #[test]
+    fn band_kills_injected_jobs_when_organic_load_pushes_above() {
+        let mut rng = Rng::new(7);
+        let mut lrm = site(100, LocalPolicy::EasyBackfill);
+        let mut gen = BandGenerator::new(BandSpec::default(), 0);
+        assert_eq!(gen.on_tick(0, &mut lrm, &mut rng), 10_000);
+        assert_eq!(lrm.busy_local(), 35, "injects up to the band middle");
+        assert_eq!(lrm.busy_injected(), 35);
+        // Local users arrive with 30 processors' worth of long jobs: 65%.
+        for _ in 0..3 {
+            lrm.submit_local(1_000, LocalJob::new(10, 4 * HOUR, 4 * HOUR)).unwrap();
+        }
+        assert_eq!(lrm.busy_local(), 65);
+        gen.on_tick(10_000, &mut lrm, &mut rng);
+        let s = *gen.stats();
+        assert!(lrm.busy_local() <= 40, "busy {}", lrm.busy_local());
+        assert!(lrm.busy_local() >= 30);
+        assert!(s.killed_jobs > 0);
+        assert_eq!(s.checks_above, 1);
+        assert_eq!(lrm.busy_local() - lrm.busy_injected(), 30);
+        // Newest first: the surviving dummy jobs are the oldest ones.
+        let killed: Vec<_> = lrm
+            .jobs()
+            .iter()
+            .filter(|r| r.state == LocalJobState::Killed)
+            .map(|r| r.id)
+            .collect();
+        let alive_injected: Vec<_> = lrm
+            .jobs()
+            .iter()
+            .filter(|r| r.injected && r.state == LocalJobState::Running)
+            .map(|r| r.id)
+            .collect();
+        assert!(alive_injected.iter().all(|a| killed.iter().all(|k| a < k)));
+    }
+
+    #[test]
+    fn band_reports_organic_overload_it_cannot_fix() {
+        let mut rng = Rng::new(8);
+        let mut lrm = site(100, LocalPolicy::Fcfs);
+        let mut gen = BandGenerator::new(BandSpec::default(), 0);
+        lrm.submit_local(0, LocalJob::new(60, HOUR, HOUR)).unwrap();
+        let mut t = 0;
+        for _ in 0..10 {
+            t = gen.on_tick(t, &mut lrm, &mut rng);
+        }
+        let s = *gen.stats();
+        assert_eq!(s.injected_jobs, 0);
+        assert_eq!(s.killed_jobs, 0);
+        assert_eq!(s.checks_above, 10);
+        assert_eq!(s.longest_above_high_ms, 90_000);
+    }
+
+    #[test]
+    fn band_does_not_queue_dummy_jobs() {
+        let mut rng = Rng::new(9);
+        let mut lrm = site(10, LocalPolicy::Fcfs);
+        lrm.claim(0, GridKey(1, 0), 7).unwrap();
+        lrm.submit_local(0, LocalJob::new(5, HOUR, HOUR)).unwrap(); // blocked head
+        let mut gen = BandGenerator::new(BandSpec::default(), 0);
+        gen.on_tick(0, &mut lrm, &mut rng);
+        assert_eq!(lrm.queued_local(), 1);
+        assert_eq!(lrm.busy_local(), 0);
+        assert_eq!(gen.stats().blocked_injections, 1);
+        assert_eq!(gen.stats().injected_jobs, 0);
+        // Once the grid releases, the organic head starts and no dummy is needed below 3.
+        lrm.release(5_000, GridKey(1, 0));
+        gen.on_tick(10_000, &mut lrm, &mut rng);
+        assert_eq!(lrm.busy_local(), 5, "50% is above the band: nothing injected");
+    }
+
+    #[test]
+    fn band_generator_is_deterministic() {
+        let run = |seed| {
+            let mut rng = Rng::new(seed);
+            let mut lrm = site(64, LocalPolicy::EasyBackfill);
+            let spec = BandSpec {
+                organic: Some(OrganicSpec::default()),
+                ..BandSpec::default()
+            };
+            let mut gen = BandGenerator::new(spec, 0);
+            run_band(&mut lrm, &mut gen, &mut rng, HOUR);
+            lrm.jobs().to_vec()
+        };
+        assert_eq!(run(5), run(5));
+        assert_ne!(run(5), run(6));
+    }
+
+    fn spec(submit_ms: Millis, procs: u32, runtime_ms: Millis, estimate_ms: Millis) -> LocalJobSpec {
+        LocalJobSpec {
+            submit_ms,
+            procs,
+            runtime_ms,
+            estimate_ms,
+        }
+    }
+
+    #[test]
+    fn trace_clips_drops_and_transforms_times() {
+        let jobs = vec![
+            spec(3_000, 4, 100, 50),
+            spec(1_000, 20, 100, 100),
+            spec(2_000, 0, 100, 100),
+            spec(0, 2, 100, 100),
+        ];
+        let tb = TraceBackground::new(jobs.clone(), 16, TraceOptions::default());
+        let s = *tb.stats();
+        assert_eq!((s.input, s.clipped, s.dropped_invalid), (4, 1, 1));
+        let arr: Vec<_> = tb.jobs().iter().map(|j| (j.submit_ms, j.procs)).collect();
+        assert_eq!(arr, vec![(0, 2), (1_000, 16), (3_000, 4)]);
+        assert_eq!(tb.jobs()[2].estimate_ms, 100, "estimate raised to the runtime");
+
+        let opts = TraceOptions {
+            shift_ms: -1_000,
+            time_scale: 0.5,
+            oversize: OversizePolicy::Drop,
+        };
+        let tb = TraceBackground::new(jobs, 16, opts);
+        let s = *tb.stats();
+        assert_eq!((s.dropped_oversize, s.dropped_before_start), (1, 1));
+        let arr: Vec<_> = tb.jobs().iter().map(|j| j.submit_ms).collect();
+        assert_eq!(arr, vec![500]);
+    }
+
+    #[test]
+    fn trace_releases_jobs_at_their_arrival_times() {
+        let jobs = vec![
+            spec(0, 8, 1_000, 1_000),
+            spec(100, 8, 1_000, 1_000),
+            spec(200, 4, 500, 500),
+            spec(5_000, 1, 10, 10),
+        ];
+        let mut tb = TraceBackground::new(jobs, 8, TraceOptions::default());
+        let mut lrm = site(8, LocalPolicy::Fcfs);
+        assert_eq!(tb.next_arrival(), Some(0));
+        assert_eq!(tb.release_due(0, &mut lrm), 1);
+        assert_eq!(tb.next_arrival(), Some(100));
+        // Called late: each job is still submitted at its own arrival time.
+        assert_eq!(tb.release_due(300, &mut lrm), 2);
+        let subs: Vec<_> = lrm.jobs().iter().map(|r| r.submit_ms).collect();
+        assert_eq!(subs, vec![0, 100, 200]);
+        assert_eq!(tb.remaining(), 1);
+        loop {
+            let next = [tb.next_arrival(), lrm.next_event_time()].into_iter().flatten().min();
+            let Some(t) = next else { break };
+            lrm.advance(t);
+            tb.release_due(t, &mut lrm);
+        }
+        let starts: Vec<_> = lrm.jobs().iter().map(|r| r.start_ms.unwrap()).collect();
+        assert_eq!(starts, vec![0, 1_000, 2_000, 5_000]);
+        assert_eq!(tb.stats().submitted, 4);
     }
 }

@@ -43,16 +43,8 @@ impl Rng {
     /// Creates a generator from a 64-bit seed (state filled by splitmix64).
     pub fn new(seed: u64) -> Self {
         let mut sm = seed;
-        let s = [
-            splitmix64(&mut sm),
-            splitmix64(&mut sm),
-            splitmix64(&mut sm),
-            splitmix64(&mut sm),
-        ];
-        Rng {
-            s,
-            spare_normal: None,
-        }
+        let s = [splitmix64(&mut sm), splitmix64(&mut sm), splitmix64(&mut sm), splitmix64(&mut sm)];
+        Rng { s, spare_normal: None }
     }
 
     /// Creates a generator for sub-stream `stream` of `seed` (e.g. one per site), independent
@@ -129,10 +121,7 @@ impl Rng {
 
     /// Uniform integer in the closed range `[low, high]`. Panics if `low > high`.
     pub fn range_inclusive_u64(&mut self, low: u64, high: u64) -> u64 {
-        assert!(
-            low <= high,
-            "range_inclusive_u64: empty range [{low}, {high}]"
-        );
+        assert!(low <= high, "range_inclusive_u64: empty range [{low}, {high}]");
         match (high - low).checked_add(1) {
             Some(span) => low + self.below(span),
             None => self.next_u64(), // the full u64 range
@@ -147,10 +136,7 @@ impl Rng {
     /// Exponentially distributed `f64` with the given mean (`mean >= 0`; 0 gives 0).
     /// Inverse-CDF method: `-mean * ln(1 - U)`, `U` in `[0, 1)`, so the result is finite.
     pub fn exponential(&mut self, mean: f64) -> f64 {
-        assert!(
-            mean >= 0.0 && mean.is_finite(),
-            "exponential: bad mean {mean}"
-        );
+        assert!(mean >= 0.0 && mean.is_finite(), "exponential: bad mean {mean}");
         -mean * (1.0 - self.uniform()).ln()
     }
 
@@ -270,10 +256,7 @@ mod tests {
         let mean = 600_000.0;
         let sum: f64 = (0..n).map(|_| r.exponential(mean)).sum();
         let est = sum / n as f64;
-        assert!(
-            (est - mean).abs() / mean < 0.02,
-            "sample mean {est} vs {mean}"
-        );
+        assert!((est - mean).abs() / mean < 0.02, "sample mean {est} vs {mean}");
     }
 
     #[test]
