@@ -375,10 +375,11 @@ impl PlacementPolicy for ClusterMinimization {
 /// job's total over as few sites as possible.
 ///
 /// Definition used here: order usable sites by available processors, largest first (ties:
-/// lowest id); take `min(available, remaining)` from each in turn until the total is covered.
-/// A piece smaller than `min_component` is not taken (the site is skipped) unless it completes
-/// the job; more than `max_components` pieces fails. The pieces become the job's components.
-/// A rigid (non-flexible) job given to FCM is placed as by CM.
+/// lowest id); take `min(available, remaining)` from each in turn until the total is covered,
+/// but never so much that the rest would be a piece smaller than `min_component` (then take
+/// `remaining − min_component`). A piece smaller than `min_component` is not taken (the site is
+/// skipped) unless it is the whole job; more than `max_components` pieces fails. The pieces
+/// become the job's components. A rigid (non-flexible) job given to FCM is placed as by CM.
 #[derive(Debug, Default, Clone)]
 pub struct FlexibleClusterMinimization;
 
@@ -405,7 +406,11 @@ impl PlacementPolicy for FlexibleClusterMinimization {
             if remaining == 0 {
                 break;
             }
-            let take = trial.available(site).min(remaining);
+            let mut take = trial.available(site).min(remaining);
+            if take < remaining && remaining - take < flex.min_component {
+                // Taking all would leave a last piece below min_component: leave exactly that.
+                take = remaining - flex.min_component.min(remaining);
+            }
             if take < flex.min_component.max(1) && take < remaining {
                 continue;
             }

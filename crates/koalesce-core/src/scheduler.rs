@@ -608,6 +608,8 @@ impl Scheduler {
         if !self.jobs.get(&job).is_some_and(|j| j.transfers.contains_key(key)) {
             return;
         }
+        // The failed transfer is over: not one to cancel when the job is released.
+        self.jobs.get_mut(&job).unwrap().transfers.remove(key);
         self.record_soft_error(key.to);
         self.return_to_queue(now, job, Requeue::SoftError);
     }
@@ -619,7 +621,13 @@ impl Scheduler {
             return;
         }
         if !granted {
-            // Treat as an unsuccessful placement: try again at a later scan.
+            // Treat as an unsuccessful placement: try again at a later scan. The refused
+            // reservation does not exist, so it is not cancelled (only un-placed).
+            if let Some(c) = self.jobs.get_mut(&job).unwrap().components.get_mut(component as usize) {
+                if c.state == ComponentState::Reserved {
+                    c.state = ComponentState::Placed;
+                }
+            }
             self.return_to_queue(now, job, Requeue::ReservationRejected);
             return;
         }
@@ -1151,7 +1159,7 @@ impl Scheduler {
         let jct = now;
         let l = job.claim_fraction;
         if jct < jst {
-            let step = ((l * (jst - jct) as f64).round() as Millis).max(self.config.min_claim_retry_ms);
+            let step = ((l * (jst - jct) as f64).round() as Millis).max(self.config.min_claim_retry_ms.max(1));
             self.schedule_claim(id, (jct + step).min(jst));
             return;
         }
@@ -1162,7 +1170,7 @@ impl Scheduler {
                 let new_jst = jst + interval_ms.max(1);
                 job.timeline.estimated_start = Some(new_jst);
                 job.jst_returns += 1;
-                let step = ((l * (new_jst - now) as f64).round() as Millis).max(self.config.min_claim_retry_ms);
+                let step = ((l * (new_jst - now) as f64).round() as Millis).max(self.config.min_claim_retry_ms.max(1));
                 self.schedule_claim(id, (now + step).min(new_jst));
             }
         }
@@ -1226,9 +1234,10 @@ impl Scheduler {
                 target = p.site;
             }
         }
-        // Lines 8–14: preempt lower-priority grid jobs at the target site.
+        // Lines 8–14: preempt lower-priority grid jobs at the target site (never to start a
+        // component on a blacklisted site).
         let job = &self.jobs[&id];
-        if !self.config.preemption || job.priority == Priority::SuperLow {
+        if !self.config.preemption || job.priority == Priority::SuperLow || self.views[target.index()].blacklisted {
             return None;
         }
         let my_rank = job.priority.rank();
@@ -1259,9 +1268,12 @@ impl Scheduler {
             }
             self.stats.preemptions += 1;
             self.jobs.get_mut(&vid).unwrap().preemptions += 1;
+            let before = self.views[target.index()].idle;
             self.return_to_queue(now, vid, Requeue::Preempted);
+            // Claims the driver never pulled were already given back by release_placement.
+            let restored = self.views[target.index()].idle - before;
             idle[target.index()] += held;
-            self.views[target.index()].idle += held;
+            self.views[target.index()].idle += held - restored;
         }
         if target != old_site {
             let job = &self.jobs[&id];
@@ -1456,6 +1468,14 @@ impl Scheduler {
                 ComponentState::Claimed | ComponentState::Running if !issued(&unissued_claims) => {
                     // The core lowered its idle view when it claimed; give it back.
                     self.views[site.index()].idle += c.processors;
+                    if c.reserved {
+                        // Its reservation was granted and is now unused.
+                        self.actions.push_back(Action::CancelReservation {
+                            job: id,
+                            component: i as u32,
+                            site,
+                        });
+                    }
                 }
                 ComponentState::Claimed | ComponentState::Running => {
                     self.actions.push_back(Action::Abort {
