@@ -1378,6 +1378,14 @@ impl Scheduler {
             .filter(|(_, c)| c.reserved && c.state == ComponentState::Reserved)
             .map(|(i, _)| i)
             .collect();
+        // A site blacklisted since placement is not used, reservation or not: re-place the job.
+        if reserved
+            .iter()
+            .any(|&i| job.components[i].site.is_some_and(|s| self.views[s.index()].blacklisted))
+        {
+            self.return_to_queue(now, id, Requeue::ReservationRejected);
+            return;
+        }
         for i in reserved {
             self.claim_component(id, i);
         }

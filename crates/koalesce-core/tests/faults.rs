@@ -248,3 +248,50 @@ fn a_failed_transfer_is_a_soft_error_of_its_destination_and_is_not_cancelled() {
     assert_eq!(h.state(j), JobState::Succeeded);
     h.assert_clean();
 }
+
+#[test]
+fn reservation_on_a_site_blacklisted_after_placement_is_not_claimed() {
+    use koalesce_core::model::{NetworkForecast, ReplicaCatalogue, Site};
+    use koalesce_core::{Action, JobSpec, Scheduler, SchedulerConfig, SiteId};
+    let sites = vec![
+        Site {
+            name: "a".into(),
+            processors: 8,
+            speed: 1.0,
+            supports_reservations: true,
+        },
+        Site {
+            name: "b".into(),
+            processors: 8,
+            speed: 1.0,
+            supports_reservations: false,
+        },
+    ];
+    let mut catalogue = ReplicaCatalogue::new();
+    catalogue.insert("f", 1_000_000_000, [SiteId(1)]);
+    let config = SchedulerConfig {
+        place_on_submit: true,
+        ..SchedulerConfig::default()
+    };
+    let mut s = Scheduler::new(config, sites, NetworkForecast::uniform(2, 8e8, 0), catalogue);
+    s.update_site_idle(SiteId(1), 0);
+    let job = s.submit(0, JobSpec::simple("r", &[4], &["f"], 60_000)).unwrap();
+    let actions: Vec<Action> = s.drain_actions().collect();
+    assert!(
+        actions.iter().any(|a| matches!(a, Action::Reserve { site: SiteId(0), .. })),
+        "{actions:?}"
+    );
+    s.reservation_answer(0, job, 0, true);
+    s.set_blacklisted(SiteId(0), true);
+    let jst = s.job(job).unwrap().timeline.estimated_start.unwrap();
+    s.handle_timeout(jst);
+    let actions: Vec<Action> = s.drain_actions().collect();
+    assert!(!actions.iter().any(|a| matches!(a, Action::Claim { .. })), "{actions:?}");
+    assert!(
+        actions
+            .iter()
+            .any(|a| matches!(a, Action::CancelReservation { site: SiteId(0), .. })),
+        "{actions:?}"
+    );
+    assert_eq!(s.job(job).unwrap().state, koalesce_core::JobState::Queued);
+}
