@@ -44,7 +44,8 @@ pub struct QueueWeights {
     pub n_high_group: u32,
     /// Scans of the lower group {low, super-low} per round.
     pub n_low_group: u32,
-    /// super-high scans per higher-group scan (n1 ≥ n2 ≥ 1).
+    /// super-high scans per higher-group scan. 003 §4.2.1 asks n1 ≥ n2 ≥ 1, but §5.2.1 runs
+    /// n1 = 1, n2 = 2, so only n1, n2 ≥ 1 is enforced.
     pub n1: u32,
     /// high scans per higher-group scan.
     pub n2: u32,
@@ -95,6 +96,10 @@ pub struct SchedulerConfig {
     pub preemption: bool,
     /// Consecutive soft errors after which a site is blacklisted.
     pub blacklist_threshold: u32,
+    /// A blacklisted site is re-admitted after this long (`None`: it stays out until an
+    /// administrator re-admits it, as in KOALA). While blacklisting is permanent, a job that no
+    /// remaining site could ever hold fails as unplaceable instead of waiting forever.
+    pub blacklist_expiry_ms: Option<Millis>,
     /// A job fails after this many returns to the queue because of soft errors (`None` = ∞).
     pub max_error_resubmissions: Option<u32>,
     pub history: HistorySeed,
@@ -118,6 +123,7 @@ impl Default for SchedulerConfig {
             claim_threshold: 1.0,
             preemption: true,
             blacklist_threshold: 5,
+            blacklist_expiry_ms: None,
             max_error_resubmissions: None,
             history: HistorySeed::AllPairs,
             place_on_submit: false,
@@ -134,7 +140,8 @@ pub struct ConfigError {
 }
 
 impl SchedulerConfig {
-    /// Checks the ranges the seeds give (L and T in [0, 1], N_h ≥ N_l ≥ 1, n1 ≥ n2 ≥ 1, …).
+    /// Checks the ranges the seeds give (L and T in [0, 1], N_h ≥ N_l ≥ 1, n1, n2 ≥ 1 (see
+    /// [`QueueWeights::n1`]), n3 ≥ n4 ≥ 1, …).
     pub fn validate(&self) -> Result<(), ConfigError> {
         let err = |field, reason: &str| {
             Err(ConfigError {
@@ -155,8 +162,11 @@ impl SchedulerConfig {
         if w.n_low_group < 1 || w.n_high_group < w.n_low_group {
             return err("queue_weights", "need N_h >= N_l >= 1");
         }
-        if w.n2 < 1 || w.n1 < w.n2 {
-            return err("queue_weights", "need n1 >= n2 >= 1");
+        // 003 §4.2.1 asks n1 >= n2, but 003 §5.2.1 itself runs n1 = 1, n2 = 2 ("we scan the
+        // high placement queue twice before we scan the low placement queue once"; the
+        // super-high queue is empty and skipped), so only positivity is required here.
+        if w.n1 < 1 || w.n2 < 1 {
+            return err("queue_weights", "need n1 >= 1 and n2 >= 1");
         }
         if w.n4 < 1 || w.n3 < w.n4 {
             return err("queue_weights", "need n3 >= n4 >= 1");

@@ -111,6 +111,15 @@ pub enum SubmitError {
         processors: u32,
         capacity: u32,
     },
+    #[error("job '{job}': requests {processors} processors in all, more than the grid has ({capacity})")]
+    JobTooLarge { job: String, processors: u64, capacity: u64 },
+    #[error("job '{job}': components fixed to site '{site}' request {processors} processors together, more than it has ({capacity})")]
+    FixedSiteOverbooked {
+        job: String,
+        site: String,
+        processors: u64,
+        capacity: u32,
+    },
     #[error("job '{job}': input file '{file}' is not in the replica catalogue")]
     UnknownFile { job: String, file: String },
     #[error("job '{job}': input file '{file}' has no replica")]
@@ -235,6 +244,8 @@ pub struct SiteView {
     pub consecutive_errors: u32,
     pub total_errors: u32,
     pub blacklisted: bool,
+    /// When a blacklisted site is re-admitted (with `blacklist_expiry_ms`).
+    pub blacklisted_until: Option<Millis>,
 }
 
 /// Counters for metrics.
@@ -286,6 +297,7 @@ impl Scheduler {
                 consecutive_errors: 0,
                 total_errors: 0,
                 blacklisted: false,
+                blacklisted_until: None,
             })
             .collect();
         Scheduler {
@@ -538,6 +550,33 @@ impl Scheduler {
                 None => {}
             }
         }
+        if spec.flexible.is_none() {
+            let capacity: u64 = self.sites.iter().map(|s| s.processors as u64).sum();
+            let processors: u64 = spec.components.iter().map(|c| c.processors as u64).sum();
+            if processors > capacity {
+                return Err(SubmitError::JobTooLarge {
+                    job: job(),
+                    processors,
+                    capacity,
+                });
+            }
+            for (i, site) in self.sites.iter().enumerate() {
+                let fixed: u64 = spec
+                    .components
+                    .iter()
+                    .filter(|c| c.fixed_site == Some(SiteId(i as u32)))
+                    .map(|c| c.processors as u64)
+                    .sum();
+                if fixed > site.processors as u64 {
+                    return Err(SubmitError::FixedSiteOverbooked {
+                        job: job(),
+                        site: site.name.clone(),
+                        processors: fixed,
+                        capacity: site.processors,
+                    });
+                }
+            }
+        }
         if let Some(min) = spec.min_components {
             if min == 0 || min as usize > spec.components.len() {
                 return Err(SubmitError::InvalidMinComponents {
@@ -586,6 +625,7 @@ impl Scheduler {
     pub fn set_blacklisted(&mut self, site: SiteId, blacklisted: bool) {
         let v = &mut self.views[site.index()];
         v.blacklisted = blacklisted;
+        v.blacklisted_until = None;
         if !blacklisted {
             v.consecutive_errors = 0;
         }
@@ -610,7 +650,7 @@ impl Scheduler {
         }
         // The failed transfer is over: not one to cancel when the job is released.
         self.jobs.get_mut(&job).unwrap().transfers.remove(key);
-        self.record_soft_error(key.to);
+        self.record_soft_error(now, key.to);
         self.return_to_queue(now, job, Requeue::SoftError);
     }
 
@@ -651,7 +691,7 @@ impl Scheduler {
         // It never got its processors: nothing to abort at the site.
         c.state = ComponentState::Unplaced;
         if soft_error {
-            self.record_soft_error(site);
+            self.record_soft_error(now, site);
         }
         self.return_to_queue(now, job, if soft_error { Requeue::SoftError } else { Requeue::ClaimRejected });
     }
@@ -680,7 +720,7 @@ impl Scheduler {
                 }
             }
             ComponentOutcome::SoftError => {
-                self.record_soft_error(site);
+                self.record_soft_error(now, site);
                 self.return_to_queue(now, job, Requeue::SoftError);
             }
             ComponentOutcome::ApplicationError => {
@@ -713,6 +753,7 @@ impl Scheduler {
             self.next_scan,
             self.claiming.first().map(|x| x.0),
             self.reservation_starts.first().map(|x| x.0),
+            self.views.iter().filter_map(|v| v.blacklisted_until).min(),
         ]
         .into_iter()
         .flatten()
@@ -722,6 +763,13 @@ impl Scheduler {
     /// Runs everything due at `now`: claiming tries (in JCT order), reservation starts, and
     /// a placement scan.
     pub fn handle_timeout(&mut self, now: Millis) {
+        for v in &mut self.views {
+            if v.blacklisted_until.is_some_and(|t| t <= now) {
+                v.blacklisted = false;
+                v.blacklisted_until = None;
+                v.consecutive_errors = 0;
+            }
+        }
         while let Some(&(at, job)) = self.claiming.first() {
             if at > now {
                 break;
@@ -881,6 +929,14 @@ impl Scheduler {
             return;
         }
         self.stats.placement_tries += 1;
+        if self.config.blacklist_expiry_ms.is_none() && !self.could_ever_fit(id) {
+            self.queues.remove(id);
+            let job = self.jobs.get_mut(&id).unwrap();
+            job.placement_tries += 1;
+            job.timeline.finished = Some(now);
+            self.set_state(now, id, JobState::Failed(FailureReason::Unplaceable));
+            return;
+        }
         let decision = self.decide_placement(id, capacity);
         let job = self.jobs.get_mut(&id).unwrap();
         job.placement_tries += 1;
@@ -909,6 +965,32 @@ impl Scheduler {
                 }
             }
         }
+    }
+
+    /// Whether the sites that are not blacklisted could hold the job if they were empty.
+    fn could_ever_fit(&self, id: JobId) -> bool {
+        let job = &self.jobs[&id];
+        let usable = |s: usize| !self.views[s].blacklisted;
+        let largest_site = (0..self.sites.len())
+            .filter(|&s| usable(s))
+            .map(|s| self.sites[s].processors)
+            .max()
+            .unwrap_or(0);
+        let total: u64 = (0..self.sites.len())
+            .filter(|&s| usable(s))
+            .map(|s| self.sites[s].processors as u64)
+            .sum();
+        if let Some(f) = &job.spec.flexible {
+            return f.total as u64 <= total;
+        }
+        let fixed_ok = job.components.iter().all(|c| c.fixed_site.is_none_or(|s| usable(s.index())));
+        let free: Vec<u32> = job
+            .components
+            .iter()
+            .filter(|c| c.fixed_site.is_none())
+            .map(|c| c.processors)
+            .collect();
+        fixed_ok && free.iter().all(|&p| p <= largest_site) && job.total_processors() as u64 <= total
     }
 
     /// Asks the job's policy for a placement of every component (fixed ones at their site).
@@ -1413,14 +1495,16 @@ impl Scheduler {
 
     // ----- faults and returns -------------------------------------------------------------
 
-    fn record_soft_error(&mut self, site: SiteId) {
+    fn record_soft_error(&mut self, now: Millis, site: SiteId) {
         self.stats.soft_errors += 1;
         let threshold = self.config.blacklist_threshold;
+        let expiry = self.config.blacklist_expiry_ms;
         let v = &mut self.views[site.index()];
         v.consecutive_errors += 1;
         v.total_errors += 1;
         if !v.blacklisted && v.consecutive_errors >= threshold {
             v.blacklisted = true;
+            v.blacklisted_until = expiry.map(|e| now + e.max(1));
             self.actions.push_back(Action::Blacklist { site });
         }
     }

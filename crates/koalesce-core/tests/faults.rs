@@ -295,3 +295,63 @@ fn reservation_on_a_site_blacklisted_after_placement_is_not_claimed() {
     );
     assert_eq!(s.job(job).unwrap().state, koalesce_core::JobState::Queued);
 }
+
+fn one_site_scheduler(config: koalesce_core::SchedulerConfig) -> koalesce_core::Scheduler {
+    use koalesce_core::model::{NetworkForecast, ReplicaCatalogue, Site};
+    let sites = vec![Site {
+        name: "only".into(),
+        processors: 8,
+        speed: 1.0,
+        supports_reservations: false,
+    }];
+    koalesce_core::Scheduler::new(config, sites, NetworkForecast::uniform(1, 8e8, 0), ReplicaCatalogue::new())
+}
+
+fn run_to_soft_error(s: &mut koalesce_core::Scheduler, now: u64, job: koalesce_core::JobId) {
+    use koalesce_core::{Action, ComponentOutcome};
+    s.handle_timeout(now);
+    let launched = s.drain_actions().any(|a| matches!(a, Action::Launch { .. }));
+    assert!(launched, "job {job} did not launch at {now}");
+    s.component_finished(now + 1, job, 0, ComponentOutcome::SoftError);
+    s.drain_actions().for_each(drop);
+}
+
+#[test]
+fn with_every_site_blacklisted_for_good_a_job_fails_as_unplaceable() {
+    use koalesce_core::state::FailureReason;
+    use koalesce_core::{JobSpec, JobState, SchedulerConfig};
+    let config = SchedulerConfig {
+        blacklist_threshold: 1,
+        ..SchedulerConfig::default()
+    };
+    let mut s = one_site_scheduler(config);
+    let job = s.submit(0, JobSpec::simple("j", &[4], &[], 1000)).unwrap();
+    run_to_soft_error(&mut s, 60_000, job);
+    assert!(s.site_view(koalesce_core::SiteId(0)).blacklisted);
+    s.handle_timeout(120_000);
+    assert_eq!(s.job(job).unwrap().state, JobState::Failed(FailureReason::Unplaceable));
+}
+
+#[test]
+fn a_blacklist_with_expiry_readmits_the_site_and_the_job_runs_again() {
+    use koalesce_core::{Action, JobSpec, JobState, SchedulerConfig};
+    let config = SchedulerConfig {
+        blacklist_threshold: 1,
+        blacklist_expiry_ms: Some(300_000),
+        ..SchedulerConfig::default()
+    };
+    let mut s = one_site_scheduler(config);
+    let job = s.submit(0, JobSpec::simple("j", &[4], &[], 1000)).unwrap();
+    run_to_soft_error(&mut s, 60_000, job);
+    // Blacklisted at 60 001 until 360 001: scans in between place nothing.
+    s.handle_timeout(120_000);
+    assert_eq!(s.job(job).unwrap().state, JobState::Queued);
+    assert_eq!(s.poll_timeout(), Some(180_000));
+    s.handle_timeout(360_000);
+    assert!(s.site_view(koalesce_core::SiteId(0)).blacklisted, "not yet re-admitted at 360 000");
+    s.handle_timeout(360_001);
+    assert!(!s.site_view(koalesce_core::SiteId(0)).blacklisted);
+    s.handle_timeout(420_000);
+    assert!(s.drain_actions().any(|a| matches!(a, Action::Launch { .. })));
+    assert_eq!(s.job(job).unwrap().state, JobState::Running);
+}

@@ -227,7 +227,7 @@ fn wf_reads_each_file_from_the_replica_with_least_transfer_time() {
 
 #[test]
 fn wf_placement_is_atomic_and_a_failure_leaves_nothing_placed() {
-    // a(16) b(16); [12, 12, 12]: 12 → a (4 left), 12 → b (4 left), 12 → nothing: the whole
+    // a(16) b(16); [12, 12, 6]: 12 → a (4 left), 12 → b (4 left), 6 → nothing: the whole
     // job fails, no component keeps processors placed-but-unclaimed.
     let mut s = scheduler(
         SchedulerConfig::default(),
@@ -235,7 +235,7 @@ fn wf_placement_is_atomic_and_a_failure_leaves_nothing_placed() {
         NetworkForecast::uniform(2, 8e6, 0),
         ReplicaCatalogue::new(),
     );
-    let j1 = s.submit(0, job("three", &[12, 12, 12], &[], PolicyKind::Wf)).unwrap();
+    let j1 = s.submit(0, job("three", &[12, 12, 6], &[], PolicyKind::Wf)).unwrap();
     s.handle_timeout(60_000);
     assert!(drain(&mut s).is_empty());
     assert_eq!(state(&s, j1), JobState::Queued);

@@ -265,7 +265,23 @@ fn build(sc: &Scenario) -> Harness {
                     fixed_site: None,
                 },
             })
-            .collect();
+            .collect::<Vec<ComponentSpec>>();
+        // Keep the job feasible on an empty grid (the core refuses it at submission otherwise):
+        // drop trailing components while the job or one fixed site would be overbooked.
+        let mut components = components;
+        let overbooked = |cs: &[ComponentSpec]| {
+            cs.iter().map(|c| c.processors).sum::<u32>() > total
+                || (0..n).any(|s| {
+                    cs.iter()
+                        .filter(|c| c.fixed_site == Some(SiteId(s as u32)))
+                        .map(|c| c.processors)
+                        .sum::<u32>()
+                        > sites[s].processors
+                })
+        };
+        while components.len() > 1 && overbooked(&components) {
+            components.pop();
+        }
         let flexible = g.flexible.map(|(t, min, max)| FlexibleRequest {
             total: 1 + (t - 1) % total,
             min_component: min,

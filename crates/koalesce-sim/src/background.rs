@@ -217,7 +217,8 @@ impl BandGenerator {
         let cap = lrm.capacity();
         let capf = f64::from(cap);
         let low_n = ((self.spec.low * capf) - 1e-9).ceil().max(0.0) as u32;
-        let high_n = ((self.spec.high * capf) + 1e-9).floor().min(capf) as u32;
+        // A band narrower than one processor keeps at least the lower edge.
+        let high_n = (((self.spec.high * capf) + 1e-9).floor().min(capf) as u32).max(low_n);
         let target = ((0.5 * (self.spec.low + self.spec.high) * capf).round() as u32).clamp(low_n, high_n);
         if lrm.busy_local() < low_n {
             self.stats.checks_below += 1;

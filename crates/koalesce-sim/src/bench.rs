@@ -26,11 +26,7 @@ impl TimingStats {
         let mut s = samples.to_vec();
         s.sort();
         let n = s.len();
-        let median = if n % 2 == 1 {
-            s[n / 2]
-        } else {
-            (s[n / 2 - 1] + s[n / 2]) / 2
-        };
+        let median = if n % 2 == 1 { s[n / 2] } else { (s[n / 2 - 1] + s[n / 2]) / 2 };
         TimingStats { min: s[0], median }
     }
 }
@@ -79,21 +75,12 @@ pub struct BenchReport {
 pub fn peak_rss_kib() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    line["VmHWM:".len()..]
-        .split_ascii_whitespace()
-        .next()?
-        .parse()
-        .ok()
+    line["VmHWM:".len()..].split_ascii_whitespace().next()?.parse().ok()
 }
 
 /// Reads and simulates `trace` `repeats` times (at least once), timing the
 /// read and the simulation separately.
-pub fn bench_single_cluster(
-    trace: &Path,
-    procs: u64,
-    policy: QueuePolicy,
-    repeats: usize,
-) -> Result<BenchReport, SwfError> {
+pub fn bench_single_cluster(trace: &Path, procs: u64, policy: QueuePolicy, repeats: usize) -> Result<BenchReport, SwfError> {
     let repeats = repeats.max(1);
     let mut reads = Vec::with_capacity(repeats);
     let mut sims = Vec::with_capacity(repeats);
@@ -127,11 +114,7 @@ pub fn bench_single_cluster(
         read: TimingStats::from_samples(&reads),
         simulate,
         total: TimingStats::from_samples(&totals),
-        events_per_sec: if secs > 0.0 {
-            result.events as f64 / secs
-        } else {
-            0.0
-        },
+        events_per_sec: if secs > 0.0 { result.events as f64 / secs } else { 0.0 },
         peak_rss_kib: peak_rss_kib(),
         makespan_s: result.makespan,
         utilization: result.utilization,
@@ -158,18 +141,10 @@ impl fmt::Display for BenchReport {
             self.records, self.jobs, self.dropped, self.events
         )?;
         writeln!(f, "phase          min (ms)   median (ms)")?;
-        for (name, t) in [
-            ("read", self.read),
-            ("simulate", self.simulate),
-            ("total", self.total),
-        ] {
+        for (name, t) in [("read", self.read), ("simulate", self.simulate), ("total", self.total)] {
             writeln!(f, "{name:<10} {:>12.2} {:>13.2}", ms(t.min), ms(t.median))?;
         }
-        writeln!(
-            f,
-            "events/s   {:.3e} (median simulate)",
-            self.events_per_sec
-        )?;
+        writeln!(f, "events/s   {:.3e} (median simulate)", self.events_per_sec)?;
         match self.peak_rss_kib {
             Some(k) => writeln!(f, "peak RSS   {:.1} MiB", k as f64 / 1024.0)?,
             None => writeln!(f, "peak RSS   unknown")?,

@@ -100,11 +100,16 @@ pub struct SimResult {
     pub policy: String,
     pub seed: u64,
     pub site_names: Vec<String>,
+    /// Processors per site (same order as `site_names`).
+    pub site_processors: Vec<u32>,
     pub total_processors: u64,
     pub jobs: Vec<JobRecord>,
     pub rejected: Vec<String>,
     pub bucket_ms: Millis,
     pub timeline: Vec<UtilizationBucket>,
+    /// Processor-milliseconds per category and site over the whole run (index = site;
+    /// `start_ms` is 0), e.g. for the utilization of the sites left after blacklisting.
+    pub site_totals: Vec<UtilizationBucket>,
     pub end_ms: Millis,
     pub last_arrival_ms: Millis,
     pub events: u64,
@@ -113,6 +118,8 @@ pub struct SimResult {
     pub soft_errors: u64,
     pub transferred_bytes: u64,
     pub horizon_reached: bool,
+    /// Broken invariants seen when checks were on (see [`Simulation::check_invariants`]).
+    pub invariant_violations: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -147,6 +154,7 @@ pub struct Simulation {
     horizon: Millis,
     bucket_ms: Millis,
     timeline: Vec<UtilizationBucket>,
+    site_totals: Vec<UtilizationBucket>,
     waiting: Vec<u32>,
     running: Vec<u32>,
     finished: usize,
@@ -154,6 +162,8 @@ pub struct Simulation {
     events: u64,
     blacklisted: Vec<(Millis, String)>,
     latency: Vec<Vec<Millis>>,
+    check_invariants: bool,
+    violations: Vec<String>,
 }
 
 const GB_BITS: f64 = 8e9;
@@ -314,6 +324,7 @@ impl Simulation {
             horizon: scenario.horizon_s.map(|s| s * 1000).unwrap_or(30 * 24 * 3_600_000),
             bucket_ms: scenario.sample_interval_s * 1000,
             timeline: Vec::new(),
+            site_totals: vec![UtilizationBucket::default(); n],
             waiting: vec![0; n],
             running: vec![0; n],
             finished: 0,
@@ -321,7 +332,37 @@ impl Simulation {
             events: 0,
             blacklisted: Vec::new(),
             latency,
+            check_invariants: false,
+            violations: Vec::new(),
         })
+    }
+
+    /// Checks after every instant that no site is over-allocated (local + grid ≤ processors,
+    /// the LRM's own invariants) and that the processors the driver holds for grid components
+    /// match the LRM's grid count. Violations end up in [`SimResult::invariant_violations`].
+    pub fn check_invariants(mut self, on: bool) -> Self {
+        self.check_invariants = on;
+        self
+    }
+
+    fn verify(&mut self) {
+        for (s, l) in self.lrms.iter().enumerate() {
+            let name = &self.sites[s].name;
+            if let Err(e) = l.check_invariants() {
+                self.violations.push(format!("t={} {name}: {e}", self.now));
+            }
+            if l.busy_local() + l.busy_grid() > self.sites[s].processors {
+                self.violations.push(format!("t={} {name}: over-allocated", self.now));
+            }
+            if l.busy_grid() != self.waiting[s] + self.running[s] {
+                self.violations.push(format!(
+                    "t={} {name}: LRM holds {} grid processors, driver {}",
+                    self.now,
+                    l.busy_grid(),
+                    self.waiting[s] + self.running[s]
+                ));
+            }
+        }
     }
 
     pub fn scheduler(&self) -> &Scheduler {
@@ -373,6 +414,9 @@ impl Simulation {
             self.accumulate(t);
             self.now = t;
             self.step();
+            if self.check_invariants {
+                self.verify();
+            }
             self.events += 1;
             if self.events.is_multiple_of(2048) {
                 progress(Progress {
@@ -401,6 +445,13 @@ impl Simulation {
         let pgt: u64 = (0..self.sites.len())
             .map(|s| self.scheduler.site_view(SiteId(s as u32)).placed_unclaimed as u64)
             .sum();
+        let d = t - self.now;
+        for (s, tot) in self.site_totals.iter_mut().enumerate() {
+            tot.background += self.lrms[s].busy_local() as u64 * d;
+            tot.grid += self.running[s] as u64 * d;
+            tot.pwt += self.waiting[s] as u64 * d;
+            tot.pgt += self.scheduler.site_view(SiteId(s as u32)).placed_unclaimed as u64 * d;
+        }
         let mut from = self.now;
         while from < t {
             let b = (from / self.bucket_ms) as usize;
@@ -458,7 +509,13 @@ impl Simulation {
             }
             self.lrms[s].take_events();
         }
-        // (4) Grid arrivals.
+        // (4) Grid arrivals. With placement on submission the core decides right here, so it
+        // must see what step (3) just changed (local jobs started or ended) and the current
+        // network, not the values of the previous instant.
+        if self.arrivals.get(self.next_arrival).is_some_and(|a| a.submit_ms <= now) {
+            self.refresh_idle();
+            self.refresh_forecast();
+        }
         while let Some(a) = self.arrivals.get(self.next_arrival) {
             if a.submit_ms > now {
                 break;
@@ -665,11 +722,13 @@ impl Simulation {
             policy: self.scheduler.config().default_policy.name().to_string(),
             seed: self.seed,
             total_processors: self.sites.iter().map(|s| s.processors as u64).sum(),
+            site_processors: self.sites.iter().map(|s| s.processors).collect(),
             site_names: names,
             jobs,
             rejected: self.rejected,
             bucket_ms: self.bucket_ms,
             timeline: self.timeline,
+            site_totals: self.site_totals,
             end_ms: self.now,
             last_arrival_ms: self.arrivals.last().map(|a| a.submit_ms).unwrap_or(0),
             events: self.events,
@@ -678,6 +737,7 @@ impl Simulation {
             soft_errors: self.scheduler.stats().soft_errors,
             transferred_bytes: self.network.bytes_delivered(),
             horizon_reached,
+            invariant_violations: self.violations,
         }
     }
 }

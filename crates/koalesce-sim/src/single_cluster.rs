@@ -216,11 +216,7 @@ impl fmt::Display for SingleResult {
         write!(
             f,
             "makespan {} s  utilization {:.4}  mean wait {:.1} s  mean bounded slowdown ({} s) {:.3}",
-            self.makespan,
-            self.utilization,
-            self.mean_wait,
-            BSLD_THRESHOLD_S,
-            self.mean_bounded_slowdown
+            self.makespan, self.utilization, self.mean_wait, BSLD_THRESHOLD_S, self.mean_bounded_slowdown
         )
     }
 }
@@ -319,12 +315,7 @@ pub const PROGRESS_EVERY: usize = 1 << 14;
 
 /// Like [`simulate`], calling `progress(finished_jobs, total_jobs)` every
 /// [`PROGRESS_EVERY`] finished jobs and once at the end.
-pub fn simulate_with_progress(
-    trace: &SwfTrace,
-    procs: u64,
-    policy: QueuePolicy,
-    progress: &mut dyn FnMut(usize, usize),
-) -> SingleResult {
+pub fn simulate_with_progress(trace: &SwfTrace, procs: u64, policy: QueuePolicy, progress: &mut dyn FnMut(usize, usize)) -> SingleResult {
     let mut dropped = DroppedCounts::default();
     let mut jobs: Vec<SimJob> = Vec::with_capacity(trace.records.len());
     let mut outcomes: Vec<JobOutcome> = Vec::with_capacity(trace.records.len());
@@ -457,13 +448,7 @@ impl Cluster<'_> {
     }
 }
 
-fn run(
-    jobs: &[SimJob],
-    procs: u64,
-    policy: QueuePolicy,
-    outcomes: &mut [JobOutcome],
-    progress: &mut dyn FnMut(usize, usize),
-) -> RunStats {
+fn run(jobs: &[SimJob], procs: u64, policy: QueuePolicy, outcomes: &mut [JobOutcome], progress: &mut dyn FnMut(usize, usize)) -> RunStats {
     let total = jobs.len();
     // Arrival order: submit time, ties in trace order (stable sort).
     let mut arrivals: Vec<usize> = (0..total).collect();
@@ -563,13 +548,7 @@ fn run(
     stats
 }
 
-fn finish(
-    policy: QueuePolicy,
-    procs: u64,
-    jobs: Vec<JobOutcome>,
-    dropped: DroppedCounts,
-    stats: RunStats,
-) -> SingleResult {
+fn finish(policy: QueuePolicy, procs: u64, jobs: Vec<JobOutcome>, dropped: DroppedCounts, stats: RunStats) -> SingleResult {
     let n = jobs.len();
     let (mut first_submit, mut last_end) = (Seconds::MAX, 0);
     let (mut work, mut wait, mut bsld) = (0u128, 0f64, 0f64);
@@ -580,11 +559,7 @@ fn finish(
         wait += j.wait() as f64;
         bsld += j.bounded_slowdown(BSLD_THRESHOLD_S);
     }
-    let makespan = if n == 0 {
-        0
-    } else {
-        last_end.saturating_sub(first_submit)
-    };
+    let makespan = if n == 0 { 0 } else { last_end.saturating_sub(first_submit) };
     let capacity = u128::from(procs) * u128::from(makespan);
     let mean = |s: f64| if n == 0 { 0.0 } else { s / n as f64 };
     SingleResult {
@@ -596,11 +571,7 @@ fn finish(
         passes: stats.passes,
         max_queue_len: stats.max_queue_len,
         makespan,
-        utilization: if capacity == 0 {
-            0.0
-        } else {
-            work as f64 / capacity as f64
-        },
+        utilization: if capacity == 0 { 0.0 } else { work as f64 / capacity as f64 },
         mean_wait: mean(wait),
         mean_bounded_slowdown: mean(bsld),
     }
@@ -610,14 +581,7 @@ fn finish(
 mod tests {
     use super::*;
 
-    fn rec(
-        job: u64,
-        submit: i64,
-        run: i64,
-        req_procs: i64,
-        alloc: i64,
-        req_time: i64,
-    ) -> SwfRecord {
+    fn rec(job: u64, submit: i64, run: i64, req_procs: i64, alloc: i64, req_time: i64) -> SwfRecord {
         SwfRecord {
             job_number: job,
             submit_s: submit,
@@ -648,22 +612,10 @@ mod tests {
         assert_eq!((j.procs, j.estimate), (3, 100));
         let j = sim_job(&rec(1, 5, 100, 3, 4, 500), 10).unwrap();
         assert_eq!(j.estimate, 500);
-        assert_eq!(
-            sim_job(&rec(1, 5, 0, 3, 4, 5), 10),
-            Err(DropReason::NoRuntime)
-        );
-        assert_eq!(
-            sim_job(&rec(1, 5, 0, -1, -1, 5), 10),
-            Err(DropReason::NoRuntime)
-        );
-        assert_eq!(
-            sim_job(&rec(1, 5, 1, -1, -1, 5), 10),
-            Err(DropReason::NoProcs)
-        );
-        assert_eq!(
-            sim_job(&rec(1, 5, 1, 11, 4, 5), 10),
-            Err(DropReason::TooWide)
-        );
+        assert_eq!(sim_job(&rec(1, 5, 0, 3, 4, 5), 10), Err(DropReason::NoRuntime));
+        assert_eq!(sim_job(&rec(1, 5, 0, -1, -1, 5), 10), Err(DropReason::NoRuntime));
+        assert_eq!(sim_job(&rec(1, 5, 1, -1, -1, 5), 10), Err(DropReason::NoProcs));
+        assert_eq!(sim_job(&rec(1, 5, 1, 11, 4, 5), 10), Err(DropReason::TooWide));
     }
 
     #[test]

@@ -43,6 +43,9 @@ pub const SWF_FIELDS: usize = 18;
 /// Size of the read buffers used by [`read_swf`].
 const BUF_CAPACITY: usize = 256 * 1024;
 
+/// Longest accepted line (bounds memory on garbage input).
+const MAX_LINE: u64 = 1 << 20;
+
 /// Names of the 18 SWF fields, for error messages (index = field number - 1).
 const FIELD_NAMES: [&str; SWF_FIELDS] = [
     "job number",
@@ -166,8 +169,7 @@ pub fn read_swf(path: &Path) -> Result<SwfTrace, SwfError> {
         source,
     };
     let file = File::open(path).map_err(io_err)?;
-    let (is_gzip, stream) =
-        sniff_gzip(BufReader::with_capacity(BUF_CAPACITY, file)).map_err(io_err)?;
+    let (is_gzip, stream) = sniff_gzip(BufReader::with_capacity(BUF_CAPACITY, file)).map_err(io_err)?;
     if !is_gzip {
         return parse_lines(stream, path);
     }
@@ -205,10 +207,7 @@ pub fn read_swf(path: &Path) -> Result<SwfTrace, SwfError> {
 /// Parses an SWF trace from any buffered reader (plain text or gzip,
 /// detected by the magic bytes). `name_for_errors` is used as the path in
 /// errors.
-pub fn parse_swf_reader<R: BufRead>(
-    reader: R,
-    name_for_errors: &str,
-) -> Result<SwfTrace, SwfError> {
+pub fn parse_swf_reader<R: BufRead>(reader: R, name_for_errors: &str) -> Result<SwfTrace, SwfError> {
     parse_swf_impl(reader, Path::new(name_for_errors))
 }
 
@@ -242,10 +241,7 @@ fn sniff_gzip<R: BufRead>(mut reader: R) -> io::Result<(bool, Sniffed<R>)> {
         }
     }
     let is_gzip = got == 2 && magic == [0x1f, 0x8b];
-    Ok((
-        is_gzip,
-        io::Cursor::new(magic).take(got as u64).chain(reader),
-    ))
+    Ok((is_gzip, io::Cursor::new(magic).take(got as u64).chain(reader)))
 }
 
 /// Chunk size of the decompression pipeline.
@@ -255,15 +251,9 @@ const PIPELINE_DEPTH: usize = 4;
 
 /// Decompressor side of the pipeline: sends full chunks until EOF, an error,
 /// or the parser hanging up (it stops early on a malformed line).
-fn decompress_chunks<R: Read>(
-    mut src: R,
-    tx: &mpsc::SyncSender<io::Result<Vec<u8>>>,
-    recycled: &mpsc::Receiver<Vec<u8>>,
-) {
+fn decompress_chunks<R: Read>(mut src: R, tx: &mpsc::SyncSender<io::Result<Vec<u8>>>, recycled: &mpsc::Receiver<Vec<u8>>) {
     loop {
-        let mut buf = recycled
-            .try_recv()
-            .unwrap_or_else(|_| Vec::with_capacity(CHUNK));
+        let mut buf = recycled.try_recv().unwrap_or_else(|_| Vec::with_capacity(CHUNK));
         buf.resize(CHUNK, 0);
         let mut n = 0;
         while n < CHUNK {
@@ -339,8 +329,15 @@ fn parse_lines<R: BufRead>(mut reader: R, path: &Path) -> Result<SwfTrace, SwfEr
     let mut line_no: u64 = 0;
     loop {
         buf.clear();
-        match reader.read_until(b'\n', &mut buf) {
+        match (&mut reader).take(MAX_LINE).read_until(b'\n', &mut buf) {
             Ok(0) => break,
+            Ok(n) if n as u64 == MAX_LINE && buf.last() != Some(&b'\n') => {
+                return Err(SwfError::Malformed {
+                    path: path.to_path_buf(),
+                    line: line_no + 1,
+                    reason: format!("line longer than {MAX_LINE} bytes"),
+                })
+            }
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(source) => {
@@ -541,23 +538,14 @@ fn parse_record(line: &[u8]) -> Result<Option<SwfRecord>, String> {
             Num::Int(ints[i])
         }
     };
-    let int = |i: usize| {
-        to_int(num(i)).ok_or_else(|| {
-            format!(
-                "field {} ({}): value {} is out of range",
-                i + 1,
-                FIELD_NAMES[i],
-                num(i).as_f64()
-            )
-        })
-    };
+    let int =
+        |i: usize| to_int(num(i)).ok_or_else(|| format!("field {} ({}): value {} is out of range", i + 1, FIELD_NAMES[i], num(i).as_f64()));
     let submit_s = int(1)?;
     if submit_s < 0 {
         return Ok(None);
     }
     let job_number = int(0)?;
-    let job_number = u64::try_from(job_number)
-        .map_err(|_| format!("field 1 (job number): negative value {job_number}"))?;
+    let job_number = u64::try_from(job_number).map_err(|_| format!("field 1 (job number): negative value {job_number}"))?;
     Ok(Some(SwfRecord {
         job_number,
         submit_s,
@@ -647,35 +635,15 @@ mod tests {
                 1,
                 "field 4 (run time): `x` is not a number",
             ),
-            (
-                "1 10 2 inf 4 99.5 -1 8 200 -1 1 3 1 -1 -1 1 -1 -1",
-                1,
-                "not a number",
-            ),
-            (
-                "1 10 2 1e300 4 99.5 -1 8 200 -1 1 3 1 -1 -1 1 -1 -1",
-                1,
-                "out of range",
-            ),
-            (
-                "-5 10 2 1 4 99.5 -1 8 200 -1 1 3 1 -1 -1 1 -1 -1",
-                1,
-                "negative",
-            ),
-            (
-                "1 10 2 1 4 99.5 -1 8 200 -1 1 3 1 -1 -1 1 -1 -1 7",
-                1,
-                "found 19",
-            ),
+            ("1 10 2 inf 4 99.5 -1 8 200 -1 1 3 1 -1 -1 1 -1 -1", 1, "not a number"),
+            ("1 10 2 1e300 4 99.5 -1 8 200 -1 1 3 1 -1 -1 1 -1 -1", 1, "out of range"),
+            ("-5 10 2 1 4 99.5 -1 8 200 -1 1 3 1 -1 -1 1 -1 -1", 1, "negative"),
+            ("1 10 2 1 4 99.5 -1 8 200 -1 1 3 1 -1 -1 1 -1 -1 7", 1, "found 19"),
         ];
         for (text, line, reason_part) in cases {
             let text = format!("; c\n\n{text}\n");
             match parse(&text) {
-                Err(SwfError::Malformed {
-                    path,
-                    line: l,
-                    reason,
-                }) => {
+                Err(SwfError::Malformed { path, line: l, reason }) => {
                     assert_eq!(path, Path::new("mem.swf"));
                     assert_eq!(l, line + 2, "{text}");
                     assert!(reason.contains(reason_part), "{reason} vs {reason_part}");
@@ -700,12 +668,27 @@ mod tests {
 
     #[test]
     fn placeholders_skipped() {
-        let t = parse(&format!(
-            "299 -1 -1 -1 -1 -1 -1 -1 -1 -1 1 36 -1 66 -1 2 -1 -1\n{LINE}\n"
-        ))
-        .unwrap();
+        let t = parse(&format!("299 -1 -1 -1 -1 -1 -1 -1 -1 -1 1 36 -1 66 -1 2 -1 -1\n{LINE}\n")).unwrap();
         assert_eq!(t.records.len(), 1);
         assert_eq!(t.skipped_placeholders, 1);
+    }
+
+    #[test]
+    fn overlong_line_is_an_error() {
+        let mut text = format!("{LINE}\n; ");
+        text.push_str(&"x".repeat(MAX_LINE as usize + 10));
+        match parse(&text) {
+            Err(SwfError::Malformed { line, reason, .. }) => {
+                assert_eq!(line, 2);
+                assert!(reason.contains("longer than"), "{reason}");
+            }
+            other => panic!("expected Malformed, got {other:?}"),
+        }
+        // Exactly at the limit (newline included) is fine.
+        let mut text = String::from("; ");
+        text.push_str(&"x".repeat(MAX_LINE as usize - 3));
+        text.push('\n');
+        assert_eq!(parse(&text).unwrap().header.len(), 1);
     }
 
     #[test]

@@ -10,9 +10,7 @@ use flate2::Compression;
 use proptest::prelude::*;
 
 use koalesce_sim::bench::bench_single_cluster;
-use koalesce_sim::single_cluster::{
-    sim_job, simulate, write_jobs_csv, JobOutcome, QueuePolicy, SimJob, SingleResult,
-};
+use koalesce_sim::single_cluster::{sim_job, simulate, write_jobs_csv, JobOutcome, QueuePolicy, SimJob, SingleResult};
 use koalesce_sim::swf::{parse_swf_reader, read_swf, SwfError, SwfRecord, SwfTrace};
 
 const TRACES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/traces");
@@ -30,10 +28,7 @@ impl TempFile {
     fn new(name: &str) -> Self {
         static COUNTER: AtomicUsize = AtomicUsize::new(0);
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        TempFile(std::env::temp_dir().join(format!(
-            "koalesce-sim-test-{}-{n}-{name}",
-            std::process::id()
-        )))
+        TempFile(std::env::temp_dir().join(format!("koalesce-sim-test-{}-{n}-{name}", std::process::id())))
     }
 
     fn with_bytes(name: &str, bytes: &[u8]) -> Self {
@@ -165,10 +160,7 @@ fn swf_malformed_line_reports_path_line_and_reason() {
         line(2, 0, 10, 1, 10),
         line(3, 0, 10, 1, 10)
     );
-    for (name, bytes) in [
-        ("bad.swf", text.as_bytes().to_vec()),
-        ("bad.swf.gz", gzip(text.as_bytes())),
-    ] {
+    for (name, bytes) in [("bad.swf", text.as_bytes().to_vec()), ("bad.swf.gz", gzip(text.as_bytes()))] {
         let f = TempFile::with_bytes(name, &bytes);
         let err = read_swf(&f.0).unwrap_err();
         match &err {
@@ -183,17 +175,39 @@ fn swf_malformed_line_reports_path_line_and_reason() {
         assert!(msg.contains(&format!("{}:5:", f.0.display())), "{msg}");
     }
     // A non-numeric field names the field.
-    let text = format!(
-        "{}1 0 -1 ten 1 -1 -1 1 5 -1 1 1 1 -1 -1 1 -1 -1\n",
-        line(1, 0, 1, 1, 1)
-    );
+    let text = format!("{}1 0 -1 ten 1 -1 -1 1 5 -1 1 1 1 -1 -1 1 -1 -1\n", line(1, 0, 1, 1, 1));
     let err = parse_swf_reader(text.as_bytes(), "x.swf").unwrap_err();
     let msg = err.to_string();
     assert!(msg.starts_with("x.swf:2: "), "{msg}");
-    assert!(
-        msg.contains("field 4 (run time): `ten` is not a number"),
-        "{msg}"
+    assert!(msg.contains("field 4 (run time): `ten` is not a number"), "{msg}");
+}
+
+#[test]
+fn swf_large_gzip_spanning_many_chunks() {
+    // ~2 MB of text: many decompression chunks and line splits across them.
+    let mut text = String::from("; MaxProcs: 64\n");
+    for i in 0..30_000u64 {
+        text.push_str(&line(i + 1, i as i64, 1 + (i % 977) as i64, 1 + (i % 64) as i64, 1000));
+    }
+    let plain = TempFile::with_bytes("big.swf", text.as_bytes());
+    let gz = TempFile::with_bytes("big.swf.gz", &gzip(text.as_bytes()));
+    let a = read_swf(&plain.0).unwrap();
+    assert_eq!(a.records.len(), 30_000);
+    assert_eq!(read_swf(&gz.0).unwrap(), a);
+    assert_eq!(
+        parse_swf_reader(std::io::BufReader::new(std::fs::File::open(&gz.0).unwrap()), "x").unwrap(),
+        a
     );
+    // A malformed line deep in the file: correct line number, and the
+    // decompressor thread stops cleanly when the parser gives up early.
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines[25_000] = "25000 1 2 3";
+    let bad = lines.join("\n");
+    let gz = TempFile::with_bytes("bigbad.swf.gz", &gzip(bad.as_bytes()));
+    match read_swf(&gz.0) {
+        Err(SwfError::Malformed { line, .. }) => assert_eq!(line, 25_001),
+        other => panic!("expected Malformed, got {other:?}"),
+    }
 }
 
 #[test]
@@ -231,11 +245,7 @@ fn allocated_procs_used_when_requested_unknown_and_drops_counted() {
     assert_eq!(r.dropped.no_procs, 1);
     assert_eq!(r.dropped.too_wide, 1);
     assert_eq!(r.dropped.total(), 4);
-    let got: Vec<(u64, u64, u64)> = r
-        .jobs
-        .iter()
-        .map(|j| (j.job_id, j.start, j.procs))
-        .collect();
+    let got: Vec<(u64, u64, u64)> = r.jobs.iter().map(|j| (j.job_id, j.start, j.procs)).collect();
     assert_eq!(got, [(1, 0, 3), (6, 10, 10)]);
 }
 
@@ -261,11 +271,7 @@ fn fcfs_basic_and_instant_ordering() {
 fn easy_backfills_short_job_ahead_of_blocked_head() {
     // J2 blocked (8 > 4 free): shadow S = 100 (J1), extra = 2.
     // J3 (4 procs) ends at 52 <= 100: backfilled at 2.
-    let t = trace_of(&[
-        line(1, 0, 100, 6, 100),
-        line(2, 1, 50, 8, 50),
-        line(3, 2, 50, 4, 50),
-    ]);
+    let t = trace_of(&[line(1, 0, 100, 6, 100), line(2, 1, 50, 8, 50), line(3, 2, 50, 4, 50)]);
     assert_eq!(starts(&t, 10, EASY), [(1, 0), (2, 100), (3, 2)]);
     assert_eq!(starts(&t, 10, FCFS), [(1, 0), (2, 100), (3, 150)]);
 }
@@ -273,11 +279,7 @@ fn easy_backfills_short_job_ahead_of_blocked_head() {
 #[test]
 fn easy_does_not_backfill_job_that_would_delay_head() {
     // J3 would end at 202 > S = 100 and needs 4 > extra = 2: not backfilled.
-    let t = trace_of(&[
-        line(1, 0, 100, 6, 100),
-        line(2, 1, 50, 8, 50),
-        line(3, 2, 200, 4, 200),
-    ]);
+    let t = trace_of(&[line(1, 0, 100, 6, 100), line(2, 1, 50, 8, 50), line(3, 2, 200, 4, 200)]);
     let want = [(1, 0), (2, 100), (3, 150)];
     assert_eq!(starts(&t, 10, EASY), want);
     assert_eq!(starts(&t, 10, FCFS), want);
@@ -297,14 +299,8 @@ fn easy_extra_processors_rule() {
         line(4, 3, 300, 1, 300),
         line(5, 4, 50, 1, 96),
     ]);
-    assert_eq!(
-        starts(&t, 10, EASY),
-        [(1, 0), (2, 100), (3, 2), (4, 150), (5, 4)]
-    );
-    assert_eq!(
-        starts(&t, 10, FCFS),
-        [(1, 0), (2, 100), (3, 100), (4, 150), (5, 150)]
-    );
+    assert_eq!(starts(&t, 10, EASY), [(1, 0), (2, 100), (3, 2), (4, 150), (5, 4)]);
+    assert_eq!(starts(&t, 10, FCFS), [(1, 0), (2, 100), (3, 100), (4, 150), (5, 150)]);
 }
 
 #[test]
@@ -319,36 +315,21 @@ fn easy_extra_counts_all_jobs_ending_at_shadow_time() {
         line(4, 1, 10, 5, 10),
         line(5, 2, 500, 2, 500),
     ]);
-    assert_eq!(
-        starts(&t, 10, EASY),
-        [(1, 0), (2, 0), (3, 0), (4, 100), (5, 2)]
-    );
+    assert_eq!(starts(&t, 10, EASY), [(1, 0), (2, 0), (3, 0), (4, 100), (5, 2)]);
 }
 
 #[test]
 fn easy_estimate_below_runtime_is_raised() {
     // Queued job: J3 asks for 10 s but runs 120 s, so its estimate is 120:
     // 2 + 120 > S = 100 and 4 > extra = 2, not backfilled.
-    let t = trace_of(&[
-        line(1, 0, 100, 6, 100),
-        line(2, 1, 50, 8, 50),
-        line(3, 2, 120, 4, 10),
-    ]);
+    let t = trace_of(&[line(1, 0, 100, 6, 100), line(2, 1, 50, 8, 50), line(3, 2, 120, 4, 10)]);
     assert_eq!(starts(&t, 10, EASY), [(1, 0), (2, 100), (3, 150)]);
     // Running job: J1 asks for 50 s but runs 100 s, so S = 100, not 50;
     // J3 (ends 72 <= 100) is backfilled.
-    let t = trace_of(&[
-        line(1, 0, 100, 6, 50),
-        line(2, 1, 50, 8, 50),
-        line(3, 2, 70, 4, 70),
-    ]);
+    let t = trace_of(&[line(1, 0, 100, 6, 50), line(2, 1, 50, 8, 50), line(3, 2, 70, 4, 70)]);
     assert_eq!(starts(&t, 10, EASY), [(1, 0), (2, 100), (3, 2)]);
     // Unknown estimate (-1) is the runtime.
-    let t = trace_of(&[
-        line(1, 0, 100, 6, -1),
-        line(2, 1, 50, 8, -1),
-        line(3, 2, 98, 4, -1),
-    ]);
+    let t = trace_of(&[line(1, 0, 100, 6, -1), line(2, 1, 50, 8, -1), line(3, 2, 98, 4, -1)]);
     assert_eq!(starts(&t, 10, EASY), [(1, 0), (2, 100), (3, 2)]);
 }
 
@@ -358,11 +339,7 @@ fn easy_can_start_head_later_than_fcfs_with_overestimates() {
     // against S = 100; when J1 ends early, J2 must wait for J3 (82), while
     // FCFS starts J2 at 50. So "EASY never delays the head vs FCFS" is not
     // an invariant.
-    let t = trace_of(&[
-        line(1, 0, 50, 6, 100),
-        line(2, 1, 50, 8, 50),
-        line(3, 2, 80, 4, 80),
-    ]);
+    let t = trace_of(&[line(1, 0, 50, 6, 100), line(2, 1, 50, 8, 50), line(3, 2, 80, 4, 80)]);
     assert_eq!(starts(&t, 10, EASY), [(1, 0), (2, 82), (3, 2)]);
     assert_eq!(starts(&t, 10, FCFS), [(1, 0), (2, 50), (3, 100)]);
 }
@@ -419,10 +396,7 @@ fn reference(jobs: &[SimJob], n: u64, easy: bool) -> Vec<u64> {
         }
         if easy && !queue.is_empty() {
             let need = jobs[queue[0]].procs;
-            let mut times: Vec<u64> = running
-                .iter()
-                .map(|&i| start[i] + jobs[i].estimate)
-                .collect();
+            let mut times: Vec<u64> = running.iter().map(|&i| start[i] + jobs[i].estimate).collect();
             times.sort_unstable();
             times.dedup();
             let free_now = n - used(&running);
@@ -596,10 +570,7 @@ fn bench_hpc2n() {
 #[ignore = "all shared traces; run with --release -- --ignored --nocapture"]
 fn all_shared_traces() {
     let mut paths: Vec<PathBuf> = Vec::new();
-    for dir in [
-        Path::new(TRACES).to_path_buf(),
-        Path::new(TRACES).join("extra"),
-    ] {
+    for dir in [Path::new(TRACES).to_path_buf(), Path::new(TRACES).join("extra")] {
         for e in std::fs::read_dir(dir).unwrap() {
             let p = e.unwrap().path();
             if p.extension().is_some_and(|x| x == "gz") {
