@@ -1,0 +1,571 @@
+//! The REST API of docs/server-contract.md (v1).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, Query, Request, State as AxState};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use koalesce_core::{JobId, JobState, Priority};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::backend::Backend;
+use crate::daemon::{self, JobRecord, Shared};
+use crate::jobdesc::{DescriptionError, JobDescription};
+use crate::{now_ms, store, transfer};
+
+type S = Arc<Shared>;
+
+/// An error answer: status and `{"error": message}`.
+#[derive(Debug)]
+pub struct ApiError(pub StatusCode, pub String);
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.0, Json(json!({ "error": self.1 }))).into_response()
+    }
+}
+
+fn err(code: StatusCode, msg: impl Into<String>) -> ApiError {
+    ApiError(code, msg.into())
+}
+
+type R<T> = Result<T, ApiError>;
+
+pub struct Caller {
+    pub user: String,
+    pub admin: bool,
+}
+
+fn authenticate(s: &Shared, headers: &HeaderMap) -> R<Caller> {
+    let unauthorized = || {
+        err(
+            StatusCode::UNAUTHORIZED,
+            "missing or invalid bearer token (header 'Authorization: Bearer <token>')",
+        )
+    };
+    let value = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .ok_or_else(unauthorized)?;
+    let token = value
+        .strip_prefix("Bearer ")
+        .or_else(|| value.strip_prefix("bearer "))
+        .ok_or_else(unauthorized)?
+        .trim();
+    if token.is_empty() {
+        return Err(unauthorized());
+    }
+    let hash = store::sha256_hex(token.as_bytes());
+    if let Some((user, admin)) = s.tokens.lock().unwrap().get(&hash).cloned() {
+        return Ok(Caller { user, admin });
+    }
+    let found = s
+        .store
+        .read(|c| store::lookup_token(c, token))
+        .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, format!("token lookup failed: {e}")))?;
+    match found {
+        Some((user, admin)) => {
+            s.tokens.lock().unwrap().insert(hash, (user.clone(), admin));
+            Ok(Caller { user, admin })
+        }
+        None => Err(unauthorized()),
+    }
+}
+
+async fn read_body(s: &Shared, req: Request) -> R<Bytes> {
+    let limit = s.config.body_limit;
+    if let Some(len) = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        if len > limit {
+            return Err(err(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("request body: {len} bytes is over the limit of {limit} bytes"),
+            ));
+        }
+    }
+    axum::body::to_bytes(req.into_body(), limit).await.map_err(|_| {
+        err(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("request body: over the limit of {limit} bytes"),
+        )
+    })
+}
+
+pub fn router(shared: S) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/metrics", get(metrics))
+        .route("/api/v1/openapi.json", get(|| async { Json(crate::openapi::document()) }))
+        .route("/api/v1/jobs", post(submit).get(list_jobs))
+        .route("/api/v1/jobs/{id}", get(get_job))
+        .route("/api/v1/jobs/{id}/cancel", post(cancel_job))
+        .route("/api/v1/sites", get(sites))
+        .route("/api/v1/files", get(list_files).post(add_file))
+        .route("/api/v1/files/{*name}", axum::routing::delete(delete_file))
+        .fallback(|| async { err(StatusCode::NOT_FOUND, "no such endpoint") })
+        .layer(axum::extract::DefaultBodyLimit::disable())
+        .with_state(shared)
+}
+
+// ----- jobs ---------------------------------------------------------------------------
+
+/// The record with the core's live counters (tries and priority change without a state change).
+fn live(st: &daemon::State, r: &JobRecord) -> JobRecord {
+    let mut r = r.clone();
+    if !r.state.is_terminal() {
+        if let Some(j) = st.core.job(JobId(r.id)) {
+            r.placement_tries = j.placement_tries;
+            r.claiming_tries = j.claiming_tries;
+            r.priority = j.priority;
+        }
+    }
+    r
+}
+
+pub fn summary(r: &JobRecord) -> Value {
+    json!({
+        "id": r.id,
+        "name": r.name,
+        "user": r.user,
+        "state": r.state.name(),
+        "priority": r.priority.name(),
+        "components": r.components.len(),
+        "size": r.size(),
+        "sites": r.sites(),
+        "submitted_ms": r.submitted_ms,
+        "started_ms": r.started_ms,
+        "finished_ms": r.finished_ms,
+        "exit_ok": r.exit_ok,
+    })
+}
+
+pub fn detail(r: &JobRecord) -> Value {
+    let mut v = summary(r);
+    let t = &r.timeline;
+    let o = v.as_object_mut().unwrap();
+    o.insert(
+        "timeline".into(),
+        json!({
+            "submitted": r.submitted_ms,
+            "placed": t.placed,
+            "claimed": t.claimed,
+            "started": r.started_ms.or(t.started),
+            "finished": r.finished_ms.or(t.finished),
+            "ftt_ms": t.ftt_ms,
+            "pgt_ms": t.pgt_ms(),
+            "pwt_ms": t.pwt_ms(),
+            "twt_ms": r.started_ms.map(|s| s.saturating_sub(r.submitted_ms)),
+        }),
+    );
+    o.insert("placement_tries".into(), json!(r.placement_tries));
+    o.insert("claiming_tries".into(), json!(r.claiming_tries));
+    o.insert("failure".into(), json!(r.failure));
+    o.insert(
+        "components".into(),
+        json!(r
+            .components
+            .iter()
+            .map(|c| json!({
+                "index": c.index, "processors": c.processors, "site": c.site, "state": c.state,
+                "exit_code": c.exit_code, "stdout": c.stdout, "stderr": c.stderr,
+            }))
+            .collect::<Vec<_>>()),
+    );
+    o.insert("outputs".into(), json!(r.outputs));
+    v
+}
+
+async fn submit(AxState(s): AxState<S>, req: Request) -> R<Response> {
+    let caller = authenticate(&s, req.headers())?;
+    let body = read_body(&s, req).await?;
+    let text = std::str::from_utf8(&body).map_err(|_| err(StatusCode::BAD_REQUEST, "body: not UTF-8 text"))?;
+    let desc = JobDescription::parse(text).map_err(|e| match e {
+        DescriptionError::Malformed(m) => err(StatusCode::BAD_REQUEST, format!("malformed TOML: {m}")),
+        DescriptionError::Invalid(m) => err(StatusCode::UNPROCESSABLE_ENTITY, m),
+    })?;
+    let (id, rx) = {
+        let mut guard = s.state.lock().unwrap();
+        let st = &mut *guard;
+        let spec = desc
+            .to_spec(|n| st.site_id(n))
+            .map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
+        let id = st.next_id;
+        let now = now_ms();
+        st.core
+            .submit_with_id(now, JobId(id), spec.clone())
+            .map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
+        st.next_id += 1;
+        let rec = JobRecord {
+            id,
+            user: caller.user.clone(),
+            name: desc.name.clone(),
+            state: JobState::Queued,
+            priority: spec.priority,
+            failure: None,
+            submitted_ms: now,
+            started_ms: None,
+            finished_ms: None,
+            exit_ok: None,
+            placement_tries: 0,
+            claiming_tries: 0,
+            error_resubmissions: 0,
+            attempt: 0,
+            timeline: Default::default(),
+            components: spec
+                .components
+                .iter()
+                .enumerate()
+                .map(|(i, c)| daemon::ComponentRecord {
+                    index: i as u32,
+                    processors: c.processors,
+                    site: None,
+                    state: "unplaced".into(),
+                    exit_code: None,
+                    stdout: None,
+                    stderr: None,
+                    dir: None,
+                })
+                .collect(),
+            outputs: Vec::new(),
+            desc,
+        };
+        // Enqueued before any later write about this job (the writer keeps order).
+        let rx = s.store.submit(daemon::insert_job_op(&rec, text.to_string(), &spec));
+        st.jobs.insert(id, rec);
+        daemon::process_actions(&s, st);
+        (id, rx)
+    };
+    s.metrics.submissions.fetch_add(1, Ordering::Relaxed);
+    match rx.await {
+        Ok(Ok(())) => {
+            s.wake.notify_one();
+            Ok((StatusCode::CREATED, Json(json!({ "id": id }))).into_response())
+        }
+        other => {
+            let msg = match other {
+                Ok(Err(e)) => e,
+                _ => "database writer stopped".into(),
+            };
+            // Not durable: withdraw it.
+            let mut guard = s.state.lock().unwrap();
+            let st = &mut *guard;
+            st.core.cancel(now_ms(), JobId(id));
+            st.jobs.remove(&id);
+            daemon::process_actions(&s, st);
+            Err(err(StatusCode::INTERNAL_SERVER_ERROR, format!("job not stored: {msg}")))
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct ListQuery {
+    state: Option<String>,
+    all: Option<bool>,
+}
+
+const STATES: [&str; 7] = ["queued", "placed", "claimed", "running", "succeeded", "failed", "cancelled"];
+
+async fn list_jobs(
+    AxState(s): AxState<S>,
+    headers: HeaderMap,
+    q: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> R<Json<Vec<Value>>> {
+    let caller = authenticate(&s, &headers)?;
+    let Query(q) = q.map_err(|e| err(StatusCode::BAD_REQUEST, format!("query: {e}")))?;
+    if let Some(st) = &q.state {
+        if !STATES.contains(&st.as_str()) {
+            return Err(err(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!("parameter 'state': unknown state '{st}' (expected one of {})", STATES.join(", ")),
+            ));
+        }
+    }
+    let all = caller.admin && q.all.unwrap_or(false);
+    let st = s.state.lock().unwrap();
+    Ok(Json(
+        st.jobs
+            .values()
+            .filter(|r| all || r.user == caller.user)
+            .filter(|r| q.state.as_deref().is_none_or(|want| r.state.name() == want))
+            .map(|r| summary(&live(&st, r)))
+            .collect(),
+    ))
+}
+
+fn parse_id(raw: &str) -> R<u64> {
+    raw.parse()
+        .map_err(|_| err(StatusCode::NOT_FOUND, format!("job '{raw}' not found")))
+}
+
+async fn get_job(AxState(s): AxState<S>, headers: HeaderMap, Path(raw): Path<String>) -> R<Json<Value>> {
+    let caller = authenticate(&s, &headers)?;
+    let id = parse_id(&raw)?;
+    let st = s.state.lock().unwrap();
+    match st.jobs.get(&id) {
+        Some(r) if caller.admin || r.user == caller.user => Ok(Json(detail(&live(&st, r)))),
+        _ => Err(err(StatusCode::NOT_FOUND, format!("job {id} not found"))),
+    }
+}
+
+async fn cancel_job(AxState(s): AxState<S>, headers: HeaderMap, Path(raw): Path<String>) -> R<Json<Value>> {
+    let caller = authenticate(&s, &headers)?;
+    let id = parse_id(&raw)?;
+    let mut guard = s.state.lock().unwrap();
+    let st = &mut *guard;
+    let Some(r) = st.jobs.get(&id) else {
+        return Err(err(StatusCode::NOT_FOUND, format!("job {id} not found")));
+    };
+    if !caller.admin && r.user != caller.user {
+        return Err(err(StatusCode::FORBIDDEN, format!("job {id} belongs to another user")));
+    }
+    if r.state.is_terminal() {
+        return Err(err(StatusCode::CONFLICT, format!("job {id} already finished ({})", r.state.name())));
+    }
+    if !st.core.cancel(now_ms(), JobId(id)) {
+        return Err(err(StatusCode::CONFLICT, format!("job {id} already finished")));
+    }
+    daemon::process_actions(&s, st);
+    Ok(Json(summary(&live(st, &st.jobs[&id]))))
+}
+
+// ----- sites and files ----------------------------------------------------------------
+
+async fn sites(AxState(s): AxState<S>, headers: HeaderMap) -> R<Json<Vec<Value>>> {
+    authenticate(&s, &headers)?;
+    let st = s.state.lock().unwrap();
+    let out = st
+        .core
+        .sites()
+        .iter()
+        .enumerate()
+        .map(|(i, site)| {
+            let view = st.core.site_view(koalesce_core::SiteId(i as u32));
+            let p = s.backend.processors(&site.name).unwrap_or_default();
+            json!({
+                "name": site.name, "processors": site.processors, "idle": p.idle, "used": p.used,
+                "placed_unclaimed": view.placed_unclaimed, "blacklisted": view.blacklisted,
+                "supports_reservations": site.supports_reservations,
+            })
+        })
+        .collect();
+    Ok(Json(out))
+}
+
+fn file_json(name: &str, f: &daemon::FileInfo) -> Value {
+    json!({ "name": name, "size_bytes": f.size_bytes, "sha256": f.sha256, "replicas": f.replicas.keys().collect::<Vec<_>>() })
+}
+
+async fn list_files(AxState(s): AxState<S>, headers: HeaderMap) -> R<Json<Vec<Value>>> {
+    authenticate(&s, &headers)?;
+    let st = s.state.lock().unwrap();
+    Ok(Json(st.files.iter().map(|(n, f)| file_json(n, f)).collect()))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AddFile {
+    name: String,
+    path: PathBuf,
+    site: String,
+}
+
+async fn add_file(AxState(s): AxState<S>, req: Request) -> R<Response> {
+    authenticate(&s, req.headers())?;
+    let body = read_body(&s, req).await?;
+    let raw: Value = serde_json::from_slice(&body).map_err(|e| err(StatusCode::BAD_REQUEST, format!("malformed JSON: {e}")))?;
+    let add: AddFile = serde_json::from_value(raw).map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
+    if add.name.is_empty() || add.name.len() > 255 || add.name.contains('\0') {
+        return Err(err(StatusCode::UNPROCESSABLE_ENTITY, "field 'name': must be 1 to 255 characters"));
+    }
+    let Some(local) = s.backend.site(&add.site).cloned() else {
+        return Err(err(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("field 'site': site '{}' does not exist", add.site),
+        ));
+    };
+    if !add.path.is_file() {
+        return Err(err(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("field 'path': '{}' is not a readable file on the server", add.path.display()),
+        ));
+    }
+    if s.state.lock().unwrap().files.contains_key(&add.name) {
+        return Err(err(StatusCode::CONFLICT, format!("file '{}' already exists", add.name)));
+    }
+    let dest = transfer::storage_path(&local.storage, &add.name);
+    let (src, d) = (add.path.clone(), dest.clone());
+    let copied = tokio::task::spawn_blocking(move || transfer::copy_verified(&src, &d, None))
+        .await
+        .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
+        .map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, format!("field 'path': {e}")))?;
+    s.store
+        .write(daemon::register_replica_op(
+            add.name.clone(),
+            copied.bytes,
+            copied.sha256.clone(),
+            add.site.clone(),
+            dest.display().to_string(),
+        ))
+        .await
+        .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    s.metrics.transfer_bytes.fetch_add(copied.bytes, Ordering::Relaxed);
+    let mut st = s.state.lock().unwrap();
+    daemon::add_replica_mem(&mut st, &add.name, copied.bytes, &copied.sha256, &add.site, dest);
+    let entry = file_json(&add.name, &st.files[&add.name]);
+    Ok((StatusCode::CREATED, Json(entry)).into_response())
+}
+
+async fn delete_file(AxState(s): AxState<S>, headers: HeaderMap, Path(name): Path<String>) -> R<Response> {
+    authenticate(&s, &headers)?;
+    let paths = {
+        let mut st = s.state.lock().unwrap();
+        if !st.files.contains_key(&name) {
+            return Err(err(StatusCode::NOT_FOUND, format!("file '{name}' not found")));
+        }
+        if let Some(j) = st.jobs.values().find(|j| !j.state.is_terminal() && j.desc.inputs.contains(&name)) {
+            return Err(err(
+                StatusCode::CONFLICT,
+                format!("file '{name}' is an input of job {} ({})", j.id, j.state.name()),
+            ));
+        }
+        let info = st.files.remove(&name).unwrap();
+        st.core.catalogue_mut().remove(&name);
+        info.replicas.into_values().collect::<Vec<_>>()
+    };
+    let n = name.clone();
+    s.store
+        .write(Box::new(move |tx| {
+            tx.execute("DELETE FROM replicas WHERE name = ?1", [&n])?;
+            tx.execute("DELETE FROM files WHERE name = ?1", [&n])?;
+            Ok(())
+        }))
+        .await
+        .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    for p in paths {
+        let _ = std::fs::remove_file(p);
+    }
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+// ----- metrics ------------------------------------------------------------------------
+
+async fn metrics(AxState(s): AxState<S>) -> Response {
+    let text = render_metrics(&s);
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], Body::from(text)).into_response()
+}
+
+pub fn render_metrics(s: &Shared) -> String {
+    use std::fmt::Write;
+    let mut o = String::new();
+    let st = s.state.lock().unwrap();
+    let mut by_state: HashMap<&str, u64> = STATES.iter().map(|k| (*k, 0)).collect();
+    for j in st.jobs.values() {
+        *by_state.entry(j.state.name()).or_default() += 1;
+    }
+    let _ = writeln!(o, "# HELP koalesce_jobs Jobs by state.\n# TYPE koalesce_jobs gauge");
+    for k in STATES {
+        let _ = writeln!(o, "koalesce_jobs{{state=\"{k}\"}} {}", by_state[k]);
+    }
+    let _ = writeln!(
+        o,
+        "# HELP koalesce_queue_length Jobs in each placement queue.\n# TYPE koalesce_queue_length gauge"
+    );
+    for p in Priority::ALL {
+        let _ = writeln!(
+            o,
+            "koalesce_queue_length{{priority=\"{}\"}} {}",
+            p.name(),
+            st.core.queued(p).count()
+        );
+    }
+    let stats = st.core.stats();
+    let m = &s.metrics;
+    let r = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    let _ = writeln!(
+        o,
+        "# TYPE koalesce_placement_tries_total counter\nkoalesce_placement_tries_total {}",
+        stats.placement_tries
+    );
+    let _ = writeln!(
+        o,
+        "# TYPE koalesce_claiming_tries_total counter\nkoalesce_claiming_tries_total {}",
+        stats.claiming_tries
+    );
+    let _ = writeln!(
+        o,
+        "# TYPE koalesce_preemptions_total counter\nkoalesce_preemptions_total {}",
+        stats.preemptions
+    );
+    let _ = writeln!(
+        o,
+        "# TYPE koalesce_soft_errors_total counter\nkoalesce_soft_errors_total {}",
+        stats.soft_errors
+    );
+    let _ = writeln!(
+        o,
+        "# HELP koalesce_scan_duration_seconds Placement scan (timer handling) duration.\n# TYPE koalesce_scan_duration_seconds summary\nkoalesce_scan_duration_seconds_sum {}\nkoalesce_scan_duration_seconds_count {}",
+        r(&m.scan_micros_total) as f64 / 1e6,
+        r(&m.scans)
+    );
+    let _ = writeln!(
+        o,
+        "# TYPE koalesce_last_scan_duration_seconds gauge\nkoalesce_last_scan_duration_seconds {}",
+        r(&m.last_scan_micros) as f64 / 1e6
+    );
+    let _ = writeln!(
+        o,
+        "# TYPE koalesce_transfer_bytes_total counter\nkoalesce_transfer_bytes_total {}",
+        r(&m.transfer_bytes)
+    );
+    let _ = writeln!(
+        o,
+        "# TYPE koalesce_transfers_total counter\nkoalesce_transfers_total {}",
+        r(&m.transfers)
+    );
+    let _ = writeln!(
+        o,
+        "# TYPE koalesce_transfer_failures_total counter\nkoalesce_transfer_failures_total {}",
+        r(&m.transfer_failures)
+    );
+    let _ = writeln!(
+        o,
+        "# TYPE koalesce_submissions_total counter\nkoalesce_submissions_total {}",
+        r(&m.submissions)
+    );
+    let _ = writeln!(
+        o,
+        "# TYPE koalesce_launches_total counter\nkoalesce_launches_total {}",
+        r(&m.launches)
+    );
+    let w = s.store.stats();
+    let _ = writeln!(
+        o,
+        "# TYPE koalesce_db_commits_total counter\nkoalesce_db_commits_total {}",
+        w.commits
+    );
+    let _ = writeln!(o, "# TYPE koalesce_db_writes_total counter\nkoalesce_db_writes_total {}", w.ops);
+    let _ = writeln!(o, "# TYPE koalesce_site_processors gauge");
+    for (i, site) in st.core.sites().iter().enumerate() {
+        let p = s.backend.processors(&site.name).unwrap_or_default();
+        let v = st.core.site_view(koalesce_core::SiteId(i as u32));
+        let _ = writeln!(o, "koalesce_site_processors{{site=\"{}\",kind=\"total\"}} {}", site.name, p.total);
+        let _ = writeln!(o, "koalesce_site_processors{{site=\"{}\",kind=\"used\"}} {}", site.name, p.used);
+        let _ = writeln!(
+            o,
+            "koalesce_site_processors{{site=\"{}\",kind=\"placed_unclaimed\"}} {}",
+            site.name, v.placed_unclaimed
+        );
+    }
+    o
+}

@@ -1,0 +1,131 @@
+//! The server's configuration file (`koalesce server --config FILE`).
+//!
+//! ```toml
+//! listen = "127.0.0.1:7878"      # overridden by --listen
+//! body_limit = 1048576           # bytes; larger request bodies answer 413
+//! poll_interval_ms = 100         # how often running components are checked
+//! # Sites of the local executor; default: the five DAS-2 clusters.
+//! [[sites]]
+//! name = "vu"
+//! processors = 144
+//! # Or scale the default grid down (e.g. 0.1 → vu 14, leiden 5, ...; never below 1).
+//! # site_scale = 0.1
+//! [scheduler]                    # koalesce_core::SchedulerConfig; daemon defaults below
+//! scan_interval = { kind = "fixed", interval_ms = 500 }
+//! ```
+
+use std::path::Path;
+
+use anyhow::Context;
+use koalesce_core::config::ScanInterval;
+use koalesce_core::SchedulerConfig;
+use serde::{Deserialize, Serialize};
+
+/// One site of the local executor.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SiteConfig {
+    pub name: String,
+    /// Processor slots; the site never runs more at once.
+    pub processors: u32,
+    #[serde(default = "one")]
+    pub speed: f64,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// Everything `--config` may set.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    pub listen: String,
+    pub body_limit: usize,
+    pub poll_interval_ms: u64,
+    /// Explicit sites; empty = the DAS-2 grid scaled by `site_scale`.
+    pub sites: Vec<SiteConfig>,
+    pub site_scale: f64,
+    /// Forecast bandwidth between sites before any transfer was measured (bits/s).
+    pub initial_bandwidth_bps: f64,
+    pub scheduler: SchedulerConfig,
+}
+
+/// The five DAS-2 clusters (003 §5.1).
+pub const DAS2: [(&str, u32); 5] = [("vu", 144), ("leiden", 56), ("uva", 56), ("delft", 64), ("utrecht", 64)];
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: "127.0.0.1:7878".into(),
+            body_limit: 1 << 20,
+            poll_interval_ms: 100,
+            sites: Vec::new(),
+            site_scale: 1.0,
+            initial_bandwidth_bps: 1e9,
+            scheduler: daemon_scheduler_defaults(),
+        }
+    }
+}
+
+/// The core's defaults are the seeds' (1-minute scans); a daemon wants prompt placement.
+pub fn daemon_scheduler_defaults() -> SchedulerConfig {
+    SchedulerConfig {
+        scan_interval: ScanInterval::Fixed { interval_ms: 500 },
+        min_claim_retry_ms: 500,
+        ..SchedulerConfig::default()
+    }
+}
+
+impl ServerConfig {
+    pub fn load(path: &Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let mut cfg: ServerConfig = toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+        // A [scheduler] table given in the file starts from the core's defaults field by field;
+        // keep the daemon's scan interval unless the file set one.
+        let raw: toml::Table = toml::from_str(&text)?;
+        if let Some(s) = raw.get("scheduler").and_then(|v| v.as_table()) {
+            let d = daemon_scheduler_defaults();
+            if !s.contains_key("scan_interval") {
+                cfg.scheduler.scan_interval = d.scan_interval;
+            }
+            if !s.contains_key("min_claim_retry_ms") {
+                cfg.scheduler.min_claim_retry_ms = d.min_claim_retry_ms;
+            }
+        }
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    pub fn validate(&self) -> anyhow::Result<()> {
+        self.scheduler.validate()?;
+        let sites = self.effective_sites();
+        anyhow::ensure!(!sites.is_empty(), "config: 'sites' is empty");
+        let mut names = std::collections::BTreeSet::new();
+        for s in &sites {
+            anyhow::ensure!(s.processors > 0, "config: site '{}' has 0 processors", s.name);
+            anyhow::ensure!(
+                !s.name.is_empty() && s.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'),
+                "config: site name '{}' must be alphanumeric ('-' and '_' allowed)",
+                s.name
+            );
+            anyhow::ensure!(names.insert(s.name.clone()), "config: site '{}' appears twice", s.name);
+        }
+        anyhow::ensure!(self.body_limit > 0, "config: 'body_limit' must be positive");
+        Ok(())
+    }
+
+    /// The sites the server runs: the explicit list, or DAS-2 scaled.
+    pub fn effective_sites(&self) -> Vec<SiteConfig> {
+        if !self.sites.is_empty() {
+            return self.sites.clone();
+        }
+        DAS2.iter()
+            .map(|&(name, p)| SiteConfig {
+                name: name.into(),
+                processors: ((p as f64 * self.site_scale).round() as u32).max(1),
+                speed: 1.0,
+            })
+            .collect()
+    }
+}

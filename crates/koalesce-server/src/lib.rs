@@ -1,0 +1,366 @@
+//! # koalesce-server
+//!
+//! The koalesce daemon: the scheduling core of `koalesce-core` driven in real time (tokio),
+//! its state in SQLite, components run by the local executor under supervisors, a REST API
+//! (axum) as in `docs/server-contract.md`.
+//!
+//! ## Data directory layout
+//!
+//! ```text
+//! DIR/
+//!   koalesce.db, koalesce.db-wal, koalesce.db-shm   SQLite (WAL): jobs, tokens, files,
+//!                                                   replicas, launches (launch intents)
+//!   server.lock                                     flock held by the running server
+//!   server.addr                                     "host:port" the server listens on
+//!                                                   (written after bind; with --listen :0 too)
+//!   sites/<site>/storage/<file>.<hash8>             replicas and staged inputs of that site
+//!                                                   (copies land as *.part.* then are renamed)
+//!   sites/<site>/jobs/<job>/a<attempt>-c<component>/
+//!       supervisor.json  {pid, proc_start, started_ms} or {fenced: true}   (created O_EXCL)
+//!       running.json     {child_pid, started_ms}
+//!       exit.json        {exit_code, signal, spawn_error, finished_ms}
+//!       stdout, stderr   the component's output; the directory is its working directory
+//!       supervisor.log   the supervisor's own diagnostics
+//! ```
+//!
+//! ## Crash safety
+//!
+//! - A submission is answered 201 only after its row is committed (group commit, see
+//!   [`store`]).
+//! - Before a component is spawned its launch intent (row in `launches`) is committed. The
+//!   supervisor's first act is to create `supervisor.json` exclusively; if it exists, it does
+//!   not run. On restart, an intent whose directory has no record is *fenced* by the daemon
+//!   (it creates the record itself, exclusively), so a late supervisor can never start it;
+//!   the component is then a soft error and the job is requeued. A launch is never repeated
+//!   in the same directory and every attempt has a new directory.
+//! - On restart ([`daemon::recover`]), jobs are rebuilt from the database in id order:
+//!   running jobs whose launch intents are all present are re-adopted
+//!   ([`koalesce_core::Scheduler::adopt_running`]) and their components tracked through the
+//!   supervisors' records; every other unfinished job is resubmitted with its id and tries
+//!   ([`koalesce_core::Scheduler::restore_progress`]). Placed/claimed jobs go back to the queue
+//!   (their claims died with the daemon).
+//! - Copies are verified against the catalogue's SHA-256 and renamed into place only then.
+//!
+//! ## Runners
+//!
+//! - `independent`: components start together (the core's `Launch`) but do not know each
+//!   other; a non-zero exit fails the job.
+//! - `coupled`: as independent, plus `KOALESCE_PEERS` (one `127.0.0.1:port` per rank, ports
+//!   free at launch) so components can connect; every component gets `KOALESCE_RANK`,
+//!   `KOALESCE_SIZE`, `KOALESCE_JOB_ID`, `KOALESCE_SITE`, `KOALESCE_PROCESSORS` and
+//!   `KOALESCE_INPUT_<NAME>` (name upper-cased, other characters as `_`).
+//! - `bag`: the core does not implement partial placement yet, so a bag is placed atomically
+//!   (all n components, which satisfies "at least k placed"); `min_components` (k) is passed
+//!   to the core for when it does. At run time a failing component does not fail the bag: the
+//!   job succeeds when at least k components exit 0, and fails otherwise.
+
+pub mod api;
+pub mod backend;
+pub mod bench;
+pub mod config;
+pub mod daemon;
+pub mod jobdesc;
+pub mod local;
+pub mod openapi;
+pub mod store;
+pub mod supervise;
+pub mod transfer;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use anyhow::Context;
+
+pub use config::ServerConfig;
+pub use local::SupervisorCommand;
+pub use store::create_token;
+
+/// Name of the database file in the data dir.
+pub const DB_FILE: &str = "koalesce.db";
+/// File the server writes its bound address to.
+pub const ADDR_FILE: &str = "server.addr";
+
+/// Wall clock in Unix milliseconds (the core's `now`).
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Installs the `tracing` subscriber (env filter `RUST_LOG`, default `info`). Idempotent.
+pub fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// How to start a server.
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    pub data_dir: PathBuf,
+    /// Overrides `config.listen` ("127.0.0.1:0" picks a free port).
+    pub listen: Option<String>,
+    pub config: ServerConfig,
+    /// How components' supervisors are started (`koalesce supervise` in production).
+    pub supervisor: SupervisorCommand,
+}
+
+/// A server running in this process.
+pub struct RunningServer {
+    pub addr: SocketAddr,
+    pub shared: Arc<daemon::Shared>,
+    shutdown: tokio::sync::watch::Sender<bool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    _lock: std::fs::File,
+}
+
+impl RunningServer {
+    /// `http://ADDR`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Stops accepting requests and stops the driver. Running components keep running (they
+    /// are supervised outside the server) and are re-adopted by the next server.
+    pub async fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        for t in self.tasks {
+            let _ = t.await;
+        }
+        let _ = self.shared.store.flush().await;
+    }
+}
+
+fn lock_data_dir(dir: &Path) -> anyhow::Result<std::fs::File> {
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(false)
+        .open(dir.join("server.lock"))?;
+    let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    anyhow::ensure!(r == 0, "another server is running on {}", dir.display());
+    Ok(f)
+}
+
+/// Starts a server inside the current tokio runtime: recovers state from `data_dir`, binds,
+/// writes `DIR/server.addr`, serves until [`RunningServer::shutdown`].
+pub async fn start(opts: ServerOptions) -> anyhow::Result<RunningServer> {
+    opts.config.validate()?;
+    std::fs::create_dir_all(&opts.data_dir).with_context(|| format!("creating {}", opts.data_dir.display()))?;
+    let lock = lock_data_dir(&opts.data_dir)?;
+    let store = store::Store::open(&opts.data_dir.join(DB_FILE))?;
+    let sites: Vec<(String, u32)> = opts
+        .config
+        .effective_sites()
+        .iter()
+        .map(|s| (s.name.clone(), s.processors))
+        .collect();
+    let backend = Arc::new(local::LocalBackend::new(&opts.data_dir, &sites, opts.supervisor.clone())?);
+    let (st, store, backend) = {
+        let (config, b) = (opts.config.clone(), backend.clone());
+        tokio::task::spawn_blocking(move || daemon::recover(&config, &store, &b).map(|st| (st, store, b))).await??
+    };
+    let shared = Arc::new(daemon::Shared {
+        state: Mutex::new(st),
+        store,
+        backend,
+        wake: tokio::sync::Notify::new(),
+        config: opts.config.clone(),
+        data_dir: opts.data_dir.clone(),
+        metrics: Default::default(),
+        tokens: Mutex::new(HashMap::new()),
+    });
+    {
+        let mut guard = shared.state.lock().unwrap();
+        daemon::process_actions(&shared, &mut guard);
+        daemon::poll_running(&shared, &mut guard);
+    }
+    let listen = opts.listen.clone().unwrap_or_else(|| opts.config.listen.clone());
+    let listener = tokio::net::TcpListener::bind(&listen)
+        .await
+        .with_context(|| format!("binding {listen}"))?;
+    let addr = listener.local_addr()?;
+    supervise::write_atomic(&opts.data_dir.join(ADDR_FILE), addr.to_string().as_bytes())?;
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let driver = tokio::spawn(daemon::drive(shared.clone(), rx.clone()));
+    let app = api::router(shared.clone());
+    let mut rx2 = rx.clone();
+    let http = tokio::spawn(async move {
+        let r = axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = rx2.changed().await;
+            })
+            .await;
+        if let Err(e) = r {
+            tracing::error!(error = %e, "http server failed");
+        }
+    });
+    tracing::info!(%addr, data_dir = %opts.data_dir.display(), sites = sites.len(), "koalesce server listening");
+    Ok(RunningServer {
+        addr,
+        shared,
+        shutdown: tx,
+        tasks: vec![driver, http],
+        _lock: lock,
+    })
+}
+
+/// `koalesce server`: builds a runtime, starts, runs until SIGINT/SIGTERM.
+pub fn run_blocking(opts: ServerOptions) -> anyhow::Result<()> {
+    init_tracing();
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(async move {
+        let server = start(opts).await?;
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        tracing::info!("shutting down (running components keep running)");
+        server.shutdown().await;
+        Ok(())
+    })
+}
+
+/// A minimal HTTP/1.1 client for tests and tools: one request per connection. Returns
+/// (status, body). `token` adds a bearer header.
+pub fn http_request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    content_type: Option<&str>,
+    body: &[u8],
+) -> std::io::Result<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(30)))?;
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    if let Some(t) = token {
+        req.push_str(&format!("Authorization: Bearer {t}\r\n"));
+    }
+    if let Some(ct) = content_type {
+        req.push_str(&format!("Content-Type: {ct}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes())?;
+    let _ = s.write_all(body);
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let chunked = head.to_ascii_lowercase().contains("transfer-encoding: chunked");
+    let body = if chunked { dechunk(rest) } else { rest.to_string() };
+    Ok((status, body))
+}
+
+fn dechunk(mut s: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = s.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        s = rest[n..].strip_prefix("\r\n").unwrap_or(&rest[n..]);
+    }
+    out
+}
+
+/// A server on its own tokio runtime, for tests and tools that are not async themselves.
+/// Dropping it (or [`BackgroundServer::stop`]) stops the server; components keep running.
+pub struct BackgroundServer {
+    pub addr: SocketAddr,
+    pub data_dir: PathBuf,
+    server: Option<RunningServer>,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl BackgroundServer {
+    /// Starts `opts` on a new 2-thread runtime and waits until it listens.
+    pub fn start(opts: ServerOptions) -> anyhow::Result<Self> {
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+        let data_dir = opts.data_dir.clone();
+        let server = runtime.block_on(start(opts))?;
+        Ok(BackgroundServer {
+            addr: server.addr,
+            data_dir,
+            server: Some(server),
+            runtime: Some(runtime),
+        })
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The server's shared state (core, records, backend), for white-box checks.
+    pub fn shared(&self) -> Arc<daemon::Shared> {
+        self.server.as_ref().unwrap().shared.clone()
+    }
+
+    /// One request (see [`http_request`]).
+    pub fn request(&self, method: &str, path: &str, token: Option<&str>, body: &[u8]) -> (u16, String) {
+        let ct = if path.starts_with("/api/v1/files") {
+            "application/json"
+        } else {
+            "application/toml"
+        };
+        http_request(self.addr, method, path, token, Some(ct), body).unwrap_or((0, String::new()))
+    }
+
+    pub fn stop(mut self) {
+        self.stop_inner();
+    }
+
+    fn stop_inner(&mut self) {
+        if let (Some(s), Some(rt)) = (self.server.take(), self.runtime.as_ref()) {
+            rt.block_on(s.shutdown());
+        }
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_timeout(std::time::Duration::from_secs(2));
+        }
+    }
+}
+
+impl Drop for BackgroundServer {
+    fn drop(&mut self) {
+        self.stop_inner();
+    }
+}
+
+/// Options for a small test grid: `sites` as (name, slots), scans every 50 ms, components
+/// polled every 20 ms, supervisor `program args...` (e.g. `koalesce supervise`).
+pub fn test_options(data_dir: &Path, sites: &[(&str, u32)], supervisor: SupervisorCommand) -> ServerOptions {
+    let mut config = ServerConfig {
+        listen: "127.0.0.1:0".into(),
+        poll_interval_ms: 20,
+        sites: sites
+            .iter()
+            .map(|(n, p)| config::SiteConfig {
+                name: n.to_string(),
+                processors: *p,
+                speed: 1.0,
+            })
+            .collect(),
+        ..ServerConfig::default()
+    };
+    config.scheduler.scan_interval = koalesce_core::config::ScanInterval::Fixed { interval_ms: 50 };
+    config.scheduler.min_claim_retry_ms = 50;
+    ServerOptions {
+        data_dir: data_dir.to_path_buf(),
+        listen: None,
+        config,
+        supervisor,
+    }
+}

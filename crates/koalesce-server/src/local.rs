@@ -1,0 +1,315 @@
+//! The local executor: N sites on this machine, each with a slot count and a storage
+//! directory. Components run as real processes under a supervisor (see [`crate::supervise`]);
+//! a component's LRM id is its directory, so it can be found again after a daemon restart.
+//! A site never runs more processor slots than it has: every component runs inside a claim,
+//! and claims are refused beyond the site's slots.
+
+use std::collections::{BTreeMap, HashMap};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::backend::{Backend, BackendError, ComponentSubmission, LrmState, ProcessorCount};
+use crate::supervise::{self, ExitRecord, SupervisorRecord};
+
+/// How to start a supervisor: `program args... --dir DIR -- EXE ARGS...`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SupervisorCommand {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+}
+
+impl SupervisorCommand {
+    /// `koalesce supervise` from the running executable (what `koalesce server` uses).
+    pub fn current_exe() -> std::io::Result<Self> {
+        Ok(SupervisorCommand {
+            program: std::env::current_exe()?,
+            args: vec!["supervise".into()],
+        })
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct LocalSite {
+    pub name: String,
+    pub slots: u32,
+    pub storage: PathBuf,
+    pub jobs: PathBuf,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// claim id → (site, processors)
+    claims: HashMap<String, (String, u32)>,
+    used: HashMap<String, u32>,
+    next_claim: u64,
+    /// Supervisors this instance spawned: dir → exited flag.
+    spawned: HashMap<String, Arc<AtomicBool>>,
+    /// High-water mark of used slots per site (for tests and metrics).
+    peak: HashMap<String, u32>,
+}
+
+pub struct LocalBackend {
+    sites: Vec<LocalSite>,
+    by_name: HashMap<String, usize>,
+    supervisor: SupervisorCommand,
+    inner: Mutex<Inner>,
+}
+
+impl LocalBackend {
+    /// Sites `(name, slots)` under `data_dir/sites/NAME/{storage,jobs}` (created).
+    pub fn new(data_dir: &Path, sites: &[(String, u32)], supervisor: SupervisorCommand) -> std::io::Result<Self> {
+        let mut v = Vec::new();
+        for (name, slots) in sites {
+            let base = data_dir.join("sites").join(name);
+            let storage = base.join("storage");
+            let jobs = base.join("jobs");
+            std::fs::create_dir_all(&storage)?;
+            std::fs::create_dir_all(&jobs)?;
+            v.push(LocalSite {
+                name: name.clone(),
+                slots: *slots,
+                storage,
+                jobs,
+            });
+        }
+        let by_name = v.iter().enumerate().map(|(i, s)| (s.name.clone(), i)).collect();
+        Ok(LocalBackend {
+            sites: v,
+            by_name,
+            supervisor,
+            inner: Mutex::new(Inner::default()),
+        })
+    }
+
+    pub fn site(&self, name: &str) -> Option<&LocalSite> {
+        self.by_name.get(name).map(|&i| &self.sites[i])
+    }
+
+    pub fn local_sites(&self) -> &[LocalSite] {
+        &self.sites
+    }
+
+    /// Most slots ever in use at once at `site`.
+    pub fn peak_used(&self, site: &str) -> u32 {
+        self.inner.lock().unwrap().peak.get(site).copied().unwrap_or(0)
+    }
+
+    fn spawn_supervisor(&self, sub: &ComponentSubmission) -> std::io::Result<std::process::Child> {
+        std::fs::create_dir_all(&sub.dir)?;
+        let mut cmd = Command::new(&self.supervisor.program);
+        cmd.args(&self.supervisor.args)
+            .arg("--dir")
+            .arg(&sub.dir)
+            .arg("--")
+            .arg(&sub.executable)
+            .args(&sub.arguments)
+            .envs(&sub.environment)
+            .current_dir(&sub.dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(sub.dir.join("supervisor.log"))?);
+        // A session of its own: the daemon's death (even kill -9 of its process group) does
+        // not reach the supervisor or the component.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::setsid();
+                Ok(())
+            });
+        }
+        cmd.spawn()
+    }
+
+    fn state_of(&self, id: &str) -> LrmState {
+        let dir = Path::new(id);
+        if let Some(exit) = supervise::read_json::<ExitRecord>(&dir.join(supervise::EXIT_FILE)) {
+            return exit_state(&exit);
+        }
+        match supervise::read_json::<SupervisorRecord>(&dir.join(supervise::SUPERVISOR_FILE)) {
+            Some(rec) if rec.fenced => LrmState::NodeFail {
+                reason: "launch abandoned before the supervisor started (fenced)".into(),
+            },
+            Some(rec) if supervise::supervisor_alive(&rec) => LrmState::Running,
+            Some(_) => match supervise::read_json::<ExitRecord>(&dir.join(supervise::EXIT_FILE)) {
+                Some(exit) => exit_state(&exit),
+                None => LrmState::NodeFail {
+                    reason: "supervisor died without recording an exit".into(),
+                },
+            },
+            None => {
+                let starting = self
+                    .inner
+                    .lock()
+                    .unwrap()
+                    .spawned
+                    .get(id)
+                    .is_some_and(|f| !f.load(Ordering::SeqCst));
+                if starting {
+                    return LrmState::Pending;
+                }
+                // Nobody (or a dead supervisor) owns this directory: fence it so that no
+                // late supervisor can ever start the component.
+                match supervise::fence(dir) {
+                    Ok(true) => LrmState::NodeFail {
+                        reason: "supervisor never started".into(),
+                    },
+                    Ok(false) => LrmState::Pending,
+                    Err(e) => LrmState::NodeFail {
+                        reason: format!("cannot fence {}: {e}", dir.display()),
+                    },
+                }
+            }
+        }
+    }
+}
+
+fn exit_state(exit: &ExitRecord) -> LrmState {
+    if exit.success() {
+        return LrmState::Completed;
+    }
+    let reason = match (&exit.spawn_error, exit.exit_code, exit.signal) {
+        (Some(e), _, _) => e.clone(),
+        (None, Some(c), _) => format!("exit code {c}"),
+        (None, None, Some(s)) => format!("killed by signal {s}"),
+        _ => "unknown exit".into(),
+    };
+    LrmState::Failed {
+        exit_code: exit.exit_code,
+        reason,
+    }
+}
+
+impl Backend for LocalBackend {
+    fn kind(&self) -> &'static str {
+        "local"
+    }
+
+    fn sites(&self) -> Vec<String> {
+        self.sites.iter().map(|s| s.name.clone()).collect()
+    }
+
+    fn processors(&self, site: &str) -> Result<ProcessorCount, BackendError> {
+        let s = self.site(site).ok_or_else(|| BackendError::UnknownSite(site.into()))?;
+        let used = self.inner.lock().unwrap().used.get(site).copied().unwrap_or(0);
+        Ok(ProcessorCount {
+            total: s.slots,
+            idle: s.slots.saturating_sub(used),
+            used,
+        })
+    }
+
+    fn claim(&self, site: &str, processors: u32) -> Result<String, BackendError> {
+        let s = self.site(site).ok_or_else(|| BackendError::UnknownSite(site.into()))?;
+        let mut inner = self.inner.lock().unwrap();
+        let used = inner.used.get(site).copied().unwrap_or(0);
+        if used + processors > s.slots {
+            return Err(BackendError::Busy {
+                site: site.into(),
+                wanted: processors,
+                idle: s.slots.saturating_sub(used),
+            });
+        }
+        inner.next_claim += 1;
+        let id = format!("{site}:{}", inner.next_claim);
+        inner.claims.insert(id.clone(), (site.to_string(), processors));
+        let now_used = used + processors;
+        inner.used.insert(site.to_string(), now_used);
+        let peak = inner.peak.entry(site.to_string()).or_default();
+        *peak = (*peak).max(now_used);
+        Ok(id)
+    }
+
+    fn release(&self, claim: &str) {
+        let mut inner = self.inner.lock().unwrap();
+        if let Some((site, p)) = inner.claims.remove(claim) {
+            let u = inner.used.entry(site).or_default();
+            *u = u.saturating_sub(p);
+        }
+    }
+
+    fn submit(&self, sub: &ComponentSubmission) -> Result<String, BackendError> {
+        let site_err = |reason: String| BackendError::Site {
+            site: sub.site.clone(),
+            reason,
+        };
+        {
+            let inner = self.inner.lock().unwrap();
+            match inner.claims.get(&sub.claim) {
+                Some((site, p)) if *site == sub.site && *p >= sub.processors => {}
+                _ => {
+                    return Err(site_err(format!(
+                        "claim '{}' does not hold {} processors here",
+                        sub.claim, sub.processors
+                    )))
+                }
+            }
+        }
+        let id = sub.dir.to_string_lossy().into_owned();
+        let mut child = self
+            .spawn_supervisor(sub)
+            .map_err(|e| site_err(format!("cannot start supervisor: {e}")))?;
+        let flag = Arc::new(AtomicBool::new(false));
+        self.inner.lock().unwrap().spawned.insert(id.clone(), flag.clone());
+        std::thread::Builder::new()
+            .name("koalesce-reaper".into())
+            .spawn(move || {
+                let _ = child.wait();
+                flag.store(true, Ordering::SeqCst);
+            })
+            .map_err(|e| site_err(format!("cannot start reaper: {e}")))?;
+        Ok(id)
+    }
+
+    fn status(&self, ids: &[String]) -> Vec<(String, LrmState)> {
+        let out: Vec<(String, LrmState)> = ids.iter().map(|id| (id.clone(), self.state_of(id))).collect();
+        let mut inner = self.inner.lock().unwrap();
+        for (id, st) in &out {
+            if st.is_terminal() {
+                inner.spawned.remove(id);
+            }
+        }
+        out
+    }
+
+    fn cancel(&self, id: &str) -> Result<(), BackendError> {
+        let dir = Path::new(id);
+        match supervise::read_json::<SupervisorRecord>(&dir.join(supervise::SUPERVISOR_FILE)) {
+            Some(rec) if supervise::supervisor_alive(&rec) => unsafe {
+                // The supervisor leads its own process group; the component is in it.
+                libc::killpg(rec.pid as i32, libc::SIGKILL);
+            },
+            Some(_) => {}
+            None => {
+                let _ = supervise::fence(dir);
+                // A supervisor that got its record in between: kill it too.
+                if let Some(rec) = supervise::read_json::<SupervisorRecord>(&dir.join(supervise::SUPERVISOR_FILE)) {
+                    if supervise::supervisor_alive(&rec) {
+                        unsafe {
+                            libc::killpg(rec.pid as i32, libc::SIGKILL);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn adopt(&self, _id: &str, site: &str, processors: u32) -> Result<String, BackendError> {
+        self.site(site).ok_or_else(|| BackendError::UnknownSite(site.into()))?;
+        let mut inner = self.inner.lock().unwrap();
+        inner.next_claim += 1;
+        let id = format!("{site}:{}", inner.next_claim);
+        inner.claims.insert(id.clone(), (site.to_string(), processors));
+        let u = inner.used.entry(site.to_string()).or_default();
+        *u += processors;
+        let now_used = *u;
+        let peak = inner.peak.entry(site.to_string()).or_default();
+        *peak = (*peak).max(now_used);
+        Ok(id)
+    }
+}
+
+/// Environment map helper.
+pub type Env = BTreeMap<String, String>;

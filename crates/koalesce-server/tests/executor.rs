@@ -1,0 +1,133 @@
+//! Local executor: supervisor records, fencing, slots, checksum-verified copies.
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use koalesce_server::backend::{Backend, ComponentSubmission, LrmState};
+use koalesce_server::local::LocalBackend;
+use koalesce_server::supervise::{self, ExitRecord, SupervisorRecord};
+use koalesce_server::transfer;
+
+fn sub(dir: &Path, claim: String, script: &str) -> ComponentSubmission {
+    ComponentSubmission {
+        site: "a".into(),
+        processors: 2,
+        claim,
+        dir: dir.to_path_buf(),
+        executable: "/bin/sh".into(),
+        arguments: vec!["-c".into(), script.into()],
+        environment: [("GREETING".to_string(), "hello".to_string())].into(),
+        time_limit_ms: 60_000,
+    }
+}
+
+fn wait_terminal(b: &LocalBackend, id: &str) -> LrmState {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let st = b.status(std::slice::from_ref(&id.to_string())).pop().unwrap().1;
+        if st.is_terminal() {
+            return st;
+        }
+        assert!(Instant::now() < deadline, "component did not end: {st:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn supervisor_records_survive_and_a_launch_never_runs_twice() {
+    let tmp = tempfile::tempdir().unwrap();
+    let b = LocalBackend::new(tmp.path(), &[("a".into(), 4)], common::supervisor()).unwrap();
+    let claim = b.claim("a", 2).unwrap();
+    let dir = tmp.path().join("sites/a/jobs/1/a1-c0");
+    let id = b
+        .submit(&sub(&dir, claim.clone(), "echo $GREETING; echo run >> ../runs; exit 3"))
+        .unwrap();
+    let st = wait_terminal(&b, &id);
+    assert!(matches!(st, LrmState::Failed { exit_code: Some(3), .. }), "{st:?}");
+    // The records are on disk, complete, and readable by a fresh backend (a restarted daemon).
+    let rec: SupervisorRecord = supervise::read_json(&dir.join(supervise::SUPERVISOR_FILE)).unwrap();
+    assert!(rec.pid > 0 && !rec.fenced);
+    let exit: ExitRecord = supervise::read_json(&dir.join(supervise::EXIT_FILE)).unwrap();
+    assert_eq!(exit.exit_code, Some(3));
+    assert_eq!(std::fs::read_to_string(dir.join("stdout")).unwrap(), "hello\n");
+    let b2 = LocalBackend::new(tmp.path(), &[("a".into(), 4)], common::supervisor()).unwrap();
+    assert!(matches!(
+        b2.status(std::slice::from_ref(&id)).pop().unwrap().1,
+        LrmState::Failed { exit_code: Some(3), .. }
+    ));
+    // A second supervisor on the same directory refuses to run the program.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_koalesce-supervise"))
+        .args(["--dir", dir.to_str().unwrap(), "--", "/bin/sh", "-c", "echo run >> ../runs"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(std::fs::read_to_string(dir.parent().unwrap().join("runs")).unwrap(), "run\n");
+    b.release(&claim);
+}
+
+#[test]
+fn a_fenced_directory_never_starts_and_reports_a_soft_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let b = LocalBackend::new(tmp.path(), &[("a".into(), 4)], common::supervisor()).unwrap();
+    let dir = tmp.path().join("sites/a/jobs/9/a1-c0");
+    // A restarted daemon finds an intent without a record: it fences.
+    let st = b.status(&[dir.display().to_string()]).pop().unwrap().1;
+    assert!(matches!(st, LrmState::NodeFail { .. }), "{st:?}");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_koalesce-supervise"))
+        .args(["--dir", dir.to_str().unwrap(), "--", "/bin/sh", "-c", "touch ran"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert!(!dir.join("ran").exists());
+}
+
+#[test]
+fn claims_never_exceed_slots() {
+    let tmp = tempfile::tempdir().unwrap();
+    let b = LocalBackend::new(tmp.path(), &[("a".into(), 4)], common::supervisor()).unwrap();
+    let c1 = b.claim("a", 3).unwrap();
+    assert!(b.claim("a", 2).is_err());
+    let c2 = b.claim("a", 1).unwrap();
+    assert_eq!(b.processors("a").unwrap().idle, 0);
+    b.release(&c1);
+    assert_eq!(b.processors("a").unwrap().idle, 3);
+    b.release(&c2);
+    assert_eq!(b.peak_used("a"), 4);
+}
+
+#[test]
+fn cancel_kills_the_component() {
+    let tmp = tempfile::tempdir().unwrap();
+    let b = LocalBackend::new(tmp.path(), &[("a".into(), 4)], common::supervisor()).unwrap();
+    let claim = b.claim("a", 2).unwrap();
+    let dir = tmp.path().join("sites/a/jobs/2/a1-c0");
+    let id = b.submit(&sub(&dir, claim, "sleep 30")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while b.status(std::slice::from_ref(&id)).pop().unwrap().1 != LrmState::Running {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    b.cancel(&id).unwrap();
+    let st = wait_terminal(&b, &id);
+    assert!(matches!(st, LrmState::NodeFail { .. } | LrmState::Failed { .. }), "{st:?}");
+}
+
+#[test]
+fn checksum_verified_copy_refuses_a_corrupted_source() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src.bin");
+    std::fs::write(&src, b"the real data").unwrap();
+    let (sha, size) = transfer::checksum(&src).unwrap();
+    let dest = tmp.path().join("dest/file");
+    let ok = transfer::copy_verified(&src, &dest, Some((&sha, size))).unwrap();
+    assert_eq!(ok.sha256, sha);
+    std::fs::remove_file(&dest).unwrap();
+    std::fs::write(&src, b"the REAL data").unwrap(); // same size, other content
+    let err = transfer::copy_verified(&src, &dest, Some((&sha, size))).unwrap_err();
+    assert!(err.to_string().contains("checksum mismatch"), "{err}");
+    assert!(!dest.exists(), "a corrupted copy must not land");
+    let leftovers: Vec<_> = std::fs::read_dir(dest.parent().unwrap()).unwrap().collect();
+    assert!(leftovers.is_empty(), "temporary not removed");
+}
