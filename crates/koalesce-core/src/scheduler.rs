@@ -225,6 +225,11 @@ impl Job {
             .count()
     }
 
+    /// Components taking part in the current run (all but the skipped ones of a bag).
+    pub fn active_count(&self) -> usize {
+        self.components.iter().filter(|c| c.state != ComponentState::Skipped).count()
+    }
+
     fn data_ready(&self) -> bool {
         self.transfers.values().all(|s| *s == TransferStatus::Done)
     }
@@ -552,7 +557,11 @@ impl Scheduler {
         }
         if spec.flexible.is_none() {
             let capacity: u64 = self.sites.iter().map(|s| s.processors as u64).sum();
-            let processors: u64 = spec.components.iter().map(|c| c.processors as u64).sum();
+            // A bag needs only its k smallest components to fit.
+            let mut sizes: Vec<u64> = spec.components.iter().map(|c| c.processors as u64).collect();
+            sizes.sort_unstable();
+            let needed = spec.min_components.map_or(sizes.len(), |k| (k as usize).min(sizes.len()));
+            let processors: u64 = sizes[..needed].iter().sum();
             if processors > capacity {
                 return Err(SubmitError::JobTooLarge {
                     job: job(),
@@ -714,7 +723,10 @@ impl Scheduler {
             ComponentOutcome::Success => {
                 self.views[site.index()].consecutive_errors = 0;
                 let j = &self.jobs[&job];
-                if j.components.iter().all(|c| c.state == ComponentState::Finished) {
+                if j.components
+                    .iter()
+                    .all(|c| matches!(c.state, ComponentState::Finished | ComponentState::Skipped))
+                {
                     self.jobs.get_mut(&job).unwrap().timeline.finished = Some(now);
                     self.set_state(now, job, JobState::Succeeded);
                 }
@@ -990,6 +1002,11 @@ impl Scheduler {
             .filter(|c| c.fixed_site.is_none())
             .map(|c| c.processors)
             .collect();
+        if job.spec.min_components.is_some_and(|k| (k as usize) < job.components.len()) {
+            // A bag: at least k of its components must be able to fit somewhere.
+            let fitting = job.components.iter().filter(|c| c.processors <= largest_site).count();
+            return fitting >= job.spec.min_components.unwrap_or(0) as usize;
+        }
         fixed_ok && free.iter().all(|&p| p <= largest_site) && job.total_processors() as u64 <= total
     }
 
@@ -1024,10 +1041,14 @@ impl Scheduler {
         let mut out = Vec::new();
         let mut free: Vec<(usize, u32)> = Vec::new();
         let n = job.components.len();
+        let bag_minimum = job.spec.min_components.filter(|&k| (k as usize) < n && job.spec.flexible.is_none());
         for (i, c) in job.components.iter().enumerate() {
             match c.fixed_site {
                 Some(site) => {
                     if !capacity.fits(site, c.processors) || self.views[site.index()].blacklisted {
+                        if let Some(k) = bag_minimum {
+                            return self.place_bag(id, k as usize, available);
+                        }
                         return None;
                     }
                     capacity.take(site, c.processors);
@@ -1052,7 +1073,65 @@ impl Scheduler {
         };
         if !free.is_empty() || req.flexible.is_some() {
             let policy = self.policies.get_mut(job.policy);
-            out.extend(policy.place(&req, &mut capacity, &ctx)?);
+            match policy.place(&req, &mut capacity, &ctx) {
+                Some(placed) => out.extend(placed),
+                None => return bag_minimum.and_then(|k| self.place_bag(id, k as usize, available)),
+            }
+        }
+        out.sort_by_key(|c| c.component);
+        *available = capacity;
+        Some(out)
+    }
+
+    /// Bag of tasks (003 §3.3, "at least k components placed"): when the whole bag does not fit,
+    /// place components one at a time, largest first (fixed ones at their site, the others with
+    /// the job's policy); succeed if at least `k` got a site. The rest are skipped in this run.
+    fn place_bag(&mut self, id: JobId, k: usize, available: &mut Capacity) -> Option<Vec<ComponentPlacement>> {
+        let job = &self.jobs[&id];
+        let mut capacity = available.clone();
+        let ctx = PlacementContext {
+            sites: &self.sites,
+            catalogue: &self.catalogue,
+            forecast: &self.forecast,
+            staged: &job.staged,
+        };
+        let n = job.components.len();
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by_key(|&i| (std::cmp::Reverse(job.components[i].processors), i));
+        let mut out = Vec::new();
+        for i in order {
+            let c = &job.components[i];
+            match c.fixed_site {
+                Some(site) => {
+                    if capacity.fits(site, c.processors) && !self.views[site.index()].blacklisted {
+                        capacity.take(site, c.processors);
+                        let (sources, ftt) = fixed_sources(&ctx, &job.spec.input_files, job.spec.file_mode, n, site);
+                        out.push(ComponentPlacement {
+                            component: i,
+                            site,
+                            processors: c.processors,
+                            sources,
+                            ftt_ms: ftt,
+                        });
+                    }
+                }
+                None => {
+                    let one = [(i, c.processors)];
+                    let req = PlacementRequest {
+                        components: &one,
+                        flexible: None,
+                        files: &job.spec.input_files,
+                        file_mode: job.spec.file_mode,
+                        job_components: n,
+                    };
+                    if let Some(mut placed) = self.policies.get_mut(job.policy).place(&req, &mut capacity, &ctx) {
+                        out.append(&mut placed);
+                    }
+                }
+            }
+        }
+        if out.len() < k {
+            return None;
         }
         out.sort_by_key(|c| c.component);
         *available = capacity;
@@ -1074,6 +1153,11 @@ impl Scheduler {
                     reserved: false,
                 })
                 .collect();
+        }
+        if job.spec.flexible.is_none() && placements.len() < job.components.len() {
+            for c in &mut job.components {
+                c.state = ComponentState::Skipped;
+            }
         }
         let mut ftt = 0;
         let mut any_reserved = false;
@@ -1186,7 +1270,7 @@ impl Scheduler {
             return;
         }
         let jst = job.estimated_start();
-        let n = job.components.len();
+        let n = job.active_count();
         // Sets of Alg. 2 line 1: C_prev (already claimed or secured by reservation), C_now, C_not.
         let mut idle: Vec<u32> = self.views.iter().map(|v| if v.blacklisted { 0 } else { v.idle }).collect();
         let mut prev = 0;
@@ -1226,7 +1310,7 @@ impl Scheduler {
         let all_secured = job.components.iter().all(|c| {
             matches!(
                 c.state,
-                ComponentState::Claimed | ComponentState::Running | ComponentState::Reserved
+                ComponentState::Claimed | ComponentState::Running | ComponentState::Reserved | ComponentState::Skipped
             )
         });
         if all_secured {
@@ -1472,7 +1556,7 @@ impl Scheduler {
             self.claim_component(id, i);
         }
         let job = &self.jobs[&id];
-        if job.claimed_count() == job.components.len() {
+        if job.claimed_count() == job.active_count() {
             self.jobs.get_mut(&id).unwrap().timeline.claimed = Some(now);
             self.set_state(now, id, JobState::Claimed);
             self.maybe_launch(now, id);
@@ -1485,7 +1569,7 @@ impl Scheduler {
             return;
         }
         let job = self.jobs.get_mut(&id).unwrap();
-        for c in &mut job.components {
+        for c in job.components.iter_mut().filter(|c| c.state != ComponentState::Skipped) {
             c.state = ComponentState::Running;
         }
         job.timeline.started = Some(now);
@@ -1576,7 +1660,7 @@ impl Scheduler {
                         site,
                     });
                 }
-                ComponentState::Unplaced | ComponentState::Finished => {}
+                ComponentState::Unplaced | ComponentState::Finished | ComponentState::Skipped => {}
             }
             if job.spec.flexible.is_none() {
                 c.site = None;

@@ -92,6 +92,9 @@ pub enum ComponentState {
     Claimed,
     Running,
     Finished,
+    /// Not placed in this run of a bag-of-tasks job (placed with at least `min_components`);
+    /// placed again if the job returns to the queue.
+    Skipped,
 }
 
 #[cfg(test)]

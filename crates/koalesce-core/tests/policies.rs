@@ -390,3 +390,38 @@ fn placed_but_unclaimed_processors_are_not_given_to_another_grid_job() {
     s.handle_timeout(120_000);
     assert_eq!(state(&s, j2), JobState::Queued);
 }
+
+#[test]
+fn a_bag_runs_with_at_least_k_components_and_skips_the_rest() {
+    use koalesce_core::scheduler::ComponentOutcome;
+    use koalesce_core::state::ComponentState;
+    // a(8) b(8); bag of [6, 6, 6] with k = 2: the whole bag does not fit (18 > 16), but two
+    // components do (one per site); the third is skipped and the bag succeeds with two.
+    let mut s = scheduler(
+        SchedulerConfig::default(),
+        vec![site("a", 8), site("b", 8)],
+        NetworkForecast::uniform(2, 8e6, 0),
+        ReplicaCatalogue::new(),
+    );
+    let mut spec = job("bag", &[6, 6, 6], &[], PolicyKind::Wf);
+    spec.min_components = Some(2);
+    let j = s.submit(0, spec).unwrap();
+    s.handle_timeout(60_000);
+    let acts = drain(&mut s);
+    let claimed = claims(&acts);
+    assert_eq!(claimed.len(), 2, "{acts:?}");
+    assert_eq!(state(&s, j), JobState::Running);
+    let states: Vec<ComponentState> = s.job(j).unwrap().components.iter().map(|c| c.state).collect();
+    assert_eq!(states.iter().filter(|&&c| c == ComponentState::Skipped).count(), 1, "{states:?}");
+    for (job, comp, ..) in claimed {
+        s.component_finished(61_000, job, comp, ComponentOutcome::Success);
+    }
+    assert_eq!(state(&s, j), JobState::Succeeded);
+    // With k = n the bag is atomic: [6, 6, 4] (16 = the grid) cannot fit 6 + 6 + 4 on two
+    // sites of 8, so it waits.
+    let mut spec = job("strict", &[6, 6, 4], &[], PolicyKind::Wf);
+    spec.min_components = Some(3);
+    let j3 = s.submit(62_000, spec).unwrap();
+    s.handle_timeout(120_000);
+    assert_eq!(state(&s, j3), JobState::Queued);
+}

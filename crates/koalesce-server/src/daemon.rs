@@ -226,6 +226,7 @@ fn component_state_name(s: ComponentState) -> &'static str {
         ComponentState::Claimed => "claimed",
         ComponentState::Running => "running",
         ComponentState::Finished => "finished",
+        ComponentState::Skipped => "skipped",
     }
 }
 
@@ -447,7 +448,11 @@ fn launch(shared: &Arc<Shared>, st: &mut State, job: u64) {
     let mut subs = Vec::with_capacity(n);
     let mut rows = Vec::with_capacity(n);
     for (i, c) in core_job.components.iter().enumerate() {
-        let site = names[c.site.expect("launched component has a site").index()].clone();
+        // Components of a bag skipped in this run have no site and are not launched.
+        let Some(site_id) = c.site.filter(|_| c.state != ComponentState::Skipped) else {
+            continue;
+        };
+        let site = names[site_id.index()].clone();
         let Some(local) = shared.backend.site(&site) else { continue };
         let dir = local.jobs.join(job.to_string()).join(format!("a{attempt}-c{i}"));
         let mut env = rec.desc.environment.clone();

@@ -49,10 +49,10 @@
 //!   free at launch) so components can connect; every component gets `KOALESCE_RANK`,
 //!   `KOALESCE_SIZE`, `KOALESCE_JOB_ID`, `KOALESCE_SITE`, `KOALESCE_PROCESSORS` and
 //!   `KOALESCE_INPUT_<NAME>` (name upper-cased, other characters as `_`).
-//! - `bag`: the core does not implement partial placement yet, so a bag is placed atomically
-//!   (all n components, which satisfies "at least k placed"); `min_components` (k) is passed
-//!   to the core for when it does. At run time a failing component does not fail the bag: the
-//!   job succeeds when at least k components exit 0, and fails otherwise.
+//! - `bag`: placed when at least k = `min_components` of its n components fit (the core places
+//!   the whole bag if it can, else one component at a time, largest first); components that do
+//!   not fit are skipped in that run. A failing component does not fail the bag: the job
+//!   succeeds when at least k components exit 0, and fails otherwise.
 
 pub mod api;
 pub mod backend;
