@@ -1,21 +1,557 @@
-//! Placeholder until this part is built.
+//! The client side of koalesce: commands that talk to a running `koalesce server` over its
+//! HTTP API (`docs/server-contract.md`), the self-contained `koalesce demo`, and
+//! `koalesce bench submit`.
+//!
+//! Every command that talks to a server takes `--url` / `KOALESCE_URL` and
+//! `--token` / `KOALESCE_TOKEN`. Errors the server reports (`{"error": ...}`) are printed
+//! verbatim with the HTTP status; a connection failure names the URL.
 
+use std::io::Read as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
 use clap::{Args, Subcommand};
 
-#[derive(Debug, Subcommand)]
-pub enum ClientCommand {}
+#[path = "client/api.rs"]
+pub mod api;
+#[path = "client/bench.rs"]
+mod bench;
+#[path = "client/demo.rs"]
+mod demo;
+#[path = "client/format.rs"]
+pub mod format;
+#[path = "client/local_server.rs"]
+pub mod local_server;
 
-impl ClientCommand {
-    pub fn run(self) -> anyhow::Result<std::process::ExitCode> {
-        match self {}
+use api::{error_is_transient, Client};
+
+/// Where the server listens when `--url` / `KOALESCE_URL` is not given.
+pub const DEFAULT_URL: &str = "http://127.0.0.1:7878";
+
+/// How to reach the server.
+#[derive(Debug, Clone, Args)]
+pub struct Connection {
+    /// Base URL of the koalesce server, e.g. http://127.0.0.1:7878.
+    #[arg(long, env = "KOALESCE_URL", default_value = DEFAULT_URL, value_name = "URL")]
+    pub url: String,
+    /// API token (made with `koalesce token create USER --data-dir DIR` on the server).
+    #[arg(long, env = "KOALESCE_TOKEN", hide_env_values = true, value_name = "TOKEN")]
+    pub token: Option<String>,
+    /// Per-request timeout in seconds.
+    #[arg(long, default_value_t = 30.0, value_name = "SECONDS")]
+    pub request_timeout: f64,
+}
+
+impl Connection {
+    pub fn client(&self) -> Client {
+        Client::new(
+            &self.url,
+            self.token.clone(),
+            Duration::from_secs_f64(self.request_timeout.max(0.001)),
+        )
     }
 }
 
-#[derive(Debug, Args)]
-pub struct BenchSubmitArgs {}
+/// Client commands (talk to a running server) and the demo.
+#[derive(Debug, Subcommand)]
+pub enum ClientCommand {
+    /// Submit a job description (TOML; `-` reads standard input) and print the new job's id.
+    Submit(SubmitArgs),
+    /// List jobs as a table: ID NAME USER STATE PRIO COMPS SIZE SITES SUBMITTED.
+    Jobs(JobsArgs),
+    /// Show a job's state, timeline (submitted, placed, claimed, started, finished, FTT, PGT,
+    /// PWT, TWT), tries and components.
+    Status(StatusArgs),
+    /// Wait until a job finishes; exit 0 if it succeeded, 1 if it failed or was cancelled,
+    /// 3 on timeout.
+    Wait(WaitArgs),
+    /// Cancel a job.
+    Cancel(CancelArgs),
+    /// Per site: processors idle / used / placed-but-unclaimed, and whether it is blacklisted.
+    Sites(SitesArgs),
+    /// The replica catalogue: register, list and remove files.
+    Files {
+        #[command(subcommand)]
+        command: FilesCommand,
+    },
+    /// Start a private server with five DAS-2-shaped sites, register sample files, run a few
+    /// dozen jobs (single, co-allocated, with data) with live progress, print a per-job summary;
+    /// exit 0 only if every job succeeded.
+    Demo(demo::DemoArgs),
+}
 
-impl BenchSubmitArgs {
-    pub fn run(self) -> anyhow::Result<std::process::ExitCode> {
-        anyhow::bail!("not built yet")
+impl ClientCommand {
+    pub fn run(self) -> anyhow::Result<ExitCode> {
+        match self {
+            ClientCommand::Submit(a) => a.run(),
+            ClientCommand::Jobs(a) => a.run(),
+            ClientCommand::Status(a) => a.run(),
+            ClientCommand::Wait(a) => a.run(),
+            ClientCommand::Cancel(a) => a.run(),
+            ClientCommand::Sites(a) => a.run(),
+            ClientCommand::Files { command } => command.run(),
+            ClientCommand::Demo(a) => a.run(),
+        }
+    }
+}
+
+/// Arguments of `koalesce submit`.
+#[derive(Debug, Args)]
+pub struct SubmitArgs {
+    /// Job description file (TOML, see examples/); `-` reads standard input.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// Print the answer as JSON (`{"id": N}`) instead of the bare id.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub conn: Connection,
+}
+
+impl SubmitArgs {
+    pub fn run(self) -> anyhow::Result<ExitCode> {
+        let text = if self.file.as_os_str() == "-" {
+            let mut s = String::new();
+            std::io::stdin()
+                .read_to_string(&mut s)
+                .context("reading the job description from standard input")?;
+            s
+        } else {
+            std::fs::read_to_string(&self.file).with_context(|| format!("reading {}", self.file.display()))?
+        };
+        let id = self.conn.client().submit(&text)?;
+        if self.json {
+            println!("{}", serde_json::json!({ "id": id }));
+        } else {
+            println!("{id}");
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+/// Arguments of `koalesce jobs`.
+#[derive(Debug, Args)]
+pub struct JobsArgs {
+    /// Only jobs in this state.
+    #[arg(long, value_parser = ["queued", "placed", "claimed", "running", "succeeded", "failed", "cancelled"])]
+    pub state: Option<String>,
+    /// Ask for all jobs (`all=true`): for an admin, every user's jobs.
+    #[arg(long)]
+    pub all: bool,
+    /// Print the server's JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub conn: Connection,
+}
+
+impl JobsArgs {
+    pub fn run(self) -> anyhow::Result<ExitCode> {
+        let client = self.conn.client();
+        let v = client.jobs_json(self.state.as_deref(), self.all)?;
+        if self.json {
+            println!("{}", serde_json::to_string_pretty(&v)?);
+        } else {
+            let jobs: Vec<api::JobSummary> = serde_json::from_value(v).context("reading the job list")?;
+            print!("{}", format::jobs_table(&jobs));
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+/// Arguments of `koalesce status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Job id.
+    #[arg(value_name = "ID")]
+    pub id: u64,
+    /// Print the server's JSON instead of a report.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub conn: Connection,
+}
+
+impl StatusArgs {
+    pub fn run(self) -> anyhow::Result<ExitCode> {
+        let v = self.conn.client().job_json(self.id)?;
+        if self.json {
+            println!("{}", serde_json::to_string_pretty(&v)?);
+        } else {
+            let d: api::JobDetail = serde_json::from_value(v).context("reading the job")?;
+            print!("{}", format::status_report(&d));
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+/// Arguments of `koalesce wait`.
+#[derive(Debug, Args)]
+pub struct WaitArgs {
+    /// Job id.
+    #[arg(value_name = "ID")]
+    pub id: u64,
+    /// Give up after this long (`90s`, `10m`, `2h`, `HH:MM:SS` or seconds); exit code 3.
+    /// Default: wait forever.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub timeout: Option<Duration>,
+    /// Print the finished job (the server's JSON job detail).
+    #[arg(long)]
+    pub json: bool,
+    /// Do not print the final state.
+    #[arg(long, short)]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub conn: Connection,
+}
+
+/// Exit code of `koalesce wait` when the timeout expired.
+pub const WAIT_TIMEOUT_EXIT: u8 = 3;
+
+impl WaitArgs {
+    pub fn run(self) -> anyhow::Result<ExitCode> {
+        let client = self.conn.client();
+        let t0 = Instant::now();
+        let mut delay = Duration::from_millis(100);
+        let mut warned = false;
+        loop {
+            match client.job_json(self.id) {
+                Ok(v) => {
+                    let state = v.get("state").and_then(|s| s.as_str()).unwrap_or("").to_string();
+                    if api::is_final_state(&state) {
+                        if self.json {
+                            println!("{}", serde_json::to_string_pretty(&v)?);
+                        } else if !self.quiet {
+                            let failure = v.get("failure").and_then(|f| f.as_str());
+                            match failure {
+                                Some(f) if state != "succeeded" => println!("job {} {state}: {f}", self.id),
+                                _ => println!("job {} {state}", self.id),
+                            }
+                        }
+                        return Ok(if state == "succeeded" {
+                            ExitCode::SUCCESS
+                        } else {
+                            ExitCode::from(1)
+                        });
+                    }
+                }
+                Err(e) if error_is_transient(&e) => {
+                    // The server may be restarting: keep trying until the timeout.
+                    if !warned {
+                        eprintln!("warning: {e:#}; retrying");
+                        warned = true;
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+            if let Some(limit) = self.timeout {
+                let elapsed = t0.elapsed();
+                if elapsed >= limit {
+                    if !self.quiet {
+                        eprintln!("timed out after {limit:?} waiting for job {}", self.id);
+                    }
+                    return Ok(ExitCode::from(WAIT_TIMEOUT_EXIT));
+                }
+                delay = delay.min(limit - elapsed);
+            }
+            std::thread::sleep(delay);
+            delay = next_backoff(delay);
+        }
+    }
+}
+
+/// Polling backoff: ×1.5 per round, at most 2 s.
+pub fn next_backoff(d: Duration) -> Duration {
+    (d.mul_f64(1.5)).clamp(Duration::from_millis(50), Duration::from_secs(2))
+}
+
+/// Arguments of `koalesce cancel`.
+#[derive(Debug, Args)]
+pub struct CancelArgs {
+    /// Job id.
+    #[arg(value_name = "ID")]
+    pub id: u64,
+    /// Print the server's JSON answer (the job summary).
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub conn: Connection,
+}
+
+impl CancelArgs {
+    pub fn run(self) -> anyhow::Result<ExitCode> {
+        let v = self.conn.client().cancel_json(self.id)?;
+        if self.json {
+            println!("{}", serde_json::to_string_pretty(&v)?);
+        } else {
+            let state = v.get("state").and_then(|s| s.as_str()).unwrap_or("cancelled");
+            println!("job {} {state}", self.id);
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+/// Arguments of `koalesce sites`.
+#[derive(Debug, Args)]
+pub struct SitesArgs {
+    /// Print the server's JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub conn: Connection,
+}
+
+impl SitesArgs {
+    pub fn run(self) -> anyhow::Result<ExitCode> {
+        let v = self.conn.client().sites_json()?;
+        if self.json {
+            println!("{}", serde_json::to_string_pretty(&v)?);
+        } else {
+            let sites: Vec<api::SiteInfo> = serde_json::from_value(v).context("reading the site list")?;
+            print!("{}", format::sites_table(&sites));
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+/// `koalesce files ...`: the replica catalogue.
+#[derive(Debug, Subcommand)]
+pub enum FilesCommand {
+    /// Register a file: the server copies the local file PATH into SITE's storage, checksums
+    /// it and registers it as NAME (a name already in the catalogue answers 409).
+    Add {
+        /// Logical file name, as jobs name it in `inputs`.
+        #[arg(value_name = "NAME")]
+        name: String,
+        /// Path of the file on the server's machine (made absolute here).
+        #[arg(value_name = "PATH")]
+        path: PathBuf,
+        /// Site whose storage receives the replica.
+        #[arg(long, value_name = "SITE")]
+        site: String,
+        /// Print the server's JSON answer (the catalogue entry).
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        conn: Connection,
+    },
+    /// List the catalogue: name, size, checksum, replica sites.
+    Ls {
+        /// Print the server's JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        conn: Connection,
+    },
+    /// Remove a file and its replicas from the catalogue (refused while a job needs it).
+    Rm {
+        /// Logical file name.
+        #[arg(value_name = "NAME")]
+        name: String,
+        #[command(flatten)]
+        conn: Connection,
+    },
+}
+
+impl FilesCommand {
+    pub fn run(self) -> anyhow::Result<ExitCode> {
+        match self {
+            FilesCommand::Add {
+                name,
+                path,
+                site,
+                json,
+                conn,
+            } => {
+                let abs = std::path::absolute(&path).with_context(|| format!("resolving {}", path.display()))?;
+                let path_str = abs.to_str().with_context(|| format!("{} is not valid UTF-8", abs.display()))?;
+                let v = conn.client().add_file_json(&name, path_str, &site)?;
+                if json {
+                    println!("{}", serde_json::to_string_pretty(&v)?);
+                } else {
+                    match serde_json::from_value::<api::FileInfo>(v) {
+                        Ok(f) if !f.name.is_empty() => println!(
+                            "registered {} ({}, sha256 {}) at {}",
+                            f.name,
+                            format::format_bytes(f.size_bytes),
+                            f.sha256,
+                            f.replicas.join(",")
+                        ),
+                        _ => println!("registered {name} at {site}"),
+                    }
+                }
+            }
+            FilesCommand::Ls { json, conn } => {
+                let v = conn.client().files_json()?;
+                if json {
+                    println!("{}", serde_json::to_string_pretty(&v)?);
+                } else {
+                    let files: Vec<api::FileInfo> = serde_json::from_value(v).context("reading the catalogue")?;
+                    print!("{}", format::files_table(&files));
+                }
+            }
+            FilesCommand::Rm { name, conn } => {
+                conn.client().remove_file(&name)?;
+                println!("removed {name}");
+            }
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+pub use bench::BenchSubmitArgs;
+
+/// Parses `90s`, `10m`, `2h`, `500ms`, `HH:MM:SS`, `MM:SS` or plain seconds (`1.5`).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let bad = || format!("invalid duration '{s}' (use e.g. 90s, 10m, 2h, 01:30:00 or seconds)");
+    if s.contains(':') {
+        let parts: Vec<&str> = s.split(':').collect();
+        if parts.len() > 3 {
+            return Err(bad());
+        }
+        let mut secs = 0u64;
+        for p in parts {
+            let n: u64 = p.parse().map_err(|_| bad())?;
+            secs = secs * 60 + n;
+        }
+        return Ok(Duration::from_secs(secs));
+    }
+    let (num, mult) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 0.001)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = s.strip_suffix('m') {
+        (n, 60.0)
+    } else if let Some(n) = s.strip_suffix('h') {
+        (n, 3600.0)
+    } else {
+        (s, 1.0)
+    };
+    let v: f64 = num.trim().parse().map_err(|_| bad())?;
+    if !v.is_finite() || v < 0.0 {
+        return Err(bad());
+    }
+    Ok(Duration::from_secs_f64(v * mult))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory, Parser};
+
+    /// A stand-in for main.rs's CLI, to test parsing of the flattened subcommands.
+    #[derive(Debug, Parser)]
+    struct TestCli {
+        #[command(subcommand)]
+        command: ClientCommand,
+    }
+
+    fn parse(args: &[&str]) -> ClientCommand {
+        let mut v = vec!["koalesce"];
+        v.extend_from_slice(args);
+        TestCli::try_parse_from(v).unwrap_or_else(|e| panic!("{e}")).command
+    }
+
+    #[test]
+    fn cli_is_consistent() {
+        TestCli::command().debug_assert();
+    }
+
+    #[test]
+    fn every_option_is_documented() {
+        fn walk(cmd: &clap::Command, path: &str) {
+            for arg in cmd.get_arguments() {
+                let id = arg.get_id().as_str();
+                if id == "help" || id == "version" {
+                    continue;
+                }
+                assert!(arg.get_help().is_some(), "{path}: argument '{id}' has no help text");
+            }
+            for sub in cmd.get_subcommands() {
+                assert!(sub.get_about().is_some(), "{path} {}: no about text", sub.get_name());
+                walk(sub, &format!("{path} {}", sub.get_name()));
+            }
+        }
+        walk(&TestCli::command(), "koalesce");
+    }
+
+    #[test]
+    fn url_and_token_flags() {
+        match parse(&["submit", "job.toml", "--url", "http://h:1", "--token", "t0k"]) {
+            ClientCommand::Submit(a) => {
+                assert_eq!(a.file, PathBuf::from("job.toml"));
+                assert_eq!(a.conn.url, "http://h:1");
+                assert_eq!(a.conn.token.as_deref(), Some("t0k"));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn listings_take_json() {
+        assert!(matches!(
+            parse(&["jobs", "--json", "--state", "running"]),
+            ClientCommand::Jobs(JobsArgs { json: true, .. })
+        ));
+        assert!(matches!(
+            parse(&["sites", "--json"]),
+            ClientCommand::Sites(SitesArgs { json: true, .. })
+        ));
+        assert!(matches!(
+            parse(&["files", "ls", "--json"]),
+            ClientCommand::Files {
+                command: FilesCommand::Ls { json: true, .. }
+            }
+        ));
+        assert!(matches!(
+            parse(&["status", "4", "--json"]),
+            ClientCommand::Status(StatusArgs { id: 4, json: true, .. })
+        ));
+        assert!(TestCli::try_parse_from(["koalesce", "jobs", "--state", "bogus"]).is_err());
+    }
+
+    #[test]
+    fn files_add_and_wait_timeout() {
+        match parse(&["files", "add", "data.bin", "/tmp/d", "--site", "vu"]) {
+            ClientCommand::Files {
+                command: FilesCommand::Add { name, path, site, .. },
+            } => {
+                assert_eq!((name.as_str(), path.to_str().unwrap(), site.as_str()), ("data.bin", "/tmp/d", "vu"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            TestCli::try_parse_from(["koalesce", "files", "add", "x", "/p"]).is_err(),
+            "--site is required"
+        );
+        match parse(&["wait", "9", "--timeout", "2m"]) {
+            ClientCommand::Wait(w) => assert_eq!(w.timeout, Some(Duration::from_secs(120))),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("90s").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("10m").unwrap(), Duration::from_secs(600));
+        assert_eq!(parse_duration("2h").unwrap(), Duration::from_secs(7200));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("01:30:00").unwrap(), Duration::from_secs(5400));
+        assert_eq!(parse_duration("1.5").unwrap(), Duration::from_millis(1500));
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("-3s").is_err());
+    }
+
+    #[test]
+    fn backoff_grows_and_caps() {
+        let mut d = Duration::from_millis(100);
+        for _ in 0..20 {
+            d = next_backoff(d);
+        }
+        assert_eq!(d, Duration::from_secs(2));
+        assert_eq!(next_backoff(Duration::from_millis(100)), Duration::from_millis(150));
     }
 }

@@ -1,0 +1,507 @@
+//! A small blocking client for the server's HTTP API (`docs/server-contract.md`).
+//!
+//! Every call returns `anyhow::Result`; failures carry an [`ApiError`] that callers can
+//! downcast to tell a server answer (HTTP status + the server's `{"error": ...}` message,
+//! printed verbatim) from a connection failure (which names the URL).
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+/// Why a request failed.
+#[derive(Debug)]
+pub enum ApiError {
+    /// The server answered with a non-2xx status. `message` is the server's `error` field
+    /// (or the raw body when it is not the documented JSON shape).
+    Status { status: u16, message: String },
+    /// The server could not be reached (connection refused, reset, timeout, ...).
+    Connect { url: String, reason: String },
+    /// The answer was not what the contract says (bad JSON, missing field).
+    Protocol { url: String, reason: String },
+}
+
+impl ApiError {
+    /// True for failures where retrying later may help (server down or restarting).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            ApiError::Connect { .. } => true,
+            ApiError::Status { status, .. } => *status == 502 || *status == 503 || *status == 504,
+            ApiError::Protocol { .. } => false,
+        }
+    }
+}
+
+impl fmt::Display for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ApiError::Status { status, message } => {
+                write!(f, "server answered HTTP {status}")?;
+                if let Some(reason) = http_reason(*status) {
+                    write!(f, " {reason}")?;
+                }
+                write!(f, ": {message}")
+            }
+            ApiError::Connect { url, reason } => write!(f, "cannot reach the koalesce server at {url}: {reason}"),
+            ApiError::Protocol { url, reason } => write!(f, "unexpected answer from {url}: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+/// Whether an `anyhow::Error` is an [`ApiError`] worth retrying.
+pub fn error_is_transient(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<ApiError>().is_some_and(ApiError::is_transient)
+}
+
+fn http_reason(status: u16) -> Option<&'static str> {
+    Some(match status {
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        409 => "Conflict",
+        413 => "Payload Too Large",
+        415 => "Unsupported Media Type",
+        422 => "Unprocessable Entity",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        _ => return None,
+    })
+}
+
+/// One job as `GET /api/v1/jobs` lists it.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(default)]
+pub struct JobSummary {
+    pub id: u64,
+    pub name: String,
+    pub user: String,
+    pub state: String,
+    pub priority: String,
+    pub components: u64,
+    pub size: u64,
+    pub sites: Vec<String>,
+    pub submitted_ms: Option<i64>,
+    pub started_ms: Option<i64>,
+    pub finished_ms: Option<i64>,
+    pub exit_ok: Option<bool>,
+}
+
+impl JobSummary {
+    /// Whether the job reached a final state.
+    pub fn is_finished(&self) -> bool {
+        is_final_state(&self.state)
+    }
+}
+
+/// Whether a job state is final (`succeeded`, `failed`, `cancelled`).
+pub fn is_final_state(state: &str) -> bool {
+    matches!(state, "succeeded" | "failed" | "cancelled")
+}
+
+/// The job's timeline (003 §4.1): Unix-ms instants and the derived durations.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(default)]
+pub struct Timeline {
+    pub submitted: Option<i64>,
+    pub placed: Option<i64>,
+    pub claimed: Option<i64>,
+    pub started: Option<i64>,
+    pub finished: Option<i64>,
+    pub ftt_ms: Option<i64>,
+    pub pgt_ms: Option<i64>,
+    pub pwt_ms: Option<i64>,
+    pub twt_ms: Option<i64>,
+}
+
+/// One component of a job in `JobDetail`.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(default)]
+pub struct ComponentDetail {
+    pub index: u64,
+    pub processors: u64,
+    pub site: Option<String>,
+    pub state: Option<String>,
+    pub exit_code: Option<i64>,
+    pub stdout: Option<String>,
+    pub stderr: Option<String>,
+}
+
+/// `GET /api/v1/jobs/{id}`: the summary fields plus timeline, tries, components and outputs.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(default)]
+pub struct JobDetail {
+    pub id: u64,
+    pub name: String,
+    pub user: String,
+    pub state: String,
+    pub priority: String,
+    #[serde(deserialize_with = "components_or_count")]
+    pub components: Vec<ComponentDetail>,
+    pub size: u64,
+    pub sites: Vec<String>,
+    pub submitted_ms: Option<i64>,
+    pub started_ms: Option<i64>,
+    pub finished_ms: Option<i64>,
+    pub exit_ok: Option<bool>,
+    pub timeline: Timeline,
+    pub placement_tries: Option<u64>,
+    pub claiming_tries: Option<u64>,
+    pub failure: Option<String>,
+    pub outputs: Vec<Value>,
+}
+
+/// JobDetail's `components` is the component list (the summary's count is superseded).
+fn components_or_count<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<ComponentDetail>, D::Error> {
+    let v = Value::deserialize(d)?;
+    match v {
+        Value::Array(_) => serde_json::from_value(v).map_err(serde::de::Error::custom),
+        _ => Ok(Vec::new()),
+    }
+}
+
+/// A site as `GET /api/v1/sites` lists it.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(default)]
+pub struct SiteInfo {
+    pub name: String,
+    pub processors: u64,
+    pub idle: u64,
+    pub used: u64,
+    pub placed_unclaimed: u64,
+    pub blacklisted: bool,
+    pub supports_reservations: bool,
+}
+
+/// A catalogue entry as `GET /api/v1/files` lists it.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(default)]
+pub struct FileInfo {
+    pub name: String,
+    pub size_bytes: u64,
+    pub sha256: String,
+    pub replicas: Vec<String>,
+}
+
+/// A connection to one koalesce server.
+#[derive(Clone)]
+pub struct Client {
+    agent: ureq::Agent,
+    base: String,
+    token: Option<String>,
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client").field("base", &self.base).finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// A client for the server at `url` (e.g. `http://127.0.0.1:8080`), authenticating with
+    /// `token` when given. Requests time out after `timeout`.
+    pub fn new(url: &str, token: Option<String>, timeout: Duration) -> Self {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(timeout))
+            .user_agent(concat!("koalesce/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .into();
+        let mut base = url.trim().trim_end_matches('/').to_string();
+        if !base.contains("://") {
+            base = format!("http://{base}");
+        }
+        Client { agent, base, token }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    fn auth(&self) -> Option<String> {
+        self.token.as_ref().map(|t| format!("Bearer {t}"))
+    }
+
+    fn finish(&self, url: &str, result: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> anyhow::Result<(u16, String)> {
+        let mut resp = result.map_err(|e| connect_error(url, e))?;
+        let status = resp.status().as_u16();
+        let body = resp
+            .body_mut()
+            .with_config()
+            .limit(256 * 1024 * 1024)
+            .read_to_string()
+            .map_err(|e| connect_error(url, e))?;
+        if (200..300).contains(&status) {
+            Ok((status, body))
+        } else {
+            Err(ApiError::Status {
+                status,
+                message: error_message(&body),
+            }
+            .into())
+        }
+    }
+
+    /// GET `path`, returning the body text of a 2xx answer.
+    pub fn get_text(&self, path: &str) -> anyhow::Result<String> {
+        let url = self.url(path);
+        let mut req = self.agent.get(&url);
+        if let Some(a) = self.auth() {
+            req = req.header("Authorization", a);
+        }
+        Ok(self.finish(&url, req.call())?.1)
+    }
+
+    /// GET `path` and parse the JSON answer.
+    pub fn get_json(&self, path: &str) -> anyhow::Result<Value> {
+        let url = self.url(path);
+        let text = self.get_text(path)?;
+        parse_json(&url, &text)
+    }
+
+    fn send(&self, method: &str, path: &str, content_type: Option<&str>, body: &[u8]) -> anyhow::Result<(u16, String)> {
+        let url = self.url(path);
+        let builder = match method {
+            "POST" => self.agent.post(&url),
+            "PUT" => self.agent.put(&url),
+            "DELETE" => {
+                let mut req = self.agent.delete(&url);
+                if let Some(a) = self.auth() {
+                    req = req.header("Authorization", a);
+                }
+                return self.finish(&url, req.call());
+            }
+            other => anyhow::bail!("unsupported method {other}"),
+        };
+        let mut req = builder;
+        if let Some(a) = self.auth() {
+            req = req.header("Authorization", a);
+        }
+        if let Some(ct) = content_type {
+            req = req.header("Content-Type", ct);
+        }
+        self.finish(&url, req.send(body))
+    }
+
+    /// `GET /healthz`.
+    pub fn health(&self) -> anyhow::Result<()> {
+        self.get_text("/healthz").map(|_| ())
+    }
+
+    /// `POST /api/v1/jobs` with a job description; returns the new job's id.
+    pub fn submit(&self, toml_text: &str) -> anyhow::Result<u64> {
+        let (_, body) = self.send("POST", "/api/v1/jobs", Some("application/toml"), toml_text.as_bytes())?;
+        let url = self.url("/api/v1/jobs");
+        let v = parse_json(&url, &body)?;
+        v.get("id").and_then(Value::as_u64).ok_or_else(|| {
+            ApiError::Protocol {
+                url,
+                reason: format!("no numeric \"id\" in {body}"),
+            }
+            .into()
+        })
+    }
+
+    /// `GET /api/v1/jobs`, raw JSON.
+    pub fn jobs_json(&self, state: Option<&str>, all: bool) -> anyhow::Result<Value> {
+        let mut query = Vec::new();
+        if let Some(s) = state {
+            query.push(format!("state={s}"));
+        }
+        if all {
+            query.push("all=true".to_string());
+        }
+        let path = if query.is_empty() {
+            "/api/v1/jobs".to_string()
+        } else {
+            format!("/api/v1/jobs?{}", query.join("&"))
+        };
+        self.get_json(&path)
+    }
+
+    /// `GET /api/v1/jobs`.
+    pub fn jobs(&self, state: Option<&str>, all: bool) -> anyhow::Result<Vec<JobSummary>> {
+        typed(&self.url("/api/v1/jobs"), self.jobs_json(state, all)?)
+    }
+
+    /// `GET /api/v1/jobs/{id}`, raw JSON.
+    pub fn job_json(&self, id: u64) -> anyhow::Result<Value> {
+        self.get_json(&format!("/api/v1/jobs/{id}"))
+    }
+
+    /// `GET /api/v1/jobs/{id}`.
+    pub fn job(&self, id: u64) -> anyhow::Result<JobDetail> {
+        typed(&self.url(&format!("/api/v1/jobs/{id}")), self.job_json(id)?)
+    }
+
+    /// `POST /api/v1/jobs/{id}/cancel`, raw JSON of the job summary.
+    pub fn cancel_json(&self, id: u64) -> anyhow::Result<Value> {
+        let path = format!("/api/v1/jobs/{id}/cancel");
+        let (_, body) = self.send("POST", &path, None, b"")?;
+        if body.trim().is_empty() {
+            return Ok(Value::Null);
+        }
+        parse_json(&self.url(&path), &body)
+    }
+
+    /// `GET /api/v1/sites`, raw JSON.
+    pub fn sites_json(&self) -> anyhow::Result<Value> {
+        self.get_json("/api/v1/sites")
+    }
+
+    /// `GET /api/v1/sites`.
+    pub fn sites(&self) -> anyhow::Result<Vec<SiteInfo>> {
+        typed(&self.url("/api/v1/sites"), self.sites_json()?)
+    }
+
+    /// `GET /api/v1/files`, raw JSON.
+    pub fn files_json(&self) -> anyhow::Result<Value> {
+        self.get_json("/api/v1/files")
+    }
+
+    /// `GET /api/v1/files`.
+    pub fn files(&self) -> anyhow::Result<Vec<FileInfo>> {
+        typed(&self.url("/api/v1/files"), self.files_json()?)
+    }
+
+    /// `POST /api/v1/files`: the server copies the local file at `path` (absolute) into the
+    /// storage of `site` and registers it under `name`. Returns the raw JSON entry.
+    pub fn add_file_json(&self, name: &str, path: &str, site: &str) -> anyhow::Result<Value> {
+        let req = serde_json::json!({ "name": name, "path": path, "site": site });
+        let (_, body) = self.send("POST", "/api/v1/files", Some("application/json"), req.to_string().as_bytes())?;
+        if body.trim().is_empty() {
+            return Ok(Value::Null);
+        }
+        parse_json(&self.url("/api/v1/files"), &body)
+    }
+
+    /// `DELETE /api/v1/files/{name}`.
+    pub fn remove_file(&self, name: &str) -> anyhow::Result<()> {
+        self.send("DELETE", &format!("/api/v1/files/{}", encode_path_segment(name)), None, b"")?;
+        Ok(())
+    }
+}
+
+fn typed<T: serde::de::DeserializeOwned>(url: &str, v: Value) -> anyhow::Result<T> {
+    serde_json::from_value(v).map_err(|e| {
+        ApiError::Protocol {
+            url: url.to_string(),
+            reason: e.to_string(),
+        }
+        .into()
+    })
+}
+
+fn parse_json(url: &str, text: &str) -> anyhow::Result<Value> {
+    serde_json::from_str(text).map_err(|e| {
+        let shown: String = text.chars().take(200).collect();
+        ApiError::Protocol {
+            url: url.to_string(),
+            reason: format!("not JSON ({e}): {shown}"),
+        }
+        .into()
+    })
+}
+
+fn connect_error(url: &str, e: ureq::Error) -> anyhow::Error {
+    let reason = match &e {
+        ureq::Error::Io(io) => io.to_string(),
+        other => other.to_string(),
+    };
+    ApiError::Connect {
+        url: url.to_string(),
+        reason,
+    }
+    .into()
+}
+
+/// The `error` field of a `{"error": ...}` body, or the trimmed body itself.
+pub fn error_message(body: &str) -> String {
+    if let Ok(Value::Object(map)) = serde_json::from_str::<Value>(body) {
+        if let Some(e) = map.get("error") {
+            return match e {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+        }
+    }
+    let t = body.trim();
+    if t.is_empty() {
+        "(empty body)".to_string()
+    } else {
+        t.to_string()
+    }
+}
+
+/// Percent-encodes a logical file name for use as one path segment (names may contain '/').
+pub fn encode_path_segment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(b as char),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_message_takes_the_error_field_verbatim() {
+        assert_eq!(error_message(r#"{"error": "unknown key `foo`"}"#), "unknown key `foo`");
+        assert_eq!(error_message("plain text\n"), "plain text");
+        assert_eq!(error_message(""), "(empty body)");
+    }
+
+    #[test]
+    fn status_error_shows_status_and_message() {
+        let e = ApiError::Status {
+            status: 422,
+            message: "components[0].site: no site named 'x'".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "server answered HTTP 422 Unprocessable Entity: components[0].site: no site named 'x'"
+        );
+        let e = ApiError::Connect {
+            url: "http://127.0.0.1:1/api/v1/jobs".into(),
+            reason: "Connection refused".into(),
+        };
+        assert!(e.to_string().contains("http://127.0.0.1:1/api/v1/jobs"));
+        assert!(e.is_transient());
+    }
+
+    #[test]
+    fn path_segments_are_encoded() {
+        assert_eq!(encode_path_segment("17/result.txt"), "17%2Fresult.txt");
+        assert_eq!(encode_path_segment("a b"), "a%20b");
+    }
+
+    #[test]
+    fn job_detail_parses_contract_shape() {
+        let v = serde_json::json!({
+            "id": 3, "name": "x", "user": "u", "state": "succeeded", "priority": "high",
+            "components": [{"index": 0, "processors": 2, "site": "vu", "state": "succeeded",
+                             "exit_code": 0, "stdout": "", "stderr": ""}],
+            "size": 2, "sites": ["vu"], "submitted_ms": 1000, "started_ms": 2000,
+            "finished_ms": 3000, "exit_ok": true,
+            "timeline": {"submitted": 1000, "placed": 1100, "claimed": 1200, "started": 2000,
+                          "finished": 3000, "ftt_ms": 900, "pgt_ms": 100, "pwt_ms": 800, "twt_ms": 1000},
+            "placement_tries": 1, "claiming_tries": 1, "failure": null, "outputs": []
+        });
+        let d: JobDetail = serde_json::from_value(v).unwrap();
+        assert_eq!(d.components.len(), 1);
+        assert_eq!(d.timeline.twt_ms, Some(1000));
+        assert_eq!(d.components[0].site.as_deref(), Some("vu"));
+    }
+}

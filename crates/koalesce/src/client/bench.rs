@@ -1,0 +1,268 @@
+//! `koalesce bench submit`: durable submissions per second and acknowledgement latency.
+//!
+//! C client threads, each with its own keep-alive connection, submit N tiny jobs in all; the
+//! server answers 201 only after the job is committed, so every acknowledged request is a
+//! durable submission. Latency is measured per request from sending it to reading the answer.
+
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use clap::Args;
+
+use super::api::Client;
+use super::local_server::{LocalServer, LocalServerOptions};
+
+/// Seed 001 (§5): just over 250 jobs/min with 7 clients on GT4, the best of its services.
+pub const SEED_001_JOBS_PER_MIN: f64 = 250.0;
+/// Target of this benchmark with 16 clients.
+pub const TARGET_JOBS_PER_SEC: f64 = 2000.0;
+pub const TARGET_P99_MS: f64 = 20.0;
+
+/// Arguments of `koalesce bench submit`.
+#[derive(Debug, Args)]
+pub struct BenchSubmitArgs {
+    /// Concurrent client threads, each with its own connection.
+    #[arg(long, default_value_t = 16)]
+    pub clients: usize,
+    /// Jobs to submit in all (measured; warm-up jobs come on top).
+    #[arg(long, default_value_t = 10_000)]
+    pub jobs: usize,
+    /// Jobs submitted before measuring (connections set up, caches warm).
+    #[arg(long, default_value_t = 200)]
+    pub warmup: usize,
+    /// Server to measure. Default: start a fresh private server (temporary data dir, jobs only
+    /// queue) and stop it afterwards.
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// API token for --url (a fresh server gets its own).
+    #[arg(long, env = "KOALESCE_TOKEN", hide_env_values = true, value_name = "TOKEN")]
+    pub token: Option<String>,
+    /// Exit 1 unless the target is met (≥ 2,000 jobs/s and p99 ≤ 20 ms).
+    #[arg(long)]
+    pub check: bool,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A server config for the fresh server: the default sites, and a scan interval so long that
+/// submitted jobs just queue (the benchmark measures submission, not execution).
+pub fn queue_only_config() -> String {
+    super::demo::server_config(3_600_000, false)
+}
+
+/// The job each request submits: one processor, `/bin/true`.
+pub fn bench_job(i: usize) -> String {
+    format!(
+        "name = \"bench-{i}\"\nexecutable = \"/bin/true\"\npriority = \"low\"\nruntime_estimate = \"1m\"\n\n[[components]]\nprocessors = 1\n"
+    )
+}
+
+/// Latency percentiles over a sample (nearest-rank).
+pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// What one run measured.
+#[derive(Debug, Clone)]
+pub struct BenchResult {
+    pub clients: usize,
+    pub jobs: usize,
+    pub elapsed: Duration,
+    pub latencies: Vec<Duration>,
+}
+
+impl BenchResult {
+    pub fn jobs_per_sec(&self) -> f64 {
+        self.jobs as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+    pub fn p(&self, q: f64) -> Duration {
+        percentile(&self.latencies, q)
+    }
+    pub fn target_met(&self) -> bool {
+        self.jobs_per_sec() >= TARGET_JOBS_PER_SEC && ms(self.p(99.0)) <= TARGET_P99_MS
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// Submits `jobs` jobs from `clients` threads; job names start at `first`.
+pub fn run_submissions(url: &str, token: &str, clients: usize, jobs: usize, first: usize) -> anyhow::Result<BenchResult> {
+    let next = Arc::new(AtomicUsize::new(0));
+    let failed = Arc::new(AtomicBool::new(false));
+    let first_error: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
+    let t0 = Instant::now();
+    let mut handles = Vec::new();
+    for _ in 0..clients.max(1) {
+        let client = Client::new(url, Some(token.to_string()), Duration::from_secs(30));
+        let next = next.clone();
+        let failed = failed.clone();
+        let first_error = first_error.clone();
+        handles.push(std::thread::spawn(move || {
+            let mut lat = Vec::with_capacity(jobs / clients.max(1) + 1);
+            loop {
+                if failed.load(Ordering::Relaxed) {
+                    break;
+                }
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= jobs {
+                    break;
+                }
+                let body = bench_job(first + i);
+                let t = Instant::now();
+                match client.submit(&body) {
+                    Ok(_) => lat.push(t.elapsed()),
+                    Err(e) => {
+                        failed.store(true, Ordering::Relaxed);
+                        first_error.lock().unwrap().get_or_insert_with(|| format!("{e:#}"));
+                        break;
+                    }
+                }
+            }
+            lat
+        }));
+    }
+    let mut latencies = Vec::with_capacity(jobs);
+    for h in handles {
+        latencies.extend(h.join().map_err(|_| anyhow::anyhow!("a client thread panicked"))?);
+    }
+    let elapsed = t0.elapsed();
+    if let Some(e) = first_error.lock().unwrap().take() {
+        bail!("submission failed: {e}");
+    }
+    latencies.sort();
+    Ok(BenchResult {
+        clients,
+        jobs,
+        elapsed,
+        latencies,
+    })
+}
+
+impl BenchSubmitArgs {
+    pub fn run(self) -> anyhow::Result<ExitCode> {
+        if self.clients == 0 || self.jobs == 0 {
+            bail!("--clients and --jobs must be at least 1");
+        }
+        let mut _server: Option<LocalServer> = None;
+        let (url, token, what) = match &self.url {
+            Some(u) => {
+                let token = self.token.clone().context("--url needs --token (or KOALESCE_TOKEN)")?;
+                (u.clone(), token, format!("server at {u}"))
+            }
+            None => {
+                let opts = LocalServerOptions {
+                    config_toml: Some(queue_only_config()),
+                    ..Default::default()
+                };
+                let prepared = LocalServer::prepare(&opts)?;
+                let token = prepared.create_token("bench", false)?;
+                let server = prepared.start(Duration::from_secs(30))?;
+                let url = server.url.clone();
+                let what = format!("fresh server at {url}");
+                _server = Some(server);
+                (url, token, what)
+            }
+        };
+        if !self.json {
+            eprintln!(
+                "bench submit: {} clients, {} jobs (+{} warm-up) against the {what}",
+                self.clients, self.jobs, self.warmup
+            );
+        }
+        if self.warmup > 0 {
+            run_submissions(&url, &token, self.clients, self.warmup, 0).context("warm-up")?;
+        }
+        let r = run_submissions(&url, &token, self.clients, self.jobs, self.warmup)?;
+
+        // Every acknowledged job must be listed (it was committed before the 201).
+        let mut listed = None;
+        if _server.is_some() {
+            let client = Client::new(&url, Some(token.clone()), Duration::from_secs(60));
+            let n = client.jobs(None, false)?.len();
+            if n < self.jobs + self.warmup {
+                bail!(
+                    "only {n} jobs are listed after {} acknowledged submissions",
+                    self.jobs + self.warmup
+                );
+            }
+            listed = Some(n);
+        }
+
+        let rate = r.jobs_per_sec();
+        let seed_rate = SEED_001_JOBS_PER_MIN / 60.0;
+        if self.json {
+            let v = serde_json::json!({
+                "clients": r.clients,
+                "jobs": r.jobs,
+                "elapsed_s": r.elapsed.as_secs_f64(),
+                "jobs_per_sec": rate,
+                "p50_ms": ms(r.p(50.0)),
+                "p90_ms": ms(r.p(90.0)),
+                "p99_ms": ms(r.p(99.0)),
+                "max_ms": ms(r.latencies.last().copied().unwrap_or_default()),
+                "ratio_to_seed_001": rate / seed_rate,
+                "listed_after_run": listed,
+                "target_met": r.target_met(),
+            });
+            println!("{}", serde_json::to_string_pretty(&v)?);
+        } else {
+            println!("clients              {}", r.clients);
+            println!("jobs acknowledged    {} in {:.2} s", r.jobs, r.elapsed.as_secs_f64());
+            println!("durable submissions  {rate:.0} jobs/s ({:.0} jobs/min)", rate * 60.0);
+            println!(
+                "ack latency          p50 {:.2} ms   p90 {:.2} ms   p99 {:.2} ms   max {:.2} ms",
+                ms(r.p(50.0)),
+                ms(r.p(90.0)),
+                ms(r.p(99.0)),
+                ms(r.latencies.last().copied().unwrap_or_default())
+            );
+            println!(
+                "vs seed 001          {:.0}x its peak of ~{SEED_001_JOBS_PER_MIN:.0} jobs/min ({seed_rate:.1} jobs/s)",
+                rate / seed_rate
+            );
+            if let Some(n) = listed {
+                println!("listed after run     {n} jobs (all acknowledged submissions are there)");
+            }
+            println!(
+                "target               >= {TARGET_JOBS_PER_SEC:.0} jobs/s and p99 <= {TARGET_P99_MS:.0} ms: {}",
+                if r.target_met() { "met" } else { "NOT met" }
+            );
+        }
+        if self.check && !r.target_met() {
+            return Ok(ExitCode::from(1));
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let v: Vec<Duration> = (1..=100).map(Duration::from_millis).collect();
+        assert_eq!(percentile(&v, 50.0), Duration::from_millis(50));
+        assert_eq!(percentile(&v, 99.0), Duration::from_millis(99));
+        assert_eq!(percentile(&v, 100.0), Duration::from_millis(100));
+        assert_eq!(percentile(&[], 99.0), Duration::ZERO);
+        assert_eq!(percentile(&v[..1], 99.0), Duration::from_millis(1));
+    }
+
+    #[test]
+    fn bench_job_is_valid_toml() {
+        let v: toml::Value = toml::from_str(&bench_job(3)).unwrap();
+        assert_eq!(v["name"].as_str(), Some("bench-3"));
+        assert_eq!(v["components"][0]["processors"].as_integer(), Some(1));
+    }
+}

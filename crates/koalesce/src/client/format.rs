@@ -1,0 +1,465 @@
+//! Plain-text tables and time formatting for the client commands.
+
+use std::fmt::Write as _;
+
+use super::api::{FileInfo, JobDetail, JobSummary, SiteInfo};
+
+/// A left-aligned text table with a header row; columns are as wide as their widest cell.
+/// Columns listed in `right` are right-aligned (numbers).
+#[derive(Debug, Clone)]
+pub struct Table {
+    header: Vec<String>,
+    rows: Vec<Vec<String>>,
+    right: Vec<bool>,
+}
+
+impl Table {
+    pub fn new(header: &[&str]) -> Self {
+        Table {
+            header: header.iter().map(|s| s.to_string()).collect(),
+            rows: Vec::new(),
+            right: vec![false; header.len()],
+        }
+    }
+
+    /// Right-align the named columns.
+    pub fn right_align(mut self, cols: &[&str]) -> Self {
+        for (i, h) in self.header.iter().enumerate() {
+            if cols.contains(&h.as_str()) {
+                self.right[i] = true;
+            }
+        }
+        self
+    }
+
+    pub fn push(&mut self, row: Vec<String>) {
+        debug_assert_eq!(row.len(), self.header.len());
+        self.rows.push(row);
+    }
+
+    pub fn render(&self) -> String {
+        let n = self.header.len();
+        let mut widths: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();
+        for row in &self.rows {
+            for (i, cell) in row.iter().enumerate().take(n) {
+                widths[i] = widths[i].max(cell.chars().count());
+            }
+        }
+        let mut out = String::new();
+        let line = |out: &mut String, cells: &[String]| {
+            let mut s = String::new();
+            for (i, cell) in cells.iter().enumerate().take(n) {
+                let pad = widths[i] - cell.chars().count();
+                let last = i + 1 == n;
+                if self.right[i] {
+                    s.push_str(&" ".repeat(pad));
+                    s.push_str(cell);
+                } else {
+                    s.push_str(cell);
+                    if !last {
+                        s.push_str(&" ".repeat(pad));
+                    }
+                }
+                if !last {
+                    s.push_str("  ");
+                }
+            }
+            out.push_str(s.trim_end());
+            out.push('\n');
+        };
+        line(&mut out, &self.header);
+        for row in &self.rows {
+            line(&mut out, row);
+        }
+        out
+    }
+}
+
+/// Unix milliseconds as a UTC date and time, `YYYY-MM-DD HH:MM:SS`.
+pub fn format_unix_ms(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", rem / 3600, (rem / 60) % 60, rem % 60)
+}
+
+/// Unix milliseconds as UTC `HH:MM:SS.mmm` (for timelines, where the date is given once).
+pub fn format_time_of_day_ms(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let rem = secs.rem_euclid(86_400);
+    format!(
+        "{:02}:{:02}:{:02}.{:03}",
+        rem / 3600,
+        (rem / 60) % 60,
+        rem % 60,
+        ms.rem_euclid(1000)
+    )
+}
+
+/// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian calendar
+/// (Howard Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// A duration in milliseconds, compactly: `850ms`, `1.25s`, `2m03s`, `1h02m`.
+pub fn format_duration_ms(ms: i64) -> String {
+    let neg = ms < 0;
+    let a = ms.unsigned_abs();
+    let s = if a < 1000 {
+        format!("{a}ms")
+    } else if a < 60_000 {
+        format!("{:.2}s", a as f64 / 1000.0)
+    } else if a < 3_600_000 {
+        format!("{}m{:02}s", a / 60_000, (a / 1000) % 60)
+    } else {
+        format!("{}h{:02}m", a / 3_600_000, (a / 60_000) % 60)
+    };
+    if neg {
+        format!("-{s}")
+    } else {
+        s
+    }
+}
+
+fn opt_duration(ms: Option<i64>) -> String {
+    ms.map(format_duration_ms).unwrap_or_else(|| "-".to_string())
+}
+
+fn sites_cell(sites: &[String]) -> String {
+    if sites.is_empty() {
+        "-".to_string()
+    } else {
+        sites.join(",")
+    }
+}
+
+/// The `koalesce jobs` table (squeue-like).
+pub fn jobs_table(jobs: &[JobSummary]) -> String {
+    let mut t =
+        Table::new(&["ID", "NAME", "USER", "STATE", "PRIO", "COMPS", "SIZE", "SITES", "SUBMITTED"]).right_align(&["ID", "COMPS", "SIZE"]);
+    for j in jobs {
+        t.push(vec![
+            j.id.to_string(),
+            j.name.clone(),
+            j.user.clone(),
+            j.state.clone(),
+            j.priority.clone(),
+            j.components.to_string(),
+            j.size.to_string(),
+            sites_cell(&j.sites),
+            j.submitted_ms.map(format_unix_ms).unwrap_or_else(|| "-".to_string()),
+        ]);
+    }
+    t.render()
+}
+
+/// The `koalesce sites` table.
+pub fn sites_table(sites: &[SiteInfo]) -> String {
+    let mut t = Table::new(&["SITE", "PROCS", "IDLE", "USED", "PLACED", "BLACKLISTED", "RESERVATIONS"])
+        .right_align(&["PROCS", "IDLE", "USED", "PLACED"]);
+    for s in sites {
+        t.push(vec![
+            s.name.clone(),
+            s.processors.to_string(),
+            s.idle.to_string(),
+            s.used.to_string(),
+            s.placed_unclaimed.to_string(),
+            if s.blacklisted { "yes" } else { "no" }.to_string(),
+            if s.supports_reservations { "yes" } else { "no" }.to_string(),
+        ]);
+    }
+    t.render()
+}
+
+/// Bytes as a human size (`512 B`, `2.0 MiB`).
+pub fn format_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    format!("{v:.1} {}", UNITS[u])
+}
+
+/// The `koalesce files ls` table.
+pub fn files_table(files: &[FileInfo]) -> String {
+    let mut t = Table::new(&["NAME", "SIZE", "SHA256", "REPLICAS"]).right_align(&["SIZE"]);
+    for f in files {
+        let sha: String = f.sha256.chars().take(12).collect();
+        t.push(vec![f.name.clone(), format_bytes(f.size_bytes), sha, sites_cell(&f.replicas)]);
+    }
+    t.render()
+}
+
+/// The `koalesce status` report: state, timeline with the derived times, tries, components.
+pub fn status_report(d: &JobDetail) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "job {} '{}' of {}: {}", d.id, d.name, d.user, d.state.to_uppercase());
+    let _ = writeln!(
+        out,
+        "priority {}, {} component(s), {} processor(s), sites: {}",
+        d.priority,
+        d.components.len(),
+        d.size,
+        sites_cell(&d.sites)
+    );
+    let tl = &d.timeline;
+    let submitted = tl.submitted.or(d.submitted_ms);
+    let _ = writeln!(out, "timeline (UTC):");
+    let events = [
+        ("submitted", submitted),
+        ("placed", tl.placed),
+        ("claimed", tl.claimed),
+        ("started", tl.started.or(d.started_ms)),
+        ("finished", tl.finished.or(d.finished_ms)),
+    ];
+    for (label, at) in events {
+        match at {
+            Some(t) => {
+                let rel = match submitted {
+                    Some(s) if label != "submitted" => format!("  (+{})", format_duration_ms(t - s)),
+                    _ => String::new(),
+                };
+                let when = if label == "submitted" {
+                    format_unix_ms(t)
+                } else {
+                    format_time_of_day_ms(t)
+                };
+                let _ = writeln!(out, "  {label:<10} {when}{rel}");
+            }
+            None => {
+                let _ = writeln!(out, "  {label:<10} -");
+            }
+        }
+    }
+    let _ = writeln!(
+        out,
+        "  FTT {}   PGT {}   PWT {}   TWT {}",
+        opt_duration(tl.ftt_ms),
+        opt_duration(tl.pgt_ms),
+        opt_duration(tl.pwt_ms),
+        opt_duration(tl.twt_ms)
+    );
+    let tries = |t: Option<u64>| t.map(|n| n.to_string()).unwrap_or_else(|| "-".to_string());
+    let _ = writeln!(
+        out,
+        "tries: placement {}, claiming {}",
+        tries(d.placement_tries),
+        tries(d.claiming_tries)
+    );
+    if let Some(f) = &d.failure {
+        let _ = writeln!(out, "failure: {f}");
+    }
+    if !d.components.is_empty() {
+        let mut t = Table::new(&["COMP", "PROCS", "SITE", "STATE", "EXIT"]).right_align(&["COMP", "PROCS", "EXIT"]);
+        for c in &d.components {
+            t.push(vec![
+                c.index.to_string(),
+                c.processors.to_string(),
+                c.site.clone().unwrap_or_else(|| "-".into()),
+                c.state.clone().unwrap_or_else(|| "-".into()),
+                c.exit_code.map(|e| e.to_string()).unwrap_or_else(|| "-".into()),
+            ]);
+        }
+        let _ = writeln!(out, "components:");
+        for l in t.render().lines() {
+            let _ = writeln!(out, "  {l}");
+        }
+        for c in &d.components {
+            for (what, value) in [("stdout", &c.stdout), ("stderr", &c.stderr)] {
+                let Some(value) = value.as_deref().filter(|s| !s.trim().is_empty()) else {
+                    continue;
+                };
+                // The server gives the path of the component's stdout/stderr file; when it is
+                // readable here (same machine), show its last lines.
+                let path = std::path::Path::new(value);
+                if path.is_absolute() && !value.contains('\n') {
+                    match std::fs::read_to_string(path) {
+                        // Empty output: nothing to show.
+                        Ok(text) if text.trim().is_empty() => {}
+                        Ok(text) => {
+                            let _ = writeln!(out, "component {} {what} ({value}):", c.index);
+                            let lines: Vec<&str> = text.trim_end().lines().collect();
+                            for l in &lines[lines.len().saturating_sub(10)..] {
+                                let _ = writeln!(out, "  | {l}");
+                            }
+                        }
+                        Err(_) => {
+                            let _ = writeln!(out, "component {} {what}: {value}", c.index);
+                        }
+                    }
+                } else {
+                    let _ = writeln!(out, "component {} {what}:", c.index);
+                    let lines: Vec<&str> = value.trim_end().lines().collect();
+                    for l in &lines[lines.len().saturating_sub(10)..] {
+                        let _ = writeln!(out, "  | {l}");
+                    }
+                }
+            }
+        }
+    }
+    if !d.outputs.is_empty() {
+        let names: Vec<String> = d
+            .outputs
+            .iter()
+            .map(|o| match o {
+                serde_json::Value::String(s) => s.clone(),
+                serde_json::Value::Object(m) => m
+                    .get("name")
+                    .and_then(|n| n.as_str())
+                    .map(str::to_string)
+                    .unwrap_or_else(|| o.to_string()),
+                other => other.to_string(),
+            })
+            .collect();
+        let _ = writeln!(out, "outputs: {}", names.join(", "));
+    }
+    out
+}
+
+/// Counts of jobs by state, in lifecycle order, e.g. `queued 3, running 2, succeeded 10`.
+pub fn state_counts(jobs: &[JobSummary]) -> String {
+    const ORDER: [&str; 7] = ["queued", "placed", "claimed", "running", "succeeded", "failed", "cancelled"];
+    let mut parts = Vec::new();
+    for s in ORDER {
+        let n = jobs.iter().filter(|j| j.state == s).count();
+        if n > 0 {
+            parts.push(format!("{s} {n}"));
+        }
+    }
+    let other = jobs.iter().filter(|j| !ORDER.contains(&j.state.as_str())).count();
+    if other > 0 {
+        parts.push(format!("other {other}"));
+    }
+    parts.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(id: u64, state: &str) -> JobSummary {
+        JobSummary {
+            id,
+            name: format!("job-{id}"),
+            user: "alice".into(),
+            state: state.into(),
+            priority: "high".into(),
+            components: 2,
+            size: 12,
+            sites: vec!["vu".into(), "leiden".into()],
+            submitted_ms: Some(1_700_000_000_000),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn unix_ms_formats_as_utc() {
+        assert_eq!(format_unix_ms(0), "1970-01-01 00:00:00");
+        assert_eq!(format_unix_ms(1_700_000_000_000), "2023-11-14 22:13:20");
+        assert_eq!(format_unix_ms(951_782_400_000), "2000-02-29 00:00:00");
+        assert_eq!(format_time_of_day_ms(1_700_000_000_123), "22:13:20.123");
+    }
+
+    #[test]
+    fn durations_are_compact() {
+        assert_eq!(format_duration_ms(850), "850ms");
+        assert_eq!(format_duration_ms(1250), "1.25s");
+        assert_eq!(format_duration_ms(123_000), "2m03s");
+        assert_eq!(format_duration_ms(3_720_000), "1h02m");
+        assert_eq!(format_duration_ms(-5), "-5ms");
+    }
+
+    #[test]
+    fn jobs_table_has_squeue_columns_aligned() {
+        let s = jobs_table(&[job(7, "running"), job(123, "queued")]);
+        let lines: Vec<&str> = s.lines().collect();
+        assert_eq!(lines.len(), 3);
+        assert!(lines[0].starts_with(" ID  NAME"), "{s}");
+        for col in ["USER", "STATE", "PRIO", "COMPS", "SIZE", "SITES", "SUBMITTED"] {
+            assert!(lines[0].contains(col), "missing {col}: {s}");
+        }
+        assert!(lines[1].starts_with("  7  job-7"), "{s}");
+        assert!(lines[2].starts_with("123  job-123"), "{s}");
+        assert!(lines[1].contains("vu,leiden"));
+        assert!(lines[1].ends_with("2023-11-14 22:13:20"));
+        // The STATE column starts at the same offset on every line.
+        let at = lines[0].find("STATE").unwrap();
+        assert_eq!(&lines[1][at..at + 7], "running");
+        assert_eq!(&lines[2][at..at + 6], "queued");
+    }
+
+    #[test]
+    fn sites_table_shows_processor_counts() {
+        let s = sites_table(&[SiteInfo {
+            name: "vu".into(),
+            processors: 144,
+            idle: 100,
+            used: 40,
+            placed_unclaimed: 4,
+            blacklisted: false,
+            supports_reservations: true,
+        }]);
+        assert!(s.lines().next().unwrap().contains("PLACED"));
+        assert!(s.contains("vu      144   100    40       4  no           yes"), "{s}");
+    }
+
+    #[test]
+    fn status_report_has_timeline_and_derived_times() {
+        let d = JobDetail {
+            id: 5,
+            name: "poisson".into(),
+            user: "bob".into(),
+            state: "succeeded".into(),
+            priority: "low".into(),
+            size: 4,
+            timeline: super::super::api::Timeline {
+                submitted: Some(1_000_000),
+                placed: Some(1_000_500),
+                claimed: Some(1_001_000),
+                started: Some(1_002_000),
+                finished: Some(1_005_000),
+                ftt_ms: Some(1500),
+                pgt_ms: Some(500),
+                pwt_ms: Some(1000),
+                twt_ms: Some(2000),
+            },
+            placement_tries: Some(1),
+            claiming_tries: Some(2),
+            ..Default::default()
+        };
+        let s = status_report(&d);
+        assert!(s.contains("SUCCEEDED"));
+        assert!(s.contains("placed     00:16:40.500  (+500ms)"), "{s}");
+        assert!(s.contains("FTT 1.50s   PGT 500ms   PWT 1.00s   TWT 2.00s"), "{s}");
+        assert!(s.contains("tries: placement 1, claiming 2"));
+    }
+
+    #[test]
+    fn state_counts_in_lifecycle_order() {
+        let jobs = vec![job(1, "succeeded"), job(2, "queued"), job(3, "succeeded")];
+        assert_eq!(state_counts(&jobs), "queued 1, succeeded 2");
+    }
+
+    #[test]
+    fn bytes_are_human() {
+        assert_eq!(format_bytes(512), "512 B");
+        assert_eq!(format_bytes(2 * 1024 * 1024), "2.0 MiB");
+    }
+}
