@@ -201,10 +201,7 @@ impl Core {
         if f.rate <= 0.0 {
             return None;
         }
-        Some(
-            self.now
-                .saturating_add(ceil_ms(f.remaining_bits * 1000.0 / f.rate)),
-        )
+        Some(self.now.saturating_add(ceil_ms(f.remaining_bits * 1000.0 / f.rate)))
     }
 
     /// Recompute max-min fair rates of the flows streaming at `self.now`.
@@ -261,22 +258,10 @@ impl Core {
     /// Run the fluid model forward to `target`, pushing completions (in
     /// (time, id) order) onto `done`. With `stop_at_first`, stops right after
     /// the first instant at which something completes.
-    fn run(
-        &mut self,
-        caps: &[f64],
-        target: Millis,
-        done: &mut VecDeque<(Millis, TransferId, u64)>,
-        stop_at_first: bool,
-    ) {
+    fn run(&mut self, caps: &[f64], target: Millis, done: &mut VecDeque<(Millis, TransferId, u64)>, stop_at_first: bool) {
         loop {
-            let next_stream = self
-                .flows
-                .iter()
-                .filter(|f| f.stream_at > self.now)
-                .map(|f| f.stream_at)
-                .min();
-            let finishing: Vec<Option<Millis>> =
-                self.flows.iter().map(|f| self.finish_time(f)).collect();
+            let next_stream = self.flows.iter().filter(|f| f.stream_at > self.now).map(|f| f.stream_at).min();
+            let finishing: Vec<Option<Millis>> = self.flows.iter().map(|f| self.finish_time(f)).collect();
             let next_finish = finishing.iter().flatten().min().copied();
             let t = match (next_stream, next_finish) {
                 (Some(a), Some(b)) => a.min(b),
@@ -354,10 +339,7 @@ impl Network {
             }
             let p = pair_index(n, a, b);
             if seen[p] {
-                return Err(NetworkError::DuplicateOverride {
-                    a: a.min(b),
-                    b: a.max(b),
-                });
+                return Err(NetworkError::DuplicateOverride { a: a.min(b), b: a.max(b) });
             }
             seen[p] = true;
             check_bps(|| format!("WAN {}-{}", a.min(b), a.max(b)), bps)?;
@@ -368,10 +350,7 @@ impl Network {
             sites: n,
             caps,
             latency,
-            core: Core {
-                now: 0,
-                flows: Vec::new(),
-            },
+            core: Core { now: 0, flows: Vec::new() },
             done: VecDeque::new(),
             next_id: 0,
             delivered: 0,
@@ -396,13 +375,7 @@ impl Network {
             self.sites
         );
         if from == to {
-            (
-                Path {
-                    ids: [from; 3],
-                    len: 1,
-                },
-                0,
-            )
+            (Path { ids: [from; 3], len: 1 }, 0)
         } else {
             let p = pair_index(self.sites, from, to);
             (
@@ -496,17 +469,8 @@ impl Network {
     /// streaming before it (otherwise the rates change first: `None`).
     fn quick_next_completion(&self) -> Option<Millis> {
         let core = &self.core;
-        let next_finish = core
-            .flows
-            .iter()
-            .filter_map(|f| core.finish_time(f))
-            .min()?;
-        let next_stream = core
-            .flows
-            .iter()
-            .filter(|f| f.stream_at > core.now)
-            .map(|f| f.stream_at)
-            .min();
+        let next_finish = core.flows.iter().filter_map(|f| core.finish_time(f)).min()?;
+        let next_stream = core.flows.iter().filter(|f| f.stream_at > core.now).map(|f| f.stream_at).min();
         (next_finish <= next_stream.unwrap_or(Millis::MAX)).then_some(next_finish)
     }
 
@@ -514,10 +478,7 @@ impl Network {
     /// `<= now` and progress all others. Returns the completed transfers in
     /// (completion time, id) order.
     pub fn advance_to(&mut self, now: Millis) -> Vec<TransferId> {
-        self.advance_to_timed(now)
-            .into_iter()
-            .map(|(_, id)| id)
-            .collect()
+        self.advance_to_timed(now).into_iter().map(|(_, id)| id).collect()
     }
 
     /// Like [`Network::advance_to`] but also returns each completion time.
@@ -550,12 +511,7 @@ impl Network {
             .links()
             .iter()
             .map(|&l| {
-                let n = self
-                    .core
-                    .flows
-                    .iter()
-                    .filter(|f| f.links.links().contains(&l))
-                    .count();
+                let n = self.core.flows.iter().filter(|f| f.links.links().contains(&l)).count();
                 self.caps[l] / (n + 1) as f64
             })
             .fold(f64::INFINITY, f64::min);
@@ -656,10 +612,7 @@ mod tests {
 
         let mut spec = NetworkSpec::uniform(3, 800.0 * MBPS, 40.0 * MBPS, 5);
         spec.wan_overrides.insert((1, 1), (1.0, 3));
-        assert!(matches!(
-            Network::new(spec.clone()),
-            Err(NetworkError::BadOverride { .. })
-        ));
+        assert!(matches!(Network::new(spec.clone()), Err(NetworkError::BadOverride { .. })));
         spec.wan_overrides.clear();
         spec.wan_overrides.insert((0, 1), (1.0, 3));
         spec.wan_overrides.insert((1, 0), (2.0, 3));
@@ -668,10 +621,7 @@ mod tests {
             Err(NetworkError::DuplicateOverride { a: 0, b: 1 })
         ));
         spec.lan_bps.pop();
-        assert!(matches!(
-            Network::new(spec),
-            Err(NetworkError::LanCount { sites: 3, got: 2 })
-        ));
+        assert!(matches!(Network::new(spec), Err(NetworkError::LanCount { sites: 3, got: 2 })));
     }
 
     #[test]

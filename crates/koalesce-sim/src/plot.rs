@@ -19,8 +19,7 @@ const FONT: &str = "font-family=\"Helvetica, Arial, sans-serif\"";
 
 /// Colour-blind friendly qualitative palette (Okabe-Ito, then Tableau).
 const PALETTE: [&str; 12] = [
-    "#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000",
-    "#8C564B", "#7F7F7F", "#BCBD22", "#17BECF",
+    "#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000", "#8C564B", "#7F7F7F", "#BCBD22", "#17BECF",
 ];
 
 fn color(i: usize) -> &'static str {
@@ -143,17 +142,10 @@ impl TickFmt {
         };
         let s = step / scale;
         let mut decimals = 0;
-        while decimals < 6
-            && ((s * 10f64.powi(decimals as i32)).round() - s * 10f64.powi(decimals as i32)).abs()
-                > 1e-6
-        {
+        while decimals < 6 && ((s * 10f64.powi(decimals as i32)).round() - s * 10f64.powi(decimals as i32)).abs() > 1e-6 {
             decimals += 1;
         }
-        TickFmt {
-            scale,
-            suffix,
-            decimals,
-        }
+        TickFmt { scale, suffix, decimals }
     }
 
     fn fmt(&self, v: f64) -> String {
@@ -219,14 +211,7 @@ fn no_data(title: &str) -> String {
 
 /// Horizontal grid, y ticks and labels, axis lines and axis titles.
 /// `x_ticks` is `None` for category axes (the caller labels those).
-fn axes(
-    out: &mut String,
-    ax: &Axes,
-    y_step: f64,
-    x_ticks: Option<(f64, f64)>,
-    x_label: &str,
-    y_label: &str,
-) {
+fn axes(out: &mut String, ax: &Axes, y_step: f64, x_ticks: Option<(f64, f64)>, x_label: &str, y_label: &str) {
     let yt = ticks(ax.y_lo, ax.y_hi, y_step);
     let yf = TickFmt::new(&yt, y_step);
     for &v in &yt {
@@ -367,10 +352,7 @@ pub fn stacked_area_svg(
             .collect();
         cum.push(row);
     }
-    let top = cum
-        .last()
-        .map(|r| r.iter().fold(0.0f64, |m, &v| m.max(v)))
-        .unwrap_or(0.0);
+    let top = cum.last().map(|r| r.iter().fold(0.0f64, |m, &v| m.max(v))).unwrap_or(0.0);
     let (y_lo, y_hi, y_step) = match y_max {
         Some(m) if m.is_finite() && m > 0.0 => {
             let (_, _, step) = nice_range(0.0, m, 5);
@@ -380,12 +362,7 @@ pub fn stacked_area_svg(
     };
     let (x_min, x_max) = (xs[idx[0]], xs[*idx.last().unwrap()]);
     let (x_lo, x_hi, x_step, x_first) = x_range(x_min, x_max);
-    let ax = Axes {
-        x_lo,
-        x_hi,
-        y_lo,
-        y_hi,
-    };
+    let ax = Axes { x_lo, x_hi, y_lo, y_hi };
     let mut out = String::new();
     header(&mut out, title);
     clip_def(&mut out);
@@ -408,20 +385,8 @@ pub fn stacked_area_svg(
         );
     }
     out.push_str("</g>\n");
-    axes(
-        &mut out,
-        &ax,
-        y_step,
-        Some((x_first, x_step)),
-        x_label,
-        y_label,
-    );
-    let entries: Vec<(usize, &str)> = series
-        .iter()
-        .enumerate()
-        .rev()
-        .map(|(i, (n, _))| (i, n.as_str()))
-        .collect();
+    axes(&mut out, &ax, y_step, Some((x_first, x_step)), x_label, y_label);
+    let entries: Vec<(usize, &str)> = series.iter().enumerate().rev().map(|(i, (n, _))| (i, n.as_str())).collect();
     legend(&mut out, &entries, Swatch::Box);
     footer(&mut out);
     out
@@ -430,12 +395,7 @@ pub fn stacked_area_svg(
 /// Line chart: one polyline per series through its `(x, y)` points in the
 /// given order (points with a non-finite coordinate are skipped). Series
 /// with at most 40 points also get point markers.
-pub fn line_svg(
-    title: &str,
-    x_label: &str,
-    y_label: &str,
-    series: &[(String, Vec<(f64, f64)>)],
-) -> String {
+pub fn line_svg(title: &str, x_label: &str, y_label: &str, series: &[(String, Vec<(f64, f64)>)]) -> String {
     let finite = |&(x, y): &(f64, f64)| x.is_finite() && y.is_finite();
     let mut bounds: Option<(f64, f64, f64, f64)> = None;
     for (_, pts) in series {
@@ -460,23 +420,11 @@ pub fn line_svg(
     };
     let (y_lo, y_hi, y_step) = nice_range(y_min, y_max, 5);
     let (x_lo, x_hi, x_step, x_first) = x_range(x_min, x_max);
-    let ax = Axes {
-        x_lo,
-        x_hi,
-        y_lo,
-        y_hi,
-    };
+    let ax = Axes { x_lo, x_hi, y_lo, y_hi };
     let mut out = String::new();
     header(&mut out, title);
     clip_def(&mut out);
-    axes(
-        &mut out,
-        &ax,
-        y_step,
-        Some((x_first, x_step)),
-        x_label,
-        y_label,
-    );
+    axes(&mut out, &ax, y_step, Some((x_first, x_step)), x_label, y_label);
     out.push_str("<g clip-path=\"url(#plot-area)\">\n");
     for (i, (_, pts)) in series.iter().enumerate() {
         let good: Vec<(f64, f64)> = pts.iter().copied().filter(finite).collect();
@@ -506,11 +454,7 @@ pub fn line_svg(
         }
     }
     out.push_str("</g>\n");
-    let entries: Vec<(usize, &str)> = series
-        .iter()
-        .enumerate()
-        .map(|(i, (n, _))| (i, n.as_str()))
-        .collect();
+    let entries: Vec<(usize, &str)> = series.iter().enumerate().map(|(i, (n, _))| (i, n.as_str())).collect();
     legend(&mut out, &entries, Swatch::Line);
     footer(&mut out);
     out
@@ -537,9 +481,7 @@ pub fn grouped_bar_svg(
             .map(f64::abs)
             .unwrap_or(0.0)
     };
-    let value = |i: usize, c: usize| -> Option<f64> {
-        series[i].1.get(c).copied().filter(|v| v.is_finite())
-    };
+    let value = |i: usize, c: usize| -> Option<f64> { series[i].1.get(c).copied().filter(|v| v.is_finite()) };
     let (mut lo, mut hi) = (0.0f64, 0.0f64);
     let mut any = false;
     for i in 0..series.len() {
@@ -616,11 +558,7 @@ pub fn grouped_bar_svg(
             }
         }
     }
-    let entries: Vec<(usize, &str)> = series
-        .iter()
-        .enumerate()
-        .map(|(i, (n, _))| (i, n.as_str()))
-        .collect();
+    let entries: Vec<(usize, &str)> = series.iter().enumerate().map(|(i, (n, _))| (i, n.as_str())).collect();
     legend(&mut out, &entries, Swatch::Box);
     footer(&mut out);
     out
@@ -641,12 +579,8 @@ mod tests {
                 let end = after.find(';').ok_or("unterminated entity")?;
                 let name = &after[..end];
                 let ok = matches!(name, "amp" | "lt" | "gt" | "quot" | "apos")
-                    || (name.starts_with("#x")
-                        && name.len() > 2
-                        && name[2..].chars().all(|c| c.is_ascii_hexdigit()))
-                    || (name.starts_with('#')
-                        && name.len() > 1
-                        && name[1..].chars().all(|c| c.is_ascii_digit()));
+                    || (name.starts_with("#x") && name.len() > 2 && name[2..].chars().all(|c| c.is_ascii_hexdigit()))
+                    || (name.starts_with('#') && name.len() > 1 && name[1..].chars().all(|c| c.is_ascii_digit()));
                 if !ok {
                     return Err(format!("bad entity &{name};"));
                 }
@@ -710,11 +644,7 @@ mod tests {
             let self_closing = tag.ends_with('/');
             let body = tag.trim_end_matches('/');
             let name: String = body.chars().take_while(|c| !c.is_whitespace()).collect();
-            if name.is_empty()
-                || !name
-                    .chars()
-                    .all(|c| c.is_alphanumeric() || c == '-' || c == ':' || c == '_')
-            {
+            if name.is_empty() || !name.chars().all(|c| c.is_alphanumeric() || c == '-' || c == ':' || c == '_') {
                 return Err(format!("bad tag name in <{tag}>"));
             }
             // Attributes: name="value" pairs, each name once.
@@ -725,9 +655,7 @@ mod tests {
                 if attrs.is_empty() {
                     break;
                 }
-                let eq = attrs
-                    .find('=')
-                    .ok_or_else(|| format!("attribute without value in <{tag}>"))?;
+                let eq = attrs.find('=').ok_or_else(|| format!("attribute without value in <{tag}>"))?;
                 let an = attrs[..eq].trim();
                 if an.is_empty() || an.contains(char::is_whitespace) {
                     return Err(format!("bad attribute name in <{tag}>"));
@@ -778,10 +706,7 @@ mod tests {
 
     #[test]
     fn escapes_text() {
-        assert_eq!(
-            escape_xml("a<b & c>\"d'"),
-            "a&lt;b &amp; c&gt;&quot;d&apos;"
-        );
+        assert_eq!(escape_xml("a<b & c>\"d'"), "a&lt;b &amp; c&gt;&quot;d&apos;");
     }
 
     #[test]
@@ -809,14 +734,8 @@ mod tests {
         let xs: Vec<f64> = (0..=48).map(|h| h as f64 * 0.5).collect();
         let bg: Vec<f64> = xs.iter().map(|x| 20.0 + 10.0 * (x / 4.0).sin()).collect();
         let grid: Vec<f64> = xs.iter().map(|x| 30.0 + 15.0 * (x / 6.0).cos()).collect();
-        let pwt: Vec<f64> = xs
-            .iter()
-            .map(|x| 5.0 + 3.0 * (x / 3.0).sin().abs())
-            .collect();
-        let pgt: Vec<f64> = xs
-            .iter()
-            .map(|x| 8.0 + 4.0 * (x / 5.0).cos().abs())
-            .collect();
+        let pwt: Vec<f64> = xs.iter().map(|x| 5.0 + 3.0 * (x / 3.0).sin().abs()).collect();
+        let pgt: Vec<f64> = xs.iter().map(|x| 8.0 + 4.0 * (x / 5.0).cos().abs()).collect();
         (
             xs,
             vec![
@@ -851,10 +770,7 @@ mod tests {
             "x",
             "y",
             &[3.0, 1.0, f64::NAN, 2.0],
-            &[
-                ("a".into(), vec![1.0, f64::INFINITY]),
-                ("b".into(), vec![-1.0, 2.0, 3.0, 4.0, 5.0]),
-            ],
+            &[("a".into(), vec![1.0, f64::INFINITY]), ("b".into(), vec![-1.0, 2.0, 3.0, 4.0, 5.0])],
             None,
         );
         assert_valid(&svg);
@@ -864,14 +780,8 @@ mod tests {
     #[test]
     fn line_is_valid_and_names_series() {
         let series = vec![
-            (
-                "CF".to_string(),
-                (0..10).map(|i| (i as f64, (i * i) as f64)).collect(),
-            ),
-            (
-                "WF".to_string(),
-                vec![(0.0, 5.0), (f64::NAN, 1.0), (9.0, 60.0)],
-            ),
+            ("CF".to_string(), (0..10).map(|i| (i as f64, (i * i) as f64)).collect()),
+            ("WF".to_string(), vec![(0.0, 5.0), (f64::NAN, 1.0), (9.0, 60.0)]),
             ("single".to_string(), vec![(4.0, 4.0)]),
         ];
         let svg = line_svg("Response time", "load (%)", "time (s)", &series);
@@ -928,23 +838,13 @@ mod tests {
 
     #[test]
     fn degenerate_ranges_do_not_panic() {
-        let svg = line_svg(
-            "flat",
-            "x",
-            "y",
-            &[("s".into(), vec![(1.0, 0.0), (1.0, 0.0)])],
-        );
+        let svg = line_svg("flat", "x", "y", &[("s".into(), vec![(1.0, 0.0), (1.0, 0.0)])]);
         assert_valid(&svg);
         let svg = stacked_area_svg("flat", "x", "y", &[5.0], &[("s".into(), vec![0.0])], None);
         assert_valid(&svg);
         let svg = grouped_bar_svg("zero", "y", &["c".into()], &[("s".into(), vec![0.0])], None);
         assert_valid(&svg);
-        let svg = line_svg(
-            "huge",
-            "x",
-            "y",
-            &[("s".into(), vec![(0.0, 1e300), (1e300, -1e300)])],
-        );
+        let svg = line_svg("huge", "x", "y", &[("s".into(), vec![(0.0, 1e300), (1e300, -1e300)])]);
         assert_valid(&svg);
     }
 
@@ -955,43 +855,25 @@ mod tests {
             return;
         };
         let (xs, series) = util_series();
-        let a = stacked_area_svg(
-            "Utilization (WF)",
-            "time (h)",
-            "utilization (%)",
-            &xs,
-            &series,
-            Some(100.0),
-        );
+        let a = stacked_area_svg("Utilization (WF)", "time (h)", "utilization (%)", &xs, &series, Some(100.0));
         std::fs::write(format!("{dir}/area.svg"), a).unwrap();
         let lines = vec![
             (
                 "CF".to_string(),
-                (0..=10)
-                    .map(|i| (i as f64 * 10.0, 20.0 + (i * i) as f64 * 3.0))
-                    .collect(),
+                (0..=10).map(|i| (i as f64 * 10.0, 20.0 + (i * i) as f64 * 3.0)).collect(),
             ),
             (
                 "WF".to_string(),
-                (0..=10)
-                    .map(|i| (i as f64 * 10.0, 25.0 + (i * i) as f64 * 2.0))
-                    .collect(),
+                (0..=10).map(|i| (i as f64 * 10.0, 25.0 + (i * i) as f64 * 2.0)).collect(),
             ),
             (
                 "CM".to_string(),
-                (0..=200)
-                    .map(|i| (i as f64 * 0.5, 60.0 + 30.0 * (i as f64 / 20.0).sin()))
-                    .collect(),
+                (0..=200).map(|i| (i as f64 * 0.5, 60.0 + 30.0 * (i as f64 / 20.0).sin())).collect(),
             ),
         ];
         std::fs::write(
             format!("{dir}/line.svg"),
-            line_svg(
-                "Mean response time",
-                "offered load (%)",
-                "response time (s)",
-                &lines,
-            ),
+            line_svg("Mean response time", "offered load (%)", "response time (s)", &lines),
         )
         .unwrap();
         let cats: Vec<String> = ["1x32", "2x16", "4x8", "8x4"].map(String::from).to_vec();
@@ -1001,27 +883,12 @@ mod tests {
             ("CF FTT".to_string(), vec![30.0, 45.0, 60.0, 75.0]),
             ("WF FTT".to_string(), vec![35.0, 40.0, 70.0, 90.0]),
         ];
-        let errs = vec![
-            vec![10.0, 12.0, 20.0, 25.0],
-            vec![8.0, 9.0, 30.0, 15.0],
-            vec![3.0; 4],
-            vec![4.0; 4],
-        ];
+        let errs = vec![vec![10.0, 12.0, 20.0, 25.0], vec![8.0, 9.0, 30.0, 15.0], vec![3.0; 4], vec![4.0; 4]];
         std::fs::write(
             format!("{dir}/bar.svg"),
-            grouped_bar_svg(
-                "Placement time and FTT per job shape",
-                "time (s)",
-                &cats,
-                &bars,
-                Some(&errs),
-            ),
+            grouped_bar_svg("Placement time and FTT per job shape", "time (s)", &cats, &bars, Some(&errs)),
         )
         .unwrap();
-        std::fs::write(
-            format!("{dir}/empty.svg"),
-            line_svg("Nothing", "x", "y", &[]),
-        )
-        .unwrap();
+        std::fs::write(format!("{dir}/empty.svg"), line_svg("Nothing", "x", "y", &[])).unwrap();
     }
 }
