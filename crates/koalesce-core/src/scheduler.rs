@@ -492,12 +492,13 @@ impl Scheduler {
         };
         self.queues.push(job.priority, id);
         self.jobs.insert(id, job);
-        self.note_queue_length();
         if self.config.place_on_submit {
             let mut capacity = self.capacity();
             self.try_place_job(now, id, &mut capacity);
             self.prune_queue_entry(id);
         }
+        // Measured after the try at submission: a job placed at once never waited in the queue.
+        self.note_queue_length();
         self.arm_scan(now);
     }
 

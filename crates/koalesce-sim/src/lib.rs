@@ -1,14 +1,14 @@
-
+pub mod background;
+pub mod bench;
+pub mod engine;
+pub mod experiments;
+pub mod lrm;
+pub mod metrics;
 pub mod network;
 pub mod plot;
-pub mod stats;
-pub mod bench;
-pub mod single_cluster;
-pub mod swf;
-pub mod background;
-pub mod lrm;
 pub mod rng;
-pub mod engine;
-pub mod metrics;
 pub mod scenario;
+pub mod single_cluster;
+pub mod stats;
+pub mod swf;
 pub mod workload;

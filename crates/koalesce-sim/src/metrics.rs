@@ -58,6 +58,7 @@ pub fn write_jobs_csv<W: Write>(w: &mut W, r: &SimResult) -> io::Result<()> {
 }
 
 /// Utilization per bucket as percentages of all processors.
+#[derive(Debug, Clone, PartialEq)]
 pub struct UtilizationSeries {
     pub start_s: Vec<f64>,
     pub background: Vec<f64>,
@@ -82,7 +83,8 @@ pub fn write_utilization_csv<W: Write>(w: &mut W, r: &SimResult) -> io::Result<(
     let u = utilization_series(r);
     writeln!(w, "start_s,background_pct,grid_pct,pwt_pct,pgt_pct,total_pct")?;
     for k in 0..u.start_s.len() {
-        let total = u.background[k] + u.grid[k] + u.pwt[k] + u.pgt[k];
+        // The seeds' total: PGT processors are idle or used by local jobs, not extra load.
+        let total = u.background[k] + u.grid[k] + u.pwt[k];
         writeln!(
             w,
             "{},{:.3},{:.3},{:.3},{:.3},{:.3}",
@@ -159,8 +161,11 @@ pub struct Report {
 }
 
 impl Report {
+    /// The seeds' "real total utilization" (000 §5.1, 003 §5.1.4): background + grid load +
+    /// PWT. PGT is *not* part of it: those processors were placed but not claimed, so they are
+    /// idle or in use by local jobs (already counted as background).
     pub fn util_total(&self) -> f64 {
-        self.util_background + self.util_grid + self.util_pwt + self.util_pgt
+        self.util_background + self.util_grid + self.util_pwt
     }
 
     /// The run finished "shortly" after the last arrival: within an hour (jobs here run minutes).
@@ -255,7 +260,7 @@ impl fmt::Display for Report {
         )?;
         writeln!(
             f,
-            "utilization  total {:5.1}%  background {:5.1}%  grid {:5.1}%  PWT {:4.1}%  PGT {:4.1}%",
+            "utilization  total {:5.1}% (background + grid + PWT)  background {:5.1}%  grid {:5.1}%  PWT {:4.1}%  PGT {:4.1}% (not in total)",
             self.util_total(),
             self.util_background,
             self.util_grid,

@@ -3,6 +3,7 @@
 use clap::{Parser, Subcommand};
 
 mod client_cmds;
+mod experiment_cmds;
 mod server_cmds;
 mod sim_cmds;
 
@@ -22,6 +23,8 @@ enum Command {
     Server(server_cmds::ServerCommand),
     #[command(flatten)]
     Client(client_cmds::ClientCommand),
+    #[command(flatten)]
+    Experiment(experiment_cmds::ExperimentCommand),
     /// Benchmarks (wall time, throughput, memory), printed as tables.
     Bench {
         #[command(subcommand)]
@@ -45,6 +48,7 @@ fn main() -> std::process::ExitCode {
         Command::Sim(c) => c.run(),
         Command::Server(c) => c.run(),
         Command::Client(c) => c.run(),
+        Command::Experiment(c) => c.run(),
         Command::Bench { which } => match which {
             BenchCommand::Easy(a) => a.run(),
             BenchCommand::Submit(a) => a.run(),
