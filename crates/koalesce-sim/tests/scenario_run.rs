@@ -66,3 +66,49 @@ fn cf_moves_less_data_than_wf() {
     );
     assert!(cf.ftt_s.unwrap().mean < wf.ftt_s.unwrap().mean);
 }
+
+#[test]
+fn an_swf_trace_can_be_a_sites_background_load() {
+    let traces = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/traces/KTH-SP2-1996-2.1-cln.swf.gz");
+    let text = format!(
+        r#"
+name = "trace-background"
+[[sites]]
+name = "kth"
+processors = 100
+background_trace = {{ path = "{traces}", skip_s = 86400 }}
+[[sites]]
+name = "other"
+processors = 64
+[workload]
+kind = "jobs"
+jobs = [{{ submit_s = 600, components = [16, 16], runtime_s = 300 }}, {{ submit_s = 30000, components = [32], runtime_s = 60 }}]
+"#
+    );
+    let s = Scenario::parse(&text, std::path::Path::new("trace.toml")).unwrap();
+    let r = koalesce_sim::engine::Simulation::new(&s, 1)
+        .unwrap()
+        .check_invariants(true)
+        .run(&mut |_| {});
+    assert!(r.invariant_violations.is_empty(), "{:?}", r.invariant_violations);
+    assert!(r.jobs.iter().all(|j| j.state == JobState::Succeeded));
+    let rep = metrics::report(&r);
+    assert!(rep.util_background > 1.0, "the trace put no load on the site: {rep}");
+}
+
+#[test]
+fn a_missing_background_trace_names_the_site_and_the_file() {
+    let text = r#"
+name = "t"
+[[sites]]
+name = "kth"
+processors = 100
+background_trace = { path = "no/such.swf" }
+[workload]
+kind = "jobs"
+jobs = [{ submit_s = 0, components = [4], runtime_s = 10 }]
+"#;
+    let s = Scenario::parse(text, std::path::Path::new("t.toml")).unwrap();
+    let e = koalesce_sim::engine::Simulation::new(&s, 1).err().expect("must fail").to_string();
+    assert!(e.contains("kth") && e.contains("no/such.swf"), "{e}");
+}
