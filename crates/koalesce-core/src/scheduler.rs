@@ -143,6 +143,21 @@ pub struct Component {
     pub reserved: bool,
 }
 
+impl Component {
+    /// A component not placed yet.
+    pub fn unplaced(processors: u32, fixed_site: Option<SiteId>) -> Self {
+        Component {
+            processors,
+            fixed_site,
+            site: None,
+            state: ComponentState::Unplaced,
+            sources: Vec::new(),
+            ftt_ms: 0,
+            reserved: false,
+        }
+    }
+}
+
 /// Serializable copy of a [`FileSource`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileSourceRecord {
@@ -418,66 +433,29 @@ impl Scheduler {
             let v = &mut self.views[c.site.unwrap().index()];
             v.idle = v.idle.saturating_sub(c.processors);
         }
-        let policy = match (&spec.flexible, spec.policy) {
-            (Some(_), _) => PolicyKind::Fcm,
-            (None, Some(p)) => p,
-            (None, None) => self.config.default_policy,
-        };
-        let job = Job {
-            id,
-            priority: spec.priority,
-            policy,
-            components,
-            spec,
-            state: JobState::Running,
-            timeline,
-            placement_tries,
-            tries_at_level: 0,
-            claiming_tries,
-            placements: 1,
-            claim_fraction: self.config.claim_fraction,
-            next_claim: None,
-            error_resubmissions: 0,
-            jst_returns: 0,
-            preemptions: 0,
-            transfers: BTreeMap::new(),
-            staged: BTreeSet::new(),
-        };
+        let mut job = self.new_job(id, spec, components, JobState::Running, timeline);
+        job.placement_tries = placement_tries;
+        job.claiming_tries = claiming_tries;
+        job.placements = 1;
         self.jobs.insert(id, job);
         Ok(id)
     }
 
-    fn insert_job(&mut self, now: Millis, id: JobId, spec: JobSpec) {
-        let components = spec
-            .components
-            .iter()
-            .map(|c| Component {
-                processors: c.processors,
-                fixed_site: c.fixed_site,
-                site: None,
-                state: ComponentState::Unplaced,
-                sources: Vec::new(),
-                ftt_ms: 0,
-                reserved: false,
-            })
-            .collect();
+    /// A job record with no tries yet; flexible jobs always use FCM.
+    fn new_job(&self, id: JobId, spec: JobSpec, components: Vec<Component>, state: JobState, timeline: Timeline) -> Job {
         let policy = match (&spec.flexible, spec.policy) {
             (Some(_), _) => PolicyKind::Fcm,
             (None, Some(p)) => p,
             (None, None) => self.config.default_policy,
         };
-        let job = Job {
+        Job {
             id,
             priority: spec.priority,
             policy,
             components,
             spec,
-            state: JobState::Queued,
-            timeline: Timeline {
-                submitted: now,
-                queued: now,
-                ..Timeline::default()
-            },
+            state,
+            timeline,
             placement_tries: 0,
             tries_at_level: 0,
             claiming_tries: 0,
@@ -489,7 +467,21 @@ impl Scheduler {
             preemptions: 0,
             transfers: BTreeMap::new(),
             staged: BTreeSet::new(),
+        }
+    }
+
+    fn insert_job(&mut self, now: Millis, id: JobId, spec: JobSpec) {
+        let components = spec
+            .components
+            .iter()
+            .map(|c| Component::unplaced(c.processors, c.fixed_site))
+            .collect();
+        let timeline = Timeline {
+            submitted: now,
+            queued: now,
+            ..Timeline::default()
         };
+        let job = self.new_job(id, spec, components, JobState::Queued, timeline);
         self.queues.push(job.priority, id);
         self.jobs.insert(id, job);
         if self.config.place_on_submit {
@@ -1142,18 +1134,7 @@ impl Scheduler {
     fn commit_placement(&mut self, now: Millis, id: JobId, placements: Vec<ComponentPlacement>) {
         let job = self.jobs.get_mut(&id).unwrap();
         if job.spec.flexible.is_some() {
-            job.components = placements
-                .iter()
-                .map(|p| Component {
-                    processors: p.processors,
-                    fixed_site: None,
-                    site: None,
-                    state: ComponentState::Unplaced,
-                    sources: Vec::new(),
-                    ftt_ms: 0,
-                    reserved: false,
-                })
-                .collect();
+            job.components = placements.iter().map(|p| Component::unplaced(p.processors, None)).collect();
         }
         if job.spec.flexible.is_none() && placements.len() < job.components.len() {
             for c in &mut job.components {
