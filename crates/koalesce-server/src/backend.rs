@@ -98,8 +98,17 @@ pub trait Backend: Send + Sync + 'static {
     fn claim(&self, site: &str, processors: u32) -> Result<String, BackendError>;
     /// Gives back a claim (after the component ended, or when aborting before launch).
     fn release(&self, claim: &str);
-    /// Starts a component inside its claim; returns its LRM job id (Slurm: `sbatch`).
+    /// Submits a component inside its claim, *held*: it does not run before [`Backend::start`]
+    /// (the start barrier); returns its LRM job id (Slurm: `sbatch --hold`).
     fn submit(&self, sub: &ComponentSubmission) -> Result<String, BackendError>;
+    /// Whether each submitted component is in place and held, ready to be started (Slurm: the
+    /// held job exists). A component that is not ready yet may still become ready; one that
+    /// never will shows up as terminal in [`Backend::status`].
+    fn ready(&self, ids: &[String]) -> Vec<(String, bool)>;
+    /// Lets held components run (Slurm: `scontrol release`). The daemon calls it for all the
+    /// components of a launch at once, once every one of them is ready. Fails, starting none,
+    /// when one of them is not ready.
+    fn start(&self, ids: &[String]) -> Result<(), BackendError>;
     /// States of many components at once (Slurm: one `squeue`/`sacct` call for the id list).
     fn status(&self, ids: &[String]) -> Vec<(String, LrmState)>;
     /// Kills a component (Slurm: `scancel`).

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use koalesce_core::model::{NetworkForecast, ReplicaCatalogue, Site, Timeline};
 use koalesce_core::scheduler::Job;
 use koalesce_core::state::{ComponentState, FailureReason};
@@ -23,7 +24,7 @@ use tokio::sync::Notify;
 use crate::backend::{Backend, BackendError, ComponentSubmission, LrmState};
 use crate::config::ServerConfig;
 use crate::jobdesc::{JobDescription, Runner};
-use crate::local::LocalBackend;
+use crate::local::{BarrierState, LocalBackend};
 use crate::now_ms;
 use crate::store::{self, FileRow, LaunchRow, Store};
 use crate::supervise;
@@ -517,6 +518,7 @@ fn launch(shared: &Arc<Shared>, st: &mut State, job: u64) {
     let shared = shared.clone();
     tokio::spawn(async move {
         let committed = matches!(rx.await, Ok(Ok(())));
+        let mut submitted = Vec::with_capacity(subs.len());
         let mut guard = shared.state.lock().unwrap();
         let st = &mut *guard;
         for (i, sub) in subs {
@@ -537,8 +539,9 @@ fn launch(shared: &Arc<Shared>, st: &mut State, job: u64) {
             match result {
                 Ok(id) => {
                     let e = st.exec.get_mut(&(job, i)).unwrap();
-                    e.lrm_id = Some(id);
+                    e.lrm_id = Some(id.clone());
                     e.pending_launch = false;
+                    submitted.push((i, id));
                     if let Some(cr) = st.jobs.get_mut(&job).and_then(|r| r.components.get_mut(i as usize)) {
                         cr.state = "running".into();
                     }
@@ -557,7 +560,85 @@ fn launch(shared: &Arc<Shared>, st: &mut State, job: u64) {
             persist(&shared, rec);
         }
         process_actions(&shared, st);
+        // Every supervisor of the launch is spawned and holds at its start barrier; let them
+        // all run once all are there. (Components whose launch failed were aborted with the
+        // job, which the barrier notices: then nothing of this launch ever runs.)
+        if !submitted.is_empty() {
+            tokio::spawn(start_at_barrier(shared.clone(), job, attempt, submitted));
+        }
     });
+}
+
+/// Longest wait for the supervisors of a launch to reach their start barrier; those not there
+/// by then are cancelled (fenced), a soft error.
+pub const BARRIER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The daemon's half of the start barrier: waits (checking every few ms) until every
+/// component of the launch is held ready by its supervisor, then starts them all. Gives up
+/// when the launch is aborted meanwhile (the abort cancels the components) or when a
+/// supervisor does not come up in [`BARRIER_TIMEOUT`].
+///
+/// `go` is written only once every supervisor of the launch holds its directory, so a daemon
+/// crash before that leaves a launch of which no program ran (recovery aborts it and requeues
+/// the job), and a crash after that leaves one in which no directory can be fenced any more
+/// (recovery writes the missing `go` files and re-adopts the job).
+async fn start_at_barrier(shared: Arc<Shared>, job: u64, attempt: u32, comps: Vec<(u32, String)>) {
+    let t0 = Instant::now();
+    let ids: Vec<String> = comps.iter().map(|(_, id)| id.clone()).collect();
+    let mut delay = Duration::from_millis(1);
+    loop {
+        let current = {
+            let st = shared.state.lock().unwrap();
+            comps.iter().all(|(i, id)| {
+                st.exec
+                    .get(&(job, *i))
+                    .is_some_and(|e| e.attempt == attempt && e.lrm_id.as_deref() == Some(id.as_str()))
+            })
+        };
+        if !current {
+            return;
+        }
+        let not_ready: Vec<String> = shared
+            .backend
+            .ready(&ids)
+            .into_iter()
+            .filter(|(_, r)| !r)
+            .map(|(id, _)| id)
+            .collect();
+        if not_ready.is_empty() {
+            break;
+        }
+        if t0.elapsed() >= BARRIER_TIMEOUT {
+            tracing::warn!(job, attempt, waiting = ?not_ready, "supervisors did not reach the start barrier; cancelling");
+            for id in &not_ready {
+                let _ = shared.backend.cancel(id);
+            }
+            return;
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_millis(10));
+    }
+    let backend = shared.backend.clone();
+    let ids2 = ids.clone();
+    let result = tokio::task::spawn_blocking(move || backend.start(&ids2)).await;
+    match result {
+        Ok(Ok(())) => tracing::debug!(
+            job,
+            attempt,
+            components = ids.len(),
+            ms = t0.elapsed().as_millis() as u64,
+            "launch started"
+        ),
+        Ok(Err(e)) => {
+            // A supervisor went away in between (it will show as a soft error), or `go` could
+            // not be written: make sure nothing of the launch keeps waiting or running.
+            tracing::warn!(job, attempt, error = %e, "cannot start the launch; cancelling it");
+            for id in &ids {
+                let _ = shared.backend.cancel(id);
+            }
+        }
+        Err(e) => tracing::error!(error = %e, "start task panicked"),
+    }
 }
 
 /// Checks every submitted component with one batched status call and reports the ended ones.
@@ -822,7 +903,27 @@ pub fn recover(config: &ServerConfig, store: &Store, backend: &LocalBackend) -> 
                     None => ok = false,
                 }
             }
-            if ok
+            // The start barrier decides whether the launch goes on: it does when a component
+            // was let through (it may have run) or when every supervisor holds its directory
+            // (roll forward: start them all); otherwise no program of it ever ran and it is
+            // abandoned (below), the job requeued as if never launched.
+            let barrier: Vec<BarrierState> = ls
+                .iter()
+                .map(|l| backend.barrier_state(&l.dir))
+                .collect::<std::io::Result<_>>()
+                .with_context(|| format!("checking the launch of job {} attempt {}", row.id, rec.attempt))?;
+            let released = barrier.contains(&BarrierState::Released);
+            let all_held = barrier.iter().all(|b| *b == BarrierState::Held { alive: true });
+            if !(released || all_held) {
+                tracing::info!(
+                    job = row.id,
+                    attempt = rec.attempt,
+                    ?barrier,
+                    "abandoning a launch that never started"
+                );
+            }
+            if (released || all_held)
+                && ok
                 && st
                     .core
                     .adopt_running(
@@ -835,6 +936,24 @@ pub fn recover(config: &ServerConfig, store: &Store, backend: &LocalBackend) -> 
                     )
                     .is_ok()
             {
+                let held: Vec<String> = ls
+                    .iter()
+                    .zip(&barrier)
+                    .filter(|(_, b)| **b == BarrierState::Held { alive: true })
+                    .map(|(l, _)| l.dir.clone())
+                    .collect();
+                if !held.is_empty() {
+                    // A supervisor that went away meanwhile shows up as a soft error.
+                    match backend.start(&held) {
+                        Ok(()) => tracing::info!(
+                            job = row.id,
+                            attempt = rec.attempt,
+                            started = held.len(),
+                            "rolled a held launch forward"
+                        ),
+                        Err(e) => tracing::warn!(job = row.id, error = %e, "cannot roll the launch forward"),
+                    }
+                }
                 for l in ls {
                     let claim = backend.adopt(&l.dir, &l.site, l.processors).map_err(|e| anyhow::anyhow!("{e}"))?;
                     st.exec.insert(
@@ -884,11 +1003,24 @@ pub fn recover(config: &ServerConfig, store: &Store, backend: &LocalBackend) -> 
         st.jobs.insert(row.id, rec);
     }
     // Launch intents of attempts that are not running any more: make sure nothing of them
-    // runs (kill a live supervisor, fence a directory no supervisor took).
+    // runs. A directory no supervisor took is fenced; a supervisor still held at its start
+    // barrier is told to give up (it exits, recording that it never started); one that was
+    // let through is killed.
     let mut stale = Vec::new();
     for l in &launches {
         if !adopted.contains(&(l.job, l.attempt)) {
-            let _ = backend.cancel(&l.dir);
+            match backend.barrier_state(&l.dir) {
+                Ok(BarrierState::Fenced) | Ok(BarrierState::Held { alive: false }) => {}
+                Ok(BarrierState::Held { alive: true }) => {
+                    if let Err(e) = backend.abort_held(&l.dir) {
+                        tracing::warn!(dir = %l.dir, error = %e, "cannot abort a held launch; killing it");
+                        let _ = backend.cancel(&l.dir);
+                    }
+                }
+                Ok(BarrierState::Released) | Err(_) => {
+                    let _ = backend.cancel(&l.dir);
+                }
+            }
             stale.push(l.clone());
         }
     }

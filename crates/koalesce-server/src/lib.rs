@@ -17,8 +17,10 @@
 //!                                                   (copies land as *.part.* then are renamed)
 //!   sites/<site>/jobs/<job>/a<attempt>-c<component>/
 //!       supervisor.json  {pid, proc_start, started_ms} or {fenced: true}   (created O_EXCL)
+//!       go               written by the daemon: the held supervisor may run the program
+//!       abort            written by the daemon: the held supervisor gives up, never runs it
 //!       running.json     {child_pid, started_ms}
-//!       exit.json        {exit_code, signal, spawn_error, finished_ms}
+//!       exit.json        {exit_code, signal, spawn_error, finished_ms, never_started}
 //!       stdout, stderr   the component's output; the directory is its working directory
 //!       supervisor.log   the supervisor's own diagnostics
 //! ```
@@ -33,8 +35,16 @@
 //!   (it creates the record itself, exclusively), so a late supervisor can never start it;
 //!   the component is then a soft error and the job is requeued. A launch is never repeated
 //!   in the same directory and every attempt has a new directory.
+//! - Start barrier: a supervisor, once its record exists, holds until the daemon writes `go`
+//!   into its directory; the daemon writes the `go` files of a launch only once *every*
+//!   component's supervisor holds its directory. So after a crash in the middle of a launch
+//!   either some supervisor never took its directory (it is fenced, the others are told to
+//!   `abort` and exit without running anything, the job is requeued: no program ran, so the
+//!   next attempt is no second launch), or all did (recovery writes the missing `go` files,
+//!   rolling the launch forward, and re-adopts the job). No component runs twice.
 //! - On restart ([`daemon::recover`]), jobs are rebuilt from the database in id order:
-//!   running jobs whose launch intents are all present are re-adopted
+//!   running jobs whose launch intents are all present and whose launch goes on at the start
+//!   barrier are re-adopted
 //!   ([`koalesce_core::Scheduler::adopt_running`]) and their components tracked through the
 //!   supervisors' records; every other unfinished job is resubmitted with its id and tries
 //!   ([`koalesce_core::Scheduler::restore_progress`]). Placed/claimed jobs go back to the queue
@@ -43,8 +53,9 @@
 //!
 //! ## Runners
 //!
-//! - `independent`: components start together (the core's `Launch`) but do not know each
-//!   other; a non-zero exit fails the job.
+//! - `independent`: components start together (the core's `Launch`; their programs start at
+//!   once behind the start barrier, when every supervisor is up) but do not know each other; a
+//!   non-zero exit fails the job.
 //! - `coupled`: as independent, plus `KOALESCE_PEERS` (one `127.0.0.1:port` per rank, ports
 //!   free at launch) so components can connect; every component gets `KOALESCE_RANK`,
 //!   `KOALESCE_SIZE`, `KOALESCE_JOB_ID`, `KOALESCE_SITE`, `KOALESCE_PROCESSORS` and

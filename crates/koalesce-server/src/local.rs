@@ -1,8 +1,9 @@
 //! The local executor: N sites on this machine, each with a slot count and a storage
-//! directory. Components run as real processes under a supervisor (see [`crate::supervise`]);
-//! a component's LRM id is its directory, so it can be found again after a daemon restart.
-//! A site never runs more processor slots than it has: every component runs inside a claim,
-//! and claims are refused beyond the site's slots.
+//! directory. Components run as real processes under a supervisor (see [`crate::supervise`]),
+//! held at its start barrier from `submit` until `start`; a component's LRM id is its
+//! directory, so it can be found again after a daemon restart. A site never runs more
+//! processor slots than it has: every component runs inside a claim, and claims are refused
+//! beyond the site's slots.
 
 use std::collections::{BTreeMap, HashMap};
 use std::os::unix::process::CommandExt;
@@ -122,6 +123,55 @@ impl LocalBackend {
         cmd.spawn()
     }
 
+    /// For recovery: where the launch in directory `id` stands at the start barrier. A
+    /// directory no supervisor has taken is fenced first, so the answer cannot change under
+    /// the caller by a late supervisor (a `Held` one can only become `Released` by [`Backend::start`]
+    /// or give up by [`LocalBackend::abort_held`]).
+    pub fn barrier_state(&self, id: &str) -> std::io::Result<BarrierState> {
+        let dir = Path::new(id);
+        let rec = match supervise::read_json::<SupervisorRecord>(&dir.join(supervise::SUPERVISOR_FILE)) {
+            Some(rec) => rec,
+            None => {
+                if supervise::fence(dir)? {
+                    return Ok(BarrierState::Fenced);
+                }
+                supervise::read_json::<SupervisorRecord>(&dir.join(supervise::SUPERVISOR_FILE))
+                    .ok_or_else(|| std::io::Error::other(format!("unreadable supervisor record in {}", dir.display())))?
+            }
+        };
+        if rec.fenced {
+            return Ok(BarrierState::Fenced);
+        }
+        if dir.join(supervise::GO_FILE).exists() || dir.join(supervise::RUNNING_FILE).exists() {
+            return Ok(BarrierState::Released);
+        }
+        match supervise::read_json::<ExitRecord>(&dir.join(supervise::EXIT_FILE)) {
+            Some(exit) if exit.never_started => Ok(BarrierState::Held { alive: false }),
+            // An outcome without `go` cannot happen; count it as run, to be safe.
+            Some(_) => Ok(BarrierState::Released),
+            // Told to give up (it is about to): it will not run any more.
+            None if dir.join(supervise::ABORT_FILE).exists() => Ok(BarrierState::Held { alive: false }),
+            None => Ok(BarrierState::Held {
+                alive: supervise::supervisor_alive(&rec),
+            }),
+        }
+    }
+
+    /// For recovery: makes a supervisor held at the barrier give up without running its
+    /// program (it records `never_started` and exits). Must only be used on a launch that was
+    /// never released.
+    pub fn abort_held(&self, id: &str) -> std::io::Result<()> {
+        supervise::abort(Path::new(id))
+    }
+
+    /// A live supervisor holds the directory and nothing told it to give up.
+    fn is_ready(&self, id: &str) -> bool {
+        let dir = Path::new(id);
+        supervise::read_json::<SupervisorRecord>(&dir.join(supervise::SUPERVISOR_FILE)).is_some_and(|r| supervise::supervisor_alive(&r))
+            && !dir.join(supervise::ABORT_FILE).exists()
+            && !dir.join(supervise::EXIT_FILE).exists()
+    }
+
     fn state_of(&self, id: &str) -> LrmState {
         let dir = Path::new(id);
         if let Some(exit) = supervise::read_json::<ExitRecord>(&dir.join(supervise::EXIT_FILE)) {
@@ -165,9 +215,28 @@ impl LocalBackend {
     }
 }
 
+/// Where a launch directory stands at the start barrier (see [`LocalBackend::barrier_state`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BarrierState {
+    /// No supervisor took the directory (it is fenced, now or earlier): the component can
+    /// never start there.
+    Fenced,
+    /// A supervisor took it and has not been let through: it never ran the program. `alive`:
+    /// it still waits (else it died or gave up).
+    Held { alive: bool },
+    /// `go` was written (or the program was spawned): the component may have run.
+    Released,
+}
+
 fn exit_state(exit: &ExitRecord) -> LrmState {
     if exit.success() {
         return LrmState::Completed;
+    }
+    if exit.never_started {
+        // Aborted at the start barrier: the program never ran; not the application's fault.
+        return LrmState::NodeFail {
+            reason: exit.spawn_error.clone().unwrap_or_else(|| "never started".into()),
+        };
     }
     let reason = match (&exit.spawn_error, exit.exit_code, exit.signal) {
         (Some(e), _, _) => e.clone(),
@@ -262,6 +331,27 @@ impl Backend for LocalBackend {
         Ok(id)
     }
 
+    fn ready(&self, ids: &[String]) -> Vec<(String, bool)> {
+        ids.iter().map(|id| (id.clone(), self.is_ready(id))).collect()
+    }
+
+    fn start(&self, ids: &[String]) -> Result<(), BackendError> {
+        let not_ready: Vec<&String> = ids.iter().filter(|id| !self.is_ready(id)).collect();
+        if !not_ready.is_empty() {
+            return Err(BackendError::Site {
+                site: "local".into(),
+                reason: format!("not ready to start: {not_ready:?}"),
+            });
+        }
+        for id in ids {
+            supervise::release(Path::new(id)).map_err(|e| BackendError::Site {
+                site: "local".into(),
+                reason: format!("cannot start {id}: {e}"),
+            })?;
+        }
+        Ok(())
+    }
+
     fn status(&self, ids: &[String]) -> Vec<(String, LrmState)> {
         let out: Vec<(String, LrmState)> = ids.iter().map(|id| (id.clone(), self.state_of(id))).collect();
         let mut inner = self.inner.lock().unwrap();
@@ -277,6 +367,10 @@ impl Backend for LocalBackend {
         let dir = Path::new(id);
         match supervise::read_json::<SupervisorRecord>(&dir.join(supervise::SUPERVISOR_FILE)) {
             Some(rec) if supervise::supervisor_alive(&rec) => unsafe {
+                // One held at the barrier must not start even if the kill went astray.
+                if !dir.join(supervise::GO_FILE).exists() {
+                    let _ = supervise::abort(dir);
+                }
                 // The supervisor leads its own process group; the component is in it.
                 libc::killpg(rec.pid as i32, libc::SIGKILL);
             },

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use koalesce_server::backend::{Backend, ComponentSubmission, LrmState};
-use koalesce_server::local::LocalBackend;
+use koalesce_server::local::{BarrierState, LocalBackend};
 use koalesce_server::supervise::{self, ExitRecord, SupervisorRecord};
 use koalesce_server::transfer;
 
@@ -35,6 +35,17 @@ fn wait_terminal(b: &LocalBackend, id: &str) -> LrmState {
     }
 }
 
+/// Waits until the held component is ready at its start barrier, then starts it.
+fn start_when_ready(b: &LocalBackend, id: &str) {
+    let ids = [id.to_string()];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !b.ready(&ids)[0].1 {
+        assert!(Instant::now() < deadline, "supervisor never reached its start barrier");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    b.start(&ids).unwrap();
+}
+
 #[test]
 fn supervisor_records_survive_and_a_launch_never_runs_twice() {
     let tmp = tempfile::tempdir().unwrap();
@@ -44,6 +55,7 @@ fn supervisor_records_survive_and_a_launch_never_runs_twice() {
     let id = b
         .submit(&sub(&dir, claim.clone(), "echo $GREETING; echo run >> ../runs; exit 3"))
         .unwrap();
+    start_when_ready(&b, &id);
     let st = wait_terminal(&b, &id);
     assert!(matches!(st, LrmState::Failed { exit_code: Some(3), .. }), "{st:?}");
     // The records are on disk, complete, and readable by a fresh backend (a restarted daemon).
@@ -84,6 +96,45 @@ fn a_fenced_directory_never_starts_and_reports_a_soft_error() {
 }
 
 #[test]
+fn a_held_component_runs_only_once_started_and_gives_up_on_abort() {
+    let tmp = tempfile::tempdir().unwrap();
+    let b = LocalBackend::new(tmp.path(), &[("a".into(), 4)], common::supervisor()).unwrap();
+    let (go_dir, abort_dir) = (tmp.path().join("sites/a/jobs/3/a1-c0"), tmp.path().join("sites/a/jobs/3/a1-c1"));
+    let go = b.submit(&sub(&go_dir, b.claim("a", 2).unwrap(), "touch ran")).unwrap();
+    let abort = b.submit(&sub(&abort_dir, b.claim("a", 2).unwrap(), "touch ran")).unwrap();
+    let ids = [go.clone(), abort.clone()];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !b.ready(&ids).iter().all(|(_, r)| *r) {
+        assert!(Instant::now() < deadline, "supervisors never reached their start barrier");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // Held: up (and running as far as the LRM is concerned), but the program has not started.
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!go_dir.join("ran").exists() && !abort_dir.join("ran").exists());
+    assert_eq!(b.barrier_state(&go).unwrap(), BarrierState::Held { alive: true });
+    assert_eq!(b.status(std::slice::from_ref(&go)).pop().unwrap().1, LrmState::Running);
+    // Abort one: it records that it never started and is a soft error, not an application error.
+    b.abort_held(&abort).unwrap();
+    let st = wait_terminal(&b, &abort);
+    assert!(matches!(st, LrmState::NodeFail { .. }), "{st:?}");
+    let exit: ExitRecord = supervise::read_json(&abort_dir.join(supervise::EXIT_FILE)).unwrap();
+    assert!(exit.never_started && !exit.success(), "{exit:?}");
+    assert!(!abort_dir.join("ran").exists());
+    assert_eq!(b.barrier_state(&abort).unwrap(), BarrierState::Held { alive: false });
+    // Starting a launch of which one is not ready starts none.
+    assert!(b.start(&ids).is_err());
+    assert!(!go_dir.join(supervise::GO_FILE).exists());
+    b.start(std::slice::from_ref(&go)).unwrap();
+    assert_eq!(wait_terminal(&b, &go), LrmState::Completed);
+    assert!(go_dir.join("ran").exists());
+    assert_eq!(b.barrier_state(&go).unwrap(), BarrierState::Released);
+    // A directory nobody took is fenced by the check.
+    let empty = tmp.path().join("sites/a/jobs/3/a1-c2").display().to_string();
+    assert_eq!(b.barrier_state(&empty).unwrap(), BarrierState::Fenced);
+    assert!(supervise::read_json::<SupervisorRecord>(&Path::new(&empty).join(supervise::SUPERVISOR_FILE)).is_some_and(|r| r.fenced));
+}
+
+#[test]
 fn claims_never_exceed_slots() {
     let tmp = tempfile::tempdir().unwrap();
     let b = LocalBackend::new(tmp.path(), &[("a".into(), 4)], common::supervisor()).unwrap();
@@ -104,6 +155,7 @@ fn cancel_kills_the_component() {
     let claim = b.claim("a", 2).unwrap();
     let dir = tmp.path().join("sites/a/jobs/2/a1-c0");
     let id = b.submit(&sub(&dir, claim, "sleep 30")).unwrap();
+    start_when_ready(&b, &id);
     let deadline = Instant::now() + Duration::from_secs(10);
     while b.status(std::slice::from_ref(&id)).pop().unwrap().1 != LrmState::Running {
         assert!(Instant::now() < deadline);
