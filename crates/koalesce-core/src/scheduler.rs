@@ -120,6 +120,8 @@ pub enum SubmitError {
         processors: u64,
         capacity: u32,
     },
+    #[error("job '{job}': {placements} placements given for {components} components")]
+    PlacementMismatch { job: String, placements: usize, components: usize },
     #[error("job '{job}': input file '{file}' is not in the replica catalogue")]
     UnknownFile { job: String, file: String },
     #[error("job '{job}': input file '{file}' has no replica")]
@@ -394,42 +396,58 @@ impl Scheduler {
     }
 
     /// After a daemon restart: re-adopts a job whose components were running when the daemon
-    /// stopped. The job enters directly in [`JobState::Running`] with component `i` on
-    /// `placement[i] = (site, processors)`, its processors counted as claimed (the site's idle
-    /// view is lowered). No action is emitted; [`Scheduler::component_finished`] then works as
-    /// for any running job.
+    /// stopped. The job enters directly in [`JobState::Running`]; `placement[i]` is component
+    /// `i`'s (site, processors), or `None` for a component of a bag that was skipped in that run.
+    /// Running components' processors count as claimed (the site's idle view is lowered). No
+    /// action is emitted; [`Scheduler::component_finished`] then works as for any running job.
     pub fn adopt_running(
         &mut self,
         id: JobId,
         spec: JobSpec,
-        placement: &[(SiteId, u32)],
+        placement: &[Option<(SiteId, u32)>],
         timeline: Timeline,
         placement_tries: u32,
         claiming_tries: u32,
     ) -> Result<JobId, SubmitError> {
         self.validate(&spec)?;
-        if let Some((bad, &(site, _))) = placement.iter().enumerate().find(|(_, (s, _))| s.index() >= self.sites.len()) {
+        if let Some((bad, site)) = placement
+            .iter()
+            .enumerate()
+            .find_map(|(i, p)| p.filter(|(s, _)| s.index() >= self.sites.len()).map(|(s, _)| (i, s)))
+        {
             return Err(SubmitError::UnknownSite {
                 job: spec.name.clone(),
                 component: bad,
                 site,
             });
         }
+        if spec.flexible.is_none() && placement.len() != spec.components.len() {
+            return Err(SubmitError::PlacementMismatch {
+                job: spec.name.clone(),
+                placements: placement.len(),
+                components: spec.components.len(),
+            });
+        }
         self.next_job = self.next_job.max(id.0 + 1);
         let components = placement
             .iter()
             .enumerate()
-            .map(|(i, &(site, processors))| Component {
-                processors,
-                fixed_site: spec.components.get(i).and_then(|c| c.fixed_site),
-                site: Some(site),
-                state: ComponentState::Running,
-                sources: Vec::new(),
-                ftt_ms: 0,
-                reserved: false,
+            .map(|(i, p)| {
+                let fixed = spec.components.get(i).and_then(|c| c.fixed_site);
+                match *p {
+                    Some((site, processors)) => Component {
+                        site: Some(site),
+                        state: ComponentState::Running,
+                        ..Component::unplaced(processors, fixed)
+                    },
+                    None => Component {
+                        state: ComponentState::Skipped,
+                        ..Component::unplaced(spec.components.get(i).map_or(0, |c| c.processors), fixed)
+                    },
+                }
             })
             .collect::<Vec<_>>();
-        for c in &components {
+        for c in components.iter().filter(|c| c.state == ComponentState::Running) {
             let v = &mut self.views[c.site.unwrap().index()];
             v.idle = v.idle.saturating_sub(c.processors);
         }

@@ -893,14 +893,16 @@ pub fn recover(config: &ServerConfig, store: &Store, backend: &LocalBackend) -> 
         } else {
             Vec::new()
         };
-        let launched = Some(&attempt_rows).filter(|ls| ls.len() == rec.components.len() && !ls.is_empty());
+        // The rows of one attempt are written in one transaction: any row means all of them
+        // (a bag's skipped components have none).
+        let launched = Some(&attempt_rows).filter(|ls| !ls.is_empty());
         if let (JobState::Running, Some(ls)) = (rec.state, launched) {
-            let mut placement = Vec::new();
+            let mut placement = vec![None; rec.components.len().max(ls.len())];
             let mut ok = true;
             for l in ls {
-                match st.site_ids.get(&l.site) {
-                    Some(&s) => placement.push((s, l.processors)),
-                    None => ok = false,
+                match (st.site_ids.get(&l.site), placement.get_mut(l.component as usize)) {
+                    (Some(&s), Some(slot)) => *slot = Some((s, l.processors)),
+                    _ => ok = false,
                 }
             }
             // The start barrier decides whether the launch goes on: it does when a component

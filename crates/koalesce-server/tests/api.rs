@@ -270,3 +270,38 @@ fn restart_keeps_jobs_queue_and_running_components() {
     let next = submit(&srv, &tok, &shell_job("after", "true", 1, ""));
     assert_eq!(next, 5);
 }
+
+#[test]
+fn a_running_bag_with_a_skipped_component_is_readopted_after_a_restart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tok = token(tmp.path(), "alice", false);
+    let srv = server(tmp.path(), &[("vu", 4)]);
+    // Three components of 2 on 4 slots, at least 2: two run, the third is skipped.
+    let bag = "name = \"bag\"\nexecutable = \"/bin/sh\"\narguments = [\"-c\", \"echo begin; sleep 1.5; echo end\"]\nrunner = \"bag\"\nmin_components = 2\n[[components]]\nprocessors = 2\n[[components]]\nprocessors = 2\n[[components]]\nprocessors = 2\n";
+    let id = submit(&srv, &tok, bag);
+    let j = wait_state(&srv, &tok, id, &["running"], 20);
+    let states: Vec<String> = (0..3)
+        .map(|i| j["components"][i]["state"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(states.iter().filter(|s| *s == "skipped").count(), 1, "{j}");
+    let outputs: Vec<String> = (0..3)
+        .filter(|&i| states[i] != "skipped")
+        .map(|i| j["components"][i]["stdout"].as_str().unwrap().to_string())
+        .collect();
+    drop(srv);
+    let srv = server(tmp.path(), &[("vu", 4)]);
+    let j = wait_state(&srv, &tok, id, &["succeeded", "failed"], 20);
+    assert_eq!(j["state"], "succeeded", "{j}");
+    // The two running components were adopted, not run again.
+    for out in &outputs {
+        assert_eq!(std::fs::read_to_string(out).unwrap(), "begin\nend\n", "{out}");
+    }
+    assert!(
+        !j["components"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["stdout"].as_str().is_some_and(|p| p.contains("/a2-"))),
+        "{j}"
+    );
+}
