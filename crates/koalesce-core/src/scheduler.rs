@@ -387,11 +387,9 @@ impl Scheduler {
         job.claiming_tries = claiming_tries;
         job.error_resubmissions = error_resubmissions;
         if job.priority != priority {
-            let old = job.priority;
             job.priority = priority;
             self.queues.remove(id);
             self.queues.push(priority, id);
-            let _ = old;
         }
     }
 
@@ -689,9 +687,7 @@ impl Scheduler {
                 }
             }
             self.return_to_queue(now, job, Requeue::ReservationRejected);
-            return;
         }
-        let _ = component;
     }
 
     /// The LRM refused a [`Action::Claim`] (fewer idle processors than the core believed, or
@@ -747,7 +743,7 @@ impl Scheduler {
                 self.return_to_queue(now, job, Requeue::SoftError);
             }
             ComponentOutcome::ApplicationError => {
-                self.abort_components(job);
+                self.release_placement(job);
                 self.jobs.get_mut(&job).unwrap().timeline.finished = Some(now);
                 self.set_state(now, job, JobState::Failed(FailureReason::ApplicationError));
             }
@@ -977,11 +973,9 @@ impl Scheduler {
                 if let Some(p) = self.config.anti_starvation_tries {
                     let job = self.jobs.get_mut(&id).unwrap();
                     if job.tries_at_level >= p && matches!(job.priority, Priority::Low | Priority::High) {
-                        let old = job.priority;
-                        job.priority = old.promoted();
+                        job.priority = job.priority.promoted();
                         job.tries_at_level = 0;
                         let new = job.priority;
-                        let _ = old;
                         self.queues.remove(id);
                         self.queues.push(new, id);
                     }
@@ -1294,8 +1288,7 @@ impl Scheduler {
         let fraction = (prev + now_set.len()) as f64 / n as f64;
         if fraction + 1e-9 >= self.config.claim_threshold {
             for i in not_set {
-                if let Some(site) = self.icp_recover(now, id, i, jst, &mut idle) {
-                    let _ = site;
+                if self.icp_recover(now, id, i, jst, &mut idle).is_some() {
                     now_set.push(i);
                 }
             }
@@ -1678,10 +1671,6 @@ impl Scheduler {
             self.actions.push_back(Action::CancelTransfer { job: id, key });
         }
         job.transfers.clear();
-    }
-
-    fn abort_components(&mut self, id: JobId) {
-        self.release_placement(id);
     }
 
     fn return_to_queue(&mut self, now: Millis, id: JobId, why: Requeue) {
