@@ -20,13 +20,33 @@ use crate::model::{FileMode, FlexibleRequest, Millis, NetworkForecast, PolicyKin
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Capacity {
     available: Vec<u32>,
+    /// The largest entry of `available`, kept up to date by `take`.
+    max: u32,
+    /// Whether some site is excluded (blacklisted) from this view.
+    excluded: bool,
 }
 
 impl Capacity {
     /// `available[i]` = idle processors at site i minus placed-unclaimed ones; 0 for an
     /// unusable (blacklisted) site.
     pub fn new(available: Vec<u32>) -> Self {
-        Capacity { available }
+        let max = available.iter().copied().max().unwrap_or(0);
+        Capacity {
+            available,
+            max,
+            excluded: false,
+        }
+    }
+    /// The same, remembering that some sites were left out as unusable.
+    pub fn with_excluded_sites(available: Vec<u32>, excluded: bool) -> Self {
+        Capacity {
+            excluded,
+            ..Self::new(available)
+        }
+    }
+    /// Whether some site was left out of this view as unusable.
+    pub fn has_excluded_sites(&self) -> bool {
+        self.excluded
     }
     pub fn available(&self, site: SiteId) -> u32 {
         self.available[site.index()]
@@ -37,11 +57,15 @@ impl Capacity {
     pub fn take(&mut self, site: SiteId, processors: u32) {
         let slot = &mut self.available[site.index()];
         debug_assert!(*slot >= processors, "over-placing {site}");
+        let was_max = *slot == self.max;
         *slot -= processors;
+        if was_max && processors > 0 {
+            self.max = self.available.iter().copied().max().unwrap_or(0);
+        }
     }
     /// The largest number of processors available at one site.
     pub fn max_available(&self) -> u32 {
-        self.available.iter().copied().max().unwrap_or(0)
+        self.max
     }
     /// Processors available over all sites.
     pub fn total_available(&self) -> u64 {

@@ -927,18 +927,18 @@ impl Scheduler {
     }
 
     fn capacity(&self) -> Capacity {
-        Capacity::new(
-            self.views
-                .iter()
-                .map(|v| {
-                    if v.blacklisted {
-                        0
-                    } else {
-                        v.idle.saturating_sub(v.placed_unclaimed)
-                    }
-                })
-                .collect(),
-        )
+        let available = self
+            .views
+            .iter()
+            .map(|v| {
+                if v.blacklisted {
+                    0
+                } else {
+                    v.idle.saturating_sub(v.placed_unclaimed)
+                }
+            })
+            .collect();
+        Capacity::with_excluded_sites(available, self.views.iter().any(|v| v.blacklisted))
     }
 
     /// One placement try of a queued job. On success the job enters the claiming queue.
@@ -948,7 +948,8 @@ impl Scheduler {
             return;
         }
         self.stats.placement_tries += 1;
-        if self.config.blacklist_expiry_ms.is_none() && !self.could_ever_fit(id) {
+        // Only a blacklisted site can make a job that passed validation impossible to hold.
+        if self.config.blacklist_expiry_ms.is_none() && capacity.has_excluded_sites() && !self.could_ever_fit(id) {
             self.queues.remove(id);
             let job = self.jobs.get_mut(&id).unwrap();
             job.placement_tries += 1;
