@@ -400,15 +400,33 @@ async fn add_file(AxState(s): AxState<S>, req: Request) -> R<Response> {
             format!("field 'path': '{}' is not a readable file on the server", add.path.display()),
         ));
     }
-    if s.state.lock().unwrap().files.contains_key(&add.name) {
-        return Err(err(StatusCode::CONFLICT, format!("file '{}' already exists", add.name)));
-    }
+    // A name already registered gets one more replica, if the content is the same file.
+    let expected = {
+        let st = s.state.lock().unwrap();
+        match st.files.get(&add.name) {
+            Some(f) if f.replicas.contains_key(&add.site) => {
+                return Err(err(
+                    StatusCode::CONFLICT,
+                    format!("file '{}' already has a replica at '{}'", add.name, add.site),
+                ));
+            }
+            Some(f) => Some((f.sha256.clone(), f.size_bytes)),
+            None => None,
+        }
+    };
     let dest = transfer::storage_path(&local.storage, &add.name);
-    let (src, d) = (add.path.clone(), dest.clone());
-    let copied = tokio::task::spawn_blocking(move || transfer::copy_verified(&src, &d, None))
-        .await
-        .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
-        .map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, format!("field 'path': {e}")))?;
+    let (src, d, want) = (add.path.clone(), dest.clone(), expected.clone());
+    let copied =
+        tokio::task::spawn_blocking(move || transfer::copy_verified(&src, &d, want.as_ref().map(|(sha, size)| (sha.as_str(), *size))))
+            .await
+            .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
+            .map_err(|e| match &expected {
+                Some(_) => err(
+                    StatusCode::CONFLICT,
+                    format!("field 'path': not a replica of the registered '{}': {e}", add.name),
+                ),
+                None => err(StatusCode::UNPROCESSABLE_ENTITY, format!("field 'path': {e}")),
+            })?;
     s.store
         .write(daemon::register_replica_op(
             add.name.clone(),

@@ -305,3 +305,34 @@ fn a_running_bag_with_a_skipped_component_is_readopted_after_a_restart() {
         "{j}"
     );
 }
+
+#[test]
+fn registering_a_name_again_at_another_site_adds_a_replica_of_the_same_content() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tok = token(tmp.path(), "alice", false);
+    let srv = server(tmp.path(), &[("a", 4), ("b", 4), ("c", 4)]);
+    let src = tmp.path().join("input.dat");
+    std::fs::write(&src, vec![7u8; 10_000]).unwrap();
+    let add = |site: &str, path: &std::path::Path| {
+        let body = format!(r#"{{"name":"input.dat","path":"{}","site":"{site}"}}"#, path.display());
+        srv.request("POST", "/api/v1/files", Some(&tok), body.as_bytes())
+    };
+    assert_eq!(add("a", &src).0, 201);
+    let (code, f) = add("b", &src);
+    assert_eq!(code, 201, "{f}");
+    assert_eq!(json(&f)["replicas"], serde_json::json!(["a", "b"]), "{f}");
+    // The same site again, or other content under the same name: refused, nothing lands.
+    let (code, body) = add("a", &src);
+    assert_eq!(code, 409, "{body}");
+    let other = tmp.path().join("other.dat");
+    std::fs::write(&other, vec![8u8; 10_000]).unwrap();
+    let (code, body) = add("c", &other);
+    assert_eq!(code, 409, "{body}");
+    assert!(body.contains("not a replica"), "{body}");
+    let landed: Vec<_> = std::fs::read_dir(tmp.path().join("sites/c/storage"))
+        .map(|d| d.flatten().collect())
+        .unwrap_or_default();
+    assert!(landed.is_empty(), "{landed:?}");
+    let (_, list) = srv.request("GET", "/api/v1/files", Some(&tok), b"");
+    assert_eq!(json(&list)[0]["replicas"], serde_json::json!(["a", "b"]), "{list}");
+}

@@ -251,8 +251,8 @@ impl DemoArgs {
                 }
                 match client.add_file_json(&f.name, path.to_str().context("non-UTF-8 temp path")?, site) {
                     Ok(_) => at.push(site.clone()),
-                    // A server that keeps one replica per registered name answers 409 to a
-                    // second registration; the first replica is enough for the demo.
+                    // A replica the server refuses (409: already there, or other content) is
+                    // not needed: the first one is enough for the demo.
                     Err(e) if !at.is_empty() && is_conflict(&e) => skipped.push(format!("{} at {site}", f.name)),
                     Err(e) => return Err(e.context(format!("registering {} at {site}", f.name))),
                 }
@@ -260,7 +260,7 @@ impl DemoArgs {
             eprintln!("registered {} ({} MiB) at {}", f.name, f.bytes >> 20, at.join(", "));
         }
         if !skipped.is_empty() {
-            eprintln!("(the server keeps one replica per registered name: skipped {})", skipped.join(", "));
+            eprintln!("(replicas refused by the server, not needed: {})", skipped.join(", "));
         }
 
         // Submit.
