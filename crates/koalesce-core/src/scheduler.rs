@@ -1058,14 +1058,7 @@ impl Scheduler {
                         return None;
                     }
                     capacity.take(site, c.processors);
-                    let (sources, ftt) = fixed_sources(&ctx, &job.spec.input_files, job.spec.file_mode, n, site);
-                    out.push(ComponentPlacement {
-                        component: i,
-                        site,
-                        processors: c.processors,
-                        sources,
-                        ftt_ms: ftt,
-                    });
+                    out.push(placement_at(&ctx, &job.spec, n, i, site, c.processors));
                 }
                 None => free.push((i, c.processors)),
             }
@@ -1111,14 +1104,7 @@ impl Scheduler {
                 Some(site) => {
                     if capacity.fits(site, c.processors) && !self.views[site.index()].blacklisted {
                         capacity.take(site, c.processors);
-                        let (sources, ftt) = fixed_sources(&ctx, &job.spec.input_files, job.spec.file_mode, n, site);
-                        out.push(ComponentPlacement {
-                            component: i,
-                            site,
-                            processors: c.processors,
-                            sources,
-                            ftt_ms: ftt,
-                        });
+                        out.push(placement_at(&ctx, &job.spec, n, i, site, c.processors));
                     }
                 }
                 None => {
@@ -1443,18 +1429,8 @@ impl Scheduler {
                 forecast: &self.forecast,
                 staged: &job.staged,
             };
-            let (sources, ftt) = fixed_sources(&ctx, &job.spec.input_files, job.spec.file_mode, job.components.len(), target);
-            self.move_component(
-                id,
-                i,
-                ComponentPlacement {
-                    component: i,
-                    site: target,
-                    processors: procs,
-                    sources,
-                    ftt_ms: ftt,
-                },
-            );
+            let placement = placement_at(&ctx, &job.spec, job.components.len(), i, target, procs);
+            self.move_component(id, i, placement);
         }
         idle[target.index()] -= procs;
         Some(target)
@@ -1755,8 +1731,17 @@ fn c_sources_keys(sources: &[FileSourceRecord], site: SiteId, chunk: Option<u32>
         .collect()
 }
 
-/// Sources (fastest replica of each file) for a component at a given site.
-fn fixed_sources(ctx: &PlacementContext<'_>, files: &[String], mode: FileMode, parts: usize, site: SiteId) -> (Vec<FileSource>, Millis) {
+/// Component `component` of a job at a given site (a fixed site, or ICP's preemption target),
+/// reading every input from its fastest replica.
+fn placement_at(
+    ctx: &PlacementContext<'_>,
+    spec: &JobSpec,
+    parts: usize,
+    component: usize,
+    site: SiteId,
+    processors: u32,
+) -> ComponentPlacement {
+    let (files, mode) = (&spec.input_files, spec.file_mode);
     let mut total = 0;
     let sources = files
         .iter()
@@ -1777,5 +1762,11 @@ fn fixed_sources(ctx: &PlacementContext<'_>, files: &[String], mode: FileMode, p
             })
         })
         .collect();
-    (sources, total)
+    ComponentPlacement {
+        component,
+        site,
+        processors,
+        sources,
+        ftt_ms: total,
+    }
 }
