@@ -226,16 +226,7 @@ async fn submit(AxState(s): AxState<S>, req: Request) -> R<Response> {
                 .components
                 .iter()
                 .enumerate()
-                .map(|(i, c)| daemon::ComponentRecord {
-                    index: i as u32,
-                    processors: c.processors,
-                    site: None,
-                    state: "unplaced".into(),
-                    exit_code: None,
-                    stdout: None,
-                    stderr: None,
-                    dir: None,
-                })
+                .map(|(i, c)| daemon::ComponentRecord::unplaced(i as u32, c.processors))
                 .collect(),
             outputs: Vec::new(),
             desc,

@@ -44,6 +44,22 @@ pub struct ComponentRecord {
     pub dir: Option<String>,
 }
 
+impl ComponentRecord {
+    /// Component `index` before any placement.
+    pub fn unplaced(index: u32, processors: u32) -> Self {
+        ComponentRecord {
+            index,
+            processors,
+            site: None,
+            state: "unplaced".into(),
+            exit_code: None,
+            stdout: None,
+            stderr: None,
+            dir: None,
+        }
+    }
+}
+
 /// Everything the server keeps about a job (persisted as JSON in `jobs.record`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobRecord {
@@ -245,16 +261,7 @@ fn sync_record(rec: &mut JobRecord, job: &Job, names: &[String]) {
             .components
             .iter()
             .enumerate()
-            .map(|(i, c)| ComponentRecord {
-                index: i as u32,
-                processors: c.processors,
-                site: None,
-                state: "unplaced".into(),
-                exit_code: None,
-                stdout: None,
-                stderr: None,
-                dir: None,
-            })
+            .map(|(i, c)| ComponentRecord::unplaced(i as u32, c.processors))
             .collect();
     }
     for (r, c) in rec.components.iter_mut().zip(&job.components) {
