@@ -70,7 +70,7 @@ pub mod backend;
 pub mod bench;
 pub mod config;
 pub mod daemon;
-pub mod jobdesc;
+pub use koalesce_api::jobdesc;
 pub mod local;
 pub mod openapi;
 pub mod store;

@@ -1,0 +1,10 @@
+//! # koalesce-api
+//!
+//! What the koalesce server and its clients share: the native job description
+//! ([`jobdesc::JobDescription`], the TOML of docs/server-contract.md) with its validation and
+//! translation to the core's [`koalesce_core::JobSpec`]. Both sides use these types, so the
+//! server, the CLI and the OpenAPI document cannot drift apart.
+
+pub mod jobdesc;
+
+pub use jobdesc::{DescriptionError, JobDescription, Runner};
