@@ -43,9 +43,7 @@ impl Scheduler {
         job.claiming_tries += 1;
         self.stats.claiming_tries += 1;
         if self.config.max_claiming_tries.is_some_and(|m| job.claiming_tries > m) {
-            self.release_placement(id);
-            self.jobs.get_mut(&id).unwrap().timeline.finished = Some(now);
-            self.set_state(now, id, JobState::Failed(FailureReason::ClaimingTries));
+            self.end_job(now, id, JobState::Failed(FailureReason::ClaimingTries));
             return;
         }
         let jst = job.estimated_start();
@@ -214,7 +212,7 @@ impl Scheduler {
             self.jobs.get_mut(&vid).unwrap().preemptions += 1;
             let before = self.views[target.index()].idle;
             self.return_to_queue(now, vid, Requeue::Preempted);
-            // Claims the driver never pulled were already given back by release_placement.
+            // Claims the driver never pulled were already given back by release.
             let restored = self.views[target.index()].idle - before;
             idle[target.index()] += held;
             self.views[target.index()].idle += held - restored;

@@ -99,6 +99,12 @@ pub struct Job {
 }
 
 impl Job {
+    /// A bag of tasks (003 §3.3): placed with at least `min_components` components, and a
+    /// failed task does not fail the job (see [`super::Scheduler::component_finished`]).
+    pub fn is_bag(&self) -> bool {
+        self.spec.min_components.is_some() && self.spec.flexible.is_none()
+    }
+
     /// Distinct sites of the current placement (job spread).
     pub fn sites(&self) -> BTreeSet<SiteId> {
         self.components.iter().filter_map(|c| c.site).collect()

@@ -118,6 +118,13 @@ impl Scheduler {
                         self.queues.push(new, id);
                     }
                 }
+                let job = &self.jobs[&id];
+                self.actions.push_back(Action::Progress {
+                    job: id,
+                    placement_tries: job.placement_tries,
+                    claiming_tries: job.claiming_tries,
+                    priority: job.priority,
+                });
             }
         }
     }
