@@ -155,9 +155,20 @@ impl JobDescription {
                 Some(r) => parse_duration(r).map_err(DescriptionError::Invalid)?,
                 None => DEFAULT_RUNTIME_MS,
             },
-            priority: self.priority.as_deref().map(|p| p.parse().unwrap()).unwrap_or_default(),
-            policy: self.policy.as_deref().map(|p| p.parse().unwrap()),
-            min_components: self.min_components,
+            priority: match &self.priority {
+                Some(p) => p.parse().map_err(|e| DescriptionError::Invalid(format!("field 'priority': {e}")))?,
+                None => Priority::default(),
+            },
+            policy: match &self.policy {
+                Some(p) => Some(p.parse().map_err(|e| DescriptionError::Invalid(format!("field 'policy': {e}")))?),
+                None => None,
+            },
+            // A bag of tasks tells the core how many tasks must be placed and succeed (all of
+            // them unless `min_components` says otherwise); other runners are atomic.
+            min_components: match self.runner {
+                Runner::Bag => Some(self.min_components.unwrap_or(self.components.len() as u32)),
+                Runner::Independent | Runner::Coupled => None,
+            },
         })
     }
 }

@@ -127,7 +127,10 @@ fn cf_with_empty_history_and_full_file_site_does_not_place_the_job() {
     s.handle_timeout(60_000);
     let acts = drain(&mut s);
     // A failed try changes nothing but the job's tries.
-    assert!(acts.iter().all(|a| matches!(a, Action::Progress { placement_tries: 1, .. })), "{acts:?}");
+    assert!(
+        acts.iter().all(|a| matches!(a, Action::Progress { placement_tries: 1, .. })),
+        "{acts:?}"
+    );
     let job = s.job(j).unwrap();
     assert_eq!(job.state, JobState::Queued);
     assert_eq!(job.placement_tries, 1);

@@ -4,10 +4,12 @@
 //! listen = "127.0.0.1:7878"      # overridden by --listen
 //! body_limit = 1048576           # bytes; larger request bodies answer 413
 //! poll_interval_ms = 100         # how often running components are checked
-//! # Sites of the local executor; default: the five DAS-2 clusters.
+//! # Sites; default: the five DAS-2 clusters on the local executor.
 //! [[sites]]
 //! name = "vu"
 //! processors = 144
+//! kind = "local"                 # the site's LRM (default "local")
+//! reservations = false           # whether it grants advance reservations
 //! # Or scale the default grid down (e.g. 0.1 → vu 14, leiden 5, ...; never below 1).
 //! # site_scale = 0.1
 //! [scheduler]                    # koalesce_core::SchedulerConfig; daemon defaults below
@@ -21,7 +23,24 @@ use koalesce_core::config::ScanInterval;
 use koalesce_core::SchedulerConfig;
 use serde::{Deserialize, Serialize};
 
-/// One site of the local executor.
+/// Which local resource manager runs a site.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SiteKind {
+    /// The embedded local executor (slot pool on this machine).
+    #[default]
+    Local,
+}
+
+impl SiteKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            SiteKind::Local => "local",
+        }
+    }
+}
+
+/// One site.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SiteConfig {
@@ -30,6 +49,27 @@ pub struct SiteConfig {
     pub processors: u32,
     #[serde(default = "one")]
     pub speed: f64,
+    /// The site's LRM: `"local"` (default).
+    #[serde(default)]
+    pub kind: SiteKind,
+    /// Whether the site grants advance reservations (local sites: off by default). The
+    /// scheduler then reserves processors for [JST, JST + runtime estimate) right after
+    /// placement instead of claiming them.
+    #[serde(default)]
+    pub reservations: bool,
+}
+
+impl SiteConfig {
+    /// A local site without reservations.
+    pub fn local(name: &str, processors: u32) -> Self {
+        SiteConfig {
+            name: name.to_string(),
+            processors,
+            speed: 1.0,
+            kind: SiteKind::Local,
+            reservations: false,
+        }
+    }
 }
 
 fn one() -> f64 {
@@ -121,11 +161,7 @@ impl ServerConfig {
             return self.sites.clone();
         }
         DAS2.iter()
-            .map(|&(name, p)| SiteConfig {
-                name: name.into(),
-                processors: ((p as f64 * self.site_scale).round() as u32).max(1),
-                speed: 1.0,
-            })
+            .map(|&(name, p)| SiteConfig::local(name, ((p as f64 * self.site_scale).round() as u32).max(1)))
             .collect()
     }
 }

@@ -1,19 +1,28 @@
-//! The local executor: N sites on this machine, each with a slot count and a storage
-//! directory. Components run as real processes under a supervisor (see [`crate::supervise`]),
-//! held at its start barrier from `submit` until `start`; a component's LRM id is its
-//! directory, so it can be found again after a daemon restart. A site never runs more
-//! processor slots than it has: every component runs inside a claim, and claims are refused
-//! beyond the site's slots.
+//! The local executor: one site on this machine with a number of processor slots. Components
+//! run as real processes under a supervisor (see [`crate::supervise`]), held at its start
+//! barrier from `submit` until `start`; a component's LRM id is its directory, so it can be
+//! found again after a daemon restart. The site never runs more processor slots than it has:
+//! every component runs inside a claim, and claims are refused beyond the site's slots.
+//!
+//! A site may offer advance reservations (`reservations = true` in its config): a reservation
+//! sets processors aside for a window `[start, end)`. As in a real LRM's availability profile,
+//! a plain claim holds its processors until released (for all the scheduler knows, forever),
+//! so a reservation is granted only if the slots not held by claims cover it and every other
+//! reservation overlapping its window, and a plain claim only if it leaves every future
+//! reservation its processors. A reservation is claimed with [`Reservations::claim_reserved`]
+//! and expires, unclaimed, at its end.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::backend::{Backend, BackendError, ComponentSubmission, LrmState, ProcessorCount};
-use crate::supervise::{self, ExitRecord, SupervisorRecord};
+use crate::backend::{
+    Backend, BackendError, BarrierState, ComponentSubmission, LrmState, ProcessorCount, ReservationRequest, Reservations,
+};
+use crate::supervised;
 
 /// How to start a supervisor: `program args... --dir DIR -- EXE ARGS...`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,70 +41,98 @@ impl SupervisorCommand {
     }
 }
 
-#[derive(Debug, Clone)]
-pub struct LocalSite {
-    pub name: String,
-    pub slots: u32,
-    pub storage: PathBuf,
-    pub jobs: PathBuf,
+#[derive(Debug, Clone, Copy)]
+struct Reservation {
+    processors: u32,
+    start: u64,
+    end: u64,
 }
 
 #[derive(Default)]
 struct Inner {
-    /// claim id → (site, processors)
-    claims: HashMap<String, (String, u32)>,
-    used: HashMap<String, u32>,
-    next_claim: u64,
+    /// claim id → processors
+    claims: HashMap<String, u32>,
+    used: u32,
+    next_id: u64,
+    /// Granted, unclaimed reservations by id.
+    reservations: HashMap<String, Reservation>,
     /// Supervisors this instance spawned: dir → exited flag.
     spawned: HashMap<String, Arc<AtomicBool>>,
-    /// High-water mark of used slots per site (for tests and metrics).
-    peak: HashMap<String, u32>,
+    /// High-water mark of used slots.
+    peak: u32,
 }
 
+impl Inner {
+    /// Drops reservations that ended unclaimed.
+    fn expire(&mut self, now: u64) {
+        self.reservations.retain(|_, r| r.end > now);
+    }
+
+    /// Most processors reserved at once at any instant in `[from, to)`.
+    fn max_reserved(&self, from: u64, to: u64) -> u32 {
+        // The sum is largest at some reservation's start (or at `from`).
+        let points = std::iter::once(from).chain(self.reservations.values().map(|r| r.start).filter(|&s| s > from && s < to));
+        points
+            .map(|t| {
+                self.reservations
+                    .values()
+                    .filter(|r| r.start <= t && t < r.end)
+                    .map(|r| r.processors)
+                    .sum::<u32>()
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
+    fn take(&mut self, processors: u32) -> String {
+        self.next_id += 1;
+        let id = format!("claim-{}", self.next_id);
+        self.claims.insert(id.clone(), processors);
+        self.used += processors;
+        self.peak = self.peak.max(self.used);
+        id
+    }
+}
+
+/// One site of the local executor.
 pub struct LocalBackend {
-    sites: Vec<LocalSite>,
-    by_name: HashMap<String, usize>,
+    site: String,
+    slots: u32,
+    reservations: bool,
     supervisor: SupervisorCommand,
     inner: Mutex<Inner>,
 }
 
 impl LocalBackend {
-    /// Sites `(name, slots)` under `data_dir/sites/NAME/{storage,jobs}` (created).
-    pub fn new(data_dir: &Path, sites: &[(String, u32)], supervisor: SupervisorCommand) -> std::io::Result<Self> {
-        let mut v = Vec::new();
-        for (name, slots) in sites {
-            let base = data_dir.join("sites").join(name);
-            let storage = base.join("storage");
-            let jobs = base.join("jobs");
-            std::fs::create_dir_all(&storage)?;
-            std::fs::create_dir_all(&jobs)?;
-            v.push(LocalSite {
-                name: name.clone(),
-                slots: *slots,
-                storage,
-                jobs,
-            });
-        }
-        let by_name = v.iter().enumerate().map(|(i, s)| (s.name.clone(), i)).collect();
-        Ok(LocalBackend {
-            sites: v,
-            by_name,
+    /// Site `site` with `slots` processor slots; `reservations`: whether it grants advance
+    /// reservations.
+    pub fn new(site: &str, slots: u32, reservations: bool, supervisor: SupervisorCommand) -> Self {
+        LocalBackend {
+            site: site.to_string(),
+            slots,
+            reservations,
             supervisor,
             inner: Mutex::new(Inner::default()),
-        })
+        }
     }
 
-    pub fn site(&self, name: &str) -> Option<&LocalSite> {
-        self.by_name.get(name).map(|&i| &self.sites[i])
+    fn inner(&self) -> MutexGuard<'_, Inner> {
+        // The bookkeeping stays consistent even if a holder panicked (every update is one
+        // statement group that cannot panic half-way).
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub fn local_sites(&self) -> &[LocalSite] {
-        &self.sites
+    fn check_site(&self, site: &str) -> Result<(), BackendError> {
+        if site == self.site {
+            Ok(())
+        } else {
+            Err(BackendError::UnknownSite(site.into()))
+        }
     }
 
-    /// Most slots ever in use at once at `site`.
-    pub fn peak_used(&self, site: &str) -> u32 {
-        self.inner.lock().unwrap().peak.get(site).copied().unwrap_or(0)
+    /// Most slots ever in use at once.
+    pub fn peak_used(&self) -> u32 {
+        self.inner().peak
     }
 
     fn spawn_supervisor(&self, sub: &ComponentSubmission) -> std::io::Result<std::process::Child> {
@@ -114,139 +151,28 @@ impl LocalBackend {
             .stderr(std::fs::File::create(sub.dir.join("supervisor.log"))?);
         // A session of its own: the daemon's death (even kill -9 of its process group) does
         // not reach the supervisor or the component.
+        // SAFETY: the closure runs in the forked child before exec and only calls setsid(2),
+        // which is async-signal-safe; it allocates nothing and touches no lock.
         unsafe {
             cmd.pre_exec(|| {
-                libc::setsid();
+                nix::unistd::setsid().map_err(std::io::Error::from)?;
                 Ok(())
             });
         }
         cmd.spawn()
     }
 
-    /// For recovery: where the launch in directory `id` stands at the start barrier. A
-    /// directory no supervisor has taken is fenced first, so the answer cannot change under
-    /// the caller by a late supervisor (a `Held` one can only become `Released` by [`Backend::start`]
-    /// or give up by [`LocalBackend::abort_held`]).
-    pub fn barrier_state(&self, id: &str) -> std::io::Result<BarrierState> {
-        let dir = Path::new(id);
-        let rec = match supervise::read_json::<SupervisorRecord>(&dir.join(supervise::SUPERVISOR_FILE)) {
-            Some(rec) => rec,
-            None => {
-                if supervise::fence(dir)? {
-                    return Ok(BarrierState::Fenced);
-                }
-                supervise::read_json::<SupervisorRecord>(&dir.join(supervise::SUPERVISOR_FILE))
-                    .ok_or_else(|| std::io::Error::other(format!("unreadable supervisor record in {}", dir.display())))?
-            }
-        };
-        if rec.fenced {
-            return Ok(BarrierState::Fenced);
-        }
-        if dir.join(supervise::GO_FILE).exists() || dir.join(supervise::RUNNING_FILE).exists() {
-            return Ok(BarrierState::Released);
-        }
-        match supervise::read_json::<ExitRecord>(&dir.join(supervise::EXIT_FILE)) {
-            Some(exit) if exit.never_started => Ok(BarrierState::Held { alive: false }),
-            // An outcome without `go` cannot happen; count it as run, to be safe.
-            Some(_) => Ok(BarrierState::Released),
-            // Told to give up (it is about to): it will not run any more.
-            None if dir.join(supervise::ABORT_FILE).exists() => Ok(BarrierState::Held { alive: false }),
-            None => Ok(BarrierState::Held {
-                alive: supervise::supervisor_alive(&rec),
-            }),
+    fn busy(&self, wanted: u32, idle: u32) -> BackendError {
+        BackendError::Busy {
+            site: self.site.clone(),
+            wanted,
+            idle,
         }
     }
 
-    /// For recovery: makes a supervisor held at the barrier give up without running its
-    /// program (it records `never_started` and exits). Must only be used on a launch that was
-    /// never released.
-    pub fn abort_held(&self, id: &str) -> std::io::Result<()> {
-        supervise::abort(Path::new(id))
-    }
-
-    /// A live supervisor holds the directory and nothing told it to give up.
-    fn is_ready(&self, id: &str) -> bool {
-        let dir = Path::new(id);
-        supervise::read_json::<SupervisorRecord>(&dir.join(supervise::SUPERVISOR_FILE)).is_some_and(|r| supervise::supervisor_alive(&r))
-            && !dir.join(supervise::ABORT_FILE).exists()
-            && !dir.join(supervise::EXIT_FILE).exists()
-    }
-
-    fn state_of(&self, id: &str) -> LrmState {
-        let dir = Path::new(id);
-        if let Some(exit) = supervise::read_json::<ExitRecord>(&dir.join(supervise::EXIT_FILE)) {
-            return exit_state(&exit);
-        }
-        match supervise::read_json::<SupervisorRecord>(&dir.join(supervise::SUPERVISOR_FILE)) {
-            Some(rec) if rec.fenced => LrmState::NodeFail {
-                reason: "launch abandoned before the supervisor started (fenced)".into(),
-            },
-            Some(rec) if supervise::supervisor_alive(&rec) => LrmState::Running,
-            Some(_) => match supervise::read_json::<ExitRecord>(&dir.join(supervise::EXIT_FILE)) {
-                Some(exit) => exit_state(&exit),
-                None => LrmState::NodeFail {
-                    reason: "supervisor died without recording an exit".into(),
-                },
-            },
-            None => {
-                let starting = self
-                    .inner
-                    .lock()
-                    .unwrap()
-                    .spawned
-                    .get(id)
-                    .is_some_and(|f| !f.load(Ordering::SeqCst));
-                if starting {
-                    return LrmState::Pending;
-                }
-                // Nobody (or a dead supervisor) owns this directory: fence it so that no
-                // late supervisor can ever start the component.
-                match supervise::fence(dir) {
-                    Ok(true) => LrmState::NodeFail {
-                        reason: "supervisor never started".into(),
-                    },
-                    Ok(false) => LrmState::Pending,
-                    Err(e) => LrmState::NodeFail {
-                        reason: format!("cannot fence {}: {e}", dir.display()),
-                    },
-                }
-            }
-        }
-    }
-}
-
-/// Where a launch directory stands at the start barrier (see [`LocalBackend::barrier_state`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BarrierState {
-    /// No supervisor took the directory (it is fenced, now or earlier): the component can
-    /// never start there.
-    Fenced,
-    /// A supervisor took it and has not been let through: it never ran the program. `alive`:
-    /// it still waits (else it died or gave up).
-    Held { alive: bool },
-    /// `go` was written (or the program was spawned): the component may have run.
-    Released,
-}
-
-fn exit_state(exit: &ExitRecord) -> LrmState {
-    if exit.success() {
-        return LrmState::Completed;
-    }
-    if exit.never_started {
-        // Aborted at the start barrier: the program never ran; not the application's fault.
-        return LrmState::NodeFail {
-            reason: exit.spawn_error.clone().unwrap_or_else(|| "never started".into()),
-        };
-    }
-    let reason = match (&exit.spawn_error, exit.exit_code, exit.signal) {
-        (Some(e), _, _) => e.clone(),
-        (None, Some(c), _) => format!("exit code {c}"),
-        (None, None, Some(s)) => format!("killed by signal {s}"),
-        _ => "unknown exit".into(),
-    };
-    LrmState::Failed {
-        exit_code: exit.exit_code,
-        reason,
+    /// Processors a plain claim may take now: free slots, less what future reservations need.
+    fn claimable(&self, inner: &Inner, now: u64) -> u32 {
+        self.slots.saturating_sub(inner.used + inner.max_reserved(now, u64::MAX))
     }
 }
 
@@ -256,45 +182,37 @@ impl Backend for LocalBackend {
     }
 
     fn sites(&self) -> Vec<String> {
-        self.sites.iter().map(|s| s.name.clone()).collect()
+        vec![self.site.clone()]
     }
 
     fn processors(&self, site: &str) -> Result<ProcessorCount, BackendError> {
-        let s = self.site(site).ok_or_else(|| BackendError::UnknownSite(site.into()))?;
-        let used = self.inner.lock().unwrap().used.get(site).copied().unwrap_or(0);
+        self.check_site(site)?;
+        let mut inner = self.inner();
+        inner.expire(crate::now_ms());
+        let idle = self.claimable(&inner, crate::now_ms());
         Ok(ProcessorCount {
-            total: s.slots,
-            idle: s.slots.saturating_sub(used),
-            used,
+            total: self.slots,
+            idle,
+            used: inner.used,
         })
     }
 
     fn claim(&self, site: &str, processors: u32) -> Result<String, BackendError> {
-        let s = self.site(site).ok_or_else(|| BackendError::UnknownSite(site.into()))?;
-        let mut inner = self.inner.lock().unwrap();
-        let used = inner.used.get(site).copied().unwrap_or(0);
-        if used + processors > s.slots {
-            return Err(BackendError::Busy {
-                site: site.into(),
-                wanted: processors,
-                idle: s.slots.saturating_sub(used),
-            });
+        self.check_site(site)?;
+        let now = crate::now_ms();
+        let mut inner = self.inner();
+        inner.expire(now);
+        let idle = self.claimable(&inner, now);
+        if processors > idle {
+            return Err(self.busy(processors, idle));
         }
-        inner.next_claim += 1;
-        let id = format!("{site}:{}", inner.next_claim);
-        inner.claims.insert(id.clone(), (site.to_string(), processors));
-        let now_used = used + processors;
-        inner.used.insert(site.to_string(), now_used);
-        let peak = inner.peak.entry(site.to_string()).or_default();
-        *peak = (*peak).max(now_used);
-        Ok(id)
+        Ok(inner.take(processors))
     }
 
     fn release(&self, claim: &str) {
-        let mut inner = self.inner.lock().unwrap();
-        if let Some((site, p)) = inner.claims.remove(claim) {
-            let u = inner.used.entry(site).or_default();
-            *u = u.saturating_sub(p);
+        let mut inner = self.inner();
+        if let Some(p) = inner.claims.remove(claim) {
+            inner.used = inner.used.saturating_sub(p);
         }
     }
 
@@ -303,16 +221,14 @@ impl Backend for LocalBackend {
             site: sub.site.clone(),
             reason,
         };
-        {
-            let inner = self.inner.lock().unwrap();
-            match inner.claims.get(&sub.claim) {
-                Some((site, p)) if *site == sub.site && *p >= sub.processors => {}
-                _ => {
-                    return Err(site_err(format!(
-                        "claim '{}' does not hold {} processors here",
-                        sub.claim, sub.processors
-                    )))
-                }
+        self.check_site(&sub.site)?;
+        match self.inner().claims.get(&sub.claim) {
+            Some(&p) if p >= sub.processors => {}
+            _ => {
+                return Err(site_err(format!(
+                    "claim '{}' does not hold {} processors here",
+                    sub.claim, sub.processors
+                )))
             }
         }
         let id = sub.dir.to_string_lossy().into_owned();
@@ -320,7 +236,7 @@ impl Backend for LocalBackend {
             .spawn_supervisor(sub)
             .map_err(|e| site_err(format!("cannot start supervisor: {e}")))?;
         let flag = Arc::new(AtomicBool::new(false));
-        self.inner.lock().unwrap().spawned.insert(id.clone(), flag.clone());
+        self.inner().spawned.insert(id.clone(), flag.clone());
         std::thread::Builder::new()
             .name("koalesce-reaper".into())
             .spawn(move || {
@@ -332,29 +248,37 @@ impl Backend for LocalBackend {
     }
 
     fn ready(&self, ids: &[String]) -> Vec<(String, bool)> {
-        ids.iter().map(|id| (id.clone(), self.is_ready(id))).collect()
+        ids.iter().map(|id| (id.clone(), supervised::is_ready(Path::new(id)))).collect()
     }
 
     fn start(&self, ids: &[String]) -> Result<(), BackendError> {
-        let not_ready: Vec<&String> = ids.iter().filter(|id| !self.is_ready(id)).collect();
+        let site_err = |reason: String| BackendError::Site {
+            site: self.site.clone(),
+            reason,
+        };
+        let not_ready: Vec<&String> = ids.iter().filter(|id| !supervised::is_ready(Path::new(id))).collect();
         if !not_ready.is_empty() {
-            return Err(BackendError::Site {
-                site: "local".into(),
-                reason: format!("not ready to start: {not_ready:?}"),
-            });
+            return Err(site_err(format!("not ready to start: {not_ready:?}")));
         }
         for id in ids {
-            supervise::release(Path::new(id)).map_err(|e| BackendError::Site {
-                site: "local".into(),
-                reason: format!("cannot start {id}: {e}"),
-            })?;
+            crate::supervise::release(Path::new(id)).map_err(|e| site_err(format!("cannot start {id}: {e}")))?;
         }
         Ok(())
     }
 
     fn status(&self, ids: &[String]) -> Vec<(String, LrmState)> {
-        let out: Vec<(String, LrmState)> = ids.iter().map(|id| (id.clone(), self.state_of(id))).collect();
-        let mut inner = self.inner.lock().unwrap();
+        let starting: Vec<bool> = {
+            let inner = self.inner();
+            ids.iter()
+                .map(|id| inner.spawned.get(id).is_some_and(|f| !f.load(Ordering::SeqCst)))
+                .collect()
+        };
+        let out: Vec<(String, LrmState)> = ids
+            .iter()
+            .zip(starting)
+            .map(|(id, starting)| (id.clone(), supervised::state_of(Path::new(id), starting)))
+            .collect();
+        let mut inner = self.inner();
         for (id, st) in &out {
             if st.is_terminal() {
                 inner.spawned.remove(id);
@@ -364,46 +288,95 @@ impl Backend for LocalBackend {
     }
 
     fn cancel(&self, id: &str) -> Result<(), BackendError> {
-        let dir = Path::new(id);
-        match supervise::read_json::<SupervisorRecord>(&dir.join(supervise::SUPERVISOR_FILE)) {
-            Some(rec) if supervise::supervisor_alive(&rec) => unsafe {
-                // One held at the barrier must not start even if the kill went astray.
-                if !dir.join(supervise::GO_FILE).exists() {
-                    let _ = supervise::abort(dir);
-                }
-                // The supervisor leads its own process group; the component is in it.
-                libc::killpg(rec.pid as i32, libc::SIGKILL);
-            },
-            Some(_) => {}
-            None => {
-                let _ = supervise::fence(dir);
-                // A supervisor that got its record in between: kill it too.
-                if let Some(rec) = supervise::read_json::<SupervisorRecord>(&dir.join(supervise::SUPERVISOR_FILE)) {
-                    if supervise::supervisor_alive(&rec) {
-                        unsafe {
-                            libc::killpg(rec.pid as i32, libc::SIGKILL);
-                        }
-                    }
-                }
-            }
-        }
+        supervised::kill(Path::new(id));
         Ok(())
     }
 
     fn adopt(&self, _id: &str, site: &str, processors: u32) -> Result<String, BackendError> {
-        self.site(site).ok_or_else(|| BackendError::UnknownSite(site.into()))?;
-        let mut inner = self.inner.lock().unwrap();
-        inner.next_claim += 1;
-        let id = format!("{site}:{}", inner.next_claim);
-        inner.claims.insert(id.clone(), (site.to_string(), processors));
-        let u = inner.used.entry(site.to_string()).or_default();
-        *u += processors;
-        let now_used = *u;
-        let peak = inner.peak.entry(site.to_string()).or_default();
-        *peak = (*peak).max(now_used);
-        Ok(id)
+        self.check_site(site)?;
+        // The component holds its processors already: no check against the free slots.
+        Ok(self.inner().take(processors))
+    }
+
+    fn barrier_state(&self, id: &str) -> Result<BarrierState, BackendError> {
+        supervised::barrier_state(Path::new(id)).map_err(|e| BackendError::Site {
+            site: self.site.clone(),
+            reason: format!("cannot read the start barrier of {id}: {e}"),
+        })
+    }
+
+    fn abort_held(&self, id: &str) -> Result<(), BackendError> {
+        crate::supervise::abort(Path::new(id)).map_err(|e| BackendError::Site {
+            site: self.site.clone(),
+            reason: format!("cannot abort {id}: {e}"),
+        })
+    }
+
+    fn reservations(&self) -> Option<&dyn Reservations> {
+        self.reservations.then_some(self as &dyn Reservations)
     }
 }
 
-/// Environment map helper.
-pub type Env = BTreeMap<String, String>;
+impl Reservations for LocalBackend {
+    fn reserve(&self, req: &ReservationRequest) -> Result<String, BackendError> {
+        self.check_site(&req.site)?;
+        let now = crate::now_ms();
+        let mut inner = self.inner();
+        inner.expire(now);
+        let (start, end) = (req.start_ms.max(now), req.start_ms.max(now).saturating_add(req.duration_ms.max(1)));
+        let free = self.slots.saturating_sub(inner.used + inner.max_reserved(start, end));
+        if req.processors > free {
+            return Err(self.busy(req.processors, free));
+        }
+        inner.next_id += 1;
+        let id = format!("resv-{}", inner.next_id);
+        inner.reservations.insert(
+            id.clone(),
+            Reservation {
+                processors: req.processors,
+                start,
+                end,
+            },
+        );
+        Ok(id)
+    }
+
+    fn claim_reserved(&self, reservation: &str) -> Result<String, BackendError> {
+        let mut inner = self.inner();
+        inner.expire(crate::now_ms());
+        let Some(r) = inner.reservations.remove(reservation) else {
+            return Err(BackendError::Site {
+                site: self.site.clone(),
+                reason: format!("reservation '{reservation}' does not exist (expired or cancelled)"),
+            });
+        };
+        Ok(inner.take(r.processors))
+    }
+
+    fn cancel_reservation(&self, id: &str) -> Result<(), BackendError> {
+        self.inner().reservations.remove(id);
+        Ok(())
+    }
+}
+
+/// The storage and job directories of a site under the data dir (created).
+#[derive(Debug, Clone)]
+pub struct SitePaths {
+    /// Replicas and staged inputs of the site.
+    pub storage: PathBuf,
+    /// Component directories: `jobs/<job>/a<attempt>-c<component>`.
+    pub jobs: PathBuf,
+}
+
+impl SitePaths {
+    pub fn create(data_dir: &Path, site: &str) -> std::io::Result<Self> {
+        let base = data_dir.join("sites").join(site);
+        let paths = SitePaths {
+            storage: base.join("storage"),
+            jobs: base.join("jobs"),
+        };
+        std::fs::create_dir_all(&paths.storage)?;
+        std::fs::create_dir_all(&paths.jobs)?;
+        Ok(paths)
+    }
+}

@@ -15,6 +15,8 @@ pub struct GridArrival {
     pub spec: JobSpec,
     /// Actual runtime of every component on a site of speed 1.
     pub runtime_ms: Millis,
+    /// Components that end with an application error.
+    pub failing_components: Vec<u32>,
 }
 
 /// The seeds' workload parameters, filled into a [`GeneratedSpec`] where it leaves them out.
@@ -159,9 +161,10 @@ pub fn build(scenario: &Scenario, rng: &mut Rng, catalogue: &mut ReplicaCatalogu
                         runtime_estimate_ms: runtime_ms,
                         priority: j.priority,
                         policy: None,
-                        min_components: None,
+                        min_components: j.min_components,
                     },
                     runtime_ms,
+                    failing_components: j.failing_components.clone(),
                 });
             }
             out.sort_by_key(|a| a.submit_ms);
@@ -264,6 +267,7 @@ fn generate(
                 min_components: None,
             },
             runtime_ms,
+            failing_components: Vec::new(),
         });
     }
     Ok(out)

@@ -12,6 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use anyhow::Context;
+
+mod migrate;
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -42,6 +44,11 @@ pub struct Store {
     path: PathBuf,
 }
 
+/// The schema version this build writes (`PRAGMA user_version`). Version 0 is the first
+/// schema (jobs with one `record` column holding the daemon's copy of the job); version 2
+/// keeps the core's snapshot, the daemon's data and the API rendering apart.
+pub const SCHEMA_VERSION: i64 = 2;
+
 const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS jobs (
     id INTEGER PRIMARY KEY,
@@ -50,9 +57,12 @@ CREATE TABLE IF NOT EXISTS jobs (
     description TEXT NOT NULL,
     spec TEXT NOT NULL,
     state TEXT NOT NULL,
-    record TEXT NOT NULL,
+    core TEXT NOT NULL,
+    meta TEXT NOT NULL,
+    detail TEXT NOT NULL,
     submitted_ms INTEGER NOT NULL
 );
+CREATE INDEX IF NOT EXISTS jobs_by_user_state ON jobs (user, state);
 CREATE TABLE IF NOT EXISTS tokens (
     hash TEXT PRIMARY KEY,
     user TEXT NOT NULL,
@@ -98,25 +108,81 @@ fn open_conn(path: &Path) -> rusqlite::Result<Connection> {
     Ok(conn)
 }
 
-/// Creates the schema (idempotent) and returns a connection; used by `token create` too.
-pub fn open_db(path: &Path) -> anyhow::Result<Connection> {
-    let conn = open_conn(path).with_context(|| format!("opening database {}", path.display()))?;
-    conn.execute_batch(SCHEMA).context("creating schema")?;
+/// Opens the database, creating the schema or migrating an older one to [`SCHEMA_VERSION`]
+/// (in one transaction); used by `token create` too. A database of a newer version is refused.
+pub fn open_db(path: &Path) -> Result<Connection, StoreError> {
+    let open = |e| StoreError::Open {
+        path: path.to_path_buf(),
+        source: e,
+    };
+    let mut conn = open_conn(path).map_err(open)?;
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(open)?;
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::TooNew {
+            path: path.to_path_buf(),
+            version,
+        });
+    }
+    let tx = conn.transaction().map_err(open)?;
+    let has_jobs: bool = tx
+        .query_row(
+            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'jobs'",
+            [],
+            |r| r.get::<_, i64>(0),
+        )
+        .map_err(open)?
+        > 0;
+    if has_jobs && version < 2 {
+        migrate::v0_to_v2(&tx).map_err(|e| StoreError::Migrate {
+            path: path.to_path_buf(),
+            from: version,
+            reason: e.to_string(),
+        })?;
+    }
+    tx.execute_batch(SCHEMA).map_err(open)?;
+    tx.pragma_update(None, "user_version", SCHEMA_VERSION).map_err(open)?;
+    tx.commit().map_err(open)?;
     Ok(conn)
+}
+
+/// Why the database cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("opening database {path}: {source}")]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("database {path} has schema version {version}, newer than this koalesce ({SCHEMA_VERSION}); use a newer koalesce")]
+    TooNew { path: PathBuf, version: i64 },
+    #[error("migrating database {path} from schema version {from}: {reason}")]
+    Migrate { path: PathBuf, from: i64, reason: String },
+    #[error("starting the database writer: {0}")]
+    Writer(#[source] std::io::Error),
+    #[error("database write failed: {0}")]
+    Write(String),
+    #[error("database writer stopped")]
+    Stopped,
+    #[error("database read failed: {0}")]
+    Read(#[from] rusqlite::Error),
 }
 
 impl Store {
     /// Opens (creating if needed) the database at `path` and starts the writer thread.
-    pub fn open(path: &Path) -> anyhow::Result<Store> {
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
         let write = open_db(path)?;
-        let read = open_conn(path)?;
+        let read = open_conn(path).map_err(|e| StoreError::Open {
+            path: path.to_path_buf(),
+            source: e,
+        })?;
         let (tx, rx) = mpsc::channel::<Request>();
         let stats = Arc::new(Mutex::new(WriterStats::default()));
         let st = stats.clone();
         std::thread::Builder::new()
             .name("koalesce-db-writer".into())
             .spawn(move || writer_loop(write, rx, st))
-            .context("starting the database writer")?;
+            .map_err(StoreError::Writer)?;
         Ok(Store {
             tx,
             read: Arc::new(Mutex::new(read)),
@@ -146,36 +212,37 @@ impl Store {
     }
 
     /// Enqueues and waits (async) for the commit.
-    pub async fn write(&self, op: WriteOp) -> anyhow::Result<()> {
+    pub async fn write(&self, op: WriteOp) -> Result<(), StoreError> {
         match self.submit(op).await {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => anyhow::bail!("database write failed: {e}"),
-            Err(_) => anyhow::bail!("database writer stopped"),
+            Ok(Err(e)) => Err(StoreError::Write(e)),
+            Err(_) => Err(StoreError::Stopped),
         }
     }
 
     /// Enqueues and blocks the thread until the commit (not for async contexts).
-    pub fn write_blocking(&self, op: WriteOp) -> anyhow::Result<()> {
+    pub fn write_blocking(&self, op: WriteOp) -> Result<(), StoreError> {
         let rx = self.submit(op);
         match rx.blocking_recv() {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => anyhow::bail!("database write failed: {e}"),
-            Err(_) => anyhow::bail!("database writer stopped"),
+            Ok(Err(e)) => Err(StoreError::Write(e)),
+            Err(_) => Err(StoreError::Stopped),
         }
     }
 
     /// Runs a read-only closure on the read connection (sees every committed group).
-    pub fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> anyhow::Result<T> {
-        let conn = self.read.lock().unwrap();
+    pub fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T, StoreError> {
+        // A reader that panicked left the connection as it was (reads change nothing).
+        let conn = self.read.lock().unwrap_or_else(|p| p.into_inner());
         Ok(f(&conn)?)
     }
 
     pub fn stats(&self) -> WriterStats {
-        *self.stats.lock().unwrap()
+        *self.stats.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Waits until everything enqueued so far is committed.
-    pub async fn flush(&self) -> anyhow::Result<()> {
+    pub async fn flush(&self) -> Result<(), StoreError> {
         self.write(Box::new(|_| Ok(()))).await
     }
 }
@@ -217,7 +284,7 @@ fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Request>, stats: Arc<Mut
             tracing::error!(error = %e, ops = n, "group commit failed");
         }
         {
-            let mut s = stats.lock().unwrap();
+            let mut s = stats.lock().unwrap_or_else(|p| p.into_inner());
             s.commits += 1;
             s.ops += n as u64;
             s.largest_group = s.largest_group.max(n as u64);
@@ -237,32 +304,137 @@ fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Request>, stats: Arc<Mut
 
 // ----- rows ------------------------------------------------------------------------------
 
-/// A job row as loaded at startup.
+/// A new job's row (inserted before the submission is acknowledged).
 #[derive(Debug, Clone)]
-pub struct JobRow {
+pub struct NewJob {
     pub id: u64,
     pub user: String,
+    pub name: String,
     pub description: String,
     pub spec: String,
-    pub state: String,
-    pub record: String,
+    pub update: JobUpdate,
     pub submitted_ms: u64,
 }
 
-pub fn load_jobs(conn: &Connection) -> rusqlite::Result<Vec<JobRow>> {
-    let mut st = conn.prepare("SELECT id, user, description, spec, state, record, submitted_ms FROM jobs ORDER BY id")?;
-    let rows = st.query_map([], |r| {
-        Ok(JobRow {
-            id: r.get::<_, i64>(0)? as u64,
-            user: r.get(1)?,
-            description: r.get(2)?,
-            spec: r.get(3)?,
-            state: r.get(4)?,
-            record: r.get(5)?,
-            submitted_ms: r.get::<_, i64>(6)? as u64,
-        })
-    })?;
+/// What a state change writes: the state, the core's snapshot, the daemon's data and the API
+/// rendering (all JSON).
+#[derive(Debug, Clone)]
+pub struct JobUpdate {
+    pub id: u64,
+    pub state: String,
+    pub core: String,
+    pub meta: String,
+    pub detail: String,
+}
+
+pub fn insert_job_op(j: NewJob) -> WriteOp {
+    Box::new(move |tx| {
+        tx.prepare_cached(
+            "INSERT INTO jobs (id, user, name, description, spec, state, core, meta, detail, submitted_ms) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+        )?
+        .execute(params![
+            j.id as i64,
+            j.user,
+            j.name,
+            j.description,
+            j.spec,
+            j.update.state,
+            j.update.core,
+            j.update.meta,
+            j.update.detail,
+            j.submitted_ms as i64
+        ])?;
+        Ok(())
+    })
+}
+
+pub fn update_job_op(u: JobUpdate) -> WriteOp {
+    Box::new(move |tx| update_job(tx, &u))
+}
+
+fn update_job(tx: &Transaction<'_>, u: &JobUpdate) -> rusqlite::Result<()> {
+    tx.prepare_cached("UPDATE jobs SET state = ?2, core = ?3, meta = ?4, detail = ?5 WHERE id = ?1")?
+        .execute(params![u.id as i64, u.state, u.core, u.meta, u.detail])?;
+    Ok(())
+}
+
+/// Several updates in one op (recovery).
+pub fn update_jobs_op(us: Vec<JobUpdate>) -> WriteOp {
+    Box::new(move |tx| us.iter().try_for_each(|u| update_job(tx, u)))
+}
+
+/// Names of the states in which a job has ended.
+pub const ENDED: [&str; 3] = ["succeeded", "failed", "cancelled"];
+
+/// A job row that is not ended, as recovery loads it.
+#[derive(Debug, Clone)]
+pub struct LiveJobRow {
+    pub id: u64,
+    pub description: String,
+    pub spec: String,
+    pub core: String,
+    pub meta: String,
+}
+
+/// Every job that has not ended, in id order, and the largest id ever given.
+pub fn load_live_jobs(conn: &Connection) -> rusqlite::Result<(Vec<LiveJobRow>, u64)> {
+    let mut st = conn.prepare(
+        "SELECT id, description, spec, core, meta FROM jobs WHERE state NOT IN ('succeeded', 'failed', 'cancelled') ORDER BY id",
+    )?;
+    let rows = st
+        .query_map([], |r| {
+            Ok(LiveJobRow {
+                id: r.get::<_, i64>(0)? as u64,
+                description: r.get(1)?,
+                spec: r.get(2)?,
+                core: r.get(3)?,
+                meta: r.get(4)?,
+            })
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let max: i64 = conn.query_row("SELECT COALESCE(MAX(id), 0) FROM jobs", [], |r| r.get(0))?;
+    Ok((rows, max as u64))
+}
+
+/// Ended jobs' API renderings (JSON), in id order: of `user` (all users: `None`), in `state`
+/// (any ended state: `None`).
+pub fn load_ended(conn: &Connection, user: Option<&str>, state: Option<&str>) -> rusqlite::Result<Vec<(u64, String)>> {
+    let mut st = conn.prepare_cached(
+        "SELECT id, detail FROM jobs WHERE state IN ('succeeded', 'failed', 'cancelled') \
+         AND (?1 IS NULL OR user = ?1) AND (?2 IS NULL OR state = ?2) ORDER BY id",
+    )?;
+    let rows = st.query_map(params![user, state], |r| Ok((r.get::<_, i64>(0)? as u64, r.get(1)?)))?;
     rows.collect()
+}
+
+/// One job's owner, state and API rendering.
+pub fn load_detail(conn: &Connection, id: u64) -> rusqlite::Result<Option<(String, String, String)>> {
+    conn.prepare_cached("SELECT user, state, detail FROM jobs WHERE id = ?1")?
+        .query_row([id as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .optional()
+}
+
+/// Ended jobs per state.
+pub fn count_ended(conn: &Connection) -> rusqlite::Result<Vec<(String, u64)>> {
+    let mut st = conn.prepare("SELECT state, COUNT(*) FROM jobs WHERE state IN ('succeeded', 'failed', 'cancelled') GROUP BY state")?;
+    let rows = st.query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))?;
+    rows.collect()
+}
+
+/// Tries and priority of queued jobs (a failed placement try changes no state).
+pub fn progress_op(rows: Vec<(u64, u32, u32, String)>) -> WriteOp {
+    Box::new(move |tx| {
+        let mut stmt = tx.prepare_cached(
+            "INSERT INTO progress (id, placement_tries, claiming_tries, error_resubmissions, priority) VALUES (?1, ?2, ?3, 0, ?4) \
+             ON CONFLICT(id) DO UPDATE SET placement_tries = excluded.placement_tries, claiming_tries = excluded.claiming_tries, \
+             priority = excluded.priority",
+        )?;
+        for (id, p, c, prio) in &rows {
+            stmt.execute(params![*id as i64, p, c, prio])?;
+        }
+        Ok(())
+    })
 }
 
 /// A launch intent (recorded durably before the component's supervisor is spawned).
@@ -283,6 +455,22 @@ pub fn insert_launch(tx: &Transaction<'_>, l: &LaunchRow) -> rusqlite::Result<()
         params![l.job as i64, l.attempt, l.component, l.site, l.processors, l.dir, l.done as i64],
     )?;
     Ok(())
+}
+
+/// Records the launch intents of one attempt (all rows in one op: any row means all).
+pub fn insert_launches_op(rows: Vec<LaunchRow>) -> WriteOp {
+    Box::new(move |tx| rows.iter().try_for_each(|r| insert_launch(tx, r)))
+}
+
+/// Marks launch intents as done (the component ended, or will never run).
+pub fn launches_done_op(done: Vec<(u64, u32, u32)>) -> WriteOp {
+    Box::new(move |tx| {
+        let mut stmt = tx.prepare_cached("UPDATE launches SET done = 1 WHERE job = ?1 AND attempt = ?2 AND component = ?3")?;
+        for (job, attempt, comp) in &done {
+            stmt.execute(params![*job as i64, attempt, comp])?;
+        }
+        Ok(())
+    })
 }
 
 pub fn load_open_launches(conn: &Connection) -> rusqlite::Result<Vec<LaunchRow>> {
@@ -321,6 +509,31 @@ pub struct FileRow {
     pub size_bytes: u64,
     pub sha256: String,
     pub replicas: Vec<(String, String)>,
+}
+
+/// Registers a file (or updates its size and checksum) and one replica of it.
+pub fn register_replica_op(name: String, size: u64, sha: String, site: String, path: String) -> WriteOp {
+    Box::new(move |tx| {
+        tx.execute(
+            "INSERT INTO files (name, size_bytes, sha256) VALUES (?1, ?2, ?3) \
+             ON CONFLICT(name) DO UPDATE SET size_bytes = excluded.size_bytes, sha256 = excluded.sha256",
+            params![name, size as i64, sha],
+        )?;
+        tx.execute(
+            "INSERT OR REPLACE INTO replicas (name, site, path) VALUES (?1, ?2, ?3)",
+            params![name, site, path],
+        )?;
+        Ok(())
+    })
+}
+
+/// Removes a file and its replicas from the catalogue.
+pub fn delete_file_op(name: String) -> WriteOp {
+    Box::new(move |tx| {
+        tx.execute("DELETE FROM replicas WHERE name = ?1", [&name])?;
+        tx.execute("DELETE FROM files WHERE name = ?1", [&name])?;
+        Ok(())
+    })
 }
 
 pub fn load_files(conn: &Connection) -> rusqlite::Result<Vec<FileRow>> {
