@@ -112,3 +112,13 @@ fn only_ended_jobs_can_be_forgotten() {
     assert!(s.job(j).is_none());
     assert!(s.cancel(62_000, JobId(99)).then_some(()).is_none());
 }
+
+#[test]
+fn one_success_is_enough_for_a_bag_of_k_1() {
+    let mut s = grid();
+    let (j, _) = running(&mut s, &[1, 1, 1], Some(1));
+    s.component_finished(61_000, j, 0, ComponentOutcome::ApplicationError);
+    s.component_finished(61_000, j, 1, ComponentOutcome::Success);
+    s.component_finished(61_000, j, 2, ComponentOutcome::ApplicationError);
+    assert_eq!(state(&s, j), JobState::Succeeded, "{:?}", component_states(&s, j));
+}

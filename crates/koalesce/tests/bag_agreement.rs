@@ -10,7 +10,8 @@ use koalesce_core::JobState;
 use koalesce_server::{BackgroundServer, SupervisorCommand};
 use koalesce_sim::scenario::Scenario;
 
-/// (name, tasks, min_components, failing tasks)
+/// (name, tasks, min_components, failing tasks). The site (16 processors) holds every bag whole,
+/// so each runs all its tasks in both worlds.
 const BAGS: &[(&str, u32, u32, &[u32])] = &[
     ("all-ok", 3, 2, &[]),
     ("one-fails-k2", 3, 2, &[1]),
@@ -31,7 +32,7 @@ fn sim_states() -> Vec<(String, JobState)> {
         })
         .collect();
     let text = format!(
-        "name = \"bags\"\n[[sites]]\nname = \"vu\"\nprocessors = 4\n[workload]\nkind = \"jobs\"\njobs = [\n{}\n]\n",
+        "name = \"bags\"\n[[sites]]\nname = \"vu\"\nprocessors = 16\n[workload]\nkind = \"jobs\"\njobs = [\n{}\n]\n",
         jobs.join(",\n")
     );
     let scenario = Scenario::parse(&text, Path::new("bags.toml")).expect("scenario");
@@ -47,7 +48,7 @@ fn daemon_states() -> Vec<(String, JobState)> {
         args: vec!["supervise".into()],
     };
     let tok = koalesce_server::create_token(tmp.path(), "tester", false).unwrap();
-    let srv = BackgroundServer::start(koalesce_server::test_options(tmp.path(), &[("vu", 4)], supervisor)).unwrap();
+    let srv = BackgroundServer::start(koalesce_server::test_options(tmp.path(), &[("vu", 16)], supervisor)).unwrap();
     let ids: Vec<u64> = BAGS
         .iter()
         .map(|(name, n, k, failing)| {
