@@ -7,6 +7,7 @@
 //! server, the CLI and the OpenAPI document cannot drift apart.
 
 pub mod dto;
+pub mod duration;
 pub mod jobdesc;
 
 pub use jobdesc::{DescriptionError, JobDescription, Runner};

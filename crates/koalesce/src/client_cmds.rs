@@ -18,6 +18,8 @@ use clap::{Args, Subcommand};
 pub mod api;
 #[path = "client/bench.rs"]
 mod bench;
+#[path = "client/bench_e2e.rs"]
+mod bench_e2e;
 #[path = "client/demo.rs"]
 mod demo;
 #[path = "client/format.rs"]
@@ -402,39 +404,12 @@ impl FilesCommand {
 }
 
 pub use bench::BenchSubmitArgs;
+pub use bench_e2e::BenchE2eArgs;
 
-/// Parses `90s`, `10m`, `2h`, `500ms`, `HH:MM:SS`, `MM:SS` or plain seconds (`1.5`).
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let bad = || format!("invalid duration '{s}' (use e.g. 90s, 10m, 2h, 01:30:00 or seconds)");
-    if s.contains(':') {
-        let parts: Vec<&str> = s.split(':').collect();
-        if parts.len() > 3 {
-            return Err(bad());
-        }
-        let mut secs = 0u64;
-        for p in parts {
-            let n: u64 = p.parse().map_err(|_| bad())?;
-            secs = secs * 60 + n;
-        }
-        return Ok(Duration::from_secs(secs));
-    }
-    let (num, mult) = if let Some(n) = s.strip_suffix("ms") {
-        (n, 0.001)
-    } else if let Some(n) = s.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = s.strip_suffix('m') {
-        (n, 60.0)
-    } else if let Some(n) = s.strip_suffix('h') {
-        (n, 3600.0)
-    } else {
-        (s, 1.0)
-    };
-    let v: f64 = num.trim().parse().map_err(|_| bad())?;
-    if !v.is_finite() || v < 0.0 {
-        return Err(bad());
-    }
-    Ok(Duration::from_secs_f64(v * mult))
+/// Parses a duration for a flag: the same syntax as job descriptions
+/// ([`koalesce_api::duration`]: `90s`, `10m`, `2h`, `500ms`, `HH:MM:SS`, `MM:SS`, seconds).
+pub fn parse_duration(s: &str) -> Result<Duration, koalesce_api::duration::DurationError> {
+    koalesce_api::duration::parse(s)
 }
 
 #[cfg(test)]
@@ -543,6 +518,7 @@ mod tests {
         assert_eq!(parse_duration("1.5").unwrap(), Duration::from_millis(1500));
         assert!(parse_duration("soon").is_err());
         assert!(parse_duration("-3s").is_err());
+        assert!(parse_duration("99999999999999999999:00:00").is_err(), "a huge HH:MM:SS is an error");
     }
 
     #[test]

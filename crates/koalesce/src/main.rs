@@ -40,6 +40,8 @@ enum BenchCommand {
     Submit(client_cmds::BenchSubmitArgs),
     /// One placement scan over many queued jobs and sites.
     Scan(server_cmds::BenchScanArgs),
+    /// Throughput while jobs run: submit many trivial jobs to a fresh server and wait until all ended.
+    E2e(client_cmds::BenchE2eArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -53,6 +55,7 @@ fn main() -> std::process::ExitCode {
             BenchCommand::Easy(a) => a.run(),
             BenchCommand::Submit(a) => a.run(),
             BenchCommand::Scan(a) => a.run(),
+            BenchCommand::E2e(a) => a.run(),
         },
     };
     match result {

@@ -104,6 +104,7 @@ impl Scheduler {
     }
 
     /// When the scheduler next wants [`Scheduler::handle_timeout`] to be called.
+    #[must_use]
     pub fn poll_timeout(&self) -> Option<Millis> {
         [
             self.next_scan,
@@ -148,6 +149,7 @@ impl Scheduler {
     }
 
     /// Pulls the next decision to carry out.
+    #[must_use = "a decision the driver does not carry out is lost"]
     pub fn poll_action(&mut self) -> Option<Action> {
         self.actions.pop_front()
     }

@@ -16,12 +16,12 @@
 //! [`transfers`] (stage-in and stage-out), [`recovery`] (rebuilding state at startup),
 //! [`driver`] (timers).
 
-pub mod actions;
-pub mod driver;
-pub mod lrm;
-pub mod records;
-pub mod recovery;
-pub mod transfers;
+pub(crate) mod actions;
+pub(crate) mod driver;
+pub(crate) mod lrm;
+pub(crate) mod records;
+pub(crate) mod recovery;
+pub(crate) mod transfers;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -36,10 +36,10 @@ use crate::config::ServerConfig;
 use crate::local::SitePaths;
 use crate::store::Store;
 
-pub use actions::process_actions;
-pub use driver::drive;
+pub(crate) use actions::process_actions;
+pub(crate) use driver::drive;
 pub use records::{FileInfo, JobMeta};
-pub use recovery::recover;
+pub(crate) use recovery::recover;
 
 /// One site: its backend (any kind), its directories and the last idle count it reported.
 pub struct SiteHandle {
@@ -110,7 +110,7 @@ pub struct Shared {
     pub state: Mutex<State>,
     pub store: Store,
     pub sites: Vec<SiteHandle>,
-    pub lrm: lrm::LrmQueue,
+    pub(crate) lrm: lrm::LrmQueue,
     pub wake: Notify,
     pub config: ServerConfig,
     pub data_dir: PathBuf,
