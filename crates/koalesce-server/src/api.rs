@@ -16,7 +16,7 @@ use serde_json::json;
 
 use koalesce_api::dto::{FileInfo, JobDetail, JobSummary, NewFile, SiteInfo, Submitted};
 
-use crate::daemon::records::{self, JobMeta};
+use crate::daemon::records::{self, CoreSnapshot, JobMeta};
 use crate::daemon::transfers::add_replica_mem;
 use crate::daemon::{self, Shared};
 use crate::jobdesc::{DescriptionError, JobDescription};
@@ -155,7 +155,14 @@ async fn submit(AxState(s): AxState<S>, req: Request) -> R<Response> {
             name: meta.desc.name.clone(),
             description: text.to_string(),
             spec: records::json(&spec),
-            update: records::update(id, job, &meta, &s.sites),
+            update: store::JobUpdate {
+                id,
+                state: job.state.name().to_string(),
+                core: records::json(&CoreSnapshot::of(job)),
+                meta: records::json(&meta.stored()),
+                // Live jobs are rendered from the core; the rendering is stored when they end.
+                detail: String::new(),
+            },
             submitted_ms: job.timeline.submitted,
         };
         // Enqueued before any later write about this job (the writer keeps order).

@@ -18,9 +18,20 @@ use crate::store;
 /// processors as last reported (less claims not carried out yet).
 pub fn process_actions(shared: &Arc<Shared>, st: &mut State) {
     let mut done_launches = Vec::new();
+    // Live jobs whose state changed: persisted once each, after the loop (a job placed, claimed
+    // and launched in one scan is one write).
+    let mut changed = std::collections::BTreeSet::new();
     while let Some(action) = st.core.poll_action() {
         match action {
-            Action::StateChanged { job, from, to, at } => on_state_changed(shared, st, job, from, to, at),
+            Action::StateChanged { job, from, to, .. } => {
+                tracing::info!(job = job.0, from = from.name(), to = to.name(), "job state");
+                if to.is_terminal() {
+                    changed.remove(&job.0);
+                    on_end(shared, st, job, to);
+                } else {
+                    changed.insert(job.0);
+                }
+            }
             Action::Progress {
                 job,
                 placement_tries,
@@ -119,6 +130,11 @@ pub fn process_actions(shared: &Arc<Shared>, st: &mut State) {
     if !done_launches.is_empty() {
         shared.store.enqueue(store::launches_done_op(done_launches));
     }
+    for id in changed {
+        if let Some(job) = st.core.job(JobId(id)) {
+            records::persist_state(shared, id, job);
+        }
+    }
     refresh_idle(shared, st);
 }
 
@@ -135,18 +151,15 @@ pub fn refresh_idle(shared: &Shared, st: &mut State) {
     }
 }
 
-fn on_state_changed(shared: &Arc<Shared>, st: &mut State, job: JobId, from: JobState, to: JobState, _at: u64) {
+/// A job ended: its final row (with the API rendering) is written, then the core and the
+/// daemon let it go (after stage-out, for a job with outputs).
+fn on_end(shared: &Arc<Shared>, st: &mut State, job: JobId, to: JobState) {
     let id = job.0;
-    tracing::info!(job = id, from = from.name(), to = to.name(), "job state");
     let (Some(core_job), Some(meta)) = (st.core.job(job), st.meta.get(&id)) else {
         return;
     };
-    let update = records::update(id, core_job, meta, &shared.sites);
-    if !to.is_terminal() {
-        shared.store.enqueue(store::update_job_op(update));
-        return;
-    }
     let stage_out = to == JobState::Succeeded && !meta.desc.outputs.is_empty();
+    let update = records::update(id, core_job, meta, &shared.sites);
     *st.ended.entry(to.name()).or_default() += 1;
     st.progress.remove(&id);
     let committed = shared.store.submit(store::update_job_op(update));

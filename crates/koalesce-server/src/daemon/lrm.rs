@@ -303,8 +303,14 @@ pub fn prepare_launch(shared: &Arc<Shared>, st: &mut State, job: u64) {
         cm.exit_code = None;
     }
     shared.metrics.launches.fetch_add(1, Ordering::Relaxed);
-    // The attempt number and directories are the daemon's data: recorded with the intents.
-    super::records::persist(shared, st, job);
+    // Recorded before the intents, which the launch waits for: a launch that may run is never
+    // behind a stored state that is not Running, and its attempt and directories are known.
+    if let Some(j) = st.core.job(JobId(job)) {
+        super::records::persist_state(shared, job, j);
+    }
+    if let Some(meta) = st.meta.get(&job) {
+        super::records::persist_meta(shared, job, meta);
+    }
     let committed = shared.store.submit(store::insert_launches_op(rows));
     shared.lrm.send(LrmOp::Launch(Launch {
         job,

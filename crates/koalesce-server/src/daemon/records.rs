@@ -18,8 +18,9 @@ use crate::jobdesc::JobDescription;
 use crate::store::{self, JobUpdate};
 use crate::supervise;
 
-/// The daemon's data about one job: what the core does not know.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// The daemon's data about one job: what the core does not know. Stored as [`StoredMeta`]
+/// (the user and the description have columns of their own).
+#[derive(Debug, Clone, PartialEq)]
 pub struct JobMeta {
     pub user: String,
     pub desc: JobDescription,
@@ -40,7 +41,39 @@ pub struct ComponentMeta {
     pub dir: Option<String>,
 }
 
+/// The part of [`JobMeta`] kept in `jobs.meta`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct StoredMeta {
+    pub attempt: u32,
+    pub failure: Option<String>,
+    pub components: Vec<ComponentMeta>,
+    pub outputs: Vec<String>,
+}
+
 impl JobMeta {
+    /// The stored part.
+    pub fn stored(&self) -> StoredMeta {
+        StoredMeta {
+            attempt: self.attempt,
+            failure: self.failure.clone(),
+            components: self.components.clone(),
+            outputs: self.outputs.clone(),
+        }
+    }
+
+    /// Back from the database: the user and description columns with the stored part.
+    pub fn restore(user: String, desc: JobDescription, m: StoredMeta) -> Self {
+        JobMeta {
+            user,
+            desc,
+            attempt: m.attempt,
+            failure: m.failure,
+            components: m.components,
+            outputs: m.outputs,
+        }
+    }
+
     pub fn new(user: String, desc: JobDescription) -> Self {
         let n = desc.components.len();
         JobMeta {
@@ -158,13 +191,14 @@ pub fn render(id: u64, job: &Job, meta: &JobMeta, sites: &[SiteHandle]) -> JobDe
     }
 }
 
-/// The row update that records the job as the core has it now.
+/// The full row update (state, core snapshot, daemon data, API rendering): written when the
+/// job ends, after which the store answers for it.
 pub fn update(id: u64, job: &Job, meta: &JobMeta, sites: &[SiteHandle]) -> JobUpdate {
     JobUpdate {
         id,
         state: job.state.name().to_string(),
         core: json(&CoreSnapshot::of(job)),
-        meta: json(meta),
+        meta: json(&meta.stored()),
         detail: json(&render(id, job, meta, sites)),
     }
 }
@@ -174,10 +208,17 @@ pub fn json<T: Serialize>(v: &T) -> String {
     serde_json::to_string(v).unwrap_or_else(|e| unreachable!("serializing a plain record: {e}"))
 }
 
-/// Persists the job's current state (enqueued behind every earlier write).
-pub fn persist(shared: &super::Shared, st: &super::State, id: u64) {
-    let (Some(job), Some(meta)) = (st.core.job(koalesce_core::JobId(id)), st.meta.get(&id)) else {
-        return;
-    };
-    shared.store.enqueue(store::update_job_op(update(id, job, meta, &shared.sites)));
+/// Persists a state change of a live job: its state and the core's snapshot (small; the
+/// API renders live jobs from the core).
+pub fn persist_state(shared: &super::Shared, id: u64, job: &Job) {
+    shared.store.enqueue(store::update_state_op(
+        id,
+        job.state.name().to_string(),
+        json(&CoreSnapshot::of(job)),
+    ));
+}
+
+/// Persists the daemon's data of a live job (after it changed: a new launch).
+pub fn persist_meta(shared: &super::Shared, id: u64, meta: &JobMeta) {
+    shared.store.enqueue(store::update_meta_op(id, json(&meta.stored())));
 }

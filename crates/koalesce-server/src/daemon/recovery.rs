@@ -13,10 +13,11 @@ use koalesce_core::model::{NetworkForecast, ReplicaCatalogue, Site};
 use koalesce_core::state::FailureReason;
 use koalesce_core::{JobId, JobSpec, JobState, Scheduler, SiteId};
 
-use super::records::{self, CoreSnapshot, JobMeta};
+use super::records::{self, CoreSnapshot, JobMeta, StoredMeta};
 use super::{Exec, FileInfo, SiteHandle, State};
 use crate::backend::BarrierState;
 use crate::config::ServerConfig;
+use crate::jobdesc::JobDescription;
 use crate::store::{self, LaunchRow, Store};
 use crate::{now_ms, transfer};
 
@@ -95,8 +96,9 @@ pub fn recover(config: &ServerConfig, store: &Store, sites: &[SiteHandle]) -> an
         let id = row.id;
         let spec: JobSpec = serde_json::from_str(&row.spec).with_context(|| format!("job {id}: stored spec"))?;
         let mut snap: CoreSnapshot = serde_json::from_str(&row.core).with_context(|| format!("job {id}: stored core state"))?;
-        let meta: JobMeta = serde_json::from_str(&row.meta).with_context(|| format!("job {id}: stored daemon data"))?;
-        let _ = &row.description;
+        let stored: StoredMeta = serde_json::from_str(&row.meta).with_context(|| format!("job {id}: stored daemon data"))?;
+        let desc = JobDescription::parse(&row.description).map_err(|e| anyhow::anyhow!("job {id}: stored description: {e}"))?;
+        let meta = JobMeta::restore(row.user.clone(), desc, stored);
         if let Some((p, c, _, prio)) = progress.get(&id) {
             if *p > snap.placement_tries {
                 snap.placement_tries = *p;
@@ -161,7 +163,7 @@ pub fn recover(config: &ServerConfig, store: &Store, sites: &[SiteHandle]) -> an
             id,
             state: "failed".into(),
             core: records::json(&snap),
-            meta: records::json(&meta),
+            meta: records::json(&meta.stored()),
             detail: records::json(&detail),
         });
     }

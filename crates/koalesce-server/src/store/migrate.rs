@@ -7,7 +7,7 @@ use koalesce_core::{JobState, Priority};
 use rusqlite::{params, Transaction};
 use serde::Deserialize;
 
-use crate::daemon::records::{json, ComponentMeta, CoreSnapshot, JobMeta};
+use crate::daemon::records::{json, ComponentMeta, CoreSnapshot, StoredMeta};
 use crate::jobdesc::JobDescription;
 
 /// A component as schema 0 kept it inside a job's `record`.
@@ -98,9 +98,9 @@ pub(super) fn v0_to_v2(tx: &Transaction<'_>) -> Result<(), Box<dyn std::error::E
             claiming_tries: rec.claiming_tries,
             error_resubmissions: rec.error_resubmissions,
         };
-        let meta = JobMeta {
-            user: user.clone(),
-            desc,
+        // The description column is what recovery parses; a record's copy must agree.
+        let _ = desc;
+        let meta = StoredMeta {
             attempt: rec.attempt,
             failure: rec.failure.clone(),
             components: rec

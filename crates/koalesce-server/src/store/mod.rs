@@ -359,6 +359,24 @@ fn update_job(tx: &Transaction<'_>, u: &JobUpdate) -> rusqlite::Result<()> {
     Ok(())
 }
 
+/// A live job's state change: its state and the core's snapshot.
+pub fn update_state_op(id: u64, state: String, core: String) -> WriteOp {
+    Box::new(move |tx| {
+        tx.prepare_cached("UPDATE jobs SET state = ?2, core = ?3 WHERE id = ?1")?
+            .execute(params![id as i64, state, core])?;
+        Ok(())
+    })
+}
+
+/// A live job's daemon data.
+pub fn update_meta_op(id: u64, meta: String) -> WriteOp {
+    Box::new(move |tx| {
+        tx.prepare_cached("UPDATE jobs SET meta = ?2 WHERE id = ?1")?
+            .execute(params![id as i64, meta])?;
+        Ok(())
+    })
+}
+
 /// Several updates in one op (recovery).
 pub fn update_jobs_op(us: Vec<JobUpdate>) -> WriteOp {
     Box::new(move |tx| us.iter().try_for_each(|u| update_job(tx, u)))
@@ -371,6 +389,7 @@ pub const ENDED: [&str; 3] = ["succeeded", "failed", "cancelled"];
 #[derive(Debug, Clone)]
 pub struct LiveJobRow {
     pub id: u64,
+    pub user: String,
     pub description: String,
     pub spec: String,
     pub core: String,
@@ -380,16 +399,17 @@ pub struct LiveJobRow {
 /// Every job that has not ended, in id order, and the largest id ever given.
 pub fn load_live_jobs(conn: &Connection) -> rusqlite::Result<(Vec<LiveJobRow>, u64)> {
     let mut st = conn.prepare(
-        "SELECT id, description, spec, core, meta FROM jobs WHERE state NOT IN ('succeeded', 'failed', 'cancelled') ORDER BY id",
+        "SELECT id, user, description, spec, core, meta FROM jobs WHERE state NOT IN ('succeeded', 'failed', 'cancelled') ORDER BY id",
     )?;
     let rows = st
         .query_map([], |r| {
             Ok(LiveJobRow {
                 id: r.get::<_, i64>(0)? as u64,
-                description: r.get(1)?,
-                spec: r.get(2)?,
-                core: r.get(3)?,
-                meta: r.get(4)?,
+                user: r.get(1)?,
+                description: r.get(2)?,
+                spec: r.get(3)?,
+                core: r.get(4)?,
+                meta: r.get(5)?,
             })
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
