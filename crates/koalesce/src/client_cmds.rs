@@ -26,8 +26,11 @@ mod demo;
 pub mod format;
 #[path = "client/local_server.rs"]
 pub mod local_server;
+#[path = "client/output.rs"]
+pub mod output;
 
 use api::{error_is_transient, Client};
+use output::{Output, OutputArgs};
 
 /// Where the server listens when `--url` / `KOALESCE_URL` is not given.
 pub const DEFAULT_URL: &str = "http://127.0.0.1:7878";
@@ -105,9 +108,9 @@ pub struct SubmitArgs {
     /// Job description file (TOML, see examples/); `-` reads standard input.
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
-    /// Print the answer as JSON (`{"id": N}`) instead of the bare id.
-    #[arg(long)]
-    pub json: bool,
+    /// `--json`: the answer (`{"id": N}`) instead of the bare id.
+    #[command(flatten)]
+    pub output: OutputArgs,
     #[command(flatten)]
     pub conn: Connection,
 }
@@ -124,11 +127,7 @@ impl SubmitArgs {
             std::fs::read_to_string(&self.file).with_context(|| format!("reading {}", self.file.display()))?
         };
         let id = self.conn.client().submit(&text)?;
-        if self.json {
-            println!("{}", serde_json::json!({ "id": id }));
-        } else {
-            println!("{id}");
-        }
+        Output::from(self.output).print(&serde_json::json!({ "id": id }), || Ok(format!("{id}\n")))?;
         Ok(ExitCode::SUCCESS)
     }
 }
@@ -142,9 +141,8 @@ pub struct JobsArgs {
     /// Ask for all jobs (`all=true`): for an admin, every user's jobs.
     #[arg(long)]
     pub all: bool,
-    /// Print the server's JSON instead of a table.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
     #[command(flatten)]
     pub conn: Connection,
 }
@@ -153,12 +151,10 @@ impl JobsArgs {
     pub fn run(self) -> anyhow::Result<ExitCode> {
         let client = self.conn.client();
         let v = client.jobs_json(self.state.as_deref(), self.all)?;
-        if self.json {
-            println!("{}", serde_json::to_string_pretty(&v)?);
-        } else {
-            let jobs: Vec<api::JobSummary> = serde_json::from_value(v).context("reading the job list")?;
-            print!("{}", format::jobs_table(&jobs));
-        }
+        Output::from(self.output).print(&v, || {
+            let jobs: Vec<api::JobSummary> = serde_json::from_value(v.clone()).context("reading the job list")?;
+            Ok(format::jobs_table(&jobs))
+        })?;
         Ok(ExitCode::SUCCESS)
     }
 }
@@ -169,9 +165,8 @@ pub struct StatusArgs {
     /// Job id.
     #[arg(value_name = "ID")]
     pub id: u64,
-    /// Print the server's JSON instead of a report.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
     #[command(flatten)]
     pub conn: Connection,
 }
@@ -179,12 +174,10 @@ pub struct StatusArgs {
 impl StatusArgs {
     pub fn run(self) -> anyhow::Result<ExitCode> {
         let v = self.conn.client().job_json(self.id)?;
-        if self.json {
-            println!("{}", serde_json::to_string_pretty(&v)?);
-        } else {
-            let d: api::JobDetail = serde_json::from_value(v).context("reading the job")?;
-            print!("{}", format::status_report(&d));
-        }
+        Output::from(self.output).print(&v, || {
+            let d: api::JobDetail = serde_json::from_value(v.clone()).context("reading the job")?;
+            Ok(format::status_report(&d))
+        })?;
         Ok(ExitCode::SUCCESS)
     }
 }
@@ -199,12 +192,9 @@ pub struct WaitArgs {
     /// Default: wait forever.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub timeout: Option<Duration>,
-    /// Print the finished job (the server's JSON job detail).
-    #[arg(long)]
-    pub json: bool,
-    /// Do not print the final state.
-    #[arg(long, short)]
-    pub quiet: bool,
+    /// `--json`: the finished job (the server's job detail); `--quiet`: nothing.
+    #[command(flatten)]
+    pub output: OutputArgs,
     #[command(flatten)]
     pub conn: Connection,
 }
@@ -223,15 +213,12 @@ impl WaitArgs {
                 Ok(v) => {
                     let state = v.get("state").and_then(|s| s.as_str()).unwrap_or("").to_string();
                     if api::is_final_state(&state) {
-                        if self.json {
-                            println!("{}", serde_json::to_string_pretty(&v)?);
-                        } else if !self.quiet {
-                            let failure = v.get("failure").and_then(|f| f.as_str());
-                            match failure {
-                                Some(f) if state != "succeeded" => println!("job {} {state}: {f}", self.id),
-                                _ => println!("job {} {state}", self.id),
-                            }
-                        }
+                        Output::from(self.output).print(&v, || {
+                            Ok(match v.get("failure").and_then(|f| f.as_str()) {
+                                Some(f) if state != "succeeded" => format!("job {} {state}: {f}\n", self.id),
+                                _ => format!("job {} {state}\n", self.id),
+                            })
+                        })?;
                         return Ok(if state == "succeeded" {
                             ExitCode::SUCCESS
                         } else {
@@ -251,7 +238,7 @@ impl WaitArgs {
             if let Some(limit) = self.timeout {
                 let elapsed = t0.elapsed();
                 if elapsed >= limit {
-                    if !self.quiet {
+                    if Output::from(self.output) != Output::Quiet {
                         eprintln!("timed out after {limit:?} waiting for job {}", self.id);
                     }
                     return Ok(ExitCode::from(WAIT_TIMEOUT_EXIT));
@@ -275,9 +262,9 @@ pub struct CancelArgs {
     /// Job id.
     #[arg(value_name = "ID")]
     pub id: u64,
-    /// Print the server's JSON answer (the job summary).
-    #[arg(long)]
-    pub json: bool,
+    /// `--json`: the server's answer (the job summary).
+    #[command(flatten)]
+    pub output: OutputArgs,
     #[command(flatten)]
     pub conn: Connection,
 }
@@ -285,12 +272,10 @@ pub struct CancelArgs {
 impl CancelArgs {
     pub fn run(self) -> anyhow::Result<ExitCode> {
         let v = self.conn.client().cancel_json(self.id)?;
-        if self.json {
-            println!("{}", serde_json::to_string_pretty(&v)?);
-        } else {
+        Output::from(self.output).print(&v, || {
             let state = v.get("state").and_then(|s| s.as_str()).unwrap_or("cancelled");
-            println!("job {} {state}", self.id);
-        }
+            Ok(format!("job {} {state}\n", self.id))
+        })?;
         Ok(ExitCode::SUCCESS)
     }
 }
@@ -298,9 +283,8 @@ impl CancelArgs {
 /// Arguments of `koalesce sites`.
 #[derive(Debug, Args)]
 pub struct SitesArgs {
-    /// Print the server's JSON instead of a table.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
     #[command(flatten)]
     pub conn: Connection,
 }
@@ -308,12 +292,10 @@ pub struct SitesArgs {
 impl SitesArgs {
     pub fn run(self) -> anyhow::Result<ExitCode> {
         let v = self.conn.client().sites_json()?;
-        if self.json {
-            println!("{}", serde_json::to_string_pretty(&v)?);
-        } else {
-            let sites: Vec<api::SiteInfo> = serde_json::from_value(v).context("reading the site list")?;
-            print!("{}", format::sites_table(&sites));
-        }
+        Output::from(self.output).print(&v, || {
+            let sites: Vec<api::SiteInfo> = serde_json::from_value(v.clone()).context("reading the site list")?;
+            Ok(format::sites_table(&sites))
+        })?;
         Ok(ExitCode::SUCCESS)
     }
 }
@@ -333,17 +315,16 @@ pub enum FilesCommand {
         /// Site whose storage receives the replica.
         #[arg(long, value_name = "SITE")]
         site: String,
-        /// Print the server's JSON answer (the catalogue entry).
-        #[arg(long)]
-        json: bool,
+        /// `--json`: the server's answer (the catalogue entry).
+        #[command(flatten)]
+        output: OutputArgs,
         #[command(flatten)]
         conn: Connection,
     },
     /// List the catalogue: name, size, checksum, replica sites.
     Ls {
-        /// Print the server's JSON instead of a table.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        output: OutputArgs,
         #[command(flatten)]
         conn: Connection,
     },
@@ -364,35 +345,31 @@ impl FilesCommand {
                 name,
                 path,
                 site,
-                json,
+                output,
                 conn,
             } => {
                 let abs = std::path::absolute(&path).with_context(|| format!("resolving {}", path.display()))?;
                 let path_str = abs.to_str().with_context(|| format!("{} is not valid UTF-8", abs.display()))?;
                 let v = conn.client().add_file_json(&name, path_str, &site)?;
-                if json {
-                    println!("{}", serde_json::to_string_pretty(&v)?);
-                } else {
-                    match serde_json::from_value::<api::FileInfo>(v) {
-                        Ok(f) if !f.name.is_empty() => println!(
-                            "registered {} ({}, sha256 {}) at {}",
+                Output::from(output).print(&v, || {
+                    Ok(match serde_json::from_value::<api::FileInfo>(v.clone()) {
+                        Ok(f) if !f.name.is_empty() => format!(
+                            "registered {} ({}, sha256 {}) at {}\n",
                             f.name,
                             format::format_bytes(f.size_bytes),
                             f.sha256,
                             f.replicas.join(",")
                         ),
-                        _ => println!("registered {name} at {site}"),
-                    }
-                }
+                        _ => format!("registered {name} at {site}\n"),
+                    })
+                })?;
             }
-            FilesCommand::Ls { json, conn } => {
+            FilesCommand::Ls { output, conn } => {
                 let v = conn.client().files_json()?;
-                if json {
-                    println!("{}", serde_json::to_string_pretty(&v)?);
-                } else {
-                    let files: Vec<api::FileInfo> = serde_json::from_value(v).context("reading the catalogue")?;
-                    print!("{}", format::files_table(&files));
-                }
+                Output::from(output).print(&v, || {
+                    let files: Vec<api::FileInfo> = serde_json::from_value(v.clone()).context("reading the catalogue")?;
+                    Ok(format::files_table(&files))
+                })?;
             }
             FilesCommand::Rm { name, conn } => {
                 conn.client().remove_file(&name)?;
@@ -469,21 +446,34 @@ mod tests {
     fn listings_take_json() {
         assert!(matches!(
             parse(&["jobs", "--json", "--state", "running"]),
-            ClientCommand::Jobs(JobsArgs { json: true, .. })
+            ClientCommand::Jobs(JobsArgs {
+                output: OutputArgs { json: true, .. },
+                ..
+            })
         ));
         assert!(matches!(
             parse(&["sites", "--json"]),
-            ClientCommand::Sites(SitesArgs { json: true, .. })
+            ClientCommand::Sites(SitesArgs {
+                output: OutputArgs { json: true, .. },
+                ..
+            })
         ));
         assert!(matches!(
             parse(&["files", "ls", "--json"]),
             ClientCommand::Files {
-                command: FilesCommand::Ls { json: true, .. }
+                command: FilesCommand::Ls {
+                    output: OutputArgs { json: true, .. },
+                    ..
+                }
             }
         ));
         assert!(matches!(
             parse(&["status", "4", "--json"]),
-            ClientCommand::Status(StatusArgs { id: 4, json: true, .. })
+            ClientCommand::Status(StatusArgs {
+                id: 4,
+                output: OutputArgs { json: true, .. },
+                ..
+            })
         ));
         assert!(TestCli::try_parse_from(["koalesce", "jobs", "--state", "bogus"]).is_err());
     }

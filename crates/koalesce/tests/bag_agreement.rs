@@ -74,16 +74,16 @@ fn daemon_states() -> Vec<(String, JobState)> {
         loop {
             let (_, body) = srv.request("GET", &format!("/api/v1/jobs/{id}"), Some(&tok), b"");
             let j: serde_json::Value = serde_json::from_str(&body).unwrap();
-            if matches!(j["state"].as_str(), Some("succeeded" | "failed" | "cancelled")) {
-                // The daemon's answer names the state; the core's full state (with the bag's
-                // counts) is in its detail's failure text, and the store has the snapshot.
-                let state = srv
-                    .shared()
-                    .store
-                    .read(|c| c.query_row("SELECT core FROM jobs WHERE id = ?1", [id as i64], |r| r.get::<_, String>(0)))
-                    .unwrap();
-                let snap: serde_json::Value = serde_json::from_str(&state).unwrap();
-                let state: JobState = serde_json::from_value(snap["state"].clone()).unwrap();
+            // The API names the state; the core's full state (with the bag's counts) is in the
+            // snapshot the daemon stores once the job has ended.
+            let stored = srv
+                .shared()
+                .store
+                .read(|c| c.query_row("SELECT core FROM jobs WHERE id = ?1", [id as i64], |r| r.get::<_, String>(0)))
+                .unwrap();
+            let snap: serde_json::Value = serde_json::from_str(&stored).unwrap();
+            let state: JobState = serde_json::from_value(snap["state"].clone()).unwrap();
+            if state.is_terminal() {
                 out.push((j["name"].as_str().unwrap().to_string(), state));
                 break;
             }
