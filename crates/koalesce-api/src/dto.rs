@@ -1,13 +1,15 @@
 //! The REST API's answer and request bodies (docs/server-contract.md), defined once: the
 //! server renders them, the client reads them, and the OpenAPI document describes them.
 //!
-//! Times are Unix milliseconds. Readers accept missing fields (`#[serde(default)]`) so that a
+//! The OpenAPI document's schemas are generated from these types (utoipa). Times are Unix
+//! milliseconds. Readers accept missing fields (`#[serde(default)]`) so that a
 //! newer server with more fields, or an older one with fewer, still reads.
 
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 /// One job as `GET /api/v1/jobs` lists it (and `POST /api/v1/jobs/{id}/cancel` answers).
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, ToSchema)]
 #[serde(default)]
 pub struct JobSummary {
     pub id: u64,
@@ -43,7 +45,7 @@ pub fn is_final_state(state: &str) -> bool {
 }
 
 /// The job's timeline (003 §4.1): instants and the derived durations.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, ToSchema)]
 #[serde(default)]
 pub struct Timeline {
     pub submitted: u64,
@@ -64,7 +66,7 @@ pub struct Timeline {
 }
 
 /// One component of a job.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, ToSchema)]
 #[serde(default)]
 pub struct ComponentDetail {
     pub index: u64,
@@ -80,7 +82,7 @@ pub struct ComponentDetail {
 
 /// `GET /api/v1/jobs/{id}`: the summary's fields (with `components` as the component list
 /// instead of its count) plus timeline, tries, failure and outputs.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, ToSchema)]
 #[serde(default)]
 pub struct JobDetail {
     pub id: u64,
@@ -125,7 +127,7 @@ impl JobDetail {
 }
 
 /// A site as `GET /api/v1/sites` lists it.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, ToSchema)]
 #[serde(default)]
 pub struct SiteInfo {
     pub name: String,
@@ -140,7 +142,7 @@ pub struct SiteInfo {
 }
 
 /// A catalogue entry as `GET /api/v1/files` lists it.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, ToSchema)]
 #[serde(default)]
 pub struct FileInfo {
     pub name: String,
@@ -150,22 +152,24 @@ pub struct FileInfo {
 }
 
 /// `POST /api/v1/files`: register the server-side file `path` at `site` as `name`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewFile {
     pub name: String,
+    /// Path of the file on the server's machine.
+    #[schema(value_type = String)]
     pub path: std::path::PathBuf,
     pub site: String,
 }
 
 /// `POST /api/v1/jobs` answer: the new job's id (sent once the job is durable).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Submitted {
     pub id: u64,
 }
 
 /// Every 4xx/5xx answer: a message naming the field and the reason.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ErrorBody {
     pub error: String,
 }
