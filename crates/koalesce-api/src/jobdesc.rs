@@ -152,7 +152,7 @@ impl JobDescription {
             input_files: self.inputs.clone(),
             file_mode: FileMode::Whole,
             runtime_estimate_ms: match &self.runtime_estimate {
-                Some(r) => parse_duration(r).map_err(DescriptionError::Invalid)?,
+                Some(r) => parse_duration(r).map_err(|e| DescriptionError::Invalid(format!("field 'runtime_estimate': {e}")))?,
                 None => DEFAULT_RUNTIME_MS,
             },
             priority: match &self.priority {
@@ -178,8 +178,8 @@ fn one_line(s: &str) -> String {
 }
 
 /// A duration as the job description writes it, in milliseconds (see [`crate::duration`]).
-pub fn parse_duration(s: &str) -> Result<Millis, String> {
-    crate::duration::parse_ms(s).map_err(|e| e.to_string())
+pub fn parse_duration(s: &str) -> Result<Millis, crate::duration::DurationError> {
+    crate::duration::parse_ms(s)
 }
 
 #[cfg(test)]

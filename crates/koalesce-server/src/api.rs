@@ -179,7 +179,7 @@ async fn submit(AxState(s): AxState<S>, req: Request) -> R<Response> {
         }
         other => {
             let msg = match other {
-                Ok(Err(e)) => e,
+                Ok(Err(e)) => e.reason,
                 _ => "database writer stopped".into(),
             };
             // Not durable: withdraw it.

@@ -44,6 +44,17 @@ pub use error::SubmitError;
 pub use job::{Component, FileSourceRecord, Job, SchedulerStats, SiteView, TransferStatus};
 pub use release::transition;
 
+/// A job the scheduler is working on. Internal methods are only called for ids they took from
+/// the scheduler's own tables in the same call (queues, claiming queue, a job's own actions),
+/// and jobs are removed only by [`Scheduler::forget`] once ended, so the id is always there; a
+/// missing one is a bug of the scheduler, not a condition to handle.
+fn known(jobs: &mut BTreeMap<JobId, Job>, id: JobId) -> &mut Job {
+    match jobs.get_mut(&id) {
+        Some(job) => job,
+        None => panic!("scheduler bug: job {id} is not in the scheduler's table"),
+    }
+}
+
 /// The scheduling core.
 #[derive(Debug, Clone)]
 pub struct Scheduler {

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use crate::model::{JobId, Millis, SiteId};
 use crate::state::{ComponentState, FailureReason, IllegalTransition, JobState};
 
-use super::{Action, ComponentOutcome, Job, Scheduler, TransferKey, TransferStatus};
+use super::{known, Action, ComponentOutcome, Job, Scheduler, TransferKey, TransferStatus};
 
 impl Scheduler {
     /// A transfer failed at the destination or source site: a soft error of the destination;
@@ -16,7 +16,7 @@ impl Scheduler {
             return;
         }
         // The failed transfer is over: not one to cancel when the job is released.
-        self.jobs.get_mut(&job).unwrap().transfers.remove(key);
+        known(&mut self.jobs, job).transfers.remove(key);
         self.record_soft_error(now, key.to);
         self.return_to_queue(now, job, Requeue::SoftError);
     }
@@ -97,7 +97,7 @@ impl Scheduler {
         } else {
             JobState::Failed(FailureReason::TooFewTasks { succeeded, needed, tasks })
         };
-        self.jobs.get_mut(&job).unwrap().timeline.finished = Some(now);
+        known(&mut self.jobs, job).timeline.finished = Some(now);
         self.set_state(now, job, to);
     }
 
@@ -106,7 +106,7 @@ impl Scheduler {
     pub(super) fn end_job(&mut self, now: Millis, job: JobId, to: JobState) {
         self.release(job, Release::Ending);
         self.queues.remove(job);
-        self.jobs.get_mut(&job).unwrap().timeline.finished = Some(now);
+        known(&mut self.jobs, job).timeline.finished = Some(now);
         self.set_state(now, job, to);
     }
 
@@ -174,7 +174,7 @@ impl Scheduler {
             Action::Launch { job } => *job != id,
             _ => true,
         });
-        let job = self.jobs.get_mut(&id).unwrap();
+        let job = known(&mut self.jobs, id);
         job.next_claim = None;
         for (i, c) in job.components.iter_mut().enumerate() {
             let Some(site) = c.site else { continue };
@@ -252,7 +252,7 @@ impl Scheduler {
         self.release(id, Release::Requeue);
         let step = self.config.claim_fraction_step;
         let max_errors = self.config.max_error_resubmissions;
-        let job = self.jobs.get_mut(&id).unwrap();
+        let job = known(&mut self.jobs, id);
         match why {
             Requeue::JstReached => {
                 job.claim_fraction = (job.claim_fraction - step).max(0.0);
@@ -280,7 +280,7 @@ impl Scheduler {
     }
 
     pub(super) fn set_state(&mut self, now: Millis, id: JobId, to: JobState) {
-        let job = self.jobs.get_mut(&id).unwrap();
+        let job = known(&mut self.jobs, id);
         let from = job.state;
         if let Err(e) = transition(from, to) {
             panic!("scheduler bug: job {id}: {e}");

@@ -8,7 +8,7 @@ use crate::model::{FileMode, JobId, JobSpec, Millis, Priority, SiteId};
 use crate::placement::{Capacity, ComponentPlacement, FileSource, PlacementContext, PlacementRequest};
 use crate::state::{ComponentState, FailureReason, JobState};
 
-use super::{Action, Component, FileSourceRecord, Scheduler, TransferKey, TransferStatus};
+use super::{known, Action, Component, FileSourceRecord, Scheduler, TransferKey, TransferStatus};
 
 impl Scheduler {
     pub(super) fn arm_scan(&mut self, now: Millis) {
@@ -88,20 +88,20 @@ impl Scheduler {
         // Only a blacklisted site can make a job that passed validation impossible to hold.
         if self.config.blacklist_expiry_ms.is_none() && capacity.has_excluded_sites() && !self.could_ever_fit(id) {
             self.queues.remove(id);
-            let job = self.jobs.get_mut(&id).unwrap();
+            let job = known(&mut self.jobs, id);
             job.placement_tries += 1;
             job.timeline.finished = Some(now);
             self.set_state(now, id, JobState::Failed(FailureReason::Unplaceable));
             return;
         }
         let decision = self.decide_placement(id, capacity);
-        let job = self.jobs.get_mut(&id).unwrap();
+        let job = known(&mut self.jobs, id);
         job.placement_tries += 1;
         job.tries_at_level += 1;
         match decision {
             Some(placements) => self.commit_placement(now, id, placements),
             None => {
-                let job = self.jobs.get_mut(&id).unwrap();
+                let job = known(&mut self.jobs, id);
                 if self.config.max_placement_tries.is_some_and(|max| job.placement_tries >= max) {
                     job.timeline.finished = Some(now);
                     self.queues.remove(id);
@@ -109,7 +109,7 @@ impl Scheduler {
                     return;
                 }
                 if let Some(p) = self.config.anti_starvation_tries {
-                    let job = self.jobs.get_mut(&id).unwrap();
+                    let job = known(&mut self.jobs, id);
                     if job.tries_at_level >= p && matches!(job.priority, Priority::Low | Priority::High) {
                         job.priority = job.priority.promoted();
                         job.tries_at_level = 0;
@@ -275,7 +275,7 @@ impl Scheduler {
     }
 
     fn commit_placement(&mut self, now: Millis, id: JobId, placements: Vec<ComponentPlacement>) {
-        let job = self.jobs.get_mut(&id).unwrap();
+        let job = known(&mut self.jobs, id);
         if job.spec.flexible.is_some() {
             job.components = placements.iter().map(|p| Component::unplaced(p.processors, None)).collect();
         }
@@ -346,7 +346,7 @@ impl Scheduler {
             .map(|(i, c)| Action::Reserve {
                 job: id,
                 component: i as u32,
-                site: c.site.unwrap(),
+                site: c.site.expect("a placed component has a site"),
                 processors: c.processors,
                 start: jst,
                 duration: duration.max(1),

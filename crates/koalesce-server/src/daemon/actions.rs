@@ -172,7 +172,11 @@ fn on_end(shared: &Arc<Shared>, st: &mut State, job: JobId, to: JobState) {
 
 /// Once the final row of an ended job is committed, the store answers for it: the core and
 /// the daemon's data let it go.
-pub fn forget_when_committed(shared: &Arc<Shared>, id: u64, committed: tokio::sync::oneshot::Receiver<Result<(), String>>) {
+pub fn forget_when_committed(
+    shared: &Arc<Shared>,
+    id: u64,
+    committed: tokio::sync::oneshot::Receiver<Result<(), crate::store::WriteFailed>>,
+) {
     let shared = shared.clone();
     tokio::spawn(async move {
         if !matches!(committed.await, Ok(Ok(()))) {

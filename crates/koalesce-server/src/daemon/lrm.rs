@@ -61,7 +61,7 @@ pub struct Launch {
     /// (component, site, submission without its claim id yet)
     components: Vec<(u32, SiteId, ComponentSubmission)>,
     /// Answered once the launch intents are committed.
-    committed: tokio::sync::oneshot::Receiver<Result<(), String>>,
+    committed: tokio::sync::oneshot::Receiver<Result<(), crate::store::WriteFailed>>,
 }
 
 /// The sending end of the LRM worker's queue.

@@ -24,7 +24,22 @@ pub type WriteOp = Box<dyn FnOnce(&Transaction<'_>) -> rusqlite::Result<()> + Se
 
 struct Request {
     op: WriteOp,
-    done: Option<oneshot::Sender<Result<(), String>>>,
+    done: Option<oneshot::Sender<Result<(), WriteFailed>>>,
+}
+
+/// Why one enqueued write did not commit (its own statement failed, or the group's commit).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}")]
+pub struct WriteFailed {
+    pub reason: String,
+}
+
+impl WriteFailed {
+    fn new(reason: impl std::fmt::Display) -> Self {
+        WriteFailed {
+            reason: reason.to_string(),
+        }
+    }
 }
 
 /// Statistics of the writer, for metrics and tests.
@@ -196,11 +211,11 @@ impl Store {
     }
 
     /// Enqueues an op and returns a receiver answered after its group commits.
-    pub fn submit(&self, op: WriteOp) -> oneshot::Receiver<Result<(), String>> {
+    pub fn submit(&self, op: WriteOp) -> oneshot::Receiver<Result<(), WriteFailed>> {
         let (done, rx) = oneshot::channel();
         if let Err(mpsc::SendError(req)) = self.tx.send(Request { op, done: Some(done) }) {
             if let Some(d) = req.done {
-                let _ = d.send(Err("database writer stopped".into()));
+                let _ = d.send(Err(WriteFailed::new("database writer stopped")));
             }
         }
         rx
@@ -215,7 +230,7 @@ impl Store {
     pub async fn write(&self, op: WriteOp) -> Result<(), StoreError> {
         match self.submit(op).await {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(StoreError::Write(e)),
+            Ok(Err(e)) => Err(StoreError::Write(e.reason)),
             Err(_) => Err(StoreError::Stopped),
         }
     }
@@ -225,7 +240,7 @@ impl Store {
         let rx = self.submit(op);
         match rx.blocking_recv() {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(StoreError::Write(e)),
+            Ok(Err(e)) => Err(StoreError::Write(e.reason)),
             Err(_) => Err(StoreError::Stopped),
         }
     }
@@ -259,7 +274,7 @@ fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Request>, stats: Arc<Mut
         }
         let started = Instant::now();
         let n = group.len();
-        let mut results: Vec<Result<(), String>> = Vec::with_capacity(n);
+        let mut results: Vec<Result<(), WriteFailed>> = Vec::with_capacity(n);
         let mut waiters = Vec::with_capacity(n);
         let outcome = (|| -> rusqlite::Result<()> {
             let tx = conn.transaction()?;
@@ -276,7 +291,7 @@ fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Request>, stats: Arc<Mut
                         }
                     }
                 })();
-                results.push(r.map_err(|e| e.to_string()));
+                results.push(r.map_err(WriteFailed::new));
             }
             tx.commit()
         })();
@@ -292,7 +307,7 @@ fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Request>, stats: Arc<Mut
         for (i, done) in waiters.into_iter().enumerate() {
             let r = match &outcome {
                 Ok(()) => results.get(i).cloned().unwrap_or(Ok(())),
-                Err(e) => Err(format!("commit failed: {e}")),
+                Err(e) => Err(WriteFailed::new(format!("commit failed: {e}"))),
             };
             if let Some(d) = done {
                 let _ = d.send(r);
