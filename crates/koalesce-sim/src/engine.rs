@@ -638,8 +638,6 @@ impl Simulation {
                     }
                 }
                 Action::Blacklist { site } => self.blacklisted.push((now, self.sites[site.index()].name.clone())),
-                // Tries are in the scheduler's own record; nothing to persist here.
-                Action::Progress { .. } => {}
                 Action::StateChanged { to, .. } => {
                     if to.is_terminal() {
                         self.finished += 1;

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{JobId, Millis, Priority, SiteId};
+use crate::model::{JobId, Millis, SiteId};
 use crate::state::JobState;
 
 /// One file copy the driver must perform for a job.
@@ -61,15 +61,6 @@ pub enum Action {
         from: JobState,
         to: JobState,
         at: Millis,
-    },
-    /// A queued job was tried and stays queued: its tries (and, after an anti-starvation
-    /// promotion, its priority) changed without a change of state. For drivers that persist
-    /// the queue (they may coalesce these); the simulator ignores them.
-    Progress {
-        job: JobId,
-        placement_tries: u32,
-        claiming_tries: u32,
-        priority: Priority,
     },
 }
 

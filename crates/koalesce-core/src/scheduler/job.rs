@@ -96,6 +96,9 @@ pub struct Job {
     pub transfers: BTreeMap<TransferKey, TransferStatus>,
     /// Whole files already copied to a site for this job (free to reuse after re-placement).
     pub staged: BTreeSet<(String, SiteId)>,
+    /// Tries changed since a driver last took them ([`super::Scheduler::take_progress`]).
+    #[serde(skip)]
+    pub progress_pending: bool,
 }
 
 impl Job {

@@ -72,6 +72,8 @@ pub struct Scheduler {
     reservation_starts: BTreeSet<(Millis, JobId)>,
     next_scan: Option<Millis>,
     actions: VecDeque<Action>,
+    /// Queued jobs whose tries changed without a change of state, for `take_progress`.
+    progress: Vec<JobId>,
     next_job: u64,
     stats: SchedulerStats,
 }
@@ -109,6 +111,7 @@ impl Scheduler {
             reservation_starts: BTreeSet::new(),
             next_scan: None,
             actions: VecDeque::new(),
+            progress: Vec::new(),
             next_job: 1,
             stats: SchedulerStats::default(),
         }
@@ -163,6 +166,22 @@ impl Scheduler {
     #[must_use = "a decision the driver does not carry out is lost"]
     pub fn poll_action(&mut self) -> Option<Action> {
         self.actions.pop_front()
+    }
+
+    /// Jobs still queued whose tries (and, after an anti-starvation promotion, priority)
+    /// changed without a change of state since the last call: (job, placement tries, claiming
+    /// tries, priority). For drivers that persist the queue (the daemon, so a restart keeps
+    /// them); each job is listed once however many tries it had, so a driver that never asks
+    /// (the simulator) holds at most one entry per job.
+    pub fn take_progress(&mut self) -> Vec<(JobId, u32, u32, crate::model::Priority)> {
+        let ids = std::mem::take(&mut self.progress);
+        ids.into_iter()
+            .filter_map(|id| {
+                let job = self.jobs.get_mut(&id)?;
+                job.progress_pending = false;
+                Some((id, job.placement_tries, job.claiming_tries, job.priority))
+            })
+            .collect()
     }
 
     /// Pulls every pending decision.

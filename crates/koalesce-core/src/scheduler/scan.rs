@@ -118,13 +118,13 @@ impl Scheduler {
                         self.queues.push(new, id);
                     }
                 }
-                let job = &self.jobs[&id];
-                self.actions.push_back(Action::Progress {
-                    job: id,
-                    placement_tries: job.placement_tries,
-                    claiming_tries: job.claiming_tries,
-                    priority: job.priority,
-                });
+                // The tries changed without a change of state: noted for drivers that persist
+                // the queue (once per job until they take it).
+                let job = known(&mut self.jobs, id);
+                if !job.progress_pending {
+                    job.progress_pending = true;
+                    self.progress.push(id);
+                }
             }
         }
     }

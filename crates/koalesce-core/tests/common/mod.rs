@@ -387,7 +387,7 @@ impl Harness {
                     self.violations.push(format!("t={now}: {site} blacklisted twice"));
                 }
             }
-            Action::StateChanged { .. } | Action::Progress { .. } => {}
+            Action::StateChanged { .. } => {}
         }
     }
 

@@ -32,14 +32,6 @@ pub fn process_actions(shared: &Arc<Shared>, st: &mut State) {
                     changed.insert(job.0);
                 }
             }
-            Action::Progress {
-                job,
-                placement_tries,
-                claiming_tries,
-                priority,
-            } => {
-                st.progress.insert(job.0, (placement_tries, claiming_tries, priority));
-            }
             Action::Claim {
                 job,
                 component,
@@ -129,6 +121,9 @@ pub fn process_actions(shared: &Arc<Shared>, st: &mut State) {
     }
     if !done_launches.is_empty() {
         shared.store.enqueue(store::launches_done_op(done_launches));
+    }
+    for (job, placement_tries, claiming_tries, priority) in st.core.take_progress() {
+        st.progress.insert(job.0, (placement_tries, claiming_tries, priority));
     }
     for id in changed {
         if let Some(job) = st.core.job(JobId(id)) {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use super::{lrm, process_actions, Shared};
 use crate::{now_ms, store};
 
-/// How often queued jobs' tries (the core's `Progress` actions) are written.
+/// How often queued jobs' tries (from the core's `take_progress`) are written.
 pub const PROGRESS_FLUSH: Duration = Duration::from_secs(2);
 
 /// Writes the tries and priorities the core reported since the last flush (one bulk write).

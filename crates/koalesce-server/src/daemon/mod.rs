@@ -4,7 +4,7 @@
 //! **One source of truth.** Job and component state live in the core. The daemon keeps only
 //! what the core does not know, keyed by job id ([`records::JobMeta`]: user, description,
 //! launch attempt, exit codes, outputs) and its LRM bookkeeping ([`Exec`]: claim and LRM ids).
-//! It persists what the core's actions say (`StateChanged`, `Progress`) and renders the API
+//! It persists what the core says (`StateChanged` actions, `take_progress`) and renders the API
 //! from the core (live jobs) and the store (ended jobs, which the core then forgets).
 //!
 //! **No blocking call under the lock.** All mutable state is in [`State`] behind one mutex,
@@ -92,7 +92,7 @@ pub struct State {
     pub exec: HashMap<(u64, u32), Exec>,
     /// Granted reservations by (job, component).
     pub reservations: HashMap<(u64, u32), String>,
-    /// Tries and priority of queued jobs from the core's `Progress` actions, written in bulk
+    /// Tries and priority of queued jobs from the core's `take_progress`, written in bulk
     /// by the driver.
     pub progress: HashMap<u64, (u32, u32, Priority)>,
     /// Ended jobs by state name (for /metrics; the jobs themselves are in the store).
