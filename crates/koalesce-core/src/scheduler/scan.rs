@@ -95,38 +95,35 @@ impl Scheduler {
             return;
         }
         let decision = self.decide_placement(id, capacity);
+        // One lookup of the job for the whole outcome (a scan tries every queued job).
         let job = known(&mut self.jobs, id);
         job.placement_tries += 1;
         job.tries_at_level += 1;
-        match decision {
-            Some(placements) => self.commit_placement(now, id, placements),
-            None => {
-                let job = known(&mut self.jobs, id);
-                if self.config.max_placement_tries.is_some_and(|max| job.placement_tries >= max) {
-                    job.timeline.finished = Some(now);
+        let Some(placements) = decision else {
+            if self.config.max_placement_tries.is_some_and(|max| job.placement_tries >= max) {
+                job.timeline.finished = Some(now);
+                self.queues.remove(id);
+                self.set_state(now, id, JobState::Failed(FailureReason::PlacementTries));
+                return;
+            }
+            if let Some(p) = self.config.anti_starvation_tries {
+                if job.tries_at_level >= p && matches!(job.priority, Priority::Low | Priority::High) {
+                    job.priority = job.priority.promoted();
+                    job.tries_at_level = 0;
+                    let new = job.priority;
                     self.queues.remove(id);
-                    self.set_state(now, id, JobState::Failed(FailureReason::PlacementTries));
-                    return;
-                }
-                if let Some(p) = self.config.anti_starvation_tries {
-                    let job = known(&mut self.jobs, id);
-                    if job.tries_at_level >= p && matches!(job.priority, Priority::Low | Priority::High) {
-                        job.priority = job.priority.promoted();
-                        job.tries_at_level = 0;
-                        let new = job.priority;
-                        self.queues.remove(id);
-                        self.queues.push(new, id);
-                    }
-                }
-                // The tries changed without a change of state: noted for drivers that persist
-                // the queue (once per job until they take it).
-                let job = known(&mut self.jobs, id);
-                if !job.progress_pending {
-                    job.progress_pending = true;
-                    self.progress.push(id);
+                    self.queues.push(new, id);
                 }
             }
-        }
+            // The tries changed without a change of state: noted for drivers that persist
+            // the queue (once per job until they take it).
+            if !job.progress_pending {
+                job.progress_pending = true;
+                self.progress.push(id);
+            }
+            return;
+        };
+        self.commit_placement(now, id, placements);
     }
 
     /// Whether the sites that are not blacklisted could hold the job if they were empty.
