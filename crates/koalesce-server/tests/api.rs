@@ -360,3 +360,31 @@ fn registering_a_name_again_at_another_site_adds_a_replica_of_the_same_content()
     let (_, list) = srv.request("GET", "/api/v1/files", Some(&tok), b"");
     assert_eq!(json(&list)[0]["replicas"], serde_json::json!(["a", "b"]), "{list}");
 }
+
+/// A site that grants advance reservations gets a reservation for [JST, JST + estimate) right
+/// after placement, and the job runs inside it (were `Reserve` refused, the job would go back
+/// to the queue after every placement and never run there).
+#[test]
+fn a_site_with_reservations_runs_jobs_inside_their_reservations() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tok = token(tmp.path(), "alice", false);
+    let mut opts = koalesce_server::test_options(tmp.path(), &[("res", 4)], supervisor());
+    opts.config.sites[0].reservations = true;
+    let srv = koalesce_server::BackgroundServer::start(opts).unwrap();
+    let (_, sites) = srv.request("GET", "/api/v1/sites", Some(&tok), b"");
+    assert_eq!(json(&sites)[0]["supports_reservations"], true, "{sites}");
+    let ids: Vec<u64> = (0..3)
+        .map(|i| {
+            submit(
+                &srv,
+                &tok,
+                &shell_job(&format!("r{i}"), "echo reserved", 2, "runtime_estimate = \"30s\""),
+            )
+        })
+        .collect();
+    for id in ids {
+        let j = wait_state(&srv, &tok, id, &["succeeded", "failed"], 30);
+        assert_eq!(j["state"], "succeeded", "{j}");
+        assert_eq!(j["components"][0]["site"], "res");
+    }
+}
