@@ -48,6 +48,7 @@ pub use release::transition;
 /// the scheduler's own tables in the same call (queues, claiming queue, a job's own actions),
 /// and jobs are removed only by [`Scheduler::forget`] once ended, so the id is always there; a
 /// missing one is a bug of the scheduler, not a condition to handle.
+#[inline]
 fn known(jobs: &mut BTreeMap<JobId, Job>, id: JobId) -> &mut Job {
     match jobs.get_mut(&id) {
         Some(job) => job,
