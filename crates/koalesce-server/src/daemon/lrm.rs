@@ -107,7 +107,10 @@ pub async fn worker(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<LrmOp>,
                 Some(op) => op,
                 None => return,
             },
-            _ = shutdown.changed() => return,
+            _ = shutdown.changed() => {
+                kill_pending(&shared, &mut rx).await;
+                return;
+            }
         };
         match op {
             LrmOp::Claim {
@@ -180,6 +183,31 @@ pub async fn worker(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<LrmOp>,
             }
         }
     }
+}
+
+/// At shutdown: the kills the core asked for are still carried out (a component of a
+/// cancelled job must not run on, held at its barrier, after the server stopped); everything
+/// else is left to the next server's recovery.
+async fn kill_pending(shared: &Arc<Shared>, rx: &mut mpsc::UnboundedReceiver<LrmOp>) {
+    let mut kills = Vec::new();
+    while let Ok(op) = rx.try_recv() {
+        if let LrmOp::Kill {
+            site, lrm_id: Some(id), ..
+        } = op
+        {
+            kills.push((site, id));
+        }
+    }
+    if kills.is_empty() {
+        return;
+    }
+    let s = shared.clone();
+    let _ = tokio::task::spawn_blocking(move || {
+        for (site, id) in kills {
+            let _ = s.site(site).backend.cancel(&id);
+        }
+    })
+    .await;
 }
 
 async fn claim(shared: &Arc<Shared>, job: u64, component: u32, site: SiteId, processors: u32, reservation: Option<String>) {
