@@ -158,6 +158,7 @@ impl JobDescription {
             priority: self.priority.as_deref().map(|p| p.parse().unwrap()).unwrap_or_default(),
             policy: self.policy.as_deref().map(|p| p.parse().unwrap()),
             min_components: self.min_components,
+            preferences: Default::default(),
         })
     }
 }

@@ -10,7 +10,10 @@
 //! - [`queues`]: the four priority placement queues and their weighted round-robin.
 //! - [`placement`]: WF, CF (with history table H), CM and FCM behind [`PlacementPolicy`].
 //! - [`scheduler`]: placement scans, claiming (ICP, reservations), preemption, soft errors.
+//! - [`broker`]: the broker of 001: TTS/TTD ranking, reservation tables, co-allocation by
+//!   reservations (Algorithms 1 and 2).
 
+pub mod broker;
 pub mod config;
 pub mod model;
 pub mod placement;

@@ -119,6 +119,8 @@ fn policy_name(p: PolicyKind) -> &'static str {
         PolicyKind::Wf => "WF",
         PolicyKind::Cm => "CM",
         PolicyKind::Fcm => "FCM",
+        PolicyKind::Ttd => "TTD",
+        PolicyKind::Tts => "TTS",
     }
 }
 
