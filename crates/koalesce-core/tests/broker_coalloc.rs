@@ -51,7 +51,7 @@ fn worked_example(augmentation: Augmentation) -> (CoallocationRequest, TableServ
 
 #[test]
 fn worked_example_of_001_section_3_2_4() {
-    for aug in [Augmentation::SinglePath, Augmentation::Exhaustive] {
+    for aug in [Augmentation::SinglePath, Augmentation::SinglePathFree, Augmentation::Exhaustive] {
         let (request, mut service) = worked_example(aug);
         let out = coallocate(&request, &mut service);
         use Event::*;
@@ -63,10 +63,26 @@ fn worked_example_of_001_section_3_2_4() {
             // late [...] Path augmentation techniques cannot be used for J3 as [...] neither J1
             // nor J2 has a reservation at R3 or R4."
             Window { t_e: at(0), t_l: at(50) },
-            Created { component: j1, site: r(1), start: at(0) },
-            Created { component: j2, site: r(2), start: at(0) },
-            CreateRefused { component: j3, site: r(3), t_next: Some(at(75)) },
-            CreateRefused { component: j3, site: r(4), t_next: Some(at(70)) },
+            Created {
+                component: j1,
+                site: r(1),
+                start: at(0),
+            },
+            Created {
+                component: j2,
+                site: r(2),
+                start: at(0),
+            },
+            CreateRefused {
+                component: j3,
+                site: r(3),
+                t_next: Some(at(75)),
+            },
+            CreateRefused {
+                component: j3,
+                site: r(4),
+                t_next: Some(at(70)),
+            },
             // "In next iteration, the [t_e, t_l] window is moved and aligned with the earliest
             // possible reservation start for J3. A reservation for J3 is created at R4. The
             // reservation for J2 at R2 is modified to start within the new window. [...] The
@@ -75,11 +91,31 @@ fn worked_example_of_001_section_3_2_4() {
             // [...] neither J2 nor J3 has reserved one of R1 and R3."
             Window { t_e: at(20), t_l: at(70) },
             MoveRefused { component: j1, site: r(1) },
-            CreateRefused { component: j1, site: r(1), t_next: Some(at(75)) },
-            CreateRefused { component: j1, site: r(3), t_next: Some(at(75)) },
-            Moved { component: j2, site: r(2), start: at(20) },
-            CreateRefused { component: j3, site: r(3), t_next: Some(at(75)) },
-            Created { component: j3, site: r(4), start: at(70) },
+            CreateRefused {
+                component: j1,
+                site: r(1),
+                t_next: Some(at(75)),
+            },
+            CreateRefused {
+                component: j1,
+                site: r(3),
+                t_next: Some(at(75)),
+            },
+            Moved {
+                component: j2,
+                site: r(2),
+                start: at(20),
+            },
+            CreateRefused {
+                component: j3,
+                site: r(3),
+                t_next: Some(at(75)),
+            },
+            Created {
+                component: j3,
+                site: r(4),
+                start: at(70),
+            },
             // "In the next iteration, t_l is set to the earliest possible start of J1 [...] The
             // reservation that in the previous iteration was possible for J1 at R1 is created.
             // The reservation for J3 at R4 already starts within [t_e, t_l] and requires no
@@ -89,11 +125,25 @@ fn worked_example_of_001_section_3_2_4() {
             // augmenting path is {J2, R4, J3, R3}. [...] creates a new reservation for J3 at R3,
             // and modifies the existing reservation (at R4) to suit J2."
             Window { t_e: at(25), t_l: at(75) },
-            Created { component: j1, site: r(1), start: at(75) },
+            Created {
+                component: j1,
+                site: r(1),
+                start: at(75),
+            },
             MoveRefused { component: j2, site: r(2) },
-            CreateRefused { component: j2, site: r(2), t_next: Some(at(120)) },
-            CreateRefused { component: j2, site: r(4), t_next: Some(at(110)) },
-            Augmented { path: vec![(j2, r(4)), (j3, r(3))] },
+            CreateRefused {
+                component: j2,
+                site: r(2),
+                t_next: Some(at(120)),
+            },
+            CreateRefused {
+                component: j2,
+                site: r(4),
+                t_next: Some(at(110)),
+            },
+            Augmented {
+                path: vec![(j2, r(4)), (j3, r(3))],
+            },
         ];
         assert_eq!(out.trace, expected, "{aug:?}");
         // "Since each job has a reservation starting within [t_e, t_l] (and inside [T_e, T_l]),
@@ -154,8 +204,8 @@ fn a_component_larger_than_every_site_fails_at_once() {
 }
 
 /// The seed's single BFS path can miss a window another path gives (found by the property
-/// test below when it asked exactness of both readings): C1 can only use site 3, held by C0;
-/// the first free resource on C0's list is site 2, busy now; site 1 would have done.
+/// test below when it asked exactness of every reading): C1 can only use site 3, held by C0;
+/// the first other resource on C0's list is site 2, busy now; site 1 would have done.
 #[test]
 fn a_single_path_can_miss_a_window_that_the_exhaustive_search_finds() {
     let inst = Instance {
@@ -167,13 +217,40 @@ fn a_single_path_can_miss_a_window_that_the_exhaustive_search_finds() {
     };
     let before = inst.service();
     assert_eq!(brute_force_unit(&inst, &before), Some(0));
-    let single = coallocate(&inst.request(Augmentation::SinglePath), &mut before.clone());
-    assert!(!single.succeeded());
-    assert_eq!(single.stats.failed_path_augmentations, 1);
+    for aug in [Augmentation::SinglePath, Augmentation::SinglePathFree] {
+        let single = coallocate(&inst.request(aug), &mut before.clone());
+        assert!(!single.succeeded());
+        assert_eq!(single.stats.failed_path_augmentations, 1);
+    }
     let exhaustive = coallocate(&inst.request(Augmentation::Exhaustive), &mut before.clone());
     let held = exhaustive.reservations.expect("a window exists");
     assert_eq!((held[0].site, held[1].site), (SiteId(1), SiteId(3)));
     assert_eq!(exhaustive.stats.path_augmentations, 1);
+}
+
+/// The mechanism behind 001 Table II: the seed's shortest path may end at a resource another
+/// job of the request holds. C2 can only use site 0, held by C0; the path's first other
+/// resource for C0 is site 1, held by C1, so Algorithm 2's new reservation is refused and the
+/// window moves on by a whole job; ending the path at the free site 2 succeeds at once.
+#[test]
+fn the_seeds_path_may_end_at_a_held_resource() {
+    let inst = Instance {
+        background: vec![vec![], vec![], vec![]],
+        components: vec![(5, 10, vec![0, 1, 2]), (5, 10, vec![1, 2, 0]), (5, 10, vec![0])],
+        t_e: 0,
+        t_l: 0,
+        eps: 0,
+    };
+    let before = inst.service();
+    let literal = coallocate(&inst.request(Augmentation::SinglePath), &mut before.clone());
+    assert!(!literal.succeeded());
+    assert!(literal
+        .trace
+        .iter()
+        .any(|e| matches!(e, Event::AugmentRefused { path, t_next: Some(10) } if path == &vec![(2, SiteId(0)), (0, SiteId(1))])));
+    let free = coallocate(&inst.request(Augmentation::SinglePathFree), &mut before.clone());
+    let held = free.reservations.expect("site 2 is free");
+    assert_eq!(held.iter().map(|h| h.site.0).collect::<Vec<_>>(), vec![2, 1, 0]);
 }
 
 /// A random small instance: sites of 8 processors with background reservations, components.
@@ -227,14 +304,13 @@ fn instance(unit: bool) -> impl Strategy<Value = Instance> {
             prop::sample::subsequence((0..sites as u32).collect::<Vec<_>>(), 1..=sites).prop_shuffle(),
         );
         let comps = prop::collection::vec(comp, jobs);
-        (bg, comps, 0u64..5, 0u64..30, 0u64..dur)
-            .prop_map(move |(background, components, t_e, span, eps)| Instance {
-                background,
-                components,
-                t_e,
-                t_l: t_e + span,
-                eps,
-            })
+        (bg, comps, 0u64..5, 0u64..30, 0u64..dur).prop_map(move |(background, components, t_e, span, eps)| Instance {
+            background,
+            components,
+            t_e,
+            t_l: t_e + span,
+            eps,
+        })
     })
 }
 
@@ -278,13 +354,21 @@ fn check_sound(inst: &Instance, before: &TableService, after: &TableService, hel
         Some(held) => {
             let (t_e, t_l) = window.unwrap();
             assert_eq!(t_l - t_e, inst.eps);
-            assert!(t_e >= inst.t_e && t_e <= inst.t_l, "window {t_e}..{t_l} outside [{}, {}]", inst.t_e, inst.t_l);
+            assert!(
+                t_e >= inst.t_e && t_e <= inst.t_l,
+                "window {t_e}..{t_l} outside [{}, {}]",
+                inst.t_e,
+                inst.t_l
+            );
             assert_eq!(own, inst.components.len());
             for (c, h) in held.iter().enumerate() {
                 assert!((t_e..=t_l).contains(&h.start));
                 assert!(inst.components[c].2.contains(&h.site.0));
                 let r = after.tables[h.site.index()].get(h.id).expect("held reservation exists");
-                assert_eq!((r.start, r.processors, r.end - r.start), (h.start, inst.components[c].0, inst.components[c].1));
+                assert_eq!(
+                    (r.start, r.processors, r.end - r.start),
+                    (h.start, inst.components[c].0, inst.components[c].1)
+                );
             }
         }
     }
@@ -300,7 +384,7 @@ proptest! {
     fn exact_on_one_component_per_site_instances(inst in instance(true)) {
         let before = inst.service();
         let x_min = brute_force_unit(&inst, &before);
-        for aug in [Augmentation::Exhaustive, Augmentation::SinglePath] {
+        for aug in [Augmentation::Exhaustive, Augmentation::SinglePath, Augmentation::SinglePathFree] {
             let mut after = before.clone();
             let out = coallocate(&inst.request(aug), &mut after);
             check_sound(&inst, &before, &after, &out.reservations, out.window);
@@ -320,7 +404,7 @@ proptest! {
     #[test]
     fn sound_on_any_instance(inst in instance(false)) {
         let before = inst.service();
-        for aug in [Augmentation::Exhaustive, Augmentation::SinglePath] {
+        for aug in [Augmentation::Exhaustive, Augmentation::SinglePath, Augmentation::SinglePathFree] {
             let mut after = before.clone();
             let out = coallocate(&inst.request(aug), &mut after);
             check_sound(&inst, &before, &after, &out.reservations, out.window);

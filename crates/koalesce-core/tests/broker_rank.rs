@@ -57,7 +57,10 @@ fn ttd_and_tts_rank_the_same_sites_differently() {
     let ttd = c.submit(0, job(PolicyKind::Ttd, &[4], &["in"], 400)).unwrap();
     assert_eq!(placed_sites(&c, ttd), vec![SiteId(1)]);
     let p = c.job(ttd).unwrap().prediction.unwrap();
-    assert_eq!((p.site, p.stage_in_ms, p.queue_wait_ms, p.execution_ms), (SiteId(1), 100 * S, 0, 200 * S));
+    assert_eq!(
+        (p.site, p.stage_in_ms, p.queue_wait_ms, p.execution_ms),
+        (SiteId(1), 100 * S, 0, 200 * S)
+    );
     assert_eq!((p.tts_ms(), p.ttd_ms(), p.delivery()), (100 * S, 300 * S, 300 * S));
 
     let mut c = core(sites, cat);
@@ -91,7 +94,10 @@ fn benchmarks_predict_execution_and_stage_out_counts_in_ttd() {
     assert_eq!(placed_sites(&c, id), vec![SiteId(1)]);
     let p = c.job(id).unwrap().prediction.unwrap();
     // TTD = 30 (user's stage-in) + 0 + 200 + 50.
-    assert_eq!((p.stage_in_ms, p.execution_ms, p.stage_out_ms, p.ttd_ms()), (30 * S, 200 * S, 50 * S, 280 * S));
+    assert_eq!(
+        (p.stage_in_ms, p.execution_ms, p.stage_out_ms, p.ttd_ms()),
+        (30 * S, 200 * S, 50 * S, 280 * S)
+    );
 }
 
 #[test]
@@ -101,18 +107,27 @@ fn a_busy_site_is_ranked_by_its_queue_estimate_and_waited_for() {
     let mut c = core(sites, ReplicaCatalogue::new());
     c.update_site_idle(SiteId(0), 0);
     // a's queue frees its processors at 1000 s: TTD(a) = 1000 + 100 > TTD(b) = 400.
-    c.update_site_queue_estimate(SiteId(0), QueueEstimate::plan(8, 0, [(0, 1000 * S, 8)], [], koalesce_core::broker::QueueOrder::Fcfs));
+    c.update_site_queue_estimate(
+        SiteId(0),
+        QueueEstimate::plan(8, 0, [(0, 1000 * S, 8)], [], koalesce_core::broker::QueueOrder::Fcfs),
+    );
     let first = c.submit(0, job(PolicyKind::Ttd, &[4], &[], 400)).unwrap();
     assert_eq!(placed_sites(&c, first), vec![SiteId(1)]);
     // Now a frees at 100 s: TTD(a) = 100 + 100 = 200 < TTD(b) = 400 (b is still idle enough).
-    c.update_site_queue_estimate(SiteId(0), QueueEstimate::plan(8, 0, [(0, 100 * S, 8)], [], koalesce_core::broker::QueueOrder::Fcfs));
+    c.update_site_queue_estimate(
+        SiteId(0),
+        QueueEstimate::plan(8, 0, [(0, 100 * S, 8)], [], koalesce_core::broker::QueueOrder::Fcfs),
+    );
     let second = c.submit(0, job(PolicyKind::Ttd, &[4], &[], 400)).unwrap();
     // a does not reserve: the job waits for it in the queue rather than take b.
     assert_eq!(c.job(second).unwrap().state, JobState::Queued);
     assert_eq!(c.broker_stats().waits_for_best_site, 1);
     // a's processors come free; the next scan places the job there.
     c.update_site_idle(SiteId(0), 8);
-    c.update_site_queue_estimate(SiteId(0), QueueEstimate::plan(8, 100 * S, [], [], koalesce_core::broker::QueueOrder::Fcfs));
+    c.update_site_queue_estimate(
+        SiteId(0),
+        QueueEstimate::plan(8, 100 * S, [], [], koalesce_core::broker::QueueOrder::Fcfs),
+    );
     let at = c.poll_timeout().unwrap();
     c.handle_timeout(at.max(100 * S));
     assert_eq!(placed_sites(&c, second), vec![SiteId(0)]);
@@ -125,7 +140,10 @@ fn a_reserving_site_gets_a_reservation_at_the_predicted_start() {
     let sites = vec![site("a", 8, 2.0, true), site("b", 8, 1.0, false)];
     let mut c = core(sites, ReplicaCatalogue::new());
     c.update_site_idle(SiteId(0), 0);
-    c.update_site_queue_estimate(SiteId(0), QueueEstimate::from_profiles(Profile::build(8, 0, [(0, 100 * S, 8)]), Profile::build(8, 0, [(0, 100 * S, 8)])));
+    c.update_site_queue_estimate(
+        SiteId(0),
+        QueueEstimate::from_profiles(Profile::build(8, 0, [(0, 100 * S, 8)]), Profile::build(8, 0, [(0, 100 * S, 8)])),
+    );
     let id = c.submit(0, job(PolicyKind::Ttd, &[4], &[], 400)).unwrap();
     let actions: Vec<Action> = c.drain_actions().collect();
     // The reservation covers the runtime estimate at a's speed (200 s).
@@ -147,7 +165,9 @@ fn a_reserving_site_gets_a_reservation_at_the_predicted_start() {
     assert_eq!(c.poll_timeout(), Some(100 * S));
     c.handle_timeout(100 * S);
     let actions: Vec<Action> = c.drain_actions().collect();
-    assert!(actions.iter().any(|a| matches!(a, Action::Claim { job, reservation: true, .. } if *job == id)));
+    assert!(actions
+        .iter()
+        .any(|a| matches!(a, Action::Claim { job, reservation: true, .. } if *job == id)));
     // The estimate now holds the booking: a second identical job is predicted after it.
     let e = c.queue_estimate(SiteId(0)).unwrap();
     assert_eq!(e.held.used_at(150 * S), 4);
@@ -176,7 +196,10 @@ fn bad_preferences_are_refused_naming_the_field() {
         reference_time_ms: 1,
     }];
     let e = c.submit(0, spec.clone()).unwrap_err();
-    assert!(matches!(&e, SubmitError::InvalidPreferences { reason, .. } if reason.contains("benchmarks[0].reference_score")), "{e}");
+    assert!(
+        matches!(&e, SubmitError::InvalidPreferences { reason, .. } if reason.contains("benchmarks[0].reference_score")),
+        "{e}"
+    );
     spec.preferences = JobPreferences {
         earliest_start_ms: Some(10),
         latest_start_ms: Some(5),
@@ -242,7 +265,10 @@ fn co_allocation_by_reservations_books_one_window() {
     }
     assert_eq!(c.poll_timeout(), Some(hi));
     c.handle_timeout(hi);
-    let claims = c.drain_actions().filter(|a| matches!(a, Action::Claim { reservation: true, .. })).count();
+    let claims = c
+        .drain_actions()
+        .filter(|a| matches!(a, Action::Claim { reservation: true, .. }))
+        .count();
     assert_eq!(claims, 3);
     let stats = c.broker_stats();
     assert_eq!((stats.coallocations, stats.coallocations_succeeded), (1, 1));

@@ -41,7 +41,12 @@ fn op() -> impl Strategy<Value = Op> {
 
 /// Processors used at `t` by the other commitments and the table's reservations.
 fn used(t: Millis, table: &ReservationTable, others: &Profile) -> u64 {
-    others.used_at(t) + table.iter().filter(|r| r.start <= t && t < r.end).map(|r| r.processors as u64).sum::<u64>()
+    others.used_at(t)
+        + table
+            .iter()
+            .filter(|r| r.start <= t && t < r.end)
+            .map(|r| r.processors as u64)
+            .sum::<u64>()
 }
 
 /// The earliest `s ≥ lo` where `req` fits next to everything (moving nothing), by brute force.
@@ -52,7 +57,14 @@ fn brute_earliest(lo: Millis, req: &ReservationRequest, table: &ReservationTable
     (lo..=HORIZON).find(|&s| (s..s + req.duration_ms).all(|t| used(t, table, others) + req.processors as u64 <= CAP as u64))
 }
 
-fn check_reply(now: Millis, req: &ReservationRequest, before: &ReservationTable, after: &mut ReservationTable, others: &Profile, reply: ReservationReply) {
+fn check_reply(
+    now: Millis,
+    req: &ReservationRequest,
+    before: &ReservationTable,
+    after: &mut ReservationTable,
+    others: &Profile,
+    reply: ReservationReply,
+) {
     let lo = req.earliest_start.max(now);
     let plain = brute_earliest(lo, req, before, others);
     let moved = after.take_relocations();
@@ -60,11 +72,18 @@ fn check_reply(now: Millis, req: &ReservationRequest, before: &ReservationTable,
     match reply {
         ReservationReply::Granted { id, start } => {
             assert!(valid);
-            assert!(start >= lo && start <= req.latest_start, "granted at {start} outside [{lo}, {}]", req.latest_start);
+            assert!(
+                start >= lo && start <= req.latest_start,
+                "granted at {start} outside [{lo}, {}]",
+                req.latest_start
+            );
             if moved.is_empty() {
                 assert_eq!(Some(start), plain, "a grant without moves is the earliest plain fit");
             } else {
-                assert!(plain.is_none_or(|p| p > req.latest_start), "moved flexible reservations though the request fit");
+                assert!(
+                    plain.is_none_or(|p| p > req.latest_start),
+                    "moved flexible reservations though the request fit"
+                );
                 for m in &moved {
                     assert!(before.get(m.id).is_some_and(|r| r.flexible && r.start == m.from && r.start > now));
                 }
@@ -88,7 +107,11 @@ fn check_invariants(now: Millis, table: &ReservationTable, others: &Profile) {
     for t in now..HORIZON + 20 {
         assert!(used(t, table, others) <= CAP as u64, "over-reserved at {t}");
         let from_profile = table.reserved().used_at(t);
-        let from_list: u64 = table.iter().filter(|r| r.start <= t && t < r.end).map(|r| r.processors as u64).sum();
+        let from_list: u64 = table
+            .iter()
+            .filter(|r| r.start <= t && t < r.end)
+            .map(|r| r.processors as u64)
+            .sum();
         assert_eq!(from_profile, from_list, "profile out of sync at {t}");
     }
     for r in table.iter() {

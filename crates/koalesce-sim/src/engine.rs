@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use koalesce_core::model::{JobId, Millis, NetworkForecast, ReplicaCatalogue, Site, SiteId};
+use koalesce_core::model::{CoallocationMode, JobId, Millis, NetworkForecast, ReplicaCatalogue, Site, SiteId};
 use koalesce_core::scheduler::{Action, ComponentOutcome, Scheduler, TransferKey};
 use koalesce_core::state::JobState;
 use thiserror::Error;
@@ -84,6 +84,10 @@ pub struct JobRecord {
     pub jst_returns: u32,
     /// Final JST minus the first JST estimated (003 §4.2.2 start delay).
     pub start_delay_ms: Option<Millis>,
+    /// The broker's predicted start and delivery (TTS / TTD from the placement), if it ranked
+    /// or co-allocated the job.
+    pub predicted_start: Option<Millis>,
+    pub predicted_delivery: Option<Millis>,
 }
 
 impl JobRecord {
@@ -164,6 +168,9 @@ pub struct Simulation {
     latency: Vec<Vec<Millis>>,
     check_invariants: bool,
     violations: Vec<String>,
+    /// Some job is ranked by TTD/TTS or co-allocated by reservations: the core gets every
+    /// site's queue estimate before it decides.
+    broker: bool,
 }
 
 const GB_BITS: f64 = 8e9;
@@ -223,6 +230,12 @@ impl Simulation {
         let mut catalogue = ReplicaCatalogue::new();
         let mut workload_rng = rng.fork();
         let arrivals = workload::build(scenario, &mut workload_rng, &mut catalogue)?;
+        let cfg = &scenario.scheduler;
+        let broker = cfg.default_policy.is_broker()
+            || cfg.broker.coallocation == CoallocationMode::Reservations
+            || arrivals.iter().any(|a| {
+                a.spec.policy.is_some_and(|p| p.is_broker()) || a.spec.preferences.coallocation == Some(CoallocationMode::Reservations)
+            });
         let scheduler = Scheduler::new(scenario.scheduler.clone(), sites.clone(), forecast, catalogue);
         let lrms = scenario
             .sites
@@ -335,6 +348,7 @@ impl Simulation {
             latency,
             check_invariants: false,
             violations: Vec::new(),
+            broker,
         })
     }
 
@@ -516,6 +530,7 @@ impl Simulation {
         if self.arrivals.get(self.next_arrival).is_some_and(|a| a.submit_ms <= now) {
             self.refresh_idle();
             self.refresh_forecast();
+            self.refresh_queue_estimates();
         }
         while let Some(a) = self.arrivals.get(self.next_arrival) {
             if a.submit_ms > now {
@@ -534,6 +549,7 @@ impl Simulation {
         // (5) Timers: placement scans, claiming tries, reservation starts.
         if self.scheduler.poll_timeout().is_some_and(|t| t <= now) {
             self.refresh_forecast();
+            self.refresh_queue_estimates();
             self.scheduler.handle_timeout(now);
         }
         // (6) Decisions.
@@ -543,6 +559,18 @@ impl Simulation {
     fn refresh_idle(&mut self) {
         for (s, l) in self.lrms.iter().enumerate() {
             self.scheduler.update_site_idle(SiteId(s as u32), l.claimable());
+        }
+    }
+
+    /// Every site's queue-wait estimate, from simulating its LRM's queue (only when the broker
+    /// is in use: it costs a plan of every local queue).
+    fn refresh_queue_estimates(&mut self) {
+        if !self.broker {
+            return;
+        }
+        for (s, l) in self.lrms.iter().enumerate() {
+            let estimate = crate::broker::queue_estimate(l, self.now);
+            self.scheduler.update_site_queue_estimate(SiteId(s as u32), estimate);
         }
     }
 
@@ -715,6 +743,8 @@ impl Simulation {
                         (Some(last), Some(first), Some(_)) => Some(last.saturating_sub(first)),
                         _ => None,
                     },
+                    predicted_start: j.prediction.map(|p| p.start()),
+                    predicted_delivery: j.prediction.map(|p| p.delivery()),
                 }
             })
             .collect();

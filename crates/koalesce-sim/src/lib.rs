@@ -1,5 +1,6 @@
 pub mod background;
 pub mod bench;
+pub mod broker;
 pub mod engine;
 pub mod experiments;
 pub mod lrm;

@@ -26,6 +26,39 @@ pub enum ExperimentWhich {
     /// Writes DIR/koala.md (every table: configuration results, per-shape results, seed vs
     /// koalesce), DIR/runs.csv (one line per run) and the SVG plots.
     Koala(KoalaArgs),
+    /// The broker of 001: Tables I and II (co-allocation by reservations, Algorithms 1 and 2,
+    /// 001 §5.2.2) side by side with the seed, their sensitivity to the setup details the seed
+    /// leaves open, and co-allocation by reservations against KOALA's claiming on W30/W50.
+    ///
+    /// Writes DIR/broker.md (every table, seed vs koalesce with verdicts), DIR/runs.csv and the
+    /// SVG plots. Runs in parallel over seeds; the output is the same for any number of threads.
+    Broker(BrokerArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BrokerArgs {
+    /// Output directory.
+    #[arg(long)]
+    out: PathBuf,
+    /// Seeds (1, 2, …, N): each runs every table configuration `--runs` times and every
+    /// comparison configuration once.
+    #[arg(long, default_value_t = 10)]
+    seeds: usize,
+    /// Co-allocation requests per seed and table configuration (the seed ran 1000).
+    #[arg(long, default_value_t = 1000)]
+    runs: usize,
+    /// 200 requests per seed and a quarter of the W30/W50 jobs (a fast, noisier run).
+    #[arg(long)]
+    quick: bool,
+    /// Only these parts (comma-separated): tables, compare. Default: both.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Worker threads (default: one per core).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// No progress bar.
+    #[arg(long, short)]
+    quiet: bool,
 }
 
 #[derive(Debug, Args)]
@@ -53,6 +86,9 @@ impl ExperimentCommand {
         match self {
             ExperimentCommand::Experiment {
                 which: ExperimentWhich::Koala(a),
+            } => a.run(),
+            ExperimentCommand::Experiment {
+                which: ExperimentWhich::Broker(a),
             } => a.run(),
         }
     }
@@ -112,6 +148,75 @@ impl KoalaArgs {
             count(Verdict::No)
         );
         println!("wrote {} files; tables in {}", files.len(), self.out.join("koala.md").display());
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+impl BrokerArgs {
+    fn run(self) -> anyhow::Result<ExitCode> {
+        use koalesce_sim::experiments::broker::{self, report};
+        if self.seeds < 2 {
+            anyhow::bail!("--seeds: at least 2 are needed for an interval (got {})", self.seeds);
+        }
+        if self.runs == 0 {
+            anyhow::bail!("--runs: at least one request per seed");
+        }
+        let mut opts = if self.quick {
+            broker::Options::quick(self.seeds)
+        } else {
+            broker::Options::full(self.seeds)
+        };
+        if !self.quick {
+            opts.runs = self.runs;
+        }
+        if !self.only.is_empty() {
+            opts.tables = false;
+            opts.compare = false;
+            for part in &self.only {
+                match part.trim() {
+                    "tables" => opts.tables = true,
+                    "compare" => opts.compare = true,
+                    other => anyhow::bail!("--only: unknown part '{other}' (expected tables or compare)"),
+                }
+            }
+        }
+        let bar = if self.quiet {
+            ProgressBar::hidden()
+        } else {
+            ProgressBar::new(opts.work() as u64)
+        };
+        bar.set_style(
+            ProgressStyle::with_template("runs [{bar:40}] {pos}/{len} {elapsed_precise}")
+                .expect("valid template")
+                .progress_chars("=> "),
+        );
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(self.threads.unwrap_or(0))
+            .build()
+            .context("starting the worker threads")?;
+        let outcome = pool.install(|| broker::run(&opts, &|done, _| bar.set_position(done as u64)));
+        bar.finish_and_clear();
+        let files = report::write(&outcome, &self.out).with_context(|| format!("writing results to {}", self.out.display()))?;
+        let checks = report::checks(&outcome);
+        let count = |v: report::Verdict| checks.iter().filter(|c| c.verdict == v).count();
+        for t in &outcome.tables {
+            let m = report::summarize(t);
+            println!(
+                "{:<55} success {:>5.1}% [{:.1}, {:.1}]{}",
+                t.setup.label,
+                m.success_pct,
+                m.wilson.0,
+                m.wilson.1,
+                m.feasible_pct.map_or(String::new(), |f| format!("  window exists {f:.1}%"))
+            );
+        }
+        println!(
+            "seed comparisons: {} yes, {} partly, {} no",
+            count(report::Verdict::Yes),
+            count(report::Verdict::Partly),
+            count(report::Verdict::No)
+        );
+        println!("wrote {} files; tables in {}", files.len(), self.out.join("broker.md").display());
         Ok(ExitCode::SUCCESS)
     }
 }

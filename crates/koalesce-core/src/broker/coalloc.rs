@@ -16,12 +16,17 @@
 //! window moves to end at the earliest `T_next` seen (Step 20); past `T_l` the algorithm fails
 //! (Step 22), and it also fails when no refusal named a `T_next` (no window will ever do).
 //!
-//! Two readings of Steps 15–16 ([`Augmentation`]):
-//! - [`Augmentation::SinglePath`] is the seed's text: the BFS finds *one* path, ending at the
-//!   first resource (in BFS order) that no job of the request holds, and Algorithm 2 tries it
-//!   once. The site may refuse that end reservation (001 §5.2.2.2: "a background load job
-//!   prevents the new reservation"), and the window then moves on, possibly past a window in
-//!   which another path would have worked.
+//! Three readings of Steps 15–16 ([`Augmentation`]):
+//! - [`Augmentation::SinglePath`] is the seed's text: the BFS finds *one* path, "of alternating
+//!   unmatched and matched edges, starting and ending in an unmatched edge" (001 §3.2.3), i.e.
+//!   ending at the first resource (in BFS order) the path's last job can use other than its own —
+//!   which may hold another job's reservation, since "some resources can [...] hold reservations
+//!   for multiple jobs concurrently" (001 §3.2.1) — and Algorithm 2 tries it once. The site may
+//!   refuse that end reservation (001 §5.2.2.2: "a background load job prevents the new
+//!   reservation"), and the window then moves to the `T_next` of the refusal, possibly past a
+//!   window in which another path would have worked.
+//! - [`Augmentation::SinglePathFree`]: the same, but the path ends at the first resource no job
+//!   of the request holds.
 //! - [`Augmentation::Exhaustive`] (the default) lets the BFS ask the site for each path's end
 //!   reservation as it reaches it and go on searching when refused (a refusal already seen for
 //!   the same request at an unchanged site is not asked again). With components that each need
@@ -63,8 +68,10 @@ pub trait ReservationService {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum Augmentation {
-    /// One BFS path per job, to the first resource no job holds; tried once (the seed's text).
+    /// One BFS path per job, to the first unmatched edge; tried once (the seed's text).
     SinglePath,
+    /// One BFS path per job, to the first resource no job of the request holds; tried once.
+    SinglePathFree,
     /// The BFS tries path ends as it reaches them and searches on when refused.
     #[default]
     Exhaustive,
@@ -410,12 +417,13 @@ impl<S: ReservationService + ?Sized> Run<'_, S> {
                         continue;
                     }
                     let free = self.held.iter().all(|h| !h.is_some_and(|h| h.site == r && self.in_window(&h)));
-                    if self.req.augmentation == Augmentation::SinglePath {
-                        if !free {
-                            continue;
-                        }
+                    match self.req.augmentation {
+                        Augmentation::SinglePathFree if !free => continue,
                         // The first path found is the one Algorithm 2 tries.
-                        return self.update_path(&parent, k, r).map_err(|t| t.or(t_best));
+                        Augmentation::SinglePath | Augmentation::SinglePathFree => {
+                            return self.update_path(&parent, k, r).map_err(|t| t.or(t_best));
+                        }
+                        Augmentation::Exhaustive => {}
                     }
                     let req = self.request(k);
                     if let Some(t) = self.known_refusal(r, &req) {

@@ -5,10 +5,13 @@
 //!   the unreliable testbed; co-allocated versus single-component workloads.
 //! - [`das2`]: the DAS-2 testbed and KOALA's parameters as scenarios.
 //! - [`measure`]: what a run measures, and means with 95% confidence intervals over seeds.
+//! - [`broker`]: the broker's co-allocation tests (001 §5.2.2, Tables I and II) and co-allocation
+//!   by reservations against KOALA's claiming.
 //!
 //! An experiment is a list of [`Config`]s (one scenario each), every one run under the same
 //! seeds; [`run_configs`] does that and keeps what the reports need.
 
+pub mod broker;
 pub mod das2;
 pub mod koala;
 pub mod measure;
