@@ -35,7 +35,9 @@
 //!   inside `[T_e, T_l + ε]`, and the window it finds ends no later than `ε` after the earliest
 //!   such window starts (property-tested against brute force in
 //!   `tests/broker_coalloc.rs`). The refusals it sees are the ones Step 18 asks for, so `T_next`
-//!   never passes over a feasible window.
+//!   never passes over a feasible window. (With per-resource earliest starts,
+//!   [`ComponentRequest::not_before`], the algorithm stays sound but not exact: a job taking over
+//!   a reservation may not be allowed to start that early.)
 //!
 //! Modifications are release + create (001 §3.3.2); the service decides whether that is atomic.
 //! Components are taken largest first (001 §3.3.4: "in decreasing order of the size of the
@@ -84,6 +86,23 @@ pub struct ComponentRequest {
     pub duration_ms: Millis,
     /// The resources `R_i` that can run it, best ranked first.
     pub sites: Vec<SiteId>,
+    /// Per resource (same order as `sites`), the earliest start there, e.g. when its input can
+    /// have arrived (001 §3.1: the stage-in estimate coordinates "the start of the execution
+    /// with the arrival of the executable and the input files"). Empty: no such bound. A
+    /// resource whose bound is past the window is not asked; its bound counts as its `T_next`.
+    #[serde(default)]
+    pub not_before: Vec<Millis>,
+}
+
+impl ComponentRequest {
+    pub fn new(processors: u32, duration_ms: Millis, sites: Vec<SiteId>) -> Self {
+        ComponentRequest {
+            processors,
+            duration_ms,
+            sites,
+            not_before: Vec::new(),
+        }
+    }
 }
 
 /// The input of Algorithm 1.
@@ -232,9 +251,9 @@ struct Run<'a, S: ReservationService + ?Sized> {
     stats: CoallocationStats,
     trace: Vec<Event>,
     window: (Millis, Millis),
-    /// Exhaustive BFS: (site, processors, duration) → (site version, T_next) of a refusal in
-    /// the current window.
-    refused: BTreeMap<(SiteId, u32, Millis), (u64, Option<Millis>)>,
+    /// (site, processors, duration, earliest) → (site version, T_next) of a refusal in the
+    /// current window (the exhaustive search does not ask the same again).
+    refused: BTreeMap<(SiteId, u32, Millis, Millis), (u64, Option<Millis>)>,
     /// Changes made at each site by this run.
     version: BTreeMap<SiteId, u64>,
 }
@@ -244,29 +263,75 @@ impl<S: ReservationService + ?Sized> Run<'_, S> {
         (self.window.0..=self.window.1).contains(&h.start)
     }
 
-    fn request(&self, i: usize) -> ReservationRequest {
+    /// Component `i`'s request at `site` for the current window, or at exactly `start` if given
+    /// (Algorithm 2 keeps a reservation's start, unless the component may not start there that
+    /// early: then the rest of the window, 001 §3.2.3's "individual job start time offsets");
+    /// `Err(bound)` when the site's earliest start for it is past the window.
+    fn request(&self, i: usize, site: SiteId, start: Option<Millis>) -> Result<ReservationRequest, Millis> {
         let c = &self.req.components[i];
-        ReservationRequest::window(c.processors, c.duration_ms, self.window.0, self.window.1)
+        let bound = c
+            .sites
+            .iter()
+            .position(|&s| s == site)
+            .and_then(|k| c.not_before.get(k).copied())
+            .unwrap_or(0);
+        if bound > self.window.1 {
+            return Err(bound);
+        }
+        Ok(match start {
+            Some(s) if s >= bound => ReservationRequest::at(c.processors, s, c.duration_ms),
+            _ => ReservationRequest::window(c.processors, c.duration_ms, self.window.0.max(bound), self.window.1),
+        })
     }
 
     fn touch(&mut self, site: SiteId) {
         *self.version.entry(site).or_insert(0) += 1;
     }
 
-    fn create(&mut self, site: SiteId, req: &ReservationRequest) -> ReservationReply {
+    /// Asks `site` to create a reservation for component `i` in the window. A bound past the
+    /// window answers without asking; `reuse`: a refusal of the same request at the unchanged
+    /// site in this window answers without asking again. `None` when nothing was asked.
+    fn create(&mut self, i: usize, site: SiteId, reuse: bool) -> (ReservationReply, bool) {
+        let req = match self.request(i, site, None) {
+            Ok(req) => req,
+            Err(bound) => return (ReservationReply::RejectedNext { t_next: bound }, false),
+        };
+        let key = (site, req.processors, req.duration_ms, req.earliest_start);
+        let version = self.version.get(&site).copied().unwrap_or(0);
+        if reuse {
+            if let Some(&(seen, t)) = self.refused.get(&key) {
+                if seen == version {
+                    return (
+                        t.map_or(ReservationReply::Rejected, |t_next| ReservationReply::RejectedNext { t_next }),
+                        false,
+                    );
+                }
+            }
+        }
         self.stats.requests += 1;
-        let reply = self.service.create(site, req);
+        let reply = self.service.create(site, &req);
         if reply.is_granted() {
             self.touch(site);
+        } else {
+            self.refused.insert(key, (version, reply.t_next()));
         }
-        reply
+        (reply, true)
     }
 
-    fn modify(&mut self, site: SiteId, id: ReservationId, req: &ReservationRequest) -> ReservationReply {
-        self.stats.requests += 1;
-        let reply = self.service.modify(site, id, req);
-        self.touch(site);
-        reply
+    /// Release + create at the same site, for component `i` (in the window, or at `start`).
+    fn modify(&mut self, i: usize, held: Held, start: Option<Millis>) -> ReservationReply {
+        self.touch(held.site);
+        match self.request(i, held.site, start) {
+            Ok(req) => {
+                self.stats.requests += 1;
+                self.service.modify(held.site, held.id, &req)
+            }
+            Err(bound) => {
+                self.stats.requests += 1;
+                self.service.release(held.site, held.id);
+                ReservationReply::RejectedNext { t_next: bound }
+            }
+        }
     }
 
     /// Algorithm 1; returns the window of a success.
@@ -299,8 +364,7 @@ impl<S: ReservationService + ?Sized> Run<'_, S> {
                 }
                 // Steps 6–7: move the reservation held before the window.
                 if let Some(h) = self.held[i] {
-                    let req = self.request(i);
-                    match self.modify(h.site, h.id, &req) {
+                    match self.modify(i, h, None) {
                         ReservationReply::Granted { id, start } => {
                             self.stats.modified_ars += 1;
                             self.held[i] = Some(Held { site: h.site, id, start });
@@ -322,10 +386,10 @@ impl<S: ReservationService + ?Sized> Run<'_, S> {
                     }
                 }
                 // Step 9: create at the resources in rank order.
-                let req = self.request(i);
                 for k in 0..self.req.components[i].sites.len() {
                     let site = self.req.components[i].sites[k];
-                    match self.create(site, &req) {
+                    let (reply, asked) = self.create(i, site, false);
+                    match reply {
                         ReservationReply::Granted { id, start } => {
                             self.stats.new_ars += 1;
                             self.held[i] = Some(Held { site, id, start });
@@ -333,15 +397,16 @@ impl<S: ReservationService + ?Sized> Run<'_, S> {
                             break;
                         }
                         reply => {
-                            self.stats.failed_new_ars += 1;
-                            self.remember_refusal(site, &req, reply.t_next());
                             // Step 12.
                             note(reply.t_next(), &mut t_best);
-                            self.trace.push(Event::CreateRefused {
-                                component: i,
-                                site,
-                                t_next: reply.t_next(),
-                            });
+                            if asked {
+                                self.stats.failed_new_ars += 1;
+                                self.trace.push(Event::CreateRefused {
+                                    component: i,
+                                    site,
+                                    t_next: reply.t_next(),
+                                });
+                            }
                         }
                     }
                 }
@@ -368,20 +433,6 @@ impl<S: ReservationService + ?Sized> Run<'_, S> {
             if self.window.0 > self.req.latest_start {
                 return None;
             }
-        }
-    }
-
-    fn remember_refusal(&mut self, site: SiteId, req: &ReservationRequest, t_next: Option<Millis>) {
-        let v = self.version.get(&site).copied().unwrap_or(0);
-        self.refused.insert((site, req.processors, req.duration_ms), (v, t_next));
-    }
-
-    /// A refusal of the same request at an unchanged site seen in this window.
-    fn known_refusal(&self, site: SiteId, req: &ReservationRequest) -> Option<Option<Millis>> {
-        let v = self.version.get(&site).copied().unwrap_or(0);
-        match self.refused.get(&(site, req.processors, req.duration_ms)) {
-            Some(&(seen, t)) if seen == v => Some(t),
-            _ => None,
         }
     }
 
@@ -425,11 +476,6 @@ impl<S: ReservationService + ?Sized> Run<'_, S> {
                         }
                         Augmentation::Exhaustive => {}
                     }
-                    let req = self.request(k);
-                    if let Some(t) = self.known_refusal(r, &req) {
-                        t_best = min_opt(t_best, t);
-                        continue;
-                    }
                     match self.update_path(&parent, k, r) {
                         Ok(()) => return Ok(()),
                         Err(t) => {
@@ -468,16 +514,18 @@ impl<S: ReservationService + ?Sized> Run<'_, S> {
             k = prev;
         }
         path.reverse();
-        // Step 1: a new reservation for the last job at the end resource.
-        let req = self.request(last);
-        let reply = self.create(end, &req);
+        // Step 1: a new reservation for the last job at the end resource (the exhaustive search
+        // does not ask again what the unchanged site refused in this window).
+        let reuse = self.req.augmentation == Augmentation::Exhaustive;
+        let (reply, asked) = self.create(last, end, reuse);
         let ReservationReply::Granted { id, start } = reply else {
-            self.remember_refusal(end, &req, reply.t_next());
-            self.stats.failed_path_augmentations += 1;
-            self.trace.push(Event::AugmentRefused {
-                path,
-                t_next: reply.t_next(),
-            });
+            if asked {
+                self.stats.failed_path_augmentations += 1;
+                self.trace.push(Event::AugmentRefused {
+                    path,
+                    t_next: reply.t_next(),
+                });
+            }
             return Err(reply.t_next());
         };
         let mut freed = self.held[last].replace(Held { site: end, id, start });
@@ -486,9 +534,7 @@ impl<S: ReservationService + ?Sized> Run<'_, S> {
             let (job, site) = path[idx];
             let old = freed.expect("every inner job of a path holds a reservation");
             debug_assert_eq!(old.site, site);
-            let c = &self.req.components[job];
-            let req = ReservationRequest::at(c.processors, old.start, c.duration_ms);
-            match self.modify(site, old.id, &req) {
+            match self.modify(job, old, Some(old.start)) {
                 ReservationReply::Granted { id, start } => {
                     freed = self.held[job].replace(Held { site, id, start });
                 }

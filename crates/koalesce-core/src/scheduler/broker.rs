@@ -23,13 +23,15 @@
 //! **Co-allocation by reservations.** The components' candidate sites are the usable sites with
 //! advance reservations that are large enough (a fixed component: its site), ranked by predicted
 //! TTD (TTS with `policy = "tts"`). The start window is `[T_e, T_l]` with `T_e` = the later of
-//! the job's earliest start and now + the largest stage-in at the components' best sites, and
-//! `T_l` = the job's latest start, or now + `broker.window_ms`. Every reservation lasts the
+//! the job's earliest start and now, and `T_l` = the job's latest start, or now +
+//! `broker.window_ms`; at each site a component starts no earlier than its stage-in there
+//! allows (Algorithm 1's per-resource bound, [`ComponentRequest::not_before`]). Algorithm 1 asks for the
 //! component's longest predicted execution over its candidates plus `ε`, so a component claimed
-//! at the end of the window still has its whole run. Algorithm 1 runs against the scheduler's
-//! model of the sites (their queue estimates, as [`TableService`]); its reservations become
-//! `Reserve` actions at their starts, the job's JST is the latest of them, and the components
-//! are claimed inside their reservations then. A site that refuses (the model was stale) sends
+//! at the end of the window still has its whole run, and runs against the scheduler's model of
+//! the sites (their queue estimates, as [`TableService`]). The job's JST is the latest start of
+//! its reservations; each becomes a `Reserve` action from its start to the end of the
+//! component's run from the JST (at most the run plus ε), and the components are claimed inside
+//! their reservations at the JST. A site that refuses (the model was stale) sends
 //! the job back to the queue. When no window exists the job stays queued for the next scan;
 //! once its latest start has passed it fails as unplaceable, as does a job one of whose
 //! components no site with reservations can hold.
@@ -308,16 +310,15 @@ impl Scheduler {
         if ranked.iter().any(|r| r.is_empty()) {
             return None;
         }
-        let stage_in = ranked.iter().map(|r| r[0].prediction.stage_in_ms).max().unwrap_or(0);
-        let t_e = now
-            .saturating_add(stage_in)
-            .max(submitted.saturating_add(prefs.earliest_start_ms.unwrap_or(0)));
+        let t_e = now.max(submitted.saturating_add(prefs.earliest_start_ms.unwrap_or(0)));
         let t_l = latest_user.unwrap_or(now.saturating_add(self.config.broker.window_ms));
         let components: Vec<ComponentRequest> = (0..n)
             .map(|i| ComponentRequest {
                 processors: self.jobs[&id].components[i].processors,
                 duration_ms: ranked[i].iter().map(|c| c.prediction.execution_ms).max().unwrap_or(0).max(1) + eps,
                 sites: ranked[i].iter().map(|c| c.prediction.site).collect(),
+                // Not before the component's input can be there.
+                not_before: ranked[i].iter().map(|c| now + c.prediction.stage_in_ms).collect(),
             })
             .collect();
         let request = CoallocationRequest {
@@ -354,8 +355,10 @@ impl Scheduler {
                 .iter()
                 .find(|c| c.prediction.site == h.site)
                 .expect("a reservation is at a candidate site");
-            let duration = request.components[i].duration_ms;
-            reserve[i] = Some((h.start, duration));
+            // Algorithm 1 reserved the run plus ε; the component starts at the job's start, so
+            // its reservation is cut to end with its run.
+            let run = request.components[i].duration_ms - eps;
+            reserve[i] = Some((h.start, start - h.start + run));
             placements.push(c.placement.clone());
             let mut p = c.prediction;
             p.queue_wait_ms = start.saturating_sub(now + p.stage_in_ms);
@@ -365,9 +368,9 @@ impl Scheduler {
             }
         }
         for (i, h) in held.iter().enumerate() {
-            let d = request.components[i].duration_ms;
+            let (start, duration) = reserve[i].expect("every component is reserved");
             let procs = self.jobs[&id].components[i].processors;
-            self.book(h.site, h.start, h.start + d, procs);
+            self.book(h.site, start, start + duration, procs);
         }
         self.broker.plans.insert(id, Plan { reserve, start });
         self.jobs.get_mut(&id).unwrap().prediction = prediction;

@@ -146,11 +146,7 @@ pub fn run_one(setup: &TableSetup, rng: &mut Rng) -> TableRun {
     let request = CoallocationRequest {
         components: lists
             .iter()
-            .map(|sites| ComponentRequest {
-                processors: setup.job_nodes,
-                duration_ms: JOB,
-                sites: sites.clone(),
-            })
+            .map(|sites| ComponentRequest::new(setup.job_nodes, JOB, sites.clone()))
             .collect(),
         earliest_start: 0,
         latest_start: setup.latest_start,
