@@ -50,8 +50,8 @@ proptest! {
                 }
                 Op::Reserve { key, procs, start, duration } => {
                     let k = GridKey(key as u64, 0);
-                    let in_use = lrm.claim_of(k).is_some() || lrm.reservation(k).is_some();
                     lrm.sync(now);
+                    let in_use = lrm.claim_of(k).is_some() || lrm.reservation(k).is_some();
                     let others = Profile::build(P, now, held(&lrm, now));
                     let mut table = ReservationTable::new(P);
                     let core = table.request(now, &ReservationRequest::at(procs, start, duration), Some(&others));

@@ -2,6 +2,7 @@
 
 use clap::{Parser, Subcommand};
 
+mod broker_cmds;
 mod client_cmds;
 mod experiment_cmds;
 mod server_cmds;
@@ -40,6 +41,8 @@ enum BenchCommand {
     Submit(client_cmds::BenchSubmitArgs),
     /// One placement scan over many queued jobs and sites.
     Scan(server_cmds::BenchScanArgs),
+    /// The core's cost per TTD placement with one advance reservation per job (001 §5.2.1).
+    Ttd(broker_cmds::BenchTtdArgs),
 }
 
 /// Command-line tools die quietly on a closed pipe (`koalesce sim … | head`), as `cat` does;
@@ -67,6 +70,7 @@ fn main() -> std::process::ExitCode {
             BenchCommand::Easy(a) => a.run(),
             BenchCommand::Submit(a) => a.run(),
             BenchCommand::Scan(a) => a.run(),
+            BenchCommand::Ttd(a) => a.run(),
         },
     };
     match result {

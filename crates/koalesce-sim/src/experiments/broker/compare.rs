@@ -24,6 +24,8 @@ pub struct CompareConfig {
     pub key: String,
     pub label: String,
     pub load: u32,
+    /// Co-allocation by reservations (else KOALA's claiming).
+    pub reservations: bool,
     pub scenario: Scenario,
 }
 
@@ -92,6 +94,7 @@ pub fn config(load: u32, mode: Mode, scale: f64) -> CompareConfig {
         key: format!("w{load}-{}", mode.key()),
         label: format!("W{load}, {}", mode.label()),
         load,
+        reservations: matches!(mode, Mode::Reservations { .. }),
         scenario,
     }
 }

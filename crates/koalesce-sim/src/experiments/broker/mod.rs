@@ -94,6 +94,8 @@ pub struct CompareResult {
     pub key: String,
     pub label: String,
     pub load: u32,
+    /// Co-allocation by reservations (else KOALA's claiming).
+    pub reservations: bool,
     pub runs: Vec<CompareRun>,
     pub utilization_svg: String,
 }
@@ -165,6 +167,7 @@ pub fn run(options: &Options, progress: &(dyn Fn(usize, usize) + Sync)) -> Outco
                 key: c.key.clone(),
                 label: c.label.clone(),
                 load: c.load,
+                reservations: c.reservations,
                 runs,
                 utilization_svg: svg,
             }
