@@ -2,6 +2,7 @@
 
 use clap::{Parser, Subcommand};
 
+mod agent_cmds;
 mod client_cmds;
 mod experiment_cmds;
 mod server_cmds;
@@ -25,6 +26,8 @@ enum Command {
     Client(client_cmds::ClientCommand),
     #[command(flatten)]
     Experiment(experiment_cmds::ExperimentCommand),
+    /// Serve one site's storage over HTTP (upload, download with resume, third-party push).
+    StorageAgent(agent_cmds::StorageAgentArgs),
     /// Benchmarks (wall time, throughput, memory), printed as tables.
     Bench {
         #[command(subcommand)]
@@ -55,7 +58,11 @@ fn restore_default_sigpipe() {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    if !matches!(cli.command, Command::Server(server_cmds::ServerCommand::Server(_))) {
+    let daemon = matches!(
+        cli.command,
+        Command::Server(server_cmds::ServerCommand::Server(_)) | Command::StorageAgent(_)
+    );
+    if !daemon {
         restore_default_sigpipe();
     }
     let result = match cli.command {
@@ -63,6 +70,7 @@ fn main() -> std::process::ExitCode {
         Command::Server(c) => c.run(),
         Command::Client(c) => c.run(),
         Command::Experiment(c) => c.run(),
+        Command::StorageAgent(a) => a.run(),
         Command::Bench { which } => match which {
             BenchCommand::Easy(a) => a.run(),
             BenchCommand::Submit(a) => a.run(),
