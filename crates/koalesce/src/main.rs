@@ -5,6 +5,8 @@ use clap::{Parser, Subcommand};
 mod agent_cmds;
 mod client_cmds;
 mod experiment_cmds;
+mod netbed;
+mod netbed_cmds;
 mod server_cmds;
 mod sim_cmds;
 
@@ -28,6 +30,11 @@ enum Command {
     Experiment(experiment_cmds::ExperimentCommand),
     /// Serve one site's storage over HTTP (upload, download with resume, third-party push).
     StorageAgent(agent_cmds::StorageAgentArgs),
+    /// A shaped network on this machine: a namespace per site, veth links shaped with tc.
+    Netbed {
+        #[command(subcommand)]
+        which: netbed_cmds::NetbedCommand,
+    },
     /// Benchmarks (wall time, throughput, memory), printed as tables.
     Bench {
         #[command(subcommand)]
@@ -71,6 +78,7 @@ fn main() -> std::process::ExitCode {
         Command::Client(c) => c.run(),
         Command::Experiment(c) => c.run(),
         Command::StorageAgent(a) => a.run(),
+        Command::Netbed { which } => which.run(),
         Command::Bench { which } => match which {
             BenchCommand::Easy(a) => a.run(),
             BenchCommand::Submit(a) => a.run(),

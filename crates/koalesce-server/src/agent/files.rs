@@ -23,7 +23,7 @@ use super::fsops::SafePath;
 use super::{add, blocking, AgentError, AgentState, R, S};
 use crate::dataplane::parse_content_range;
 use crate::dataplane::partial::{self, Partial};
-use crate::dataplane::wire::{is_sha256_hex, ListEntry, Listing, UploadStatus, SHA256_HEADER};
+use crate::dataplane::wire::{is_sha256_hex, ListEntry, Listing, UploadReceipt, UploadStatus, SHA256_HEADER};
 
 /// Files a listing returns at most.
 const LIST_LIMIT: usize = 100_000;
@@ -252,12 +252,12 @@ struct Held<'a> {
 
 impl Held<'_> {
     /// Takes the slot of `part` for a new upload, superseding the one in progress.
-    async fn take<'a>(s: &'a AgentState, part: &PathBuf) -> R<Held<'a>> {
+    async fn take<'a>(s: &'a AgentState, part: &std::path::Path) -> R<Held<'a>> {
         let slot = s
             .uploads
             .lock()
             .unwrap()
-            .entry(part.clone())
+            .entry(part.to_path_buf())
             .or_insert_with(|| {
                 Arc::new(UploadSlot {
                     lock: Arc::new(tokio::sync::Mutex::new(())),
@@ -270,7 +270,7 @@ impl Held<'_> {
         slot.superseded.notify_waiters();
         let mut held = Held {
             s,
-            part: part.clone(),
+            part: part.to_path_buf(),
             slot,
             generation,
             _guard: None,
@@ -388,6 +388,9 @@ pub(super) async fn put_file(State(s): State<S>, Path(raw): Path<String>, header
     let mut body = body;
     let mut buf: Vec<u8> = Vec::with_capacity(WRITE_CHUNK);
     let mut received = 0u64;
+    // Arrival times of the first and the last chunk, for the receiver's rate.
+    let mut first: Option<(std::time::Instant, u64)> = None;
+    let mut last = std::time::Instant::now();
     let cut = loop {
         let notified = held.slot.superseded.notified();
         tokio::pin!(notified);
@@ -408,6 +411,8 @@ pub(super) async fn put_file(State(s): State<S>, Path(raw): Path<String>, header
                 Err(_) => continue, // trailers carry no data
             },
         };
+        last = std::time::Instant::now();
+        first.get_or_insert((last, chunk.len() as u64));
         received += chunk.len() as u64;
         add(&s.stats.bytes_received, chunk.len() as u64);
         buf.extend_from_slice(&chunk);
@@ -482,11 +487,16 @@ pub(super) async fn put_file(State(s): State<S>, Path(raw): Path<String>, header
     .map_err(|e| AgentError::io(e, &what))?;
     drop(held);
     add(&s.stats.uploads_completed, 1);
-    Ok((
-        StatusCode::CREATED,
-        Json(serde_json::json!({ "size": total, "sha256": result_sha })),
-    )
-        .into_response())
+    let network_bps = first.and_then(|(t0, first_len)| {
+        let secs = last.duration_since(t0).as_secs_f64();
+        (secs > 0.0 && received > first_len).then(|| (received - first_len) as f64 * 8.0 / secs)
+    });
+    let receipt = UploadReceipt {
+        size: total,
+        sha256: result_sha,
+        network_bps,
+    };
+    Ok((StatusCode::CREATED, Json(receipt)).into_response())
 }
 
 /// A download body: `remaining` bytes of a file from its current position.

@@ -202,7 +202,7 @@ fn remove_old_partials(dir: &Path) {
 #[derive(Debug)]
 pub(crate) struct AgentError {
     status: StatusCode,
-    body: ErrorBody,
+    body: Box<ErrorBody>,
     /// `X-Upload-Offset` on a 409 to an upload.
     offset: Option<u64>,
 }
@@ -211,13 +211,13 @@ impl AgentError {
     fn new(status: StatusCode, code: &str, message: impl Into<String>) -> Self {
         AgentError {
             status,
-            body: ErrorBody {
+            body: Box::new(ErrorBody {
                 error: message.into(),
                 code: code.to_string(),
                 fault: None,
                 actual_sha256: None,
                 actual_size: None,
-            },
+            }),
             offset: None,
         }
     }
@@ -255,7 +255,7 @@ impl From<PathError> for AgentError {
 
 impl IntoResponse for AgentError {
     fn into_response(self) -> Response {
-        let mut resp = (self.status, Json(self.body)).into_response();
+        let mut resp = (self.status, Json(*self.body)).into_response();
         if let Some(o) = self.offset {
             resp.headers_mut().insert(OFFSET_HEADER, o.into());
         }

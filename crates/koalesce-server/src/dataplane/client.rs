@@ -17,8 +17,8 @@ use ureq::SendBody;
 
 use super::partial::{self, HashWriter, Partial};
 use super::wire::{
-    encode_path, AgentStats, ErrorBody, Expected, ListEntry, Listing, ProbeRequest, PushRequest, PushTarget, TransferReport, UploadStatus,
-    API, OFFSET_HEADER, SHA256_HEADER,
+    encode_path, AgentStats, ErrorBody, Expected, ListEntry, Listing, ProbeRequest, PushRequest, PushTarget, TransferReport, UploadReceipt,
+    UploadStatus, API, OFFSET_HEADER, SHA256_HEADER,
 };
 use super::{Endpoint, Role, TransferError};
 
@@ -320,7 +320,13 @@ impl AgentClient {
         let mut retried = false;
         loop {
             match self.put_from(dest, path, &mut source, offset, size, expect) {
-                Ok((elapsed, sha)) => return Ok(report(size, size - offset, offset, elapsed, Some(latency_ms), sha)),
+                Ok((elapsed, receipt)) => {
+                    let mut r = report(size, size - offset, offset, elapsed, Some(latency_ms), receipt.sha256);
+                    if let Some(bps) = receipt.network_bps {
+                        r.throughput_bps = bps;
+                    }
+                    return Ok(r);
+                }
                 // The agent holds another offset (a concurrent or superseded upload): once.
                 Err(Retry::At(held)) if !retried && held <= size => offset = held,
                 // Its partial did not verify and was dropped: send everything, once.
@@ -331,7 +337,7 @@ impl AgentClient {
         }
     }
 
-    /// One PUT of `source[offset..]`; the time the body took and the verified SHA-256.
+    /// One PUT of `source[offset..]`; the time the body took and the receiver's receipt.
     fn put_from(
         &self,
         dest: &Endpoint,
@@ -340,7 +346,7 @@ impl AgentClient {
         offset: u64,
         size: u64,
         expect: &Expected,
-    ) -> std::result::Result<(Duration, String), Retry> {
+    ) -> std::result::Result<(Duration, UploadReceipt), Retry> {
         let url = file_url(dest, path);
         let origin = &source.origin;
         let mut body = match Source::body_from_parts(&mut source.file, offset) {
@@ -370,7 +376,11 @@ impl AgentClient {
         };
         let status = resp.status();
         if status.is_success() {
-            return Ok((elapsed, expect.sha256.clone()));
+            let receipt: UploadReceipt = read_json(&mut resp, Role::Destination, &url).map_err(Retry::Fail)?;
+            if receipt.size != size || !receipt.sha256.eq_ignore_ascii_case(&expect.sha256) {
+                return Err(Retry::Fail(protocol(Role::Destination, &url, "the receipt names other content")));
+            }
+            return Ok((elapsed, receipt));
         }
         let held = header(&resp, OFFSET_HEADER).and_then(|v| v.parse::<u64>().ok());
         match status {

@@ -96,12 +96,25 @@ pub struct TransferReport {
     pub resumed_from: u64,
     /// Time the bytes took to move, from the first body byte to the receiver's answer.
     pub duration_ms: f64,
-    /// `bytes × 8 / duration`, in bits per second (0 when nothing moved).
+    /// Measured throughput in bits per second: the body's arrival rate at the receiver when
+    /// it timed it (pushes, uploads), else `bytes × 8 / duration` (0 when nothing moved).
     pub throughput_bps: f64,
     /// Round trip of the small request before the body (a latency sample), if one was made.
     pub latency_ms: Option<f64>,
     /// SHA-256 of the whole file as verified by the receiver.
     pub sha256: String,
+}
+
+/// `201` answer to a completed upload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UploadReceipt {
+    pub size: u64,
+    pub sha256: String,
+    /// The body's arrival rate at the receiver in bits/s, from its first to its last chunk
+    /// (the network's part of the transfer, without the final fsync); `None` for bodies too
+    /// small to time.
+    #[serde(default)]
+    pub network_bps: Option<f64>,
 }
 
 /// `GET /v1/uploads/{path}?sha256=H`: how much of that content the agent already holds.
