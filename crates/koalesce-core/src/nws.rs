@@ -423,20 +423,24 @@ impl NetworkWeather {
         self.pairs.keys().filter_map(|&(f, t)| Some(((f, t), self.forecast(f, t)?)))
     }
 
-    /// Writes every forecast into the core's [`NetworkForecast`] (pairs never measured keep
-    /// their value; a pair without a latency forecast keeps its latency). Returns the pairs
-    /// written.
+    /// What the core's transfer-time estimate needs, per measured pair: forecast bandwidth
+    /// (bits/s) and, when latency was measured, forecast latency (ms). A driver feeds these to
+    /// `Scheduler::update_forecast`.
+    pub fn estimates(&self) -> impl Iterator<Item = (SiteId, SiteId, f64, Option<Millis>)> + '_ {
+        self.forecasts()
+            .map(|((from, to), f)| (from, to, f.bandwidth.value, f.latency.map(|l| l.value.round() as Millis)))
+    }
+
+    /// Writes every forecast into a [`NetworkForecast`] (pairs never measured keep their
+    /// value; a pair without a latency forecast keeps its latency). Returns the pairs written.
     pub fn apply(&self, net: &mut NetworkForecast) -> usize {
         let mut n = 0;
-        for ((from, to), f) in self.forecasts() {
+        for (from, to, bps, latency) in self.estimates() {
             if from.index() >= net.sites() || to.index() >= net.sites() {
                 continue;
             }
-            let latency = match f.latency {
-                Some(l) => l.value.round() as Millis,
-                None => net.get(from, to).1,
-            };
-            net.set(from, to, f.bandwidth.value, latency);
+            let latency = latency.unwrap_or(net.get(from, to).1);
+            net.set(from, to, bps, latency);
             n += 1;
         }
         n

@@ -15,7 +15,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use koalesce_server::dataplane::{AgentClient, Blame, ClientConfig, Endpoint, Expected, Role, TransferError};
+use koalesce_core::model::{NetworkForecast, SiteId};
+use koalesce_core::nws::{NetworkWeather, NwsConfig};
+use koalesce_server::dataplane::{AgentClient, Blame, ClientConfig, Endpoint, Expected, Role, SiteAgent, TransferError};
 
 const KOALESCE: &str = env!("CARGO_BIN_EXE_koalesce");
 const SECRET: &str = "netbed-test-secret-0123";
@@ -311,6 +313,86 @@ fn a_push_whose_sender_is_killed_resumes_where_it_stopped() {
         want.size
     );
     assert!(wire < want.size * 12 / 10, "{wire} bytes on the link for a {} byte file", want.size);
+}
+
+#[test]
+fn probes_feed_a_forecast_that_follows_the_real_link() {
+    let _turn = one_at_a_time();
+    let bed = Bed::up(TWO_SITES);
+    let a = Agent::start(&bed, "a", &bed.dir.path().join("a"));
+    let b = Agent::start(&bed, "b", &bed.dir.path().join("b"));
+    let c = client();
+    let site = |name: &str, agent: &Agent| SiteAgent {
+        site: name.to_string(),
+        control: agent.control.clone(),
+        data_url: agent.data.url.clone(),
+    };
+    let (sa, sb) = (site("a", &a), site("b", &b));
+    let (ia, ib) = (SiteId(0), SiteId(1));
+    let mut weather = NetworkWeather::new(NwsConfig::default());
+    let mut now = 0;
+    let mut probe = |weather: &mut NetworkWeather| {
+        let r = sb.probe_from(&c, &sa, 1 << 20).unwrap();
+        now += 1000;
+        weather.observe(ia, ib, r.measurement(now).expect("1 MiB is timed")).unwrap();
+        let f = weather.forecast(ia, ib).unwrap().bandwidth;
+        println!(
+            "probe a->b: {:.2} Mbit/s; forecast {:.2} Mbit/s by {} (MAE {:.2} Mbit/s)",
+            r.throughput_bps / 1e6,
+            f.value / 1e6,
+            f.method,
+            f.mae / 1e6
+        );
+        f
+    };
+    for _ in 0..3 {
+        probe(&mut weather);
+    }
+    let f = weather.forecast(ia, ib).unwrap().bandwidth;
+    assert!(
+        (0.9..=1.1).contains(&(f.value / 40e6)),
+        "forecast {:.2} Mbit/s on a 40 Mbit/s link",
+        f.value / 1e6
+    );
+    // The link slows to 16 Mbit/s: after a few probes the forecast has followed it.
+    let out = Command::new("tc")
+        .args([
+            "-n",
+            &bed.netns("a"),
+            "qdisc",
+            "change",
+            "dev",
+            "s1-b",
+            "root",
+            "tbf",
+            "rate",
+            "16mbit",
+            "burst",
+            "65536",
+            "latency",
+            "100ms",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for _ in 0..3 {
+        probe(&mut weather);
+    }
+    let f = weather.forecast(ia, ib).unwrap().bandwidth;
+    assert!(
+        (0.9..=1.1).contains(&(f.value / 16e6)),
+        "forecast {:.2} Mbit/s after the drop to 16",
+        f.value / 1e6
+    );
+    // And it drives the core's transfer-time estimate: 10 MB now take about 5 s, not 2.
+    let mut net = NetworkForecast::uniform(2, 1e9, 1);
+    weather.apply(&mut net);
+    let ms = net.transfer_ms(ia, ib, 10_000_000);
+    assert!((4_500..=5_600).contains(&ms), "estimated {ms} ms for 10 MB");
+    assert!(
+        c.list(&b.control, "", Role::Destination).unwrap().is_empty(),
+        "probes store nothing"
+    );
 }
 
 #[test]
