@@ -478,6 +478,7 @@ pub fn run_blocking(opts: AgentOptions, mut config: AgentConfig) -> anyhow::Resu
     crate::init_tracing();
     anyhow::ensure!(!opts.listen.is_empty(), "give at least one --listen address");
     anyhow::ensure!(opts.netns.is_some() || opts.netns_listen.is_empty(), "--netns-listen needs --netns");
+    std::fs::create_dir_all(&opts.root).with_context(|| format!("creating the root {}", opts.root.display()))?;
     let (token, token_path) = load_or_create_token(&opts.root, opts.token_file.as_deref())?;
     config.root = opts.root.clone();
     config.token = token;
