@@ -56,8 +56,11 @@ pub fn prefix_for(dir: &Path) -> String {
     format!("kdp{}", &hash[..8])
 }
 
-fn run(args: &[String]) -> anyhow::Result<()> {
-    let out = Command::new(&args[0])
+/// Runs a command (`ip`, `tc`) and returns its standard output; a failure names the command
+/// and what it printed.
+fn output<S: AsRef<str>>(args: &[S]) -> anyhow::Result<String> {
+    let args: Vec<&str> = args.iter().map(AsRef::as_ref).collect();
+    let out = Command::new(args[0])
         .args(&args[1..])
         .output()
         .with_context(|| format!("running {} (is iproute2 installed?)", args[0]))?;
@@ -67,21 +70,11 @@ fn run(args: &[String]) -> anyhow::Result<()> {
         args.join(" "),
         String::from_utf8_lossy(&out.stderr).trim()
     );
-    Ok(())
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-fn output(args: &[&str]) -> anyhow::Result<String> {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .with_context(|| format!("running {}", args[0]))?;
-    anyhow::ensure!(
-        out.status.success(),
-        "`{}` failed: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr).trim()
-    );
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+fn run<S: AsRef<str>>(args: &[S]) -> anyhow::Result<()> {
+    output(args).map(|_| ())
 }
 
 /// Why namespaces cannot be used here (`None`: they can).
@@ -95,8 +88,8 @@ fn namespaces_unavailable(prefix: &str) -> Option<String> {
         }
     }
     let probe = format!("{prefix}-probe");
-    let r = run(&["ip".into(), "netns".into(), "add".into(), probe.clone()]);
-    let _ = run(&["ip".into(), "netns".into(), "del".into(), probe]);
+    let r = run(&["ip", "netns", "add", &probe]);
+    let _ = run(&["ip", "netns", "del", &probe]);
     r.err().map(|e| format!("cannot create a network namespace: {e:#}"))
 }
 
@@ -271,7 +264,7 @@ fn teardown(prefix: &str) -> anyhow::Result<Vec<String>> {
     }
     let mut failed = Vec::new();
     for n in &names {
-        if let Err(e) = run(&["ip".into(), "netns".into(), "del".into(), n.clone()]) {
+        if let Err(e) = run(&["ip", "netns", "del", n]) {
             failed.push(format!("{e:#}"));
         }
     }

@@ -15,9 +15,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+// The storage agent's test helpers (content, checksums, a client with short timeouts).
+#[path = "../../koalesce-server/tests/agent_common/mod.rs"]
+mod agent_common;
+
+use agent_common::{client, content, expected};
 use koalesce_core::model::{NetworkForecast, SiteId};
 use koalesce_core::nws::{NetworkWeather, NwsConfig};
-use koalesce_server::dataplane::{AgentClient, Blame, ClientConfig, Endpoint, Expected, Role, SiteAgent, TransferError};
+use koalesce_server::dataplane::{Blame, Endpoint, Role, SiteAgent, TransferError};
 
 const KOALESCE: &str = env!("CARGO_BIN_EXE_koalesce");
 const SECRET: &str = "netbed-test-secret-0123";
@@ -187,50 +192,15 @@ impl Drop for Agent {
     }
 }
 
-fn client() -> AgentClient {
-    AgentClient::new(ClientConfig {
-        connect_timeout: Duration::from_secs(2),
-        response_timeout: Duration::from_secs(10),
-        io_timeout: Duration::from_secs(5),
-        push_min_rate_bps: 1e6,
-    })
+/// Sites a and b, the link shaped to `ab` Mbit/s from a to b and `ba` back.
+fn two_sites(ab: u32, ba: u32) -> String {
+    format!("[[sites]]\nname = \"a\"\n[[sites]]\nname = \"b\"\n[[links]]\nfrom = \"a\"\nto = \"b\"\nmbit = {ab}\nreverse_mbit = {ba}\n")
 }
-
-fn content(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
-}
-
-fn expected(data: &[u8]) -> Expected {
-    Expected {
-        sha256: koalesce_server::store::sha256_hex(data),
-        size: data.len() as u64,
-    }
-}
-
-const TWO_SITES: &str = r#"
-    [[sites]]
-    name = "a"
-    [[sites]]
-    name = "b"
-    [[links]]
-    from = "a"
-    to = "b"
-    mbit = 40
-    reverse_mbit = 80
-"#;
 
 #[test]
 fn a_push_runs_at_the_shaped_rate_of_each_direction() {
     let _turn = one_at_a_time();
-    let bed = Bed::up(TWO_SITES);
+    let bed = Bed::up(&two_sites(40, 80));
     let a = Agent::start(&bed, "a", &bed.dir.path().join("a"));
     let b = Agent::start(&bed, "b", &bed.dir.path().join("b"));
     let c = client();
@@ -259,7 +229,7 @@ fn a_push_runs_at_the_shaped_rate_of_each_direction() {
 #[test]
 fn a_push_whose_sender_is_killed_resumes_where_it_stopped() {
     let _turn = one_at_a_time();
-    let bed = Bed::up(TWO_SITES);
+    let bed = Bed::up(&two_sites(40, 80));
     let mut a = Agent::start(&bed, "a", &bed.dir.path().join("a"));
     let b = Agent::start(&bed, "b", &bed.dir.path().join("b"));
     let c = client();
@@ -318,7 +288,7 @@ fn a_push_whose_sender_is_killed_resumes_where_it_stopped() {
 #[test]
 fn probes_feed_a_forecast_that_follows_the_real_link() {
     let _turn = one_at_a_time();
-    let bed = Bed::up(TWO_SITES);
+    let bed = Bed::up(&two_sites(40, 80));
     let a = Agent::start(&bed, "a", &bed.dir.path().join("a"));
     let b = Agent::start(&bed, "b", &bed.dir.path().join("b"));
     let c = client();
@@ -345,15 +315,18 @@ fn probes_feed_a_forecast_that_follows_the_real_link() {
         );
         f
     };
+    let forecast_near = |weather: &NetworkWeather, mbit: f64| {
+        let f = weather.forecast(ia, ib).unwrap().bandwidth;
+        assert!(
+            (0.9..=1.1).contains(&(f.value / (mbit * 1e6))),
+            "forecast {:.2} Mbit/s on a {mbit} Mbit/s link",
+            f.value / 1e6
+        );
+    };
     for _ in 0..3 {
         probe(&mut weather);
     }
-    let f = weather.forecast(ia, ib).unwrap().bandwidth;
-    assert!(
-        (0.9..=1.1).contains(&(f.value / 40e6)),
-        "forecast {:.2} Mbit/s on a 40 Mbit/s link",
-        f.value / 1e6
-    );
+    forecast_near(&weather, 40.0);
     // The link slows to 16 Mbit/s: after a few probes the forecast has followed it.
     let out = Command::new("tc")
         .args([
@@ -378,12 +351,7 @@ fn probes_feed_a_forecast_that_follows_the_real_link() {
     for _ in 0..3 {
         probe(&mut weather);
     }
-    let f = weather.forecast(ia, ib).unwrap().bandwidth;
-    assert!(
-        (0.9..=1.1).contains(&(f.value / 16e6)),
-        "forecast {:.2} Mbit/s after the drop to 16",
-        f.value / 1e6
-    );
+    forecast_near(&weather, 16.0);
     // And it drives the core's transfer-time estimate: 10 MB now take about 5 s, not 2.
     let mut net = NetworkForecast::uniform(2, 1e9, 1);
     weather.apply(&mut net);
@@ -398,18 +366,7 @@ fn probes_feed_a_forecast_that_follows_the_real_link() {
 #[test]
 fn a_corrupt_source_is_refused_by_the_receiver_and_blamed() {
     let _turn = one_at_a_time();
-    let bed = Bed::up(
-        r#"
-        [[sites]]
-        name = "a"
-        [[sites]]
-        name = "b"
-        [[links]]
-        from = "a"
-        to = "b"
-        mbit = 1000
-        "#,
-    );
+    let bed = Bed::up(&two_sites(1000, 1000));
     let a = Agent::start(&bed, "a", &bed.dir.path().join("a"));
     let b = Agent::start(&bed, "b", &bed.dir.path().join("b"));
     let c = client();

@@ -217,6 +217,21 @@ fn cmd(parts: &[&str]) -> Vec<String> {
     parts.iter().map(|s| s.to_string()).collect()
 }
 
+/// `ip -n NS route add DST [via GW] dev DEV [onlink] src SRC`. A gateway is always on-link:
+/// the bed's addresses live on `lo`, not on the links.
+fn route(ns: &str, dst: &str, via: Option<&str>, dev: &str, src: &str) -> Vec<String> {
+    let mut c = cmd(&["ip", "-n", ns, "route", "add", dst]);
+    if let Some(gw) = via {
+        c.extend(cmd(&["via", gw]));
+    }
+    c.extend(cmd(&["dev", dev]));
+    if via.is_some() {
+        c.push("onlink".into());
+    }
+    c.extend(cmd(&["src", src]));
+    c
+}
+
 /// The plan of `config` with namespace names starting with `prefix`.
 pub fn plan(config: &NetbedConfig, prefix: &str) -> Result<Plan, ConfigError> {
     let rates = config.rates()?;
@@ -295,58 +310,16 @@ pub fn plan(config: &NetbedConfig, prefix: &str) -> Result<Plan, ConfigError> {
         let src = site_address(i).to_string();
         for j in (0..n).filter(|&j| j != i) {
             let dev = site_dev(j, &config.sites[j].name);
-            let dst = format!("{}/32", site_address(j));
-            commands.push(cmd(&["ip", "-n", &head(i), "route", "add", &dst, "dev", &dev, "src", &src]));
+            let via = site_address(j).to_string();
+            commands.push(route(&head(i), &format!("{via}/32"), None, &dev, &src));
             if config.sites[j].hosts > 0 {
-                let net = format!("10.250.{}.0/24", j + 1);
-                let via = site_address(j).to_string();
-                commands.push(cmd(&[
-                    "ip",
-                    "-n",
-                    &head(i),
-                    "route",
-                    "add",
-                    &net,
-                    "via",
-                    &via,
-                    "dev",
-                    &dev,
-                    "onlink",
-                    "src",
-                    &src,
-                ]));
+                commands.push(route(&head(i), &format!("10.250.{}.0/24", j + 1), Some(&via), &dev, &src));
             }
         }
         for k in 1..=config.sites[i].hosts {
-            let host = format!("{}-h{k}", head(i));
             let addr = host_address(i, k).to_string();
-            commands.push(cmd(&[
-                "ip",
-                "-n",
-                &head(i),
-                "route",
-                "add",
-                &format!("{addr}/32"),
-                "dev",
-                &format!("h{k}"),
-                "src",
-                &src,
-            ]));
-            commands.push(cmd(&[
-                "ip",
-                "-n",
-                &host,
-                "route",
-                "add",
-                "10.250.0.0/16",
-                "via",
-                &src,
-                "dev",
-                "to-head",
-                "onlink",
-                "src",
-                &addr,
-            ]));
+            commands.push(route(&head(i), &format!("{addr}/32"), None, &format!("h{k}"), &src));
+            commands.push(route(&format!("{}-h{k}", head(i)), "10.250.0.0/16", Some(&src), "to-head", &addr));
         }
         if config.sites[i].hosts > 0 {
             commands.push(cmd(&[
