@@ -181,6 +181,7 @@ impl Simulation {
                 processors: s.processors,
                 speed: s.speed,
                 supports_reservations: s.reservations,
+                attributes: Default::default(),
             })
             .collect();
         let mbps = 1e6;
