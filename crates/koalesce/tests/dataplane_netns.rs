@@ -451,10 +451,16 @@ fn without_namespaces_the_bed_falls_back_to_loopback_with_a_clear_message() {
     let dir = tempfile::tempdir().unwrap();
     let bed_dir = dir.path().join("bed");
     std::fs::create_dir(&bed_dir).unwrap();
+    // A copy of the binary the unprivileged user can surely execute (the checkout may sit
+    // in a directory only root may enter).
+    let exe = dir.path().join("koalesce");
+    std::fs::copy(KOALESCE, &exe).unwrap();
+    Command::new("chmod").args(["755"]).arg(&exe).status().unwrap();
     Command::new("chmod").args(["777"]).arg(dir.path()).arg(&bed_dir).status().unwrap();
     let as_nobody = |args: &[&str]| {
         Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups", KOALESCE])
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(&exe)
             .args(args)
             .arg("--dir")
             .arg(&bed_dir)
