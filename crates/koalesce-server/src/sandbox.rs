@@ -203,8 +203,10 @@ struct MountPlan {
     hide: CString,
     /// Directories to create inside the tmpfs, parents first.
     dirs: Vec<CString>,
-    /// (target, source O_PATH fd, read-only, is a file)
-    binds: Vec<(CString, OwnedFd, bool, bool)>,
+    /// (target, source, read-only, is a file)
+    binds: Vec<(CString, CString, bool, bool)>,
+    /// The sources opened in the new namespace (capacity reserved before the fork).
+    opened: Vec<OwnedFd>,
 }
 
 /// A confinement prepared by the supervisor and entered by the child before `exec`.
@@ -221,7 +223,7 @@ fn cstring(p: &Path) -> io::Result<CString> {
     CString::new(p.as_os_str().as_bytes()).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
 }
 
-fn o_path(p: &Path) -> io::Result<OwnedFd> {
+fn o_path_c(p: &std::ffi::CStr) -> io::Result<OwnedFd> {
     Ok(open(p, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())?)
 }
 
@@ -288,17 +290,18 @@ impl Confinement {
         };
         add_parents(&req.work, &mut dirs)?;
         dirs.push(req.work.clone());
-        binds.push((cstring(&req.work)?, o_path(&req.work)?, false, false));
+        binds.push((cstring(&req.work)?, cstring(&req.work)?, false, false));
         for (view, src) in &req.inputs {
             if !view.starts_with(hide) {
                 continue;
             }
             add_parents(view, &mut dirs)?;
-            binds.push((cstring(view)?, o_path(src)?, true, true));
+            binds.push((cstring(view)?, cstring(src)?, true, true));
         }
         Ok(MountPlan {
             hide: cstring(hide)?,
             dirs: dirs.iter().map(|d| cstring(d)).collect::<io::Result<_>>()?,
+            opened: Vec::with_capacity(binds.len()),
             binds,
         })
     }
@@ -321,7 +324,7 @@ impl Confinement {
         for fd in &self.cgroup_procs {
             nix::unistd::write(fd, b"0")?;
         }
-        if let Some(m) = &self.mounts {
+        if let Some(m) = &mut self.mounts {
             enter_mount_namespace(m)?;
         }
         nix::unistd::chdir(self.work.as_c_str())?;
@@ -358,12 +361,18 @@ fn fd_path(fd: i32, buf: &mut [u8; 32]) -> &OsStr {
     OsStr::from_bytes(&buf[..prefix.len() + len])
 }
 
-fn enter_mount_namespace(m: &MountPlan) -> io::Result<()> {
+fn enter_mount_namespace(m: &mut MountPlan) -> io::Result<()> {
     use nix::sched::{unshare, CloneFlags};
     let none: Option<&str> = None;
     unshare(CloneFlags::CLONE_NEWNS)?;
     // Nothing done here propagates back to the host.
     mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none)?;
+    // The sources, opened in the new namespace (a bind mount's source must be in it) before
+    // the tmpfs covers them. `opened` has room for all: no allocation.
+    m.opened.clear();
+    for (_, src, _, _) in &m.binds {
+        m.opened.push(o_path_c(src)?);
+    }
     let hidden_flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
     mount(Some("tmpfs"), m.hide.as_c_str(), Some("tmpfs"), hidden_flags, Some("mode=0755,size=64k"))?;
     for d in &m.dirs {
@@ -372,7 +381,7 @@ fn enter_mount_namespace(m: &MountPlan) -> io::Result<()> {
             Err(e) => return Err(e.into()),
         }
     }
-    for (target, src, read_only, is_file) in &m.binds {
+    for ((target, _, read_only, is_file), src) in m.binds.iter().zip(&m.opened) {
         if *is_file {
             drop(open(target.as_c_str(), OFlag::O_CREAT | OFlag::O_WRONLY | OFlag::O_CLOEXEC, Mode::from_bits_truncate(0o444))?);
         }
@@ -383,6 +392,7 @@ fn enter_mount_namespace(m: &MountPlan) -> io::Result<()> {
         }
     }
     mount(none, m.hide.as_c_str(), none, MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | hidden_flags, none)?;
+    m.opened.clear();
     Ok(())
 }
 

@@ -243,11 +243,12 @@ const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The supervisor's main. Returns the process exit code (0 when it recorded an outcome).
 pub fn supervise_main(opts: &SuperviseOptions) -> i32 {
+    use std::os::unix::fs::DirBuilderExt;
     let dir = opts.dir.as_path();
     // A session of our own (already one when the daemon spawned us with setsid; then this
     // fails harmlessly).
     let _ = nix::unistd::setsid();
-    if let Err(e) = fs::create_dir_all(dir) {
+    if let Err(e) = fs::DirBuilder::new().recursive(true).mode(0o700).create(dir) {
         eprintln!("supervise: cannot create {}: {e}", dir.display());
         return 2;
     }
