@@ -38,7 +38,10 @@ pub fn cut_message(msg: &str) -> String {
     }
     let head: String = msg.chars().take(MAX_ERROR_CHARS * 3 / 5).collect();
     let tail: String = msg.chars().skip(n - MAX_ERROR_CHARS * 2 / 5).collect();
-    format!("{head} … ({} characters cut) … {tail}", n - head.chars().count() - tail.chars().count())
+    format!(
+        "{head} … ({} characters cut) … {tail}",
+        n - head.chars().count() - tail.chars().count()
+    )
 }
 
 impl IntoResponse for ApiError {
@@ -523,7 +526,10 @@ async fn list_tokens(
     let caller = authenticate(&s, &headers)?;
     let Query(q) = q.map_err(|e| err(StatusCode::BAD_REQUEST, format!("query: {e}")))?;
     if q.all.unwrap_or(false) && !caller.admin {
-        return Err(err(StatusCode::FORBIDDEN, "parameter 'all': only an admin may list other users' tokens"));
+        return Err(err(
+            StatusCode::FORBIDDEN,
+            "parameter 'all': only an admin may list other users' tokens",
+        ));
     }
     let user = (!(caller.admin && q.all.unwrap_or(false))).then_some(caller.user.as_str());
     s.store

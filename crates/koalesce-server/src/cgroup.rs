@@ -127,7 +127,10 @@ impl Cgroup {
                 dirs: vec![dir],
             });
         }
-        Err(io::Error::new(io::ErrorKind::Unsupported, "no cgroup v1 memory/pids/freezer or cgroup v2 mounted"))
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "no cgroup v1 memory/pids/freezer or cgroup v2 mounted",
+        ))
     }
 
     /// The `cgroup.procs` files a new process writes "0" to, to join the group.
@@ -243,7 +246,10 @@ impl Cgroup {
     pub fn recorded(record_dir: &Path) -> Option<Cgroup> {
         let cg: Cgroup = crate::supervise::read_json(&record_dir.join(CGROUP_FILE))?;
         // Only trust paths inside the cgroup file system.
-        cg.dirs.iter().all(|d| d.starts_with(CGROUP_ROOT) && !d.components().any(|c| c == std::path::Component::ParentDir)).then_some(cg)
+        cg.dirs
+            .iter()
+            .all(|d| d.starts_with(CGROUP_ROOT) && !d.components().any(|c| c == std::path::Component::ParentDir))
+            .then_some(cg)
     }
 }
 

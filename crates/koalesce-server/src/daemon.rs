@@ -776,7 +776,10 @@ fn stage_out(shared: &Arc<Shared>, rec: JobRecord) {
         let mut registered = Vec::new();
         let mut refused = Vec::new();
         for out in &rec.desc.outputs {
-            let dirs = rec.components.iter().filter_map(|c| Some((c.site.clone().unwrap_or_default(), PathBuf::from(c.dir.as_ref()?))));
+            let dirs = rec
+                .components
+                .iter()
+                .filter_map(|c| Some((c.site.clone().unwrap_or_default(), PathBuf::from(c.dir.as_ref()?))));
             let (site, src) = match transfer::find_output(dirs, out) {
                 Ok(Some(found)) => found,
                 Ok(None) => {

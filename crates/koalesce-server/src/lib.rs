@@ -200,7 +200,8 @@ pub async fn start(opts: ServerOptions) -> anyhow::Result<RunningServer> {
         .map(|s| (s.name.clone(), s.processors))
         .collect();
     let backend = Arc::new(
-        local::LocalBackend::new(&opts.data_dir, &sites, opts.supervisor.clone())?.with_sandbox(local::LocalSandbox::from_config(&opts.config)),
+        local::LocalBackend::new(&opts.data_dir, &sites, opts.supervisor.clone())?
+            .with_sandbox(local::LocalSandbox::from_config(&opts.config)),
     );
     let (st, store, backend) = {
         let (config, b) = (opts.config.clone(), backend.clone());
@@ -229,7 +230,12 @@ pub async fn start(opts: ServerOptions) -> anyhow::Result<RunningServer> {
     let (tx, rx) = tokio::sync::watch::channel(false);
     let driver = tokio::spawn(daemon::drive(shared.clone(), rx.clone()));
     let app = api::router(shared.clone());
-    let http = tokio::spawn(listener::serve(listener, app, listener::Limits::from_config(&opts.config), rx.clone()));
+    let http = tokio::spawn(listener::serve(
+        listener,
+        app,
+        listener::Limits::from_config(&opts.config),
+        rx.clone(),
+    ));
     tracing::info!(%addr, data_dir = %opts.data_dir.display(), sites = sites.len(), "koalesce server listening");
     Ok(RunningServer {
         addr,

@@ -67,7 +67,9 @@ fn is_resource_error(e: &std::io::Error) -> bool {
 pub async fn serve(listener: TcpListener, app: Router, limits: Limits, mut shutdown: watch::Receiver<bool>) {
     let permits = Arc::new(Semaphore::new(limits.max_connections));
     let mut http = hyper::server::conn::http1::Builder::new();
-    http.timer(TokioTimer::new()).header_read_timeout(limits.header_timeout).keep_alive(true);
+    http.timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
+        .keep_alive(true);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     loop {
         let permit = tokio::select! {

@@ -122,7 +122,8 @@ impl Inner {
 /// Whether no process of the component in `dir` is left. With a control group: it is empty
 /// (leftovers of a supervisor that died are killed here); without: its supervisor is gone.
 fn component_gone(dir: &Path) -> bool {
-    let alive = supervise::read_json::<SupervisorRecord>(&dir.join(supervise::SUPERVISOR_FILE)).is_some_and(|r| supervise::supervisor_alive(&r));
+    let alive =
+        supervise::read_json::<SupervisorRecord>(&dir.join(supervise::SUPERVISOR_FILE)).is_some_and(|r| supervise::supervisor_alive(&r));
     match Cgroup::recorded(dir) {
         Some(cg) if cg.is_empty() => {
             if !alive {
@@ -311,7 +312,13 @@ impl LocalBackend {
                 },
             },
             None => {
-                let starting = self.inner.lock().unwrap().spawned.get_mut(id).is_some_and(|c| matches!(c.try_wait(), Ok(None)));
+                let starting = self
+                    .inner
+                    .lock()
+                    .unwrap()
+                    .spawned
+                    .get_mut(id)
+                    .is_some_and(|c| matches!(c.try_wait(), Ok(None)));
                 if starting {
                     return LrmState::Pending;
                 }
@@ -351,7 +358,10 @@ fn exit_state(exit: &ExitRecord) -> LrmState {
     if exit.site_fault {
         // The supervisor could not set the component up: the site's fault, not the job's.
         return LrmState::NodeFail {
-            reason: exit.spawn_error.clone().unwrap_or_else(|| "the component could not be set up".into()),
+            reason: exit
+                .spawn_error
+                .clone()
+                .unwrap_or_else(|| "the component could not be set up".into()),
         };
     }
     if exit.oom_killed {

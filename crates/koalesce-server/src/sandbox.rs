@@ -155,10 +155,17 @@ pub fn resolve_program(program: &str, work: &Path, path_var: &OsStr) -> PathBuf 
 /// the `KOALESCE_*` ones; the daemon starts the supervisor with nothing else), plus PATH,
 /// HOME (the mapped user's home, else the working directory), USER/LOGNAME and TMPDIR (the
 /// working directory) where the job did not set them, and PWD.
-pub fn job_environment(given: impl IntoIterator<Item = (OsString, OsString)>, work: &Path, account: Option<&Account>) -> Vec<(OsString, OsString)> {
+pub fn job_environment(
+    given: impl IntoIterator<Item = (OsString, OsString)>,
+    work: &Path,
+    account: Option<&Account>,
+) -> Vec<(OsString, OsString)> {
     let mut env: std::collections::BTreeMap<OsString, OsString> = given.into_iter().collect();
     let user = account.map(|a| a.name.clone()).or_else(crate::users::current_name);
-    let home = account.map(|a| a.home.clone()).filter(|h| h.is_dir() && h != Path::new("/")).unwrap_or_else(|| work.to_path_buf());
+    let home = account
+        .map(|a| a.home.clone())
+        .filter(|h| h.is_dir() && h != Path::new("/"))
+        .unwrap_or_else(|| work.to_path_buf());
     let mut defaults: Vec<(&str, OsString)> = vec![
         ("PATH", DEFAULT_PATH.into()),
         ("HOME", home.into_os_string()),
@@ -374,7 +381,13 @@ fn enter_mount_namespace(m: &mut MountPlan) -> io::Result<()> {
         m.opened.push(o_path_c(src)?);
     }
     let hidden_flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
-    mount(Some("tmpfs"), m.hide.as_c_str(), Some("tmpfs"), hidden_flags, Some("mode=0755,size=64k"))?;
+    mount(
+        Some("tmpfs"),
+        m.hide.as_c_str(),
+        Some("tmpfs"),
+        hidden_flags,
+        Some("mode=0755,size=64k"),
+    )?;
     for d in &m.dirs {
         match nix::unistd::mkdir(d.as_c_str(), Mode::from_bits_truncate(0o755)) {
             Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
@@ -383,15 +396,37 @@ fn enter_mount_namespace(m: &mut MountPlan) -> io::Result<()> {
     }
     for ((target, _, read_only, is_file), src) in m.binds.iter().zip(&m.opened) {
         if *is_file {
-            drop(open(target.as_c_str(), OFlag::O_CREAT | OFlag::O_WRONLY | OFlag::O_CLOEXEC, Mode::from_bits_truncate(0o444))?);
+            drop(open(
+                target.as_c_str(),
+                OFlag::O_CREAT | OFlag::O_WRONLY | OFlag::O_CLOEXEC,
+                Mode::from_bits_truncate(0o444),
+            )?);
         }
         let mut buf = [0u8; 32];
-        mount(Some(fd_path(src.as_raw_fd(), &mut buf)), target.as_c_str(), none, MsFlags::MS_BIND, none)?;
+        mount(
+            Some(fd_path(src.as_raw_fd(), &mut buf)),
+            target.as_c_str(),
+            none,
+            MsFlags::MS_BIND,
+            none,
+        )?;
         if *read_only {
-            mount(none, target.as_c_str(), none, MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY, none)?;
+            mount(
+                none,
+                target.as_c_str(),
+                none,
+                MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY,
+                none,
+            )?;
         }
     }
-    mount(none, m.hide.as_c_str(), none, MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | hidden_flags, none)?;
+    mount(
+        none,
+        m.hide.as_c_str(),
+        none,
+        MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | hidden_flags,
+        none,
+    )?;
     m.opened.clear();
     Ok(())
 }

@@ -125,7 +125,8 @@ pub fn open_db(path: &Path) -> anyhow::Result<Connection> {
         .prepare("SELECT 1 FROM pragma_table_info('tokens') WHERE name = 'expires_ms'")?
         .exists([])?;
     if !has_expiry {
-        conn.execute_batch("ALTER TABLE tokens ADD COLUMN expires_ms INTEGER").context("adding token expiry")?;
+        conn.execute_batch("ALTER TABLE tokens ADD COLUMN expires_ms INTEGER")
+            .context("adding token expiry")?;
     }
     Ok(conn)
 }
@@ -476,9 +477,8 @@ fn token_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TokenInfo> {
 
 /// Tokens of `user` (every user's with None), oldest first.
 pub fn list_tokens(conn: &Connection, user: Option<&str>) -> rusqlite::Result<Vec<TokenInfo>> {
-    let mut st = conn.prepare(
-        "SELECT hash, user, admin, created_ms, expires_ms FROM tokens WHERE ?1 IS NULL OR user = ?1 ORDER BY created_ms, hash",
-    )?;
+    let mut st = conn
+        .prepare("SELECT hash, user, admin, created_ms, expires_ms FROM tokens WHERE ?1 IS NULL OR user = ?1 ORDER BY created_ms, hash")?;
     let rows = st.query_map([user], token_row)?;
     rows.collect()
 }
@@ -490,14 +490,19 @@ pub fn find_token(conn: &Connection, id: &str) -> rusqlite::Result<Option<TokenI
         return Ok(None);
     }
     let mut st = conn.prepare("SELECT hash, user, admin, created_ms, expires_ms FROM tokens WHERE substr(hash, 1, length(?1)) = ?1")?;
-    let mut hits = st.query_map([id.to_ascii_lowercase()], token_row)?.collect::<rusqlite::Result<Vec<_>>>()?;
+    let mut hits = st
+        .query_map([id.to_ascii_lowercase()], token_row)?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
     Ok(if hits.len() == 1 { hits.pop() } else { None })
 }
 
 /// Deletes the token whose public id is `id` (see [`find_token`]); returns it.
 pub fn revoke_token(conn: &Connection, id: &str) -> rusqlite::Result<Option<TokenInfo>> {
     let Some(t) = find_token(conn, id)? else { return Ok(None) };
-    conn.execute("DELETE FROM tokens WHERE substr(hash, 1, length(?1)) = ?1", [id.to_ascii_lowercase()])?;
+    conn.execute(
+        "DELETE FROM tokens WHERE substr(hash, 1, length(?1)) = ?1",
+        [id.to_ascii_lowercase()],
+    )?;
     Ok(Some(t))
 }
 

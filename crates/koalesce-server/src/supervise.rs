@@ -336,9 +336,13 @@ fn run(opts: &SuperviseOptions, account: Option<&crate::users::Account>) -> Resu
     let dir = opts.dir.as_path();
     let site = |what: &str, e: io::Error| Outcome::site(format!("{what}: {e}"));
     let work = work_dir(dir);
-    fs::DirBuilder::new().mode(0o700).create(&work).map_err(|e| site("cannot create the working directory", e))?;
+    fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&work)
+        .map_err(|e| site("cannot create the working directory", e))?;
     if let Some(a) = account {
-        nix::unistd::chown(&work, Some(a.uid), Some(a.gid)).map_err(|e| site("cannot give the working directory to the job's account", e.into()))?;
+        nix::unistd::chown(&work, Some(a.uid), Some(a.gid))
+            .map_err(|e| site("cannot give the working directory to the job's account", e.into()))?;
     }
     let open = |name: &str| OpenOptions::new().create(true).append(true).mode(0o600).open(dir.join(name));
     let (out, err) = match (open(STDOUT_FILE), open(STDERR_FILE)) {

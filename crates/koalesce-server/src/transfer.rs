@@ -161,12 +161,19 @@ pub fn open_output(work: &Path, name: &str) -> Result<Option<File>, OutputError>
         at = match openat(&at, *d, dir_flags, Mode::empty()) {
             Ok(fd) => fd,
             Err(Errno::ENOENT) => return Ok(None),
-            Err(Errno::ELOOP) | Err(Errno::ENOTDIR) => return Err(refused(&format!("'{}' is a symbolic link or not a directory", d.to_string_lossy()))),
+            Err(Errno::ELOOP) | Err(Errno::ENOTDIR) => {
+                return Err(refused(&format!("'{}' is a symbolic link or not a directory", d.to_string_lossy())))
+            }
             Err(e) => return Err(io_err(e)),
         };
     }
     // O_NONBLOCK: a FIFO named as output must not hang the server.
-    let fd = match openat(&at, *last, OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC, Mode::empty()) {
+    let fd = match openat(
+        &at,
+        *last,
+        OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    ) {
         Ok(fd) => fd,
         Err(Errno::ENOENT) => return Ok(None),
         Err(Errno::ELOOP) => return Err(refused("it is a symbolic link")),

@@ -112,12 +112,7 @@ mod tests {
 
     #[test]
     fn root_is_refused_unless_allowed_and_unknown_accounts_are_named() {
-        assert_eq!(
-            resolve("root", false),
-            Err(AccountError::Root {
-                account: "root".into()
-            })
-        );
+        assert_eq!(resolve("root", false), Err(AccountError::Root { account: "root".into() }));
         assert!(resolve("root", true).unwrap().uid.is_root());
         let e = resolve("no-such-koalesce-account", false).unwrap_err();
         assert!(e.to_string().contains("'no-such-koalesce-account' does not exist"), "{e}");

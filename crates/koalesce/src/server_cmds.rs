@@ -114,12 +114,18 @@ impl TokenCommand {
             }
             TokenCommand::Revoke { id, data_dir, conn } => {
                 let user = match data_dir {
-                    Some(dir) => store::revoke_token(&store::open_tokens(&dir)?, &id)?
-                        .ok_or_else(|| anyhow::anyhow!("token '{id}' not found (or the id is ambiguous: give more digits)"))?
-                        .user,
+                    Some(dir) => {
+                        store::revoke_token(&store::open_tokens(&dir)?, &id)?
+                            .ok_or_else(|| anyhow::anyhow!("token '{id}' not found (or the id is ambiguous: give more digits)"))?
+                            .user
+                    }
                     None => conn.client().revoke_token_json(&id)?["user"].as_str().unwrap_or("?").to_string(),
                 };
-                println!("revoked token {} of {}", crate::client_cmds::format::escape(&id), crate::client_cmds::format::escape(&user));
+                println!(
+                    "revoked token {} of {}",
+                    crate::client_cmds::format::escape(&id),
+                    crate::client_cmds::format::escape(&user)
+                );
             }
         }
         Ok(ExitCode::SUCCESS)

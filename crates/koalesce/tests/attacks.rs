@@ -49,7 +49,14 @@ impl Account {
         let name = format!("ksec1{tag}{}", std::process::id() % 100_000);
         let _ = Command::new("userdel").arg(&name).stderr(Stdio::null()).status();
         let ok = Command::new("useradd")
-            .args(["--system", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin"])
+            .args([
+                "--system",
+                "--no-create-home",
+                "--home-dir",
+                "/nonexistent",
+                "--shell",
+                "/usr/sbin/nologin",
+            ])
             .arg(&name)
             .status()
             .expect("useradd runs");
@@ -271,7 +278,10 @@ fn shell_job(name: &str, script: &str, env: &[(&str, String)], extra: &str) -> S
 
 /// The record directory of a job's first component (from its stdout path).
 fn record_dir(job: &Value) -> PathBuf {
-    Path::new(job["components"][0]["stdout"].as_str().expect("stdout path")).parent().unwrap().to_path_buf()
+    Path::new(job["components"][0]["stdout"].as_str().expect("stdout path"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
@@ -313,10 +323,15 @@ exit 7
 /// alice's stdout.
 fn play_sandbox_attack(s: &Server, alice: &str, bob: &str) -> String {
     let db = s.data.join("koalesce.db");
-    let victim = s.submit(bob, &shell_job("victim", "echo secret-of-bob > secret.txt; echo bob-output; sleep 60", &[], ""));
+    let victim = s.submit(
+        bob,
+        &shell_job("victim", "echo secret-of-bob > secret.txt; echo bob-output; sleep 60", &[], ""),
+    );
     let vj = s.wait_state(bob, victim, &["running"], 20);
     let vdir = record_dir(&vj);
-    wait_for("bob's output", 10, || std::fs::read_to_string(vdir.join("stdout")).is_ok_and(|t| t.contains("bob-output")));
+    wait_for("bob's output", 10, || {
+        std::fs::read_to_string(vdir.join("stdout")).is_ok_and(|t| t.contains("bob-output"))
+    });
     let env = [
         ("DB", db.display().to_string()),
         ("DATA", s.data.display().to_string()),
@@ -333,7 +348,10 @@ fn play_sandbox_attack(s: &Server, alice: &str, bob: &str) -> String {
     assert_eq!(probes.len(), 15, "{out}\n{err}");
     let allowed: Vec<&&str> = probes.iter().filter(|l| l.ends_with("ALLOWED")).collect();
     assert!(allowed.is_empty(), "attacks that got through: {allowed:?}\n{out}");
-    assert!(out.contains("OWN-WRITE ok"), "the job's own directory must stay writable:\n{out}\n{err}");
+    assert!(
+        out.contains("OWN-WRITE ok"),
+        "the job's own directory must stay writable:\n{out}\n{err}"
+    );
     assert!(!out.contains("DAEMON-ENV"), "the daemon's environment leaked into the job:\n{out}");
     // Nothing changed behind the server's back.
     let forged = Command::new("sqlite3")
@@ -359,12 +377,22 @@ fn assert_private_files(s: &Server, token: &str) {
     let body = serde_json::json!({"name": "input.dat", "path": src, "site": "s1"}).to_string();
     let (code, text) = s.request("POST", "/api/v1/files", Some(token), body.as_bytes());
     assert_eq!(code, 201, "{text}");
-    let mode = |p: &Path| std::fs::metadata(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())).permissions().mode() & 0o777;
+    let mode = |p: &Path| {
+        std::fs::metadata(p)
+            .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+            .permissions()
+            .mode()
+            & 0o777
+    };
     assert_eq!(mode(&s.data), 0o700);
     for f in ["koalesce.db", "koalesce.db-wal", "koalesce.db-shm"] {
         assert_eq!(mode(&s.data.join(f)), 0o600, "{f}");
     }
-    let stored: Vec<PathBuf> = std::fs::read_dir(s.data.join("sites/s1/storage")).unwrap().flatten().map(|e| e.path()).collect();
+    let stored: Vec<PathBuf> = std::fs::read_dir(s.data.join("sites/s1/storage"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
     assert!(!stored.is_empty());
     for p in stored {
         assert_eq!(mode(&p), 0o600, "{}", p.display());
@@ -377,12 +405,18 @@ fn a_job_of_a_mapped_user_cannot_reach_the_database_records_or_other_jobs() {
     require_root();
     let (a, b) = (Account::new("a"), Account::new("b"));
     let cg = CgroupParent::new();
-    let users = format!("[users]\nalice = \"{}\"\nbob = \"{}\"\n[sandbox]\ncgroup_parent = \"{}\"\n", a.name, b.name, cg.0);
+    let users = format!(
+        "[users]\nalice = \"{}\"\nbob = \"{}\"\n[sandbox]\ncgroup_parent = \"{}\"\n",
+        a.name, b.name, cg.0
+    );
     let mut s = Server::new(&config("", &users));
     let (alice, bob) = (s.token("alice", false, None), s.token("bob", false, None));
     s.start();
     let out = play_sandbox_attack(&s, &alice, &bob);
-    assert!(out.contains(&format!("UID={} USER={} ", a.uid, a.name)), "alice's job must run as her account:\n{out}");
+    assert!(
+        out.contains(&format!("UID={} USER={} ", a.uid, a.name)),
+        "alice's job must run as her account:\n{out}"
+    );
     assert_private_files(&s, &alice);
     // The job's working directory belongs to its account.
     let (_, list) = s.request("GET", "/api/v1/jobs", Some(&alice), b"");
@@ -415,7 +449,12 @@ fn landlock_alone_confines_the_jobs_of_an_unprivileged_server() {
     // The server runs as an ordinary account that owns its data dir: no user switching, no
     // control groups, only Landlock stands between a job and the server's files.
     std::fs::set_permissions(s.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
-    let chown = Command::new("chown").arg("-R").arg(format!("{}:{}", srv.uid, srv.gid)).arg(&s.data).status().unwrap();
+    let chown = Command::new("chown")
+        .arg("-R")
+        .arg(format!("{}:{}", srv.uid, srv.gid))
+        .arg(&s.data)
+        .status()
+        .unwrap();
     assert!(chown.success());
     std::fs::File::create(s.path().join("server.log")).unwrap();
     nix::unistd::chown(&s.path().join("server.log"), Some(srv.uid.into()), None).unwrap();
@@ -433,7 +472,10 @@ fn cancel_kills_descendants_that_left_the_process_group_and_frees_the_slots_afte
     require_root();
     let a = Account::new("c");
     let cg = CgroupParent::new();
-    let mut s = Server::new(&config("", &format!("[users]\nalice = \"{}\"\n[sandbox]\ncgroup_parent = \"{}\"\n", a.name, cg.0)));
+    let mut s = Server::new(&config(
+        "",
+        &format!("[users]\nalice = \"{}\"\n[sandbox]\ncgroup_parent = \"{}\"\n", a.name, cg.0),
+    ));
     let alice = s.token("alice", false, None);
     s.start();
     // A double fork with setsid: the beater leaves the component's process group and session.
@@ -475,14 +517,19 @@ fn outputs_that_are_links_are_refused_and_regular_ones_collected() {
     let j = s.wait_state(&alice, id, &["succeeded", "failed"], 20);
     assert_eq!(j["state"], "succeeded", "{j}");
     let logical = format!("{id}/real.txt");
-    wait_for("the regular output", 10, || s.job(&alice, id)["outputs"].to_string().contains(&logical));
+    wait_for("the regular output", 10, || {
+        s.job(&alice, id)["outputs"].to_string().contains(&logical)
+    });
     let j = s.job(&alice, id);
     let failure = j["failure"].as_str().unwrap_or("");
     for name in ["out.txt", "db.txt"] {
         assert!(failure.contains(&format!("output '{name}' refused: it is a symbolic link")), "{j}");
     }
     let (_, files) = s.request("GET", "/api/v1/files", Some(&alice), b"");
-    assert!(files.contains(&logical) && !files.contains("out.txt") && !files.contains("db.txt"), "{files}");
+    assert!(
+        files.contains(&logical) && !files.contains("out.txt") && !files.contains("db.txt"),
+        "{files}"
+    );
     let (code, out, _) = s.cli(&alice, &["status", &id.to_string()]);
     assert_eq!(code, 0);
     assert!(out.contains("refused"), "{out}");
@@ -497,7 +544,10 @@ fn idle_connections_are_closed_and_a_submission_still_runs_on_a_server_short_of_
     let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
     setrlimit(Resource::RLIMIT_NOFILE, hard, hard).unwrap();
     assert!(hard >= 4096, "the test needs 2,000 sockets (hard limit {hard})");
-    let mut s = Server::new(&config("header_timeout_ms = 2000", ""));
+    let mut s = Server::new(&config(
+        "header_timeout_ms = 2000\nallow_root_jobs = true",
+        "[users]\n\"*\" = \"root\"\n",
+    ));
     let alice = s.token("alice", false, None);
     // The server gets fewer descriptors than the attacker opens connections.
     s.start_with(&["prlimit", "--nofile=1200:1200", "--"], None);
@@ -514,8 +564,10 @@ fn idle_connections_are_closed_and_a_submission_still_runs_on_a_server_short_of_
     // Every idle connection was closed by the server (EOF or reset) within a few timeouts.
     let mut closed = 0;
     for c in &mut idle {
-        c.set_read_timeout(Some(Duration::from_secs(20).saturating_sub(t0.elapsed()).max(Duration::from_millis(10))))
-            .unwrap();
+        c.set_read_timeout(Some(
+            Duration::from_secs(20).saturating_sub(t0.elapsed()).max(Duration::from_millis(10)),
+        ))
+        .unwrap();
         let mut b = [0u8; 1];
         match c.read(&mut b) {
             Ok(0) => closed += 1,
@@ -567,7 +619,12 @@ fn error_answers_are_exact_and_do_not_leak() {
     let (code, body) = s.request("POST", "/api/v1/jobs", Some(&alice), long.as_bytes());
     assert_eq!(code, 400);
     let msg = json(&body)["error"].as_str().unwrap().to_string();
-    assert!(msg.chars().count() <= 1100 && msg.contains('…'), "{} chars: {}", msg.len(), &msg[..200.min(msg.len())]);
+    assert!(
+        msg.chars().count() <= 1100 && msg.contains('…'),
+        "{} chars: {}",
+        msg.len(),
+        &msg[..200.min(msg.len())]
+    );
     // File names of 247-255 characters are fine; longer ones are refused naming the field.
     let src = s.path().join("f.dat");
     std::fs::write(&src, b"x").unwrap();
@@ -628,8 +685,15 @@ fn tokens_can_be_listed_revoked_at_once_and_expire() {
     assert!([ok(&alice), ok(&alice2)].contains(&401), "revocation not effective at once");
     // Revoking in the database while the server runs works at once too.
     let (_, out, _) = s.cli(&admin, &["token", "list", "--all", "--json"]);
-    let bob_id = json(&out).as_array().unwrap().iter().find(|t| t["user"] == "bob").unwrap()["id"].as_str().unwrap().to_string();
-    let st = Command::new(BIN).args(["token", "revoke", &bob_id, "--data-dir"]).arg(&s.data).output().unwrap();
+    let bob_id = json(&out).as_array().unwrap().iter().find(|t| t["user"] == "bob").unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let st = Command::new(BIN)
+        .args(["token", "revoke", &bob_id, "--data-dir"])
+        .arg(&s.data)
+        .output()
+        .unwrap();
     assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
     assert_eq!(ok(&bob), 401);
     // Expiry.
@@ -637,7 +701,11 @@ fn tokens_can_be_listed_revoked_at_once_and_expire() {
     let (code, body) = s.request("GET", "/api/v1/jobs", Some(&short), b"");
     assert_eq!(code, 401);
     assert!(body.contains("expired"), "{body}");
-    let out = Command::new(BIN).args(["token", "list", "--data-dir"]).arg(&s.data).output().unwrap();
+    let out = Command::new(BIN)
+        .args(["token", "list", "--data-dir"])
+        .arg(&s.data)
+        .output()
+        .unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("(expired)"));
 }
 
@@ -655,7 +723,10 @@ fn names_with_escape_codes_cannot_forge_cli_output() {
     for args in [vec!["jobs"], vec!["status", &id.to_string()]] {
         let (code, out, err) = s.cli(&alice, &args.iter().map(|a| &**a).collect::<Vec<_>>());
         assert_eq!(code, 0, "{err}");
-        assert!(!out.contains('\u{1b}') && !out.contains('\r') && !out.contains('\u{7}'), "{args:?}: {out:?}");
+        assert!(
+            !out.contains('\u{1b}') && !out.contains('\r') && !out.contains('\u{7}'),
+            "{args:?}: {out:?}"
+        );
         assert!(!out.lines().any(|l| l.starts_with("ID  NAME  FORGED")), "{args:?}: {out}");
         assert!(out.contains("pwn\\u{1b}[2J"), "{args:?}: {out}");
     }

@@ -551,7 +551,10 @@ mod tests {
             assert!(text.contains("\\u{1b}[2J") && text.contains("\\n"), "{what}: {text}");
         }
         assert!(jobs.contains("bob\\nmallory") && jobs.contains("s\\u{1b}[31m"), "{jobs}");
-        assert!(!status.chars().any(|c| (c.is_control() && c != '\n') || c == '\u{202e}'), "{status:?}");
+        assert!(
+            !status.chars().any(|c| (c.is_control() && c != '\n') || c == '\u{202e}'),
+            "{status:?}"
+        );
         assert!(status.contains("of bob\\nmallory:") && status.contains("\\u{202e}"), "{status}");
         assert!(status.lines().all(|l| !l.starts_with("ID  NAME")), "{status}");
         assert_eq!(escape("plain name-1.txt"), "plain name-1.txt");
