@@ -396,6 +396,7 @@ pub fn test_options(data_dir: &Path, sites: &[(&str, u32)], supervisor: Supervis
     // Landlock, the hidden data directory and a control group).
     config.users.insert(users::DEFAULT_KEY.into(), "root".into());
     config.allow_root_jobs = true;
+    config.sandbox.cgroup_parent = "koalesce-test".into();
     ServerOptions {
         data_dir: data_dir.to_path_buf(),
         listen: None,
