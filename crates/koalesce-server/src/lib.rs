@@ -73,6 +73,7 @@ pub mod daemon;
 pub use koalesce_api::jobdesc;
 pub mod local;
 pub mod openapi;
+pub mod slurm;
 pub mod store;
 pub mod supervise;
 pub mod transfer;
@@ -362,6 +363,7 @@ pub fn test_options(data_dir: &Path, sites: &[(&str, u32)], supervisor: Supervis
                 name: n.to_string(),
                 processors: *p,
                 speed: 1.0,
+                slurm: None,
             })
             .collect(),
         ..ServerConfig::default()

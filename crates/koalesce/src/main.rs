@@ -6,6 +6,7 @@ mod client_cmds;
 mod experiment_cmds;
 mod server_cmds;
 mod sim_cmds;
+mod testbed_cmds;
 
 /// koalesce — a grid resource manager that co-allocates multi-component jobs close to their data.
 #[derive(Debug, Parser)]
@@ -25,6 +26,11 @@ enum Command {
     Client(client_cmds::ClientCommand),
     #[command(flatten)]
     Experiment(experiment_cmds::ExperimentCommand),
+    /// Several real Slurm clusters on this machine (a test bed for koalesce's Slurm sites).
+    Testbed {
+        #[command(subcommand)]
+        which: testbed_cmds::TestbedCommand,
+    },
     /// Benchmarks (wall time, throughput, memory), printed as tables.
     Bench {
         #[command(subcommand)]
@@ -49,6 +55,7 @@ fn main() -> std::process::ExitCode {
         Command::Server(c) => c.run(),
         Command::Client(c) => c.run(),
         Command::Experiment(c) => c.run(),
+        Command::Testbed { which } => which.run(),
         Command::Bench { which } => match which {
             BenchCommand::Easy(a) => a.run(),
             BenchCommand::Submit(a) => a.run(),
