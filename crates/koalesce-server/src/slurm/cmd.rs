@@ -260,6 +260,26 @@ mod tests {
     }
 
     #[test]
+    fn refusals_are_not_unreachable_controllers() {
+        let fx = |n: &str| std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/slurm/fixtures").join(n)).unwrap();
+        let failed = |stderr: String| CmdError::Failed {
+            program: "sbatch".into(),
+            status: "exit status: 1".into(),
+            stderr,
+        };
+        for f in ["sbatch_bad_partition.err", "sbatch_bad_reservation.err", "sbatch_too_big.err"] {
+            assert!(!failed(fx(f)).is_unreachable(), "{f}");
+        }
+        // Captured against a stopped and a frozen controller.
+        for e in [
+            "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)",
+            "slurm_load_jobs error: Socket timed out on send/recv operation",
+        ] {
+            assert!(failed(e.into()).is_unreachable(), "{e}");
+        }
+    }
+
+    #[test]
     fn runs_with_a_time_limit() {
         let dir = tempfile::tempdir().unwrap();
         let conf = dir.path().join("slurm.conf");

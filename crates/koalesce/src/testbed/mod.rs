@@ -647,6 +647,9 @@ impl TestBed {
     /// controllers and munged (by their pid files), kills job processes left behind, and with
     /// `purge` deletes the directory. Returns how many leftover processes were killed.
     pub fn down(&self, purge: bool) -> anyhow::Result<usize> {
+        if !self.dir().exists() {
+            return Ok(0); // purged before
+        }
         let lock = lock_dir(self.dir())?;
         std::thread::scope(|s| {
             for c in &self.spec.clusters {
