@@ -46,6 +46,10 @@ pub struct SiteConfig {
     pub processors: u32,
     #[serde(default = "one")]
     pub speed: f64,
+    /// `[sites.slurm]`: the site is a partition of a Slurm cluster (see
+    /// [`crate::slurm::SlurmSiteConfig`]); absent for a site of the local executor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm: Option<crate::slurm::SlurmSiteConfig>,
 }
 
 fn one() -> f64 {
@@ -143,6 +147,9 @@ impl ServerConfig {
                 s.name
             );
             anyhow::ensure!(names.insert(s.name.clone()), "config: site '{}' appears twice", s.name);
+            if let Some(slurm) = &s.slurm {
+                slurm.validate(&s.name).map_err(|e| anyhow::anyhow!("config: {e}"))?;
+            }
         }
         anyhow::ensure!(self.body_limit > 0, "config: 'body_limit' must be positive");
         anyhow::ensure!(self.max_connections > 0, "config: 'max_connections' must be positive");
@@ -176,6 +183,7 @@ impl ServerConfig {
                 name: name.into(),
                 processors: ((p as f64 * self.site_scale).round() as u32).max(1),
                 speed: 1.0,
+                slurm: None,
             })
             .collect()
     }

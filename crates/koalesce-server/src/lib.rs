@@ -91,6 +91,7 @@ pub mod listener;
 pub mod local;
 pub mod openapi;
 pub mod sandbox;
+pub mod slurm;
 pub mod store;
 pub mod supervise;
 pub mod transfer;
@@ -388,6 +389,7 @@ pub fn test_options(data_dir: &Path, sites: &[(&str, u32)], supervisor: Supervis
                 name: n.to_string(),
                 processors: *p,
                 speed: 1.0,
+                slurm: None,
             })
             .collect(),
         ..ServerConfig::default()

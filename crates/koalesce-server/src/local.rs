@@ -351,7 +351,8 @@ pub enum BarrierState {
     Released,
 }
 
-fn exit_state(exit: &ExitRecord) -> LrmState {
+/// A component's state from its supervisor's exit record (shared with the Slurm backend).
+pub(crate) fn exit_state(exit: &ExitRecord) -> LrmState {
     if exit.success() {
         return LrmState::Completed;
     }

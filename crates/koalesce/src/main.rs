@@ -9,6 +9,7 @@ mod netbed;
 mod netbed_cmds;
 mod server_cmds;
 mod sim_cmds;
+mod testbed_cmds;
 
 /// koalesce — a grid resource manager that co-allocates multi-component jobs close to their data.
 #[derive(Debug, Parser)]
@@ -34,6 +35,11 @@ enum Command {
     Netbed {
         #[command(subcommand)]
         which: netbed_cmds::NetbedCommand,
+    },
+    /// Several real Slurm clusters on this machine (a test bed for koalesce's Slurm sites).
+    Testbed {
+        #[command(subcommand)]
+        which: testbed_cmds::TestbedCommand,
     },
     /// Benchmarks (wall time, throughput, memory), printed as tables.
     Bench {
@@ -79,6 +85,7 @@ fn main() -> std::process::ExitCode {
         Command::Experiment(c) => c.run(),
         Command::StorageAgent(a) => a.run(),
         Command::Netbed { which } => which.run(),
+        Command::Testbed { which } => which.run(),
         Command::Bench { which } => match which {
             BenchCommand::Easy(a) => a.run(),
             BenchCommand::Submit(a) => a.run(),
