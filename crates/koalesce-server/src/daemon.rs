@@ -463,7 +463,8 @@ fn launch(shared: &Arc<Shared>, st: &mut State, job: u64) {
         let site = names[site_id.index()].clone();
         let Some(local) = shared.backend.site(&site) else { continue };
         let dir = local.jobs.join(job.to_string()).join(format!("a{attempt}-c{i}"));
-        let mut env = rec.desc.environment.clone();
+        // The component's KOALESCE_* variables; they win over the user's environment.
+        let mut env: std::collections::BTreeMap<String, String> = Default::default();
         env.insert("KOALESCE_RANK".into(), i.to_string());
         env.insert("KOALESCE_SIZE".into(), n.to_string());
         env.insert("KOALESCE_JOB_ID".into(), job.to_string());
@@ -472,13 +473,18 @@ fn launch(shared: &Arc<Shared>, st: &mut State, job: u64) {
         if coupled {
             env.insert("KOALESCE_PEERS".into(), peers.join(","));
         }
-        for f in &rec.desc.inputs {
+        env.insert("KOALESCE_JOB_DIR".into(), dir.display().to_string());
+        for f in rec.desc.inputs.iter().map(|f| f.logical()) {
             let path = files
                 .get(f)
                 .and_then(|fi| fi.replicas.get(&site).cloned())
                 .unwrap_or_else(|| transfer::storage_path(&local.storage, f));
             env.insert(format!("KOALESCE_INPUT_{}", env_name(f)), path.display().to_string());
         }
+        // The component's program (per-component overrides, ${KOALESCE_*} expanded).
+        let process = rec.desc.process(i, &env);
+        let mut environment = process.environment;
+        environment.extend(env);
         let Some(exec) = st.exec.get_mut(&(job, i as u32)) else { continue };
         exec.attempt = attempt;
         exec.dir = Some(dir.clone());
@@ -491,9 +497,9 @@ fn launch(shared: &Arc<Shared>, st: &mut State, job: u64) {
                 processors: c.processors,
                 claim: exec.claim.clone(),
                 dir: dir.clone(),
-                executable: rec.desc.executable.clone(),
-                arguments: rec.desc.arguments.clone(),
-                environment: env,
+                executable: process.executable,
+                arguments: process.arguments,
+                environment,
                 time_limit_ms: core_job.spec.runtime_estimate_ms,
             },
         ));
@@ -763,7 +769,7 @@ fn start_transfer(shared: &Arc<Shared>, st: &mut State, job: u64, key: TransferK
 }
 
 /// After success: copy each declared output from the first component (rank order) that wrote
-/// it into that site's storage and register it as `<job-id>/<name>`.
+/// it into that site's storage and register it as `<job-id>/<name>` (or its `to` name).
 fn stage_out(shared: &Arc<Shared>, rec: JobRecord) {
     let shared = shared.clone();
     tokio::spawn(async move {
@@ -771,14 +777,14 @@ fn stage_out(shared: &Arc<Shared>, rec: JobRecord) {
         for out in &rec.desc.outputs {
             let found = rec.components.iter().find_map(|c| {
                 let dir = PathBuf::from(c.dir.as_ref()?);
-                let p = dir.join(out);
+                let p = dir.join(&out.file);
                 p.is_file().then(|| (c.site.clone().unwrap_or_default(), p))
             });
             let Some((site, src)) = found else {
-                tracing::warn!(job = rec.id, output = %out, "declared output not produced");
+                tracing::warn!(job = rec.id, output = %out.file, "declared output not produced");
                 continue;
             };
-            let logical = format!("{}/{}", rec.id, out);
+            let logical = out.logical_name(rec.id);
             let Some(local) = shared.backend.site(&site) else { continue };
             let dest = transfer::storage_path(&local.storage, &logical);
             let d = dest.clone();
@@ -797,7 +803,7 @@ fn stage_out(shared: &Arc<Shared>, rec: JobRecord) {
                         .await;
                     registered.push((logical, c, site, dest));
                 }
-                Ok(Err(e)) => tracing::warn!(job = rec.id, output = %out, error = %e, "stage-out failed"),
+                Ok(Err(e)) => tracing::warn!(job = rec.id, output = %out.file, error = %e, "stage-out failed"),
                 Err(e) => tracing::error!(error = %e, "stage-out task panicked"),
             }
         }
