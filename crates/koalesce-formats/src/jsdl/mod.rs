@@ -238,6 +238,7 @@ impl<'a> Reader<'a> {
                 r.smallest_whole(0.0)
                     .ok_or_else(|| self.err(k, format!("{what}: the range admits no value")))
             };
+            let limit = |r: Range, what: &str| r.limit().ok_or_else(|| self.err(k, format!("{what}: the range gives no positive limit")));
             match k.tag_name().name() {
                 // GridWay's own examples write CandidateHost; JSDL 1.0 says CandidateHosts.
                 "CandidateHosts" | "CandidateHost" => {
@@ -316,14 +317,14 @@ impl<'a> Reader<'a> {
                     }
                 }
                 "IndividualCPUSpeed" => out.req.add(self.range(k)?.expression("CPU_MHZ", 1e-6)),
-                "IndividualCPUTime" => out.cputime = Some(whole(self.range(k)?, "IndividualCPUTime")?),
-                "TotalCPUTime" => out.cputime = out.cputime.or(Some(whole(self.range(k)?, "TotalCPUTime")?)),
+                "IndividualCPUTime" => out.cputime = Some(limit(self.range(k)?, "IndividualCPUTime")?),
+                "TotalCPUTime" => out.cputime = out.cputime.or(Some(limit(self.range(k)?, "TotalCPUTime")?)),
                 "IndividualCPUCount" => out.individual_cpus = Some(whole(self.range(k)?, "IndividualCPUCount")?.max(1)),
                 "TotalCPUCount" => out.total_cpus = Some(whole(self.range(k)?, "TotalCPUCount")?.max(1)),
                 "TotalResourceCount" => out.resource_count = Some(whole(self.range(k)?, "TotalResourceCount")?.max(1)),
-                "IndividualPhysicalMemory" => out.individual_memory = Some(whole(self.range(k)?, "IndividualPhysicalMemory")?),
-                "TotalPhysicalMemory" => out.total_memory = Some(whole(self.range(k)?, "TotalPhysicalMemory")?),
-                "IndividualVirtualMemory" => out.virtual_memory = Some(whole(self.range(k)?, "IndividualVirtualMemory")?),
+                "IndividualPhysicalMemory" => out.individual_memory = Some(limit(self.range(k)?, "IndividualPhysicalMemory")?),
+                "TotalPhysicalMemory" => out.total_memory = Some(limit(self.range(k)?, "TotalPhysicalMemory")?),
+                "IndividualVirtualMemory" => out.virtual_memory = Some(limit(self.range(k)?, "IndividualVirtualMemory")?),
                 "IndividualDiskSpace" | "TotalDiskSpace" => out.req.add(self.range(k)?.expression("FREE_DISK_MB", 1.0 / 1_048_576.0)),
                 "IndividualNetworkBandwidth" => {
                     return Err(self.err(k, "jsdl:IndividualNetworkBandwidth: koalesce does not select sites by bandwidth"))

@@ -57,6 +57,22 @@ impl Range {
         best.map(|b| b as u64)
     }
 
+    /// The largest value the range allows, as a limit (an upper bound or an exact value;
+    /// a lower bound when that is all there is).
+    pub fn limit(&self) -> Option<u64> {
+        let v = self
+            .alts
+            .iter()
+            .map(|a| match a {
+                Alt::Exact { value, epsilon } => value + epsilon,
+                Alt::Bounds { upper: Some((u, _)), .. } => *u,
+                Alt::Bounds { lower: Some((l, _)), .. } => *l,
+                Alt::Bounds { .. } => 0.0,
+            })
+            .fold(0.0f64, f64::max);
+        (v.is_finite() && v > 0.0 && v <= u64::MAX as f64).then(|| v.floor() as u64)
+    }
+
     /// A requirement on `var` with values scaled by `scale` (e.g. Hz → MHz: 1e-6): the
     /// alternatives joined with `|`.
     pub fn expression(&self, var: &str, scale: f64) -> String {

@@ -495,7 +495,7 @@ impl Resolver {
                                 self.fmt,
                                 p.line,
                                 Some(p.col),
-                                "a multi-request or disjunction cannot be nested in a conjunction",
+                                "a '|' disjunction or a '+' multi-request cannot be nested inside '&' (koalesce takes one description per job)",
                             ))
                         }
                     }
