@@ -4,6 +4,8 @@ use clap::{Parser, Subcommand};
 
 mod client_cmds;
 mod experiment_cmds;
+mod expr_bench;
+mod format_cmds;
 mod server_cmds;
 mod sim_cmds;
 
@@ -25,6 +27,8 @@ enum Command {
     Client(client_cmds::ClientCommand),
     #[command(flatten)]
     Experiment(experiment_cmds::ExperimentCommand),
+    /// Print the native TOML of a job file (JSDL, GridWay template, RSL, xRSL or TOML).
+    Convert(format_cmds::ConvertArgs),
     /// Benchmarks (wall time, throughput, memory), printed as tables.
     Bench {
         #[command(subcommand)]
@@ -40,6 +44,8 @@ enum BenchCommand {
     Submit(client_cmds::BenchSubmitArgs),
     /// One placement scan over many queued jobs and sites.
     Scan(server_cmds::BenchScanArgs),
+    /// Cost of one REQUIREMENTS / RANK evaluation (compiled expression vs. hand-written Rust).
+    Expr(expr_bench::BenchExprArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -49,10 +55,12 @@ fn main() -> std::process::ExitCode {
         Command::Server(c) => c.run(),
         Command::Client(c) => c.run(),
         Command::Experiment(c) => c.run(),
+        Command::Convert(a) => a.run(),
         Command::Bench { which } => match which {
             BenchCommand::Easy(a) => a.run(),
             BenchCommand::Submit(a) => a.run(),
             BenchCommand::Scan(a) => a.run(),
+            BenchCommand::Expr(a) => a.run(),
         },
     };
     match result {
