@@ -469,12 +469,14 @@ pub fn convert(text: &str, name_hint: Option<&str>, task: Option<&TaskContext>) 
                 .map_err(|m| err(e, m))?;
             match locate(src).map_err(|m| err(e, format!("INPUT_FILES: {m}")))? {
                 Location::Catalogue(l) => inputs.push(staged(&l, dst.as_deref(), false)),
-                Location::Absolute(p) => return Err(err(
-                    e,
-                    format!(
+                Location::Absolute(p) => {
+                    return Err(err(
+                        e,
+                        format!(
                         "INPUT_FILES: '{p}' is an absolute path; koalesce stages inputs from its replica catalogue (koalesce files add)"
                     ),
-                )),
+                    ))
+                }
             }
         }
     }

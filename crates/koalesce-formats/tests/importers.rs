@@ -46,7 +46,10 @@ fn jsdl_posix_maps_every_element() {
     assert_eq!(j.executable, "/usr/local/bin/poisson");
     assert_eq!(j.arguments, ["-n", "1024", "grid.in"]);
     assert_eq!(j.environment["OMP_NUM_THREADS"], "2");
-    assert_eq!((j.stdin.as_deref(), j.stdout.as_deref(), j.stderr.as_deref()), (Some("params.txt"), Some("solver.out"), Some("solver.err")));
+    assert_eq!(
+        (j.stdin.as_deref(), j.stdout.as_deref(), j.stderr.as_deref()),
+        (Some("params.txt"), Some("solver.out"), Some("solver.err"))
+    );
     assert_eq!(j.working_directory.as_deref(), Some("run"));
     assert_eq!((j.walltime.as_deref(), j.cputime.as_deref()), (Some("1h"), Some("2h")));
     // 8 CPUs in all, 2 per resource: 4 components of 2, started together.
@@ -96,8 +99,16 @@ fn jsdl_ranges_file_systems_candidate_hosts_and_limits() {
     let j = one("jsdl/ranges.jsdl", Format::Jsdl);
     assert_eq!(j.executable, "./bin/analyse");
     assert_eq!(j.arguments, ["${KOALESCE_JOB_DIR}/tmp/data"]);
-    assert_eq!(j.components.iter().map(|c| c.processors).collect::<Vec<_>>(), [4, 4], "exclusive lower bound 3 → 4 CPUs, 2 resources");
-    assert_eq!(j.cputime.as_deref(), Some("10m"), "the upper bound of IndividualCPUTime is the limit");
+    assert_eq!(
+        j.components.iter().map(|c| c.processors).collect::<Vec<_>>(),
+        [4, 4],
+        "exclusive lower bound 3 → 4 CPUs, 2 resources"
+    );
+    assert_eq!(
+        j.cputime.as_deref(),
+        Some("10m"),
+        "the upper bound of IndividualCPUTime is the limit"
+    );
     assert_eq!(j.limits.virtual_memory.as_deref(), Some("4G"));
     assert_eq!(j.limits.processes, Some(64));
     let req = Expr::compile(j.requirements.as_deref().unwrap()).unwrap();
@@ -119,7 +130,12 @@ fn jsdl_refusals_name_element_and_line() {
     refused("jsdl/wrong-namespace.jsdl", Format::Jsdl, 2, &["2006/11/jsdl", "2005/11/jsdl"]);
     refused("jsdl/no-namespace.jsdl", Format::Jsdl, 1, &["no namespace"]);
     refused("jsdl/unknown-posix-element.jsdl", Format::Jsdl, 8, &["jsdl-posix:Priority"]);
-    refused("jsdl/foreign-extension.jsdl", Format::Jsdl, 12, &["PreferredBroker", "example.org/broker-hints"]);
+    refused(
+        "jsdl/foreign-extension.jsdl",
+        Format::Jsdl,
+        12,
+        &["PreferredBroker", "example.org/broker-hints"],
+    );
     refused("jsdl/username.jsdl", Format::Jsdl, 8, &["UserName"]);
     refused("jsdl/doctype.jsdl", Format::Jsdl, 1, &["DTD"]);
     let e = refused("jsdl/gsiftp-staging.jsdl", Format::Jsdl, 28, &["gsiftp://"]);
@@ -130,10 +146,16 @@ fn jsdl_refusals_name_element_and_line() {
 fn gridway_examples_map_with_variables() {
     let j = one("jt/ls.jt", Format::GridWay);
     assert_eq!(j.stdout.as_deref(), Some("ls.out.${KOALESCE_JOB_ID}"));
-    assert!(j.outputs.iter().any(|o| o.file == "ls.err.${KOALESCE_JOB_ID}"), "streams come back like outputs");
+    assert!(
+        j.outputs.iter().any(|o| o.file == "ls.err.${KOALESCE_JOB_ID}"),
+        "streams come back like outputs"
+    );
     assert_eq!(j.rank.as_deref(), Some("(CPU_MHZ * 2) + FREE_MEM_MB"));
     let m = one("jt/mpi.jt", Format::GridWay);
-    assert_eq!((m.components.len(), m.runner, m.policy.as_deref()), (4, Runner::Coupled, Some("cm")));
+    assert_eq!(
+        (m.components.len(), m.runner, m.policy.as_deref()),
+        (4, Runner::Coupled, Some("cm"))
+    );
     let d = one("jt/data-aware.jt", Format::GridWay);
     let rank = Expr::compile(d.rank.as_deref().unwrap()).unwrap();
     assert_eq!(rank.files(), ["myfile".to_string()]);
@@ -158,7 +180,11 @@ fn gridway_array_tasks_substitute_per_task() {
     assert_eq!(t0.name, "pi-0");
     assert_eq!(t3.arguments, ["3", "4", "100000"]);
     assert_eq!(t3.stdout.as_deref(), Some("stdout_file.3"));
-    assert!(t3.inputs.iter().any(|f| f.file == "param.25" && f.local_name() == "param"), "PARAM = 10 + 5×3: {:?}", t3.inputs);
+    assert!(
+        t3.inputs.iter().any(|f| f.file == "param.25" && f.local_name() == "param"),
+        "PARAM = 10 + 5×3: {:?}",
+        t3.inputs
+    );
     assert_eq!(t3.environment["GW_TASK_ID"], "3");
     assert_eq!(t0.executable, "./pi");
     assert!(t0.inputs[0].executable);
@@ -179,10 +205,20 @@ fn gridway_every_default_keyword_is_understood() {
     assert_eq!(j.retries, Some(0), "RESCHEDULE_ON_FAILURE = no");
     assert_eq!(j.components[0].processors, 8);
     assert!(j.inputs.iter().any(|f| f.file == "sets/big.dat"));
-    assert!(j.outputs.iter().any(|o| o.file == "log.txt" && o.to.as_deref() == Some("logs/log.${KOALESCE_JOB_ID}")));
+    assert!(j
+        .outputs
+        .iter()
+        .any(|o| o.file == "log.txt" && o.to.as_deref() == Some("logs/log.${KOALESCE_JOB_ID}")));
     let s = one("jt/shell.jt", Format::GridWay);
-    assert_eq!(s.executable, "/bin/sh", "shell expansions run in a shell, as GridWay's wrapper does");
-    assert!(s.arguments[1].contains("$RANDOM") && s.arguments[1].contains("expr -1 + 3"), "{:?}", s.arguments);
+    assert_eq!(
+        s.executable, "/bin/sh",
+        "shell expansions run in a shell, as GridWay's wrapper does"
+    );
+    assert!(
+        s.arguments[1].contains("$RANDOM") && s.arguments[1].contains("expr -1 + 3"),
+        "{:?}",
+        s.arguments
+    );
 }
 
 #[test]
@@ -204,7 +240,10 @@ fn rsl_spec_example_staging_and_job_types() {
     let s = one("rsl/stage.rsl", Format::Rsl);
     assert_eq!(s.executable, "./my_echo", "an absolute staging destination becomes the job's copy");
     assert!(s.inputs.iter().any(|f| f.file == "bin/echo" && f.executable));
-    assert_eq!((s.walltime.as_deref(), s.cputime.as_deref(), s.memory.as_deref()), (Some("30m"), Some("25m"), Some("1024M")));
+    assert_eq!(
+        (s.walltime.as_deref(), s.cputime.as_deref(), s.memory.as_deref()),
+        (Some("30m"), Some("25m"), Some("1024M"))
+    );
     assert_eq!((s.stdout.as_deref(), s.stderr.as_deref()), (Some("echo.out"), Some("echo.err")));
     assert_eq!(s.requirements.as_deref(), Some("QUEUE_NAME = \"short\""));
     assert_eq!(s.outputs[0].to.as_deref(), Some("results/run-1.dat"));
@@ -243,14 +282,23 @@ fn rsl_refusals_have_positions() {
 #[test]
 fn xrsl_jobs() {
     let h = one("xrsl/hello.xrsl", Format::Xrsl);
-    assert_eq!((h.name.as_str(), h.stdout.as_deref(), h.stderr.as_deref()), ("hello", Some("out.txt"), Some("out.txt")));
+    assert_eq!(
+        (h.name.as_str(), h.stdout.as_deref(), h.stderr.as_deref()),
+        ("hello", Some("out.txt"), Some("out.txt"))
+    );
     assert_eq!(h.cputime.as_deref(), Some("10m"));
     let d = one("xrsl/data.xrsl", Format::Xrsl);
     assert_eq!(d.executable, "./run.sh");
     assert!(d.inputs.iter().any(|f| f.file == "run.sh" && f.executable));
-    assert!(d.inputs.iter().any(|f| f.file == "datasets/input-42.dat" && f.local_name() == "input.dat"));
+    assert!(d
+        .inputs
+        .iter()
+        .any(|f| f.file == "datasets/input-42.dat" && f.local_name() == "input.dat"));
     assert!(d.inputs.iter().any(|f| f.file == "calib.db"));
-    assert_eq!((d.walltime.as_deref(), d.memory.as_deref(), d.retries), (Some("2h"), Some("2000M"), Some(2)));
+    assert_eq!(
+        (d.walltime.as_deref(), d.memory.as_deref(), d.retries),
+        (Some("2h"), Some("2000M"), Some(2))
+    );
     assert_eq!(d.components[0].processors, 4);
     assert_eq!(d.priority.as_deref(), Some("super-high"));
     let req = Expr::compile(d.requirements.as_deref().unwrap()).unwrap();
@@ -264,7 +312,10 @@ fn xrsl_jobs() {
 
 #[test]
 fn detection_of_each_format() {
-    assert_eq!(detect("name = \"x\"\nexecutable = \"/bin/true\"\n[[components]]\nprocessors = 1\n"), Format::Toml);
+    assert_eq!(
+        detect("name = \"x\"\nexecutable = \"/bin/true\"\n[[components]]\nprocessors = 1\n"),
+        Format::Toml
+    );
     assert_eq!(detect("\u{feff}<?xml version=\"1.0\"?><a/>"), Format::Jsdl);
     assert_eq!(detect("(* hi *) &(executable=x)(jobName=y)(wallTime=3)"), Format::Xrsl);
     assert_eq!(detect("  +(&(executable=x)(count=2))(&(executable=x))"), Format::Rsl);

@@ -22,7 +22,10 @@ const SAMPLES: [(&str, Format); 12] = [
 
 fn sample(i: usize) -> (String, Format) {
     let (p, f) = SAMPLES[i % SAMPLES.len()];
-    (std::fs::read_to_string(format!("{}/tests/data/{p}", env!("CARGO_MANIFEST_DIR"))).unwrap(), f)
+    (
+        std::fs::read_to_string(format!("{}/tests/data/{p}", env!("CARGO_MANIFEST_DIR"))).unwrap(),
+        f,
+    )
 }
 
 fn check(text: &str, format: Format) -> Result<(), TestCaseError> {
@@ -46,11 +49,51 @@ fn check(text: &str, format: Format) -> Result<(), TestCaseError> {
 fn fragment() -> impl Strategy<Value = String> {
     prop_oneof![
         prop::sample::select(vec![
-            "&", "+", "|", "(", ")", "(*", "*)", "=", "!=", "$(", "#", "\"", "'", "^!", "executable", "count", "jobType",
-            "rsl_substitution", "(X y)", "inputFiles", "EXECUTABLE = ", "ARGUMENTS = ", "${TASK_ID}", "TYPE = mpi", "NP = 3",
-            "REQUIREMENTS = ", "CPU_MHZ > ", "\n", " ", ",", "<jsdl:JobDefinition xmlns:jsdl=\"http://schemas.ggf.org/jsdl/2005/11/jsdl\">",
-            "<jsdl:JobDescription>", "</jsdl:JobDescription>", "<![CDATA[", "]]>", "&amp;", "<x:", "/>", ">", "koalesce:",
-            "gsiftp://h/", "/bin/ls", "${KOALESCE_JOB_ID}", "\u{feff}", "é",
+            "&",
+            "+",
+            "|",
+            "(",
+            ")",
+            "(*",
+            "*)",
+            "=",
+            "!=",
+            "$(",
+            "#",
+            "\"",
+            "'",
+            "^!",
+            "executable",
+            "count",
+            "jobType",
+            "rsl_substitution",
+            "(X y)",
+            "inputFiles",
+            "EXECUTABLE = ",
+            "ARGUMENTS = ",
+            "${TASK_ID}",
+            "TYPE = mpi",
+            "NP = 3",
+            "REQUIREMENTS = ",
+            "CPU_MHZ > ",
+            "\n",
+            " ",
+            ",",
+            "<jsdl:JobDefinition xmlns:jsdl=\"http://schemas.ggf.org/jsdl/2005/11/jsdl\">",
+            "<jsdl:JobDescription>",
+            "</jsdl:JobDescription>",
+            "<![CDATA[",
+            "]]>",
+            "&amp;",
+            "<x:",
+            "/>",
+            ">",
+            "koalesce:",
+            "gsiftp://h/",
+            "/bin/ls",
+            "${KOALESCE_JOB_ID}",
+            "\u{feff}",
+            "é",
         ])
         .prop_map(String::from),
         "[ -~]{0,6}",

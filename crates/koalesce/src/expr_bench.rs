@@ -71,14 +71,20 @@ impl BenchExprArgs {
             (
                 "rank 004 (c)",
                 "CPU_MHZ + QUEUE_FREENODECOUNT + SIZE_CLOSE_DATA(\"myfile\") / 135",
-                Some(|s| s.int(IntVar::CpuMhz) + s.int(IntVar::QueueFreeNodeCount) + s.close_file(0).map_or(0, |b| (b / 1000) as i64) / 135),
+                Some(|s| {
+                    s.int(IntVar::CpuMhz) + s.int(IntVar::QueueFreeNodeCount) + s.close_file(0).map_or(0, |b| (b / 1000) as i64) / 135
+                }),
             ),
             (
                 "requirements",
                 "ARCH = \"x86*\" & CPU_MHZ > 1000 & FREE_MEM_MB > 512",
                 Some(|s| (s.str(StrVar::Arch).starts_with("x86") && s.int(IntVar::CpuMhz) > 1000 && s.int(IntVar::FreeMemMb) > 512) as i64),
             ),
-            ("requirements 004 (b)", "CLOSE_DATA(\"myfile\")", Some(|s| s.close_file(0).is_some() as i64)),
+            (
+                "requirements 004 (b)",
+                "CLOSE_DATA(\"myfile\")",
+                Some(|s| s.close_file(0).is_some() as i64),
+            ),
             (
                 "wildcards + arithmetic",
                 "(HOSTNAME = \"*.nl\" | HOSTNAME = \"vu*\") & LRMS_TYPE != \"fork\" & (CPU_MHZ * 2 + FREE_MEM_MB) / 3 > 100",
@@ -92,7 +98,10 @@ impl BenchExprArgs {
             sites.len() * self.rounds,
             self.repeat
         );
-        println!("{:<24} {:>10} {:>12} {:>14} {:>8}", "expression", "compile", "eval ns", "hand-written", "ratio");
+        println!(
+            "{:<24} {:>10} {:>12} {:>14} {:>8}",
+            "expression", "compile", "eval ns", "hand-written", "ratio"
+        );
         for (label, src, native) in cases {
             let t = Instant::now();
             let compiled: Compiled = Expr::compile(src).map_err(|e| anyhow::anyhow!("{}", e.render(src)))?;

@@ -64,7 +64,9 @@ impl FormatArgs {
 pub fn read_job_file(file: &Path) -> anyhow::Result<String> {
     if file.as_os_str() == "-" {
         let mut s = String::new();
-        std::io::stdin().read_to_string(&mut s).context("reading the job description from standard input")?;
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .context("reading the job description from standard input")?;
         Ok(s)
     } else {
         std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))

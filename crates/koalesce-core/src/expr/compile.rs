@@ -39,25 +39,56 @@ pub(crate) enum Op {
     Mul,
     Div,
     Cmp(CmpOp),
+    /// Superinstructions: the right operand is a constant or a variable.
+    ArithK(BinOp, i64),
+    ArithV(BinOp, IntVar),
+    CmpK(CmpOp, i64),
+    CmpV(CmpOp, IntVar),
     /// If the top is 0 jump to the target (keeping it), else pop and go on (`&`).
     JumpIfZero(u16),
     /// If the top is not 0 jump to the target (keeping it), else pop and go on (`|`).
     JumpIfNonZero(u16),
 }
 
-/// A string pattern of a comparison.
+/// A string pattern of a comparison, specialised for the common shapes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Pattern {
-    pub bytes: Box<[u8]>,
-    pub wildcard: bool,
+pub(crate) enum Pattern {
+    Exact(Box<[u8]>),
+    /// `abc*`
+    Prefix(Box<[u8]>),
+    /// `*abc`
+    Suffix(Box<[u8]>),
+    /// `*abc*`
+    Contains(Box<[u8]>),
+    Glob(Box<[u8]>),
 }
 
 impl Pattern {
-    pub fn matches(&self, s: &str) -> bool {
-        if self.wildcard {
-            glob_match(&self.bytes, s.as_bytes())
+    pub fn new(p: &[u8]) -> Pattern {
+        let plain = |s: &[u8]| !has_wildcards(s);
+        let n = p.len();
+        if plain(p) {
+            Pattern::Exact(p.into())
+        } else if n >= 2 && p[0] == b'*' && p[n - 1] == b'*' && plain(&p[1..n - 1]) {
+            Pattern::Contains(p[1..n - 1].to_ascii_lowercase().into())
+        } else if n >= 1 && p[n - 1] == b'*' && plain(&p[..n - 1]) {
+            Pattern::Prefix(p[..n - 1].into())
+        } else if n >= 1 && p[0] == b'*' && plain(&p[1..]) {
+            Pattern::Suffix(p[1..].into())
         } else {
-            s.as_bytes().eq_ignore_ascii_case(&self.bytes)
+            Pattern::Glob(p.into())
+        }
+    }
+
+    #[inline]
+    pub fn matches(&self, s: &str) -> bool {
+        let t = s.as_bytes();
+        match self {
+            Pattern::Exact(p) => t.eq_ignore_ascii_case(p),
+            Pattern::Prefix(p) => t.len() >= p.len() && t[..p.len()].eq_ignore_ascii_case(p),
+            Pattern::Suffix(p) => t.len() >= p.len() && t[t.len() - p.len()..].eq_ignore_ascii_case(p),
+            Pattern::Contains(p) => p.is_empty() || t.windows(p.len()).any(|w| w.eq_ignore_ascii_case(p)),
+            Pattern::Glob(p) => glob_match(p, t),
         }
     }
 }
@@ -241,14 +272,11 @@ impl Ctx {
     }
 
     fn pattern(&mut self, s: &str) -> u16 {
-        let bytes: Box<[u8]> = s.as_bytes().into();
-        match self.patterns.iter().position(|p| p.bytes == bytes) {
+        let p = Pattern::new(s.as_bytes());
+        match self.patterns.iter().position(|x| *x == p) {
             Some(i) => i as u16,
             None => {
-                self.patterns.push(Pattern {
-                    wildcard: has_wildcards(&bytes),
-                    bytes,
-                });
+                self.patterns.push(p);
                 (self.patterns.len() - 1) as u16
             }
         }
@@ -276,11 +304,7 @@ impl Ctx {
             }
             (Lowered::StrVar(a, _), Lowered::StrVar(b, _)) => Ir::StrEq(a, b, neg),
             (Lowered::StrLit(s, _), Lowered::StrLit(p, _)) => {
-                let m = Pattern {
-                    wildcard: has_wildcards(p.as_bytes()),
-                    bytes: p.as_bytes().into(),
-                }
-                .matches(&s);
+                let m = Pattern::new(p.as_bytes()).matches(&s);
                 Ir::Const((m != neg) as i64)
             }
             (Lowered::Num(..), Lowered::StrLit(s, c)) | (Lowered::StrLit(s, c), Lowered::Num(..)) => {
@@ -342,19 +366,31 @@ impl Gen {
             }
             Ir::Arith(op, a, b) => {
                 self.emit(a);
-                self.emit(b);
-                let op = match op {
-                    BinOp::Add => Op::Add,
-                    BinOp::Sub => Op::Sub,
-                    BinOp::Mul => Op::Mul,
-                    _ => Op::Div,
-                };
-                self.push(op, -1)
+                match b.as_ref() {
+                    Ir::Const(k) => self.push(Op::ArithK(*op, *k), 0),
+                    Ir::Int(v) => self.push(Op::ArithV(*op, *v), 0),
+                    b => {
+                        self.emit(b);
+                        let op = match op {
+                            BinOp::Add => Op::Add,
+                            BinOp::Sub => Op::Sub,
+                            BinOp::Mul => Op::Mul,
+                            _ => Op::Div,
+                        };
+                        self.push(op, -1)
+                    }
+                }
             }
             Ir::Cmp(op, a, b) => {
                 self.emit(a);
-                self.emit(b);
-                self.push(Op::Cmp(*op), -1)
+                match b.as_ref() {
+                    Ir::Const(k) => self.push(Op::CmpK(*op, *k), 0),
+                    Ir::Int(v) => self.push(Op::CmpV(*op, *v), 0),
+                    b => {
+                        self.emit(b);
+                        self.push(Op::Cmp(*op), -1)
+                    }
+                }
             }
             Ir::And(a, b) | Ir::Or(a, b) => {
                 self.emit(a);

@@ -173,7 +173,16 @@ fn arb_expr() -> impl Strategy<Value = String> {
         prop::sample::select(vec!["CPU_MHZ", "QUEUE_FREENODECOUNT", "FREE_MEM_MB", "NODECOUNT"]).prop_map(String::from),
         prop::sample::select(vec!["a", "b", "c"]).prop_map(|f| format!("SIZE_CLOSE_DATA(\"{f}\")")),
         prop::sample::select(vec!["a", "b"]).prop_map(|f| format!("HAS_CLOSE_DATA(\"{f}\")")),
-        prop::sample::select(vec!["\"x86*\"", "\"i?86\"", "\"sparc\"", "\"*\""]).prop_map(|p| format!("ARCH = {p}")),
+        prop::sample::select(vec![
+            "\"x86*\"",
+            "\"i?86\"",
+            "\"sparc\"",
+            "\"*\"",
+            "\"*86*\"",
+            "\"*86\"",
+            "\"[xi]*\""
+        ])
+        .prop_map(|p| format!("ARCH = {p}")),
         prop::sample::select(vec!["a", "c"]).prop_map(|f| format!("CLOSE_DATA(\"{f}\")")),
     ];
     leaf.prop_recursive(5, 40, 2, |inner| {

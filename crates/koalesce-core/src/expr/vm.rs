@@ -66,6 +66,10 @@ pub(crate) fn run<H: HostVars + ?Sized>(p: &Program, h: &H) -> i64 {
                 sp -= 1;
                 stack[sp - 1] = compare(op, stack[sp - 1], stack[sp]) as i64;
             }
+            Op::ArithK(op, k) => stack[sp - 1] = arith(op, stack[sp - 1], k),
+            Op::ArithV(op, v) => stack[sp - 1] = arith(op, stack[sp - 1], h.int(v)),
+            Op::CmpK(op, k) => stack[sp - 1] = compare(op, stack[sp - 1], k) as i64,
+            Op::CmpV(op, v) => stack[sp - 1] = compare(op, stack[sp - 1], h.int(v)) as i64,
             Op::JumpIfZero(target) => {
                 if stack[sp - 1] == 0 {
                     pc = target as usize;

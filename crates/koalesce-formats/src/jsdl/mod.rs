@@ -238,7 +238,10 @@ impl<'a> Reader<'a> {
                 r.smallest_whole(0.0)
                     .ok_or_else(|| self.err(k, format!("{what}: the range admits no value")))
             };
-            let limit = |r: Range, what: &str| r.limit().ok_or_else(|| self.err(k, format!("{what}: the range gives no positive limit")));
+            let limit = |r: Range, what: &str| {
+                r.limit()
+                    .ok_or_else(|| self.err(k, format!("{what}: the range gives no positive limit")))
+            };
             match k.tag_name().name() {
                 // GridWay's own examples write CandidateHost; JSDL 1.0 says CandidateHosts.
                 "CandidateHosts" | "CandidateHost" => {

@@ -490,14 +490,12 @@ impl Resolver {
                 for item in items {
                     match self.request(item, env)? {
                         Req::And(rs, _) => rels.extend(rs),
-                        Req::Multi(_, p) | Req::Or(p) => {
-                            return Err(FormatError::at(
-                                self.fmt,
-                                p.line,
-                                Some(p.col),
-                                "a '|' disjunction or a '+' multi-request cannot be nested inside '&' (koalesce takes one description per job)",
-                            ))
-                        }
+                        Req::Multi(_, p) | Req::Or(p) => return Err(FormatError::at(
+                            self.fmt,
+                            p.line,
+                            Some(p.col),
+                            "a '|' disjunction or a '+' multi-request cannot be nested inside '&' (koalesce takes one description per job)",
+                        )),
                     }
                 }
                 Ok(Req::And(rels, *pos))
