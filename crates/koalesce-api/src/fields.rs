@@ -268,7 +268,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 pub fn format_size(bytes: u64) -> String {
     const UNITS: [(&str, u64); 4] = [("T", 1 << 40), ("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)];
     for (u, m) in UNITS {
-        if bytes >= m && bytes % m == 0 {
+        if bytes >= m && bytes.is_multiple_of(m) {
             return format!("{}{u}", bytes / m);
         }
     }
@@ -277,9 +277,9 @@ pub fn format_size(bytes: u64) -> String {
 
 /// Seconds as a duration string the native format accepts ("90s", "10m", "2h").
 pub fn format_seconds(secs: u64) -> String {
-    if secs > 0 && secs % 3600 == 0 {
+    if secs > 0 && secs.is_multiple_of(3600) {
         format!("{}h", secs / 3600)
-    } else if secs > 0 && secs % 60 == 0 {
+    } else if secs > 0 && secs.is_multiple_of(60) {
         format!("{}m", secs / 60)
     } else {
         format!("{secs}s")

@@ -206,44 +206,6 @@ pub(crate) fn shell_double_quote(w: &str) -> String {
     out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn locations() {
-        assert_eq!(locate("data.bin"), Ok(Location::Catalogue("data.bin".into())));
-        assert_eq!(locate("koalesce:///sets/a"), Ok(Location::Catalogue("sets/a".into())));
-        assert_eq!(locate("/bin/ls"), Ok(Location::Absolute("/bin/ls".into())));
-        assert!(locate("gsiftp://h/p").unwrap_err().contains("gsiftp"));
-        assert!(locate("").is_err());
-    }
-
-    #[test]
-    fn words() {
-        assert_eq!(
-            split_words("a 'b c' \"d e\" f\\ g").unwrap(),
-            (vec!["a".into(), "b c".into(), "d e".into(), "f g".into()], false)
-        );
-        assert!(split_words("$RANDOM").unwrap().1);
-        assert!(!split_words("'$RANDOM'").unwrap().1);
-        assert!(!split_words("${KOALESCE_JOB_ID}").unwrap().1);
-        assert!(split_words("`expr 1 + 2`").unwrap().1);
-        assert!(split_words("\"open").is_err());
-        assert_eq!(split_words("  ").unwrap().0, Vec::<String>::new());
-        assert_eq!(split_words("''").unwrap().0, vec![String::new()]);
-    }
-
-    #[test]
-    fn requirement_terms() {
-        let mut r = Requirements::default();
-        assert_eq!(Requirements::default().build(), None);
-        r.add("CPU_MHZ > 1");
-        r.any_of("ARCH", &["x86_64".into(), "amd64".into()]);
-        assert_eq!(r.build().unwrap(), "(CPU_MHZ > 1) & (ARCH = \"x86_64\" | ARCH = \"amd64\")");
-    }
-}
-
 /// A native description with only a name and a program; the importers fill in the rest.
 pub(crate) fn blank_job(name: String, executable: String) -> koalesce_api::JobDescription {
     koalesce_api::JobDescription {
@@ -301,4 +263,42 @@ pub(crate) fn site_of_contact(contact: &str, sites: &[String]) -> Option<String>
         .iter()
         .find(|s| s.eq_ignore_ascii_case(host) || s.eq_ignore_ascii_case(first))
         .cloned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locations() {
+        assert_eq!(locate("data.bin"), Ok(Location::Catalogue("data.bin".into())));
+        assert_eq!(locate("koalesce:///sets/a"), Ok(Location::Catalogue("sets/a".into())));
+        assert_eq!(locate("/bin/ls"), Ok(Location::Absolute("/bin/ls".into())));
+        assert!(locate("gsiftp://h/p").unwrap_err().contains("gsiftp"));
+        assert!(locate("").is_err());
+    }
+
+    #[test]
+    fn words() {
+        assert_eq!(
+            split_words("a 'b c' \"d e\" f\\ g").unwrap(),
+            (vec!["a".into(), "b c".into(), "d e".into(), "f g".into()], false)
+        );
+        assert!(split_words("$RANDOM").unwrap().1);
+        assert!(!split_words("'$RANDOM'").unwrap().1);
+        assert!(!split_words("${KOALESCE_JOB_ID}").unwrap().1);
+        assert!(split_words("`expr 1 + 2`").unwrap().1);
+        assert!(split_words("\"open").is_err());
+        assert_eq!(split_words("  ").unwrap().0, Vec::<String>::new());
+        assert_eq!(split_words("''").unwrap().0, vec![String::new()]);
+    }
+
+    #[test]
+    fn requirement_terms() {
+        let mut r = Requirements::default();
+        assert_eq!(Requirements::default().build(), None);
+        r.add("CPU_MHZ > 1");
+        r.any_of("ARCH", &["x86_64".into(), "amd64".into()]);
+        assert_eq!(r.build().unwrap(), "(CPU_MHZ > 1) & (ARCH = \"x86_64\" | ARCH = \"amd64\")");
+    }
 }

@@ -140,8 +140,8 @@ proptest! {
 
 #[test]
 fn the_samples_convert() {
-    for i in 0..SAMPLES.len() {
+    for (i, (path, _)) in SAMPLES.iter().enumerate() {
         let (text, f) = sample(i);
-        assert!(convert(&text, f, &Options::default()).is_ok(), "{}", SAMPLES[i].0);
+        assert!(convert(&text, f, &Options::default()).is_ok(), "{path}");
     }
 }

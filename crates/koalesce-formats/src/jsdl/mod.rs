@@ -565,7 +565,7 @@ pub fn convert(text: &str, name_hint: Option<&str>) -> Result<JobDescription, Fo
             })
         }
         (Some(each), Some(total), r) => {
-            if total % each != 0 || r.is_some_and(|r| r * each != total) {
+            if !total.is_multiple_of(each) || r.is_some_and(|r| r * each != total) {
                 return Err(count_err(format!(
                     "TotalCPUCount {total} is not a whole number of resources of IndividualCPUCount {each}"
                 )));
@@ -573,7 +573,7 @@ pub fn convert(text: &str, name_hint: Option<&str>) -> Result<JobDescription, Fo
             job.components = comps(total / each, each)?;
         }
         (None, Some(total), Some(r)) => {
-            if total % r != 0 {
+            if !total.is_multiple_of(r) {
                 return Err(count_err(format!(
                     "TotalCPUCount {total} does not split evenly over TotalResourceCount {r}"
                 )));

@@ -44,7 +44,7 @@ pub(crate) fn period_seconds(s: &str) -> Option<u64> {
         return num.is_empty().then_some(total);
     }
     let words: Vec<&str> = t.split_whitespace().collect();
-    if words.is_empty() || words.len() % 2 != 0 {
+    if words.is_empty() || !words.len().is_multiple_of(2) {
         return None;
     }
     let mut total: u64 = 0;
@@ -318,7 +318,7 @@ fn job(rels: &[Rel], name_hint: Option<&str>) -> Result<JobDescription, FormatEr
         j.stderr = Some(out);
     }
     if let Some((per, r)) = count_per_node {
-        if per == 0 || count as u64 % per != 0 {
+        if per == 0 || !(count as u64).is_multiple_of(per) {
             return Err(r.err(FMT, format!("{per} does not divide count {count}")));
         }
     }
