@@ -834,6 +834,7 @@ pub fn recover(config: &ServerConfig, store: &Store, backend: &LocalBackend) -> 
             processors: s.processors,
             speed: s.speed,
             supports_reservations: false,
+            attributes: Default::default(),
         })
         .collect();
     let site_names: Vec<String> = sites.iter().map(|s| s.name.clone()).collect();

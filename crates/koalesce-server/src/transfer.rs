@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TransferError {
-    #[error("{0}")]
+    #[error(transparent)]
     Io(#[from] io::Error),
     #[error("checksum mismatch for {path}: expected {expected}, got {actual}")]
     Checksum { path: String, expected: String, actual: String },

@@ -48,8 +48,22 @@ enum BenchCommand {
     Expr(expr_bench::BenchExprArgs),
 }
 
+/// Command-line tools die quietly on a closed pipe (`koalesce sim … | head`), as `cat` does;
+/// Rust ignores SIGPIPE by default and would panic on the failed print instead. The daemon
+/// keeps ignoring it: a client that hangs up must never kill the server.
+fn restore_default_sigpipe() {
+    // SAFETY: called once at the start of main, before any thread exists; SIG_DFL is a valid
+    // disposition for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Server(server_cmds::ServerCommand::Server(_))) {
+        restore_default_sigpipe();
+    }
     let result = match cli.command {
         Command::Sim(c) => c.run(),
         Command::Server(c) => c.run(),
