@@ -442,6 +442,7 @@ fn free_port() -> u16 {
 fn launch(shared: &Arc<Shared>, st: &mut State, job: u64) {
     let Some(core_job) = st.core.job(JobId(job)).cloned() else { return };
     let names = st.site_names.clone();
+    let archs: Vec<String> = st.core.sites().iter().map(|s| s.attributes.architecture.clone()).collect();
     let files = st.files.clone();
     let Some(rec) = st.jobs.get_mut(&job) else { return };
     rec.attempt += 1;
@@ -474,6 +475,7 @@ fn launch(shared: &Arc<Shared>, st: &mut State, job: u64) {
             env.insert("KOALESCE_PEERS".into(), peers.join(","));
         }
         env.insert("KOALESCE_JOB_DIR".into(), dir.display().to_string());
+        env.insert("KOALESCE_ARCH".into(), archs.get(site_id.index()).cloned().unwrap_or_default());
         for f in rec.desc.inputs.iter().map(|f| f.logical()) {
             let path = files
                 .get(f)

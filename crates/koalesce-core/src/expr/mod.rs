@@ -29,6 +29,7 @@
 mod compile;
 mod glob;
 mod parser;
+mod site;
 mod vars;
 mod vm;
 
