@@ -122,6 +122,8 @@ pub(crate) struct Program {
     pub ops: Vec<Op>,
     pub patterns: Vec<Pattern>,
     pub files: Vec<String>,
+    /// Per file: asked about by HAS_CLOSE_DATA / SIZE_CLOSE_DATA (004's requested files).
+    pub requested: Vec<bool>,
     pub software: Vec<String>,
     pub vars: Vec<Var>,
     pub result: ValueType,
@@ -133,6 +135,7 @@ pub(crate) struct Program {
 struct Ctx {
     patterns: Vec<Pattern>,
     files: Vec<String>,
+    requested: Vec<bool>,
     software: Vec<String>,
     vars: Vec<Var>,
 }
@@ -207,6 +210,12 @@ impl Ctx {
                     Function::CloseData => (intern(&mut self.files, arg), ValueType::Bool),
                     Function::HasCloseData | Function::SizeCloseData => (intern(&mut self.files, arg), ValueType::Int),
                 };
+                if *f != Function::HasSoftware {
+                    self.requested.resize(self.files.len(), false);
+                    if *f != Function::CloseData {
+                        self.requested[idx as usize] = true;
+                    }
+                }
                 Lowered::Num(Ir::Call(*f, idx), ty)
             }
             Kind::Unary(op, inner) => {
@@ -445,6 +454,11 @@ pub(crate) fn compile(node: Option<&Node>) -> Result<Program, ExprError> {
     Ok(Program {
         ops: g.ops,
         patterns: ctx.patterns,
+        requested: {
+            let mut r = ctx.requested;
+            r.resize(ctx.files.len(), false);
+            r
+        },
         files: ctx.files,
         software: ctx.software,
         vars: ctx.vars,

@@ -34,6 +34,7 @@ mod vars;
 mod vm;
 
 pub use glob::glob_match;
+pub use site::gridway_data_environment;
 pub use vars::{Function, IntVar, StrVar, Var};
 
 use compile::Program;
@@ -203,6 +204,17 @@ impl Compiled {
     /// the ones not at the chosen site go into `GW_REMOTE_FILES_i`).
     pub fn files(&self) -> &[String] {
         &self.program.files
+    }
+
+    /// The files asked about by HAS_CLOSE_DATA or SIZE_CLOSE_DATA (004 §3.2: the job's
+    /// requested files; CLOSE_DATA's are at the chosen site by definition).
+    pub fn requested_files(&self) -> impl Iterator<Item = &str> {
+        self.program
+            .files
+            .iter()
+            .zip(&self.program.requested)
+            .filter(|(_, r)| **r)
+            .map(|(f, _)| f.as_str())
     }
 
     /// Software tags asked about by `HAS_SOFTWARE`, indexed as in [`HostVars::has_software`].

@@ -65,6 +65,27 @@ impl SiteSnapshot {
     }
 }
 
+/// The environment 004 §3.2 gives a job placed at `site`: `GW_CLOSE_SE` (the storage elements
+/// close to it: koalesce's site storage, named after the site) and `GW_REMOTE_FILES_0`,
+/// `GW_REMOTE_FILES_1`, … — the files its expressions asked about with HAS_CLOSE_DATA or
+/// SIZE_CLOSE_DATA that the site does not hold (files of CLOSE_DATA are there by definition).
+pub fn gridway_data_environment(exprs: &[&Compiled], catalogue: &ReplicaCatalogue, site: SiteId, site_name: &str) -> Vec<(String, String)> {
+    let mut env = vec![("GW_CLOSE_SE".to_string(), site_name.to_string())];
+    let mut remote: Vec<&str> = Vec::new();
+    for e in exprs {
+        for f in e.requested_files() {
+            let here = catalogue.get(f).is_some_and(|x| x.replicas.contains(&site));
+            if !here && !remote.contains(&f) {
+                remote.push(f);
+            }
+        }
+    }
+    for (i, f) in remote.into_iter().enumerate() {
+        env.push((format!("GW_REMOTE_FILES_{i}"), f.to_string()));
+    }
+    env
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,5 +119,20 @@ mod tests {
         assert!(!req.matches(&s), "CPU_FREE 17%");
         s.bind_files(&rank, &cat, SiteId(0));
         assert_eq!(rank.rank(&s), 2810);
+    }
+
+    #[test]
+    fn remote_files_are_the_requested_ones_not_held_here() {
+        let mut cat = ReplicaCatalogue::new();
+        cat.insert("a", 1, [SiteId(0)]);
+        cat.insert("b", 1, [SiteId(1)]);
+        let req = Expr::compile("CLOSE_DATA(\"c\")").unwrap();
+        let rank = Expr::compile("HAS_CLOSE_DATA(\"a\") + SIZE_CLOSE_DATA(\"b\") + HAS_CLOSE_DATA(\"missing\")").unwrap();
+        let env = gridway_data_environment(&[&req, &rank], &cat, SiteId(0), "vu");
+        let want: Vec<(String, String)> = [("GW_CLOSE_SE", "vu"), ("GW_REMOTE_FILES_0", "b"), ("GW_REMOTE_FILES_1", "missing")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        assert_eq!(env, want);
     }
 }
