@@ -93,6 +93,16 @@ pub(crate) fn staged(logical: &str, local: Option<&str>, executable: bool) -> In
     }
 }
 
+/// Adds an input unless the same file is already staged under the same name (then only the
+/// executable mark is merged); a different file under the same name is left for the native
+/// validation to refuse.
+pub(crate) fn push_input(inputs: &mut Vec<InputFile>, f: InputFile) {
+    match inputs.iter_mut().find(|i| i.local_name() == f.local_name() && i.file == f.file) {
+        Some(existing) => existing.executable |= f.executable,
+        None => inputs.push(f),
+    }
+}
+
 /// Checks that a name is a plain relative path inside the working directory.
 pub(crate) fn relative_name(what: &str, name: &str) -> Result<String, String> {
     let n = name.trim();

@@ -15,6 +15,7 @@ use koalesce_api::fields::{format_seconds, InputFile, OutputFile};
 use koalesce_api::JobDescription;
 use koalesce_core::expr::Expr;
 
+use crate::common::push_input;
 use crate::common::{
     default_name, job_type_components, locate, relative_name, shell_double_quote, split_words, staged, FormatError, Location,
 };
@@ -468,7 +469,7 @@ pub fn convert(text: &str, name_hint: Option<&str>, task: Option<&TaskContext>) 
                 .transpose()
                 .map_err(|m| err(e, m))?;
             match locate(src).map_err(|m| err(e, format!("INPUT_FILES: {m}")))? {
-                Location::Catalogue(l) => inputs.push(staged(&l, dst.as_deref(), false)),
+                Location::Catalogue(l) => push_input(&mut inputs, staged(&l, dst.as_deref(), false)),
                 Location::Absolute(p) => {
                     return Err(err(
                         e,
@@ -487,9 +488,7 @@ pub fn convert(text: &str, name_hint: Option<&str>, task: Option<&TaskContext>) 
             Location::Catalogue(l) => {
                 let f = staged(&l, None, false);
                 stdin = Some(f.local_name().to_string());
-                if !inputs.iter().any(|i| i.file == f.file) {
-                    inputs.push(f);
-                }
+                push_input(&mut inputs, f);
             }
             Location::Absolute(p) => {
                 return Err(err(

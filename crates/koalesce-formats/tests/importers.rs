@@ -325,3 +325,36 @@ fn detection_of_each_format() {
     assert!(convert("name = 'x'", Format::Jsdl, &Options::default()).is_err());
     assert!(convert("&(executable=/bin/ls)", Format::GridWay, &Options::default()).is_err());
 }
+
+#[test]
+fn real_world_idioms_are_accepted() {
+    // The staged executable also listed in INPUT_FILES (common in GridWay templates).
+    let t = "EXECUTABLE = script.sh\nINPUT_FILES = script.sh, data.in\nCPULOAD_THRESHOLD = 50\n";
+    let j = convert(t, Format::GridWay, &Options::default()).unwrap().pop().unwrap();
+    assert_eq!(j.inputs.iter().filter(|f| f.file == "script.sh").count(), 1);
+    assert!(j.inputs[0].executable);
+    // RSL without a leading '&', mixed-case attribute names, a label on a single request.
+    let r = convert(
+        "(Executable=/bin/hostname)(Count=2)(JOB_TYPE=multiple)(label=probe)",
+        Format::Rsl,
+        &Options::default(),
+    )
+    .unwrap()
+    .pop()
+    .unwrap();
+    assert_eq!(r.components.len(), 2);
+    assert_eq!(r.components[1].label.as_deref(), Some("probe"));
+    // xRSL times with a unit and as a clock.
+    let x = convert(
+        "&(executable=/bin/true)(wallTime=\"90m\")(cpuTime=\"1:00:00\")",
+        Format::Xrsl,
+        &Options::default(),
+    )
+    .unwrap()
+    .pop()
+    .unwrap();
+    assert_eq!((x.walltime.as_deref(), x.cputime.as_deref()), (Some("90m"), Some("1h")));
+    // JSDL booleans in another case.
+    let jsdl = r#"<jsdl:JobDefinition xmlns:jsdl="http://schemas.ggf.org/jsdl/2005/11/jsdl" xmlns:p="http://schemas.ggf.org/jsdl/2005/11/jsdl-posix"><jsdl:JobDescription><jsdl:Application><p:POSIXApplication><p:Executable>/bin/true</p:Executable></p:POSIXApplication></jsdl:Application><jsdl:Resources><jsdl:ExclusiveExecution>False</jsdl:ExclusiveExecution></jsdl:Resources></jsdl:JobDescription></jsdl:JobDefinition>"#;
+    assert!(convert(jsdl, Format::Jsdl, &Options::default()).is_ok());
+}

@@ -125,7 +125,7 @@ impl<'a> Reader<'a> {
     }
 
     fn boolean(&self, n: Node) -> Result<bool, FormatError> {
-        match self.text(n)?.as_str() {
+        match self.text(n)?.to_ascii_lowercase().as_str() {
             "true" | "1" => Ok(true),
             "false" | "0" => Ok(false),
             t => Err(self.err(n, format!("{}: '{t}' is not true or false", qname(n)))),

@@ -9,6 +9,7 @@ use koalesce_api::fields::{InputFile, OutputFile};
 use koalesce_api::{ComponentDescription, JobDescription, Runner};
 
 use super::{Pos, RVal, Rel, Req, GASS};
+use crate::common::push_input;
 use crate::common::{
     blank_job, default_name, job_type_components, locate, relative_name, site_of_contact, staged, FormatError, Location, Requirements,
 };
@@ -92,7 +93,7 @@ fn parts(rels: &[Rel]) -> Result<Parts, FormatError> {
                 None => dst.clone(),
             };
             let local = relative_name("file_stage_in", &local).map_err(|m| r.err(FMT, m))?;
-            p.inputs.push(staged(&logical, Some(&local), false));
+            push_input(&mut p.inputs, staged(&logical, Some(&local), false));
         }
     }
     for r in rels {
@@ -374,7 +375,13 @@ fn single(rels: &[Rel], pos: Pos, name_hint: Option<&str>, sites: &[String]) -> 
             "spreading processes over several hosts of one site cannot be honoured (koalesce allocates processors)",
         ));
     }
-    let (mut components, runner, policy) = job_type_components(&kind, count).expect("checked job type");
+    let (mut components, mut runner, policy) = job_type_components(&kind, count).expect("checked job type");
+    for comp in &mut components {
+        comp.label = p.label.clone();
+    }
+    if components.len() > 1 && p.start_type.as_deref().is_some_and(|t| t != "no-barrier") {
+        runner = Runner::Coupled;
+    }
     if let Some(c) = &p.contact {
         if let Some(site) = site_of_contact(c, sites) {
             for comp in &mut components {

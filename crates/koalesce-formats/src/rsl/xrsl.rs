@@ -6,7 +6,7 @@ use koalesce_api::fields::OutputFile;
 use koalesce_api::{ComponentDescription, JobDescription, Runner};
 
 use super::{Rel, Req};
-use crate::common::{blank_job, default_name, locate, relative_name, staged, FormatError, Location, Requirements};
+use crate::common::{blank_job, default_name, locate, push_input, relative_name, staged, FormatError, Location, Requirements};
 use crate::Format;
 
 const FMT: Format = Format::Xrsl;
@@ -43,6 +43,26 @@ pub(crate) fn period_seconds(s: &str) -> Option<u64> {
         }
         return num.is_empty().then_some(total);
     }
+    // Clock times HH:MM:SS / MM:SS, and single tokens with a unit ("90s", "30m", "2h", "1d").
+    if t.contains(':') {
+        let mut secs: u64 = 0;
+        let parts: Vec<&str> = t.split(':').collect();
+        if parts.len() > 3 {
+            return None;
+        }
+        for p in parts {
+            secs = secs.checked_mul(60)?.checked_add(p.trim().parse().ok()?)?;
+        }
+        return Some(secs);
+    }
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let spaced;
+    let t = if split > 0 && split < t.len() && !t[split..].starts_with(' ') {
+        spaced = format!("{} {}", &t[..split], &t[split..]);
+        spaced.as_str()
+    } else {
+        t
+    };
     let words: Vec<&str> = t.split_whitespace().collect();
     if words.is_empty() || !words.len().is_multiple_of(2) {
         return None;
@@ -156,7 +176,7 @@ fn job(rels: &[Rel], name_hint: Option<&str>) -> Result<JobDescription, FormatEr
                             }
                         }
                     };
-                    j.inputs.push(staged(&logical, Some(&local), false));
+                    push_input(&mut j.inputs, staged(&logical, Some(&local), false));
                 }
             }
             "outputfiles" => {
@@ -342,5 +362,9 @@ mod tests {
         assert_eq!(p("P1D"), Some(86_400));
         assert_eq!(p("soon"), None);
         assert_eq!(p("3 fortnights"), None);
+        assert_eq!(p("90s"), Some(90));
+        assert_eq!(p("2h"), Some(7200));
+        assert_eq!(p("1:30:00"), Some(5400));
+        assert_eq!(p("1:2:3:4"), None);
     }
 }
