@@ -65,11 +65,13 @@
 //!   not fit are skipped in that run. A failing component does not fail the bag: the job
 //!   succeeds when at least k components exit 0, and fails otherwise.
 
+pub mod agent;
 pub mod api;
 pub mod backend;
 pub mod bench;
 pub mod config;
 pub mod daemon;
+pub mod dataplane;
 pub use koalesce_api::jobdesc;
 pub mod local;
 pub mod openapi;

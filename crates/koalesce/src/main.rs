@@ -2,10 +2,13 @@
 
 use clap::{Parser, Subcommand};
 
+mod agent_cmds;
 mod client_cmds;
 mod experiment_cmds;
 mod expr_bench;
 mod format_cmds;
+mod netbed;
+mod netbed_cmds;
 mod server_cmds;
 mod sim_cmds;
 
@@ -29,6 +32,13 @@ enum Command {
     Experiment(experiment_cmds::ExperimentCommand),
     /// Print the native TOML of a job file (JSDL, GridWay template, RSL, xRSL or TOML).
     Convert(format_cmds::ConvertArgs),
+    /// Serve one site's storage over HTTP (upload, download with resume, third-party push).
+    StorageAgent(agent_cmds::StorageAgentArgs),
+    /// A shaped network on this machine: a namespace per site, veth links shaped with tc.
+    Netbed {
+        #[command(subcommand)]
+        which: netbed_cmds::NetbedCommand,
+    },
     /// Benchmarks (wall time, throughput, memory), printed as tables.
     Bench {
         #[command(subcommand)]
@@ -61,7 +71,11 @@ fn restore_default_sigpipe() {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    if !matches!(cli.command, Command::Server(server_cmds::ServerCommand::Server(_))) {
+    let daemon = matches!(
+        cli.command,
+        Command::Server(server_cmds::ServerCommand::Server(_)) | Command::StorageAgent(_)
+    );
+    if !daemon {
         restore_default_sigpipe();
     }
     let result = match cli.command {
@@ -70,6 +84,8 @@ fn main() -> std::process::ExitCode {
         Command::Client(c) => c.run(),
         Command::Experiment(c) => c.run(),
         Command::Convert(a) => a.run(),
+        Command::StorageAgent(a) => a.run(),
+        Command::Netbed { which } => which.run(),
         Command::Bench { which } => match which {
             BenchCommand::Easy(a) => a.run(),
             BenchCommand::Submit(a) => a.run(),
