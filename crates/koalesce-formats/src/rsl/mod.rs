@@ -674,8 +674,8 @@ const GT2_ONLY: [&str; 16] = [
     "grammyjob",
 ];
 
-/// GT2 RSL or xRSL, from the attribute names used (xRSL when it uses more xRSL-only names;
-/// a tie goes to GT2).
+/// GT2 RSL or xRSL, from the attribute names used: xRSL when it uses more xRSL-only names, or
+/// as many (e.g. only shared ones) and has `(* comments *)`; GT2 otherwise.
 pub(crate) fn dialect(text: &str) -> Format {
     let Ok(toks) = tokenize(text, Format::Rsl) else {
         return Format::Rsl;
@@ -692,7 +692,8 @@ pub(crate) fn dialect(text: &str) -> Format {
             }
         }
     }
-    if x > g {
+    // Only shared attributes: NorduGrid files usually carry (* comments *), Globus ones not.
+    if x > g || (x == g && toks.len() > 1 && text.contains("(*")) {
         Format::Xrsl
     } else {
         Format::Rsl
@@ -770,5 +771,7 @@ mod tests {
         assert_eq!(dialect("&(executable=a)(inputFiles=(a \"\"))(jobName=x)"), Format::Xrsl);
         assert_eq!(dialect("&(executable=a)(maxWallTime=4)(directory=/tmp)"), Format::Rsl);
         assert_eq!(dialect("&(executable=a)"), Format::Rsl);
+        assert_eq!(dialect("(* ARC *) &(executable=a)(stdout=o)"), Format::Xrsl);
+        assert_eq!(dialect("(* GT2 *) &(executable=a)(directory=/tmp)"), Format::Rsl);
     }
 }
