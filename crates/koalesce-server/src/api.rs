@@ -484,7 +484,11 @@ async fn delete_file(AxState(s): AxState<S>, headers: HeaderMap, Path(name): Pat
         if !st.files.contains_key(&name) {
             return Err(err(StatusCode::NOT_FOUND, format!("file '{name}' not found")));
         }
-        if let Some(j) = st.jobs.values().find(|j| !j.state.is_terminal() && j.desc.inputs.contains(&name)) {
+        if let Some(j) = st
+            .jobs
+            .values()
+            .find(|j| !j.state.is_terminal() && j.desc.inputs.iter().any(|f| f.logical() == name))
+        {
             return Err(err(
                 StatusCode::CONFLICT,
                 format!("file '{name}' is an input of job {} ({})", j.id, j.state.name()),

@@ -440,6 +440,7 @@ fn free_port() -> u16 {
 fn launch(shared: &Arc<Shared>, st: &mut State, job: u64) {
     let Some(core_job) = st.core.job(JobId(job)).cloned() else { return };
     let names = st.site_names.clone();
+    let archs: Vec<String> = st.core.sites().iter().map(|s| s.attributes.architecture.clone()).collect();
     let files = st.files.clone();
     let Some(rec) = st.jobs.get_mut(&job) else { return };
     rec.attempt += 1;
@@ -461,7 +462,8 @@ fn launch(shared: &Arc<Shared>, st: &mut State, job: u64) {
         let site = names[site_id.index()].clone();
         let Some(local) = shared.backend.site(&site) else { continue };
         let dir = local.jobs.join(job.to_string()).join(format!("a{attempt}-c{i}"));
-        let mut env = rec.desc.environment.clone();
+        // The component's KOALESCE_* variables; they win over the user's environment.
+        let mut env: std::collections::BTreeMap<String, String> = Default::default();
         env.insert("KOALESCE_RANK".into(), i.to_string());
         env.insert("KOALESCE_SIZE".into(), n.to_string());
         env.insert("KOALESCE_JOB_ID".into(), job.to_string());
@@ -470,13 +472,19 @@ fn launch(shared: &Arc<Shared>, st: &mut State, job: u64) {
         if coupled {
             env.insert("KOALESCE_PEERS".into(), peers.join(","));
         }
-        for f in &rec.desc.inputs {
+        env.insert("KOALESCE_JOB_DIR".into(), dir.display().to_string());
+        env.insert("KOALESCE_ARCH".into(), archs.get(site_id.index()).cloned().unwrap_or_default());
+        for f in rec.desc.inputs.iter().map(|f| f.logical()) {
             let path = files
                 .get(f)
                 .and_then(|fi| fi.replicas.get(&site).cloned())
                 .unwrap_or_else(|| transfer::storage_path(&local.storage, f));
             env.insert(format!("KOALESCE_INPUT_{}", env_name(f)), path.display().to_string());
         }
+        // The component's program (per-component overrides, ${KOALESCE_*} expanded).
+        let process = rec.desc.process(i, &env);
+        let mut environment = process.environment;
+        environment.extend(env);
         let Some(exec) = st.exec.get_mut(&(job, i as u32)) else { continue };
         exec.attempt = attempt;
         exec.dir = Some(dir.clone());
@@ -490,9 +498,9 @@ fn launch(shared: &Arc<Shared>, st: &mut State, job: u64) {
                 processors: c.processors,
                 claim: exec.claim.clone(),
                 dir: dir.clone(),
-                executable: rec.desc.executable.clone(),
-                arguments: rec.desc.arguments.clone(),
-                environment: env,
+                executable: process.executable,
+                arguments: process.arguments,
+                environment,
                 time_limit_ms: core_job.spec.runtime_estimate_ms,
             },
         ));
@@ -769,7 +777,7 @@ fn start_transfer(shared: &Arc<Shared>, st: &mut State, job: u64, key: TransferK
 }
 
 /// After success: copy each declared output from the first component (rank order) that wrote
-/// it into that site's storage and register it as `<job-id>/<name>`.
+/// it into that site's storage and register it as `<job-id>/<name>` (or its `to` name).
 fn stage_out(shared: &Arc<Shared>, rec: JobRecord) {
     let shared = shared.clone();
     tokio::spawn(async move {
@@ -780,10 +788,10 @@ fn stage_out(shared: &Arc<Shared>, rec: JobRecord) {
                 .components
                 .iter()
                 .filter_map(|c| Some((c.site.clone().unwrap_or_default(), PathBuf::from(c.dir.as_ref()?))));
-            let (site, src) = match transfer::find_output(dirs, out) {
+            let (site, src) = match transfer::find_output(dirs, &out.file) {
                 Ok(Some(found)) => found,
                 Ok(None) => {
-                    tracing::warn!(job = rec.id, output = %out, "declared output not produced");
+                    tracing::warn!(job = rec.id, output = %out.file, "declared output not produced");
                     continue;
                 }
                 Err(e) => {
@@ -792,10 +800,10 @@ fn stage_out(shared: &Arc<Shared>, rec: JobRecord) {
                     continue;
                 }
             };
-            let logical = format!("{}/{}", rec.id, out);
+            let logical = out.logical_name(rec.id);
             let Some(local) = shared.backend.site(&site) else { continue };
             let dest = transfer::storage_path(&local.storage, &logical);
-            let (d, what) = (dest.clone(), out.clone());
+            let (d, what) = (dest.clone(), out.file.clone());
             match tokio::task::spawn_blocking(move || transfer::copy_file_verified(src, &what, &d, None)).await {
                 Ok(Ok(c)) => {
                     shared.metrics.transfer_bytes.fetch_add(c.bytes, Ordering::Relaxed);
@@ -811,7 +819,7 @@ fn stage_out(shared: &Arc<Shared>, rec: JobRecord) {
                         .await;
                     registered.push((logical, c, site, dest));
                 }
-                Ok(Err(e)) => tracing::warn!(job = rec.id, output = %out, error = %e, "stage-out failed"),
+                Ok(Err(e)) => tracing::warn!(job = rec.id, output = %out.file, error = %e, "stage-out failed"),
                 Err(e) => tracing::error!(error = %e, "stage-out task panicked"),
             }
         }

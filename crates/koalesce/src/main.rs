@@ -5,6 +5,8 @@ use clap::{Parser, Subcommand};
 mod agent_cmds;
 mod client_cmds;
 mod experiment_cmds;
+mod expr_bench;
+mod format_cmds;
 mod netbed;
 mod netbed_cmds;
 mod server_cmds;
@@ -29,6 +31,8 @@ enum Command {
     Client(client_cmds::ClientCommand),
     #[command(flatten)]
     Experiment(experiment_cmds::ExperimentCommand),
+    /// Print the native TOML of a job file (JSDL, GridWay template, RSL, xRSL or TOML).
+    Convert(format_cmds::ConvertArgs),
     /// Serve one site's storage over HTTP (upload, download with resume, third-party push).
     StorageAgent(agent_cmds::StorageAgentArgs),
     /// A shaped network on this machine: a namespace per site, veth links shaped with tc.
@@ -56,6 +60,8 @@ enum BenchCommand {
     Submit(client_cmds::BenchSubmitArgs),
     /// One placement scan over many queued jobs and sites.
     Scan(server_cmds::BenchScanArgs),
+    /// Cost of one REQUIREMENTS / RANK evaluation (compiled expression vs. hand-written Rust).
+    Expr(expr_bench::BenchExprArgs),
 }
 
 /// Command-line tools die quietly on a closed pipe (`koalesce sim … | head`), as `cat` does;
@@ -83,6 +89,7 @@ fn main() -> std::process::ExitCode {
         Command::Server(c) => c.run(),
         Command::Client(c) => c.run(),
         Command::Experiment(c) => c.run(),
+        Command::Convert(a) => a.run(),
         Command::StorageAgent(a) => a.run(),
         Command::Netbed { which } => which.run(),
         Command::Testbed { which } => which.run(),
@@ -90,6 +97,7 @@ fn main() -> std::process::ExitCode {
             BenchCommand::Easy(a) => a.run(),
             BenchCommand::Submit(a) => a.run(),
             BenchCommand::Scan(a) => a.run(),
+            BenchCommand::Expr(a) => a.run(),
         },
     };
     match result {
