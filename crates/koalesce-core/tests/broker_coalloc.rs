@@ -159,6 +159,8 @@ fn worked_example_of_001_section_3_2_4() {
                 path_augmentations: 1,
                 failed_path_augmentations: 0,
                 requests: 16,
+                // Four of them modifications, two invocations each (001 §5.2.2).
+                invocations: 20,
             }
         );
         // The reservations exist at the sites, and nothing else of the request does.

@@ -141,6 +141,8 @@ pub struct CoallocationStats {
     pub failed_path_augmentations: u32,
     /// Every create, modify and release sent (a modify counts once).
     pub requests: u32,
+    /// Service invocations as 001 §5.2.2 counts them: a modify is two (release, create).
+    pub invocations: u32,
 }
 
 /// What happened, step by step (for tests and the worked example).
@@ -231,6 +233,7 @@ pub fn coallocate<S: ReservationService + ?Sized>(req: &CoallocationRequest, ser
                 if let Some(h) = h {
                     service.release(h.site, h.id);
                     stats.requests += 1;
+                    stats.invocations += 1;
                     trace.push(Event::Released { component, site: h.site });
                 }
             }
@@ -309,6 +312,7 @@ impl<S: ReservationService + ?Sized> Run<'_, S> {
             }
         }
         self.stats.requests += 1;
+        self.stats.invocations += 1;
         let reply = self.service.create(site, &req);
         if reply.is_granted() {
             self.touch(site);
@@ -324,10 +328,12 @@ impl<S: ReservationService + ?Sized> Run<'_, S> {
         match self.request(i, held.site, start) {
             Ok(req) => {
                 self.stats.requests += 1;
+                self.stats.invocations += 2;
                 self.service.modify(held.site, held.id, &req)
             }
             Err(bound) => {
                 self.stats.requests += 1;
+                self.stats.invocations += 1;
                 self.service.release(held.site, held.id);
                 ReservationReply::RejectedNext { t_next: bound }
             }

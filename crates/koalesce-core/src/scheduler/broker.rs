@@ -100,6 +100,7 @@ fn add_stats(a: &mut CoallocationStats, b: &CoallocationStats) {
     a.path_augmentations += b.path_augmentations;
     a.failed_path_augmentations += b.failed_path_augmentations;
     a.requests += b.requests;
+    a.invocations += b.invocations;
 }
 
 /// One candidate site of one component, with its placement (sources, FTT) and prediction.
