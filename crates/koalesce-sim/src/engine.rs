@@ -124,6 +124,11 @@ pub struct SimResult {
     pub horizon_reached: bool,
     /// Broken invariants seen when checks were on (see [`Simulation::check_invariants`]).
     pub invariant_violations: Vec<String>,
+    /// Advance reservations the sites granted / refused, and granted ones that could not be
+    /// claimed at their start (a grid job before them overran its reservation).
+    pub reservations_granted: u64,
+    pub reservations_refused: u64,
+    pub reservation_claims_refused: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -171,6 +176,7 @@ pub struct Simulation {
     /// Some job is ranked by TTD/TTS or co-allocated by reservations: the core gets every
     /// site's queue estimate before it decides.
     broker: bool,
+    reservations: (u64, u64, u64),
 }
 
 const GB_BITS: f64 = 8e9;
@@ -349,6 +355,7 @@ impl Simulation {
             check_invariants: false,
             violations: Vec::new(),
             broker,
+            reservations: (0, 0, 0),
         })
     }
 
@@ -619,6 +626,11 @@ impl Simulation {
                     let granted = self.lrms[site.index()]
                         .reserve(now, GridKey(job.0, component), processors, start, duration)
                         .is_ok();
+                    if granted {
+                        self.reservations.0 += 1;
+                    } else {
+                        self.reservations.1 += 1;
+                    }
                     self.scheduler.reservation_answer(now, job, component, granted);
                 }
                 Action::CancelReservation { job, component, site } => {
@@ -643,7 +655,15 @@ impl Simulation {
                             self.waiting[site.index()] += processors;
                             self.held.insert((job, component), Held::Waiting { site, procs: processors });
                         }
-                        Err(_) => self.scheduler.claim_rejected(now, job, component, false),
+                        Err(_) => {
+                            if reservation {
+                                // A reservation that cannot be claimed (an earlier job overran
+                                // its own) is of no more use: give it back.
+                                lrm.cancel_reservation(now, key);
+                                self.reservations.2 += 1;
+                            }
+                            self.scheduler.claim_rejected(now, job, component, false)
+                        }
                     }
                 }
                 Action::Launch { job } => self.launch(job),
@@ -769,6 +789,9 @@ impl Simulation {
             transferred_bytes: self.network.bytes_delivered(),
             horizon_reached,
             invariant_violations: self.violations,
+            reservations_granted: self.reservations.0,
+            reservations_refused: self.reservations.1,
+            reservation_claims_refused: self.reservations.2,
         }
     }
 }

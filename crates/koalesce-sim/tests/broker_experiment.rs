@@ -55,6 +55,9 @@ fn small_broker_experiment_is_deterministic_and_cross_checks() {
         for r in &c.runs {
             assert_eq!(r.succeeded, r.jobs, "{} seed {}", c.key, r.seed);
             if c.reservations {
+                // The scheduler's model of the sites agrees with every LRM's answer.
+                assert!(r.reservations_granted > 0);
+                assert_eq!(r.reservations_refused, 0, "{} seed {}", c.key, r.seed);
                 assert_eq!(r.predicted, r.succeeded);
                 assert!(r.start_error_s < 60.0, "{}: {}", c.key, r.start_error_s);
             } else {

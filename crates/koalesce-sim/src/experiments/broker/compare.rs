@@ -131,6 +131,11 @@ pub struct CompareRun {
     pub start_error_s: f64,
     /// Jobs whose prediction was made (the broker ranked or co-allocated them).
     pub predicted: usize,
+    /// Reservations the sites granted and refused (a refusal: the scheduler's model was wrong).
+    pub reservations_granted: u64,
+    pub reservations_refused: u64,
+    /// Granted reservations that could not be claimed at their start.
+    pub reservation_claims_refused: u64,
 }
 
 impl CompareRun {
@@ -164,6 +169,9 @@ impl CompareRun {
             stable: m.stable(),
             start_error_s: mean(&mut predicted.iter().map(|j| s(j.start.unwrap().abs_diff(j.predicted_start.unwrap())))),
             predicted: predicted.len(),
+            reservations_granted: r.reservations_granted,
+            reservations_refused: r.reservations_refused,
+            reservation_claims_refused: r.reservation_claims_refused,
         }
     }
 }

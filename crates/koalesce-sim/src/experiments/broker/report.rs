@@ -386,15 +386,15 @@ fn compare_section(s: &mut String, o: &Outcome) {
     );
     let _ = writeln!(
         s,
-        "| configuration | jobs done | stable | total util | background | grid | PWT | PGT | wait | response | wait (multi) | response (multi) | FTT | max queue | start − predicted |"
+        "| configuration | jobs done | stable | total util | background | grid | PWT | PGT | wait | response | wait (multi) | response (multi) | FTT | max queue | start − predicted | reservations granted / refused / not claimable |"
     );
-    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for c in &o.compare {
         let r = &c.runs;
         let stable = r.iter().filter(|x| x.stable).count();
         let _ = writeln!(
             s,
-            "| {} | {} | {}/{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {}/{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} / {} |",
             c.label,
             agg(r, |x| 100.0 * x.succeeded as f64 / x.jobs.max(1) as f64).fmt(1) + "%",
             stable,
@@ -415,6 +415,9 @@ fn compare_section(s: &mut String, o: &Outcome) {
             agg(r, |x| x.ftt_s).fmt(1),
             agg(r, |x| x.max_queue as f64).fmt(1),
             agg(r, |x| x.start_error_s).fmt(1),
+            r.iter().map(|x| x.reservations_granted).sum::<u64>(),
+            r.iter().map(|x| x.reservations_refused).sum::<u64>(),
+            r.iter().map(|x| x.reservation_claims_refused).sum::<u64>(),
         );
     }
 }
