@@ -36,7 +36,7 @@ pub struct BenchTtdArgs {
 
 impl BenchTtdArgs {
     pub fn run(self) -> anyhow::Result<ExitCode> {
-        if self.jobs == 0 || self.sites == 0 || self.processors == 0 || !(self.rate > 0.0) {
+        if self.jobs == 0 || self.sites == 0 || self.processors == 0 || !self.rate.is_finite() || self.rate <= 0.0 {
             anyhow::bail!("--jobs, --sites, --processors and --rate must be positive");
         }
         let params = TtdBenchParams {
@@ -48,7 +48,7 @@ impl BenchTtdArgs {
             refresh: self.refresh.max(1),
         };
         let mut runs: Vec<_> = (0..self.repeat.max(1)).map(|_| ttd_bench(params)).collect();
-        runs.sort_by(|a, b| a.total.cmp(&b.total));
+        runs.sort_by_key(|r| r.total);
         let best = &runs[0];
         let median = &runs[runs.len() / 2];
         println!(

@@ -247,6 +247,9 @@ pub fn coallocate<S: ReservationService + ?Sized>(req: &CoallocationRequest, ser
     }
 }
 
+/// A request as the exhaustive search remembers refusals: (site, processors, duration, earliest).
+type RequestKey = (SiteId, u32, Millis, Millis);
+
 struct Run<'a, S: ReservationService + ?Sized> {
     req: &'a CoallocationRequest,
     service: &'a mut S,
@@ -256,7 +259,7 @@ struct Run<'a, S: ReservationService + ?Sized> {
     window: (Millis, Millis),
     /// (site, processors, duration, earliest) → (site version, T_next) of a refusal in the
     /// current window (the exhaustive search does not ask the same again).
-    refused: BTreeMap<(SiteId, u32, Millis, Millis), (u64, Option<Millis>)>,
+    refused: BTreeMap<RequestKey, (u64, Option<Millis>)>,
     /// Changes made at each site by this run.
     version: BTreeMap<SiteId, u64>,
 }

@@ -324,7 +324,7 @@ fn table_section(s: &mut String, o: &Outcome) {
             "| row | seed, successful | ours, successful | agrees? | seed, failed | ours, failed | agrees? |"
         );
         let _ = writeln!(s, "|---|---|---|---|---|---|---|");
-        for row in 0..8 {
+        for (row, row_name) in ROWS.iter().enumerate() {
             let (ours_s, ours_f) = (fmt_row(m.success[row]), fmt_row(m.failed[row]));
             let v = |seed: f64, ours: f64| {
                 if ours.is_nan() {
@@ -336,7 +336,7 @@ fn table_section(s: &mut String, o: &Outcome) {
             let _ = writeln!(
                 s,
                 "| {} | {} | {} | {} | {} | {} | {} |",
-                ROWS[row],
+                row_name,
                 fmt_row(seed.success[row]),
                 ours_s,
                 v(seed.success[row].0, m.success[row].0),
@@ -568,7 +568,8 @@ pub fn plots(o: &Outcome) -> Vec<(String, String)> {
                 Some(&[wait_e, resp_e]),
             ),
         ));
-        let parts: [(&str, &dyn Fn(&CompareRun) -> f64); 3] = [
+        type Part<'a> = (&'a str, &'a dyn Fn(&CompareRun) -> f64);
+        let parts: [Part; 3] = [
             ("background", &|x| x.util.background),
             ("grid", &|x| x.util.grid),
             ("PWT", &|x| x.util.pwt),
