@@ -240,6 +240,9 @@ pub struct SiteState<'a> {
     /// The component's processors are idle there now (for the scheduler: idle minus placed).
     pub fits_now: bool,
     pub estimate: Option<&'a QueueEstimate>,
+    /// How long the job holds the processors there: its wall-time limit (the runtime estimate
+    /// at the site's speed), at least the predicted execution. A start must leave room for it.
+    pub hold_ms: Millis,
 }
 
 /// Predicts a component of `processors` at a site; `None` when the site gives no start.
@@ -254,7 +257,7 @@ pub fn predict(
     let ready = now.saturating_add(stage_in_ms);
     let (start, reserved) = if state.supports_reservations {
         let start = match state.estimate {
-            Some(e) => e.reservation_start(ready, processors, execution_ms)?,
+            Some(e) => e.reservation_start(ready, processors, state.hold_ms.max(execution_ms))?,
             None if state.fits_now => ready,
             None => return None,
         };
@@ -262,7 +265,10 @@ pub fn predict(
     } else if state.fits_now {
         (ready, false)
     } else {
-        (state.estimate?.queue_start(ready, processors, execution_ms)?, false)
+        (
+            state.estimate?.queue_start(ready, processors, state.hold_ms.max(execution_ms))?,
+            false,
+        )
     };
     Some(Prediction {
         site: state.site,

@@ -108,6 +108,8 @@ struct Candidate {
     placement: ComponentPlacement,
     prediction: Prediction,
     fits_now: bool,
+    /// How long it would hold the processors there (see [`SiteState::hold_ms`]).
+    hold_ms: Millis,
 }
 
 impl Scheduler {
@@ -184,17 +186,25 @@ impl Scheduler {
             };
             let exec = rank::execution_ms(&spec.preferences, spec.runtime_estimate_ms, site, &self.sites);
             let fits_now = capacity.fits(s, procs) && capacity.available(s) > 0;
+            let speed = if site.speed.is_finite() && site.speed > 0.0 {
+                site.speed
+            } else {
+                1.0
+            };
+            let hold_ms = exec.max((spec.runtime_estimate_ms as f64 / speed).round() as Millis).max(1);
             let state = SiteState {
                 site: s,
                 supports_reservations: site.supports_reservations,
                 fits_now,
                 estimate: self.broker.estimates[s.index()].as_ref(),
+                hold_ms,
             };
             if let Some(prediction) = predict(now, state, procs, stage_in, exec, spec.preferences.stage_out_ms) {
                 out.push(Candidate {
                     placement,
                     prediction,
                     fits_now,
+                    hold_ms,
                 });
             }
         }
@@ -241,11 +251,7 @@ impl Scheduler {
         let (reserve, start, prediction) = if single {
             let c = &chosen[0];
             let p = c.prediction;
-            let site = &self.sites[p.site.index()];
-            let speed = if site.speed > 0.0 { site.speed } else { 1.0 };
-            let scaled = (self.jobs[&id].spec.runtime_estimate_ms as f64 / speed).round() as Millis;
-            let duration = p.execution_ms.max(scaled).max(1);
-            let reserve = p.reserved.then_some((p.start(), duration));
+            let reserve = p.reserved.then_some((p.start(), c.hold_ms));
             (vec![reserve], p.start(), p)
         } else {
             // KOALA's atomic placement: start together at now + the largest stage-in.
