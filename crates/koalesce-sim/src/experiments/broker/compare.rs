@@ -23,6 +23,8 @@ use crate::scenario::{FaultSpec, Scenario};
 pub struct CompareConfig {
     pub key: String,
     pub label: String,
+    /// For plot axes ("W30 AR1": advance reservations, ε = 1 min).
+    pub short: String,
     pub load: u32,
     /// Co-allocation by reservations (else KOALA's claiming).
     pub reservations: bool,
@@ -50,6 +52,15 @@ impl Mode {
             Mode::ClaimingCf => "claiming-cf".into(),
             Mode::ClaimingWf => "claiming-wf".into(),
             Mode::Reservations { epsilon_min } => format!("reservations-eps{epsilon_min}"),
+        }
+    }
+
+    /// A short name for plot axes.
+    pub fn short(self) -> String {
+        match self {
+            Mode::ClaimingCf => "CF".into(),
+            Mode::ClaimingWf => "WF".into(),
+            Mode::Reservations { epsilon_min } => format!("AR{epsilon_min}"),
         }
     }
 
@@ -93,6 +104,7 @@ pub fn config(load: u32, mode: Mode, scale: f64) -> CompareConfig {
     CompareConfig {
         key: format!("w{load}-{}", mode.key()),
         label: format!("W{load}, {}", mode.label()),
+        short: format!("W{load} {}", mode.short()),
         load,
         reservations: matches!(mode, Mode::Reservations { .. }),
         scenario,

@@ -93,6 +93,8 @@ impl TableResult {
 pub struct CompareResult {
     pub key: String,
     pub label: String,
+    /// For plot axes.
+    pub short: String,
     pub load: u32,
     /// Co-allocation by reservations (else KOALA's claiming).
     pub reservations: bool,
@@ -166,6 +168,7 @@ pub fn run(options: &Options, progress: &(dyn Fn(usize, usize) + Sync)) -> Outco
             CompareResult {
                 key: c.key.clone(),
                 label: c.label.clone(),
+                short: c.short.clone(),
                 load: c.load,
                 reservations: c.reservations,
                 runs,

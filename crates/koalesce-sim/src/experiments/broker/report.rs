@@ -546,7 +546,8 @@ pub fn plots(o: &Outcome) -> Vec<(String, String)> {
         }
     }
     if !o.compare.is_empty() {
-        let cats: Vec<String> = o.compare.iter().map(|c| c.key.clone()).collect();
+        // CF, WF: claiming; AR1, AR5: advance reservations with ε = 1 or 5 minutes.
+        let cats: Vec<String> = o.compare.iter().map(|c| c.short.clone()).collect();
         let series = |f: &dyn Fn(&CompareRun) -> f64| -> (Vec<f64>, Vec<f64>) {
             o.compare
                 .iter()
@@ -561,7 +562,7 @@ pub fn plots(o: &Outcome) -> Vec<(String, String)> {
         out.push((
             "compare-times.svg".to_string(),
             plot::grouped_bar_svg(
-                "Claiming vs reservations: wait and response (mean, 95% CI)",
+                "Claiming (CF, WF) vs reservations (AR, ε in min): wait and response (mean, 95% CI)",
                 "time (s)",
                 &cats,
                 &[("wait".to_string(), wait), ("response".to_string(), resp)],
@@ -584,7 +585,7 @@ pub fn plots(o: &Outcome) -> Vec<(String, String)> {
         out.push((
             "compare-utilization.svg".to_string(),
             plot::grouped_bar_svg(
-                "Claiming vs reservations: utilization (mean, 95% CI)",
+                "Claiming vs reservations (AR): utilization while jobs arrive (mean, 95% CI)",
                 "% of all processors",
                 &cats,
                 &ser,
