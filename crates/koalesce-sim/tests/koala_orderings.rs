@@ -19,7 +19,7 @@ fn outcome() -> &'static Outcome {
         koala::run(
             &[Exp::Stable, Exp::HighBackground, Exp::Spread, Exp::Unreliable, Exp::Runners],
             &opts,
-            &mut |_, _, _| {},
+            &|_, _, _| {},
         )
     })
 }

@@ -94,7 +94,7 @@ impl KoalaArgs {
                 .expect("valid template")
                 .progress_chars("=> "),
         );
-        let outcome = koala::run(&exps, &opts, &mut |done, _, label| {
+        let outcome = koala::run(&exps, &opts, &|done, _, label| {
             bar.set_position(done as u64);
             bar.set_message(label.to_string());
         });
