@@ -276,12 +276,18 @@ impl Simulation {
                 continue;
             }
             traces.push(None);
+            let (low, high) = match &scenario.background {
+                BackgroundSpec::Band(b) => s.background_band.unwrap_or((b.low, b.high)),
+                BackgroundSpec::None => (0.0, 0.0),
+            };
             bands.push(match &scenario.background {
+                // A storage-only site runs nothing, local jobs included.
+                _ if s.storage_only => None,
                 BackgroundSpec::None => None,
                 BackgroundSpec::Band(b) => Some(BandGenerator::new(
                     BandSpec {
-                        low: b.low,
-                        high: b.high,
+                        low,
+                        high,
                         check_interval_ms: b.check_interval_s * 1000,
                         mean_runtime_ms: b.mean_runtime_s * 1000.0,
                         max_job_fraction: b.max_job_fraction,

@@ -128,6 +128,10 @@ pub struct RunMetrics {
     pub started_by_last_arrival_pct: BTreeMap<u32, f64>,
     /// Start times of the started jobs by total size, s (cumulative-jobs plots).
     pub starts_by_size: BTreeMap<u32, Vec<f64>>,
+    /// Failure rate (as [`Group::failure_pct`]) of the jobs that ran on several clusters and of
+    /// those that ran on one (003 §5.2.4: co-allocation increases the failure rate).
+    pub failure_pct_coallocated: f64,
+    pub failure_pct_single: f64,
     pub max_queue: usize,
     pub last_arrival_s: f64,
     pub end_s: f64,
@@ -251,6 +255,8 @@ impl RunMetrics {
             queued_at_last_arrival,
             started_by_last_arrival_pct,
             starts_by_size,
+            failure_pct_coallocated: Group::of(&done.iter().copied().filter(|j| j.sites.len() > 1).collect::<Vec<_>>()).failure_pct,
+            failure_pct_single: Group::of(&done.iter().copied().filter(|j| j.sites.len() <= 1).collect::<Vec<_>>()).failure_pct,
             max_queue: r.max_queue_length,
             last_arrival_s: r.last_arrival_ms as f64 / 1000.0,
             end_s: r.end_ms as f64 / 1000.0,

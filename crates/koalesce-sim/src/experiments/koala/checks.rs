@@ -1,7 +1,18 @@
 //! Comparisons with the seeds: one [`Check`] per statement of 000 and 003 that a run can test.
+//!
+//! The rules (also in docs/experiments/koala.md):
+//! * a value with a range: *yes* when the mean over the seeds is in the range, *partly* when its
+//!   95% confidence interval (Student t) reaches it, *no* otherwise;
+//! * an ordering a < b: *yes* when it holds on the means and in every seed, *partly* when it holds
+//!   on the means only, *no* otherwise;
+//! * a share of seeds (stable, saturated) or of jobs (finished): shown with its 95% Wilson
+//!   interval; *yes* when at least 90% of the seeds (all jobs) qualify, *partly* from 50%;
+//! * a row whose seed value was used to choose an assumed parameter is *calibrated*: it is shown
+//!   but not counted, because the simulation could not have failed it.
 
-use super::super::measure::{Agg, Group, RunMetrics};
-use super::{replicas_name, Exp, Outcome};
+use super::super::measure::{Agg, Group, Prop, RunMetrics};
+use super::Outcome;
+use super::{replicas_name, Exp};
 
 /// Whether a koalesce value agrees with the seed's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,6 +32,50 @@ impl Verdict {
             Verdict::No => "no",
         }
     }
+
+    /// Yes if all of `v` are yes, no if all are no, partly otherwise.
+    pub fn all(v: &[Verdict]) -> Verdict {
+        if v.iter().all(|x| *x == Verdict::Yes) {
+            Verdict::Yes
+        } else if v.iter().all(|x| *x == Verdict::No) {
+            Verdict::No
+        } else {
+            Verdict::Partly
+        }
+    }
+}
+
+/// What a check rests on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Basis {
+    /// A value stated in the seed's text.
+    Text,
+    /// An ordering or trend stated in the text.
+    Trend,
+    /// The seed value was used to choose an assumed parameter: shown, not counted.
+    Calibrated,
+    /// The simulator has no model of what the seed measured (middleware, application errors):
+    /// counted as *no*.
+    NotModelled,
+    /// A second reading of the seed's setup, run beside the main one: shown, not counted.
+    Alternative,
+}
+
+impl Basis {
+    pub fn name(self) -> &'static str {
+        match self {
+            Basis::Text => "text",
+            Basis::Trend => "text (trend)",
+            Basis::Calibrated => "calibrated: not counted",
+            Basis::NotModelled => "not modelled",
+            Basis::Alternative => "other reading: not counted",
+        }
+    }
+
+    /// Whether rows on this basis count in the agree / partly / not totals.
+    pub fn counted(self) -> bool {
+        !matches!(self, Basis::Calibrated | Basis::Alternative)
+    }
 }
 
 /// One line of a seed-versus-koalesce table.
@@ -32,10 +87,20 @@ pub struct Check {
     pub quantity: String,
     /// The seed's value, with the tolerance applied ("about 70% (65–75)").
     pub seed: String,
-    /// "text" (stated in the seed's text) or "text (trend)" for stated orderings.
-    pub source: &'static str,
+    pub basis: Basis,
     pub koalesce: String,
     pub verdict: Verdict,
+}
+
+/// Counted rows with each verdict: (yes, partly, no), and the rows not counted.
+pub fn tally(checks: &[Check]) -> (usize, usize, usize, usize) {
+    let n = |v: Verdict| checks.iter().filter(|c| c.basis.counted() && c.verdict == v).count();
+    (
+        n(Verdict::Yes),
+        n(Verdict::Partly),
+        n(Verdict::No),
+        checks.iter().filter(|c| !c.basis.counted()).count(),
+    )
 }
 
 /// Mean in [lo, hi]: yes; its 95% CI overlaps [lo, hi]: partly; else no.
@@ -58,13 +123,36 @@ pub fn in_range(a: &Agg, lo: f64, hi: f64) -> Verdict {
 /// partly; else no.
 pub fn less(a: &[f64], b: &[f64]) -> Verdict {
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
-    if a.is_empty() || b.is_empty() || mean(a) >= mean(b) {
+    if a.is_empty() || b.is_empty() || mean(a).is_nan() || mean(b).is_nan() || mean(a) >= mean(b) {
         return Verdict::No;
     }
     if a.iter().zip(b).all(|(x, y)| x < y) {
         Verdict::Yes
     } else {
         Verdict::Partly
+    }
+}
+
+/// A share: at least 90%: yes; at least 50%: partly; else no.
+pub fn share(p: &Prop) -> Verdict {
+    let x = p.pct();
+    if x >= 90.0 {
+        Verdict::Yes
+    } else if x >= 50.0 {
+        Verdict::Partly
+    } else {
+        Verdict::No
+    }
+}
+
+/// How many of `n` statements hold: all: yes; at least `partly_from`: partly; else no.
+pub fn count(holds: usize, n: usize, partly_from: usize) -> Verdict {
+    if holds == n {
+        Verdict::Yes
+    } else if holds >= partly_from {
+        Verdict::Partly
+    } else {
+        Verdict::No
     }
 }
 
@@ -76,12 +164,42 @@ pub(super) fn per_run_group(runs: &[RunMetrics], key: &str, f: impl Fn(&Group) -
     runs.iter().map(|r| r.by_shape.get(key).map(&f).unwrap_or(f64::NAN)).collect()
 }
 
+/// The job-weighted mean of `f` over the groups of `by_size_priority` of total size `size`, per
+/// run.
+pub(super) fn per_run_size(runs: &[RunMetrics], size: &str, f: impl Fn(&Group) -> f64) -> Vec<f64> {
+    runs.iter()
+        .map(|m| {
+            let (mut s, mut n) = (0.0, 0usize);
+            for (key, g) in &m.by_size_priority {
+                if key.split(' ').next() == Some(size) {
+                    s += f(g) * g.jobs as f64;
+                    n += g.jobs;
+                }
+            }
+            if n == 0 {
+                f64::NAN
+            } else {
+                s / n as f64
+            }
+        })
+        .collect()
+}
+
+/// Collects checks.
 pub(super) struct Checker<'a> {
     pub(super) o: &'a Outcome,
     pub(super) out: Vec<Check>,
 }
 
-impl Checker<'_> {
+impl<'a> Checker<'a> {
+    pub(super) fn runs(&self, key: &str) -> Option<&'a [RunMetrics]> {
+        self.o.runs(key)
+    }
+
+    pub(super) fn label(&self, key: &str) -> String {
+        self.o.get(key).map(|c| c.label.clone()).unwrap_or_default()
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub(super) fn push(
         &mut self,
@@ -89,7 +207,7 @@ impl Checker<'_> {
         reference: &str,
         quantity: impl Into<String>,
         seed: impl Into<String>,
-        source: &'static str,
+        basis: Basis,
         koalesce: impl Into<String>,
         verdict: Verdict,
     ) {
@@ -98,7 +216,7 @@ impl Checker<'_> {
             reference: reference.to_string(),
             quantity: quantity.into(),
             seed: seed.into(),
-            source,
+            basis,
             koalesce: koalesce.into(),
             verdict,
         });
@@ -113,23 +231,74 @@ impl Checker<'_> {
         key: &str,
         quantity: &str,
         seed: &str,
-        lo: f64,
-        hi: f64,
+        (lo, hi): (f64, f64),
         d: usize,
         f: impl Fn(&RunMetrics) -> f64,
     ) {
-        let Some(runs) = self.o.runs(key) else { return };
-        let label = &self.o.get(key).unwrap().label;
+        self.range_as(exp, reference, key, quantity, seed, (lo, hi), d, Basis::Text, f);
+    }
+
+    /// [`Checker::range`] on a given basis.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn range_as(
+        &mut self,
+        exp: Exp,
+        reference: &str,
+        key: &str,
+        quantity: &str,
+        seed: &str,
+        (lo, hi): (f64, f64),
+        d: usize,
+        basis: Basis,
+        f: impl Fn(&RunMetrics) -> f64,
+    ) {
+        let Some(runs) = self.runs(key) else { return };
         let a = Agg::over(runs, f);
+        let label = self.label(key);
         self.push(
             exp,
             reference,
             format!("{label}: {quantity}"),
             seed,
-            "text",
+            basis,
             a.fmt(d),
             in_range(&a, lo, hi),
         );
+    }
+
+    /// A share of the seeds of `key` (with its Wilson interval).
+    pub(super) fn seeds_share(
+        &mut self,
+        exp: Exp,
+        reference: &str,
+        key: &str,
+        quantity: &str,
+        seed: &str,
+        f: impl Fn(&RunMetrics) -> bool,
+    ) {
+        let Some(runs) = self.runs(key) else { return };
+        let p = Prop::seeds(runs, f);
+        let label = self.label(key);
+        self.push(
+            exp,
+            reference,
+            format!("{label}: {quantity}"),
+            seed,
+            Basis::Text,
+            p.fmt(),
+            share(&p),
+        );
+    }
+
+    /// All jobs of `key` finished (pooled over the seeds, with the Wilson interval).
+    pub(super) fn all_finished(&mut self, exp: Exp, reference: &str, key: &str, seed: &str) {
+        let Some(runs) = self.runs(key) else { return };
+        let k: u64 = runs.iter().map(|m| m.succeeded as u64).sum();
+        let n: u64 = runs.iter().map(|m| m.jobs as u64).sum();
+        let p = Prop::new(k, n);
+        let v = if k == n { Verdict::Yes } else { share(&p) };
+        let label = self.label(key);
+        self.push(exp, reference, format!("{label}: jobs finished"), seed, Basis::Text, p.fmt(), v);
     }
 
     /// `f(a) < f(b)` per run.
@@ -145,389 +314,72 @@ impl Checker<'_> {
         d: usize,
         f: impl Fn(&RunMetrics) -> f64,
     ) {
-        let (Some(ra), Some(rb)) = (self.o.runs(a), self.o.runs(b)) else {
+        let (Some(ra), Some(rb)) = (self.runs(a), self.runs(b)) else {
             return;
         };
         let (va, vb) = (per_run(ra, &f), per_run(rb, &f));
         let text = format!("{} vs {}", Agg::of(&va).fmt(d), Agg::of(&vb).fmt(d));
-        self.push(exp, reference, quantity, seed, "text (trend)", text, less(&va, &vb));
+        self.push(exp, reference, quantity, seed, Basis::Trend, text, less(&va, &vb));
+    }
+
+    /// The orderings `pairs` (a < b, by group key of `by_shape`) of one configuration, counted on
+    /// the means: all hold: yes; at least `partly_from`: partly.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn shape_orders(
+        &mut self,
+        exp: Exp,
+        reference: &str,
+        key: &str,
+        quantity: &str,
+        pairs: &[(&str, &str)],
+        partly_from: usize,
+        d: usize,
+        f: fn(&Group) -> f64,
+    ) {
+        let Some(runs) = self.runs(key) else { return };
+        let mean = |s: &str| Agg::of(&per_run_group(runs, s, f)).mean;
+        let holds: Vec<String> = pairs
+            .iter()
+            .filter(|(a, b)| mean(a) < mean(b))
+            .map(|(a, b)| format!("{a} < {b}"))
+            .collect();
+        let fails: Vec<String> = pairs
+            .iter()
+            .filter(|(a, b)| mean(a) >= mean(b))
+            .map(|(a, b)| format!("{a} {:.*} ≥ {b} {:.*}", d, mean(a), d, mean(b)))
+            .collect();
+        let text = if fails.is_empty() {
+            format!("all {} hold on the means", pairs.len())
+        } else {
+            format!("{}/{} hold; not: {}", holds.len(), pairs.len(), fails.join(", "))
+        };
+        let label = self.label(key);
+        self.push(
+            exp,
+            reference,
+            format!("{label}: {quantity}"),
+            "increases",
+            Basis::Trend,
+            text,
+            count(holds.len(), pairs.len(), partly_from),
+        );
     }
 }
 
 /// Every comparison with the seeds that the outcome has the runs for.
 pub fn checks(o: &Outcome) -> Vec<Check> {
     let mut c = Checker { o, out: Vec::new() };
-    stable_checks(&mut c);
-    high_background_checks(&mut c);
-    spread_checks(&mut c);
+    super::checks_5_1::stable_checks(&mut c);
+    super::checks_5_1::high_background_checks(&mut c);
+    super::checks_5_1::spread_checks(&mut c);
     super::checks_other::unreliable_checks(&mut c);
     super::checks_other::runners_checks(&mut c);
     c.out
 }
 
-const W30_KEYS: [&str; 4] = ["w30-cf-r1", "w30-cf-r3", "w30-wf-r1", "w30-wf-r3"];
-const W50_KEYS: [&str; 4] = ["w50-cf-r1", "w50-cf-r3", "w50-wf-r1", "w50-wf-r3"];
-
-fn stable_checks(c: &mut Checker<'_>) {
-    let e = Exp::Stable;
-    let r = "003 §5.1.5, Fig. 5.1 (000 §5.2, Fig. 3)";
-    for k in W30_KEYS {
-        c.range(
-            e,
-            r,
-            k,
-            "total utilization (bg + grid + PWT), %",
-            "about 70 (65–75)",
-            65.0,
-            75.0,
-            1,
-            |m| m.util.total(),
-        );
-        c.range(e, r, k, "grid (KOALA) load, %", "about 30 (25–35)", 25.0, 35.0, 1, |m| {
-            m.util.grid
-        });
-        c.range(e, "003 §5.1.5, Fig. 5.1", k, "PWT, %", "about 2 (1–3)", 1.0, 3.0, 1, |m| {
-            m.util.pwt
-        });
-        c.range(e, "003 §5.1.5, Fig. 5.1", k, "PGT, %", "6–9", 6.0, 9.0, 1, |m| m.util.pgt);
-        c.range(e, "000 §5.2", k, "max placement queue", "at most 10", 0.0, 10.0, 1, |m| {
-            m.max_queue as f64
-        });
-        c.range(e, r, k, "stable (share of seeds, %)", "stable (100)", 100.0, 100.0, 0, |m| {
-            if m.stable() {
-                100.0
-            } else {
-                0.0
-            }
-        });
-        c.range(
-            e,
-            "003 §5.1.5, Fig. 5.4",
-            k,
-            "claiming tries per job",
-            "around 1 (1–1.2)",
-            1.0,
-            1.2,
-            2,
-            |m| m.all.claiming_tries,
-        );
-        c.range(
-            e,
-            "003 §5.1.5",
-            k,
-            "PGT / PWT (claiming at 0.75·FTT ⇒ 3)",
-            "3 (2.5–4)",
-            2.5,
-            4.0,
-            2,
-            |m| m.util.pgt / m.util.pwt.max(1e-9),
-        );
-        c.range(
-            e,
-            "003 §5.1.5, Fig. 5.3",
-            k,
-            "median placement time, s",
-            "(very close to) 0 (≤ 10)",
-            0.0,
-            10.0,
-            1,
-            |m| m.placement_p50_s,
-        );
-    }
-    let r2 = "003 §5.1.5, Fig. 5.2 (000 §5.2, Fig. 4)";
-    c.order(
-        e,
-        r2,
-        "W30 FTT, unreplicated: CF < WF (s)",
-        "CF < WF",
-        "w30-cf-r1",
-        "w30-wf-r1",
-        1,
-        |m| m.all.ftt_s,
-    );
-    c.order(
-        e,
-        r2,
-        "W30 FTT, 3 replicas: CF < WF (s)",
-        "CF < WF",
-        "w30-cf-r3",
-        "w30-wf-r3",
-        1,
-        |m| m.all.ftt_s,
-    );
-    c.order(
-        e,
-        r2,
-        "W30 FTT of CF: 3 replicas < unreplicated (s)",
-        "replication lowers CF's FTT",
-        "w30-cf-r3",
-        "w30-cf-r1",
-        1,
-        |m| m.all.ftt_s,
-    );
-    for other in ["w30-cf-r1", "w30-wf-r1", "w30-wf-r3"] {
-        c.order(
-            e,
-            "003 §5.1.5 (\"CF and replication performs best\")",
-            &format!("W30 TWT: CF with replication < {other} (s)"),
-            "CF + replication lowest TWT",
-            "w30-cf-r3",
-            other,
-            1,
-            |m| m.all.twt_s,
-        );
-    }
-    // Trend: placement time and tries grow with the number and size of components.
-    for k in W30_KEYS.iter().chain(W50_KEYS.iter()) {
-        let Some(runs) = c.o.runs(k) else { continue };
-        let label = c.o.get(k).unwrap().label.clone();
-        for (what, f) in [
-            ("placement time (s)", (|g: &Group| g.placement_s) as fn(&Group) -> f64),
-            ("placement tries", |g: &Group| g.placement_tries),
-        ] {
-            let small = per_run_group(runs, "1x8", f);
-            let big = per_run_group(runs, "4x16", f);
-            let text = format!("1x8 {} vs 4x16 {}", Agg::of(&small).fmt(1), Agg::of(&big).fmt(1));
-            let seed_ref = if k.starts_with("w30") {
-                "003 §5.1.5, Figs. 5.2, 5.4"
-            } else {
-                "003 §5.1.6, Figs. 5.6, 5.7"
-            };
-            c.push(
-                e,
-                seed_ref,
-                format!("{label}: {what} grows with components × size (1x8 < 4x16)"),
-                "increases",
-                "text (trend)",
-                text,
-                less(&small, &big),
-            );
-        }
-    }
-    let r5 = "003 §5.1.6, Fig. 5.5 (000 §5.3, Fig. 6)";
-    for k in W50_KEYS {
-        c.range(e, r5, k, "total utilization (bg + grid + PWT), %", "70–80", 70.0, 80.0, 1, |m| {
-            m.util.total()
-        });
-        c.range(e, r5, k, "grid (KOALA) load, %", "well below 40 (< 40)", 0.0, 40.0, 1, |m| {
-            m.util.grid
-        });
-        c.range(e, r5, k, "max placement queue", "up to 30 (20–40)", 20.0, 40.0, 1, |m| {
-            m.max_queue as f64
-        });
-        c.range(
-            e,
-            r5,
-            k,
-            "saturated (share of seeds not stable, %)",
-            "saturated (100)",
-            100.0,
-            100.0,
-            0,
-            |m| if m.stable() { 0.0 } else { 100.0 },
-        );
-        c.range(
-            e,
-            "003 §5.1.6, Fig. 5.7",
-            k,
-            "claiming tries per job",
-            "between 1 and 3",
-            1.0,
-            3.0,
-            2,
-            |m| m.all.claiming_tries,
-        );
-    }
-    for rep in [1, 3] {
-        let (Some(cf), Some(wf)) = (c.o.runs(&format!("w50-cf-r{rep}")), c.o.runs(&format!("w50-wf-r{rep}"))) else {
-            continue;
-        };
-        let a = Agg::over(cf, |m| m.all.ftt_s);
-        let b = Agg::over(wf, |m| m.all.ftt_s);
-        let rel = (a.mean - b.mean).abs() / a.mean.max(b.mean).max(1e-9);
-        let v = if rel <= 0.3 {
-            Verdict::Yes
-        } else if rel <= 0.5 {
-            Verdict::Partly
-        } else {
-            Verdict::No
-        };
-        c.push(
-            e,
-            "003 §5.1.6, Fig. 5.6 (000 §5.3, Fig. 7)",
-            format!("W50, {}: FTT of CF close to WF's (s)", replicas_name(rep)),
-            "relatively close (within 30%)",
-            "text (trend)",
-            format!("CF {} vs WF {} ({:.0}% apart)", a.fmt(1), b.fmt(1), 100.0 * rel),
-            v,
-        );
-    }
-    for (a, b) in W30_KEYS.iter().zip(W50_KEYS.iter()) {
-        c.order(
-            e,
-            "003 §5.1.5–5.1.6",
-            &format!("max placement queue: {a} < {b}"),
-            "W30 ≤ 10 < W50 up to 30",
-            a,
-            b,
-            1,
-            |m| m.max_queue as f64,
-        );
-    }
-}
-
-fn high_background_checks(c: &mut Checker<'_>) {
-    let e = Exp::HighBackground;
-    let r = "003 §5.1.8, Fig. 5.9 (000 §5.4, Fig. 9)";
-    for k in ["bg50-cf-r3", "bg60-cf-r3"] {
-        c.range(e, r, k, "total utilization (bg + grid + PWT), %", "75–80", 75.0, 80.0, 1, |m| {
-            m.util.total()
-        });
-        c.range(e, r, k, "grid (KOALA) load, %", "much lower than 30 (< 25)", 0.0, 25.0, 1, |m| {
-            m.util.grid
-        });
-        c.range(
-            e,
-            r,
-            k,
-            "saturated (share of seeds not stable, %)",
-            "saturated (100)",
-            100.0,
-            100.0,
-            0,
-            |m| if m.stable() { 0.0 } else { 100.0 },
-        );
-        c.range(
-            e,
-            "003 §5.1.8, Fig. 5.10",
-            k,
-            "claiming tries per job",
-            "still quite low (1–3)",
-            1.0,
-            3.0,
-            2,
-            |m| m.all.claiming_tries,
-        );
-        c.range(e, "003 §5.1.8", k, "PGT, %", "7–20", 7.0, 20.0, 1, |m| m.util.pgt);
-        c.range(e, "003 §5.1.8", k, "jobs finished, %", "all (100)", 100.0, 100.0, 0, |m| {
-            100.0 * m.succeeded as f64 / m.jobs.max(1) as f64
-        });
-    }
-    c.range(
-        e,
-        "003 §5.1.8, Fig. 5.10.a",
-        "bg60-cf-r3",
-        "placement time of 4x16 jobs, h",
-        "about 3.3 (1.65–6.6: within a factor 2)",
-        1.65,
-        6.6,
-        2,
-        |m| m.by_shape.get("4x16").map(|g| g.placement_s / 3600.0).unwrap_or(f64::NAN),
-    );
-    c.order(
-        e,
-        r,
-        "grid load: 60% background < 50% background (%)",
-        "lower with more background",
-        "bg60-cf-r3",
-        "bg50-cf-r3",
-        1,
-        |m| m.util.grid,
-    );
-    c.order(
-        e,
-        r,
-        "grid load: 50% background < 30–40% background (%)",
-        "lower with more background",
-        "bg50-cf-r3",
-        "w30-cf-r3",
-        1,
-        |m| m.util.grid,
-    );
-}
-
-fn spread_checks(c: &mut Checker<'_>) {
-    let e = Exp::Spread;
-    let r = "003 §5.1.7, Fig. 5.8";
-    c.range(
-        e,
-        r,
-        "spread-cf-r3",
-        "job spread, %",
-        "at least half the components on separate clusters (≥ 50)",
-        50.0,
-        100.0,
-        1,
-        |m| m.all.spread_pct,
-    );
-    c.order(
-        e,
-        r,
-        "job spread of CF: unreplicated < 3 replicas (%)",
-        "slightly less without replication",
-        "spread-cf-r1",
-        "spread-cf-r3",
-        1,
-        |m| m.all.spread_pct,
-    );
-    if let (Some(a), Some(b)) = (c.o.runs("spread-wf-r1"), c.o.runs("spread-wf-r3")) {
-        let (x, y) = (Agg::over(a, |m| m.all.spread_pct), Agg::over(b, |m| m.all.spread_pct));
-        let d = (x.mean - y.mean).abs();
-        let v = if d <= 5.0 {
-            Verdict::Yes
-        } else if d <= 10.0 {
-            Verdict::Partly
-        } else {
-            Verdict::No
-        };
-        c.push(
-            e,
-            r,
-            "job spread of WF not affected by replication (%)",
-            "unaffected (within 5 points)",
-            "text (trend)",
-            format!("{} vs {}", x.fmt(1), y.fmt(1)),
-            v,
-        );
-    }
-    c.order(
-        e,
-        r,
-        "co-allocated jobs, 3 replicas: WF < CF (%)",
-        "CF with replication co-allocates more than WF",
-        "spread-wf-r3",
-        "spread-cf-r3",
-        1,
-        |m| m.all.coallocated_pct,
-    );
-    c.order(
-        e,
-        r,
-        "co-allocated jobs, unreplicated: CF < WF (%)",
-        "without replication the opposite",
-        "spread-cf-r1",
-        "spread-wf-r1",
-        1,
-        |m| m.all.coallocated_pct,
-    );
-    for k in ["spread-cf-r1", "spread-cf-r3", "spread-wf-r1", "spread-wf-r3"] {
-        let Some(runs) = c.o.runs(k) else { continue };
-        let label = c.o.get(k).unwrap().label.clone();
-        for (two, four) in [("2x8", "4x4"), ("2x16", "4x8")] {
-            let a = per_run_group(runs, two, |g| g.coallocated_pct);
-            let b = per_run_group(runs, four, |g| g.coallocated_pct);
-            let text = format!("{two} {} vs {four} {}", Agg::of(&a).fmt(0), Agg::of(&b).fmt(0));
-            c.push(
-                e,
-                r,
-                format!("{label}: co-allocated % grows with components at equal total size ({two} < {four})"),
-                "increases",
-                "text (trend)",
-                text,
-                less(&a, &b),
-            );
-        }
-    }
+/// "W30, 3 replicas".
+pub(super) fn workload_name(load: u32, rep: u32) -> String {
+    format!("W{load}, {}", replicas_name(rep))
 }
 
 #[cfg(test)]
@@ -543,5 +395,35 @@ mod tests {
         assert_eq!(less(&[1.0, 2.0], &[3.0, 4.0]), Verdict::Yes);
         assert_eq!(less(&[1.0, 5.0], &[3.0, 4.0]), Verdict::Partly);
         assert_eq!(less(&[5.0, 5.0], &[3.0, 4.0]), Verdict::No);
+        assert_eq!(less(&[f64::NAN], &[3.0]), Verdict::No);
+        assert_eq!(share(&Prop::new(10, 10)), Verdict::Yes);
+        assert_eq!(share(&Prop::new(9, 10)), Verdict::Yes);
+        assert_eq!(share(&Prop::new(6, 10)), Verdict::Partly);
+        assert_eq!(share(&Prop::new(4, 10)), Verdict::No);
+        assert_eq!(count(7, 7, 5), Verdict::Yes);
+        assert_eq!(count(5, 7, 5), Verdict::Partly);
+        assert_eq!(count(4, 7, 5), Verdict::No);
+        assert_eq!(Verdict::all(&[Verdict::Yes, Verdict::No]), Verdict::Partly);
+    }
+
+    #[test]
+    fn calibrated_and_alternative_rows_are_not_counted() {
+        let row = |basis, verdict| Check {
+            exp: Exp::Stable,
+            reference: String::new(),
+            quantity: String::new(),
+            seed: String::new(),
+            basis,
+            koalesce: String::new(),
+            verdict,
+        };
+        let v = [
+            row(Basis::Text, Verdict::Yes),
+            row(Basis::Trend, Verdict::Partly),
+            row(Basis::NotModelled, Verdict::No),
+            row(Basis::Calibrated, Verdict::Yes),
+            row(Basis::Alternative, Verdict::No),
+        ];
+        assert_eq!(tally(&v), (1, 1, 1, 2));
     }
 }

@@ -14,13 +14,14 @@
 //! so per-shape numbers cannot be read off them and only the trends the text states are checked.
 
 mod checks;
+mod checks_5_1;
 mod checks_other;
 mod configs;
 mod plots;
 mod report;
 mod runs_csv;
 
-pub use checks::{checks, in_range, less, Check, Verdict};
+pub use checks::{checks, in_range, less, tally, Basis, Check, Verdict};
 pub use configs::configs;
 pub use report::{markdown, write_report};
 
@@ -41,6 +42,9 @@ pub enum Exp {
     Unreliable,
     /// 003 §6.2: co-allocated (W_c) versus single-component (W_nc) jobs.
     Runners,
+    /// The calibration of the transfer model: W30 with local replicas free and with a sweep of
+    /// local-copy rates (docs/experiments/koala.md, "Calibration").
+    Calibration,
     /// Not in the seeds: W30 under the other network readings, without placement on submission
     /// and without ordinary users' jobs; the unreliable testbed under a 60–70% background. Shows
     /// where the differences from the seeds come from.
@@ -48,12 +52,13 @@ pub enum Exp {
 }
 
 impl Exp {
-    pub const ALL: [Exp; 6] = [
+    pub const ALL: [Exp; 7] = [
         Exp::Stable,
         Exp::HighBackground,
         Exp::Spread,
         Exp::Unreliable,
         Exp::Runners,
+        Exp::Calibration,
         Exp::Sensitivity,
     ];
 
@@ -64,6 +69,7 @@ impl Exp {
             Exp::Spread => "spread",
             Exp::Unreliable => "unreliable",
             Exp::Runners => "runners",
+            Exp::Calibration => "calibration",
             Exp::Sensitivity => "sensitivity",
         }
     }
@@ -75,7 +81,8 @@ impl Exp {
             Exp::Spread => "Job spread and co-allocation (003 §5.1.7)",
             Exp::Unreliable => "The unreliable testbed (003 §5.2)",
             Exp::Runners => "Co-allocated versus single-component jobs (003 §6.1–6.2, Tables 6.1 and 6.2)",
-            Exp::Sensitivity => "Sensitivity: network, placement on submission, ordinary users, background of the unreliable testbed",
+            Exp::Calibration => "Calibration of the transfer model: transfer efficiency η and free local replicas (W30)",
+            Exp::Sensitivity => "Sensitivity: network, placement on submission, ordinary users, 000's PDCA rules, arrival rates, uneven background, §5.2's load and scan rule",
         }
     }
 

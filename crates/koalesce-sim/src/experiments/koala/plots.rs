@@ -29,7 +29,7 @@ pub(super) fn plots(o: &Outcome) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for (e, cs) in &o.experiments {
         for c in cs {
-            if *e == Exp::Sensitivity || *e == Exp::Spread {
+            if matches!(e, Exp::Calibration | Exp::Sensitivity | Exp::Spread) {
                 continue;
             }
             let u = &c.timeline;
@@ -190,6 +190,74 @@ pub(super) fn plots(o: &Outcome) -> Vec<(String, String)> {
             ),
         ));
     }
+    // Cumulative started jobs per size (003 Fig. 6.2, lower graphs), first seed.
+    for (k, name) in [("wnc", "W_nc"), ("wc", "W_c")] {
+        let Some(c) = o.get(k) else { continue };
+        let Some(m) = c.runs.first() else { continue };
+        let series: Vec<(String, Vec<(f64, f64)>)> = m
+            .starts_by_size
+            .iter()
+            .map(|(size, starts)| {
+                let pts = starts.iter().enumerate().map(|(i, t)| (t / 60.0, (i + 1) as f64)).collect();
+                (format!("size {size}"), pts)
+            })
+            .collect();
+        out.push((
+            format!("cumulative-{k}.svg"),
+            plot::line_svg(
+                &format!("{name}: cumulative number of started jobs per size (seed {})", m.seed),
+                "time (min)",
+                "jobs started",
+                &series,
+            ),
+        ));
+    }
+    // Placement-time percentiles per shape (003 Fig. 5.3), W30.
+    for rep in [1, 3] {
+        let (Some(cf), Some(wf)) = (o.get(&format!("w30-cf-r{rep}")), o.get(&format!("w30-wf-r{rep}"))) else {
+            continue;
+        };
+        out.push((
+            format!("percentiles-w30-r{rep}.svg"),
+            bars(
+                &format!("W30, {}: placement-time percentiles per job shape", replicas_name(rep)),
+                "placement time (s)",
+                |m| &m.by_shape,
+                &[("CF", cf, ""), ("WF", wf, "")],
+                &[
+                    ("p25", |g| g.placement_p25_s),
+                    ("median", |g| g.placement_p50_s),
+                    ("p90", |g| g.placement_p90_s),
+                ],
+            ),
+        ));
+    }
+    // The calibration: W30 PGT against the transfer efficiency η.
+    if o.has(Exp::Calibration) {
+        let mut series = Vec::new();
+        for (p, r) in [("cf", 1), ("cf", 3), ("wf", 1), ("wf", 3)] {
+            let mut pts: Vec<(f64, f64)> = super::configs::CALIBRATION_ETAS
+                .iter()
+                .map(|&eta| (format!("cal{:.0}-{p}-r{r}", eta * 100.0), eta))
+                .chain([(format!("w30-{p}-r{r}"), super::super::das2::TRANSFER_EFFICIENCY)])
+                .filter_map(|(k, eta)| o.runs(&k).map(|runs| (eta, Agg::over(runs, |m| m.util.pgt).mean)))
+                .collect();
+            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+            series.push((format!("{} {}", p.to_uppercase(), replicas_name(r)), pts));
+        }
+        for edge in [6.0, 9.0] {
+            series.push((format!("seed: {edge:.0}%"), vec![(0.6, edge), (1.0, edge)]));
+        }
+        out.push((
+            "calibration-pgt.svg".to_string(),
+            plot::line_svg(
+                "W30: PGT against the transfer efficiency η",
+                "η (share of the nominal rates)",
+                "PGT (%)",
+                &series,
+            ),
+        ));
+    }
     out
 }
 
@@ -239,11 +307,13 @@ fn bars(title: &str, y: &str, by: GroupsOf, series: &[(&str, &ConfigResult, &str
 
 pub(super) fn plots_of(e: Exp, cs: &[ConfigResult]) -> Vec<String> {
     let mut v: Vec<String> = Vec::new();
-    if !matches!(e, Exp::Sensitivity | Exp::Spread) {
+    if !matches!(e, Exp::Calibration | Exp::Sensitivity | Exp::Spread) {
         v.extend(cs.iter().map(|c| format!("util-{}.svg", c.key)));
     }
     match e {
         Exp::Stable => {
+            v.push("percentiles-w30-r1.svg".to_string());
+            v.push("percentiles-w30-r3.svg".to_string());
             for load in [30, 50] {
                 for rep in [1, 3] {
                     if cs.iter().any(|c| c.key == format!("w{load}-cf-r{rep}")) && cs.iter().any(|c| c.key == format!("w{load}-wf-r{rep}"))
@@ -267,7 +337,12 @@ pub(super) fn plots_of(e: Exp, cs: &[ConfigResult]) -> Vec<String> {
             v.push("unreliable-times.svg".to_string());
             v.push("unreliable-coallocated.svg".to_string());
         }
-        Exp::Runners => v.push("runners-times.svg".to_string()),
+        Exp::Runners => {
+            v.push("runners-times.svg".to_string());
+            v.push("cumulative-wnc.svg".to_string());
+            v.push("cumulative-wc.svg".to_string());
+        }
+        Exp::Calibration => v.push("calibration-pgt.svg".to_string()),
         Exp::Sensitivity => {}
     }
     v
