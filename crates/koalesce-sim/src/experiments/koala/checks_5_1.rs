@@ -490,7 +490,7 @@ fn high_background(c: &mut Checker<'_>, keys: [&str; 2]) {
             "\"reducing the PWT in favor of the PGT\"",
             Basis::Trend,
             format!(
-                "tries {} vs {}; PGT share {}% vs {}% (PWT before / after the JST: {} / {} s vs {} / {} s per job)",
+                "tries {} vs {}; PGT share {}% vs {}% (JST − JCT / start − JST at placement: {} / {} s vs {} / {} s per job)",
                 Agg::over(base, |m| m.all.claiming_tries).fmt(2),
                 Agg::over(hb, |m| m.all.claiming_tries).fmt(2),
                 Agg::over(base, share).fmt(0),
