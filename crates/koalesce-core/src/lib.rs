@@ -10,9 +10,11 @@
 //! - [`queues`]: the four priority placement queues and their weighted round-robin.
 //! - [`placement`]: WF, CF (with history table H), CM and FCM behind [`PlacementPolicy`].
 //! - [`scheduler`]: placement scans, claiming (ICP, reservations), preemption, soft errors.
+//! - [`nws`]: bandwidth forecasting as the Network Weather Service does, and the probe policy.
 
 pub mod config;
 pub mod model;
+pub mod nws;
 pub mod placement;
 pub mod queues;
 pub mod scheduler;

@@ -49,6 +49,39 @@ pub struct Site {
     /// Whether the local resource manager offers advance reservations (Slurm does; PBS in the
     /// seeds did not). When it does, the core reserves right after placement instead of claiming.
     pub supports_reservations: bool,
+    /// What the information service publishes about the site beyond its size (GLUE-style):
+    /// used by requirements and rank expressions and by benchmark-based runtime prediction.
+    #[serde(default)]
+    pub attributes: SiteAttributes,
+}
+
+/// The static description of a site, normalized GLUE-style (001 §3.1, the host variables of
+/// GridWay in 004). Values that change (free processors, queue wait) live in the scheduler's
+/// view of the site, not here. Empty strings and zeros mean "not published".
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SiteAttributes {
+    /// CPU architecture as `uname -m` prints it ("x86_64", "aarch64").
+    pub architecture: String,
+    /// Operating system name ("Linux") and version ("6.1").
+    pub os_name: String,
+    pub os_version: String,
+    /// CPU model and clock (MHz) of the site's nodes.
+    pub cpu_model: String,
+    pub cpu_mhz: u32,
+    /// Nodes of the site and processors per node (0: not published).
+    pub nodes: u32,
+    pub cpus_per_node: u32,
+    /// Memory per node and disk of the site's scratch space, in MiB.
+    pub memory_mb: u64,
+    pub disk_mb: u64,
+    /// The local resource manager ("local", "slurm") and the queue/partition jobs go to.
+    pub lrms_type: String,
+    pub queue_name: String,
+    /// The queue's wall-time limit, if any.
+    pub queue_max_walltime_ms: Option<Millis>,
+    /// Benchmark scores p_b(R) by benchmark name (001 §3.1: higher is faster).
+    pub benchmarks: BTreeMap<String, f64>,
 }
 
 /// Forecast of the network between sites, as the information service provides it (003 §3.1).

@@ -157,8 +157,6 @@ pub struct Shared {
     pub config: ServerConfig,
     pub data_dir: PathBuf,
     pub metrics: Metrics,
-    /// token sha256 → (user, admin)
-    pub tokens: Mutex<HashMap<String, (String, bool)>>,
 }
 
 // ----- persistence helpers ------------------------------------------------------------
@@ -488,6 +486,7 @@ fn launch(shared: &Arc<Shared>, st: &mut State, job: u64) {
             i as u32,
             ComponentSubmission {
                 site: site.clone(),
+                user: rec.user.clone(),
                 processors: c.processors,
                 claim: exec.claim.clone(),
                 dir: dir.clone(),
@@ -554,12 +553,19 @@ fn launch(shared: &Arc<Shared>, st: &mut State, job: u64) {
                     }
                 }
                 Err(err) => {
-                    tracing::warn!(job, component = i, error = %err, "launch failed (soft error)");
                     let _ = supervise::fence(&sub.dir);
                     let e = st.exec.remove(&(job, i)).unwrap();
                     shared.backend.release(&e.claim);
                     mark_launch_done(&shared, job, attempt, i);
-                    st.core.component_finished(now_ms(), JobId(job), i, ComponentOutcome::SoftError);
+                    if let BackendError::Exhausted { .. } = err {
+                        // This machine is short of descriptors or processes for a moment:
+                        // retried later, never held against the site.
+                        tracing::warn!(job, component = i, error = %err, "launch postponed");
+                        st.core.claim_rejected(now_ms(), JobId(job), i, false);
+                    } else {
+                        tracing::warn!(job, component = i, error = %err, "launch failed (soft error)");
+                        st.core.component_finished(now_ms(), JobId(job), i, ComponentOutcome::SoftError);
+                    }
                 }
             }
         }
@@ -768,21 +774,29 @@ fn stage_out(shared: &Arc<Shared>, rec: JobRecord) {
     let shared = shared.clone();
     tokio::spawn(async move {
         let mut registered = Vec::new();
+        let mut refused = Vec::new();
         for out in &rec.desc.outputs {
-            let found = rec.components.iter().find_map(|c| {
-                let dir = PathBuf::from(c.dir.as_ref()?);
-                let p = dir.join(out);
-                p.is_file().then(|| (c.site.clone().unwrap_or_default(), p))
-            });
-            let Some((site, src)) = found else {
-                tracing::warn!(job = rec.id, output = %out, "declared output not produced");
-                continue;
+            let dirs = rec
+                .components
+                .iter()
+                .filter_map(|c| Some((c.site.clone().unwrap_or_default(), PathBuf::from(c.dir.as_ref()?))));
+            let (site, src) = match transfer::find_output(dirs, out) {
+                Ok(Some(found)) => found,
+                Ok(None) => {
+                    tracing::warn!(job = rec.id, output = %out, "declared output not produced");
+                    continue;
+                }
+                Err(e) => {
+                    tracing::warn!(job = rec.id, error = %e, "stage-out refused");
+                    refused.push(e.to_string());
+                    continue;
+                }
             };
             let logical = format!("{}/{}", rec.id, out);
             let Some(local) = shared.backend.site(&site) else { continue };
             let dest = transfer::storage_path(&local.storage, &logical);
-            let d = dest.clone();
-            match tokio::task::spawn_blocking(move || transfer::copy_verified(&src, &d, None)).await {
+            let (d, what) = (dest.clone(), out.clone());
+            match tokio::task::spawn_blocking(move || transfer::copy_file_verified(src, &what, &d, None)).await {
                 Ok(Ok(c)) => {
                     shared.metrics.transfer_bytes.fetch_add(c.bytes, Ordering::Relaxed);
                     let _ = shared
@@ -809,6 +823,9 @@ fn stage_out(shared: &Arc<Shared>, rec: JobRecord) {
                 r.outputs.push(logical);
             }
         }
+        if let (Some(r), false) = (st.jobs.get_mut(&rec.id), refused.is_empty()) {
+            r.failure = Some(refused.join("; "));
+        }
         if let Some(r) = st.jobs.get(&rec.id) {
             persist(&shared, r);
         }
@@ -828,6 +845,7 @@ pub fn recover(config: &ServerConfig, store: &Store, backend: &LocalBackend) -> 
             processors: s.processors,
             speed: s.speed,
             supports_reservations: false,
+            attributes: Default::default(),
         })
         .collect();
     let site_names: Vec<String> = sites.iter().map(|s| s.name.clone()).collect();

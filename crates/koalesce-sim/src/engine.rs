@@ -25,7 +25,7 @@ use crate::workload::{self, GridArrival};
 pub enum SimError {
     #[error(transparent)]
     Scenario(#[from] ScenarioError),
-    #[error("{path}: background trace of site '{site}': {source}")]
+    #[error("{path}: background trace of site '{site}'")]
     Trace {
         path: String,
         site: String,
@@ -181,6 +181,7 @@ impl Simulation {
                 processors: s.processors,
                 speed: s.speed,
                 supports_reservations: s.reservations,
+                attributes: Default::default(),
             })
             .collect();
         let mbps = 1e6;

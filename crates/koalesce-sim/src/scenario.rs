@@ -14,7 +14,7 @@ use thiserror::Error;
 /// A scenario that cannot be used.
 #[derive(Debug, Error)]
 pub enum ScenarioError {
-    #[error("{path}: cannot read: {source}")]
+    #[error("{path}: cannot read")]
     Io { path: PathBuf, source: std::io::Error },
     #[error("{path}: {message}")]
     Parse { path: PathBuf, message: String },

@@ -226,8 +226,10 @@ impl WaitArgs {
                         } else if !self.quiet {
                             let failure = v.get("failure").and_then(|f| f.as_str());
                             match failure {
-                                Some(f) if state != "succeeded" => println!("job {} {state}: {f}", self.id),
-                                _ => println!("job {} {state}", self.id),
+                                Some(f) if state != "succeeded" => {
+                                    println!("job {} {}: {}", self.id, format::escape(&state), format::escape(f))
+                                }
+                                _ => println!("job {} {}", self.id, format::escape(&state)),
                             }
                         }
                         return Ok(if state == "succeeded" {
@@ -287,7 +289,7 @@ impl CancelArgs {
             println!("{}", serde_json::to_string_pretty(&v)?);
         } else {
             let state = v.get("state").and_then(|s| s.as_str()).unwrap_or("cancelled");
-            println!("job {} {state}", self.id);
+            println!("job {} {}", self.id, format::escape(state));
         }
         Ok(ExitCode::SUCCESS)
     }
@@ -374,12 +376,12 @@ impl FilesCommand {
                     match serde_json::from_value::<api::FileInfo>(v) {
                         Ok(f) if !f.name.is_empty() => println!(
                             "registered {} ({}, sha256 {}) at {}",
-                            f.name,
+                            format::escape(&f.name),
                             format::format_bytes(f.size_bytes),
-                            f.sha256,
-                            f.replicas.join(",")
+                            format::escape(&f.sha256),
+                            format::escape(&f.replicas.join(","))
                         ),
-                        _ => println!("registered {name} at {site}"),
+                        _ => println!("registered {} at {}", format::escape(&name), format::escape(&site)),
                     }
                 }
             }
@@ -394,7 +396,7 @@ impl FilesCommand {
             }
             FilesCommand::Rm { name, conn } => {
                 conn.client().remove_file(&name)?;
-                println!("removed {name}");
+                println!("removed {}", format::escape(&name));
             }
         }
         Ok(ExitCode::SUCCESS)

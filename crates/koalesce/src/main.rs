@@ -2,10 +2,14 @@
 
 use clap::{Parser, Subcommand};
 
+mod agent_cmds;
 mod client_cmds;
 mod experiment_cmds;
+mod netbed;
+mod netbed_cmds;
 mod server_cmds;
 mod sim_cmds;
+mod testbed_cmds;
 
 /// koalesce — a grid resource manager that co-allocates multi-component jobs close to their data.
 #[derive(Debug, Parser)]
@@ -25,6 +29,18 @@ enum Command {
     Client(client_cmds::ClientCommand),
     #[command(flatten)]
     Experiment(experiment_cmds::ExperimentCommand),
+    /// Serve one site's storage over HTTP (upload, download with resume, third-party push).
+    StorageAgent(agent_cmds::StorageAgentArgs),
+    /// A shaped network on this machine: a namespace per site, veth links shaped with tc.
+    Netbed {
+        #[command(subcommand)]
+        which: netbed_cmds::NetbedCommand,
+    },
+    /// Several real Slurm clusters on this machine (a test bed for koalesce's Slurm sites).
+    Testbed {
+        #[command(subcommand)]
+        which: testbed_cmds::TestbedCommand,
+    },
     /// Benchmarks (wall time, throughput, memory), printed as tables.
     Bench {
         #[command(subcommand)]
@@ -42,13 +58,34 @@ enum BenchCommand {
     Scan(server_cmds::BenchScanArgs),
 }
 
+/// Command-line tools die quietly on a closed pipe (`koalesce sim … | head`), as `cat` does;
+/// Rust ignores SIGPIPE by default and would panic on the failed print instead. The daemon
+/// keeps ignoring it: a client that hangs up must never kill the server.
+fn restore_default_sigpipe() {
+    // SAFETY: called once at the start of main, before any thread exists; SIG_DFL is a valid
+    // disposition for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    let daemon = matches!(
+        cli.command,
+        Command::Server(server_cmds::ServerCommand::Server(_)) | Command::StorageAgent(_)
+    );
+    if !daemon {
+        restore_default_sigpipe();
+    }
     let result = match cli.command {
         Command::Sim(c) => c.run(),
         Command::Server(c) => c.run(),
         Command::Client(c) => c.run(),
         Command::Experiment(c) => c.run(),
+        Command::StorageAgent(a) => a.run(),
+        Command::Netbed { which } => which.run(),
+        Command::Testbed { which } => which.run(),
         Command::Bench { which } => match which {
             BenchCommand::Easy(a) => a.run(),
             BenchCommand::Submit(a) => a.run(),
