@@ -3,12 +3,17 @@
 //!
 //! | experiment | seeds | configurations |
 //! |---|---|---|
-//! | [`Exp::Stable`] | 000 §4–5, 003 §5.1.1–5.1.6 | W30, W50 × CF, WF × files unreplicated, at 3 sites |
-//! | [`Exp::HighBackground`] | 000 §5.4, 003 §5.1.8 | W30, CF, 3 replicas, background 50% and 60% |
+//! | [`Exp::Stable`] | 000 §4–5, 003 §5.1.1–5.1.6 | W30, W50 × CF, WF × files unreplicated, at 3 file servers |
+//! | [`Exp::HighBackground`] | 000 §5.4, 003 §5.1.8 | W30, CF, 3 replicas, background 50% and 60%, under 003's and 000's rules |
 //! | [`Exp::Spread`] | 003 §5.1.7 | 2 or 4 components of 4–24, one 2 GB file × CF, WF × replicas |
-//! | [`Exp::Unreliable`] | 003 §5.2 | 500 jobs of size 36/72, high and low priority, Delft faulty |
-//! | [`Exp::Runners`] | 003 §6.1–6.2 | W_nc and W_c (Table 6.1) on the processors of Table 6.2 |
-//! | [`Exp::Sensitivity`] | 000 §2.1, 003 §2.3, §5.2 | W30 under other networks, scan-only placement, dummy-only background; §5.2 under a 60–70% background |
+//! | [`Exp::Unreliable`] | 003 §5.2 | 500 jobs of size 36/72, high and low priority, Delft faulty; one queue per scan and one cycle per 4 minutes |
+//! | [`Exp::Runners`] | 003 §6.1–6.2 | W_nc and W_c (Table 6.1) on Table 6.2's processors; at 4 jobs/min; with soft errors |
+//! | [`Exp::Calibration`] | 003 §5.1.5 | W30 under a sweep of the transfer efficiency and with free local replicas |
+//! | [`Exp::Sensitivity`] | 000 §2.1, 003 §2.1.1, §5.1.7, §5.2 | W30 under other networks, scan-only placement, dummy-only background, 000's rules, the seed's span; uneven background for the spread; §5.2's load and background |
+//!
+//! Modules: [`configs`] (which scenario each configuration runs), `checks` / `checks_5_1` /
+//! `checks_other` (the seed-versus-koalesce rows), `report` (`koala.md`), `plots` (SVG),
+//! `runs_csv` (`runs.csv`).
 //!
 //! The seeds' values come from their text; their figures are only images in the OCR'd seeds,
 //! so per-shape numbers cannot be read off them and only the trends the text states are checked.
@@ -16,7 +21,7 @@
 mod checks;
 mod checks_5_1;
 mod checks_other;
-mod configs;
+pub mod configs;
 mod plots;
 mod report;
 mod runs_csv;
