@@ -33,7 +33,7 @@ impl Server {
         let cfg = dir.path().join("server.toml");
         std::fs::write(
             &cfg,
-            "poll_interval_ms = 50\n[[sites]]\nname = \"vu\"\nprocessors = 4\n[[sites]]\nname = \"leiden\"\nprocessors = 4\n\
+            "poll_interval_ms = 50\n[users]\n\"*\" = \"nobody\"\n[[sites]]\nname = \"vu\"\nprocessors = 4\n[[sites]]\nname = \"leiden\"\nprocessors = 4\n\
              [scheduler]\nplace_on_submit = true\nmin_claim_retry_ms = 100\nscan_interval = { kind = \"fixed\", interval_ms = 100 }\n",
         )
         .unwrap();

@@ -91,7 +91,7 @@ pub fn config(load: u32, mode: Mode, scale: f64) -> CompareConfig {
         &format!("w{load}-{}", mode.key()),
         &das2::TABLE_5_1,
         Net::DAS2,
-        das2::w(load, 1, jobs),
+        das2::w(load, 1, jobs, das2::Arrivals::Utilization),
         das2::band(0.30, 0.40),
         sched,
         FaultSpec::default(),
