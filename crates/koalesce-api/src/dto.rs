@@ -163,6 +163,19 @@ pub struct NewFile {
 }
 
 /// `POST /api/v1/jobs` answer: the new job's id (sent once the job is durable).
+/// A bearer token as `GET /api/v1/tokens` lists it (never the token itself).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(default)]
+pub struct TokenInfo {
+    /// Public id: the first 16 hex digits of the token's SHA-256 (`DELETE /api/v1/tokens/{id}`).
+    pub id: String,
+    pub user: String,
+    pub admin: bool,
+    pub created_ms: u64,
+    /// After this instant the token is refused; none: never expires.
+    pub expires_ms: Option<u64>,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Submitted {
     pub id: u64,

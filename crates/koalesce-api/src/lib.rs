@@ -8,6 +8,7 @@
 
 pub mod dto;
 pub mod duration;
+pub mod fields;
 pub mod jobdesc;
 
-pub use jobdesc::{DescriptionError, JobDescription, Runner};
+pub use jobdesc::{ComponentDescription, DescriptionError, JobDescription, Process, Runner};

@@ -12,11 +12,13 @@
 //! these from the component's supervisor records (see `supervise.rs`).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::config::{SiteConfig, SiteKind};
-use crate::local::{LocalBackend, SupervisorCommand};
+use crate::local::LocalBackend;
+use crate::slurm::{SlurmBackend, SlurmOptions, SlurmSiteSpec};
+use crate::supervisor_cmd::{JobSandbox, SupervisorCommand};
 
 /// Processors of a site as the LRM reports them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -57,10 +59,13 @@ impl LrmState {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ComponentSubmission {
     pub site: String,
+    /// The koalesce user the job belongs to (the LRM runs it as that user's account).
+    pub user: String,
     pub processors: u32,
     /// The claim (processor hold) this component runs in.
     pub claim: String,
-    /// Working directory, also holding stdout/stderr and the supervisor's records.
+    /// The component's record directory (stdout/stderr, the supervisor's records); the program
+    /// runs in its `work/` subdirectory (see [`crate::supervise`]).
     pub dir: PathBuf,
     pub executable: String,
     pub arguments: Vec<String>,
@@ -79,6 +84,10 @@ pub enum BackendError {
     /// A fault of the site (a soft error).
     #[error("site '{site}': {reason}")]
     Site { site: String, reason: String },
+    /// This machine ran out of something (file descriptors, processes, memory) for a moment:
+    /// not a fault of the site nor of the job; the job is retried later and nobody is blamed.
+    #[error("site '{site}': local resources exhausted: {reason}")]
+    Exhausted { site: String, reason: String },
 }
 
 /// Where a launched component stands at the start barrier (for recovery).
@@ -160,15 +169,48 @@ pub trait Backend: Send + Sync + 'static {
     }
 }
 
+/// What every backend of a server shares: how supervisors are started and confined, and
+/// where a backend may keep files of its own.
+#[derive(Debug, Clone)]
+pub struct BuildContext {
+    pub supervisor: SupervisorCommand,
+    pub sandbox: JobSandbox,
+    /// The server's data directory (a Slurm site keeps its client configuration under
+    /// `sites/<site>/slurm/`).
+    pub data_dir: PathBuf,
+}
+
 /// Builds the backend of one site from its configuration: the one place that names the
-/// backend types (adding a kind of LRM is one match arm).
-pub fn build(site: &SiteConfig, supervisor: &SupervisorCommand) -> Result<Arc<dyn Backend>, BackendError> {
-    match site.kind {
-        SiteKind::Local => Ok(Arc::new(LocalBackend::new(
-            &site.name,
-            site.processors,
-            site.reservations,
-            supervisor.clone(),
-        ))),
+/// backend types (adding a kind of LRM is one match arm). A Slurm site's cluster is not asked
+/// anything yet (a server starts while a cluster is down).
+pub fn build(site: &SiteConfig, ctx: &BuildContext) -> Result<Arc<dyn Backend>, BackendError> {
+    let fault = |reason: String| BackendError::Site {
+        site: site.name.clone(),
+        reason,
+    };
+    match (site.kind, &site.slurm) {
+        (SiteKind::Local, _) => Ok(Arc::new(
+            LocalBackend::new(&site.name, site.processors, site.reservations, ctx.supervisor.clone()).with_sandbox(ctx.sandbox.clone()),
+        )),
+        (SiteKind::Slurm, Some(slurm)) => {
+            let spec = SlurmSiteSpec {
+                name: site.name.clone(),
+                processors: site.processors,
+                slurm: slurm.clone(),
+            };
+            let scratch = slurm_scratch(&ctx.data_dir, &site.name);
+            std::fs::create_dir_all(&scratch).map_err(|e| fault(format!("cannot create {}: {e}", scratch.display())))?;
+            let b = SlurmBackend::new(vec![spec], &scratch, ctx.supervisor.clone(), SlurmOptions::default())
+                .map_err(|e| fault(format!("{e:#}")))?
+                .with_sandbox(ctx.sandbox.clone())
+                .with_reservations(site.reservations);
+            Ok(Arc::new(b))
+        }
+        (SiteKind::Slurm, None) => Err(fault("kind = \"slurm\" needs a [sites.slurm] table".into())),
     }
+}
+
+/// Where a Slurm site's backend keeps its client configuration.
+pub fn slurm_scratch(data_dir: &Path, site: &str) -> PathBuf {
+    data_dir.join("sites").join(site).join("slurm")
 }

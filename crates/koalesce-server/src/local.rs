@@ -2,7 +2,14 @@
 //! run as real processes under a supervisor (see [`crate::supervise`]), held at its start
 //! barrier from `submit` until `start`; a component's LRM id is its directory, so it can be
 //! found again after a daemon restart. The site never runs more processor slots than it has:
-//! every component runs inside a claim, and claims are refused beyond the site's slots.
+//! every component runs inside a claim, and claims are refused beyond the site's slots; the
+//! slots of a component are given back only once every process of it is gone (its control
+//! group is empty), even when it was cancelled.
+//!
+//! Supervisors start with a clean environment (the job's variables only) and are told how to
+//! confine the program ([`JobSandbox`], see [`crate::sandbox`]). A supervisor that cannot be
+//! started because this machine is short of descriptors or processes is
+//! [`BackendError::Exhausted`], not a fault of the site.
 //!
 //! A site may offer advance reservations (`reservations = true` in its config): a reservation
 //! sets processors aside for a window `[start, end)`. As in a real LRM's availability profile,
@@ -16,28 +23,44 @@ use std::collections::HashMap;
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 
 use crate::backend::{
     Backend, BackendError, BarrierState, ComponentSubmission, LrmState, ProcessorCount, ReservationRequest, Reservations,
 };
+use crate::cgroup::Cgroup;
+use crate::supervise::{self, SupervisorRecord};
 use crate::supervised;
+pub use crate::supervisor_cmd::{JobSandbox, SupervisorCommand};
 
-/// How to start a supervisor: `program args... --dir DIR -- EXE ARGS...`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SupervisorCommand {
-    pub program: PathBuf,
-    pub args: Vec<String>,
+/// Whether an error starting a process means this machine is short of something for now.
+fn exhausted(e: &std::io::Error) -> bool {
+    use nix::errno::Errno;
+    matches!(
+        e.raw_os_error().map(Errno::from_raw),
+        Some(Errno::EMFILE | Errno::ENFILE | Errno::EAGAIN | Errno::ENOMEM | Errno::ENOSPC)
+    )
 }
 
-impl SupervisorCommand {
-    /// `koalesce supervise` from the running executable (what `koalesce server` uses).
-    pub fn current_exe() -> std::io::Result<Self> {
-        Ok(SupervisorCommand {
-            program: std::env::current_exe()?,
-            args: vec!["supervise".into()],
-        })
+/// Whether no process of the component in `dir` is left. With a control group: it is empty
+/// (leftovers of a supervisor that died are killed here); without: its supervisor is gone.
+fn component_gone(dir: &Path) -> bool {
+    let alive =
+        supervise::read_json::<SupervisorRecord>(&dir.join(supervise::SUPERVISOR_FILE)).is_some_and(|r| supervise::supervisor_alive(&r));
+    match Cgroup::recorded(dir) {
+        Some(cg) if cg.is_empty() => {
+            if !alive {
+                cg.remove();
+            }
+            true
+        }
+        Some(cg) => {
+            if !alive {
+                cg.kill_all();
+            }
+            false
+        }
+        None => !alive || dir.join(supervise::EXIT_FILE).exists(),
     }
 }
 
@@ -52,17 +75,46 @@ struct Reservation {
 struct Inner {
     /// claim id → processors
     claims: HashMap<String, u32>,
+    /// claim id → the component directory running in it
+    claim_dirs: HashMap<String, String>,
+    /// Released claims whose component still has processes: (processors, dir). Their slots
+    /// stay used until the processes are gone.
+    draining: Vec<(u32, String)>,
     used: u32,
     next_id: u64,
     /// Granted, unclaimed reservations by id.
     reservations: HashMap<String, Reservation>,
-    /// Supervisors this instance spawned: dir → exited flag.
-    spawned: HashMap<String, Arc<AtomicBool>>,
+    /// Supervisors this instance spawned and that have not exited yet (reaped by `status`,
+    /// no thread per supervisor).
+    spawned: HashMap<String, std::process::Child>,
     /// High-water mark of used slots.
     peak: u32,
 }
 
 impl Inner {
+    /// Gives back the slots of drained components (every process gone).
+    fn drain(&mut self) {
+        let mut i = 0;
+        while i < self.draining.len() {
+            if component_gone(Path::new(&self.draining[i].1)) {
+                let (p, _) = self.draining.swap_remove(i);
+                self.used = self.used.saturating_sub(p);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// Reaps supervisors that exited (no zombies).
+    fn reap(&mut self) {
+        self.spawned.retain(|_, child| matches!(child.try_wait(), Ok(None)));
+    }
+
+    /// Whether the supervisor spawned for `id` is still starting or running.
+    fn starting(&mut self, id: &str) -> bool {
+        self.spawned.get_mut(id).is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
     /// Drops reservations that ended unclaimed.
     fn expire(&mut self, now: u64) {
         self.reservations.retain(|_, r| r.end > now);
@@ -100,20 +152,29 @@ pub struct LocalBackend {
     slots: u32,
     reservations: bool,
     supervisor: SupervisorCommand,
+    sandbox: JobSandbox,
     inner: Mutex<Inner>,
 }
 
 impl LocalBackend {
     /// Site `site` with `slots` processor slots; `reservations`: whether it grants advance
-    /// reservations.
+    /// reservations. Components are confined by the default sandbox until
+    /// [`LocalBackend::with_sandbox`].
     pub fn new(site: &str, slots: u32, reservations: bool, supervisor: SupervisorCommand) -> Self {
         LocalBackend {
             site: site.to_string(),
             slots,
             reservations,
             supervisor,
+            sandbox: JobSandbox::default(),
             inner: Mutex::new(Inner::default()),
         }
+    }
+
+    /// Confines components as `sandbox` says.
+    pub fn with_sandbox(mut self, sandbox: JobSandbox) -> Self {
+        self.sandbox = sandbox;
+        self
     }
 
     fn inner(&self) -> MutexGuard<'_, Inner> {
@@ -136,14 +197,12 @@ impl LocalBackend {
     }
 
     fn spawn_supervisor(&self, sub: &ComponentSubmission) -> std::io::Result<std::process::Child> {
-        std::fs::create_dir_all(&sub.dir)?;
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&sub.dir)?;
         let mut cmd = Command::new(&self.supervisor.program);
-        cmd.args(&self.supervisor.args)
-            .arg("--dir")
-            .arg(&sub.dir)
-            .arg("--")
-            .arg(&sub.executable)
-            .args(&sub.arguments)
+        cmd.args(self.supervisor.arguments(&self.sandbox, sub))
+            // The job's environment only, never the daemon's.
+            .env_clear()
             .envs(&sub.environment)
             .current_dir(&sub.dir)
             .stdin(Stdio::null())
@@ -185,6 +244,7 @@ impl Backend for LocalBackend {
         self.check_site(site)?;
         let mut inner = self.inner();
         inner.expire(crate::now_ms());
+        inner.drain();
         let idle = self.claimable(&inner, crate::now_ms());
         Ok(ProcessorCount {
             total: self.slots,
@@ -198,6 +258,7 @@ impl Backend for LocalBackend {
         let now = crate::now_ms();
         let mut inner = self.inner();
         inner.expire(now);
+        inner.drain();
         let idle = self.claimable(&inner, now);
         if processors > idle {
             return Err(self.busy(processors, idle));
@@ -208,7 +269,12 @@ impl Backend for LocalBackend {
     fn release(&self, claim: &str) {
         let mut inner = self.inner();
         if let Some(p) = inner.claims.remove(claim) {
-            inner.used = inner.used.saturating_sub(p);
+            match inner.claim_dirs.remove(claim) {
+                // Its processes may still be dying (a cancel): the slots stay used until
+                // they are gone.
+                Some(dir) if !component_gone(Path::new(&dir)) => inner.draining.push((p, dir)),
+                _ => inner.used = inner.used.saturating_sub(p),
+            }
         }
     }
 
@@ -228,18 +294,20 @@ impl Backend for LocalBackend {
             }
         }
         let id = sub.dir.to_string_lossy().into_owned();
-        let mut child = self
-            .spawn_supervisor(sub)
-            .map_err(|e| site_err(format!("cannot start supervisor: {e}")))?;
-        let flag = Arc::new(AtomicBool::new(false));
-        self.inner().spawned.insert(id.clone(), flag.clone());
-        std::thread::Builder::new()
-            .name("koalesce-reaper".into())
-            .spawn(move || {
-                let _ = child.wait();
-                flag.store(true, Ordering::SeqCst);
-            })
-            .map_err(|e| site_err(format!("cannot start reaper: {e}")))?;
+        let child = self.spawn_supervisor(sub).map_err(|e| {
+            let reason = format!("cannot start supervisor: {e}");
+            if exhausted(&e) {
+                BackendError::Exhausted {
+                    site: sub.site.clone(),
+                    reason,
+                }
+            } else {
+                site_err(reason)
+            }
+        })?;
+        let mut inner = self.inner();
+        inner.spawned.insert(id.clone(), child);
+        inner.claim_dirs.insert(sub.claim.clone(), id.clone());
         Ok(id)
     }
 
@@ -264,10 +332,8 @@ impl Backend for LocalBackend {
 
     fn status(&self, ids: &[String]) -> Vec<(String, LrmState)> {
         let starting: Vec<bool> = {
-            let inner = self.inner();
-            ids.iter()
-                .map(|id| inner.spawned.get(id).is_some_and(|f| !f.load(Ordering::SeqCst)))
-                .collect()
+            let mut inner = self.inner();
+            ids.iter().map(|id| inner.starting(id)).collect()
         };
         let out: Vec<(String, LrmState)> = ids
             .iter()
@@ -275,11 +341,8 @@ impl Backend for LocalBackend {
             .map(|(id, starting)| (id.clone(), supervised::state_of(Path::new(id), starting)))
             .collect();
         let mut inner = self.inner();
-        for (id, st) in &out {
-            if st.is_terminal() {
-                inner.spawned.remove(id);
-            }
-        }
+        inner.reap();
+        inner.drain();
         out
     }
 
@@ -288,10 +351,13 @@ impl Backend for LocalBackend {
         Ok(())
     }
 
-    fn adopt(&self, _id: &str, site: &str, processors: u32) -> Result<String, BackendError> {
+    fn adopt(&self, id: &str, site: &str, processors: u32) -> Result<String, BackendError> {
         self.check_site(site)?;
         // The component holds its processors already: no check against the free slots.
-        Ok(self.inner().take(processors))
+        let mut inner = self.inner();
+        let claim = inner.take(processors);
+        inner.claim_dirs.insert(claim.clone(), id.to_string());
+        Ok(claim)
     }
 
     fn barrier_state(&self, id: &str) -> Result<BarrierState, BackendError> {

@@ -2,7 +2,7 @@
 //! `koalesce-api::dto` (utoipa), so they cannot drift from what the server sends and the client
 //! reads; the paths (which route answers which type) are listed here, next to `api::router`.
 
-use koalesce_api::dto::{ComponentDetail, ErrorBody, FileInfo, JobDetail, JobSummary, NewFile, SiteInfo, Submitted, Timeline};
+use koalesce_api::dto::{ComponentDetail, ErrorBody, FileInfo, JobDetail, JobSummary, NewFile, SiteInfo, Submitted, Timeline, TokenInfo};
 use serde_json::{json, Value};
 use utoipa::OpenApi;
 
@@ -18,6 +18,7 @@ use utoipa::OpenApi;
         FileInfo,
         NewFile,
         Submitted,
+        TokenInfo,
         ErrorBody
     ))
 )]
@@ -46,7 +47,7 @@ fn paths() -> Value {
                 "post": {"summary": "Submit a job (TOML job description)",
                     "requestBody": {"required": true, "content": {"application/toml": {"schema": {"type": "string"}}}},
                     "responses": {"201": {"description": "committed", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Submitted"}}}},
-                        "400": err, "401": err, "413": err, "422": err}},
+                        "400": err, "401": err, "408": err, "413": err, "422": err}},
                 "get": {"summary": "List jobs",
                     "parameters": [{"name": "state", "in": "query", "schema": {"type": "string"}}, {"name": "all", "in": "query", "schema": {"type": "boolean"}}],
                     "responses": {"200": {"description": "jobs", "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/JobSummary"}}}}}, "401": err}}
@@ -54,7 +55,13 @@ fn paths() -> Value {
             "/api/v1/jobs/{id}": {"get": {"summary": "One job", "parameters": [job_id],
                 "responses": {"200": {"description": "job", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/JobDetail"}}}}, "401": err, "404": err}}},
             "/api/v1/jobs/{id}/cancel": {"post": {"summary": "Cancel a job", "parameters": [job_id],
-                "responses": {"200": {"description": "cancelled", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/JobSummary"}}}}, "401": err, "403": err, "404": err, "409": err}}},
+                "responses": {"200": {"description": "cancelled", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/JobSummary"}}}}, "401": err, "404": err, "409": err}}},
+            "/api/v1/tokens": {"get": {"summary": "The caller's tokens (all=true: everyone's, admins only)",
+                "parameters": [{"name": "all", "in": "query", "schema": {"type": "boolean"}}],
+                "responses": {"200": {"description": "tokens", "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/TokenInfo"}}}}}, "401": err, "403": err}}},
+            "/api/v1/tokens/{id}": {"delete": {"summary": "Revoke a token at once (own; admins: any)",
+                "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
+                "responses": {"200": {"description": "revoked", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/TokenInfo"}}}}, "401": err, "404": err}}},
             "/api/v1/sites": {"get": {"summary": "Sites", "responses": {"200": {"description": "sites", "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/SiteInfo"}}}}}, "401": err}}},
             "/api/v1/files": {
                 "get": {"summary": "Replica catalogue", "responses": {"200": {"description": "files", "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/FileInfo"}}}}}, "401": err}},

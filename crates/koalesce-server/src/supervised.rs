@@ -7,6 +7,7 @@
 use std::path::Path;
 
 use crate::backend::{BarrierState, LrmState};
+use crate::cgroup::Cgroup;
 use crate::supervise::{self, ExitRecord, SupervisorRecord};
 
 fn record(dir: &Path) -> Option<SupervisorRecord> {
@@ -87,6 +88,21 @@ pub fn exit_state(exit: &ExitRecord) -> LrmState {
     if exit.success() {
         return LrmState::Completed;
     }
+    if exit.site_fault {
+        // The supervisor could not set the component up: the site's fault, not the job's.
+        return LrmState::NodeFail {
+            reason: exit
+                .spawn_error
+                .clone()
+                .unwrap_or_else(|| "the component could not be set up".into()),
+        };
+    }
+    if exit.oom_killed {
+        return LrmState::Failed {
+            exit_code: exit.exit_code,
+            reason: "killed by the OOM killer: the component went over its memory limit".into(),
+        };
+    }
     if exit.never_started {
         // Aborted at the start barrier: the program never ran; not the application's fault.
         return LrmState::NodeFail {
@@ -105,18 +121,34 @@ pub fn exit_state(exit: &ExitRecord) -> LrmState {
     }
 }
 
-/// Kills the component in `dir` (its supervisor's whole process group). One still held at the
+/// Kills the component in `dir`: every process of its control group (also those that left
+/// its process group), else its supervisor's whole process group. One still held at the
 /// barrier is told to give up first, so it cannot start even if the kill went astray; a
 /// directory no supervisor has taken is fenced.
 pub fn kill(dir: &Path) {
     match record(dir) {
         Some(rec) if supervise::supervisor_alive(&rec) => {
             if !dir.join(supervise::GO_FILE).exists() {
+                // Held at the barrier: it must not start even if the kill went astray.
                 let _ = supervise::abort(dir);
+                kill_group(rec.pid);
+            } else if let Some(cg) = Cgroup::recorded(dir) {
+                // The supervisor records the end once the group is empty.
+                cg.kill_all();
+                if !dir.join(supervise::RUNNING_FILE).exists() {
+                    // Let through but the program not started yet: stop the supervisor (and
+                    // a child between fork and exec, in its process group).
+                    kill_group(rec.pid);
+                }
+            } else {
+                kill_group(rec.pid);
             }
-            kill_group(rec.pid);
         }
-        Some(_) => {}
+        Some(_) => {
+            if let Some(cg) = Cgroup::recorded(dir) {
+                cg.kill_all();
+            }
+        }
         None => {
             let _ = supervise::fence(dir);
             // A supervisor that got its record in between: kill it too.
@@ -127,7 +159,7 @@ pub fn kill(dir: &Path) {
     }
 }
 
-/// SIGKILL to the process group a supervisor leads (it called setsid; the component is in it).
+/// SIGKILL to the process group a supervisor leads (the component is in it).
 fn kill_group(pid: u32) {
     let Ok(pid) = i32::try_from(pid) else { return };
     let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);

@@ -6,7 +6,6 @@
 //! `--token` / `KOALESCE_TOKEN`. Errors the server reports (`{"error": ...}`) are printed
 //! verbatim with the HTTP status; a connection failure names the URL.
 
-use std::io::Read as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -62,7 +61,8 @@ impl Connection {
 /// Client commands (talk to a running server) and the demo.
 #[derive(Debug, Subcommand)]
 pub enum ClientCommand {
-    /// Submit a job description (TOML; `-` reads standard input) and print the new job's id.
+    /// Submit a job file (koalesce TOML, JSDL, GridWay template, RSL or xRSL; `-` reads standard
+    /// input) and print the new job's id (one per job for arrays and xRSL job lists).
     Submit(SubmitArgs),
     /// List jobs as a table: ID NAME USER STATE PRIO COMPS SIZE SITES SUBMITTED.
     Jobs(JobsArgs),
@@ -105,29 +105,25 @@ impl ClientCommand {
 /// Arguments of `koalesce submit`.
 #[derive(Debug, Args)]
 pub struct SubmitArgs {
-    /// Job description file (TOML, see examples/); `-` reads standard input.
+    /// Job file (TOML, see examples/; or JSDL, a GridWay template, RSL, xRSL); `-` reads
+    /// standard input.
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
     /// `--json`: the answer (`{"id": N}`) instead of the bare id.
     #[command(flatten)]
     pub output: OutputArgs,
+    /// Format, GridWay array tasks (JSDL, GridWay templates, RSL, xRSL: docs/job-formats.md).
+    #[command(flatten)]
+    pub formats: crate::format_cmds::FormatArgs,
     #[command(flatten)]
     pub conn: Connection,
 }
 
 impl SubmitArgs {
     pub fn run(self) -> anyhow::Result<ExitCode> {
-        let text = if self.file.as_os_str() == "-" {
-            let mut s = String::new();
-            std::io::stdin()
-                .read_to_string(&mut s)
-                .context("reading the job description from standard input")?;
-            s
-        } else {
-            std::fs::read_to_string(&self.file).with_context(|| format!("reading {}", self.file.display()))?
-        };
-        let id = self.conn.client().submit(&text)?;
-        Output::from(self.output).print(&serde_json::json!({ "id": id }), || Ok(format!("{id}\n")))?;
+        let text = crate::format_cmds::read_job_file(&self.file)?;
+        let ids = crate::format_cmds::submit(&self.conn.client(), &self.file, &text, &self.formats)?;
+        crate::format_cmds::print_ids(&ids, Output::from(self.output))?;
         Ok(ExitCode::SUCCESS)
     }
 }
@@ -215,8 +211,10 @@ impl WaitArgs {
                     if api::is_final_state(&state) {
                         Output::from(self.output).print(&v, || {
                             Ok(match v.get("failure").and_then(|f| f.as_str()) {
-                                Some(f) if state != "succeeded" => format!("job {} {state}: {f}\n", self.id),
-                                _ => format!("job {} {state}\n", self.id),
+                                Some(f) if state != "succeeded" => {
+                                    format!("job {} {}: {}\n", self.id, format::escape(&state), format::escape(f))
+                                }
+                                _ => format!("job {} {}\n", self.id, format::escape(&state)),
                             })
                         })?;
                         return Ok(if state == "succeeded" {
@@ -274,7 +272,7 @@ impl CancelArgs {
         let v = self.conn.client().cancel_json(self.id)?;
         Output::from(self.output).print(&v, || {
             let state = v.get("state").and_then(|s| s.as_str()).unwrap_or("cancelled");
-            Ok(format!("job {} {state}\n", self.id))
+            Ok(format!("job {} {}\n", self.id, format::escape(state)))
         })?;
         Ok(ExitCode::SUCCESS)
     }
@@ -355,12 +353,12 @@ impl FilesCommand {
                     Ok(match serde_json::from_value::<api::FileInfo>(v.clone()) {
                         Ok(f) if !f.name.is_empty() => format!(
                             "registered {} ({}, sha256 {}) at {}\n",
-                            f.name,
+                            format::escape(&f.name),
                             format::format_bytes(f.size_bytes),
-                            f.sha256,
-                            f.replicas.join(",")
+                            format::escape(&f.sha256),
+                            format::escape(&f.replicas.join(","))
                         ),
-                        _ => format!("registered {name} at {site}\n"),
+                        _ => format!("registered {} at {}\n", format::escape(&name), format::escape(&site)),
                     })
                 })?;
             }
@@ -373,7 +371,7 @@ impl FilesCommand {
             }
             FilesCommand::Rm { name, conn } => {
                 conn.client().remove_file(&name)?;
-                println!("removed {name}");
+                println!("removed {}", format::escape(&name));
             }
         }
         Ok(ExitCode::SUCCESS)

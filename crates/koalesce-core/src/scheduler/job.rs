@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use crate::broker::Prediction;
 use crate::model::{JobId, JobSpec, Millis, PolicyKind, Priority, SiteId, Timeline};
 use crate::placement::FileSource;
 use crate::state::{ComponentState, JobState};
@@ -99,6 +100,10 @@ pub struct Job {
     /// Tries changed since a driver last took them ([`super::Scheduler::take_progress`]).
     #[serde(skip)]
     pub progress_pending: bool,
+    /// The broker's prediction for the latest placement (TTD/TTS ranking or co-allocation by
+    /// reservations): compare with the timeline for the prediction error.
+    #[serde(default)]
+    pub prediction: Option<Prediction>,
 }
 
 impl Job {

@@ -14,6 +14,7 @@
 //! - `scan`: placement scans, bags of tasks, committing a placement.
 //! - `claiming`: the claiming queue, ICP (re-placement, preemption), the launch.
 //! - `reservation`: claiming with advance reservations.
+//! - `broker`: placement by predicted TTD/TTS and co-allocation by reservations (001).
 //! - `release`: faults, ends, cancellation, blacklisting, returns to the placement queue.
 //! - `read`: read access for drivers, metrics and tests.
 //!
@@ -21,6 +22,7 @@
 //! `handle_timeout`, `poll_action`).
 
 mod action;
+mod broker;
 mod claiming;
 mod error;
 mod info;
@@ -40,6 +42,7 @@ use crate::placement::{CloseToFiles, Policies};
 use crate::queues::PlacementQueues;
 
 pub use action::{Action, ComponentOutcome, TransferKey};
+pub use broker::BrokerStats;
 pub use error::SubmitError;
 pub use job::{Component, FileSourceRecord, Job, SchedulerStats, SiteView, TransferStatus};
 pub use release::transition;
@@ -77,6 +80,8 @@ pub struct Scheduler {
     progress: Vec<JobId>,
     next_job: u64,
     stats: SchedulerStats,
+    /// Queue estimates, reservation plans and counters of the broker (`broker.rs`).
+    broker: broker::BrokerState,
 }
 
 impl Scheduler {
@@ -88,6 +93,7 @@ impl Scheduler {
             HistorySeed::Empty => CloseToFiles::default(),
             HistorySeed::Pairs { pairs } => CloseToFiles::with_history(pairs.iter().copied()),
         };
+        let sites_len = sites.len();
         let views = sites
             .iter()
             .map(|s| SiteView {
@@ -115,6 +121,7 @@ impl Scheduler {
             progress: Vec::new(),
             next_job: 1,
             stats: SchedulerStats::default(),
+            broker: broker::BrokerState::new(sites_len),
         }
     }
 

@@ -150,6 +150,7 @@ impl Scheduler {
             transfers: BTreeMap::new(),
             staged: BTreeSet::new(),
             progress_pending: false,
+            prediction: None,
         }
     }
 

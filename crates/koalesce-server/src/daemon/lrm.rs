@@ -282,7 +282,8 @@ pub fn prepare_launch(shared: &Arc<Shared>, st: &mut State, job: u64) {
         };
         let handle = shared.site(site);
         let dir = handle.paths.jobs.join(job.to_string()).join(format!("a{attempt}-c{i}"));
-        let mut env = meta.desc.environment.clone();
+        // The component's KOALESCE_* variables; they win over the user's environment.
+        let mut env: BTreeMap<String, String> = BTreeMap::new();
         env.insert("KOALESCE_RANK".into(), i.to_string());
         env.insert("KOALESCE_SIZE".into(), n.to_string());
         env.insert("KOALESCE_JOB_ID".into(), job.to_string());
@@ -291,7 +292,10 @@ pub fn prepare_launch(shared: &Arc<Shared>, st: &mut State, job: u64) {
         if coupled {
             env.insert("KOALESCE_PEERS".into(), peers.join(","));
         }
-        for f in &meta.desc.inputs {
+        env.insert("KOALESCE_JOB_DIR".into(), dir.display().to_string());
+        let arch = st.core.sites().get(site.index()).map(|s| s.attributes.architecture.clone());
+        env.insert("KOALESCE_ARCH".into(), arch.unwrap_or_default());
+        for f in meta.desc.inputs.iter().map(|f| f.logical()) {
             let path = st
                 .files
                 .get(f)
@@ -299,6 +303,10 @@ pub fn prepare_launch(shared: &Arc<Shared>, st: &mut State, job: u64) {
                 .unwrap_or_else(|| transfer::storage_path(&handle.paths.storage, f));
             env.insert(format!("KOALESCE_INPUT_{}", env_name(f)), path.display().to_string());
         }
+        // The component's program (per-component overrides, ${KOALESCE_*} expanded).
+        let process = meta.desc.process(i, &env);
+        let mut environment = process.environment;
+        environment.extend(env);
         let Some(exec) = st.exec.get_mut(&(job, i as u32)) else { continue };
         exec.attempt = attempt;
         exec.dir = Some(dir.clone());
@@ -308,12 +316,13 @@ pub fn prepare_launch(shared: &Arc<Shared>, st: &mut State, job: u64) {
             site,
             ComponentSubmission {
                 site: handle.name.clone(),
+                user: meta.user.clone(),
                 processors: c.processors,
                 claim: String::new(),
                 dir: dir.clone(),
-                executable: meta.desc.executable.clone(),
-                arguments: meta.desc.arguments.clone(),
-                environment: env,
+                executable: process.executable,
+                arguments: process.arguments,
+                environment,
                 time_limit_ms: core_job.spec.runtime_estimate_ms,
             },
         ));
@@ -422,13 +431,21 @@ async fn launch(shared: Arc<Shared>, l: Launch) {
                     claim: None,
                 }),
                 Err(err) => {
-                    tracing::warn!(job, component = i, error = %err, "launch failed (soft error)");
                     if let Some(e) = st.exec.remove(&(job, i)) {
                         if let Some(claim) = e.claim {
                             shared.lrm.send(LrmOp::Release { site, claim });
                         }
                         done.push((job, attempt, i));
-                        st.core.component_finished(now_ms(), JobId(job), i, ComponentOutcome::SoftError);
+                        if let BackendError::Exhausted { .. } = err {
+                            // This machine is short of descriptors or processes for a moment:
+                            // the claim is refused and retried later, never held against the
+                            // site.
+                            tracing::warn!(job, component = i, error = %err, "launch postponed");
+                            st.core.claim_rejected(now_ms(), JobId(job), i, false);
+                        } else {
+                            tracing::warn!(job, component = i, error = %err, "launch failed (soft error)");
+                            st.core.component_finished(now_ms(), JobId(job), i, ComponentOutcome::SoftError);
+                        }
                     }
                 }
             }

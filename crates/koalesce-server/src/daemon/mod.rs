@@ -115,8 +115,6 @@ pub struct Shared {
     pub config: ServerConfig,
     pub data_dir: PathBuf,
     pub metrics: Metrics,
-    /// token sha256 → (user, admin)
-    pub tokens: Mutex<HashMap<String, (String, bool)>>,
 }
 
 impl Shared {

@@ -60,6 +60,7 @@ pub fn recover(config: &ServerConfig, store: &Store, sites: &[SiteHandle]) -> an
             processors: s.processors,
             speed: s.speed,
             supports_reservations: h.backend.reservations().is_some(),
+            attributes: Default::default(),
         })
         .collect();
     let site_ids: HashMap<String, SiteId> = sites.iter().enumerate().map(|(i, h)| (h.name.clone(), SiteId(i as u32))).collect();

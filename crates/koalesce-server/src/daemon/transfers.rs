@@ -92,37 +92,47 @@ pub fn start_transfer(shared: &Arc<Shared>, st: &mut State, job: u64, key: Trans
 }
 
 /// After success: copy each declared output from the first component (rank order) that wrote
-/// it into that site's storage and register it as `<job-id>/<name>`; then the job's final row
-/// (with its outputs) is written and the job forgotten.
+/// it (in its `work/` directory, never through a link) into that site's storage and register
+/// it as `<job-id>/<name>` (or its `to` name); outputs that are links or not regular files are
+/// refused, named in the job's `failure`. Then the job's final row (with its outputs) is
+/// written and the job forgotten.
 pub fn stage_out(shared: &Arc<Shared>, st: &State, id: u64) {
     let (Some(job), Some(meta)) = (st.core.job(JobId(id)), st.meta.get(&id)) else {
         return;
     };
-    // (output, site name, storage dir, candidate source paths in rank order)
-    let sources: Vec<(String, Option<SiteId>, Option<String>)> = job
+    // (site name, record directory) of every component that ran, in rank order
+    let sources: Vec<(String, PathBuf)> = job
         .components
         .iter()
         .enumerate()
-        .map(|(i, c)| (i.to_string(), c.site, meta.components.get(i).and_then(|m| m.dir.clone())))
+        .filter_map(|(i, c)| {
+            let dir = meta.components.get(i)?.dir.as_ref()?;
+            Some((shared.site(c.site?).name.clone(), PathBuf::from(dir)))
+        })
         .collect();
     let outputs = meta.desc.outputs.clone();
     let shared = shared.clone();
     tokio::spawn(async move {
         let mut registered = Vec::new();
+        let mut refused = Vec::new();
         for out in &outputs {
-            let found = sources.iter().find_map(|(_, site, dir)| {
-                let p = PathBuf::from(dir.as_ref()?).join(out);
-                p.is_file().then_some(((*site)?, p))
-            });
-            let Some((site, src)) = found else {
-                tracing::warn!(job = id, output = %out, "declared output not produced");
-                continue;
+            let (site, src) = match transfer::find_output(sources.iter().cloned(), &out.file) {
+                Ok(Some(found)) => found,
+                Ok(None) => {
+                    tracing::warn!(job = id, output = %out.file, "declared output not produced");
+                    continue;
+                }
+                Err(e) => {
+                    tracing::warn!(job = id, error = %e, "stage-out refused");
+                    refused.push(e.to_string());
+                    continue;
+                }
             };
-            let logical = format!("{id}/{out}");
-            let h = shared.site(site);
+            let logical = out.logical_name(id);
+            let Some(h) = shared.site_by_name(&site) else { continue };
             let dest = transfer::storage_path(&h.paths.storage, &logical);
-            let d = dest.clone();
-            match tokio::task::spawn_blocking(move || transfer::copy_verified(&src, &d, None)).await {
+            let (d, what) = (dest.clone(), out.file.clone());
+            match tokio::task::spawn_blocking(move || transfer::copy_file_verified(src, &what, &d, None)).await {
                 Ok(Ok(c)) => {
                     shared.metrics.transfer_bytes.fetch_add(c.bytes, Ordering::Relaxed);
                     let op = store::register_replica_op(
@@ -133,12 +143,12 @@ pub fn stage_out(shared: &Arc<Shared>, st: &State, id: u64) {
                         dest.display().to_string(),
                     );
                     if let Err(e) = shared.store.write(op).await {
-                        tracing::warn!(job = id, output = %out, error = %e, "output not registered");
+                        tracing::warn!(job = id, output = %out.file, error = %e, "output not registered");
                         continue;
                     }
                     registered.push((logical, c, h.name.clone(), dest));
                 }
-                Ok(Err(e)) => tracing::warn!(job = id, output = %out, error = %e, "stage-out failed"),
+                Ok(Err(e)) => tracing::warn!(job = id, output = %out.file, error = %e, "stage-out failed"),
                 Err(e) => tracing::error!(error = %e, "stage-out task panicked"),
             }
         }
@@ -150,6 +160,9 @@ pub fn stage_out(shared: &Arc<Shared>, st: &State, id: u64) {
                 if let Some(m) = st.meta.get_mut(&id) {
                     m.outputs.push(logical);
                 }
+            }
+            if let (Some(m), false) = (st.meta.get_mut(&id), refused.is_empty()) {
+                m.failure = Some(refused.join("; "));
             }
             let (Some(job), Some(meta)) = (st.core.job(JobId(id)), st.meta.get(&id)) else {
                 return;

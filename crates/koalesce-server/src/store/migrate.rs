@@ -1,5 +1,14 @@
-//! Migrations of older schemas to [`super::SCHEMA_VERSION`]. Each runs inside the transaction
+//! Migrations of older schemas to [`super::SCHEMA_VERSION`]. They run inside the transaction
 //! that opens the database, so a failed migration leaves the database as it was.
+//!
+//! | from | to | change |
+//! |---|---|---|
+//! | 0 | 2 | `jobs.record` (the daemon's copy of a job) split into `core`, `meta` and `detail` |
+//! | 2 | 3 | `tokens.expires_ms` (token expiry) |
+//!
+//! Databases written by servers between these versions may carry part of a later change
+//! already (a server with token expiry but the first jobs schema still wrote version 0):
+//! each step checks the columns it changes rather than trusting the version alone.
 
 use koalesce_api::dto::{ComponentDetail, JobDetail, Timeline as TimelineDto};
 use koalesce_core::model::Timeline;
@@ -53,13 +62,46 @@ struct LegacyRecord {
     outputs: Vec<String>,
 }
 
+/// Brings a database of schema `version` to the current one (tables not there yet are left to
+/// the schema's `CREATE TABLE IF NOT EXISTS`).
+pub(super) fn migrate(tx: &Transaction<'_>, version: i64) -> Result<(), Box<dyn std::error::Error>> {
+    if version < 2 && has_table(tx, "jobs")? {
+        v0_to_v2(tx)?;
+    }
+    if version < 3 && has_table(tx, "tokens")? {
+        v2_to_v3(tx)?;
+    }
+    Ok(())
+}
+
+fn has_table(tx: &Transaction<'_>, name: &str) -> rusqlite::Result<bool> {
+    tx.query_row(
+        "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
+        [name],
+        |r| r.get::<_, i64>(0),
+    )
+    .map(|n| n > 0)
+}
+
+fn has_column(tx: &Transaction<'_>, table: &str, column: &str) -> rusqlite::Result<bool> {
+    tx.query_row("SELECT COUNT(*) FROM pragma_table_info(?1) WHERE name = ?2", [table, column], |r| {
+        r.get::<_, i64>(0)
+    })
+    .map(|n| n > 0)
+}
+
+/// Schema 2 → 3: tokens may expire (`NULL`: never). Existing tokens keep never expiring.
+fn v2_to_v3(tx: &Transaction<'_>) -> rusqlite::Result<()> {
+    if !has_column(tx, "tokens", "expires_ms")? {
+        tx.execute_batch("ALTER TABLE tokens ADD COLUMN expires_ms INTEGER")?;
+    }
+    Ok(())
+}
+
 /// Schema 0 → 2: the job's `record` is split into the core's snapshot, the daemon's data and
 /// the API rendering.
-pub(super) fn v0_to_v2(tx: &Transaction<'_>) -> Result<(), Box<dyn std::error::Error>> {
-    let has_record: i64 = tx.query_row("SELECT COUNT(*) FROM pragma_table_info('jobs') WHERE name = 'record'", [], |r| {
-        r.get(0)
-    })?;
-    if has_record == 0 {
+fn v0_to_v2(tx: &Transaction<'_>) -> Result<(), Box<dyn std::error::Error>> {
+    if !has_column(tx, "jobs", "record")? {
         return Ok(());
     }
     tx.execute_batch(

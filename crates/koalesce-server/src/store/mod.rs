@@ -11,12 +11,11 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use anyhow::Context;
-
 mod migrate;
+mod tokens;
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
+pub use tokens::*;
 use tokio::sync::oneshot;
 
 /// A unit of work for the writer; runs inside the group's transaction.
@@ -61,8 +60,9 @@ pub struct Store {
 
 /// The schema version this build writes (`PRAGMA user_version`). Version 0 is the first
 /// schema (jobs with one `record` column holding the daemon's copy of the job); version 2
-/// keeps the core's snapshot, the daemon's data and the API rendering apart.
-pub const SCHEMA_VERSION: i64 = 2;
+/// keeps the core's snapshot, the daemon's data and the API rendering apart; version 3 gives
+/// tokens an expiry (`tokens.expires_ms`). See [`migrate`].
+pub const SCHEMA_VERSION: i64 = 3;
 
 const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS jobs (
@@ -82,7 +82,8 @@ CREATE TABLE IF NOT EXISTS tokens (
     hash TEXT PRIMARY KEY,
     user TEXT NOT NULL,
     admin INTEGER NOT NULL,
-    created_ms INTEGER NOT NULL
+    created_ms INTEGER NOT NULL,
+    expires_ms INTEGER
 );
 CREATE TABLE IF NOT EXISTS files (
     name TEXT PRIMARY KEY,
@@ -123,13 +124,34 @@ fn open_conn(path: &Path) -> rusqlite::Result<Connection> {
     Ok(conn)
 }
 
-/// Opens the database, creating the schema or migrating an older one to [`SCHEMA_VERSION`]
-/// (in one transaction); used by `token create` too. A database of a newer version is refused.
+/// Creates the database file if needed and makes it and its WAL/SHM files private (0600):
+/// SQLite gives the WAL and SHM files the database file's permissions.
+fn make_private(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    std::fs::OpenOptions::new().create(true).append(true).mode(0o600).open(path)?;
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let mut p = path.as_os_str().to_owned();
+        p.push(suffix);
+        match std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Opens the database (private, 0600), creating the schema or migrating an older one to
+/// [`SCHEMA_VERSION`] (in one transaction); used by `token create` too. A database of a newer
+/// version is refused.
 pub fn open_db(path: &Path) -> Result<Connection, StoreError> {
     let open = |e| StoreError::Open {
         path: path.to_path_buf(),
         source: e,
     };
+    make_private(path).map_err(|e| StoreError::Private {
+        path: path.to_path_buf(),
+        source: e,
+    })?;
     let mut conn = open_conn(path).map_err(open)?;
     let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(open)?;
     if version > SCHEMA_VERSION {
@@ -139,21 +161,11 @@ pub fn open_db(path: &Path) -> Result<Connection, StoreError> {
         });
     }
     let tx = conn.transaction().map_err(open)?;
-    let has_jobs: bool = tx
-        .query_row(
-            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'jobs'",
-            [],
-            |r| r.get::<_, i64>(0),
-        )
-        .map_err(open)?
-        > 0;
-    if has_jobs && version < 2 {
-        migrate::v0_to_v2(&tx).map_err(|e| StoreError::Migrate {
-            path: path.to_path_buf(),
-            from: version,
-            reason: e.to_string(),
-        })?;
-    }
+    migrate::migrate(&tx, version).map_err(|e| StoreError::Migrate {
+        path: path.to_path_buf(),
+        from: version,
+        reason: e.to_string(),
+    })?;
     tx.execute_batch(SCHEMA).map_err(open)?;
     tx.pragma_update(None, "user_version", SCHEMA_VERSION).map_err(open)?;
     tx.commit().map_err(open)?;
@@ -168,6 +180,12 @@ pub enum StoreError {
         path: PathBuf,
         #[source]
         source: rusqlite::Error,
+    },
+    #[error("making database {path} private: {source}")]
+    Private {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
     },
     #[error("database {path} has schema version {version}, newer than this koalesce ({SCHEMA_VERSION}); use a newer koalesce")]
     TooNew { path: PathBuf, version: i64 },
@@ -590,57 +608,6 @@ pub fn load_files(conn: &Connection) -> rusqlite::Result<Vec<FileRow>> {
             .collect::<rusqlite::Result<_>>()?;
     }
     Ok(files)
-}
-
-// ----- tokens ----------------------------------------------------------------------------
-
-/// SHA-256 of `data`, lower-case hex.
-pub fn sha256_hex(data: &[u8]) -> String {
-    hex(&Sha256::digest(data))
-}
-
-pub fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
-}
-
-/// Creates a token for `user` in the data dir's database and returns it (printed once; only
-/// its SHA-256 is stored). Safe while a server runs on the same data dir.
-pub fn create_token(data_dir: &Path, user: &str, admin: bool) -> anyhow::Result<String> {
-    anyhow::ensure!(
-        !user.is_empty() && user.chars().all(|c| c.is_ascii_alphanumeric() || "-_.@".contains(c)),
-        "user name '{user}' must be non-empty and use only letters, digits, '-', '_', '.', '@'"
-    );
-    std::fs::create_dir_all(data_dir).with_context(|| format!("creating {}", data_dir.display()))?;
-    let conn = open_db(&data_dir.join(crate::DB_FILE))?;
-    let mut raw = [0u8; 32];
-    getrandom(&mut raw)?;
-    let token = format!("koa_{}", hex(&raw));
-    conn.execute(
-        "INSERT INTO tokens (hash, user, admin, created_ms) VALUES (?1, ?2, ?3, ?4)",
-        params![sha256_hex(token.as_bytes()), user, admin as i64, crate::now_ms() as i64],
-    )?;
-    Ok(token)
-}
-
-fn getrandom(buf: &mut [u8]) -> anyhow::Result<()> {
-    use std::io::Read;
-    std::fs::File::open("/dev/urandom")?.read_exact(buf)?;
-    Ok(())
-}
-
-/// Looks a bearer token up: (user, admin).
-pub fn lookup_token(conn: &Connection, token: &str) -> rusqlite::Result<Option<(String, bool)>> {
-    conn.query_row(
-        "SELECT user, admin FROM tokens WHERE hash = ?1",
-        [sha256_hex(token.as_bytes())],
-        |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? != 0)),
-    )
-    .optional()
 }
 
 /// Tries and current priority of queued jobs, flushed in bulk (a failed placement try changes
