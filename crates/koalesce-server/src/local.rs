@@ -212,7 +212,8 @@ impl LocalBackend {
         // does not reach the supervisor or the component, and cancel kills the supervisor's
         // whole group. A process group (not setsid in a pre_exec hook) keeps the spawn on
         // posix_spawn: a fork of the daemon copies its page tables, which made launching the
-        // daemon's most expensive work (bench e2e).
+        // daemon's most expensive work (bench e2e). The supervisor then leaves the daemon's
+        // controlling terminal (see `supervise.rs`).
         cmd.process_group(0);
         cmd.spawn()
     }
