@@ -110,3 +110,67 @@ fn a_database_of_a_newer_schema_is_refused() {
     let e = store::open_db(&path).unwrap_err().to_string();
     assert!(e.contains("newer"), "{e}");
 }
+
+/// Schema 2 (before token expiry and recorded LRM ids): the migration adds both columns; an
+/// existing token keeps working and never expires. A version-0 database that already has
+/// `tokens.expires_ms` (written by a server with token expiry but the first jobs schema)
+/// migrates too.
+#[test]
+fn a_database_of_schema_2_gains_token_expiry_and_lrm_ids() {
+    const SCHEMA_V2: &str = r#"
+CREATE TABLE jobs (id INTEGER PRIMARY KEY, user TEXT NOT NULL, name TEXT NOT NULL, description TEXT NOT NULL,
+    spec TEXT NOT NULL, state TEXT NOT NULL, core TEXT NOT NULL, meta TEXT NOT NULL, detail TEXT NOT NULL,
+    submitted_ms INTEGER NOT NULL);
+CREATE TABLE tokens (hash TEXT PRIMARY KEY, user TEXT NOT NULL, admin INTEGER NOT NULL, created_ms INTEGER NOT NULL);
+CREATE TABLE launches (job INTEGER NOT NULL, attempt INTEGER NOT NULL, component INTEGER NOT NULL, site TEXT NOT NULL,
+    processors INTEGER NOT NULL, dir TEXT NOT NULL, done INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (job, attempt, component));
+PRAGMA user_version = 2;
+"#;
+    let column = |conn: &Connection, table: &str, col: &str| -> bool {
+        conn.query_row("SELECT COUNT(*) FROM pragma_table_info(?1) WHERE name = ?2", [table, col], |r| {
+            r.get::<_, i64>(0)
+        })
+        .unwrap()
+            > 0
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join(koalesce_server::DB_FILE);
+    {
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(SCHEMA_V2).unwrap();
+        conn.execute(
+            "INSERT INTO tokens (hash, user, admin, created_ms) VALUES (?1, 'alice', 0, 1)",
+            [store::sha256_hex(b"koa_old")],
+        )
+        .unwrap();
+    }
+    let conn = store::open_db(&path).unwrap();
+    assert_eq!(
+        conn.pragma_query_value(None, "user_version", |r| r.get::<_, i64>(0)).unwrap(),
+        store::SCHEMA_VERSION
+    );
+    assert!(column(&conn, "tokens", "expires_ms") && column(&conn, "launches", "lrm_id"));
+    assert_eq!(
+        store::check_token(&conn, "koa_old", u64::MAX / 2).unwrap(),
+        store::TokenCheck::Valid {
+            user: "alice".into(),
+            admin: false
+        }
+    );
+    drop(conn);
+    let srv = server(tmp.path(), &[("vu", 1)]);
+    let (code, body) = srv.request("GET", "/api/v1/jobs", Some("koa_old"), b"");
+    assert_eq!(code, 200, "{body}");
+    drop(srv);
+
+    // Version 0 with the expiry column already there.
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join(koalesce_server::DB_FILE);
+    {
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(SCHEMA_V0).unwrap();
+        conn.execute_batch("ALTER TABLE tokens ADD COLUMN expires_ms INTEGER").unwrap();
+    }
+    let conn = store::open_db(&path).unwrap();
+    assert!(column(&conn, "tokens", "expires_ms") && column(&conn, "launches", "lrm_id") && column(&conn, "jobs", "detail"));
+}

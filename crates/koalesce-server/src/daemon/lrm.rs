@@ -334,6 +334,7 @@ pub fn prepare_launch(shared: &Arc<Shared>, st: &mut State, job: u64) {
             processors: c.processors,
             dir: dir.display().to_string(),
             done: false,
+            lrm_id: None,
         });
         let cm = meta.component_mut(i);
         cm.dir = Some(dir.display().to_string());
@@ -415,11 +416,16 @@ async fn launch(shared: Arc<Shared>, l: Launch) {
     {
         let mut guard = shared.lock();
         let st = &mut *guard;
-        let mut done = Vec::new();
+        let (mut done, mut ids) = (Vec::new(), Vec::new());
         for (i, site, r) in results {
             match r {
                 Ok(id) if current(st, job, i, attempt) => {
                     if let Some(e) = st.exec.get_mut(&(job, i)) {
+                        // Recovery finds a component by its directory; an LRM id that says more
+                        // (a Slurm job) is recorded with the launch intent.
+                        if e.dir.as_ref().is_none_or(|d| d.as_os_str() != id.as_str()) {
+                            ids.push((job, attempt, i, id.clone()));
+                        }
                         e.lrm_id = Some(id.clone());
                     }
                     submitted.push((i, site, id));
@@ -449,6 +455,9 @@ async fn launch(shared: Arc<Shared>, l: Launch) {
                     }
                 }
             }
+        }
+        if !ids.is_empty() {
+            shared.store.enqueue(store::launches_submitted_op(ids));
         }
         if !done.is_empty() {
             shared.store.enqueue(store::launches_done_op(done));

@@ -201,7 +201,7 @@ fn readopt(
     let barrier: Vec<BarrierState> = rows
         .iter()
         .zip(&handles)
-        .map(|(l, s)| sites[s.index()].backend.barrier_state(&l.dir))
+        .map(|(l, s)| sites[s.index()].backend.barrier_state(l.backend_id()))
         .collect::<Result<_, _>>()
         .with_context(|| format!("checking the launch of job {id} attempt {attempt}"))?;
     let released = barrier.contains(&BarrierState::Released);
@@ -209,6 +209,26 @@ fn readopt(
     if !(released || all_held) {
         tracing::info!(job = id, attempt, ?barrier, "abandoning a launch that never started");
         return Ok(false);
+    }
+    // The sites hold the components' processors again (before anything is started).
+    let mut claims = Vec::with_capacity(rows.len());
+    for (l, s) in rows.iter().zip(&handles) {
+        match sites[s.index()].backend.adopt(l.backend_id(), &l.site, l.processors) {
+            Ok(claim) => claims.push(claim),
+            Err(e) => {
+                // Not trackable any more (an LRM that lost the job, a launch that crashed
+                // before its LRM id was recorded): a fault of the site. Whatever of the launch
+                // still runs is stopped, and the job goes back to its queue.
+                tracing::warn!(job = id, component = l.component, error = %e, "cannot re-adopt; the launch is given up");
+                for (l, s) in rows.iter().zip(&handles) {
+                    let _ = sites[s.index()].backend.cancel(l.backend_id());
+                }
+                for (c, s) in claims.iter().zip(&handles) {
+                    sites[s.index()].backend.release(c);
+                }
+                return Ok(false);
+            }
+        }
     }
     if st
         .core
@@ -222,12 +242,15 @@ fn readopt(
         )
         .is_err()
     {
+        for (c, s) in claims.iter().zip(&handles) {
+            sites[s.index()].backend.release(c);
+        }
         return Ok(false);
     }
     let mut held: BTreeMap<SiteId, Vec<String>> = BTreeMap::new();
     for ((l, b), s) in rows.iter().zip(&barrier).zip(&handles) {
         if *b == (BarrierState::Held { alive: true }) {
-            held.entry(*s).or_default().push(l.dir.clone());
+            held.entry(*s).or_default().push(l.backend_id().to_string());
         }
     }
     for (s, dirs) in &held {
@@ -237,11 +260,7 @@ fn readopt(
             Err(e) => tracing::warn!(job = id, error = %e, "cannot roll the launch forward"),
         }
     }
-    for (l, s) in rows.iter().zip(&handles) {
-        let claim = sites[s.index()]
-            .backend
-            .adopt(&l.dir, &l.site, l.processors)
-            .with_context(|| format!("re-adopting job {id} component {}", l.component))?;
+    for ((l, s), claim) in rows.iter().zip(&handles).zip(claims) {
         st.exec.insert(
             (id, l.component),
             Exec {
@@ -251,7 +270,7 @@ fn readopt(
                 reservation: None,
                 attempt: l.attempt,
                 dir: Some(PathBuf::from(&l.dir)),
-                lrm_id: Some(l.dir.clone()),
+                lrm_id: Some(l.backend_id().to_string()),
             },
         );
     }
@@ -271,16 +290,17 @@ fn make_stale_launches_harmless(
     let mut stale = Vec::new();
     for l in launches.iter().filter(|l| !adopted.contains(&(l.job, l.attempt))) {
         if let Some(h) = sites.iter().find(|h| h.name == l.site) {
-            match h.backend.barrier_state(&l.dir) {
+            let id = l.backend_id();
+            match h.backend.barrier_state(id) {
                 Ok(BarrierState::Fenced) | Ok(BarrierState::Held { alive: false }) => {}
                 Ok(BarrierState::Held { alive: true }) => {
-                    if let Err(e) = h.backend.abort_held(&l.dir) {
+                    if let Err(e) = h.backend.abort_held(id) {
                         tracing::warn!(dir = %l.dir, error = %e, "cannot abort a held launch; killing it");
-                        let _ = h.backend.cancel(&l.dir);
+                        let _ = h.backend.cancel(id);
                     }
                 }
                 Ok(BarrierState::Released) | Err(_) => {
-                    let _ = h.backend.cancel(&l.dir);
+                    let _ = h.backend.cancel(id);
                 }
             }
         }

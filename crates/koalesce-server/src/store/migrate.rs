@@ -4,7 +4,7 @@
 //! | from | to | change |
 //! |---|---|---|
 //! | 0 | 2 | `jobs.record` (the daemon's copy of a job) split into `core`, `meta` and `detail` |
-//! | 2 | 3 | `tokens.expires_ms` (token expiry) |
+//! | 2 | 3 | `tokens.expires_ms` (token expiry), `launches.lrm_id` (the LRM's id of a component) |
 //!
 //! Databases written by servers between these versions may carry part of a later change
 //! already (a server with token expiry but the first jobs schema still wrote version 0):
@@ -68,7 +68,7 @@ pub(super) fn migrate(tx: &Transaction<'_>, version: i64) -> Result<(), Box<dyn 
     if version < 2 && has_table(tx, "jobs")? {
         v0_to_v2(tx)?;
     }
-    if version < 3 && has_table(tx, "tokens")? {
+    if version < 3 {
         v2_to_v3(tx)?;
     }
     Ok(())
@@ -90,10 +90,14 @@ fn has_column(tx: &Transaction<'_>, table: &str, column: &str) -> rusqlite::Resu
     .map(|n| n > 0)
 }
 
-/// Schema 2 → 3: tokens may expire (`NULL`: never). Existing tokens keep never expiring.
+/// Schema 2 → 3: tokens may expire (`NULL`: never; existing tokens keep never expiring), and
+/// launch intents keep their component's LRM id (`NULL`: the directory, as before).
 fn v2_to_v3(tx: &Transaction<'_>) -> rusqlite::Result<()> {
-    if !has_column(tx, "tokens", "expires_ms")? {
+    if has_table(tx, "tokens")? && !has_column(tx, "tokens", "expires_ms")? {
         tx.execute_batch("ALTER TABLE tokens ADD COLUMN expires_ms INTEGER")?;
+    }
+    if has_table(tx, "launches")? && !has_column(tx, "launches", "lrm_id")? {
+        tx.execute_batch("ALTER TABLE launches ADD COLUMN lrm_id TEXT")?;
     }
     Ok(())
 }

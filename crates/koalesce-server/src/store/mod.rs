@@ -61,7 +61,8 @@ pub struct Store {
 /// The schema version this build writes (`PRAGMA user_version`). Version 0 is the first
 /// schema (jobs with one `record` column holding the daemon's copy of the job); version 2
 /// keeps the core's snapshot, the daemon's data and the API rendering apart; version 3 gives
-/// tokens an expiry (`tokens.expires_ms`). See [`migrate`].
+/// tokens an expiry (`tokens.expires_ms`) and launch intents the LRM's id of their component
+/// (`launches.lrm_id`, when it is not the directory). See [`migrate`].
 pub const SCHEMA_VERSION: i64 = 3;
 
 const SCHEMA: &str = r#"
@@ -111,6 +112,7 @@ CREATE TABLE IF NOT EXISTS launches (
     processors INTEGER NOT NULL,
     dir TEXT NOT NULL,
     done INTEGER NOT NULL DEFAULT 0,
+    lrm_id TEXT,
     PRIMARY KEY (job, attempt, component)
 );
 "#;
@@ -500,12 +502,23 @@ pub struct LaunchRow {
     pub processors: u32,
     pub dir: String,
     pub done: bool,
+    /// The component's LRM id once submitted, when it is not `dir` (a Slurm job:
+    /// `CLUSTER:JOB:DIR`); recovery hands it to the site's backend.
+    pub lrm_id: Option<String>,
+}
+
+impl LaunchRow {
+    /// The id the site's backend knows the component by: its LRM id, else its directory (the
+    /// local executor's id; or a launch that crashed before its LRM answered).
+    pub fn backend_id(&self) -> &str {
+        self.lrm_id.as_deref().unwrap_or(&self.dir)
+    }
 }
 
 pub fn insert_launch(tx: &Transaction<'_>, l: &LaunchRow) -> rusqlite::Result<()> {
     tx.execute(
-        "INSERT OR REPLACE INTO launches (job, attempt, component, site, processors, dir, done) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        params![l.job as i64, l.attempt, l.component, l.site, l.processors, l.dir, l.done as i64],
+        "INSERT OR REPLACE INTO launches (job, attempt, component, site, processors, dir, done, lrm_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        params![l.job as i64, l.attempt, l.component, l.site, l.processors, l.dir, l.done as i64, l.lrm_id],
     )?;
     Ok(())
 }
@@ -526,9 +539,20 @@ pub fn launches_done_op(done: Vec<(u64, u32, u32)>) -> WriteOp {
     })
 }
 
+/// Records the LRM ids of submitted components: (job, attempt, component, id).
+pub fn launches_submitted_op(ids: Vec<(u64, u32, u32, String)>) -> WriteOp {
+    Box::new(move |tx| {
+        let mut stmt = tx.prepare_cached("UPDATE launches SET lrm_id = ?4 WHERE job = ?1 AND attempt = ?2 AND component = ?3")?;
+        for (j, a, c, id) in &ids {
+            stmt.execute(params![*j as i64, a, c, id])?;
+        }
+        Ok(())
+    })
+}
+
 pub fn load_open_launches(conn: &Connection) -> rusqlite::Result<Vec<LaunchRow>> {
     let mut st = conn.prepare(
-        "SELECT job, attempt, component, site, processors, dir, done FROM launches WHERE done = 0 ORDER BY job, attempt, component",
+        "SELECT job, attempt, component, site, processors, dir, done, lrm_id FROM launches WHERE done = 0 ORDER BY job, attempt, component",
     )?;
     let rows = st.query_map([], launch_row)?;
     rows.collect()
@@ -537,7 +561,7 @@ pub fn load_open_launches(conn: &Connection) -> rusqlite::Result<Vec<LaunchRow>>
 /// Every launch row (done or not) of one attempt of a job.
 pub fn load_attempt(conn: &Connection, job: u64, attempt: u32) -> rusqlite::Result<Vec<LaunchRow>> {
     let mut st = conn.prepare_cached(
-        "SELECT job, attempt, component, site, processors, dir, done FROM launches WHERE job = ?1 AND attempt = ?2 ORDER BY component",
+        "SELECT job, attempt, component, site, processors, dir, done, lrm_id FROM launches WHERE job = ?1 AND attempt = ?2 ORDER BY component",
     )?;
     let rows = st.query_map(params![job as i64, attempt], launch_row)?;
     rows.collect()
@@ -552,6 +576,7 @@ fn launch_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<LaunchRow> {
         processors: r.get(4)?,
         dir: r.get(5)?,
         done: r.get::<_, i64>(6)? != 0,
+        lrm_id: r.get(7)?,
     })
 }
 
