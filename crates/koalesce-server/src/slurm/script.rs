@@ -37,8 +37,18 @@ fn quote(s: &str) -> Result<String, String> {
         .map_err(|_| format!("'{}' cannot be passed to a shell (NUL byte)", s.escape_debug()))
 }
 
-/// The batch script of a component: exports its environment and execs `program` with
-/// `args` (the supervisor's command line, see [`crate::supervisor_cmd`]).
+/// Drops every variable but Slurm's from the batch script's environment. Even with
+/// `--export=NONE`, Slurm 22.05 loads the submitting account's login environment into the
+/// batch job (HOME, USER, PATH, shell settings): the supervisor must see the job's variables
+/// and Slurm's alone, as under the local executor. (`command` keeps a variable that cannot be
+/// unset from ending the script.)
+const CLEAR_ENVIRONMENT: &str = "for v in $(env | sed -n 's/^\\([A-Za-z_][A-Za-z0-9_]*\\)=.*/\\1/p'); do\n  \
+     case $v in SLURM*) ;; *) command unset \"$v\" 2>/dev/null ;; esac\n\
+     done\n";
+
+/// The batch script of a component: clears the environment but for Slurm's variables, exports
+/// the job's and execs `program` with `args` (the supervisor's command line, see
+/// [`crate::supervisor_cmd`]).
 pub fn batch_script(program: &Path, args: &[OsString], sub: &ComponentSubmission) -> Result<String, String> {
     let mut s = String::from(
         "#!/bin/sh\n\
@@ -46,6 +56,7 @@ pub fn batch_script(program: &Path, args: &[OsString], sub: &ComponentSubmission
          # allocated the processors; the supervisor then checks in (supervisor.json), holds at the\n\
          # start barrier until koalesce writes `go`, runs the program and records exit.json.\n",
     );
+    s.push_str(CLEAR_ENVIRONMENT);
     for (k, v) in &sub.environment {
         if !env_name_ok(k) {
             return Err(format!("environment variable name '{}' is not valid", k.escape_debug()));
@@ -232,6 +243,44 @@ mod tests {
             a.contains(&"--export=NONE".to_string()),
             "the daemon's environment stays out: {a:?}"
         );
+    }
+
+    /// What the supervisor is started with: the job's variables and Slurm's, nothing of the
+    /// login environment Slurm loads (run through a real shell, `env` in place of the
+    /// supervisor).
+    #[test]
+    fn the_supervisor_sees_the_jobs_and_slurms_variables_only() {
+        let printer = SupervisorCommand {
+            program: PathBuf::from("/bin/sh"),
+            args: vec!["-c".into(), "env".into(), "supervise".into()],
+        };
+        let s = sub(&[("KOALESCE_RANK", "1"), ("MODE", "a b\nc")], &[]);
+        let text = script(&printer, &JobSandbox::default(), &s).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sh");
+        std::fs::write(&path, text).unwrap();
+        let out = std::process::Command::new("/bin/sh")
+            .arg(&path)
+            .env_clear()
+            .env("HOME", "/root")
+            .env("USER", "root")
+            .env("PATH", "/usr/bin:/bin")
+            .env("SECRET", "x\nSLURM_FAKE=1")
+            .env("SLURM_JOB_ID", "7")
+            .env("SLURMD_NODENAME", "a1")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let env = String::from_utf8(out.stdout).unwrap();
+        let mut names: Vec<&str> = env
+            .lines()
+            .filter_map(|l| l.split_once('=').map(|(k, _)| k))
+            .filter(|k| k.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'))
+            .collect();
+        names.sort();
+        // (PWD is the shell's own; the supervisor replaces it with the working directory.)
+        assert_eq!(names, ["KOALESCE_RANK", "MODE", "PWD", "SLURMD_NODENAME", "SLURM_JOB_ID"], "{env}");
+        assert!(env.contains("MODE=a b\nc\n"), "{env}");
     }
 
     #[test]
