@@ -12,6 +12,7 @@ mod netbed;
 mod netbed_cmds;
 mod server_cmds;
 mod sim_cmds;
+mod slurm_cmds;
 mod testbed_cmds;
 
 /// koalesce — a grid resource manager that co-allocates multi-component jobs close to their data.
@@ -45,6 +46,12 @@ enum Command {
     Testbed {
         #[command(subcommand)]
         which: testbed_cmds::TestbedCommand,
+    },
+    /// Slurm-compatible commands (sbatch, squeue, scancel, sacct, scontrol) that talk to a
+    /// koalesce server: `koalesce slurm-commands install DIR`.
+    SlurmCommands {
+        #[command(subcommand)]
+        which: slurm_cmds::SlurmCommandsCommand,
     },
     /// Benchmarks (wall time, throughput, memory), printed as tables.
     Bench {
@@ -81,6 +88,12 @@ fn restore_default_sigpipe() {
 }
 
 fn main() -> std::process::ExitCode {
+    // Started as sbatch, squeue, scancel, sacct or scontrol (links made by `slurm-commands
+    // install`): act as that command.
+    if let Some(name) = slurm_cmds::invoked_as() {
+        restore_default_sigpipe();
+        return slurm_cmds::dispatch(&name);
+    }
     let cli = Cli::parse();
     let daemon = matches!(
         cli.command,
@@ -98,6 +111,7 @@ fn main() -> std::process::ExitCode {
         Command::StorageAgent(a) => a.run(),
         Command::Netbed { which } => which.run(),
         Command::Testbed { which } => which.run(),
+        Command::SlurmCommands { which } => which.run(),
         Command::Bench { which } => match which {
             BenchCommand::Easy(a) => a.run(),
             BenchCommand::Submit(a) => a.run(),

@@ -1,0 +1,300 @@
+//! `scancel` and `scontrol` (`show job`, `show hostnames`).
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use super::jobview::{parse_state_list, SlurmJob, State};
+use super::timefmt::{long_duration, now_ms, timestamp};
+use super::{load_jobs, parse_job_ids, parse_options, SResult, SlurmError};
+use crate::client_cmds::api::{ApiError, Client};
+
+/// scancel - cancel koalesce jobs.
+#[derive(Debug, Parser)]
+#[command(disable_version_flag = true)]
+pub struct ScancelArgs {
+    /// Job ids (`ID`, `ID.step` cancels the job).
+    #[arg(value_name = "JOB_ID")]
+    ids: Vec<String>,
+    /// Do not report jobs that already ended.
+    #[arg(short = 'Q', long = "quiet")]
+    quiet: bool,
+    /// Only this user's jobs.
+    #[arg(short = 'u', long = "user", value_name = "USER")]
+    user: Option<String>,
+    /// Only jobs with this name.
+    #[arg(short = 'n', long = "name", alias = "jobname", value_name = "NAME")]
+    name: Option<String>,
+    /// Only jobs in these states (pending, running, ...).
+    #[arg(short = 't', long = "state", value_name = "STATES")]
+    state: Option<String>,
+    /// Signal to send: koalesce cancels (KILL / TERM / INT), it cannot deliver other signals.
+    #[arg(short = 's', long = "signal", value_name = "SIGNAL")]
+    signal: Option<String>,
+    /// Signal only the batch step (koalesce cancels the job).
+    #[arg(short = 'b', long = "batch")]
+    batch: bool,
+    /// Signal all steps (koalesce cancels the job).
+    #[arg(short = 'f', long = "full")]
+    full: bool,
+    /// Report what is done.
+    #[arg(short = 'v', long = "verbose")]
+    verbose: bool,
+}
+
+pub fn scancel(args: &[String], conn: impl FnOnce() -> SResult<Client>) -> SResult<ExitCode> {
+    let a: ScancelArgs = parse_options("scancel", args)?;
+    if let Some(sig) = &a.signal {
+        let s = sig.trim().trim_start_matches("SIG").to_ascii_uppercase();
+        if !matches!(s.as_str(), "KILL" | "TERM" | "INT" | "9" | "15" | "2") {
+            return Err(SlurmError::msg(format!(
+                "koalesce cannot deliver signal {sig} to a job: it can only cancel it (KILL, TERM, INT)"
+            )));
+        }
+    }
+    let _ = (a.batch, a.full);
+    let mut ids = Vec::new();
+    for raw in &a.ids {
+        ids.extend(parse_job_ids(raw)?);
+    }
+    let filters = a.user.is_some() || a.name.is_some() || a.state.is_some();
+    if ids.is_empty() && !filters {
+        return Err(SlurmError::msg("No job identification provided"));
+    }
+    let client = conn()?;
+    if filters {
+        let states: Option<Vec<State>> = a.state.as_deref().map(parse_state_list).transpose().map_err(SlurmError::msg)?;
+        let scope = (!ids.is_empty()).then_some(ids.as_slice());
+        let jobs = load_jobs(&client, scope, a.user.is_some())?;
+        ids = jobs
+            .iter()
+            .filter(|j| j.state.is_active())
+            .filter(|j| a.user.as_ref().is_none_or(|u| &j.user == u))
+            .filter(|j| a.name.as_ref().is_none_or(|n| &j.name == n))
+            .filter(|j| states.as_ref().is_none_or(|s| s.contains(&j.state)))
+            .map(|j| j.id)
+            .collect();
+    }
+    let mut failed = false;
+    for id in ids {
+        match client.cancel_json(id) {
+            Ok(_) => {
+                if a.verbose {
+                    eprintln!("scancel: Terminating job {id}");
+                }
+            }
+            Err(e) => match e.downcast_ref::<ApiError>() {
+                Some(ApiError::Status { status: 409, .. }) => {
+                    if !a.quiet {
+                        eprintln!("scancel: error: Kill job error on job id {id}: Job/step already completing or completed");
+                    }
+                }
+                Some(ApiError::Status { status: 404, .. }) => {
+                    eprintln!("scancel: error: Kill job error on job id {id}: Invalid job id specified");
+                    failed = true;
+                }
+                _ => return Err(e.into()),
+            },
+        }
+    }
+    Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// `scontrol show job [ID]`, `scontrol show hostnames [LIST]`; other requests are errors.
+pub fn scontrol(args: &[String], conn: impl FnOnce() -> SResult<Client>) -> SResult<ExitCode> {
+    // scontrol takes a few global flags before the command.
+    let mut rest: Vec<&str> = Vec::new();
+    let mut oneliner = false;
+    for a in args {
+        match a.as_str() {
+            "-o" | "--oneliner" => oneliner = true,
+            "-d" | "--details" | "-a" | "--all" | "-Q" | "--quiet" => {}
+            "-h" | "--help" => {
+                println!("scontrol [-o] show job [JOB_ID]\nscontrol show hostnames [HOSTLIST]\n(koalesce's scontrol answers only these)");
+                return Ok(ExitCode::SUCCESS);
+            }
+            s => rest.push(s),
+        }
+    }
+    let lower: Vec<String> = rest.iter().map(|s| s.to_ascii_lowercase()).collect();
+    match lower.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+        ["show", "hostnames" | "hostname", ..] => {
+            let list = match rest.get(2) {
+                Some(l) => l.to_string(),
+                None => std::env::var("SLURM_JOB_NODELIST")
+                    .map_err(|_| SlurmError::msg("No hostlist specified (and SLURM_JOB_NODELIST is not set)"))?,
+            };
+            for h in expand_hostlist(&list).map_err(SlurmError::msg)? {
+                println!("{h}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        ["show", "job" | "jobs" | "jobid", ..] => {
+            let ids = rest.get(2).map(|l| parse_job_ids(l)).transpose()?;
+            let client = conn()?;
+            let jobs = load_jobs(&client, ids.as_deref(), false)?;
+            if jobs.is_empty() {
+                if ids.is_some() {
+                    return Err(SlurmError {
+                        message: "slurm_load_jobs error: Invalid job id specified\n".into(),
+                        raw: true,
+                        code: 1,
+                    });
+                }
+                println!("No jobs in the system");
+                return Ok(ExitCode::SUCCESS);
+            }
+            let now = now_ms();
+            let mut out = String::new();
+            for j in &jobs {
+                out.push_str(&show_job(j, now, oneliner));
+            }
+            print!("{out}");
+            Ok(ExitCode::SUCCESS)
+        }
+        [] => Err(SlurmError::msg(
+            "koalesce's scontrol needs a command: show job [ID] or show hostnames [LIST]",
+        )),
+        [verb, ..] => Err(SlurmError::msg(format!(
+            "koalesce's scontrol does not offer '{}' (only: show job, show hostnames)",
+            crate::client_cmds::format::escape(verb)
+        ))),
+    }
+}
+
+/// One job as `scontrol show job` prints it (key=value lines, a blank line after).
+pub fn show_job(j: &SlurmJob, now: u64, oneliner: bool) -> String {
+    let esc = crate::client_cmds::format::escape;
+    let ts = |t: Option<u64>| t.map(timestamp).unwrap_or_else(|| "Unknown".into());
+    let node_list = if j.node_list.is_empty() {
+        "(null)".to_string()
+    } else {
+        esc(&j.node_list)
+    };
+    let batch_host = j
+        .node_list
+        .split(',')
+        .next()
+        .filter(|s| !s.is_empty())
+        .map(esc)
+        .unwrap_or_else(|| "(null)".into());
+    let lines = [
+        format!("JobId={} JobName={}", j.id, esc(&j.name)),
+        format!("UserId={}(N/A) GroupId=(N/A) MCS_label=N/A", esc(&j.user)),
+        "Priority=1 Nice=0 Account=(null) QOS=normal".to_string(),
+        format!("JobState={} Reason={} Dependency=(null)", j.state.long(), j.reason),
+        format!("Requeue=0 Restarts=0 BatchFlag=1 Reboot=0 ExitCode={}", j.exit_code_text()),
+        format!("RunTime={} TimeLimit=N/A TimeMin=N/A", long_duration(j.elapsed_secs(now))),
+        format!("SubmitTime={} EligibleTime={}", timestamp(j.submit_ms), timestamp(j.submit_ms)),
+        format!("StartTime={} EndTime={} Deadline=N/A", ts(j.start_ms), ts(j.end_ms)),
+        format!("Partition={}", esc(&j.partition())),
+        format!("NodeList={node_list}"),
+        format!("BatchHost={batch_host}"),
+        format!("NumNodes={} NumCPUs={} NumTasks={} CPUs/Task=1", j.nodes, j.cpus, j.cpus),
+        format!("TRES=cpu={},node={}", j.cpus, j.nodes),
+        format!("Comment={}", j.failure.as_deref().map(esc).unwrap_or_else(|| "(null)".into())),
+    ];
+    if oneliner {
+        format!("{}\n", lines.join(" "))
+    } else {
+        let mut out = String::new();
+        for (i, l) in lines.iter().enumerate() {
+            out.push_str(if i == 0 { "" } else { "   " });
+            out.push_str(l);
+            out.push('\n');
+        }
+        out.push('\n');
+        out
+    }
+}
+
+/// Expands a Slurm host list (`a1,b[01-03,7]`) into host names.
+pub fn expand_hostlist(list: &str) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    // Split on commas outside brackets.
+    let mut depth = 0;
+    let mut item = String::new();
+    let mut items = Vec::new();
+    for c in list.chars() {
+        match c {
+            '[' => depth += 1,
+            ']' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(std::mem::take(&mut item));
+                continue;
+            }
+            _ => {}
+        }
+        if depth < 0 {
+            return Err(format!("Invalid hostlist: {list}"));
+        }
+        item.push(c);
+    }
+    items.push(item);
+    for it in items.into_iter().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()) {
+        let Some(open) = it.find('[') else {
+            out.push(it);
+            continue;
+        };
+        let close = it
+            .rfind(']')
+            .filter(|c| *c > open)
+            .ok_or_else(|| format!("Invalid hostlist: {list}"))?;
+        let (prefix, body, suffix) = (&it[..open], &it[open + 1..close], &it[close + 1..]);
+        for r in body.split(',') {
+            let (lo, hi) = r.split_once('-').unwrap_or((r, r));
+            let width = lo.len();
+            let (a, b): (u64, u64) = (
+                lo.parse().map_err(|_| format!("Invalid hostlist: {list}"))?,
+                hi.parse().map_err(|_| format!("Invalid hostlist: {list}"))?,
+            );
+            if b < a || b - a > 65_536 {
+                return Err(format!("Invalid hostlist: {list}"));
+            }
+            for n in a..=b {
+                out.push(format!("{prefix}{n:0width$}{suffix}"));
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hostlists_expand() {
+        assert_eq!(expand_hostlist("vu").unwrap(), ["vu"]);
+        assert_eq!(expand_hostlist("a1,b[01-03,7]").unwrap(), ["a1", "b01", "b02", "b03", "b7"]);
+        assert_eq!(expand_hostlist("n[8-10]x").unwrap(), ["n8x", "n9x", "n10x"]);
+        assert!(expand_hostlist("n[3-1]").is_err());
+        assert!(expand_hostlist("n[1-").is_err());
+    }
+
+    #[test]
+    fn show_job_is_key_value_lines() {
+        let j = SlurmJob {
+            id: 5,
+            name: "x".into(),
+            user: "u".into(),
+            state: State::Completed,
+            reason: "None",
+            exit_code: (0, 0),
+            cpus: 2,
+            nodes: 1,
+            node_list: "vu".into(),
+            submit_ms: 0,
+            start_ms: Some(0),
+            end_ms: Some(61_000),
+            failure: None,
+        };
+        let s = show_job(&j, 0, false);
+        assert!(s.starts_with("JobId=5 JobName=x\n   UserId=u"), "{s}");
+        assert!(s.contains("   JobState=COMPLETED Reason=None"), "{s}");
+        assert!(s.contains("ExitCode=0:0"), "{s}");
+        assert!(s.contains("RunTime=00:01:01"), "{s}");
+        assert!(s.ends_with("\n\n"));
+        assert_eq!(show_job(&j, 0, true).lines().count(), 1);
+    }
+}

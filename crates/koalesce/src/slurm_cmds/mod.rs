@@ -1,0 +1,434 @@
+//! Slurm-compatible commands: `sbatch`, `squeue`, `scancel`, `sacct` and `scontrol` (show job,
+//! show hostnames) that talk to a koalesce server, so that workflow tools written for Slurm
+//! (PSI/J's slurm executor, Parsl's SlurmProvider, dask-jobqueue's SLURMCluster, Snakemake)
+//! send their work to a koalesce grid unchanged.
+//!
+//! `koalesce slurm-commands install DIR` links each name to the koalesce binary; `main`
+//! dispatches on the name it was started as ([`dispatch`]). The commands print exactly the
+//! formats Slurm 22.05 prints (squeue `-o`/`-O`, sacct `--format`, `--parsable2`, scontrol's
+//! key=value records) with Slurm's state names and codes, and answer what they cannot honour
+//! with an error in Slurm's style (`sbatch: error: ...`, exit 1), never a silently different
+//! job. docs/slurm-commands.md lists what maps to what.
+//!
+//! The server is found as the other client commands find it (`KOALESCE_URL`,
+//! `KOALESCE_TOKEN`), else in `koalesce-client.toml` beside the installed commands (written
+//! by `install --url/--token-file`), else in `~/.config/koalesce/client.toml`.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use serde::Deserialize;
+
+use crate::client_cmds::api::{ApiError, Client, JobDetail};
+use jobview::SlurmJob;
+
+mod batch_step;
+mod control;
+mod jobview;
+mod sacct;
+mod sbatch;
+mod squeue;
+mod timefmt;
+
+/// The command names installed (scontrol answers `show job` and `show hostnames`).
+pub const COMMANDS: [&str; 5] = ["sbatch", "squeue", "scancel", "sacct", "scontrol"];
+
+/// Name of the connection file `install` writes beside the commands.
+pub const CLIENT_CONFIG_FILE: &str = "koalesce-client.toml";
+
+/// The Slurm command this binary was started as (argv\[0\]'s file name is one of
+/// [`COMMANDS`]), if any.
+pub fn invoked_as() -> Option<String> {
+    let argv0 = std::env::args_os().next()?;
+    let name = Path::new(&argv0).file_name()?.to_str()?.to_string();
+    COMMANDS.contains(&name.as_str()).then_some(name)
+}
+
+/// Runs the Slurm command `name` with the process's arguments.
+pub fn dispatch(name: &str) -> ExitCode {
+    let mut args = std::env::args_os();
+    let argv0 = args.next().unwrap_or_default();
+    let rest: Vec<String> = match args.map(OsString::into_string).collect() {
+        Ok(v) => v,
+        Err(bad) => {
+            eprintln!("{name}: error: argument {bad:?} is not valid UTF-8");
+            return ExitCode::from(1);
+        }
+    };
+    let invoked = invoked_path(&argv0);
+    run_named(name, &rest, invoked.as_deref())
+}
+
+/// Runs the Slurm command `name` with `args` (without argv\[0\]).
+pub fn run_named(name: &str, args: &[String], invoked: Option<&Path>) -> ExitCode {
+    let conn = || connection(invoked);
+    let result = match name {
+        "sbatch" => sbatch::run(args, conn),
+        "squeue" => squeue::run(args, conn),
+        "sacct" => sacct::run(args, conn),
+        "scancel" => control::scancel(args, conn),
+        "scontrol" => control::scontrol(args, conn),
+        other => Err(SlurmError::msg(format!("unknown command {other}"))),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprint!("{}", e.render(name));
+            ExitCode::from(e.code)
+        }
+    }
+}
+
+/// A failure of a Slurm command, printed the way Slurm prints it.
+#[derive(Debug)]
+pub struct SlurmError {
+    /// The text after `NAME: error: ` (or the whole text when `raw`).
+    pub message: String,
+    /// Printed as it is (usage errors: `sbatch: unrecognized option ...` plus the hint).
+    pub raw: bool,
+    pub code: u8,
+}
+
+impl SlurmError {
+    pub fn msg(message: impl Into<String>) -> Self {
+        SlurmError {
+            message: message.into(),
+            raw: false,
+            code: 1,
+        }
+    }
+
+    /// A usage error as Slurm's getopt prints it.
+    pub fn usage(name: &str, message: impl std::fmt::Display) -> Self {
+        SlurmError {
+            message: format!("{name}: {message}\nTry \"{name} --help\" for more information\n"),
+            raw: true,
+            code: 1,
+        }
+    }
+
+    fn render(&self, name: &str) -> String {
+        if self.raw {
+            self.message.clone()
+        } else {
+            let mut out = String::new();
+            for line in self.message.lines() {
+                out.push_str(&format!("{name}: error: {line}\n"));
+            }
+            out
+        }
+    }
+}
+
+impl From<anyhow::Error> for SlurmError {
+    fn from(e: anyhow::Error) -> Self {
+        // Connection failures read like Slurm's "Unable to contact slurm controller".
+        let message = match e.downcast_ref::<ApiError>() {
+            Some(ApiError::Connect { url, reason }) => {
+                format!("Unable to contact the koalesce server at {url} ({reason})")
+            }
+            _ => format!("{e:#}"),
+        };
+        SlurmError::msg(message)
+    }
+}
+
+pub type SResult<T> = Result<T, SlurmError>;
+
+/// The path the command was started by: argv\[0\] itself when it has a slash, else the first
+/// match on PATH.
+fn invoked_path(argv0: &OsString) -> Option<PathBuf> {
+    let p = Path::new(argv0);
+    if p.components().count() > 1 {
+        return Some(p.to_path_buf());
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|d| d.join(p)).find(|c| c.is_file())
+}
+
+/// `koalesce-client.toml`: where the server is.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientConfig {
+    pub url: Option<String>,
+    pub token: Option<String>,
+    /// A file holding the token (first line), instead of `token`.
+    pub token_file: Option<PathBuf>,
+}
+
+impl ClientConfig {
+    fn read(path: &Path) -> anyhow::Result<Option<ClientConfig>> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+        };
+        let c: ClientConfig = toml::from_str(&text).with_context(|| format!("{}", path.display()))?;
+        Ok(Some(c))
+    }
+
+    fn token(&self) -> anyhow::Result<Option<String>> {
+        if let Some(t) = &self.token {
+            return Ok(Some(t.clone()));
+        }
+        match &self.token_file {
+            Some(f) => {
+                let text = std::fs::read_to_string(f).with_context(|| format!("reading the token file {}", f.display()))?;
+                Ok(text.lines().next().map(|l| l.trim().to_string()).filter(|t| !t.is_empty()))
+            }
+            None => Ok(None),
+        }
+    }
+}
+
+/// The server connection: `KOALESCE_URL` / `KOALESCE_TOKEN`, else the config beside the
+/// command, else `~/.config/koalesce/client.toml` (`$XDG_CONFIG_HOME`), else the default URL.
+pub fn connection(invoked: Option<&Path>) -> SResult<Client> {
+    let mut candidates = Vec::new();
+    if let Some(dir) = invoked.and_then(Path::parent) {
+        candidates.push(dir.join(CLIENT_CONFIG_FILE));
+    }
+    let config_home = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")));
+    if let Some(c) = config_home {
+        candidates.push(c.join("koalesce").join("client.toml"));
+    }
+    let mut file = ClientConfig::default();
+    for c in candidates {
+        if let Some(cfg) = ClientConfig::read(&c)? {
+            file = cfg;
+            break;
+        }
+    }
+    let url = std::env::var("KOALESCE_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+        .or(file.url.clone())
+        .unwrap_or_else(|| crate::client_cmds::DEFAULT_URL.to_string());
+    let token = match std::env::var("KOALESCE_TOKEN").ok().filter(|t| !t.is_empty()) {
+        Some(t) => Some(t),
+        None => file.token()?,
+    };
+    Ok(Client::new(&url, token, Duration::from_secs(30)))
+}
+
+/// The jobs a command shows, as Slurm sees them: the ids asked for (`ids`; unknown ones are
+/// left out), else every job the caller may see (`all_users`: every user's, for an admin).
+/// Failed jobs' details are fetched to tell their state and exit code.
+pub(crate) fn load_jobs(client: &Client, ids: Option<&[u64]>, all_users: bool) -> SResult<Vec<SlurmJob>> {
+    let mut out = Vec::new();
+    match ids {
+        Some(ids) => {
+            let mut seen = std::collections::BTreeSet::new();
+            for &id in ids {
+                if !seen.insert(id) {
+                    continue;
+                }
+                if let Some(d) = fetch_detail(client, id)? {
+                    out.push(SlurmJob::new(&d.summary(), Some(&d)));
+                }
+            }
+        }
+        None => {
+            for s in client.jobs(None, all_users)? {
+                let detail = if jobview::needs_detail(&s.state) {
+                    fetch_detail(client, s.id)?
+                } else {
+                    None
+                };
+                out.push(SlurmJob::new(&s, detail.as_ref()));
+            }
+        }
+    }
+    out.sort_by_key(|j| j.id);
+    Ok(out)
+}
+
+/// `GET /api/v1/jobs/{id}`; a job the caller may not see (or that does not exist) is `None`.
+pub(crate) fn fetch_detail(client: &Client, id: u64) -> SResult<Option<JobDetail>> {
+    match client.job(id) {
+        Ok(d) => Ok(Some(d)),
+        Err(e) if matches!(e.downcast_ref::<ApiError>(), Some(ApiError::Status { status: 404, .. })) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Parses a comma-separated job id list (`12,13`, also `12_0` array-task forms are refused).
+pub(crate) fn parse_job_ids(list: &str) -> SResult<Vec<u64>> {
+    let mut out = Vec::new();
+    for part in list.split([',', ' ']).map(str::trim).filter(|p| !p.is_empty()) {
+        // Slurm accepts `ID.batch` / `ID.0` step ids: the job's id is what we know.
+        let base = part.split('.').next().unwrap_or(part);
+        match base.parse::<u64>() {
+            Ok(id) => out.push(id),
+            Err(_) => return Err(SlurmError::msg(format!("Invalid job id: {part}"))),
+        }
+    }
+    Ok(out)
+}
+
+/// Parses a command's options with clap, reporting errors as Slurm's getopt does (`--help`
+/// prints the help and exits 0). Long options may be abbreviated (`--job` for `--jobs`), and a
+/// repeated option takes its last value, as with getopt.
+pub(crate) fn parse_options<T: clap::Parser>(name: &'static str, args: &[String]) -> SResult<T> {
+    use clap::error::{ContextKind, ErrorKind};
+    let cmd = T::command().name(name).args_override_self(true).infer_long_args(true);
+    let argv = std::iter::once(name.to_string()).chain(args.iter().cloned());
+    let matches = cmd.try_get_matches_from(argv).map_err(|e| match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            print!("{}", e.render());
+            SlurmError {
+                message: String::new(),
+                raw: true,
+                code: 0,
+            }
+        }
+        ErrorKind::UnknownArgument => {
+            let arg = e.get(ContextKind::InvalidArg).map(|v| v.to_string()).unwrap_or_default();
+            SlurmError::usage(name, format!("unrecognized option '{arg}'"))
+        }
+        _ => {
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or("").trim_start_matches("error: ").to_string();
+            SlurmError::usage(name, first)
+        }
+    })?;
+    T::from_arg_matches(&matches).map_err(|e| SlurmError::usage(name, e.to_string().lines().next().unwrap_or("").to_string()))
+}
+
+/// `koalesce slurm-commands ...`.
+#[derive(Debug, Subcommand)]
+pub enum SlurmCommandsCommand {
+    /// Put sbatch, squeue, scancel, sacct and scontrol into DIR (links to this binary, which
+    /// acts as the command it is started as); put DIR first on PATH to use them.
+    Install(InstallArgs),
+    /// Run a batch script inside a koalesce job (what sbatch's jobs execute; not for users).
+    #[command(hide = true)]
+    BatchStep(batch_step::BatchStepArgs),
+}
+
+impl SlurmCommandsCommand {
+    pub fn run(self) -> anyhow::Result<ExitCode> {
+        match self {
+            SlurmCommandsCommand::Install(a) => a.run(),
+            SlurmCommandsCommand::BatchStep(a) => a.run(),
+        }
+    }
+}
+
+/// Arguments of `koalesce slurm-commands install`.
+#[derive(Debug, Args)]
+pub struct InstallArgs {
+    /// Directory to put the commands in (created if missing).
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+    /// Write DIR/koalesce-client.toml with this server URL (the commands read it when
+    /// KOALESCE_URL is not set).
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// Write the path of this token file into DIR/koalesce-client.toml (KOALESCE_TOKEN wins).
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Replace existing files of those names in DIR.
+    #[arg(long)]
+    pub force: bool,
+}
+
+impl InstallArgs {
+    pub fn run(self) -> anyhow::Result<ExitCode> {
+        let exe = std::env::current_exe().context("finding the koalesce executable")?;
+        install(&exe, &self.dir, self.force)?;
+        if self.url.is_some() || self.token_file.is_some() {
+            let mut text = String::from("# Where koalesce's Slurm-compatible commands find the server.\n");
+            if let Some(u) = &self.url {
+                text.push_str(&format!("url = {}\n", toml::Value::String(u.clone())));
+            }
+            if let Some(t) = &self.token_file {
+                let abs = std::path::absolute(t)?;
+                text.push_str(&format!("token_file = {}\n", toml::Value::String(abs.display().to_string())));
+            }
+            std::fs::write(self.dir.join(CLIENT_CONFIG_FILE), text)?;
+        }
+        println!(
+            "installed {} in {} (linked to {}); put it first on PATH: export PATH={}:$PATH",
+            COMMANDS.join(", "),
+            self.dir.display(),
+            exe.display(),
+            std::path::absolute(&self.dir)?.display()
+        );
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+/// Links each of [`COMMANDS`] in `dir` to `exe` (symbolic links: the binary stays one file).
+pub fn install(exe: &Path, dir: &Path, force: bool) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    for name in COMMANDS {
+        let link = dir.join(name);
+        if link.symlink_metadata().is_ok() {
+            if !force {
+                anyhow::bail!("{} exists (use --force to replace it)", link.display());
+            }
+            std::fs::remove_file(&link).with_context(|| format!("removing {}", link.display()))?;
+        }
+        std::os::unix::fs::symlink(exe, &link).with_context(|| format!("linking {} to {}", link.display(), exe.display()))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_print_in_slurm_style() {
+        let e = SlurmError::msg("Invalid job id specified");
+        assert_eq!(e.render("scancel"), "scancel: error: Invalid job id specified\n");
+        let e = SlurmError::usage("sbatch", "unrecognized option '--frobnicate'");
+        assert_eq!(
+            e.render("sbatch"),
+            "sbatch: unrecognized option '--frobnicate'\nTry \"sbatch --help\" for more information\n"
+        );
+    }
+
+    #[test]
+    fn job_id_lists() {
+        assert_eq!(parse_job_ids("3,4, 5").unwrap(), vec![3, 4, 5]);
+        assert_eq!(parse_job_ids("7.batch").unwrap(), vec![7]);
+        assert!(parse_job_ids("x").is_err());
+    }
+
+    #[test]
+    fn install_links_every_command_and_refuses_to_clobber() {
+        let dir = tempfile::tempdir().unwrap();
+        let exe = dir.path().join("koalesce");
+        std::fs::write(&exe, "").unwrap();
+        let bin = dir.path().join("bin");
+        install(&exe, &bin, false).unwrap();
+        for c in COMMANDS {
+            assert_eq!(std::fs::read_link(bin.join(c)).unwrap(), exe);
+        }
+        assert!(install(&exe, &bin, false).is_err());
+        install(&exe, &bin, true).unwrap();
+    }
+
+    #[test]
+    fn client_config_reads_token_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let tok = dir.path().join("tok");
+        std::fs::write(&tok, "koa_secret\n").unwrap();
+        let cfg_path = dir.path().join(CLIENT_CONFIG_FILE);
+        std::fs::write(&cfg_path, format!("url = \"http://h:1\"\ntoken_file = {:?}\n", tok)).unwrap();
+        let c = ClientConfig::read(&cfg_path).unwrap().unwrap();
+        assert_eq!(c.url.as_deref(), Some("http://h:1"));
+        assert_eq!(c.token().unwrap().as_deref(), Some("koa_secret"));
+        std::fs::write(&cfg_path, "bogus = 1\n").unwrap();
+        assert!(ClientConfig::read(&cfg_path).is_err(), "unknown keys are errors");
+        assert!(ClientConfig::read(&dir.path().join("none")).unwrap().is_none());
+    }
+}

@@ -1,0 +1,724 @@
+//! `sbatch`: a batch script with `#SBATCH` directives becomes one koalesce job.
+//!
+//! The job's program is this binary's hidden `slurm-commands batch-step`, which, inside the
+//! job's sandbox, sets the `SLURM_*` variables, changes into `--chdir`, opens `--output` /
+//! `--error` / `--input` (filename patterns expanded with the job id known by then) and
+//! executes the script with its interpreter. Script, environment and settings travel as one
+//! base64 argument, so no `${KOALESCE_...}` text of the user's is expanded by the server.
+//!
+//! What koalesce cannot honour (arrays, dependencies, GPUs, reservations, holds, signals,
+//! begin times, ...) is refused with `sbatch: error: ...` and exit 1, before anything is
+//! submitted.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use koalesce_api::jobdesc::{ComponentDescription, JobDescription, Runner};
+
+use super::batch_step::BatchSpec;
+use super::timefmt::parse_time_limit;
+use super::{parse_options, SResult, SlurmError};
+use crate::client_cmds::api::Client;
+
+/// sbatch - submit a batch script to the koalesce grid.
+#[derive(Debug, Default, Parser)]
+#[command(disable_version_flag = true)]
+pub struct SbatchArgs {
+    /// Job name (default: the script's file name).
+    #[arg(short = 'J', long = "job-name", value_name = "NAME")]
+    pub job_name: Option<String>,
+    /// Number of tasks.
+    #[arg(short = 'n', long = "ntasks", value_name = "N")]
+    pub ntasks: Option<u32>,
+    /// Number of nodes (N or MIN-MAX; koalesce gives MIN).
+    #[arg(short = 'N', long = "nodes", value_name = "N")]
+    pub nodes: Option<String>,
+    /// CPUs per task.
+    #[arg(short = 'c', long = "cpus-per-task", value_name = "N")]
+    pub cpus_per_task: Option<u32>,
+    /// Tasks per node.
+    #[arg(long = "ntasks-per-node", value_name = "N")]
+    pub ntasks_per_node: Option<u32>,
+    /// Memory per node (K, M, G, T suffix; default megabytes; 0: no limit).
+    #[arg(long = "mem", value_name = "SIZE")]
+    pub mem: Option<String>,
+    /// Memory per CPU.
+    #[arg(long = "mem-per-cpu", value_name = "SIZE")]
+    pub mem_per_cpu: Option<String>,
+    /// Time limit (minutes, MM:SS, HH:MM:SS, D-HH[:MM[:SS]]).
+    #[arg(short = 't', long = "time", value_name = "TIME")]
+    pub time: Option<String>,
+    /// Standard output file pattern (default slurm-%j.out).
+    #[arg(short = 'o', long = "output", value_name = "PATTERN")]
+    pub output: Option<String>,
+    /// Standard error file pattern (default: with standard output).
+    #[arg(short = 'e', long = "error", value_name = "PATTERN")]
+    pub error: Option<String>,
+    /// Standard input file pattern (default /dev/null).
+    #[arg(short = 'i', long = "input", value_name = "PATTERN")]
+    pub input: Option<String>,
+    /// Working directory of the script (default: the current directory).
+    #[arg(short = 'D', long = "chdir", value_name = "DIR")]
+    pub chdir: Option<PathBuf>,
+    /// Print only the job id.
+    #[arg(long = "parsable")]
+    pub parsable: bool,
+    /// Job array (refused: koalesce's sbatch does not make arrays).
+    #[arg(short = 'a', long = "array", value_name = "INDEXES")]
+    pub array: Option<String>,
+    /// Dependencies (refused: koalesce's sbatch does not take them).
+    #[arg(short = 'd', long = "dependency", value_name = "LIST")]
+    pub dependency: Option<String>,
+    /// Environment to propagate: ALL (default), NONE, or [ALL,]VAR[=value],...
+    #[arg(long = "export", value_name = "VARS")]
+    pub export: Option<String>,
+    /// koalesce sites (one, or several to choose from) or a placement policy (wf, cf, cm, fcm, ttd, tts).
+    #[arg(short = 'p', long = "partition", value_name = "NAMES")]
+    pub partition: Option<String>,
+    /// Account (accepted; koalesce keeps no accounts).
+    #[arg(short = 'A', long = "account", value_name = "ACCOUNT")]
+    pub account: Option<String>,
+    /// Quality of service: a koalesce priority (super-high, high, low, super-low; normal = default).
+    #[arg(short = 'q', long = "qos", value_name = "QOS")]
+    pub qos: Option<String>,
+    /// Exclusive nodes (accepted: koalesce never shares a job's processors).
+    #[arg(long = "exclusive", num_args = 0..=1, require_equals = true, value_name = "user|mcs")]
+    pub exclusive: Option<Option<String>>,
+    /// Wrap this command line in a shell script instead of a script file.
+    #[arg(long = "wrap", value_name = "COMMAND")]
+    pub wrap: Option<String>,
+    /// Wait until the job ends; exit with its exit code.
+    #[arg(short = 'W', long = "wait")]
+    pub wait: bool,
+    /// Output files: append or truncate (default).
+    #[arg(long = "open-mode", value_name = "append|truncate")]
+    pub open_mode: Option<String>,
+    /// Comment (accepted, not stored).
+    #[arg(long = "comment", value_name = "TEXT")]
+    pub comment: Option<String>,
+    /// Accepted (the submitting environment is what --export propagates).
+    #[arg(long = "get-user-env", num_args = 0..=1, require_equals = true)]
+    pub get_user_env: Option<Option<String>>,
+    /// Accepted: koalesce does not requeue on node failure.
+    #[arg(long = "no-requeue")]
+    pub no_requeue: bool,
+    /// Quiet.
+    #[arg(short = 'Q', long = "quiet")]
+    pub quiet: bool,
+    /// Verbose.
+    #[arg(short = 'v', long = "verbose")]
+    pub verbose: bool,
+    /// koalesce extension: co-allocate the nodes across sites, one component per node; the
+    /// script runs once per component (SLURM_NODEID = its rank), started together.
+    #[arg(long = "koalesce-coallocate")]
+    pub coallocate: bool,
+    /// Refused: GPUs.
+    #[arg(
+        long = "gpus",
+        alias = "gpus-per-task",
+        alias = "gpus-per-node",
+        alias = "gres",
+        value_name = "SPEC"
+    )]
+    pub gpus: Option<String>,
+    /// Refused: advance reservations through sbatch.
+    #[arg(long = "reservation", value_name = "NAME")]
+    pub reservation: Option<String>,
+    /// Refused: node features.
+    #[arg(short = 'C', long = "constraint", value_name = "LIST")]
+    pub constraint: Option<String>,
+    /// Refused: deferred start.
+    #[arg(short = 'b', long = "begin", value_name = "TIME")]
+    pub begin: Option<String>,
+    /// Refused: held submission.
+    #[arg(short = 'H', long = "hold")]
+    pub hold: bool,
+    /// Refused: signals before the time limit.
+    #[arg(long = "signal", value_name = "SPEC")]
+    pub signal: Option<String>,
+    /// Refused: e-mail notification.
+    #[arg(long = "mail-type", alias = "mail-user", value_name = "TYPE")]
+    pub mail: Option<String>,
+    /// Refused: requeueing.
+    #[arg(long = "requeue")]
+    pub requeue: bool,
+    /// Refused: nodes by name.
+    #[arg(short = 'w', long = "nodelist", alias = "exclude", value_name = "NODES")]
+    pub nodelist: Option<String>,
+    /// Script file (default: standard input) and its arguments.
+    #[arg(value_name = "SCRIPT", trailing_var_arg = true)]
+    pub script: Vec<String>,
+}
+
+pub fn run(args: &[String], conn: impl FnOnce() -> SResult<Client>) -> SResult<ExitCode> {
+    let cmdline: SbatchArgs = parse_options("sbatch", args)?;
+    let (script_text, script_name, script_args) = read_script(&cmdline)?;
+    // Directives first, the command line after: the command line wins.
+    let mut all = directives(&script_text)?;
+    all.extend(args.iter().cloned());
+    let opts: SbatchArgs = parse_options("sbatch", &all)?;
+    let submit_dir = std::env::current_dir().map_err(|e| SlurmError::msg(format!("cannot read the current directory: {e}")))?;
+    let client = conn()?;
+    let sites: Vec<String> = match &opts.partition {
+        Some(_) => client.sites()?.into_iter().map(|s| s.name).collect(),
+        None => Vec::new(),
+    };
+    let env: Vec<(String, String)> = std::env::vars().collect();
+    let desc = describe(&opts, &script_text, &script_name, &script_args, &submit_dir, &env, &sites)?;
+    let toml_text = toml::to_string(&desc).map_err(|e| SlurmError::msg(format!("cannot write the job description: {e}")))?;
+    let id = client
+        .submit(&toml_text)
+        .map_err(|e| SlurmError::msg(format!("Batch job submission failed: {e:#}")))?;
+    if opts.parsable {
+        println!("{id}");
+    } else if !opts.quiet {
+        println!("Submitted batch job {id}");
+    }
+    if opts.wait {
+        return wait_for(&client, id);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--wait`: poll until the job ends; exit 0 if it completed, else its exit code (at least 1).
+fn wait_for(client: &Client, id: u64) -> SResult<ExitCode> {
+    let mut delay = Duration::from_millis(200);
+    loop {
+        if let Some(d) = super::fetch_detail(client, id)? {
+            if koalesce_api::dto::is_final_state(&d.state) {
+                let j = super::jobview::SlurmJob::new(&d.summary(), Some(&d));
+                if j.state == super::jobview::State::Completed {
+                    return Ok(ExitCode::SUCCESS);
+                }
+                let code = if j.exit_code.0 > 0 { j.exit_code.0.min(255) as u8 } else { 1 };
+                eprintln!(
+                    "sbatch: error: Batch job {id} ended {}; exit code {}",
+                    j.state.long(),
+                    j.exit_code_text()
+                );
+                return Ok(ExitCode::from(code));
+            }
+        }
+        std::thread::sleep(delay);
+        delay = crate::client_cmds::next_backoff(delay);
+    }
+}
+
+/// The script's text, its name (for the default job name) and its arguments.
+fn read_script(a: &SbatchArgs) -> SResult<(String, String, Vec<String>)> {
+    if let Some(w) = &a.wrap {
+        if !a.script.is_empty() {
+            return Err(SlurmError::msg("Script arguments not permitted with --wrap option"));
+        }
+        return Ok((
+            format!("#!/bin/sh\n# This script was created by sbatch --wrap.\n\n{w}\n"),
+            "wrap".into(),
+            Vec::new(),
+        ));
+    }
+    match a.script.split_first() {
+        Some((file, rest)) => {
+            let text = std::fs::read(file).map_err(|e| SlurmError::msg(format!("Unable to open file {file}: {e}")))?;
+            let text = String::from_utf8(text).map_err(|_| SlurmError::msg(format!("{file} is not a UTF-8 text file")))?;
+            let name = Path::new(file)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| file.clone());
+            Ok((text, name, rest.to_vec()))
+        }
+        None => {
+            let mut text = String::new();
+            std::io::stdin()
+                .read_to_string(&mut text)
+                .map_err(|e| SlurmError::msg(format!("reading the batch script from standard input: {e}")))?;
+            Ok((text, "sbatch".into(), Vec::new()))
+        }
+    }
+}
+
+/// The options in the script's `#SBATCH` lines, in order: the block of comments at the top
+/// (Slurm stops at the first command).
+pub fn directives(script: &str) -> SResult<Vec<String>> {
+    let mut out = Vec::new();
+    for (n, line) in script.lines().enumerate() {
+        let t = line.trim();
+        if n == 0 && t.starts_with("#!") {
+            continue;
+        }
+        if t.is_empty() {
+            continue;
+        }
+        if !t.starts_with('#') {
+            break;
+        }
+        let Some(rest) = t.strip_prefix("#SBATCH") else { continue };
+        if !rest.is_empty() && !rest.starts_with(char::is_whitespace) {
+            continue;
+        }
+        // A comment after the options (" # ...") is not an option.
+        let rest = match rest.find(" #") {
+            Some(i) => &rest[..i],
+            None => rest,
+        };
+        let words = shlex::split(rest).ok_or_else(|| SlurmError::msg(format!("line {}: cannot parse #SBATCH directive: {t}", n + 1)))?;
+        out.extend(words);
+    }
+    Ok(out)
+}
+
+fn refuse(what: &str, why: &str) -> SlurmError {
+    SlurmError::msg(format!("koalesce cannot honour {what}: {why}"))
+}
+
+/// The koalesce job for these options and script.
+pub fn describe(
+    o: &SbatchArgs,
+    script: &str,
+    script_name: &str,
+    script_args: &[String],
+    submit_dir: &Path,
+    env: &[(String, String)],
+    sites: &[String],
+) -> SResult<JobDescription> {
+    if !script.starts_with("#!") {
+        return Err(SlurmError::msg(
+            "This does not look like a batch script.  The first line must start with #! followed by the path to an interpreter.\n\
+             For instance: #!/bin/sh",
+        ));
+    }
+    if o.array.is_some() {
+        return Err(refuse(
+            "--array",
+            "job arrays are not offered through sbatch (submit one job per task)",
+        ));
+    }
+    if o.dependency.is_some() {
+        return Err(refuse("--dependency", "job dependencies are not offered through sbatch"));
+    }
+    for (set, what, why) in [
+        (
+            o.gpus.is_some(),
+            "--gpus/--gres",
+            "koalesce sites offer no GPUs or generic resources",
+        ),
+        (o.reservation.is_some(), "--reservation", "koalesce makes its own reservations"),
+        (o.constraint.is_some(), "--constraint", "koalesce sites publish no node features"),
+        (o.begin.is_some(), "--begin", "koalesce starts jobs as soon as they are placed"),
+        (o.hold, "--hold", "koalesce has no held jobs"),
+        (
+            o.signal.is_some(),
+            "--signal",
+            "koalesce does not signal jobs before their time limit",
+        ),
+        (o.mail.is_some(), "--mail-type/--mail-user", "koalesce sends no mail"),
+        (o.requeue, "--requeue", "koalesce resubmits failed jobs by its own retry policy"),
+        (
+            o.nodelist.is_some(),
+            "--nodelist/--exclude",
+            "koalesce sites have no named nodes; use -p SITE",
+        ),
+    ] {
+        if set {
+            return Err(refuse(what, why));
+        }
+    }
+    if let Some(Some(x)) = &o.exclusive {
+        return Err(refuse(&format!("--exclusive={x}"), "only plain --exclusive is offered"));
+    }
+    let nodes: u32 = match &o.nodes {
+        Some(n) => {
+            let min = n.split('-').next().unwrap_or(n);
+            min.trim()
+                .parse()
+                .ok()
+                .filter(|v| *v > 0)
+                .ok_or_else(|| SlurmError::msg(format!("Invalid node count specification: {n}")))?
+        }
+        None => 1,
+    };
+    let cpt = o.cpus_per_task.unwrap_or(1).max(1);
+    let ntasks = match (o.ntasks, o.ntasks_per_node) {
+        (Some(n), _) => n,
+        (None, Some(per)) => per.checked_mul(nodes).ok_or_else(|| SlurmError::msg("too many tasks"))?,
+        (None, None) => nodes,
+    };
+    if ntasks == 0 {
+        return Err(SlurmError::msg("Invalid number of tasks (-n 0)"));
+    }
+    if ntasks < nodes {
+        return Err(SlurmError::msg(format!(
+            "Batch job submission failed: Requested node configuration is not available ({ntasks} tasks on {nodes} nodes)"
+        )));
+    }
+    let cpus = ntasks.checked_mul(cpt).ok_or_else(|| SlurmError::msg("too many CPUs"))?;
+    let components: Vec<u32> = if o.coallocate && nodes > 1 {
+        if ntasks % nodes != 0 {
+            return Err(SlurmError::msg(format!(
+                "--koalesce-coallocate needs the tasks ({ntasks}) to divide evenly over the nodes ({nodes})"
+            )));
+        }
+        vec![(ntasks / nodes) * cpt; nodes as usize]
+    } else {
+        vec![cpus]
+    };
+    let per_component = components[0];
+    let mut desc = JobDescription {
+        name: o.job_name.clone().unwrap_or_else(|| script_name.to_string()),
+        executable: String::new(),
+        arguments: Vec::new(),
+        environment: BTreeMap::new(),
+        runner: if components.len() > 1 {
+            Runner::Coupled
+        } else {
+            Runner::Independent
+        },
+        min_components: None,
+        priority: None,
+        policy: None,
+        runtime_estimate: None,
+        walltime: None,
+        cputime: None,
+        memory: None,
+        deadline: None,
+        retries: Some(0),
+        requirements: None,
+        rank: None,
+        working_directory: None,
+        stdin: None,
+        stdout: None,
+        stderr: None,
+        limits: Default::default(),
+        inputs: Vec::new(),
+        outputs: Vec::new(),
+        flexible: None,
+        components: components.iter().map(|p| ComponentDescription::new(*p)).collect(),
+    };
+    if desc.name.trim().is_empty() {
+        desc.name = "sbatch".into();
+    }
+    if let Some(t) = &o.time {
+        if let Some(secs) = parse_time_limit(t).map_err(SlurmError::msg)? {
+            desc.walltime = Some(format!("{secs}s"));
+        }
+    }
+    // Memory: koalesce's `memory` is per processor.
+    match (&o.mem, &o.mem_per_cpu) {
+        (Some(_), Some(_)) => return Err(SlurmError::msg("--mem and --mem-per-cpu are mutually exclusive")),
+        (Some(m), None) => {
+            let bytes = slurm_size(m)?;
+            if bytes > 0 {
+                desc.memory = Some(format!("{}K", bytes.div_ceil(1024).div_ceil(u64::from(per_component))));
+            }
+        }
+        (None, Some(m)) => {
+            let bytes = slurm_size(m)?;
+            if bytes > 0 {
+                desc.memory = Some(format!("{}K", bytes.div_ceil(1024).div_ceil(u64::from(cpt))));
+            }
+        }
+        (None, None) => {}
+    }
+    if let Some(q) = &o.qos {
+        match q.as_str() {
+            "normal" => {}
+            other => {
+                other
+                    .parse::<koalesce_core::Priority>()
+                    .map_err(|e| SlurmError::msg(format!("Invalid qos specification: {other} ({e}, or normal)")))?;
+                desc.priority = Some(other.to_string());
+            }
+        }
+    }
+    if let Some(p) = &o.partition {
+        apply_partition(&mut desc, p, sites)?;
+    }
+    let open_append = match o.open_mode.as_deref() {
+        None | Some("truncate") => false,
+        Some("append") => true,
+        Some(other) => return Err(SlurmError::msg(format!("Invalid --open-mode argument: {other}"))),
+    };
+    let chdir = match &o.chdir {
+        Some(d) => submit_dir.join(d),
+        None => submit_dir.to_path_buf(),
+    };
+    let spec = BatchSpec {
+        script: script.to_string(),
+        args: script_args.to_vec(),
+        environment: export_environment(o.export.as_deref(), env)?,
+        chdir: chdir.to_string_lossy().into_owned(),
+        output: o.output.clone(),
+        error: o.error.clone(),
+        input: o.input.clone(),
+        open_append,
+        job_name: desc.name.clone(),
+        ntasks,
+        cpus_per_task: cpt,
+        nodes,
+        submit_dir: submit_dir.to_string_lossy().into_owned(),
+        submit_host: hostname(),
+        partition: o.partition.clone().unwrap_or_else(|| "any".into()),
+        mem_per_node_mb: match &o.mem {
+            Some(m) => Some(slurm_size(m)? / (1024 * 1024)),
+            None => None,
+        },
+    };
+    let exe = std::env::current_exe().map_err(|e| SlurmError::msg(format!("cannot find the koalesce executable: {e}")))?;
+    desc.executable = exe.to_string_lossy().into_owned();
+    desc.arguments = vec!["slurm-commands".into(), "batch-step".into(), spec.encode()];
+    if desc.arguments[2].len() > 120 * 1024 {
+        return Err(SlurmError::msg(
+            "the batch script and exported environment are too large for koalesce (over 120 KiB); use --export=NONE or a smaller script",
+        ));
+    }
+    Ok(desc)
+}
+
+/// `-p`: one site (the component's site), several sites (a REQUIREMENTS expression over
+/// HOSTNAME) or a placement policy.
+fn apply_partition(desc: &mut JobDescription, p: &str, sites: &[String]) -> SResult<()> {
+    let names: Vec<&str> = p.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
+    let invalid = |n: &str| {
+        SlurmError::msg(format!(
+            "invalid partition specified: {n}\nBatch job submission failed: Invalid partition name specified (koalesce partitions: the sites {} or a policy wf, cf, cm, fcm, ttd, tts)",
+            sites.join(", ")
+        ))
+    };
+    match names.as_slice() {
+        [] => Err(invalid(p)),
+        [one] if !sites.iter().any(|s| s == one) => {
+            let policy = one.parse::<koalesce_core::model::PolicyKind>().map_err(|_| invalid(one))?;
+            desc.policy = Some(policy.name().to_string());
+            Ok(())
+        }
+        [one] if desc.components.len() == 1 => {
+            desc.components[0].site = Some(one.to_string());
+            Ok(())
+        }
+        many => {
+            if let Some(bad) = many.iter().find(|n| !sites.iter().any(|s| s == *n)) {
+                return Err(invalid(bad));
+            }
+            let expr: Vec<String> = many.iter().map(|n| format!("HOSTNAME = \"{n}\"")).collect();
+            desc.requirements = Some(expr.join(" | "));
+            Ok(())
+        }
+    }
+}
+
+/// A Slurm memory size (`--mem`): a number with K, M, G or T (binary), default megabytes.
+pub fn slurm_size(s: &str) -> SResult<u64> {
+    koalesce_api::fields::parse_size(s).map_err(|_| SlurmError::msg(format!("Invalid --mem specification: {s}")))
+}
+
+/// The environment the job gets from `--export` (None: the job's own clean environment plus
+/// the SLURM_* variables). KOALESCE_TOKEN never leaves the submitting side.
+pub fn export_environment(export: Option<&str>, env: &[(String, String)]) -> SResult<Option<Vec<(String, String)>>> {
+    let keep = |k: &str| k != "KOALESCE_TOKEN";
+    let spec = export.unwrap_or("ALL").trim();
+    let mut all = false;
+    let mut none = false;
+    let mut out: BTreeMap<String, String> = BTreeMap::new();
+    let mut explicit: Vec<(String, String)> = Vec::new();
+    for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        match item {
+            "ALL" => all = true,
+            "NONE" => none = true,
+            _ => match item.split_once('=') {
+                Some((k, v)) => explicit.push((k.to_string(), v.to_string())),
+                None => {
+                    if let Some((_, v)) = env.iter().find(|(k, _)| k == item) {
+                        explicit.push((item.to_string(), v.clone()));
+                    }
+                }
+            },
+        }
+    }
+    if none && (all || !explicit.is_empty()) {
+        return Err(SlurmError::msg("--export=NONE cannot be combined with other values"));
+    }
+    if none {
+        return Ok(None);
+    }
+    for (k, v) in explicit {
+        out.insert(k, v);
+    }
+    if all {
+        // With ALL, the user's environment takes precedence over explicit values.
+        for (k, v) in env {
+            out.insert(k.clone(), v.clone());
+        }
+    } else {
+        for (k, v) in env.iter().filter(|(k, _)| k.starts_with("SLURM_")) {
+            out.insert(k.clone(), v.clone());
+        }
+    }
+    Ok(Some(out.into_iter().filter(|(k, _)| keep(k)).collect()))
+}
+
+/// This host's short name.
+pub fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most buf.len() bytes into our buffer.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    match std::str::from_utf8(&buf[..end]) {
+        Ok(h) if rc == 0 && !h.is_empty() => h.split('.').next().unwrap_or(h).to_string(),
+        _ => "localhost".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(args: &[&str]) -> SbatchArgs {
+        let v: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        parse_options("sbatch", &v).unwrap_or_else(|e| panic!("{}", e.message))
+    }
+
+    fn describe_script(script: &str, args: &[&str]) -> SResult<JobDescription> {
+        let mut all = directives(script)?;
+        all.extend(args.iter().map(|s| s.to_string()));
+        let o: SbatchArgs = parse_options("sbatch", &all)?;
+        let env = vec![
+            ("PATH".to_string(), "/bin".to_string()),
+            ("KOALESCE_TOKEN".to_string(), "secret".to_string()),
+        ];
+        describe(
+            &o,
+            script,
+            "job.sh",
+            &[],
+            Path::new("/home/u"),
+            &env,
+            &["vu".into(), "leiden".into()],
+        )
+    }
+
+    fn spec_of(d: &JobDescription) -> BatchSpec {
+        BatchSpec::decode(&d.arguments[2]).unwrap()
+    }
+
+    #[test]
+    fn directives_stop_at_the_first_command() {
+        let s = "#!/bin/bash\n#SBATCH -J a\n\n#SBATCH --job-name=\"b c\" # comment\n# plain comment\n#SBATCHX no\necho hi\n#SBATCH -n 9\n";
+        assert_eq!(directives(s).unwrap(), ["-J", "a", "--job-name=b c"]);
+    }
+
+    #[test]
+    fn dask_jobqueue_script() {
+        let s = "#!/usr/bin/env bash\n\n#SBATCH -J dask-worker\n#SBATCH -e /tmp/d/dask-worker-%J.err\n#SBATCH -o /tmp/d/dask-worker-%J.out\n\
+                 #SBATCH -n 1\n#SBATCH --cpus-per-task=2\n#SBATCH --mem=2G\n#SBATCH -t 00:30:00\n\n/usr/bin/python3 -m distributed.cli.dask_worker tcp://1.2.3.4:5\n";
+        let d = describe_script(s, &[]).unwrap();
+        assert_eq!(d.name, "dask-worker");
+        assert_eq!(d.components.len(), 1);
+        assert_eq!(d.components[0].processors, 2);
+        assert_eq!(d.walltime.as_deref(), Some("1800s"));
+        assert_eq!(d.memory.as_deref(), Some("1048576K"), "2G per node over 2 CPUs");
+        let spec = spec_of(&d);
+        assert_eq!(spec.output.as_deref(), Some("/tmp/d/dask-worker-%J.out"));
+        assert_eq!(spec.chdir, "/home/u");
+        let env = spec.environment.unwrap();
+        assert!(env.iter().any(|(k, _)| k == "PATH"));
+        assert!(
+            !env.iter().any(|(k, _)| k == "KOALESCE_TOKEN"),
+            "the token stays on the submitting side"
+        );
+    }
+
+    #[test]
+    fn psij_and_parsl_scripts() {
+        let psij = "#!/bin/bash\n\n\n#SBATCH --job-name=\"x\"\n#SBATCH --chdir=\"/w\"\n    \n#SBATCH --nodes=2\n#SBATCH --ntasks=4\n#SBATCH --ntasks-per-node=2\n\
+                    #SBATCH --time=0:10:0\n#SBATCH -e /dev/null\n#SBATCH -o /dev/null\n#SBATCH --export=NONE\n\nexport A=1\n";
+        let d = describe_script(psij, &[]).unwrap();
+        assert_eq!((d.components.len(), d.components[0].processors), (1, 4));
+        let spec = spec_of(&d);
+        assert_eq!((spec.nodes, spec.ntasks, spec.chdir.as_str()), (2, 4, "/w"));
+        assert!(spec.environment.is_none());
+        let parsl = "#!/bin/bash\n\n#SBATCH --job-name=parsl.slurm.1\n#SBATCH --output=/r/1.stdout\n#SBATCH --error=/r/1.stderr\n#SBATCH --nodes=1\n\
+                     #SBATCH --time=10\n#SBATCH --ntasks-per-node=1\n#SBATCH --exclusive\n\nexport JOBNAME=x\n";
+        let d = describe_script(parsl, &[]).unwrap();
+        assert_eq!(d.walltime.as_deref(), Some("600s"), "--time=10 is ten minutes");
+        assert_eq!(d.components[0].processors, 1);
+    }
+
+    #[test]
+    fn command_line_wins_and_partitions_map() {
+        let s = "#!/bin/sh\n#SBATCH -J fromscript\n#SBATCH -n 2\ntrue\n";
+        let d = describe_script(s, &["-J", "fromcli", "-p", "vu"]).unwrap();
+        assert_eq!(d.name, "fromcli");
+        assert_eq!(d.components[0].site.as_deref(), Some("vu"));
+        let d = describe_script(s, &["-p", "vu,leiden"]).unwrap();
+        assert_eq!(d.requirements.as_deref(), Some("HOSTNAME = \"vu\" | HOSTNAME = \"leiden\""));
+        let d = describe_script(s, &["-p", "cm"]).unwrap();
+        assert_eq!(d.policy.as_deref(), Some("cm"));
+        let e = describe_script(s, &["-p", "nowhere"]).unwrap_err();
+        assert!(e.message.starts_with("invalid partition specified: nowhere"), "{}", e.message);
+        let d = describe_script(s, &["--qos=high"]).unwrap();
+        assert_eq!(d.priority.as_deref(), Some("high"));
+        assert!(describe_script(s, &["--qos=gold"]).is_err());
+    }
+
+    #[test]
+    fn coallocation_makes_coupled_components() {
+        let s = "#!/bin/sh\n#SBATCH -N 3\n#SBATCH --ntasks-per-node=4\n#SBATCH --koalesce-coallocate\ntrue\n";
+        let d = describe_script(s, &[]).unwrap();
+        assert_eq!(d.components.iter().map(|c| c.processors).collect::<Vec<_>>(), [4, 4, 4]);
+        assert_eq!(d.runner, Runner::Coupled);
+        assert!(describe_script("#!/bin/sh\n#SBATCH -N 2 -n 3 --koalesce-coallocate\n", &[]).is_err());
+    }
+
+    #[test]
+    fn what_cannot_be_honoured_is_refused() {
+        let s = "#!/bin/sh\ntrue\n";
+        for args in [
+            &["--array=0-3"][..],
+            &["--dependency=afterok:1"],
+            &["--gres=gpu:1"],
+            &["--gpus-per-task=1"],
+            &["--begin=now+1hour"],
+            &["-H"],
+            &["--mail-type=END"],
+            &["--exclusive=user"],
+            &["-w", "node1"],
+            &["-n", "0"],
+            &["-N", "2", "-n", "1"],
+            &["--mem=lots"],
+            &["-t", "soon"],
+        ] {
+            let e = describe_script(s, args).unwrap_err();
+            assert!(!e.message.is_empty(), "{args:?}");
+        }
+        let e = describe_script("echo no shebang\n", &[]).unwrap_err();
+        assert!(e.message.starts_with("This does not look like a batch script"));
+        assert!(parse_options::<SbatchArgs>("sbatch", &["--frobnicate".into()]).is_err());
+    }
+
+    #[test]
+    fn exports() {
+        let env = vec![("A".to_string(), "1".to_string()), ("SLURM_X".to_string(), "y".to_string())];
+        assert_eq!(export_environment(Some("NONE"), &env).unwrap(), None);
+        let only = export_environment(Some("A,B=2"), &env).unwrap().unwrap();
+        assert_eq!(
+            only,
+            vec![("A".into(), "1".into()), ("B".into(), "2".into()), ("SLURM_X".into(), "y".into())]
+        );
+        let all = export_environment(Some("ALL,A=0"), &env).unwrap().unwrap();
+        assert!(
+            all.contains(&("A".into(), "1".into())),
+            "ALL: the environment wins over explicit values"
+        );
+        assert!(export_environment(Some("NONE,A"), &env).is_err());
+    }
+
+    #[test]
+    fn script_arguments_follow_the_script() {
+        let o = opts(&["-J", "x", "job.sh", "-n", "5", "--foo"]);
+        assert_eq!(o.script, ["job.sh", "-n", "5", "--foo"]);
+        assert_eq!(o.ntasks, None);
+    }
+}
