@@ -225,8 +225,8 @@ pub fn expand_pattern(pattern: &str, spec: &BatchSpec, rt: &Runtime) -> String {
         let num = |v: &str| format!("{v:0>width$}");
         match letter {
             '%' => out.push('%'),
-            'j' | 'A' => out.push_str(&num(&rt.job_id)),
-            'J' => out.push_str(&format!("{}.batch", num(&rt.job_id))),
+            // For the batch script, %J is the job id alone (checked on Slurm 22.05).
+            'j' | 'J' | 'A' => out.push_str(&num(&rt.job_id)),
             'a' => out.push_str(&num("4294967294")),
             'x' => out.push_str(&spec.job_name),
             'u' => out.push_str(&rt.user),
@@ -292,7 +292,7 @@ mod tests {
     fn patterns_expand_like_slurm() {
         let (s, r) = (spec(), rt());
         assert_eq!(expand_pattern("slurm-%j.out", &s, &r), "slurm-42.out");
-        assert_eq!(expand_pattern("w-%J.err", &s, &r), "w-42.batch.err");
+        assert_eq!(expand_pattern("w-%J.err", &s, &r), "w-42.err");
         assert_eq!(expand_pattern("%x_%u_%N_%5j_%%", &s, &r), "nm_alice_node_00042_%");
         assert_eq!(expand_pattern("a\\\\%j", &s, &r), "a%j");
         assert_eq!(expand_pattern("odd%", &s, &r), "odd%");

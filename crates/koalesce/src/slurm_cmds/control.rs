@@ -16,7 +16,7 @@ pub struct ScancelArgs {
     /// Job ids (`ID`, `ID.step` cancels the job).
     #[arg(value_name = "JOB_ID")]
     ids: Vec<String>,
-    /// Do not report jobs that already ended.
+    /// Do not report errors.
     #[arg(short = 'Q', long = "quiet")]
     quiet: bool,
     /// Only this user's jobs.
@@ -37,7 +37,7 @@ pub struct ScancelArgs {
     /// Signal all steps (koalesce cancels the job).
     #[arg(short = 'f', long = "full")]
     full: bool,
-    /// Report what is done.
+    /// Report each job and what failed (without it, ended and unknown jobs are passed over).
     #[arg(short = 'v', long = "verbose")]
     verbose: bool,
 }
@@ -75,29 +75,24 @@ pub fn scancel(args: &[String], conn: impl FnOnce() -> SResult<Client>) -> SResu
             .map(|j| j.id)
             .collect();
     }
-    let mut failed = false;
+    // As Slurm 22.05's scancel: a job that already ended or does not exist is reported only
+    // with -v, and is not an error (exit 0).
     for id in ids {
-        match client.cancel_json(id) {
-            Ok(_) => {
-                if a.verbose {
-                    eprintln!("scancel: Terminating job {id}");
-                }
-            }
-            Err(e) => match e.downcast_ref::<ApiError>() {
-                Some(ApiError::Status { status: 409, .. }) => {
-                    if !a.quiet {
-                        eprintln!("scancel: error: Kill job error on job id {id}: Job/step already completing or completed");
-                    }
-                }
-                Some(ApiError::Status { status: 404, .. }) => {
-                    eprintln!("scancel: error: Kill job error on job id {id}: Invalid job id specified");
-                    failed = true;
-                }
+        if a.verbose {
+            eprintln!("scancel: Terminating job {id}");
+        }
+        if let Err(e) = client.cancel_json(id) {
+            let why = match e.downcast_ref::<ApiError>() {
+                Some(ApiError::Status { status: 409, .. }) => "Job/step already completing or completed",
+                Some(ApiError::Status { status: 404, .. }) => "Invalid job id specified",
                 _ => return Err(e.into()),
-            },
+            };
+            if a.verbose && !a.quiet {
+                eprintln!("scancel: error: Kill job error on job id {id}: {why}");
+            }
         }
     }
-    Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `scontrol show job [ID]`, `scontrol show hostnames [LIST]`; other requests are errors.
@@ -193,6 +188,7 @@ pub fn show_job(j: &SlurmJob, now: u64, oneliner: bool) -> String {
         format!("NumNodes={} NumCPUs={} NumTasks={} CPUs/Task=1", j.nodes, j.cpus, j.cpus),
         format!("TRES=cpu={},node={}", j.cpus, j.nodes),
         format!("Comment={}", j.failure.as_deref().map(esc).unwrap_or_else(|| "(null)".into())),
+        "Power=".to_string(),
     ];
     if oneliner {
         format!("{}\n", lines.join(" "))
@@ -203,7 +199,8 @@ pub fn show_job(j: &SlurmJob, now: u64, oneliner: bool) -> String {
             out.push_str(l);
             out.push('\n');
         }
-        out.push('\n');
+        // Slurm ends each record with an indented empty line and a blank line.
+        out.push_str("   \n\n");
         out
     }
 }
@@ -294,7 +291,7 @@ mod tests {
         assert!(s.contains("   JobState=COMPLETED Reason=None"), "{s}");
         assert!(s.contains("ExitCode=0:0"), "{s}");
         assert!(s.contains("RunTime=00:01:01"), "{s}");
-        assert!(s.ends_with("\n\n"));
+        assert!(s.ends_with("   Power=\n   \n\n"), "{s}");
         assert_eq!(show_job(&j, 0, true).lines().count(), 1);
     }
 }

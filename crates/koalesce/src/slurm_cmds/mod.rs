@@ -266,7 +266,7 @@ pub(crate) fn parse_job_ids(list: &str) -> SResult<Vec<u64>> {
         let base = part.split('.').next().unwrap_or(part);
         match base.parse::<u64>() {
             Ok(id) => out.push(id),
-            Err(_) => return Err(SlurmError::msg(format!("Invalid job id: {part}"))),
+            Err(_) => return Err(SlurmError::msg(format!("Invalid job id {part}"))),
         }
     }
     Ok(out)

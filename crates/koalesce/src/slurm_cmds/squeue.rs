@@ -110,6 +110,11 @@ pub fn run(args: &[String], conn: impl FnOnce() -> SResult<Client>) -> SResult<E
     let _ = (a.array, a.all, a.verbose);
     let now = now_ms();
     let mut out = String::new();
+    if a.long && !a.noheader && a.format.is_none() && a.long_format.is_none() {
+        // `squeue -l` starts with the time, as ctime(3) writes it.
+        out.push_str(&super::timefmt::ctime(now));
+        out.push('\n');
+    }
     if !a.noheader {
         out.push_str(&render_line(&pieces, |f| f.title().to_string()));
     }

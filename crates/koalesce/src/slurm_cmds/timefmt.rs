@@ -82,6 +82,20 @@ pub fn timestamp(ms: u64) -> String {
     )
 }
 
+/// An instant as ctime(3) writes it, without the newline: `Mon Nov 23 17:12:49 2026`.
+pub fn ctime(ms: u64) -> String {
+    let secs = (ms / 1000) as libc::time_t;
+    let mut buf = [0 as libc::c_char; 64];
+    // SAFETY: ctime_r writes at most 26 bytes into our 64-byte buffer.
+    let p = unsafe { libc::ctime_r(&secs, buf.as_mut_ptr()) };
+    if p.is_null() {
+        return String::new();
+    }
+    // SAFETY: ctime_r wrote a NUL-terminated string into `buf`.
+    let c = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) };
+    c.to_string_lossy().trim_end().to_string()
+}
+
 /// Unix ms of today's local midnight (sacct's default start time).
 pub fn local_midnight_ms(now_ms: u64) -> u64 {
     let secs = (now_ms / 1000) as libc::time_t;
@@ -147,6 +161,8 @@ mod tests {
         let t = timestamp(1_700_000_000_000);
         assert_eq!(t.len(), 19, "{t}");
         assert_eq!(&t[10..11], "T");
+        let c = ctime(1_700_000_000_000);
+        assert_eq!(c.len(), 24, "{c}");
         assert!(local_midnight_ms(1_700_000_000_000) <= 1_700_000_000_000);
         assert!(1_700_000_000_000 - local_midnight_ms(1_700_000_000_000) < 86_400_000 + 3_600_000);
     }

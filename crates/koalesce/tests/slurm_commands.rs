@@ -1,0 +1,383 @@
+//! koalesce's Slurm-compatible commands against a real `koalesce server`, and the workflow
+//! tools that drive them (issue 18).
+//!
+//! - `commands_speak_slurm`: `koalesce slurm-commands install DIR`, then sbatch / squeue /
+//!   sacct / scancel / scontrol through the installed names, checking Slurm's formats, states,
+//!   exit codes, output files and refusals.
+//! - `workflow_tools_run_on_koalesce`: code no one here wrote, from PyPI: PSI/J's own test
+//!   suite with the `koalesce` executor (python/) and with PSI/J's `slurm` executor on our
+//!   commands, dask-jobqueue's SLURMCluster and Parsl's SlurmProvider
+//!   (`python/ci/setup-venv.sh`, then `python/ci/run-tools.sh`). It needs Python 3 with venv
+//!   and PyPI (CI installs them); it fails, not skips, without them.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_koalesce");
+
+/// A `koalesce server` child on a temporary directory, with the Slurm commands installed.
+struct Server {
+    dir: tempfile::TempDir,
+    child: Child,
+    url: String,
+    token: String,
+    bin: PathBuf,
+}
+
+impl Server {
+    /// Starts a server with two local sites; jobs may also read `read_only` and write the
+    /// test directory's `shared/` (and `/dev/shm`, which Python's multiprocessing needs).
+    fn start(read_only: &[PathBuf]) -> Server {
+        let dir = tempfile::Builder::new().prefix("koalesce-slurmcmd-").tempdir().unwrap();
+        let data = dir.path().join("data");
+        let shared = dir.path().join("shared");
+        std::fs::create_dir_all(&data).unwrap();
+        std::fs::create_dir_all(&shared).unwrap();
+        let ro: Vec<String> = read_only.iter().map(|p| format!("{:?}", p.display().to_string())).collect();
+        // Test users have no Unix accounts: as root their jobs run as root (still sandboxed).
+        let config = format!(
+            "poll_interval_ms = 50\nallow_root_jobs = true\n\
+             [[sites]]\nname = \"vu\"\nprocessors = 8\n[[sites]]\nname = \"leiden\"\nprocessors = 4\n\
+             [scheduler]\nplace_on_submit = true\nmin_claim_retry_ms = 100\n\
+             scan_interval = {{ kind = \"fixed\", interval_ms = 100 }}\n\
+             [users]\n\"*\" = \"root\"\n[sandbox]\nread_only = [{}]\nread_write = [{:?}, \"/dev/shm\"]\n",
+            ro.join(", "),
+            shared.display().to_string()
+        );
+        std::fs::write(dir.path().join("server.toml"), config).unwrap();
+        let out = Command::new(BIN)
+            .args(["token", "create", "alice", "--data-dir"])
+            .arg(&data)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let token = String::from_utf8_lossy(&out.stdout).split_whitespace().last().unwrap().to_string();
+        let log = std::fs::File::create(dir.path().join("server.log")).unwrap();
+        let child = Command::new(BIN)
+            .arg("server")
+            .arg("--data-dir")
+            .arg(&data)
+            .args(["--listen", "127.0.0.1:0", "--config"])
+            .arg(dir.path().join("server.toml"))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let t0 = Instant::now();
+        let addr_file = data.join("server.addr");
+        let url = loop {
+            if let Ok(a) = std::fs::read_to_string(&addr_file) {
+                if !a.trim().is_empty() {
+                    break format!("http://{}", a.trim());
+                }
+            }
+            assert!(t0.elapsed() < Duration::from_secs(30), "the server did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let bin = dir.path().join("bin");
+        let token_file = dir.path().join("token");
+        std::fs::write(&token_file, format!("{token}\n")).unwrap();
+        let out = Command::new(BIN)
+            .args(["slurm-commands", "install"])
+            .arg(&bin)
+            .arg("--url")
+            .arg(&url)
+            .arg("--token-file")
+            .arg(&token_file)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "install: {}", String::from_utf8_lossy(&out.stderr));
+        Server {
+            dir,
+            child,
+            url,
+            token,
+            bin,
+        }
+    }
+
+    fn shared(&self) -> PathBuf {
+        self.dir.path().join("shared")
+    }
+
+    /// Runs an installed command (found through the link in DIR, connection from
+    /// DIR/koalesce-client.toml: no KOALESCE_* variables) in `shared/`.
+    fn run(&self, cmd: &str, args: &[&str]) -> Output {
+        Command::new(self.bin.join(cmd))
+            .args(args)
+            .current_dir(self.shared())
+            .env_remove("KOALESCE_URL")
+            .env_remove("KOALESCE_TOKEN")
+            .output()
+            .unwrap()
+    }
+
+    fn stdout(&self, cmd: &str, args: &[&str]) -> String {
+        let o = self.run(cmd, args);
+        assert!(
+            o.status.success(),
+            "{cmd} {args:?}: {}\n{}",
+            String::from_utf8_lossy(&o.stderr),
+            self.log_tail()
+        );
+        String::from_utf8(o.stdout).unwrap()
+    }
+
+    fn log_tail(&self) -> String {
+        let t = std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default();
+        let lines: Vec<&str> = t.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+
+    /// Polls `squeue -h -j ID -o %T` until the job's state is final.
+    fn wait_final(&self, id: &str) -> String {
+        let t0 = Instant::now();
+        loop {
+            let s = self.stdout("squeue", &["-h", "-j", id, "-o", "%T"]).trim().to_string();
+            if ["COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY"].contains(&s.as_str()) {
+                return s;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(60), "job {id} still {s}\n{}", self.log_tail());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(5) {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn commands_speak_slurm() {
+    let s = Server::start(&[]);
+    let shared = s.shared();
+    std::fs::write(
+        shared.join("job.sh"),
+        "#!/bin/bash\n#SBATCH -J hello\n#SBATCH -n 2 --cpus-per-task=2\n#SBATCH -t 5\n#SBATCH -o out-%j.txt\n#SBATCH -e err-%x.txt\n\n\
+         echo \"id=$SLURM_JOB_ID tasks=$SLURM_NTASKS cpus=$SLURM_CPUS_ON_NODE arg=$1 dir=$(pwd) user=$PROBE\"\n\
+         scontrol show hostnames | wc -l\necho to-stderr >&2\nexit 3\n",
+    )
+    .unwrap();
+    // sbatch prints Slurm's line; --parsable the bare id.
+    let out = Command::new(s.bin.join("sbatch"))
+        .args(["job.sh", "first-arg"])
+        .current_dir(&shared)
+        .env("PROBE", "exported")
+        .env("PATH", format!("{}:{}", s.bin.display(), std::env::var("PATH").unwrap_or_default()))
+        .env("KOALESCE_TOKEN", &s.token)
+        .env("KOALESCE_URL", &s.url)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let line = String::from_utf8(out.stdout).unwrap();
+    let id = line
+        .trim()
+        .strip_prefix("Submitted batch job ")
+        .unwrap_or_else(|| panic!("{line}"))
+        .to_string();
+    let long = s.stdout("sbatch", &["--parsable", "-J", "sleeper", "--wrap", "sleep 30"]);
+    let id2 = long.trim().to_string();
+    assert!(id2.parse::<u64>().is_ok(), "{long}");
+
+    // A failing script: FAILED with its exit code, output where -o/-e said.
+    assert_eq!(s.wait_final(&id), "FAILED");
+    let text = std::fs::read_to_string(shared.join(format!("out-{id}.txt"))).unwrap();
+    assert_eq!(
+        text,
+        format!("id={id} tasks=2 cpus=4 arg=first-arg dir={} user=exported\n1\n", shared.display()),
+        "the environment was exported, the script ran in the submission directory"
+    );
+    assert_eq!(std::fs::read_to_string(shared.join("err-hello.txt")).unwrap(), "to-stderr\n");
+
+    // squeue: the default format (only active jobs), -t all, -O as PSI/J asks, Parsl's form.
+    let t0 = Instant::now();
+    while s.stdout("squeue", &["-h", "-j", &id2, "-o", "%t"]).trim() != "R" {
+        assert!(t0.elapsed() < Duration::from_secs(30), "{}", s.log_tail());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let q = s.stdout("squeue", &[]);
+    let lines: Vec<&str> = q.lines().collect();
+    assert_eq!(
+        lines[0],
+        "             JOBID PARTITION     NAME     USER ST       TIME  NODES NODELIST(REASON)"
+    );
+    assert_eq!(lines.len(), 2, "the failed job is not listed without -t: {q}");
+    let cols: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(
+        (cols[0], cols[2], cols[3], cols[4], cols[6]),
+        (id2.as_str(), "sleeper", "alice", "R", "1")
+    );
+    let q = s.stdout("squeue", &["-O", "JobArrayID,StateCompact,Reason", "-t", "all", "--me"]);
+    let rows: Vec<Vec<&str>> = q.lines().skip(1).map(|l| l.split_whitespace().collect()).collect();
+    assert!(rows.contains(&vec![id.as_str(), "F", "NonZeroExitCode"]), "{q}");
+    assert!(rows.contains(&vec![id2.as_str(), "R", "None"]), "{q}");
+    assert_eq!(
+        s.stdout("squeue", &["--noheader", "--format=%i %t", "--job", &id]),
+        format!("{id} F\n")
+    );
+
+    // sacct: Parsl's query, parsable output with the batch step.
+    assert_eq!(
+        s.stdout("sacct", &["-X", "--noheader", "--format=jobid,state%20", "--job", &id])
+            .split_whitespace()
+            .collect::<Vec<_>>(),
+        [id.as_str(), "FAILED"]
+    );
+    assert_eq!(
+        s.stdout("sacct", &["-P", "-j", &id, "-o", "JobID,JobName,State,ExitCode"]),
+        format!("JobID|JobName|State|ExitCode\n{id}|hello|FAILED|3:0\n{id}.batch|batch|FAILED|3:0\n")
+    );
+
+    // scontrol show job, scancel (again: already finished), squeue's error for unknown ids.
+    let sj = s.stdout("scontrol", &["show", "job", &id]);
+    assert!(sj.starts_with(&format!("JobId={id} JobName=hello\n")), "{sj}");
+    assert!(
+        sj.contains("JobState=FAILED Reason=NonZeroExitCode") && sj.contains("ExitCode=3:0"),
+        "{sj}"
+    );
+    assert!(s.run("scancel", &[&id2]).status.success());
+    assert_eq!(s.wait_final(&id2), "CANCELLED");
+    // As Slurm 22.05: ended and unknown jobs are reported only with -v, exit 0.
+    let again = s.run("scancel", &[&id2]);
+    assert!(again.status.success() && again.stderr.is_empty());
+    let again = s.run("scancel", &["-v", &id2]);
+    assert!(String::from_utf8_lossy(&again.stderr).contains("Job/step already completing or completed"));
+    assert!(s.run("scancel", &["-Q", "-v", &id2]).status.success());
+    let missing = s.run("squeue", &["-j", "9999"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&missing.stderr),
+        "slurm_load_jobs error: Invalid job id specified\n"
+    );
+    let missing = s.run("scancel", &["-v", "9999"]);
+    assert_eq!(missing.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("Kill job error on job id 9999: Invalid job id specified"));
+    let bad = s.run("scancel", &["abc"]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert_eq!(String::from_utf8_lossy(&bad.stderr), "scancel: error: Invalid job id abc\n");
+
+    // What koalesce cannot honour is refused in Slurm's words, before anything is submitted.
+    let before = s.stdout("squeue", &["-h", "-t", "all", "-o", "%i"]);
+    for (args, words) in [
+        (&["--array=1-3", "job.sh"][..], "sbatch: error: koalesce cannot honour --array"),
+        (
+            &["--dependency=afterok:1", "job.sh"],
+            "sbatch: error: koalesce cannot honour --dependency",
+        ),
+        (&["--gres=gpu:1", "job.sh"], "sbatch: error: koalesce cannot honour --gpus/--gres"),
+        (&["-p", "nowhere", "job.sh"], "sbatch: error: invalid partition specified: nowhere"),
+        (&["--frobnicate", "job.sh"], "sbatch: unrecognized option '--frobnicate'"),
+    ] {
+        let o = s.run("sbatch", args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.starts_with(words), "{args:?}: {err}");
+    }
+    std::fs::write(shared.join("noshebang.sh"), "echo hi\n").unwrap();
+    let o = s.run("sbatch", &["noshebang.sh"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("This does not look like a batch script"));
+    assert_eq!(
+        s.stdout("squeue", &["-h", "-t", "all", "-o", "%i"]),
+        before,
+        "nothing was submitted"
+    );
+
+    // -p SITE pins the job; --wait returns the exit code.
+    let o = s.run("sbatch", &["-W", "-p", "leiden", "-o", "/dev/null", "--wrap", "exit 0"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let jid = String::from_utf8_lossy(&o.stdout).trim().rsplit(' ').next().unwrap().to_string();
+    assert_eq!(s.stdout("squeue", &["-h", "-j", &jid, "-o", "%P %T"]), "leiden COMPLETED\n");
+}
+
+/// The venv with the tools (made by python/ci/setup-venv.sh, which CI runs too).
+fn tools_venv(target: &Path) -> PathBuf {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../python/ci/setup-venv.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .env("CARGO_TARGET_DIR", target)
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", script.display()));
+    assert!(
+        out.status.success(),
+        "{} failed (needs python3 with venv, and PyPI): {}",
+        script.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    target.join("py-venv")
+}
+
+#[test]
+fn workflow_tools_run_on_koalesce() {
+    let target = Path::new(BIN).parent().and_then(Path::parent).unwrap().to_path_buf();
+    let venv = tools_venv(&target);
+    let prefix = Command::new(venv.join("bin/python"))
+        .args(["-c", "import sys; print(sys.base_prefix)"])
+        .output()
+        .unwrap();
+    let prefix = PathBuf::from(String::from_utf8(prefix.stdout).unwrap().trim());
+    let s = Server::start(&[prefix, venv.clone()]);
+    let tools_dir = s.shared().join("tools");
+    std::fs::create_dir_all(&tools_dir).unwrap();
+    let path = format!("{}:{}", s.bin.display(), std::env::var("PATH").unwrap_or_default());
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../python/ci/run-tools.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .env("CARGO_TARGET_DIR", &target)
+        .env("KOALESCE_TOOLS_DIR", &tools_dir)
+        .env("KOALESCE_URL", &s.url)
+        .env("KOALESCE_TOKEN", &s.token)
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    println!("{text}");
+    let logs = || {
+        let mut all = String::new();
+        for e in std::fs::read_dir(&tools_dir).unwrap().flatten() {
+            let p = e.path();
+            if p.extension().is_some_and(|x| x == "log") {
+                let t = std::fs::read_to_string(&p).unwrap_or_default();
+                let tail: Vec<&str> = t.lines().rev().take(40).collect();
+                all.push_str(&format!(
+                    "--- {}\n{}\n",
+                    p.display(),
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                ));
+            }
+        }
+        all
+    };
+    assert!(
+        out.status.success(),
+        "run-tools.sh failed:\n{text}\n{}\n{}\nserver:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        logs(),
+        s.log_tail()
+    );
+    // Each part reported its result line.
+    for needle in [
+        "PSI/J test suite, executors koalesce:single,koalesce:multiple:",
+        "PSI/J test suite, executors slurm:single,slurm:multiple:",
+        "dask: 3 workers",
+        "parsl: 12 tasks",
+    ] {
+        assert!(text.contains(needle), "missing '{needle}' in:\n{text}");
+    }
+    assert!(!text.contains(" failed"), "{text}");
+}
