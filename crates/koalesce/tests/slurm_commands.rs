@@ -10,11 +10,16 @@
 //!   (`python/ci/setup-venv.sh`, then `python/ci/run-tools.sh`). It needs Python 3 with venv
 //!   and PyPI (CI installs them); it fails, not skips, without them.
 
+mod slurm_common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_koalesce");
+use slurm_common::BIN;
+
+/// Two local sites.
+const LOCAL_SITES: &str = "[[sites]]\nname = \"vu\"\nprocessors = 8\n[[sites]]\nname = \"leiden\"\nprocessors = 4\n";
 
 /// A `koalesce server` child on a temporary directory, with the Slurm commands installed.
 struct Server {
@@ -26,9 +31,10 @@ struct Server {
 }
 
 impl Server {
-    /// Starts a server with two local sites; jobs may also read `read_only` and write the
-    /// test directory's `shared/` (and `/dev/shm`, which Python's multiprocessing needs).
-    fn start(read_only: &[PathBuf]) -> Server {
+    /// Starts a server with `sites` (TOML `[[sites]]` tables); jobs may also read `read_only`
+    /// and write the test directory's `shared/` (and `/dev/shm`, which Python's
+    /// multiprocessing needs).
+    fn start(sites: &str, read_only: &[PathBuf]) -> Server {
         let dir = tempfile::Builder::new().prefix("koalesce-slurmcmd-").tempdir().unwrap();
         let data = dir.path().join("data");
         let shared = dir.path().join("shared");
@@ -37,8 +43,7 @@ impl Server {
         let ro: Vec<String> = read_only.iter().map(|p| format!("{:?}", p.display().to_string())).collect();
         // Test users have no Unix accounts: as root their jobs run as root (still sandboxed).
         let config = format!(
-            "poll_interval_ms = 50\nallow_root_jobs = true\n\
-             [[sites]]\nname = \"vu\"\nprocessors = 8\n[[sites]]\nname = \"leiden\"\nprocessors = 4\n\
+            "poll_interval_ms = 50\nallow_root_jobs = true\n{sites}\n\
              [scheduler]\nplace_on_submit = true\nmin_claim_retry_ms = 100\n\
              scan_interval = {{ kind = \"fixed\", interval_ms = 100 }}\n\
              [users]\n\"*\" = \"root\"\n[sandbox]\nread_only = [{}]\nread_write = [{:?}, \"/dev/shm\"]\n",
@@ -165,7 +170,7 @@ impl Drop for Server {
 
 #[test]
 fn commands_speak_slurm() {
-    let s = Server::start(&[]);
+    let s = Server::start(LOCAL_SITES, &[]);
     let shared = s.shared();
     std::fs::write(
         shared.join("job.sh"),
@@ -322,8 +327,9 @@ fn tools_venv(target: &Path) -> PathBuf {
     target.join("py-venv")
 }
 
-#[test]
-fn workflow_tools_run_on_koalesce() {
+/// Runs `python/ci/run-tools.sh PARTS...` against a fresh server on `sites` and checks each
+/// part's result line.
+fn run_tools(sites: &str, parts: &[&str]) {
     let target = Path::new(BIN).parent().and_then(Path::parent).unwrap().to_path_buf();
     let venv = tools_venv(&target);
     let prefix = Command::new(venv.join("bin/python"))
@@ -331,13 +337,14 @@ fn workflow_tools_run_on_koalesce() {
         .output()
         .unwrap();
     let prefix = PathBuf::from(String::from_utf8(prefix.stdout).unwrap().trim());
-    let s = Server::start(&[prefix, venv.clone()]);
+    let s = Server::start(sites, &[prefix, venv.clone()]);
     let tools_dir = s.shared().join("tools");
     std::fs::create_dir_all(&tools_dir).unwrap();
     let path = format!("{}:{}", s.bin.display(), std::env::var("PATH").unwrap_or_default());
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../python/ci/run-tools.sh");
     let out = Command::new("bash")
         .arg(&script)
+        .args(parts)
         .env("CARGO_TARGET_DIR", &target)
         .env("KOALESCE_TOOLS_DIR", &tools_dir)
         .env("KOALESCE_URL", &s.url)
@@ -354,11 +361,7 @@ fn workflow_tools_run_on_koalesce() {
             if p.extension().is_some_and(|x| x == "log") {
                 let t = std::fs::read_to_string(&p).unwrap_or_default();
                 let tail: Vec<&str> = t.lines().rev().take(40).collect();
-                all.push_str(&format!(
-                    "--- {}\n{}\n",
-                    p.display(),
-                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-                ));
+                all.push_str(&format!("--- {}\n{}\n", p.display(), tail.into_iter().rev().collect::<Vec<_>>().join("\n")));
             }
         }
         all
@@ -371,13 +374,30 @@ fn workflow_tools_run_on_koalesce() {
         s.log_tail()
     );
     // Each part reported its result line.
-    for needle in [
-        "PSI/J test suite, executors koalesce:single,koalesce:multiple:",
-        "PSI/J test suite, executors slurm:single,slurm:multiple:",
-        "dask: 3 workers",
-        "parsl: 12 tasks",
-    ] {
+    for part in parts {
+        let needle = match *part {
+            "psij-koalesce" => "PSI/J test suite, executors koalesce:single,koalesce:multiple:",
+            "psij-slurm" => "PSI/J test suite, executors slurm:single,slurm:multiple:",
+            "dask" => "dask: 3 workers",
+            "parsl" => "parsl: 12 tasks",
+            other => panic!("unknown part {other}"),
+        };
         assert!(text.contains(needle), "missing '{needle}' in:\n{text}");
     }
     assert!(!text.contains(" failed"), "{text}");
+}
+
+#[test]
+fn workflow_tools_run_on_koalesce() {
+    run_tools(LOCAL_SITES, &["psij-koalesce", "psij-slurm", "dask", "parsl"]);
+}
+
+/// The same tools when koalesce's sites are real Slurm clusters (a test bed of two): every
+/// job is a Slurm job running koalesce's supervisor, which runs the batch step.
+#[test]
+fn workflow_tools_run_on_slurm_sites() {
+    let bed = slurm_common::Bed::up(2, 1, 0);
+    let conf = std::fs::read_to_string(bed.tmp.path().join("bed/server.toml")).unwrap();
+    let sites = &conf[conf.find("[[sites]]").expect("the bed's server.toml has sites")..];
+    run_tools(sites, &["psij-koalesce", "dask", "parsl"]);
 }

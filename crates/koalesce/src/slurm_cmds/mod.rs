@@ -59,8 +59,31 @@ pub fn dispatch(name: &str) -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    if started_by_koalesce() {
+        // A koalesce server whose Slurm sites' commands resolve to these would submit to
+        // itself without end.
+        eprintln!(
+            "{name}: error: this is koalesce's {name}, started by koalesce itself: put the real Slurm commands first on the koalesce server's PATH"
+        );
+        return ExitCode::from(1);
+    }
     let invoked = invoked_path(&argv0);
     run_named(name, &rest, invoked.as_deref())
+}
+
+/// Whether the parent process is a koalesce server of this same binary.
+fn started_by_koalesce() -> bool {
+    let parent = std::os::unix::process::parent_id();
+    let same_binary = match (
+        std::fs::read_link("/proc/self/exe"),
+        std::fs::read_link(format!("/proc/{parent}/exe")),
+    ) {
+        (Ok(me), Ok(p)) => me == p,
+        _ => false,
+    };
+    same_binary
+        && std::fs::read(format!("/proc/{parent}/cmdline"))
+            .is_ok_and(|c| c.split(|b| *b == 0).nth(1) == Some(b"server".as_slice()))
 }
 
 /// Runs the Slurm command `name` with `args` (without argv\[0\]).
