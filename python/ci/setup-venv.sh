@@ -12,6 +12,10 @@ target="${CARGO_TARGET_DIR:-$root/target}"
 venv="$target/py-venv"
 py="${KOALESCE_PYTHON:-python3}"
 stamp="$venv/.koalesce-requirements"
+# Tests running at once share the venv: one of them builds it.
+mkdir -p "$target"
+exec 9>"$target/py-venv.lock"
+flock 9
 want="$(cat "$root/python/ci/requirements.txt")"
 if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   rm -rf "$venv"
@@ -19,8 +23,12 @@ if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; 
   "$venv/bin/pip" install -q --disable-pip-version-check -r "$root/python/ci/requirements.txt"
   printf '%s' "$want" > "$stamp"
 fi
-# Our executor: always reinstalled (it is part of this repository).
-"$venv/bin/pip" install -q --disable-pip-version-check --no-deps --force-reinstall "$root/python"
+# Our executor: reinstalled whenever its sources changed.
+src_hash="$(cd "$root/python" && find pyproject.toml README.md src -type f ! -path '*__pycache__*' | sort | xargs sha256sum | sha256sum)"
+if [ "$(cat "$venv/.koalesce-executor" 2>/dev/null)" != "$src_hash" ]; then
+  "$venv/bin/pip" install -q --disable-pip-version-check --no-deps --force-reinstall "$root/python"
+  printf '%s' "$src_hash" > "$venv/.koalesce-executor"
+fi
 tests="$target/psij-tests"
 if [ ! -f "$tests/.complete" ]; then
   rm -rf "$tests" && mkdir -p "$tests/dl"
