@@ -361,7 +361,11 @@ fn run_tools(sites: &str, parts: &[&str]) {
             if p.extension().is_some_and(|x| x == "log") {
                 let t = std::fs::read_to_string(&p).unwrap_or_default();
                 let tail: Vec<&str> = t.lines().rev().take(40).collect();
-                all.push_str(&format!("--- {}\n{}\n", p.display(), tail.into_iter().rev().collect::<Vec<_>>().join("\n")));
+                all.push_str(&format!(
+                    "--- {}\n{}\n",
+                    p.display(),
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                ));
             }
         }
         all

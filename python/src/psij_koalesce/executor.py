@@ -67,6 +67,8 @@ _STATES = {
     'running': JobState.ACTIVE,
     'succeeded': JobState.COMPLETED,
     'failed': JobState.FAILED,
+    'timeout': JobState.FAILED,
+    'out_of_memory': JobState.FAILED,
     'cancelled': JobState.CANCELED,
 }
 

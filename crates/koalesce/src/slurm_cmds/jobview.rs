@@ -179,6 +179,9 @@ impl SlurmJob {
             "running" => (State::Running, "None"),
             "succeeded" => (State::Completed, "None"),
             "cancelled" => (State::Cancelled, "None"),
+            // The limit states of servers that report them by name (issue 11).
+            "timeout" => (State::Timeout, "TimeLimit"),
+            "out_of_memory" => (State::OutOfMemory, "OutOfMemory"),
             _ => classify_failure(failure.as_deref(), &exit_codes),
         };
         let exit_code = match state {
@@ -286,6 +289,8 @@ mod tests {
             ("running", "RUNNING", "R"),
             ("succeeded", "COMPLETED", "CD"),
             ("cancelled", "CANCELLED", "CA"),
+            ("timeout", "TIMEOUT", "TO"),
+            ("out_of_memory", "OUT_OF_MEMORY", "OOM"),
         ] {
             let j = SlurmJob::new(&summary(k), None);
             assert_eq!((j.state.long(), j.state.short()), (long, short), "{k}");

@@ -81,9 +81,7 @@ fn started_by_koalesce() -> bool {
         (Ok(me), Ok(p)) => me == p,
         _ => false,
     };
-    same_binary
-        && std::fs::read(format!("/proc/{parent}/cmdline"))
-            .is_ok_and(|c| c.split(|b| *b == 0).nth(1) == Some(b"server".as_slice()))
+    same_binary && std::fs::read(format!("/proc/{parent}/cmdline")).is_ok_and(|c| c.split(|b| *b == 0).nth(1) == Some(b"server".as_slice()))
 }
 
 /// Runs the Slurm command `name` with `args` (without argv\[0\]).
