@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs code no one at koalesce wrote against a running koalesce server:
+# Runs the PSI/J executor's own unit tests (python/tests, no server), then code no one at
+# koalesce wrote against a running koalesce server:
 #   1. PSI/J's own test suite with the `koalesce` executor (launchers single and multiple);
 #   2. PSI/J's own test suite with its `slurm` executor, driving koalesce's sbatch/squeue/scancel;
 #   3. dask-jobqueue's SLURMCluster: 3 workers as koalesce jobs compute a sum;
@@ -7,7 +8,7 @@
 # Needs: KOALESCE_URL, KOALESCE_TOKEN (or the commands' koalesce-client.toml), koalesce's Slurm
 # commands first on PATH, KOALESCE_TOOLS_DIR (a scratch directory the server's jobs may write:
 # it becomes HOME), the venv from setup-venv.sh ($KOALESCE_VENV, default target/py-venv).
-# Usage: run-tools.sh [psij-koalesce] [psij-slurm] [dask] [parsl]   (default: all four)
+# Usage: run-tools.sh [unit] [psij-koalesce] [psij-slurm] [dask] [parsl]   (default: all)
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 target="${CARGO_TARGET_DIR:-$root/target}"
@@ -20,7 +21,7 @@ mkdir -p "$HOME"
 export PATH="$venv/bin:$PATH"
 py="$venv/bin/python"
 parts=("$@")
-[ ${#parts[@]} -eq 0 ] && parts=(psij-koalesce psij-slurm dask parsl)
+[ ${#parts[@]} -eq 0 ] && parts=(unit psij-koalesce psij-slurm dask parsl)
 failed=()
 summary=()
 psij() {
@@ -38,6 +39,8 @@ psij() {
 for p in "${parts[@]}"; do
   t0=$(date +%s)
   case "$p" in
+    unit) "$py" -m pytest -p no:cacheprovider -q "$root/python/tests" > "$KOALESCE_TOOLS_DIR/unit.log" 2>&1; rc=$?
+          summary+=("executor unit tests: $(grep -E "[0-9]+ (passed|failed)" "$KOALESCE_TOOLS_DIR/unit.log" | tail -1)"); (exit $rc) ;;
     psij-koalesce) psij koalesce:single,koalesce:multiple ;;
     psij-slurm) psij slurm:single,slurm:multiple -p psij_poll_interval ;;
     dask) (cd "$KOALESCE_TOOLS_DIR" && timeout 300 "$py" "$root/python/ci/dask_slurm.py" 2>"$KOALESCE_TOOLS_DIR/dask.log") \

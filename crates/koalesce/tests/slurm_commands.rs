@@ -380,6 +380,7 @@ fn run_tools(sites: &str, parts: &[&str]) {
     // Each part reported its result line.
     for part in parts {
         let needle = match *part {
+            "unit" => "executor unit tests: ",
             "psij-koalesce" => "PSI/J test suite, executors koalesce:single,koalesce:multiple:",
             "psij-slurm" => "PSI/J test suite, executors slurm:single,slurm:multiple:",
             "dask" => "dask: 3 workers",
@@ -393,7 +394,7 @@ fn run_tools(sites: &str, parts: &[&str]) {
 
 #[test]
 fn workflow_tools_run_on_koalesce() {
-    run_tools(LOCAL_SITES, &["psij-koalesce", "psij-slurm", "dask", "parsl"]);
+    run_tools(LOCAL_SITES, &["unit", "psij-koalesce", "psij-slurm", "dask", "parsl"]);
 }
 
 /// The same tools when koalesce's sites are real Slurm clusters (a test bed of two): every
