@@ -15,7 +15,7 @@ pub struct JobSummary {
     pub id: u64,
     pub name: String,
     pub user: String,
-    /// queued, placed, claimed, running, succeeded, failed, cancelled.
+    /// queued, placed, claimed, running, succeeded, failed, timeout, out_of_memory, cancelled.
     pub state: String,
     /// super-high, high, low, super-low (anti-starvation may have raised it).
     pub priority: String,
@@ -39,9 +39,10 @@ impl JobSummary {
     }
 }
 
-/// Whether a job state is final (`succeeded`, `failed`, `cancelled`).
+/// Whether a job state is final (`succeeded`, `failed`, `timeout`, `out_of_memory`,
+/// `cancelled`).
 pub fn is_final_state(state: &str) -> bool {
-    matches!(state, "succeeded" | "failed" | "cancelled")
+    koalesce_core::JobState::TERMINAL_NAMES.contains(&state)
 }
 
 /// The job's timeline (003 §4.1): instants and the derived durations.
@@ -55,7 +56,7 @@ pub struct Timeline {
     pub claimed: Option<u64>,
     pub started: Option<u64>,
     pub finished: Option<u64>,
-    /// File transfer time (estimate at placement).
+    /// File transfer time (estimate at placement); 0 and meaningless until `placed` is set.
     pub ftt_ms: u64,
     /// Processor gained time, JCT − JPT.
     pub pgt_ms: Option<u64>,

@@ -153,6 +153,9 @@ pub enum DescriptionError {
 /// Default runtime estimate when the user gives none.
 pub const DEFAULT_RUNTIME_MS: Millis = 3_600_000;
 
+/// The smallest `memory` accepted (a process does not start in less).
+pub const MIN_MEMORY_BYTES: u64 = 1 << 20;
+
 impl JobDescription {
     /// Parses TOML text: syntax errors are `Malformed`, schema errors (unknown key, wrong type,
     /// missing field) are `Invalid` and name the field.
@@ -236,7 +239,15 @@ impl JobDescription {
             }
         }
         if let Some(m) = &self.memory {
-            parse_size(m).map_err(|e| format!("field 'memory': {e}"))?;
+            let bytes = parse_size(m).map_err(|e| format!("field 'memory': {e}"))?;
+            if bytes < MIN_MEMORY_BYTES {
+                return Err(format!("field 'memory': '{m}' is below the least a process needs (1M)"));
+            }
+        }
+        if let Some(w) = &self.walltime {
+            if parse_duration(w).map_err(|e| format!("field 'walltime': {e}"))? == 0 {
+                return Err("field 'walltime': must be longer than 0".into());
+            }
         }
         self.limits.check()?;
         for (field, v) in [("requirements", &self.requirements), ("rank", &self.rank)] {
@@ -311,6 +322,30 @@ impl JobDescription {
             arguments,
             environment,
         }
+    }
+
+    /// The wall-time limit of each component: `walltime`, else the runtime estimate (the
+    /// default one when none is given) times `factor`, as a site's default time limit. `None`
+    /// when `factor` is 0 or less and no `walltime` is given (no limit).
+    pub fn walltime_ms(&self, factor: f64) -> Option<Millis> {
+        if let Some(w) = self.walltime.as_deref().and_then(|w| parse_duration(w).ok()) {
+            return Some(w);
+        }
+        if factor.is_nan() || factor <= 0.0 {
+            return None;
+        }
+        let estimate = self
+            .runtime_estimate
+            .as_deref()
+            .and_then(|r| parse_duration(r).ok())
+            .unwrap_or(DEFAULT_RUNTIME_MS);
+        Some((estimate as f64 * factor).ceil().min(Millis::MAX as f64) as Millis)
+    }
+
+    /// The memory limit of a component of `processors` processors: `memory` per processor.
+    pub fn memory_limit(&self, processors: u32) -> Option<u64> {
+        let per = parse_size(self.memory.as_deref()?).ok()?;
+        Some(per.saturating_mul(u64::from(processors.max(1))))
     }
 
     /// The description as native TOML (what `koalesce convert` prints).
@@ -470,6 +505,24 @@ arguments = ["--worker"]
         let p1 = d.process(1, &rt);
         assert_eq!(p1.arguments, ["--worker"]);
         assert!(!p1.environment.contains_key("ROLE"));
+    }
+
+    #[test]
+    fn walltime_defaults_to_the_estimate_times_the_factor() {
+        let base = "name='a'\nexecutable='/bin/true'\n";
+        let comp = "[[components]]\nprocessors=4\n";
+        let d = |line: &str| JobDescription::parse(&format!("{base}{line}\n{comp}")).unwrap();
+        assert_eq!(d("walltime = '90s'").walltime_ms(2.0), Some(90_000), "walltime wins");
+        assert_eq!(d("runtime_estimate = '3s'").walltime_ms(2.0), Some(6_000));
+        assert_eq!(d("runtime_estimate = '3s'").walltime_ms(1.5), Some(4_500));
+        assert_eq!(d("").walltime_ms(2.0), Some(2 * DEFAULT_RUNTIME_MS));
+        assert_eq!(d("").walltime_ms(0.0), None, "factor 0: no default limit");
+        assert_eq!(d("memory = '2G'").memory_limit(4), Some(8 << 30), "memory is per processor");
+        assert_eq!(d("").memory_limit(4), None);
+        for (line, want) in [("memory = '0'", "memory"), ("walltime = '0s'", "walltime")] {
+            let e = JobDescription::parse(&format!("{base}{line}\n{comp}")).unwrap_err().to_string();
+            assert!(e.contains(want), "{line}: {e}");
+        }
     }
 
     #[test]

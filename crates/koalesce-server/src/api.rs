@@ -52,7 +52,7 @@ impl IntoResponse for ApiError {
     }
 }
 
-fn err(code: StatusCode, msg: impl Into<String>) -> ApiError {
+pub(crate) fn err(code: StatusCode, msg: impl Into<String>) -> ApiError {
     ApiError(code, msg.into())
 }
 
@@ -63,7 +63,7 @@ pub struct Caller {
     pub admin: bool,
 }
 
-fn authenticate(s: &Shared, headers: &HeaderMap) -> R<Caller> {
+pub(crate) fn authenticate(s: &Shared, headers: &HeaderMap) -> R<Caller> {
     let unauthorized = || {
         err(
             StatusCode::UNAUTHORIZED,
@@ -141,12 +141,13 @@ pub fn router(shared: S) -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route("/metrics", get(metrics))
         .route("/api/v1/openapi.json", get(|| async { Json(crate::openapi::document()) }))
-        .route("/api/v1/jobs", post(submit).get(list_jobs))
+        .route("/api/v1/jobs", post(submit).get(crate::job_list::list_jobs))
         .route("/api/v1/jobs/{id}", get(get_job))
         .route("/api/v1/jobs/{id}/cancel", post(cancel_job))
+        .route("/api/v1/jobs/{id}/logs", get(crate::api_output::job_logs))
         .route("/api/v1/sites", get(sites))
         .route("/api/v1/files", get(list_files).post(add_file))
-        .route("/api/v1/files/{*name}", axum::routing::delete(delete_file))
+        .route("/api/v1/files/{*name}", get(crate::api_output::get_file).delete(delete_file))
         .route("/api/v1/tokens", get(list_tokens))
         .route("/api/v1/tokens/{id}", axum::routing::delete(revoke_token))
         .fallback(|| async { err(StatusCode::NOT_FOUND, "no such endpoint") })
@@ -231,16 +232,10 @@ async fn submit(AxState(s): AxState<S>, req: Request) -> R<Response> {
     }
 }
 
-#[derive(Deserialize)]
-struct ListQuery {
-    state: Option<String>,
-    all: Option<bool>,
-}
-
-const STATES: [&str; 7] = ["queued", "placed", "claimed", "running", "succeeded", "failed", "cancelled"];
+const STATES: [&str; 9] = koalesce_core::JobState::NAMES;
 
 /// Renders the jobs the core holds (live ones, and ended ones not yet forgotten).
-fn live_details(s: &Shared, filter: impl Fn(u64, &JobMeta) -> bool) -> Vec<JobDetail> {
+pub(crate) fn live_details(s: &Shared, filter: impl Fn(u64, &JobMeta) -> bool) -> Vec<JobDetail> {
     let st = s.lock();
     st.meta
         .iter()
@@ -250,51 +245,15 @@ fn live_details(s: &Shared, filter: impl Fn(u64, &JobMeta) -> bool) -> Vec<JobDe
 }
 
 /// Reads from the store on the blocking pool.
-async fn read_store<T: Send + 'static>(s: &S, f: impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<T> + Send + 'static) -> R<T> {
+pub(crate) async fn read_store<T: Send + 'static>(
+    s: &S,
+    f: impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<T> + Send + 'static,
+) -> R<T> {
     let store = s.store.clone();
     tokio::task::spawn_blocking(move || store.read(f))
         .await
         .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
         .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
-}
-
-async fn list_jobs(
-    AxState(s): AxState<S>,
-    headers: HeaderMap,
-    q: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
-) -> R<Json<Vec<JobSummary>>> {
-    let caller = authenticate(&s, &headers)?;
-    let Query(q) = q.map_err(|e| err(StatusCode::BAD_REQUEST, format!("query: {e}")))?;
-    if let Some(st) = &q.state {
-        if !STATES.contains(&st.as_str()) {
-            return Err(err(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                format!("parameter 'state': unknown state '{st}' (expected one of {})", STATES.join(", ")),
-            ));
-        }
-    }
-    let all = caller.admin && q.all.unwrap_or(false);
-    let live: Vec<JobSummary> = live_details(&s, |_, m| all || m.user == caller.user)
-        .into_iter()
-        .filter(|d| q.state.as_deref().is_none_or(|want| d.state == want))
-        .map(|d| d.summary())
-        .collect();
-    // Ended jobs the core let go are in the store (a job in both is shown as the core has it).
-    let wanted_ended = q.state.as_deref().is_none_or(|w| store::ENDED.contains(&w));
-    let mut out: std::collections::BTreeMap<u64, JobSummary> = std::collections::BTreeMap::new();
-    if wanted_ended {
-        let (user, state) = ((!all).then(|| caller.user.clone()), q.state.clone());
-        let rows = read_store(&s, move |c| store::load_ended(c, user.as_deref(), state.as_deref())).await?;
-        for (id, detail) in rows {
-            if let Ok(d) = serde_json::from_str::<JobDetail>(&detail) {
-                out.insert(id, d.summary());
-            }
-        }
-    }
-    for j in live {
-        out.insert(j.id, j);
-    }
-    Ok(Json(out.into_values().collect()))
 }
 
 fn parse_id(raw: &str) -> R<u64> {
@@ -304,7 +263,7 @@ fn parse_id(raw: &str) -> R<u64> {
 
 /// A job as the caller may see it: from the core, else from the store; 404 for another
 /// user's job (so ids do not leak).
-async fn find_job(s: &S, caller: &Caller, id: u64) -> R<JobDetail> {
+pub(crate) async fn find_job(s: &S, caller: &Caller, id: u64) -> R<JobDetail> {
     let not_found = || err(StatusCode::NOT_FOUND, format!("job {id} not found"));
     if let Some(d) = live_details(s, |j, _| j == id).pop() {
         return if caller.admin || d.user == caller.user {

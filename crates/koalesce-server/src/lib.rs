@@ -80,12 +80,14 @@
 
 pub mod agent;
 pub mod api;
+pub mod api_output;
 pub mod backend;
 pub mod bench;
 pub mod cgroup;
 pub mod config;
 pub mod daemon;
 pub mod dataplane;
+pub mod job_list;
 pub use koalesce_api::jobdesc;
 pub mod listener;
 pub mod local;

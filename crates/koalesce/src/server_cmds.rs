@@ -36,8 +36,12 @@ pub struct ServerArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum TokenCommand {
-    /// Create a token for USER and print it (only its SHA-256 is stored).
+    /// Create a token for USER and print it (only its SHA-256 is stored), on the server's
+    /// machine: `koalesce token create alice --data-dir /var/lib/koalesce [--admin]
+    /// [--expires 30d]`. Give it to the user as KOALESCE_TOKEN.
     Create {
+        /// The koalesce user the token acts as (jobs and tokens belong to users).
+        #[arg(value_name = "USER")]
         user: String,
         /// The token may see and act on every user's jobs and tokens.
         #[arg(long)]
@@ -45,7 +49,9 @@ pub enum TokenCommand {
         /// The token stops working after this long (e.g. 30d, 12h, 1w); default: never.
         #[arg(long, value_name = "DURATION", value_parser = parse_lifetime)]
         expires: Option<std::time::Duration>,
-        #[arg(long)]
+        /// The server's data directory (its database holds the tokens; a running server sees
+        /// a new token at once).
+        #[arg(long, value_name = "DIR")]
         data_dir: PathBuf,
     },
     /// List tokens (id, user, admin, created, expires; never the tokens themselves): from

@@ -323,7 +323,9 @@ pub fn prepare_launch(shared: &Arc<Shared>, st: &mut State, job: u64) {
                 executable: process.executable,
                 arguments: process.arguments,
                 environment,
-                time_limit_ms: core_job.spec.runtime_estimate_ms,
+                time_limit_ms: meta.desc.walltime_ms(shared.config.walltime_factor).unwrap_or(0),
+                memory_limit: meta.desc.memory_limit(c.processors),
+                working_directory: meta.desc.working_directory.clone(),
             },
         ));
         rows.push(LaunchRow {
@@ -612,13 +614,35 @@ pub async fn poll_running(shared: Arc<Shared>) {
         let (outcome, exit_code, note) = match state {
             LrmState::Completed => (ComponentOutcome::Success, Some(0), None),
             LrmState::Failed { exit_code, reason } => (ComponentOutcome::ApplicationError, exit_code.or(Some(-1)), Some(reason.clone())),
+            LrmState::Timeout { reason } => {
+                let limit = st
+                    .meta
+                    .get(&job)
+                    .and_then(|m| m.desc.walltime_ms(shared.config.walltime_factor))
+                    .map(|ms| format!(" ({})", koalesce_api::duration::format_ms(ms)))
+                    .unwrap_or_default();
+                (ComponentOutcome::Timeout, None, Some(format!("{reason}{limit}")))
+            }
+            LrmState::OutOfMemory { reason } => {
+                let limit = st
+                    .meta
+                    .get(&job)
+                    .and_then(|m| m.desc.memory.clone())
+                    .map(|m| format!(" ({m} per processor)"))
+                    .unwrap_or_default();
+                (ComponentOutcome::OutOfMemory, None, Some(format!("{reason}{limit}")))
+            }
             LrmState::NodeFail { reason } => (ComponentOutcome::SoftError, None, Some(reason.clone())),
             other => (ComponentOutcome::SoftError, None, Some(format!("{other:?}"))),
         };
         let site_name = &shared.site(site).name;
         if let Some(meta) = st.meta.get_mut(&job) {
             meta.component_mut(comp as usize).exit_code = exit_code;
-            if outcome == ComponentOutcome::ApplicationError && meta.failure.is_none() && meta.desc.runner != Runner::Bag {
+            let fails_job = matches!(
+                outcome,
+                ComponentOutcome::ApplicationError | ComponentOutcome::Timeout | ComponentOutcome::OutOfMemory
+            );
+            if fails_job && meta.failure.is_none() && meta.desc.runner != Runner::Bag {
                 meta.failure = Some(format!("component {comp} at {site_name}: {}", note.clone().unwrap_or_default()));
             }
         }

@@ -153,6 +153,8 @@ mod tests {
             arguments: args.iter().map(|s| s.to_string()).collect(),
             environment: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>(),
             time_limit_ms: 90_000,
+            memory_limit: None,
+            working_directory: None,
         }
     }
 
