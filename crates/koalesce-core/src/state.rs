@@ -54,6 +54,9 @@ impl std::fmt::Display for FailureReason {
 pub enum JobState {
     /// In a placement queue, waiting for a successful placement.
     Queued,
+    /// Not eligible for placement: held by its user, or waiting for jobs it depends on (see
+    /// [`crate::scheduler::Gate`]). Released into the placement queue.
+    Held,
     /// Placed; in the claiming queue (or holding reservations) until every component is claimed.
     Placed,
     /// Every component holds its processors; waiting for input files / the start barrier.
@@ -67,7 +70,8 @@ pub enum JobState {
 
 impl JobState {
     /// Every state name [`JobState::name`] gives, in lifecycle order (the API's `state` values).
-    pub const NAMES: [&'static str; 9] = [
+    pub const NAMES: [&'static str; 10] = [
+        "held",
         "queued",
         "placed",
         "claimed",
@@ -89,6 +93,7 @@ impl JobState {
     pub fn name(self) -> &'static str {
         match self {
             JobState::Queued => "queued",
+            JobState::Held => "held",
             JobState::Placed => "placed",
             JobState::Claimed => "claimed",
             JobState::Running => "running",
@@ -108,7 +113,7 @@ impl JobState {
             (s, _) if s.is_terminal() => false,
             (_, Cancelled) => true,
             (_, Failed(_)) => true,
-            (Queued, Placed) => true,
+            (Queued, Placed) | (Queued, Held) | (Held, Queued) => true,
             (Placed, Claimed) | (Placed, Queued) => true,
             (Claimed, Running) | (Claimed, Queued) => true,
             (Running, Succeeded) | (Running, Queued) => true,

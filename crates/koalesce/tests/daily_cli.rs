@@ -83,7 +83,9 @@ fn logs_status_and_files_get_work_from_the_command_line() {
     let (_, out, _) = cli(&srv, &tok, &["status", &id.to_string()]);
     let status = text(&out);
     assert!(
-        status.contains(&format!("component 0 stdout (last 10 of 25 lines; all: koalesce logs {id} --component 0):")),
+        status.contains(&format!(
+            "component 0 stdout (last 10 of 25 lines; all: koalesce logs {id} --component 0):"
+        )),
         "{status}"
     );
     assert!(status.contains("  | line 25\n") && !status.contains("  | line 15\n"), "{status}");
@@ -92,7 +94,11 @@ fn logs_status_and_files_get_work_from_the_command_line() {
     // files get: the output, to a chosen path, into a directory and to stdout.
     let name = format!("{id}/r.txt");
     let t0 = Instant::now();
-    while cli(&srv, &tok, &["files", "ls", "--json"]).1.windows(name.len()).all(|w| w != name.as_bytes()) {
+    while cli(&srv, &tok, &["files", "ls", "--json"])
+        .1
+        .windows(name.len())
+        .all(|w| w != name.as_bytes())
+    {
         assert!(t0.elapsed() < Duration::from_secs(10), "output not registered");
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -167,7 +173,10 @@ fn help_texts_say_what_the_commands_take() {
         text(&out.stdout)
     };
     let token = help(&["token", "create"]);
-    assert!(token.contains("<USER>") && token.contains("The koalesce user the token acts as"), "{token}");
+    assert!(
+        token.contains("<USER>") && token.contains("The koalesce user the token acts as"),
+        "{token}"
+    );
     assert!(token.contains("--data-dir <DIR>") && token.contains("data directory"), "{token}");
     let add = help(&["files", "add"]);
     assert!(add.contains("one more") && add.contains("replica") && add.contains("409"), "{add}");

@@ -122,6 +122,7 @@ impl Scheduler {
         if !self.jobs.get(&job)?.state.is_terminal() {
             return None;
         }
+        self.dependents.remove(&job);
         self.jobs.remove(&job)
     }
 
@@ -297,6 +298,9 @@ impl Scheduler {
             to,
             at: now,
         });
+        if to == JobState::Running || to.is_terminal() {
+            self.dependency_event(now, id, to);
+        }
     }
 }
 
