@@ -30,6 +30,8 @@ pub struct JobSummary {
     pub finished_ms: Option<u64>,
     /// Whether the job succeeded, once it ended.
     pub exit_ok: Option<bool>,
+    /// Why a held job waits (`held by its user`, `waiting for afterok:12`), as squeue's REASON.
+    pub reason: Option<String>,
 }
 
 impl JobSummary {
@@ -105,6 +107,8 @@ pub struct JobDetail {
     pub failure: Option<String>,
     /// Logical names of the registered outputs (`<job-id>/<name>`).
     pub outputs: Vec<String>,
+    /// Why a held job waits (`held by its user`, `waiting for afterok:12`).
+    pub reason: Option<String>,
 }
 
 impl JobDetail {
@@ -123,6 +127,7 @@ impl JobDetail {
             started_ms: self.started_ms,
             finished_ms: self.finished_ms,
             exit_ok: self.exit_ok,
+            reason: self.reason.clone(),
         }
     }
 }

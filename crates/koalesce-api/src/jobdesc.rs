@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 
 use koalesce_core::expr::Expr;
 use koalesce_core::model::{ComponentSpec, FileMode, FlexibleRequest, PolicyKind};
-use koalesce_core::{JobSpec, Millis, Priority, SiteId};
+use koalesce_core::scheduler::{Dependency, DependencyKind};
+use koalesce_core::{JobId, JobSpec, Millis, Priority, SiteId};
 use serde::{Deserialize, Serialize};
 
 use crate::fields::{check_relative_path, check_runtime_refs, expand_runtime, parse_size};
@@ -131,6 +132,18 @@ pub struct JobDescription {
     pub flexible: Option<FlexibleDescription>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub components: Vec<ComponentDescription>,
+    /// Start once these jobs started (Slurm's `--dependency=after:ID`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<u64>,
+    /// Start once these jobs ended, however (`afterany`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub afterany: Vec<u64>,
+    /// Start once these jobs succeeded (`afterok`); if one does not, this job fails.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub afterok: Vec<u64>,
+    /// Start once these jobs ended without success (`afternotok`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub afternotok: Vec<u64>,
 }
 
 /// What one component runs, with overrides applied and runtime variables expanded.
@@ -250,6 +263,16 @@ impl JobDescription {
             }
         }
         self.limits.check()?;
+        for (field, ids) in [
+            ("after", &self.after),
+            ("afterany", &self.afterany),
+            ("afterok", &self.afterok),
+            ("afternotok", &self.afternotok),
+        ] {
+            if ids.contains(&0) {
+                return Err(format!("field '{field}': job ids start at 1"));
+            }
+        }
         for (field, v) in [("requirements", &self.requirements), ("rank", &self.rank)] {
             if let Some(v) = v {
                 Expr::compile(v).map_err(|e| format!("field '{field}': {e}"))?;
@@ -322,6 +345,23 @@ impl JobDescription {
             arguments,
             environment,
         }
+    }
+
+    /// The job's dependencies as the fields `after`, `afterany`, `afterok`, `afternotok` give
+    /// them (duplicates dropped).
+    pub fn dependencies(&self) -> Vec<Dependency> {
+        let mut out: Vec<Dependency> = [
+            (DependencyKind::After, &self.after),
+            (DependencyKind::AfterAny, &self.afterany),
+            (DependencyKind::AfterOk, &self.afterok),
+            (DependencyKind::AfterNotOk, &self.afternotok),
+        ]
+        .into_iter()
+        .flat_map(|(kind, ids)| ids.iter().map(move |&id| Dependency { job: JobId(id), kind }))
+        .collect();
+        out.sort();
+        out.dedup();
+        out
     }
 
     /// The wall-time limit of each component: `walltime`, else the runtime estimate (the
@@ -557,5 +597,56 @@ arguments = ["--worker"]
             let e = JobDescription::parse(&format!("{base}{line}\n{comp}")).unwrap_err().to_string();
             assert!(e.contains(want), "{line}: {e}");
         }
+    }
+}
+
+/// Parses Slurm's dependency syntax, `KIND:ID[:ID...][,KIND:ID...]` (`afterok:12:13,after:9`;
+/// kinds after, afterany, afterok, afternotok; `?` as Slurm's "any of" is not supported).
+pub fn parse_dependency_list(text: &str) -> Result<Vec<Dependency>, String> {
+    let mut out = Vec::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let mut fields = part.split(':');
+        let kind_name = fields.next().unwrap_or_default();
+        let kind = DependencyKind::ALL
+            .into_iter()
+            .find(|k| k.name() == kind_name.to_ascii_lowercase())
+            .ok_or_else(|| format!("dependency '{part}': unknown kind '{kind_name}' (after, afterany, afterok, afternotok)"))?;
+        let mut any = false;
+        for id in fields {
+            let job: u64 = id
+                .trim()
+                .parse()
+                .ok()
+                .filter(|&n| n > 0)
+                .ok_or_else(|| format!("dependency '{part}': '{id}' is not a job id"))?;
+            out.push(Dependency { job: JobId(job), kind });
+            any = true;
+        }
+        if !any {
+            return Err(format!("dependency '{part}': no job id (e.g. {kind_name}:12)"));
+        }
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod dependency_tests {
+    use super::*;
+
+    #[test]
+    fn slurm_syntax_and_fields_agree() {
+        let d = parse_dependency_list("afterok:12:13, after:9,afterok:12").unwrap();
+        let names: Vec<String> = d.iter().map(|d| d.to_string()).collect();
+        assert_eq!(names, ["after:9", "afterok:12", "afterok:13"]);
+        for bad in ["afterok", "later:3", "afterok:x", "afterok:0"] {
+            assert!(parse_dependency_list(bad).is_err(), "{bad}");
+        }
+        let desc =
+            JobDescription::parse("name='a'\nexecutable='/bin/true'\nafterok=[13,12]\nafter=[9]\n[[components]]\nprocessors=1\n").unwrap();
+        assert_eq!(desc.dependencies(), d);
+        let e = JobDescription::parse("name='a'\nexecutable='/bin/true'\nafterany=[0]\n[[components]]\nprocessors=1\n").unwrap_err();
+        assert!(e.to_string().contains("afterany"), "{e}");
     }
 }

@@ -145,6 +145,8 @@ pub fn router(shared: S) -> Router {
         .route("/api/v1/jobs/{id}", get(get_job))
         .route("/api/v1/jobs/{id}/cancel", post(cancel_job))
         .route("/api/v1/jobs/{id}/logs", get(crate::api_output::job_logs))
+        .route("/api/v1/jobs/{id}/hold", post(crate::api_jobctl::hold_job))
+        .route("/api/v1/jobs/{id}/release", post(crate::api_jobctl::release_job))
         .route("/api/v1/sites", get(sites))
         .route("/api/v1/files", get(list_files).post(add_file))
         .route("/api/v1/files/{*name}", get(crate::api_output::get_file).delete(delete_file))
@@ -163,14 +165,39 @@ pub fn router(shared: S) -> Router {
 
 // ----- jobs ---------------------------------------------------------------------------
 
+/// `POST /api/v1/jobs?hold=true&dependency=afterok:12`: the query's options of a submission.
+#[derive(Deserialize, Default)]
+struct SubmitQuery {
+    hold: Option<bool>,
+    dependency: Option<String>,
+}
+
 async fn submit(AxState(s): AxState<S>, req: Request) -> R<Response> {
     let caller = authenticate(&s, req.headers())?;
+    let q: SubmitQuery = match req.uri().query() {
+        Some(text) => Query::<SubmitQuery>::try_from_uri(req.uri())
+            .map(|Query(q)| q)
+            .map_err(|e| err(StatusCode::BAD_REQUEST, format!("query '{text}': {e}")))?,
+        None => SubmitQuery::default(),
+    };
+    let extra = koalesce_api::jobdesc::parse_dependency_list(q.dependency.as_deref().unwrap_or(""))
+        .map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, format!("parameter 'dependency': {e}")))?;
     let body = read_body(&s, req).await?;
     let text = std::str::from_utf8(&body).map_err(|_| err(StatusCode::BAD_REQUEST, "body: not UTF-8 text"))?;
     let desc = JobDescription::parse(text).map_err(|e| match e {
         DescriptionError::Malformed(m) => err(StatusCode::BAD_REQUEST, format!("malformed TOML: {m}")),
         DescriptionError::Invalid(m) => err(StatusCode::UNPROCESSABLE_ENTITY, m),
     })?;
+    let mut deps = desc.dependencies();
+    deps.extend(extra);
+    deps.sort();
+    deps.dedup();
+    let stored = if deps.is_empty() {
+        Default::default()
+    } else {
+        let d = deps.clone();
+        read_store(&s, move |c| crate::api_jobctl::stored_jobs(c, &d)).await?
+    };
     let (id, rx) = {
         let mut guard = s.lock();
         let st = &mut *guard;
@@ -178,11 +205,14 @@ async fn submit(AxState(s): AxState<S>, req: Request) -> R<Response> {
             .to_spec(|n| st.site_id(n))
             .map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
         let id = st.next_id;
+        let gate = crate::api_jobctl::gate(st, &stored, &caller.user, caller.admin, &deps, q.hold.unwrap_or(false))
+            .map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, e))?;
         st.core
-            .submit_with_id(now_ms(), JobId(id), spec.clone())
+            .submit_gated(now_ms(), JobId(id), spec.clone(), gate)
             .map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
         st.next_id += 1;
-        let meta = JobMeta::new(caller.user.clone(), desc);
+        let mut meta = JobMeta::new(caller.user.clone(), desc);
+        meta.dependencies = deps;
         let job = st
             .core
             .job(JobId(id))
@@ -232,7 +262,7 @@ async fn submit(AxState(s): AxState<S>, req: Request) -> R<Response> {
     }
 }
 
-const STATES: [&str; 9] = koalesce_core::JobState::NAMES;
+const STATES: &[&str] = &koalesce_core::JobState::NAMES;
 
 /// Renders the jobs the core holds (live ones, and ended ones not yet forgotten).
 pub(crate) fn live_details(s: &Shared, filter: impl Fn(u64, &JobMeta) -> bool) -> Vec<JobDetail> {

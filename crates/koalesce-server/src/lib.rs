@@ -80,6 +80,7 @@
 
 pub mod agent;
 pub mod api;
+pub mod api_jobctl;
 pub mod api_output;
 pub mod backend;
 pub mod bench;

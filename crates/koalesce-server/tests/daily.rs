@@ -334,3 +334,88 @@ fn ended_jobs_keep_their_placement_and_the_list_filters_and_pages() {
     assert_eq!(list(&tok, "?limit=0").0, 422);
     assert_eq!(list(&tok, "?state=bogus").0, 422);
 }
+
+fn post(srv: &BackgroundServer, path: &str, tok: &str, body: &str) -> (u16, Value) {
+    let (code, text) = srv.request("POST", path, Some(tok), body.as_bytes());
+    (code, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+#[test]
+fn dependencies_and_holds_gate_jobs_and_survive_a_restart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tok = token(tmp.path(), "alice", false);
+    let bob = token(tmp.path(), "bob", false);
+    let srv = daily_server(tmp.path(), &[("vu", 4)]);
+    let a = submit(&srv, &tok, &shell_job("a", "sleep 0.5", 1, ""));
+    let b = submit(&srv, &tok, &shell_job("b", "true", 1, &format!("afterok = [{a}]")));
+    let (code, c) = post(
+        &srv,
+        &format!("/api/v1/jobs?dependency=afternotok:{a}"),
+        &tok,
+        &shell_job("c", "true", 1, ""),
+    );
+    assert_eq!(code, 201, "{c}");
+    let c = c["id"].as_u64().unwrap();
+    let j = job(&srv, &tok, b);
+    assert_eq!(j["state"], "held", "{j}");
+    assert_eq!(j["reason"], format!("waiting for afterok:{a}"));
+    // b starts only after a succeeded; c can never start.
+    let jb = ended(&srv, &tok, b, 30);
+    let ja = job(&srv, &tok, a);
+    assert_eq!((ja["state"].as_str(), jb["state"].as_str()), (Some("succeeded"), Some("succeeded")));
+    assert!(jb["started_ms"].as_u64() >= ja["finished_ms"].as_u64(), "{ja}\n{jb}");
+    let jc = ended(&srv, &tok, c, 30);
+    assert_eq!(jc["state"], "failed");
+    assert!(
+        jc["failure"].as_str().unwrap().contains("dependency can never be satisfied"),
+        "{jc}"
+    );
+    // Refused at submission, naming why.
+    let bobs = submit(&srv, &bob, &shell_job("bobs", "true", 1, ""));
+    for (q, says) in [
+        (format!("dependency=afterok:{c}"), "ended failed, so it can never be satisfied"),
+        (format!("dependency=afterok:{bobs}"), "not found"),
+        ("dependency=afterok:999".to_string(), "not found"),
+        ("dependency=whenever:3".to_string(), "unknown kind"),
+    ] {
+        let (code, v) = post(&srv, &format!("/api/v1/jobs?{q}"), &tok, &shell_job("x", "true", 1, ""));
+        assert!(code == 422 && v["error"].as_str().unwrap().contains(says), "{q}: {code} {v}");
+    }
+    // Holds.
+    let long = submit(&srv, &tok, &shell_job("long", "sleep 60", 1, ""));
+    wait_state(&srv, &tok, long, &["running"], 30);
+    let (code, v) = post(&srv, &format!("/api/v1/jobs/{long}/hold"), &tok, "");
+    assert!(code == 409 && v["error"].as_str().unwrap().contains("running"), "{v}");
+    let (code, h) = post(&srv, "/api/v1/jobs?hold=true", &tok, &shell_job("held", "true", 1, ""));
+    assert_eq!(code, 201);
+    let held = h["id"].as_u64().unwrap();
+    let waits = submit(&srv, &tok, &shell_job("waits", "true", 1, &format!("afterany = [{long}]")));
+    let (code, _) = post(&srv, &format!("/api/v1/jobs/{held}/release"), &bob, "");
+    assert_eq!(code, 404, "another user's job");
+    let (code, v) = post(&srv, &format!("/api/v1/jobs/{waits}/hold"), &tok, "");
+    assert_eq!(
+        (code, v["reason"].as_str()),
+        (200, Some(format!("held by its user, and waiting for afterany:{long}").as_str()))
+    );
+    // Across a restart: still held, still waiting.
+    srv.stop();
+    let srv = daily_server(tmp.path(), &[("vu", 4)]);
+    let j = job(&srv, &tok, held);
+    assert_eq!(
+        (j["state"].as_str(), j["reason"].as_str()),
+        (Some("held"), Some("held by its user (koalesce release)"))
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(job(&srv, &tok, held)["state"], "held", "a held job is never placed");
+    let (code, v) = post(&srv, &format!("/api/v1/jobs/{held}/release"), &tok, "");
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(ended(&srv, &tok, held, 30)["state"], "succeeded");
+    let (code, _) = post(&srv, &format!("/api/v1/jobs/{held}/release"), &tok, "");
+    assert_eq!(code, 409, "ended: nothing to release");
+    post(&srv, &format!("/api/v1/jobs/{waits}/release"), &tok, "");
+    assert_eq!(job(&srv, &tok, waits)["reason"], format!("waiting for afterany:{long}"));
+    post(&srv, &format!("/api/v1/jobs/{long}/cancel"), &tok, "");
+    assert_eq!(ended(&srv, &tok, waits, 30)["state"], "succeeded", "afterany: any end");
+    let (_, list) = srv.request("GET", "/api/v1/jobs?state=held", Some(&tok), b"");
+    assert_eq!(json(&list), serde_json::json!([]));
+}

@@ -81,6 +81,10 @@ pub enum ClientCommand {
     /// Print a component's standard output (or --stderr) through the API; --follow keeps
     /// printing until the job ends.
     Logs(logs::LogsArgs),
+    /// Hold a queued job: it is not placed until `koalesce release` (scontrol hold).
+    Hold(HoldArgs),
+    /// Release a held job into the placement queue (it still waits for its dependencies).
+    Release(HoldArgs),
     /// Per site: processors idle / used / placed-but-unclaimed, and whether it is blacklisted.
     Sites(SitesArgs),
     /// The replica catalogue: register, list and remove files.
@@ -103,6 +107,8 @@ impl ClientCommand {
             ClientCommand::Wait(a) => a.run(),
             ClientCommand::Cancel(a) => a.run(),
             ClientCommand::Logs(a) => a.run(),
+            ClientCommand::Hold(a) => a.run(true),
+            ClientCommand::Release(a) => a.run(false),
             ClientCommand::Sites(a) => a.run(),
             ClientCommand::Files { command } => command.run(),
             ClientCommand::Demo(a) => a.run(),
@@ -123,14 +129,55 @@ pub struct SubmitArgs {
     /// Format, GridWay array tasks (JSDL, GridWay templates, RSL, xRSL: docs/job-formats.md).
     #[command(flatten)]
     pub formats: crate::format_cmds::FormatArgs,
+    /// Submit held: the job is not placed until `koalesce release ID` (sbatch --hold).
+    #[arg(long)]
+    pub hold: bool,
+    /// Start only after other jobs, in Slurm's syntax: `afterok:12:13,afterany:9` (also
+    /// `after`, `afternotok`; or the job file's `afterok = [12, 13]` fields).
+    #[arg(long, short = 'd', value_name = "KIND:ID[:ID...][,...]", value_parser = check_dependency)]
+    pub dependency: Option<String>,
     #[command(flatten)]
     pub conn: Connection,
+}
+
+fn check_dependency(s: &str) -> Result<String, String> {
+    koalesce_api::jobdesc::parse_dependency_list(s).map(|_| s.to_string())
+}
+
+/// Arguments of `koalesce hold` and `koalesce release`.
+#[derive(Debug, Args)]
+pub struct HoldArgs {
+    /// Job id.
+    #[arg(value_name = "ID")]
+    pub id: u64,
+    /// `--json`: the server's answer (the job summary).
+    #[command(flatten)]
+    pub output: OutputArgs,
+    #[command(flatten)]
+    pub conn: Connection,
+}
+
+impl HoldArgs {
+    pub fn run(self, hold: bool) -> anyhow::Result<ExitCode> {
+        let v = self.conn.client().hold_json(self.id, hold)?;
+        Output::from(self.output).print(&v, || {
+            let state = v.get("state").and_then(|s| s.as_str()).unwrap_or("?");
+            let reason = v
+                .get("reason")
+                .and_then(|s| s.as_str())
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default();
+            Ok(format!("job {} {}{}\n", self.id, format::escape(state), format::escape(&reason)))
+        })?;
+        Ok(ExitCode::SUCCESS)
+    }
 }
 
 impl SubmitArgs {
     pub fn run(self) -> anyhow::Result<ExitCode> {
         let text = crate::format_cmds::read_job_file(&self.file)?;
-        let ids = crate::format_cmds::submit(&self.conn.client(), &self.file, &text, &self.formats)?;
+        let client = self.conn.client().with_submit_options(self.hold, self.dependency.as_deref());
+        let ids = crate::format_cmds::submit(&client, &self.file, &text, &self.formats)?;
         crate::format_cmds::print_ids(&ids, Output::from(self.output))?;
         Ok(ExitCode::SUCCESS)
     }

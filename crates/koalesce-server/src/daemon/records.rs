@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use koalesce_api::dto::{ComponentDetail, JobDetail, Timeline as TimelineDto};
 use koalesce_core::model::Timeline;
-use koalesce_core::scheduler::Job;
+use koalesce_core::scheduler::{Dependency, Job};
 use koalesce_core::state::FailureReason;
 use koalesce_core::{JobState, Priority};
 use serde::{Deserialize, Serialize};
@@ -31,6 +31,9 @@ pub struct JobMeta {
     pub components: Vec<ComponentMeta>,
     /// Registered outputs (`<job-id>/<name>`).
     pub outputs: Vec<String>,
+    /// Every dependency the job was submitted with (its description's and `--dependency`'s),
+    /// resolved again after a restart.
+    pub dependencies: Vec<Dependency>,
 }
 
 /// The daemon's data about one component.
@@ -49,6 +52,7 @@ pub struct StoredMeta {
     pub failure: Option<String>,
     pub components: Vec<ComponentMeta>,
     pub outputs: Vec<String>,
+    pub dependencies: Vec<Dependency>,
 }
 
 impl JobMeta {
@@ -59,6 +63,7 @@ impl JobMeta {
             failure: self.failure.clone(),
             components: self.components.clone(),
             outputs: self.outputs.clone(),
+            dependencies: self.dependencies.clone(),
         }
     }
 
@@ -71,12 +76,15 @@ impl JobMeta {
             failure: m.failure,
             components: m.components,
             outputs: m.outputs,
+            dependencies: m.dependencies,
         }
     }
 
     pub fn new(user: String, desc: JobDescription) -> Self {
         let n = desc.components.len();
+        let dependencies = desc.dependencies();
         JobMeta {
+            dependencies,
             user,
             desc,
             attempt: 0,
@@ -103,6 +111,9 @@ pub struct CoreSnapshot {
     pub placement_tries: u32,
     pub claiming_tries: u32,
     pub error_resubmissions: u32,
+    /// Held by its user (`koalesce hold`).
+    #[serde(default)]
+    pub held: bool,
 }
 
 impl CoreSnapshot {
@@ -114,6 +125,7 @@ impl CoreSnapshot {
             placement_tries: job.placement_tries,
             claiming_tries: job.claiming_tries,
             error_resubmissions: job.error_resubmissions,
+            held: job.user_hold,
         }
     }
 }
@@ -124,6 +136,19 @@ pub struct FileInfo {
     pub size_bytes: u64,
     pub sha256: String,
     pub replicas: BTreeMap<String, PathBuf>,
+}
+
+/// Why a held job is not placed (squeue's REASON).
+fn waiting_reason(job: &Job) -> Option<String> {
+    if job.state != JobState::Held {
+        return None;
+    }
+    let deps: Vec<String> = job.waiting_on.iter().map(|d| d.to_string()).collect();
+    Some(match (job.user_hold, deps.is_empty()) {
+        (true, true) => "held by its user (koalesce release)".into(),
+        (true, false) => format!("held by its user, and waiting for {}", deps.join(", ")),
+        (false, _) => format!("waiting for {}", deps.join(", ")),
+    })
 }
 
 /// Why the job failed, or the last fault it recovered from.
@@ -188,6 +213,7 @@ pub fn render(id: u64, job: &Job, meta: &JobMeta, sites: &[SiteHandle]) -> JobDe
         claiming_tries: job.claiming_tries as u64,
         failure: failure(job, meta),
         outputs: meta.outputs.clone(),
+        reason: waiting_reason(job),
     }
 }
 

@@ -84,6 +84,8 @@ pub struct Client {
     agent: ureq::Agent,
     base: String,
     token: Option<String>,
+    /// Query string every submission carries (`hold=true&dependency=...`).
+    submit_query: String,
 }
 
 impl fmt::Debug for Client {
@@ -106,7 +108,26 @@ impl Client {
         if !base.contains("://") {
             base = format!("http://{base}");
         }
-        Client { agent, base, token }
+        Client {
+            agent,
+            base,
+            token,
+            submit_query: String::new(),
+        }
+    }
+
+    /// Submissions through this client are held (`submit --hold`) and/or depend on other jobs
+    /// (`--dependency afterok:12`, Slurm's syntax).
+    pub fn with_submit_options(mut self, hold: bool, dependency: Option<&str>) -> Self {
+        let mut q = Vec::new();
+        if hold {
+            q.push("hold=true".to_string());
+        }
+        if let Some(d) = dependency {
+            q.push(format!("dependency={}", encode_path_segment(d)));
+        }
+        self.submit_query = q.join("&");
+        self
     }
 
     fn url(&self, path: &str) -> String {
@@ -185,7 +206,12 @@ impl Client {
 
     /// `POST /api/v1/jobs` with a job description; returns the new job's id.
     pub fn submit(&self, toml_text: &str) -> anyhow::Result<u64> {
-        let (_, body) = self.send("POST", "/api/v1/jobs", Some("application/toml"), toml_text.as_bytes())?;
+        let path = if self.submit_query.is_empty() {
+            "/api/v1/jobs".to_string()
+        } else {
+            format!("/api/v1/jobs?{}", self.submit_query)
+        };
+        let (_, body) = self.send("POST", &path, Some("application/toml"), toml_text.as_bytes())?;
         let url = self.url("/api/v1/jobs");
         let v = parse_json(&url, &body)?;
         v.get("id").and_then(Value::as_u64).ok_or_else(|| {
@@ -261,6 +287,13 @@ impl Client {
         if body.trim().is_empty() {
             return Ok(Value::Null);
         }
+        parse_json(&self.url(&path), &body)
+    }
+
+    /// `POST /api/v1/jobs/{id}/hold` or `.../release`, raw JSON of the job summary.
+    pub fn hold_json(&self, id: u64, hold: bool) -> anyhow::Result<Value> {
+        let path = format!("/api/v1/jobs/{id}/{}", if hold { "hold" } else { "release" });
+        let (_, body) = self.send("POST", &path, None, b"")?;
         parse_json(&self.url(&path), &body)
     }
 

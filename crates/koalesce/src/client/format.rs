@@ -316,6 +316,9 @@ pub fn status_report(d: &JobDetail, tails: &[OutputTail]) -> String {
         tries(Some(d.placement_tries)),
         tries(Some(d.claiming_tries))
     );
+    if let Some(r) = &d.reason {
+        let _ = writeln!(out, "reason: {}", escape(r));
+    }
     if let Some(f) = &d.failure {
         let _ = writeln!(out, "failure: {}", escape(f));
     }
@@ -381,10 +384,10 @@ pub fn tokens_table(tokens: &[koalesce_server::store::TokenInfo], now_ms: u64) -
 
 /// Counts of jobs by state, in lifecycle order, e.g. `queued 3, running 2, succeeded 10`.
 pub fn state_counts(jobs: &[JobSummary]) -> String {
-    const ORDER: [&str; 9] = koalesce_core::JobState::NAMES;
+    const ORDER: &[&str] = &koalesce_core::JobState::NAMES;
     let mut parts = Vec::new();
     for s in ORDER {
-        let n = jobs.iter().filter(|j| j.state == s).count();
+        let n = jobs.iter().filter(|j| j.state == *s).count();
         if n > 0 {
             parts.push(format!("{s} {n}"));
         }
