@@ -32,6 +32,10 @@ pub struct JobSummary {
     pub exit_ok: Option<bool>,
     /// Why a held job waits (`held by its user`, `waiting for afterok:12`), as squeue's REASON.
     pub reason: Option<String>,
+    /// The array the job is a task of (`submit --array`): the array's id (its first task's).
+    pub array_id: Option<u64>,
+    /// The task's index in its array (`KOALESCE_TASK_ID`).
+    pub task_id: Option<u64>,
 }
 
 impl JobSummary {
@@ -109,6 +113,22 @@ pub struct JobDetail {
     pub outputs: Vec<String>,
     /// Why a held job waits (`held by its user`, `waiting for afterok:12`).
     pub reason: Option<String>,
+    /// The array the job is a task of: the array's id (its first task's).
+    pub array_id: Option<u64>,
+    /// The task's index in its array.
+    pub task_id: Option<u64>,
+    /// For an array's id: every task of the array with its state.
+    pub tasks: Vec<ArrayTask>,
+}
+
+/// One task of an array, as `GET /api/v1/jobs/{array-id}` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(default)]
+pub struct ArrayTask {
+    pub task_id: u64,
+    /// The task's own job id.
+    pub id: u64,
+    pub state: String,
 }
 
 impl JobDetail {
@@ -128,6 +148,8 @@ impl JobDetail {
             finished_ms: self.finished_ms,
             exit_ok: self.exit_ok,
             reason: self.reason.clone(),
+            array_id: self.array_id,
+            task_id: self.task_id,
         }
     }
 }
@@ -182,9 +204,13 @@ pub struct TokenInfo {
     pub expires_ms: Option<u64>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Submitted {
+    /// The job's id; for an array, the array's id (its first task's).
     pub id: u64,
+    /// For an array: every task's job id, in task order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ids: Vec<u64>,
 }
 
 /// Every 4xx/5xx answer: a message naming the field and the reason.

@@ -650,3 +650,89 @@ mod dependency_tests {
         assert!(e.to_string().contains("afterany"), "{e}");
     }
 }
+
+/// A job array as `submit --array` gives it (Slurm's `--array`): task indices `1-100`,
+/// `0-30:10` (a step), `1,3,7-9` (a list), optionally `%M`: at most M tasks active at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArraySpec {
+    /// Task indices in submission order (no duplicates).
+    pub tasks: Vec<u64>,
+    /// At most this many tasks queued or running at once (`%M`).
+    pub max_active: Option<u32>,
+}
+
+/// Most tasks in one array.
+pub const MAX_ARRAY_TASKS: usize = 10_000;
+
+/// Parses an array specification (see [`ArraySpec`]).
+pub fn parse_array(text: &str) -> Result<ArraySpec, String> {
+    let t = text.trim();
+    let (list, max) = match t.split_once('%') {
+        Some((l, m)) => {
+            let m: u32 = m
+                .trim()
+                .parse()
+                .ok()
+                .filter(|&m| m > 0)
+                .ok_or_else(|| format!("array '{text}': '%{m}' is not a positive number of tasks"))?;
+            (l, Some(m))
+        }
+        None => (t, None),
+    };
+    let num = |s: &str| -> Result<u64, String> {
+        s.trim()
+            .parse()
+            .map_err(|_| format!("array '{text}': '{s}' is not a task index (e.g. 1-100, 0-30:10, 1,3,5, 1-100%10)"))
+    };
+    let mut tasks = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for part in list.split(',').filter(|p| !p.trim().is_empty()) {
+        let (range, step) = match part.split_once(':') {
+            Some((r, s)) => (r, num(s)?),
+            None => (part, 1),
+        };
+        if step == 0 {
+            return Err(format!("array '{text}': a step of 0"));
+        }
+        let (a, b) = match range.split_once('-') {
+            Some((a, b)) => (num(a)?, num(b)?),
+            None => (num(range)?, num(range)?),
+        };
+        if a > b {
+            return Err(format!("array '{text}': {a}-{b} is empty"));
+        }
+        let mut i = a;
+        while i <= b {
+            if seen.insert(i) {
+                tasks.push(i);
+            }
+            if tasks.len() > MAX_ARRAY_TASKS {
+                return Err(format!("array '{text}': more than {MAX_ARRAY_TASKS} tasks"));
+            }
+            i = match i.checked_add(step) {
+                Some(n) => n,
+                None => break,
+            };
+        }
+    }
+    if tasks.is_empty() {
+        return Err(format!("array '{text}': no tasks (e.g. 1-100)"));
+    }
+    Ok(ArraySpec { tasks, max_active: max })
+}
+
+#[cfg(test)]
+mod array_tests {
+    use super::*;
+
+    #[test]
+    fn slurm_array_syntax() {
+        assert_eq!(parse_array("1-5").unwrap().tasks, [1, 2, 3, 4, 5]);
+        let a = parse_array("0-30:10%2").unwrap();
+        assert_eq!((a.tasks.as_slice(), a.max_active), (&[0, 10, 20, 30][..], Some(2)));
+        assert_eq!(parse_array("7,1-3,2").unwrap().tasks, [7, 1, 2, 3]);
+        for bad in ["", "5-1", "1-3:0", "x", "1-3%0", "1-100000"] {
+            assert!(parse_array(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -170,6 +170,8 @@ pub fn router(shared: S) -> Router {
 struct SubmitQuery {
     hold: Option<bool>,
     dependency: Option<String>,
+    /// A job array: `1-100`, `0-30:10`, `1,3,5`, with `%M` at most M active tasks.
+    array: Option<String>,
 }
 
 async fn submit(AxState(s): AxState<S>, req: Request) -> R<Response> {
@@ -198,64 +200,109 @@ async fn submit(AxState(s): AxState<S>, req: Request) -> R<Response> {
         let d = deps.clone();
         read_store(&s, move |c| crate::api_jobctl::stored_jobs(c, &d)).await?
     };
-    let (id, rx) = {
+    let array = match q.array.as_deref() {
+        Some(a) => Some(
+            koalesce_api::jobdesc::parse_array(a).map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, format!("parameter 'array': {e}")))?,
+        ),
+        None => None,
+    };
+    let tasks: Vec<Option<u64>> = match &array {
+        Some(a) => a.tasks.iter().map(|&t| Some(t)).collect(),
+        None => vec![None],
+    };
+    let mut ids: Vec<u64> = Vec::with_capacity(tasks.len());
+    let mut receivers = Vec::with_capacity(tasks.len());
+    {
         let mut guard = s.lock();
         let st = &mut *guard;
         let spec = desc
             .to_spec(|n| st.site_id(n))
             .map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
-        let id = st.next_id;
         let gate = crate::api_jobctl::gate(st, &stored, &caller.user, caller.admin, &deps, q.hold.unwrap_or(false))
             .map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, e))?;
-        st.core
-            .submit_gated(now_ms(), JobId(id), spec.clone(), gate)
-            .map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
-        st.next_id += 1;
-        let mut meta = JobMeta::new(caller.user.clone(), desc);
-        meta.dependencies = deps;
-        let job = st
-            .core
-            .job(JobId(id))
-            .ok_or_else(|| err(StatusCode::INTERNAL_SERVER_ERROR, "job vanished at submission"))?;
-        let row = store::NewJob {
-            id,
-            user: caller.user.clone(),
-            name: meta.desc.name.clone(),
-            description: text.to_string(),
-            spec: records::json(&spec),
-            update: store::JobUpdate {
+        // An array's tasks have consecutive ids (allocated under this one lock); with `%M`,
+        // task k waits for the end of task k-M, so at most M are active at once.
+        let first = st.next_id;
+        for (k, task) in tasks.iter().enumerate() {
+            let id = first + k as u64;
+            let mut gate = gate.clone();
+            let throttle = array.as_ref().and_then(|a| a.max_active).map(|m| m as usize).filter(|&m| k >= m);
+            let mut job_deps = deps.clone();
+            if let Some(m) = throttle {
+                let d = koalesce_core::scheduler::Dependency {
+                    job: JobId(ids[k - m]),
+                    kind: koalesce_core::scheduler::DependencyKind::AfterAny,
+                };
+                gate.after.push(d);
+                job_deps.push(d);
+            }
+            let submitted = st.core.submit_gated(now_ms(), JobId(id), spec.clone(), gate);
+            if let Err(e) = submitted {
+                // Only the first task can be refused (they are alike): nothing to withdraw.
+                return Err(err(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()));
+            }
+            st.next_id = id + 1;
+            let mut meta = JobMeta::new(caller.user.clone(), desc.clone());
+            meta.dependencies = job_deps;
+            meta.array = task.map(|task_id| records::ArrayTaskMeta {
+                array_id: first,
+                task_id,
+                count: tasks.len() as u64,
+            });
+            let job = st
+                .core
+                .job(JobId(id))
+                .ok_or_else(|| err(StatusCode::INTERNAL_SERVER_ERROR, "job vanished at submission"))?;
+            let row = store::NewJob {
                 id,
-                state: job.state.name().to_string(),
-                core: records::json(&CoreSnapshot::of(job)),
-                meta: records::json(&meta.stored()),
-                // Live jobs are rendered from the core; the rendering is stored when they end.
-                detail: String::new(),
-            },
-            submitted_ms: job.timeline.submitted,
-        };
-        // Enqueued before any later write about this job (the writer keeps order).
-        let rx = s.store.submit(store::insert_job_op(row));
-        st.meta.insert(id, meta);
-        daemon::process_actions(&s, st);
-        (id, rx)
-    };
-    s.metrics.submissions.fetch_add(1, Ordering::Relaxed);
-    match rx.await {
-        Ok(Ok(())) => {
-            s.wake.notify_one();
-            Ok((StatusCode::CREATED, Json(Submitted { id })).into_response())
-        }
-        other => {
-            let msg = match other {
-                Ok(Err(e)) => e.reason,
-                _ => "database writer stopped".into(),
+                user: caller.user.clone(),
+                name: meta.desc.name.clone(),
+                description: text.to_string(),
+                spec: records::json(&spec),
+                update: store::JobUpdate {
+                    id,
+                    state: job.state.name().to_string(),
+                    core: records::json(&CoreSnapshot::of(job)),
+                    meta: records::json(&meta.stored()),
+                    // Live jobs are rendered from the core; the rendering is stored when they end.
+                    detail: String::new(),
+                },
+                submitted_ms: job.timeline.submitted,
             };
-            // Not durable: withdraw it.
+            // Enqueued before any later write about this job (the writer keeps order).
+            receivers.push(s.store.submit(store::insert_job_op(row)));
+            st.meta.insert(id, meta);
+            ids.push(id);
+        }
+        daemon::process_actions(&s, st);
+    }
+    s.metrics.submissions.fetch_add(ids.len() as u64, Ordering::Relaxed);
+    let mut failure = None;
+    for rx in receivers {
+        match rx.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => failure = Some(e.reason),
+            Err(_) => failure = Some("database writer stopped".into()),
+        }
+    }
+    match failure {
+        None => {
+            s.wake.notify_one();
+            let answer = Submitted {
+                id: ids[0],
+                ids: if array.is_some() { ids } else { Vec::new() },
+            };
+            Ok((StatusCode::CREATED, Json(answer)).into_response())
+        }
+        Some(msg) => {
+            // Not durable: withdraw them.
             let mut guard = s.lock();
             let st = &mut *guard;
-            st.core.cancel(now_ms(), JobId(id));
-            st.core.forget(JobId(id));
-            st.meta.remove(&id);
+            for id in ids {
+                st.core.cancel(now_ms(), JobId(id));
+                st.core.forget(JobId(id));
+                st.meta.remove(&id);
+            }
             daemon::process_actions(&s, st);
             Err(err(StatusCode::INTERNAL_SERVER_ERROR, format!("job not stored: {msg}")))
         }
@@ -313,7 +360,11 @@ pub(crate) async fn find_job(s: &S, caller: &Caller, id: u64) -> R<JobDetail> {
 async fn get_job(AxState(s): AxState<S>, headers: HeaderMap, Path(raw): Path<String>) -> R<Json<JobDetail>> {
     let caller = authenticate(&s, &headers)?;
     let id = parse_id(&raw)?;
-    Ok(Json(find_job(&s, &caller, id).await?))
+    let mut d = find_job(&s, &caller, id).await?;
+    if d.array_id == Some(id) {
+        d.tasks = crate::api_jobctl::array_tasks(&s, id).await?;
+    }
+    Ok(Json(d))
 }
 
 async fn cancel_job(AxState(s): AxState<S>, headers: HeaderMap, Path(raw): Path<String>) -> R<Json<JobSummary>> {

@@ -136,3 +136,31 @@ pub async fn hold_job(AxState(s): AxState<S>, headers: HeaderMap, Path(raw): Pat
 pub async fn release_job(AxState(s): AxState<S>, headers: HeaderMap, Path(raw): Path<String>) -> Result<Json<JobSummary>, ApiError> {
     control(&s, &headers, &raw, false)
 }
+
+/// The tasks of the array `array_id` (consecutive job ids from it) with their states: live
+/// ones as the core has them, ended ones as stored.
+pub async fn array_tasks(s: &S, array_id: u64) -> Result<Vec<koalesce_api::dto::ArrayTask>, ApiError> {
+    let rows = crate::api::read_store(s, move |c| {
+        let mut st = c.prepare_cached("SELECT id, state, meta FROM jobs WHERE id >= ?1 AND id <= ?2 ORDER BY id")?;
+        let last = array_id.saturating_add(koalesce_api::jobdesc::MAX_ARRAY_TASKS as u64);
+        let rows = st.query_map(rusqlite::params![array_id as i64, last as i64], |r| {
+            Ok((r.get::<_, i64>(0)? as u64, r.get::<_, String>(1)?, r.get::<_, String>(2)?))
+        })?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+    })
+    .await?;
+    let st = s.lock();
+    Ok(rows
+        .into_iter()
+        .filter_map(|(id, state, meta)| {
+            let m: records::StoredMeta = serde_json::from_str(&meta).ok()?;
+            let a = m.array.filter(|a| a.array_id == array_id)?;
+            let state = st.core.job(JobId(id)).map_or(state, |j| j.state.name().to_string());
+            Some(koalesce_api::dto::ArrayTask {
+                task_id: a.task_id,
+                id,
+                state,
+            })
+        })
+        .collect())
+}

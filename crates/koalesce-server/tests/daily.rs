@@ -419,3 +419,65 @@ fn dependencies_and_holds_gate_jobs_and_survive_a_restart() {
     let (_, list) = srv.request("GET", "/api/v1/jobs?state=held", Some(&tok), b"");
     assert_eq!(json(&list), serde_json::json!([]));
 }
+
+#[test]
+fn an_array_runs_one_job_per_task_at_most_m_at_once_under_one_id() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tok = token(tmp.path(), "alice", false);
+    let srv = daily_server(tmp.path(), &[("vu", 8)]);
+    let toml = shell_job(
+        "sweep",
+        "echo task $KOALESCE_TASK_ID of $KOALESCE_ARRAY_TASK_COUNT in $KOALESCE_ARRAY_JOB_ID; sleep 0.4",
+        1,
+        "arguments = [\"-c\", \"echo task $KOALESCE_TASK_ID of $KOALESCE_ARRAY_TASK_COUNT in $KOALESCE_ARRAY_JOB_ID arg ${KOALESCE_TASK_ID}; sleep 0.4\"]",
+    );
+    // shell_job wrote its own arguments first: keep the one with the ${...} reference.
+    let toml = toml.replacen(
+        "arguments = [\"-c\", \"echo task $KOALESCE_TASK_ID of $KOALESCE_ARRAY_TASK_COUNT in $KOALESCE_ARRAY_JOB_ID; sleep 0.4\"]\n",
+        "",
+        1,
+    );
+    let (code, v) = post(&srv, "/api/v1/jobs?array=0-50:10%2", &tok, &toml);
+    assert_eq!(code, 201, "{v}");
+    let array = v["id"].as_u64().unwrap();
+    let ids: Vec<u64> = v["ids"].as_array().unwrap().iter().map(|i| i.as_u64().unwrap()).collect();
+    assert_eq!(ids, (array..array + 6).collect::<Vec<_>>());
+    let mut spans = Vec::new();
+    for (k, &id) in ids.iter().enumerate() {
+        let j = ended(&srv, &tok, id, 60);
+        assert_eq!(j["state"], "succeeded", "{j}");
+        assert_eq!((j["array_id"].as_u64(), j["task_id"].as_u64()), (Some(array), Some(10 * k as u64)));
+        let (_, _, out) = get(&srv, &format!("/api/v1/jobs/{id}/logs"), &tok);
+        let t = 10 * k;
+        assert_eq!(String::from_utf8(out).unwrap(), format!("task {t} of 6 in {array} arg {t}\n"));
+        spans.push((j["started_ms"].as_u64().unwrap(), j["finished_ms"].as_u64().unwrap()));
+    }
+    // %2: never more than two tasks ran at the same time.
+    for &(s, _) in &spans {
+        let at_once = spans.iter().filter(|&&(a, b)| a <= s && s < b).count();
+        assert!(at_once <= 2, "{at_once} tasks at once: {spans:?}");
+    }
+    // One id shows every task.
+    let j = job(&srv, &tok, array);
+    let tasks: Vec<(u64, u64, String)> = j["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["task_id"].as_u64().unwrap(),
+                t["id"].as_u64().unwrap(),
+                t["state"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let want: Vec<(u64, u64, String)> = (0..6).map(|k| (10 * k, array + k, "succeeded".to_string())).collect();
+    assert_eq!(tasks, want);
+    assert_eq!(
+        job(&srv, &tok, ids[1])["tasks"],
+        serde_json::json!([]),
+        "a task's own id shows itself"
+    );
+    let (code, v) = post(&srv, "/api/v1/jobs?array=5-1", &tok, &toml);
+    assert!(code == 422 && v["error"].as_str().unwrap().contains("array"), "{v}");
+}

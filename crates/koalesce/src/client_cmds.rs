@@ -136,8 +136,18 @@ pub struct SubmitArgs {
     /// `after`, `afternotok`; or the job file's `afterok = [12, 13]` fields).
     #[arg(long, short = 'd', value_name = "KIND:ID[:ID...][,...]", value_parser = check_dependency)]
     pub dependency: Option<String>,
+    /// A job array (sbatch --array): one job per task index, `1-100`, `0-30:10`, `1,3,5`;
+    /// `%M` at the end: at most M tasks queued or running at once. Each task sees its index in
+    /// KOALESCE_TASK_ID; the array's id (printed) is its first task's, and `koalesce status`
+    /// of it lists every task.
+    #[arg(long, value_name = "SPEC", value_parser = check_array, conflicts_with = "tasks")]
+    pub array: Option<String>,
     #[command(flatten)]
     pub conn: Connection,
+}
+
+fn check_array(s: &str) -> Result<String, String> {
+    koalesce_api::jobdesc::parse_array(s).map(|_| s.to_string())
 }
 
 fn check_dependency(s: &str) -> Result<String, String> {
@@ -176,7 +186,10 @@ impl HoldArgs {
 impl SubmitArgs {
     pub fn run(self) -> anyhow::Result<ExitCode> {
         let text = crate::format_cmds::read_job_file(&self.file)?;
-        let client = self.conn.client().with_submit_options(self.hold, self.dependency.as_deref());
+        let client = self
+            .conn
+            .client()
+            .with_submit_options(self.hold, self.dependency.as_deref(), self.array.as_deref());
         let ids = crate::format_cmds::submit(&client, &self.file, &text, &self.formats)?;
         crate::format_cmds::print_ids(&ids, Output::from(self.output))?;
         Ok(ExitCode::SUCCESS)

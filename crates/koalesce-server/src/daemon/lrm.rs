@@ -293,6 +293,11 @@ pub fn prepare_launch(shared: &Arc<Shared>, st: &mut State, job: u64) {
             env.insert("KOALESCE_PEERS".into(), peers.join(","));
         }
         env.insert("KOALESCE_JOB_DIR".into(), dir.display().to_string());
+        if let Some(a) = meta.array {
+            env.insert("KOALESCE_TASK_ID".into(), a.task_id.to_string());
+            env.insert("KOALESCE_ARRAY_JOB_ID".into(), a.array_id.to_string());
+            env.insert("KOALESCE_ARRAY_TASK_COUNT".into(), a.count.to_string());
+        }
         let arch = st.core.sites().get(site.index()).map(|s| s.attributes.architecture.clone());
         env.insert("KOALESCE_ARCH".into(), arch.unwrap_or_default());
         for f in meta.desc.inputs.iter().map(|f| f.logical()) {

@@ -34,6 +34,19 @@ pub struct JobMeta {
     /// Every dependency the job was submitted with (its description's and `--dependency`'s),
     /// resolved again after a restart.
     pub dependencies: Vec<Dependency>,
+    /// The array the job is a task of.
+    pub array: Option<ArrayTaskMeta>,
+}
+
+/// A task of an array (`submit --array`): its tasks have consecutive job ids from the array's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArrayTaskMeta {
+    /// The array's id (its first task's job id).
+    pub array_id: u64,
+    /// The task's index (`KOALESCE_TASK_ID`).
+    pub task_id: u64,
+    /// Tasks in the array.
+    pub count: u64,
 }
 
 /// The daemon's data about one component.
@@ -53,6 +66,7 @@ pub struct StoredMeta {
     pub components: Vec<ComponentMeta>,
     pub outputs: Vec<String>,
     pub dependencies: Vec<Dependency>,
+    pub array: Option<ArrayTaskMeta>,
 }
 
 impl JobMeta {
@@ -64,6 +78,7 @@ impl JobMeta {
             components: self.components.clone(),
             outputs: self.outputs.clone(),
             dependencies: self.dependencies.clone(),
+            array: self.array,
         }
     }
 
@@ -77,6 +92,7 @@ impl JobMeta {
             components: m.components,
             outputs: m.outputs,
             dependencies: m.dependencies,
+            array: m.array,
         }
     }
 
@@ -85,6 +101,7 @@ impl JobMeta {
         let dependencies = desc.dependencies();
         JobMeta {
             dependencies,
+            array: None,
             user,
             desc,
             attempt: 0,
@@ -214,6 +231,9 @@ pub fn render(id: u64, job: &Job, meta: &JobMeta, sites: &[SiteHandle]) -> JobDe
         failure: failure(job, meta),
         outputs: meta.outputs.clone(),
         reason: waiting_reason(job),
+        array_id: meta.array.map(|a| a.array_id),
+        task_id: meta.array.map(|a| a.task_id),
+        tasks: Vec::new(),
     }
 }
 

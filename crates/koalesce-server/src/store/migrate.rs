@@ -160,6 +160,7 @@ fn v0_to_v2(tx: &Transaction<'_>) -> Result<(), Box<dyn std::error::Error>> {
                 .collect(),
             outputs: rec.outputs.clone(),
             dependencies: Vec::new(),
+            array: None,
         };
         let mut sites: Vec<String> = rec.components.iter().filter_map(|c| c.site.clone()).collect();
         sites.sort();
@@ -206,6 +207,9 @@ fn v0_to_v2(tx: &Transaction<'_>) -> Result<(), Box<dyn std::error::Error>> {
             failure: rec.failure,
             outputs: rec.outputs,
             reason: None,
+            array_id: None,
+            task_id: None,
+            tasks: Vec::new(),
         };
         insert.execute(params![
             id,

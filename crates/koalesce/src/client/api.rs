@@ -118,8 +118,11 @@ impl Client {
 
     /// Submissions through this client are held (`submit --hold`) and/or depend on other jobs
     /// (`--dependency afterok:12`, Slurm's syntax).
-    pub fn with_submit_options(mut self, hold: bool, dependency: Option<&str>) -> Self {
+    pub fn with_submit_options(mut self, hold: bool, dependency: Option<&str>, array: Option<&str>) -> Self {
         let mut q = Vec::new();
+        if let Some(a) = array {
+            q.push(format!("array={}", encode_path_segment(a)));
+        }
         if hold {
             q.push("hold=true".to_string());
         }

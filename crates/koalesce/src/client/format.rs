@@ -359,6 +359,27 @@ pub fn status_report(d: &JobDetail, tails: &[OutputTail]) -> String {
     if !d.outputs.is_empty() {
         let _ = writeln!(out, "outputs: {}", escape(&d.outputs.join(", ")));
     }
+    if let (Some(array), Some(task)) = (d.array_id, d.task_id) {
+        let _ = writeln!(out, "task {task} of array {array}");
+    }
+    if !d.tasks.is_empty() {
+        let summaries: Vec<JobSummary> = d
+            .tasks
+            .iter()
+            .map(|t| JobSummary {
+                state: t.state.clone(),
+                ..Default::default()
+            })
+            .collect();
+        let _ = writeln!(out, "array of {} tasks: {}", d.tasks.len(), state_counts(&summaries));
+        let mut t = Table::new(&["TASK", "JOB", "STATE"]).right_align(&["TASK", "JOB"]);
+        for task in &d.tasks {
+            t.push(vec![task.task_id.to_string(), task.id.to_string(), task.state.clone()]);
+        }
+        for l in t.render().lines() {
+            let _ = writeln!(out, "  {l}");
+        }
+    }
     out
 }
 
