@@ -191,3 +191,49 @@ fn help_texts_say_what_the_commands_take() {
         assert!(jobs.contains(flag), "{flag}: {jobs}");
     }
 }
+
+#[test]
+fn hold_release_dependencies_and_arrays_from_the_command_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tok = koalesce_server::create_token(tmp.path(), "alice", false).unwrap();
+    let srv = server(tmp.path());
+    let f = tmp.path().join("j.toml");
+    std::fs::write(&f, shell("first", "echo one")).unwrap();
+    let f = f.to_str().unwrap();
+    let (code, out, err) = cli(&srv, &tok, &["submit", f, "--hold"]);
+    assert_eq!(code, 0, "{err}");
+    let held: u64 = text(&out).trim().parse().unwrap();
+    let (_, out, _) = cli(&srv, &tok, &["submit", f, "--dependency", &format!("afterok:{held}")]);
+    let dep: u64 = text(&out).trim().parse().unwrap();
+    let (_, out, _) = cli(&srv, &tok, &["status", &dep.to_string()]);
+    assert!(
+        text(&out).contains(&format!("HELD")) && text(&out).contains(&format!("reason: waiting for afterok:{held}")),
+        "{}",
+        text(&out)
+    );
+    let (_, out, _) = cli(&srv, &tok, &["jobs", "--state", "held", "--json"]);
+    assert_eq!(serde_json::from_slice::<Value>(&out).unwrap().as_array().unwrap().len(), 2);
+    let (code, out, err) = cli(&srv, &tok, &["release", &held.to_string()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(text(&out).starts_with(&format!("job {held} queued")), "{}", text(&out));
+    assert_eq!(wait(&srv, &tok, dep)["state"], "succeeded");
+    let (code, _, err) = cli(&srv, &tok, &["hold", &dep.to_string()]);
+    assert!(code != 0 && err.contains("409"), "{err}");
+    let (code, _, err) = cli(&srv, &tok, &["submit", f, "--dependency", "afterok"]);
+    assert!(code != 0 && err.contains("no job id"), "{err}");
+    // An array: one id printed, every task under it.
+    let (code, out, err) = cli(&srv, &tok, &["submit", f, "--array", "1-4%2"]);
+    assert_eq!(code, 0, "{err}");
+    let array: u64 = text(&out).trim().parse().unwrap();
+    for id in array..array + 4 {
+        wait(&srv, &tok, id);
+    }
+    let (_, out, _) = cli(&srv, &tok, &["status", &array.to_string()]);
+    let status = text(&out);
+    assert!(
+        status.contains("array of 4 tasks: succeeded 4") && status.contains("task 1 of array"),
+        "{status}"
+    );
+    let (code, _, err) = cli(&srv, &tok, &["submit", f, "--array", "4-1"]);
+    assert!(code != 0 && err.contains("empty"), "{err}");
+}
