@@ -312,6 +312,11 @@ pub fn prepare_launch(shared: &Arc<Shared>, st: &mut State, job: u64) {
         let process = meta.desc.process(i, &env);
         let mut environment = process.environment;
         environment.extend(env);
+        let working_directory = meta
+            .desc
+            .working_directory
+            .as_deref()
+            .map(|w| koalesce_api::fields::expand_runtime(w, |n| environment.get(n).cloned()));
         let Some(exec) = st.exec.get_mut(&(job, i as u32)) else { continue };
         exec.attempt = attempt;
         exec.dir = Some(dir.clone());
@@ -330,7 +335,7 @@ pub fn prepare_launch(shared: &Arc<Shared>, st: &mut State, job: u64) {
                 environment,
                 time_limit_ms: meta.desc.walltime_ms(shared.config.walltime_factor).unwrap_or(0),
                 memory_limit: meta.desc.memory_limit(c.processors),
-                working_directory: meta.desc.working_directory.clone(),
+                working_directory,
             },
         ));
         rows.push(LaunchRow {
