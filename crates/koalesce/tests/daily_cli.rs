@@ -237,3 +237,87 @@ fn hold_release_dependencies_and_arrays_from_the_command_line() {
     let (code, _, err) = cli(&srv, &tok, &["submit", f, "--array", "4-1"]);
     assert!(code != 0 && err.contains("empty"), "{err}");
 }
+
+#[test]
+fn completions_man_pages_backup_and_log_formats() {
+    let run = |args: &[&str]| {
+        let out = Command::new(BIN).args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    for shell in ["bash", "zsh", "fish"] {
+        let script = run(&["completions", shell]);
+        assert!(
+            script.contains("koalesce") && script.contains("logs") && script.contains("--follow"),
+            "{shell}"
+        );
+    }
+    let page = run(&["man"]);
+    assert!(page.starts_with(".ie") || page.contains(".TH"), "{}", &page[..200.min(page.len())]);
+    assert!(page.contains("submit"));
+    let tmp = tempfile::tempdir().unwrap();
+    let pages = tmp.path().join("man1");
+    run(&["man", "--dir", pages.to_str().unwrap()]);
+    for p in ["koalesce.1", "koalesce-logs.1", "koalesce-files-get.1", "koalesce-admin-backup.1"] {
+        let t = std::fs::read_to_string(pages.join(p)).unwrap_or_else(|e| panic!("{p}: {e}"));
+        assert!(t.contains(".TH"), "{p}");
+    }
+    assert!(!pages.join("koalesce-supervise.1").exists(), "hidden commands have no page");
+
+    // A backup of a live server's database restores into a server that knows its jobs.
+    let live = tmp.path().join("live");
+    let tok = koalesce_server::create_token(&live, "alice", false).unwrap();
+    let srv = server(&live);
+    let id = submit(&srv, &tok, tmp.path(), "kept", &shell("kept", "echo kept"));
+    assert_eq!(wait(&srv, &tok, id)["state"], "succeeded");
+    let copy = tmp.path().join("copy.db");
+    let out = run(&["admin", "backup", copy.to_str().unwrap(), "--data-dir", live.to_str().unwrap()]);
+    assert!(out.contains("backed up"), "{out}");
+    let again = Command::new(BIN)
+        .args(["admin", "backup", copy.to_str().unwrap(), "--data-dir", live.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!again.status.success() && text(&again.stderr).contains("exists"));
+    drop(srv);
+    let restored = tmp.path().join("restored");
+    std::fs::create_dir_all(&restored).unwrap();
+    std::fs::copy(&copy, restored.join("koalesce.db")).unwrap();
+    let srv = server(&restored);
+    let (code, out, err) = cli(&srv, &tok, &["status", &id.to_string(), "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!((v["name"].as_str(), v["state"].as_str()), (Some("kept"), Some("succeeded")));
+    drop(srv);
+
+    // Log formats: JSON lines, and text without colour codes when not on a terminal.
+    for (format, check) in [("json", true), ("text", false)] {
+        let dir = tmp.path().join(format!("log-{format}"));
+        let mut child = Command::new(BIN)
+            .args([
+                "server",
+                "--data-dir",
+                dir.to_str().unwrap(),
+                "--listen",
+                "127.0.0.1:0",
+                "--log-format",
+                format,
+            ])
+            .stderr(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let t0 = Instant::now();
+        while !dir.join("server.addr").exists() && t0.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGTERM).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "SIGTERM ends the server cleanly");
+        let log = text(&out.stderr);
+        assert!(log.contains("koalesce server listening"), "{log}");
+        assert!(!log.contains('\u{1b}'), "no ANSI codes off a terminal: {log:?}");
+        for line in log.lines().filter(|l| !l.trim().is_empty()) {
+            assert_eq!(serde_json::from_str::<Value>(line).is_ok(), check, "{format}: {line}");
+        }
+    }
+}
