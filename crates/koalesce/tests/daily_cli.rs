@@ -207,7 +207,7 @@ fn hold_release_dependencies_and_arrays_from_the_command_line() {
     let dep: u64 = text(&out).trim().parse().unwrap();
     let (_, out, _) = cli(&srv, &tok, &["status", &dep.to_string()]);
     assert!(
-        text(&out).contains(&format!("HELD")) && text(&out).contains(&format!("reason: waiting for afterok:{held}")),
+        text(&out).contains("HELD") && text(&out).contains(&format!("reason: waiting for afterok:{held}")),
         "{}",
         text(&out)
     );
@@ -292,7 +292,7 @@ fn completions_man_pages_backup_and_log_formats() {
     // Log formats: JSON lines, and text without colour codes when not on a terminal.
     for (format, check) in [("json", true), ("text", false)] {
         let dir = tmp.path().join(format!("log-{format}"));
-        let mut child = Command::new(BIN)
+        let child = Command::new(BIN)
             .args([
                 "server",
                 "--data-dir",

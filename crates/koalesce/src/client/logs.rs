@@ -55,7 +55,11 @@ impl LogsArgs {
         }
         q.tail = None;
         q.offset = chunk.size;
-        while self.follow {
+        if !self.follow {
+            out.flush()?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        loop {
             out.flush()?;
             // The job's state was read with the output: output written before it ended is
             // all there once one more read after the end comes back empty.
