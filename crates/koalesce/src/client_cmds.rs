@@ -344,8 +344,32 @@ impl WaitArgs {
         loop {
             match client.job_json(self.id) {
                 Ok(v) => {
-                    let state = v.get("state").and_then(|s| s.as_str()).unwrap_or("").to_string();
-                    if api::is_final_state(&state) {
+                    // An array's id: wait for every task; it succeeded when all of them did.
+                    let tasks: Vec<api::ArrayTask> = v
+                        .get("tasks")
+                        .and_then(|t| serde_json::from_value(t.clone()).ok())
+                        .unwrap_or_default();
+                    if !tasks.is_empty() {
+                        if tasks.iter().all(|t| api::is_final_state(&t.state)) {
+                            let ok = tasks.iter().all(|t| t.state == "succeeded");
+                            Output::from(self.output).print(&v, || {
+                                let states: Vec<api::JobSummary> = tasks
+                                    .iter()
+                                    .map(|t| api::JobSummary {
+                                        state: t.state.clone(),
+                                        ..Default::default()
+                                    })
+                                    .collect();
+                                Ok(format!("array {}: {}\n", self.id, format::state_counts(&states)))
+                            })?;
+                            return Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) });
+                        }
+                    } else if let Some(state) = v
+                        .get("state")
+                        .and_then(|s| s.as_str())
+                        .map(str::to_string)
+                        .filter(|s| api::is_final_state(s))
+                    {
                         Output::from(self.output).print(&v, || {
                             Ok(match v.get("failure").and_then(|f| f.as_str()) {
                                 Some(f) if state != "succeeded" => {

@@ -225,9 +225,9 @@ fn hold_release_dependencies_and_arrays_from_the_command_line() {
     let (code, out, err) = cli(&srv, &tok, &["submit", f, "--array", "1-4%2"]);
     assert_eq!(code, 0, "{err}");
     let array: u64 = text(&out).trim().parse().unwrap();
-    for id in array..array + 4 {
-        wait(&srv, &tok, id);
-    }
+    // `wait` on an array's id waits for every task.
+    let (code, out, err) = cli(&srv, &tok, &["wait", &array.to_string(), "--timeout", "60s"]);
+    assert_eq!((code, text(&out)), (0, format!("array {array}: succeeded 4\n")), "{err}");
     let (_, out, _) = cli(&srv, &tok, &["status", &array.to_string()]);
     let status = text(&out);
     assert!(

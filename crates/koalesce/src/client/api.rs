@@ -76,7 +76,7 @@ fn http_reason(status: u16) -> Option<&'static str> {
 }
 
 // The API's bodies are defined once, in koalesce-api, and shared with the server.
-pub use koalesce_api::dto::{is_final_state, FileInfo, JobDetail, JobSummary, SiteInfo};
+pub use koalesce_api::dto::{is_final_state, ArrayTask, FileInfo, JobDetail, JobSummary, SiteInfo};
 
 /// A connection to one koalesce server.
 #[derive(Clone)]

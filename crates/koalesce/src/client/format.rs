@@ -337,23 +337,23 @@ pub fn status_report(d: &JobDetail, tails: &[OutputTail]) -> String {
         for l in t.render().lines() {
             let _ = writeln!(out, "  {l}");
         }
-        for t in tails.iter().filter(|t| !t.text.trim().is_empty()) {
-            let shown = t.text.trim_end().lines().count();
-            let note = if t.lines_cut > 0 {
-                format!(
-                    " (last {shown} of {} lines; all: koalesce logs {} --component {}{})",
-                    t.lines_cut + shown as u64,
-                    d.id,
-                    t.component,
-                    if t.stream == "stderr" { " --stderr" } else { "" }
-                )
-            } else {
-                String::new()
-            };
-            let _ = writeln!(out, "component {} {}{note}:", t.component, t.stream);
-            for l in t.text.trim_end().lines() {
-                let _ = writeln!(out, "  | {}", escape(l));
-            }
+    }
+    for t in tails.iter().filter(|t| !t.text.trim().is_empty()) {
+        let shown = t.text.trim_end().lines().count();
+        let note = if t.lines_cut > 0 {
+            format!(
+                " (last {shown} of {} lines; all: koalesce logs {} --component {}{})",
+                t.lines_cut + shown as u64,
+                d.id,
+                t.component,
+                if t.stream == "stderr" { " --stderr" } else { "" }
+            )
+        } else {
+            String::new()
+        };
+        let _ = writeln!(out, "component {} {}{note}:", t.component, t.stream);
+        for l in t.text.trim_end().lines() {
+            let _ = writeln!(out, "  | {}", escape(l));
         }
     }
     if !d.outputs.is_empty() {
