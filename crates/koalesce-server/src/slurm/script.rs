@@ -178,7 +178,9 @@ mod tests {
         assert!(text.contains("export KOALESCE_RANK=0\n"), "{text}");
         let last = text.lines().last().unwrap();
         assert!(
-            last.starts_with("exec /opt/koalesce supervise --dir '/data/jobs/3/a1 c0' --cgroup-parent koalesce --time-limit 90000 -- /bin/echo "),
+            last.starts_with(
+                "exec /opt/koalesce supervise --dir '/data/jobs/3/a1 c0' --cgroup-parent koalesce --time-limit 90000 -- /bin/echo "
+            ),
             "{last}"
         );
         // Run it through a real shell with `echo` in place of the supervisor: every word
