@@ -280,11 +280,8 @@ fn commands_speak_slurm() {
     // What koalesce cannot honour is refused in Slurm's words, before anything is submitted.
     let before = s.stdout("squeue", &["-h", "-t", "all", "-o", "%i"]);
     for (args, words) in [
-        (&["--array=1-3", "job.sh"][..], "sbatch: error: koalesce cannot honour --array"),
-        (
-            &["--dependency=afterok:1", "job.sh"],
-            "sbatch: error: koalesce cannot honour --dependency",
-        ),
+        (&["--array=x", "job.sh"][..], "sbatch: error: Invalid job array specification"),
+        (&["--dependency=singleton", "job.sh"], "sbatch: error: Job dependency problem"),
         (&["--gres=gpu:1", "job.sh"], "sbatch: error: koalesce cannot honour --gpus/--gres"),
         (&["-p", "nowhere", "job.sh"], "sbatch: error: invalid partition specified: nowhere"),
         (&["--frobnicate", "job.sh"], "sbatch: unrecognized option '--frobnicate'"),
@@ -302,6 +299,68 @@ fn commands_speak_slurm() {
         before,
         "nothing was submitted"
     );
+
+    // Dependencies and holds: a held job pends with Slurm's reason; its dependant waits.
+    let held = s
+        .stdout("sbatch", &["--parsable", "-H", "-o", "/dev/null", "--wrap", "true"])
+        .trim()
+        .to_string();
+    let dep = s
+        .stdout(
+            "sbatch",
+            &[
+                "--parsable",
+                &format!("--dependency=afterok:{held}"),
+                "-o",
+                "/dev/null",
+                "--wrap",
+                "true",
+            ],
+        )
+        .trim()
+        .to_string();
+    assert_eq!(s.stdout("squeue", &["-h", "-j", &held, "-o", "%T %r"]), "PENDING JobHeldUser\n");
+    assert_eq!(s.stdout("squeue", &["-h", "-j", &dep, "-o", "%T %r"]), "PENDING Dependency\n");
+    assert!(s.run("scancel", &[&held, &dep]).status.success());
+    // An array: one job per task, shown as ARRAY_TASK, each with its SLURM_ARRAY_TASK_ID.
+    let arr = s
+        .stdout(
+            "sbatch",
+            &[
+                "--parsable",
+                "--array=1-3",
+                "-o",
+                "arr-%A_%a.txt",
+                "--wrap",
+                "echo $SLURM_ARRAY_TASK_ID",
+            ],
+        )
+        .trim()
+        .to_string();
+    let t0 = Instant::now();
+    loop {
+        let st = s.stdout("sacct", &["-X", "-n", "-P", "-o", "JobID,State", "-S", "now-1hour"]);
+        let mine: Vec<&str> = st.lines().filter(|l| l.starts_with(&format!("{arr}_"))).collect();
+        if mine.len() == 3 && mine.iter().all(|l| l.ends_with("|COMPLETED")) {
+            assert_eq!(
+                mine,
+                [
+                    format!("{arr}_1|COMPLETED"),
+                    format!("{arr}_2|COMPLETED"),
+                    format!("{arr}_3|COMPLETED")
+                ]
+            );
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(60), "{st}\n{}", s.log_tail());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    for t in 1..=3 {
+        assert_eq!(
+            std::fs::read_to_string(shared.join(format!("arr-{arr}_{t}.txt"))).unwrap(),
+            format!("{t}\n")
+        );
+    }
 
     // -p SITE pins the job; --wait returns the exit code.
     let o = s.run("sbatch", &["-W", "-p", "leiden", "-o", "/dev/null", "--wrap", "exit 0"]);

@@ -70,6 +70,8 @@ pub struct Runtime {
     pub host: String,
     pub node_id: u32,
     pub node_list: String,
+    /// The array's id and this task's index, for a task of an array.
+    pub array: Option<(String, String)>,
 }
 
 impl BatchStepArgs {
@@ -91,6 +93,9 @@ impl BatchStepArgs {
             host: host.clone(),
             node_id: rank,
             node_list,
+            array: std::env::var("KOALESCE_ARRAY_JOB_ID")
+                .ok()
+                .zip(std::env::var("KOALESCE_TASK_ID").ok()),
         };
         let work = std::env::current_dir().context("reading the job's directory")?;
         let script_path = work.join("slurm_script");
@@ -189,6 +194,10 @@ pub fn job_environment(spec: &BatchSpec, rt: &Runtime, own: Vec<(String, String)
         ("SLURM_JOB_PARTITION", spec.partition.clone()),
         ("SLURM_CLUSTER_NAME", "koalesce".into()),
     ];
+    if let Some((a, t)) = &rt.array {
+        slurm.push(("SLURM_ARRAY_JOB_ID", a.clone()));
+        slurm.push(("SLURM_ARRAY_TASK_ID", t.clone()));
+    }
     if let Some(m) = spec.mem_per_node_mb {
         slurm.push(("SLURM_MEM_PER_NODE", m.to_string()));
     }
@@ -226,8 +235,9 @@ pub fn expand_pattern(pattern: &str, spec: &BatchSpec, rt: &Runtime) -> String {
         match letter {
             '%' => out.push('%'),
             // For the batch script, %J is the job id alone (checked on Slurm 22.05).
-            'j' | 'J' | 'A' => out.push_str(&num(&rt.job_id)),
-            'a' => out.push_str(&num("4294967294")),
+            'j' | 'J' => out.push_str(&num(&rt.job_id)),
+            'A' => out.push_str(&num(rt.array.as_ref().map_or(&rt.job_id, |(a, _)| a))),
+            'a' => out.push_str(&num(rt.array.as_ref().map_or("4294967294", |(_, t)| t))),
             'x' => out.push_str(&spec.job_name),
             'u' => out.push_str(&rt.user),
             'N' => out.push_str(&rt.host),
@@ -276,6 +286,7 @@ mod tests {
             host: "node".into(),
             node_id: 0,
             node_list: "node".into(),
+            array: None,
         }
     }
 

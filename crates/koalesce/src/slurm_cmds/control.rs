@@ -173,8 +173,12 @@ pub fn show_job(j: &SlurmJob, now: u64, oneliner: bool) -> String {
         .filter(|s| !s.is_empty())
         .map(esc)
         .unwrap_or_else(|| "(null)".into());
+    let array = match j.array {
+        Some((a, t)) => format!(" ArrayJobId={a} ArrayTaskId={t}"),
+        None => String::new(),
+    };
     let lines = [
-        format!("JobId={} JobName={}", j.id, esc(&j.name)),
+        format!("JobId={}{array} JobName={}", j.id, esc(&j.name)),
         format!("UserId={}(N/A) GroupId=(N/A) MCS_label=N/A", esc(&j.user)),
         "Priority=1 Nice=0 Account=(null) QOS=normal".to_string(),
         format!("JobState={} Reason={} Dependency=(null)", j.state.long(), j.reason),
@@ -285,6 +289,7 @@ mod tests {
             start_ms: Some(0),
             end_ms: Some(61_000),
             failure: None,
+            array: None,
         };
         let s = show_job(&j, 0, false);
         assert!(s.starts_with("JobId=5 JobName=x\n   UserId=u"), "{s}");

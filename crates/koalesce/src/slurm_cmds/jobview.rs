@@ -157,6 +157,8 @@ pub struct SlurmJob {
     pub end_ms: Option<u64>,
     /// The koalesce failure text, for scontrol's `Comment`.
     pub failure: Option<String>,
+    /// The array this job is a task of (its id) and the task's index.
+    pub array: Option<(u64, u64)>,
 }
 
 /// Whether a job in this koalesce state needs its detail to tell its Slurm state, reason and
@@ -172,8 +174,15 @@ impl SlurmJob {
             .map(|d| d.components.iter().filter_map(|c| c.exit_code).collect())
             .unwrap_or_default();
         let failure = detail.and_then(|d| d.failure.clone());
+        // A waiting job's reason: held by its user, or waiting for its dependencies.
+        let waiting = match s.reason.as_deref() {
+            Some(r) if r.starts_with("held") => Some("JobHeldUser"),
+            Some(r) if r.starts_with("waiting") => Some("Dependency"),
+            _ => None,
+        };
         let (state, reason) = match s.state.as_str() {
-            "queued" => (State::Pending, "Resources"),
+            "held" => (State::Pending, waiting.unwrap_or("JobHeldUser")),
+            "queued" => (State::Pending, waiting.unwrap_or("Resources")),
             "placed" => (State::Pending, "None"),
             "claimed" => (State::Configuring, "None"),
             "running" => (State::Running, "None"),
@@ -211,6 +220,15 @@ impl SlurmJob {
             start_ms: s.started_ms,
             end_ms: s.finished_ms,
             failure,
+            array: s.array_id.zip(s.task_id),
+        }
+    }
+
+    /// The id as Slurm prints it: `ID`, or `ARRAY_TASK` for a task of an array.
+    pub fn slurm_id(&self) -> String {
+        match self.array {
+            Some((a, t)) => format!("{a}_{t}"),
+            None => self.id.to_string(),
         }
     }
 
@@ -318,6 +336,15 @@ mod tests {
         assert_eq!(j.exit_code_text(), "0:15");
         let j = SlurmJob::new(&summary("succeeded"), Some(&detail(Some(0), None)));
         assert_eq!(j.exit_code_text(), "0:0");
+        let mut held = summary("held");
+        held.reason = Some("held by its user".into());
+        assert_eq!(SlurmJob::new(&held, None).reason, "JobHeldUser");
+        let mut dep = summary("queued");
+        dep.reason = Some("waiting for afterok:3".into());
+        dep.array_id = Some(40);
+        dep.task_id = Some(2);
+        let j = SlurmJob::new(&dep, None);
+        assert_eq!((j.state, j.reason, j.slurm_id().as_str()), (State::Pending, "Dependency", "40_2"));
     }
 
     #[test]

@@ -152,6 +152,13 @@ pub struct FieldDef {
 
 fn job_id(j: &SlurmJob, l: Line, _: u64) -> String {
     match l {
+        Line::Allocation => j.slurm_id(),
+        Line::Batch => format!("{}.batch", j.slurm_id()),
+    }
+}
+
+fn job_id_raw(j: &SlurmJob, l: Line, _: u64) -> String {
+    match l {
         Line::Allocation => j.id.to_string(),
         Line::Batch => format!("{}.batch", j.id),
     }
@@ -167,7 +174,7 @@ pub const FIELDS: &[FieldDef] = &[
     FieldDef {
         name: "JobIDRaw",
         width: -12,
-        value: job_id,
+        value: job_id_raw,
     },
     FieldDef {
         name: "JobName",
@@ -420,6 +427,7 @@ mod tests {
             start_ms: Some(0),
             end_ms: Some(5_000),
             failure: None,
+            array: None,
         }
     }
 

@@ -67,10 +67,10 @@ pub struct SbatchArgs {
     /// Print only the job id.
     #[arg(long = "parsable")]
     pub parsable: bool,
-    /// Job array (refused: koalesce's sbatch does not make arrays).
+    /// Job array: task indexes (1-100, 0-30:10, 1,3,5, %M at most M at once); one koalesce job per task.
     #[arg(short = 'a', long = "array", value_name = "INDEXES")]
     pub array: Option<String>,
-    /// Dependencies (refused: koalesce's sbatch does not take them).
+    /// Dependencies: after, afterany, afterok, afternotok:ID[:ID...][,...].
     #[arg(short = 'd', long = "dependency", value_name = "LIST")]
     pub dependency: Option<String>,
     /// Environment to propagate: ALL (default), NONE, or [ALL,]VAR[=value],...
@@ -134,7 +134,7 @@ pub struct SbatchArgs {
     /// Refused: deferred start.
     #[arg(short = 'b', long = "begin", value_name = "TIME")]
     pub begin: Option<String>,
-    /// Refused: held submission.
+    /// Submit held (release with `koalesce release ID`).
     #[arg(short = 'H', long = "hold")]
     pub hold: bool,
     /// Refused: signals before the time limit.
@@ -170,6 +170,8 @@ pub fn run(args: &[String], conn: impl FnOnce() -> SResult<Client>) -> SResult<E
     let env: Vec<(String, String)> = std::env::vars().collect();
     let desc = describe(&opts, &script_text, &script_name, &script_args, &submit_dir, &env, &sites)?;
     let toml_text = toml::to_string(&desc).map_err(|e| SlurmError::msg(format!("cannot write the job description: {e}")))?;
+    // Holds and arrays are submission options of the API (the description has no field).
+    let client = client.with_submit_options(opts.hold, None, opts.array.as_deref());
     let id = client
         .submit(&toml_text)
         .map_err(|e| SlurmError::msg(format!("Batch job submission failed: {e:#}")))?;
@@ -290,14 +292,8 @@ pub fn describe(
              For instance: #!/bin/sh",
         ));
     }
-    if o.array.is_some() {
-        return Err(refuse(
-            "--array",
-            "job arrays are not offered through sbatch (submit one job per task)",
-        ));
-    }
-    if o.dependency.is_some() {
-        return Err(refuse("--dependency", "job dependencies are not offered through sbatch"));
+    if let Some(a) = &o.array {
+        koalesce_api::jobdesc::parse_array(a).map_err(|e| SlurmError::msg(format!("Invalid job array specification: {e}")))?;
     }
     for (set, what, why) in [
         (
@@ -308,7 +304,6 @@ pub fn describe(
         (o.reservation.is_some(), "--reservation", "koalesce makes its own reservations"),
         (o.constraint.is_some(), "--constraint", "koalesce sites publish no node features"),
         (o.begin.is_some(), "--begin", "koalesce starts jobs as soon as they are placed"),
-        (o.hold, "--hold", "koalesce has no held jobs"),
         (
             o.signal.is_some(),
             "--signal",
@@ -396,7 +391,14 @@ pub fn describe(
         outputs: Vec::new(),
         flexible: None,
         components: components.iter().map(|p| ComponentDescription::new(*p)).collect(),
+        after: Vec::new(),
+        afterany: Vec::new(),
+        afterok: Vec::new(),
+        afternotok: Vec::new(),
     };
+    if let Some(dep) = &o.dependency {
+        apply_dependency(&mut desc, dep)?;
+    }
     if desc.name.trim().is_empty() {
         desc.name = "sbatch".into();
     }
@@ -475,6 +477,30 @@ pub fn describe(
         ));
     }
     Ok(desc)
+}
+
+/// `--dependency`: Slurm's `KIND:ID[:ID...][,...]` with after, afterany, afterok, afternotok
+/// (all must hold); `?` (any of), singleton and aftercorr are refused.
+fn apply_dependency(desc: &mut JobDescription, dep: &str) -> SResult<()> {
+    use koalesce_core::scheduler::DependencyKind;
+    if dep.contains('?') {
+        return Err(refuse("--dependency with '?'", "koalesce waits for all dependencies (use ',')"));
+    }
+    let list = koalesce_api::jobdesc::parse_dependency_list(dep).map_err(|e| {
+        SlurmError::msg(format!(
+            "Job dependency problem: {e}\nBatch job submission failed: Job dependency problem"
+        ))
+    })?;
+    for d in list {
+        let v = match d.kind {
+            DependencyKind::After => &mut desc.after,
+            DependencyKind::AfterAny => &mut desc.afterany,
+            DependencyKind::AfterOk => &mut desc.afterok,
+            DependencyKind::AfterNotOk => &mut desc.afternotok,
+        };
+        v.push(d.job.0);
+    }
+    Ok(())
 }
 
 /// `-p`: one site (the component's site), several sites (a REQUIREMENTS expression over
@@ -676,12 +702,12 @@ mod tests {
     fn what_cannot_be_honoured_is_refused() {
         let s = "#!/bin/sh\ntrue\n";
         for args in [
-            &["--array=0-3"][..],
-            &["--dependency=afterok:1"],
+            &["--array=x"][..],
+            &["--dependency=singleton"],
+            &["--dependency=afterok:1?afterok:2"],
             &["--gres=gpu:1"],
             &["--gpus-per-task=1"],
             &["--begin=now+1hour"],
-            &["-H"],
             &["--mail-type=END"],
             &["--exclusive=user"],
             &["-w", "node1"],
@@ -696,6 +722,13 @@ mod tests {
         let e = describe_script("echo no shebang\n", &[]).unwrap_err();
         assert!(e.message.starts_with("This does not look like a batch script"));
         assert!(parse_options::<SbatchArgs>("sbatch", &["--frobnicate".into()]).is_err());
+    }
+
+    #[test]
+    fn dependencies_become_fields() {
+        let s = "#!/bin/sh\ntrue\n";
+        let d = describe_script(s, &["--dependency=afterok:3:4,afterany:5", "--array=1-3"]).unwrap();
+        assert_eq!((d.afterok.as_slice(), d.afterany.as_slice()), (&[3, 4][..], &[5][..]));
     }
 
     #[test]

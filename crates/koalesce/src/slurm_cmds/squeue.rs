@@ -249,8 +249,9 @@ impl Field {
     /// The field's value for job `j` at `now` (Unix ms).
     pub fn value(self, j: &SlurmJob, now: u64) -> String {
         match self {
-            Field::JobId | Field::ArrayJobId => j.id.to_string(),
-            Field::ArrayTaskId => "N/A".into(),
+            Field::JobId => j.slurm_id(),
+            Field::ArrayJobId => j.array.map_or(j.id, |(a, _)| a).to_string(),
+            Field::ArrayTaskId => j.array.map_or_else(|| "N/A".into(), |(_, t)| t.to_string()),
             Field::Name => j.name.clone(),
             Field::User => j.user.clone(),
             Field::StateCompact => j.state.short().into(),
@@ -410,6 +411,7 @@ mod tests {
             start_ms: (state != State::Pending).then_some(1_000),
             end_ms: None,
             failure: None,
+            array: None,
         }
     }
 
