@@ -167,7 +167,17 @@ pub trait Backend: Send + Sync + 'static {
     fn reservations(&self) -> Option<&dyn Reservations> {
         None
     }
+    /// How long a launch waits for this backend's components to be [`Backend::ready`] (003's
+    /// claim: the LRM gave the processors and the supervisor checked in). Past it the claim
+    /// has failed: the launch is cancelled and the job goes back to placement.
+    fn claim_timeout(&self) -> std::time::Duration {
+        DEFAULT_CLAIM_TIMEOUT
+    }
 }
+
+/// [`Backend::claim_timeout`] unless a backend says otherwise (the local executor's
+/// supervisors check in within milliseconds; this bounds a machine under heavy load).
+pub const DEFAULT_CLAIM_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// What every backend of a server shares: how supervisors are started and confined, and
 /// where a backend may keep files of its own.

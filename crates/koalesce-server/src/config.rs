@@ -28,6 +28,12 @@
 //! header_timeout_ms = 10000      # a request's header (and an idle keep-alive gap) within this
 //! body_timeout_ms = 30000        # a request's body within this (else 408)
 //!
+//! # A blacklisted site is probed (its LRM asked for its processors) this long after the
+//! # blacklisting, then with the wait doubled after every failed probe, at most
+//! # site_probe_max_ms; a probe that answers re-admits it. 0 = no probes (as KOALA).
+//! site_probe_ms = 5000
+//! site_probe_max_ms = 300000
+//!
 //! # When the server runs as root: the Unix account of each koalesce user (default: the
 //! # account of the same name; "*" for everyone not listed). uid 0 only with allow_root_jobs.
 //! allow_root_jobs = false
@@ -132,6 +138,11 @@ pub struct ServerConfig {
     /// Jobs may run as root (uid 0).
     pub allow_root_jobs: bool,
     pub sandbox: crate::sandbox::SandboxConfig,
+    /// First probe of a blacklisted site, this long after the blacklisting; doubled after
+    /// every probe it does not answer (see `daemon/blacklist.rs`). 0: no probes.
+    pub site_probe_ms: u64,
+    /// Longest wait between two probes of a blacklisted site.
+    pub site_probe_max_ms: u64,
 }
 
 /// The five DAS-2 clusters (003 §5.1).
@@ -153,6 +164,8 @@ impl Default for ServerConfig {
             users: Default::default(),
             allow_root_jobs: false,
             sandbox: Default::default(),
+            site_probe_ms: 5_000,
+            site_probe_max_ms: 300_000,
         }
     }
 }

@@ -116,6 +116,7 @@ pub fn process_actions(shared: &Arc<Shared>, st: &mut State) {
             Action::Blacklist { site } => {
                 shared.metrics.blacklisted.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(site = %shared.site(site).name, "site blacklisted after consecutive soft errors");
+                super::blacklist::on_blacklist(shared, st, site);
             }
         }
     }

@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{lrm, process_actions, Shared};
+use super::{blacklist, lrm, process_actions, Shared};
 use crate::{now_ms, store};
 
 /// How often queued jobs' tries (from the core's `take_progress`) are written.
@@ -78,6 +78,7 @@ pub async fn drive(shared: Arc<Shared>, mut shutdown: tokio::sync::watch::Receiv
             last_poll = Instant::now();
             refresh_sites(&shared).await;
             lrm::poll_running(shared.clone()).await;
+            blacklist::probe_due(&shared).await;
         }
         if last_flush.elapsed() >= PROGRESS_FLUSH {
             last_flush = Instant::now();

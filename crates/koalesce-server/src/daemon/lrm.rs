@@ -472,9 +472,6 @@ async fn launch(shared: Arc<Shared>, l: Launch) {
     }
 }
 
-/// Longest wait for the supervisors of a launch to reach their start barrier; those not there
-/// by then are cancelled (fenced), a soft error.
-pub const BARRIER_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Launch components grouped by site: site → LRM ids.
 fn by_site(comps: &[(u32, SiteId, String)]) -> BTreeMap<SiteId, Vec<String>> {
@@ -488,7 +485,8 @@ fn by_site(comps: &[(u32, SiteId, String)]) -> BTreeMap<SiteId, Vec<String>> {
 /// The daemon's half of the start barrier: waits (checking every few ms, off the lock) until
 /// every component of the launch is held ready by its supervisor, then starts them all. Gives
 /// up when the launch is aborted meanwhile (the abort cancels the components) or when a
-/// supervisor does not come up in [`BARRIER_TIMEOUT`].
+/// component is not ready within the shortest [`crate::backend::Backend::claim_timeout`] of
+/// its sites: that is a failed claim (see [`claim_timed_out`]).
 ///
 /// `go` is written only once every supervisor of the launch holds its directory, so a daemon
 /// crash before that leaves a launch of which no program ran (recovery aborts it and requeues
@@ -497,6 +495,11 @@ fn by_site(comps: &[(u32, SiteId, String)]) -> BTreeMap<SiteId, Vec<String>> {
 async fn start_at_barrier(shared: Arc<Shared>, job: u64, attempt: u32, comps: Vec<(u32, SiteId, String)>) {
     let t0 = Instant::now();
     let sites = by_site(&comps);
+    let timeout = sites
+        .keys()
+        .map(|s| shared.site(*s).backend.claim_timeout())
+        .min()
+        .unwrap_or(crate::backend::DEFAULT_CLAIM_TIMEOUT);
     let mut delay = Duration::from_millis(1);
     loop {
         let still = {
@@ -530,15 +533,8 @@ async fn start_at_barrier(shared: Arc<Shared>, job: u64, attempt: u32, comps: Ve
         if not_ready.is_empty() {
             break;
         }
-        if t0.elapsed() >= BARRIER_TIMEOUT {
-            tracing::warn!(job, attempt, waiting = ?not_ready, "supervisors did not reach the start barrier; cancelling");
-            for (site, id) in not_ready {
-                shared.lrm.send(LrmOp::Kill {
-                    site,
-                    lrm_id: Some(id),
-                    claim: None,
-                });
-            }
+        if t0.elapsed() >= timeout {
+            claim_timed_out(&shared, job, attempt, &comps, not_ready).await;
             return;
         }
         tokio::time::sleep(delay).await;
@@ -568,6 +564,57 @@ async fn start_at_barrier(shared: Arc<Shared>, job: u64, attempt: u32, comps: Ve
             }
         }
     }
+}
+
+/// A launch whose components were not all ready in time: 003's claiming failure. The
+/// components that are not ready are cancelled (a held or pending one never runs its program)
+/// and given back to the core as rejected claims, so the job goes back to placement and the
+/// others of the launch are killed with it. It is a soft error of a site only when that site
+/// does not answer (its controller is down): a component that merely waits in a busy LRM's
+/// queue is not the site's fault.
+async fn claim_timed_out(shared: &Arc<Shared>, job: u64, attempt: u32, comps: &[(u32, SiteId, String)], not_ready: Vec<(SiteId, String)>) {
+    let s = shared.clone();
+    let sites: Vec<SiteId> = not_ready.iter().map(|(site, _)| *site).collect();
+    let down: Vec<SiteId> = tokio::task::spawn_blocking(move || {
+        let mut down: Vec<SiteId> = Vec::new();
+        for site in sites {
+            let h = s.site(site);
+            if !down.contains(&site) && matches!(h.backend.processors(&h.name), Err(BackendError::Site { .. })) {
+                down.push(site);
+            }
+        }
+        down
+    })
+    .await
+    .unwrap_or_default();
+    tracing::warn!(job, attempt, waiting = ?not_ready, ?down, "components not allocated in time: the claim failed; cancelling the launch");
+    let mut guard = shared.lock();
+    let st = &mut *guard;
+    let mut done = Vec::new();
+    for (site, id) in not_ready {
+        let Some(&(i, _, _)) = comps.iter().find(|(_, _, x)| *x == id) else {
+            continue;
+        };
+        let current = st
+            .exec
+            .get(&(job, i))
+            .is_some_and(|e| e.attempt == attempt && e.lrm_id.as_deref() == Some(id.as_str()));
+        if !current {
+            continue;
+        }
+        let claim = st.exec.remove(&(job, i)).and_then(|e| e.claim);
+        shared.lrm.send(LrmOp::Kill {
+            site,
+            lrm_id: Some(id),
+            claim,
+        });
+        done.push((job, attempt, i));
+        st.core.claim_rejected(now_ms(), JobId(job), i, down.contains(&site));
+    }
+    if !done.is_empty() {
+        shared.store.enqueue(store::launches_done_op(done));
+    }
+    process_actions(shared, st);
 }
 
 /// Checks every submitted component (one batched status call per site, off the lock) and

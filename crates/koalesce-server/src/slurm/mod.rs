@@ -627,6 +627,13 @@ impl Backend for SlurmBackend {
     fn reservations(&self) -> Option<&dyn Reservations> {
         self.reservations.then_some(self as &dyn Reservations)
     }
+
+    /// The longest `claim_timeout_ms` of the backend's sites: how long a component may pend in
+    /// Slurm's queue before its claim counts as failed (see `docs/slurm.md`, claiming).
+    fn claim_timeout(&self) -> Duration {
+        let ms = self.sites.iter().map(|s| s.spec.slurm.claim_timeout_ms).max();
+        ms.map_or(crate::backend::DEFAULT_CLAIM_TIMEOUT, Duration::from_millis)
+    }
 }
 
 /// The record directory of a component from its LRM id (`CLUSTER:JOB:DIR`), or the id itself
