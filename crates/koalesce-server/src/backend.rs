@@ -144,6 +144,13 @@ pub trait Backend: Send + Sync + 'static {
     /// held job exists). A component that is not ready yet may still become ready; one that
     /// never will shows up as terminal in [`Backend::status`].
     fn ready(&self, ids: &[String]) -> Vec<(String, bool)>;
+    /// The slow half of [`Backend::start`], done for every site of a launch before any site
+    /// starts: whatever takes time (writing and syncing release records) is done here, so that
+    /// the `start` calls of all sites, made right after, let the programs run within
+    /// milliseconds of each other. Default: nothing.
+    fn prepare_start(&self, _ids: &[String]) -> Result<(), BackendError> {
+        Ok(())
+    }
     /// Lets held components run (Slurm: `scontrol release`). The daemon calls it for all the
     /// components of a launch at once, once every one of them is ready. Fails, starting none,
     /// when one of them is not ready.

@@ -170,6 +170,26 @@ fn printed_clocks(job: &Value) -> anyhow::Result<Vec<i128>> {
         .collect()
 }
 
+/// Per component of a job: (supervisor checked in, `go` written), in ms since the epoch, from
+/// the records in the component's directory (the parent of its stdout).
+fn barrier_times(job: &Value) -> anyhow::Result<Vec<(u64, u64)>> {
+    let comps = job["components"].as_array().context("job without components")?;
+    comps
+        .iter()
+        .map(|c| {
+            let dir = Path::new(c["stdout"].as_str().context("component without stdout")?)
+                .parent()
+                .context("stdout without a directory")?;
+            let read = |f: &str, key: &str| -> anyhow::Result<u64> {
+                let p = dir.join(f);
+                let v: Value = serde_json::from_str(&std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?)?;
+                v[key].as_u64().with_context(|| format!("{}: no {key}", p.display()))
+            };
+            Ok((read("supervisor.json", "started_ms")?, read("go", "go_ms")?))
+        })
+        .collect()
+}
+
 /// p50 / p99 / max (nearest rank) of values in ms, as JSON.
 pub fn summary(values: &[f64]) -> Value {
     let mut v = values.to_vec();
@@ -225,6 +245,9 @@ impl BenchCostartArgs {
             job.push_str(&format!("\n[[components]]\nprocessors = {}\nsite = \"{c}\"\n", self.processors));
         }
         let (mut skews, mut latencies) = (Vec::new(), Vec::new());
+        // Where the time goes: submit → last check-in (allocation), last check-in → go (the
+        // daemon's barrier), go → program start (the supervisor's set-up, then exec).
+        let (mut to_checkin, mut to_go, mut go_to_start) = (Vec::new(), Vec::new(), Vec::new());
         let mut failed = 0;
         let pb = bar(self.jobs as u64, "coupled jobs");
         for _ in 0..self.jobs {
@@ -241,6 +264,15 @@ impl BenchCostartArgs {
             let (lo, hi) = (*clocks.iter().min().unwrap(), *clocks.iter().max().unwrap());
             skews.push((hi - lo) as f64 / 1e6);
             latencies.push((lo - t_submit) as f64 / 1e6);
+            if let Ok(b) = barrier_times(&j) {
+                let last_in = b.iter().map(|x| x.0).max().unwrap_or(0) as f64;
+                let go = b.iter().map(|x| x.1).min().unwrap_or(0) as f64;
+                to_checkin.push(last_in - (t_submit / 1_000_000) as f64);
+                to_go.push(go - last_in);
+                for (c, (_, g)) in clocks.iter().zip(&b) {
+                    go_to_start.push((*c / 1_000_000) as f64 - *g as f64);
+                }
+            }
         }
         pb.finish_and_clear();
         let out = json!({
@@ -252,6 +284,11 @@ impl BenchCostartArgs {
             "failed": failed,
             "start_skew_ms": summary(&skews),
             "submit_to_start_ms": summary(&latencies),
+            "breakdown_ms": {
+                "submit_to_last_checkin": summary(&to_checkin),
+                "last_checkin_to_go": summary(&to_go),
+                "go_to_program_start": summary(&go_to_start),
+            },
             "target_skew_p99_ms": 50,
         });
         if self.json {
@@ -266,6 +303,10 @@ impl BenchCostartArgs {
             );
             println!("  start skew        {}", fmt_summary(&out["start_skew_ms"]));
             println!("  submit to start   {}", fmt_summary(&out["submit_to_start_ms"]));
+            let b = &out["breakdown_ms"];
+            println!("    submit to last check-in   {}", fmt_summary(&b["submit_to_last_checkin"]));
+            println!("    last check-in to go       {}", fmt_summary(&b["last_checkin_to_go"]));
+            println!("    go to program start       {}", fmt_summary(&b["go_to_program_start"]));
             println!("  failed jobs       {failed}");
         }
         Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })

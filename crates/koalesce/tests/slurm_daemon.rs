@@ -220,6 +220,7 @@ fn slurm_jobs(bed: &Bed, cluster: &str) -> Vec<String> {
 fn daemon_on_a_real_bed_claims_and_survives_faults() {
     let bed = Bed::up(3, 1, 0);
     claim_timeout_sends_the_job_back(&bed);
+    reservations_through_the_daemon(&bed);
     stopped_cluster_is_blacklisted_and_used_again(&bed);
     daemon_crash_with_components_in_slurm(&bed);
 }
@@ -276,6 +277,39 @@ fn claim_timeout_sends_the_job_back(bed: &Bed) {
 }
 
 const T: Duration = Duration::from_secs(30);
+
+/// Reservation names koalesce holds on a cluster now.
+fn reservations(bed: &Bed, cluster: &str) -> Vec<String> {
+    let c = bed.bed.client(cluster).unwrap();
+    let o = c.run_args("scontrol", &["show", "reservation", "-o"]).map(|o| o.stdout).unwrap_or_default();
+    o.lines()
+        .filter_map(|l| l.split_whitespace().find_map(|w| w.strip_prefix("ReservationName=")))
+        .filter(|n| n.starts_with("koalesce-"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// A site with `reservations = true`: the core's `Reserve` becomes `scontrol create
+/// reservation`, the component runs in it (`sbatch --reservation`), and the reservation is
+/// deleted once the job ended.
+fn reservations_through_the_daemon(bed: &Bed) {
+    let runs = runs_dir(bed, "runs-resv");
+    let cfg = config(bed, &runs, |c| {
+        for s in &mut c.sites {
+            s.reservations = s.name == "gamma";
+        }
+    });
+    let d = Daemon::new(bed.tmp.path().join("srv-resv"), &cfg);
+    let sites = d.get("/api/v1/sites");
+    assert_eq!(sites[2]["supports_reservations"], true, "{sites}");
+    let ids: Vec<u64> = (0..2).map(|i| d.submit(&job(&format!("r{i}"), &runs, 1, &[(8, Some("gamma"))]))).collect();
+    let mut seen = std::collections::BTreeSet::new();
+    let jobs = d.wait_all(&ids, Duration::from_secs(60), |_| seen.extend(reservations(bed, "gamma")));
+    assert_each_ran_once(&jobs, &runs);
+    eprintln!("reservations: jobs ran inside {seen:?}");
+    assert!(!seen.is_empty(), "the jobs ran in Slurm reservations");
+    wait_for("the reservations to be deleted", T, || reservations(bed, "gamma").is_empty().then_some(()));
+}
 
 fn stopped_cluster_is_blacklisted_and_used_again(bed: &Bed) {
     let runs = runs_dir(bed, "runs-fault");
@@ -351,12 +385,15 @@ fn stopped_cluster_is_blacklisted_and_used_again(bed: &Bed) {
 
 fn daemon_crash_with_components_in_slurm(bed: &Bed) {
     let runs = runs_dir(bed, "runs-crash");
-    let cfg = config(bed, &runs, |_| {});
+    // Mixed sites: the bed's clusters and a site of the local executor.
+    let cfg = config(bed, &runs, |c| c.sites.push(koalesce_server::config::SiteConfig::local("here", 16)));
     let mut d = Daemon::new(bed.tmp.path().join("srv-crash"), &cfg);
-    // Two coupled jobs too large for one cluster (20 + 20 > 32) and four single ones.
+    // Two coupled jobs too large for one cluster (20 + 20 > 32), one over a local site and a
+    // Slurm cluster, and four single ones.
     let mut ids = vec![
         d.submit(&job("span-a", &runs, 3, &[(20, None), (20, None)])),
         d.submit(&job("span-b", &runs, 3, &[(10, None), (10, None), (10, None)])),
+        d.submit(&job("mixed", &runs, 3, &[(8, Some("here")), (8, Some("alpha"))])),
     ];
     ids.extend((0..4).map(|i| d.submit(&job(&format!("s{i}"), &runs, 2, &[(4, None)]))));
     wait_for("the first coupled job to run", T, || (d.job(ids[0])["state"] == "running").then_some(()));
@@ -377,5 +414,6 @@ fn daemon_crash_with_components_in_slurm(bed: &Bed) {
     );
     let sites: Vec<&str> = jobs[0]["sites"].as_array().unwrap().iter().map(|s| s.as_str().unwrap()).collect();
     assert_eq!(sites.len(), 2, "the job spans two clusters: {sites:?}");
+    assert_eq!(jobs[2]["sites"], serde_json::json!(["here", "alpha"]), "a local and a Slurm site");
     assert_each_ran_once(&jobs, &runs);
 }

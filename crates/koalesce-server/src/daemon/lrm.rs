@@ -393,22 +393,54 @@ async fn launch(shared: Arc<Shared>, l: Launch) {
         for sub in &dropped {
             let _ = supervise::fence(&sub.dir);
         }
-        subs.into_iter()
-            .map(|(i, site, sub)| {
-                let r = if committed {
-                    s.site(site).backend.submit(&sub)
-                } else {
-                    Err(BackendError::Site {
-                        site: sub.site.clone(),
-                        reason: "launch intent could not be recorded".into(),
+        let submit = |(i, site, sub): (u32, SiteId, ComponentSubmission)| {
+            let r = if committed {
+                s.site(site).backend.submit(&sub)
+            } else {
+                Err(BackendError::Site {
+                    site: sub.site.clone(),
+                    reason: "launch intent could not be recorded".into(),
+                })
+            };
+            if r.is_err() {
+                let _ = supervise::fence(&sub.dir);
+            }
+            (i, site, r)
+        };
+        let mut per_site: BTreeMap<SiteId, Vec<(u32, SiteId, ComponentSubmission)>> = BTreeMap::new();
+        for c in subs {
+            per_site.entry(c.1).or_default().push(c);
+        }
+        if per_site.len() < 2 {
+            return per_site.into_values().flatten().map(submit).collect::<Vec<_>>();
+        }
+        // The sites of a launch get their components at once (one thread per site, in order
+        // within a site): a Slurm submission takes tens to hundreds of milliseconds.
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = per_site
+                .into_values()
+                .map(|group| {
+                    let ids: Vec<(u32, SiteId)> = group.iter().map(|c| (c.0, c.1)).collect();
+                    (ids, scope.spawn(move || group.into_iter().map(submit).collect::<Vec<_>>()))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|(ids, h)| {
+                    h.join().unwrap_or_else(|_| {
+                        ids.into_iter()
+                            .map(|(i, site)| {
+                                let e = BackendError::Site {
+                                    site: "?".into(),
+                                    reason: "submission panicked".into(),
+                                };
+                                (i, site, Err(e))
+                            })
+                            .collect()
                     })
-                };
-                if r.is_err() {
-                    let _ = supervise::fence(&sub.dir);
-                }
-                (i, site, r)
-            })
-            .collect::<Vec<_>>()
+                })
+                .collect::<Vec<_>>()
+        })
     })
     .await
     .unwrap_or_default();
@@ -542,7 +574,29 @@ async fn start_at_barrier(shared: Arc<Shared>, job: u64, attempt: u32, comps: Ve
     }
     let s = shared.clone();
     let groups = sites.clone();
-    let result = tokio::task::spawn_blocking(move || groups.iter().try_for_each(|(site, ids)| s.site(*site).backend.start(ids))).await;
+    let result = tokio::task::spawn_blocking(move || {
+        // Everything slow first, for every site; then all sites at once (one thread each), so
+        // that one site's syncs do not hold back another's start.
+        groups.iter().try_for_each(|(site, ids)| s.site(*site).backend.prepare_start(ids))?;
+        std::thread::scope(|scope| {
+            let started: Vec<_> = groups
+                .iter()
+                .map(|(site, ids)| {
+                    let s = &s;
+                    scope.spawn(move || s.site(*site).backend.start(ids))
+                })
+                .collect();
+            started.into_iter().try_for_each(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(BackendError::Site {
+                        site: "?".into(),
+                        reason: "start panicked".into(),
+                    })
+                })
+            })
+        })
+    })
+    .await;
     match result {
         Ok(Ok(())) => tracing::debug!(
             job,
