@@ -33,6 +33,7 @@
 //! # site_probe_max_ms; a probe that answers re-admits it. 0 = no probes (as KOALA).
 //! site_probe_ms = 5000
 //! site_probe_max_ms = 300000
+//! site_down_ms = 10000           # a site whose LRM does not answer this long is blacklisted
 //!
 //! # When the server runs as root: the Unix account of each koalesce user (default: the
 //! # account of the same name; "*" for everyone not listed). uid 0 only with allow_root_jobs.
@@ -143,6 +144,9 @@ pub struct ServerConfig {
     pub site_probe_ms: u64,
     /// Longest wait between two probes of a blacklisted site.
     pub site_probe_max_ms: u64,
+    /// A site whose LRM has not answered (`processors` a site error) for this long is
+    /// blacklisted (and then probed). 0: only soft errors of jobs blacklist a site.
+    pub site_down_ms: u64,
 }
 
 /// The five DAS-2 clusters (003 §5.1).
@@ -166,6 +170,7 @@ impl Default for ServerConfig {
             sandbox: Default::default(),
             site_probe_ms: 5_000,
             site_probe_max_ms: 300_000,
+            site_down_ms: 10_000,
         }
     }
 }

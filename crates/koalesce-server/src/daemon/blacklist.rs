@@ -10,8 +10,17 @@
 //! again within `site_probe_max_ms` of being re-admitted starts one step further along, so a
 //! flapping site is tried less and less often.
 //!
+//! A site is also blacklisted when its LRM has not answered the daemon's refreshes (its
+//! `processors`) for `site_down_ms`, whether or not jobs were tried there: a cluster whose
+//! controller stopped while it was full would otherwise keep its last counts and hold jobs fixed
+//! to it silently.
+//!
+//! While probes are on, the core re-admits a blacklisted site after `site_probe_max_ms` at the
+//! latest (its `blacklist_expiry_ms`, unless the configuration sets one), so that a job only a
+//! blacklisted site can hold waits for it instead of failing as unplaceable.
+//!
 //! The probes run off the state lock, on the blocking pool. `site_probe_ms = 0` turns them off
-//! (blacklisting is then the core's alone).
+//! (blacklisting is then the core's alone, as in KOALA).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -25,6 +34,8 @@ use super::Shared;
 #[derive(Debug, Default)]
 pub struct Probes {
     sites: HashMap<SiteId, Probe>,
+    /// Sites whose refreshes fail, since when.
+    unreachable: HashMap<SiteId, Instant>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -96,6 +107,48 @@ impl Probes {
     /// When `site` is probed next, if it waits for one.
     pub fn next_probe(&self, site: SiteId) -> Option<Instant> {
         self.sites.get(&site).and_then(|p| p.next)
+    }
+}
+
+/// The core's configuration as the daemon runs it: with probes on and no `blacklist_expiry_ms`
+/// configured, a blacklisted site is re-admitted after `site_probe_max_ms` at the latest.
+pub fn core_config(config: &crate::config::ServerConfig) -> koalesce_core::SchedulerConfig {
+    let mut c = config.scheduler.clone();
+    if config.site_probe_ms > 0 && c.blacklist_expiry_ms.is_none() {
+        c.blacklist_expiry_ms = Some(config.site_probe_max_ms.max(config.site_probe_ms));
+    }
+    c
+}
+
+/// The driver refreshed every site's processor counts: `answers` says which answered. A site
+/// that has not answered for `site_down_ms` is blacklisted and probed from then on.
+pub fn observe_refresh(shared: &Arc<Shared>, answers: &[(SiteId, bool)]) {
+    let down_after = Duration::from_millis(shared.config.site_down_ms);
+    let mut guard = shared.lock();
+    let st = &mut *guard;
+    let now = Instant::now();
+    let mut changed = false;
+    for &(site, ok) in answers {
+        if ok {
+            st.probes.unreachable.remove(&site);
+            continue;
+        }
+        let since = *st.probes.unreachable.entry(site).or_insert(now);
+        if down_after.is_zero() || now.duration_since(since) < down_after || st.core.site_view(site).blacklisted {
+            continue;
+        }
+        st.core.set_blacklisted(site, true);
+        shared.metrics.blacklisted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        tracing::warn!(
+            site = %shared.site(site).name,
+            for_ms = now.duration_since(since).as_millis() as u64,
+            "site does not answer: blacklisted"
+        );
+        on_blacklist(shared, st, site);
+        changed = true;
+    }
+    if changed {
+        super::process_actions(shared, st);
     }
 }
 

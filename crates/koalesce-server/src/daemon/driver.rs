@@ -25,18 +25,27 @@ pub fn flush_progress(shared: &Shared) {
     }
 }
 
-/// Refreshes every site's idle/used counts (off the lock).
+/// Refreshes every site's idle/used counts (off the lock); a site that keeps failing to answer
+/// is blacklisted (see [`blacklist::observe_refresh`]).
 async fn refresh_sites(shared: &Arc<Shared>) {
     let s = shared.clone();
-    let _ = tokio::task::spawn_blocking(move || {
-        for h in &s.sites {
-            if let Ok(p) = h.backend.processors(&h.name) {
-                h.idle.store(p.idle, Ordering::Relaxed);
-                h.used.store(p.used, Ordering::Relaxed);
-            }
-        }
+    let answers = tokio::task::spawn_blocking(move || {
+        s.sites
+            .iter()
+            .enumerate()
+            .map(|(i, h)| {
+                let r = h.backend.processors(&h.name);
+                if let Ok(p) = &r {
+                    h.idle.store(p.idle, Ordering::Relaxed);
+                    h.used.store(p.used, Ordering::Relaxed);
+                }
+                (koalesce_core::SiteId(i as u32), !matches!(r, Err(crate::backend::BackendError::Site { .. })))
+            })
+            .collect::<Vec<_>>()
     })
-    .await;
+    .await
+    .unwrap_or_default();
+    blacklist::observe_refresh(shared, &answers);
 }
 
 /// The driver task.

@@ -28,7 +28,8 @@ pub enum LrmOp {
         component: u32,
         site: SiteId,
         processors: u32,
-        reservation: Option<String>,
+        /// Claim inside the component's granted reservation (taken from `State::reservations`).
+        reserved: bool,
     },
     Launch(Launch),
     /// Kills a component (if submitted) and gives its claim back.
@@ -118,8 +119,8 @@ pub async fn worker(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<LrmOp>,
                 component,
                 site,
                 processors,
-                reservation,
-            } => claim(&shared, job, component, site, processors, reservation).await,
+                reserved,
+            } => claim(&shared, job, component, site, processors, reserved).await,
             LrmOp::Launch(l) => {
                 tokio::spawn(launch(shared.clone(), l));
             }
@@ -210,7 +211,17 @@ async fn kill_pending(shared: &Arc<Shared>, rx: &mut mpsc::UnboundedReceiver<Lrm
     .await;
 }
 
-async fn claim(shared: &Arc<Shared>, job: u64, component: u32, site: SiteId, processors: u32, reservation: Option<String>) {
+async fn claim(shared: &Arc<Shared>, job: u64, component: u32, site: SiteId, processors: u32, reserved: bool) {
+    let reservation = if reserved {
+        let mut st = shared.lock();
+        let id = st.reservations.remove(&(job, component));
+        if let (Some(e), Some(id)) = (st.exec.get_mut(&(job, component)), &id) {
+            e.reservation = Some(id.clone());
+        }
+        id
+    } else {
+        None
+    };
     let s = shared.clone();
     let result = blocking(move || {
         let h = s.site(site);
