@@ -85,7 +85,10 @@ impl Drop for Bed {
         if self.owned {
             match self.bed.down(true) {
                 Ok(_) => eprintln!("test bed torn down"),
-                Err(e) => eprintln!("tearing the test bed down failed: {e:#} (run `koalesce testbed down --dir {}`)", self.bed.dir().display()),
+                Err(e) => eprintln!(
+                    "tearing the test bed down failed: {e:#} (run `koalesce testbed down --dir {}`)",
+                    self.bed.dir().display()
+                ),
             }
         }
     }
@@ -136,7 +139,10 @@ impl Grid {
                 return Ok(j);
             }
             if t0.elapsed() > timeout {
-                bail!("job {id} did not end within {timeout:?}: {j}\nserver log:\n{}", self.server.log_tail(20));
+                bail!(
+                    "job {id} did not end within {timeout:?}: {j}\nserver log:\n{}",
+                    self.server.log_tail(20)
+                );
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -165,7 +171,9 @@ fn printed_clocks(job: &Value) -> anyhow::Result<Vec<i128>> {
         .map(|c| {
             let path = c["stdout"].as_str().context("component without stdout")?;
             let text = std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
-            text.trim().parse::<i128>().with_context(|| format!("{path}: not a clock reading: {text:?}"))
+            text.trim()
+                .parse::<i128>()
+                .with_context(|| format!("{path}: not a clock reading: {text:?}"))
         })
         .collect()
 }
@@ -463,7 +471,13 @@ impl BenchSlurmOverheadArgs {
         let t0 = Instant::now();
         let outs: Vec<PathBuf> = (0..self.burst).map(|_| direct.submit()).collect::<anyhow::Result<_>>()?;
         let submit_d = t0.elapsed();
-        let last_d = outs.iter().map(|o| wait_clock(o, timeout)).collect::<anyhow::Result<Vec<_>>>()?.into_iter().max().unwrap_or(t);
+        let last_d = outs
+            .iter()
+            .map(|o| wait_clock(o, timeout))
+            .collect::<anyhow::Result<Vec<_>>>()?
+            .into_iter()
+            .max()
+            .unwrap_or(t);
         let thr_d = self.burst as f64 / ((last_d - t) as f64 / 1e9);
         let t = now_ns();
         let t0 = Instant::now();
@@ -481,7 +495,8 @@ impl BenchSlurmOverheadArgs {
 
         let lat_k_s = summary(&lat_k);
         let lat_d_s = summary(&lat_d);
-        let ratio = |a: &Value, b: &Value| (a["p50"].as_f64().unwrap_or(f64::NAN) / b["p50"].as_f64().unwrap_or(f64::NAN) * 100.0).round() / 100.0;
+        let ratio =
+            |a: &Value, b: &Value| (a["p50"].as_f64().unwrap_or(f64::NAN) / b["p50"].as_f64().unwrap_or(f64::NAN) * 100.0).round() / 100.0;
         let mut out = json!({
             "benchmark": "slurm-overhead",
             "cluster": site,
@@ -523,7 +538,12 @@ impl BenchSlurmOverheadArgs {
 /// controllers' load from `sdiag` (RPCs served during the run, peak server threads and agent
 /// queue).
 fn queued(bed: &Bed, grid: &Grid, n: usize) -> anyhow::Result<Value> {
-    let clients: Vec<_> = bed.bed.clusters().iter().map(|c| bed.bed.client(c)).collect::<anyhow::Result<_>>()?;
+    let clients: Vec<_> = bed
+        .bed
+        .clusters()
+        .iter()
+        .map(|c| bed.bed.client(c))
+        .collect::<anyhow::Result<_>>()?;
     let before: Vec<Sdiag> = clients.iter().map(|c| sdiag(c).unwrap_or_default()).collect();
     let t0 = Instant::now();
     let mut ids = Vec::with_capacity(n);
@@ -598,7 +618,10 @@ mod tests {
     fn summaries_are_nearest_rank() {
         let v: Vec<f64> = (1..=100).map(f64::from).collect();
         let s = summary(&v);
-        assert_eq!((s["p50"].as_f64(), s["p99"].as_f64(), s["max"].as_f64()), (Some(50.0), Some(99.0), Some(100.0)));
+        assert_eq!(
+            (s["p50"].as_f64(), s["p99"].as_f64(), s["max"].as_f64()),
+            (Some(50.0), Some(99.0), Some(100.0))
+        );
         assert_eq!(summary(&[3.0])["p99"].as_f64(), Some(3.0));
         assert_eq!(summary(&[])["n"], 0);
     }

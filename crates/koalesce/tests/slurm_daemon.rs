@@ -168,13 +168,8 @@ fn config(bed: &Bed, runs: &Path, edit: impl Fn(&mut ServerConfig)) -> ServerCon
 
 /// A job whose program appends `JOB-RANK` to `runs/log` (so runs can be counted) and sleeps.
 fn job(name: &str, runs: &Path, sleep: u32, comps: &[(u32, Option<&str>)]) -> String {
-    let script = format!(
-        "echo $KOALESCE_JOB_ID-$KOALESCE_RANK >> {}/log; sleep {sleep}",
-        runs.display()
-    );
-    let mut t = format!(
-        "name = \"{name}\"\nexecutable = \"/bin/sh\"\narguments = [\"-c\", \"{script}\"]\nruntime_estimate = \"2m\"\n"
-    );
+    let script = format!("echo $KOALESCE_JOB_ID-$KOALESCE_RANK >> {}/log; sleep {sleep}", runs.display());
+    let mut t = format!("name = \"{name}\"\nexecutable = \"/bin/sh\"\narguments = [\"-c\", \"{script}\"]\nruntime_estimate = \"2m\"\n");
     if comps.len() > 1 {
         t.push_str("runner = \"coupled\"\n");
     }
@@ -281,7 +276,10 @@ const T: Duration = Duration::from_secs(30);
 /// Reservation names koalesce holds on a cluster now.
 fn reservations(bed: &Bed, cluster: &str) -> Vec<String> {
     let c = bed.bed.client(cluster).unwrap();
-    let o = c.run_args("scontrol", &["show", "reservation", "-o"]).map(|o| o.stdout).unwrap_or_default();
+    let o = c
+        .run_args("scontrol", &["show", "reservation", "-o"])
+        .map(|o| o.stdout)
+        .unwrap_or_default();
     o.lines()
         .filter_map(|l| l.split_whitespace().find_map(|w| w.strip_prefix("ReservationName=")))
         .filter(|n| n.starts_with("koalesce-"))
@@ -302,7 +300,9 @@ fn reservations_through_the_daemon(bed: &Bed) {
     let d = Daemon::new(bed.tmp.path().join("srv-resv"), &cfg);
     let sites = d.get("/api/v1/sites");
     assert_eq!(sites[2]["supports_reservations"], true, "{sites}");
-    let ids: Vec<u64> = (0..2).map(|i| d.submit(&job(&format!("r{i}"), &runs, 1, &[(8, Some("gamma"))]))).collect();
+    let ids: Vec<u64> = (0..2)
+        .map(|i| d.submit(&job(&format!("r{i}"), &runs, 1, &[(8, Some("gamma"))])))
+        .collect();
     // The reservations koalesce created, and the reservation each component's Slurm job is in
     // (squeue's column; Slurm forgets it once the reservation is deleted).
     let c = bed.bed.client("gamma").unwrap();
@@ -310,7 +310,10 @@ fn reservations_through_the_daemon(bed: &Bed) {
     let mut ran_in: BTreeMap<String, String> = BTreeMap::new();
     let jobs = d.wait_all(&ids, Duration::from_secs(60), |_| {
         seen.extend(reservations(bed, "gamma"));
-        let rows = c.run_args("squeue", &["-h", "-t", "all", "-o", "%v|%k"]).map(|o| o.stdout).unwrap_or_default();
+        let rows = c
+            .run_args("squeue", &["-h", "-t", "all", "-o", "%v|%k"])
+            .map(|o| o.stdout)
+            .unwrap_or_default();
         for l in rows.lines().filter(|l| l.contains("srv-resv")) {
             if let Some((r, k)) = l.split_once('|') {
                 if r.starts_with("koalesce-") {
@@ -320,7 +323,10 @@ fn reservations_through_the_daemon(bed: &Bed) {
         }
     });
     assert_each_ran_once(&jobs, &runs);
-    eprintln!("reservations: created {seen:?}; the components' Slurm jobs were in {:?}", ran_in.values());
+    eprintln!(
+        "reservations: created {seen:?}; the components' Slurm jobs were in {:?}",
+        ran_in.values()
+    );
     assert_eq!(ran_in.len(), 2, "each component's job was in a reservation: {ran_in:?}");
     assert!(ran_in.values().all(|r| seen.contains(r)), "koalesce's reservations: {ran_in:?}");
     let t0 = Instant::now();
@@ -381,7 +387,9 @@ fn stopped_cluster_is_blacklisted_and_used_again(bed: &Bed) {
     // Probes with back-off (1, 2, 4, 4 s) keep it out while it is down (the core's own expiry
     // may let it in for a moment, until the next refresh fails)...
     std::thread::sleep(Duration::from_secs(3));
-    wait_for("beta to stay blacklisted", Duration::from_secs(2), || d.blacklisted("beta").then_some(()));
+    wait_for("beta to stay blacklisted", Duration::from_secs(2), || {
+        d.blacklisted("beta").then_some(())
+    });
     // ... and re-admit it once it answers.
     let started = bed.bed.start_cluster("beta").unwrap();
     let t_start = Instant::now();
@@ -392,7 +400,9 @@ fn stopped_cluster_is_blacklisted_and_used_again(bed: &Bed) {
         started.as_secs_f64(),
         t_start.elapsed().as_secs_f64()
     );
-    let again: Vec<u64> = (0..2).map(|i| d.submit(&job(&format!("b{i}"), &runs, 0, &[(8, Some("beta"))]))).collect();
+    let again: Vec<u64> = (0..2)
+        .map(|i| d.submit(&job(&format!("b{i}"), &runs, 0, &[(8, Some("beta"))])))
+        .collect();
     let jobs2 = d.wait_all(&again, Duration::from_secs(60), |_| {});
     for j in &jobs2 {
         assert_eq!(j["state"], "succeeded", "beta is used again: {j}");
@@ -418,7 +428,9 @@ fn daemon_crash_with_components_in_slurm(bed: &Bed) {
         d.submit(&job("mixed", &runs, 3, &[(8, Some("here")), (8, Some("alpha"))])),
     ];
     ids.extend((0..4).map(|i| d.submit(&job(&format!("s{i}"), &runs, 2, &[(4, None)]))));
-    wait_for("the first coupled job to run", T, || (d.job(ids[0])["state"] == "running").then_some(()));
+    wait_for("the first coupled job to run", T, || {
+        (d.job(ids[0])["state"] == "running").then_some(())
+    });
     std::thread::sleep(Duration::from_millis(500));
     d.kill9();
     let in_slurm: usize = bed
@@ -436,7 +448,12 @@ fn daemon_crash_with_components_in_slurm(bed: &Bed) {
     );
     let sites: Vec<&str> = jobs[0]["sites"].as_array().unwrap().iter().map(|s| s.as_str().unwrap()).collect();
     assert_eq!(sites.len(), 2, "the job spans two clusters: {sites:?}");
-    let mixed: Vec<&str> = jobs[2]["components"].as_array().unwrap().iter().map(|c| c["site"].as_str().unwrap()).collect();
+    let mixed: Vec<&str> = jobs[2]["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["site"].as_str().unwrap())
+        .collect();
     assert_eq!(mixed, ["here", "alpha"], "a local and a Slurm site");
     assert_each_ran_once(&jobs, &runs);
 }

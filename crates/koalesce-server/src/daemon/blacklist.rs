@@ -210,7 +210,10 @@ pub async fn probe_due(shared: &Arc<Shared>) {
             st.core.set_blacklisted(site, false);
             tracing::warn!(site = %name, "site answers again: re-admitted");
         } else if let Err(e) = answer {
-            let wait = st.probes.next_probe(site).map(|t| t.saturating_duration_since(now).as_millis() as u64);
+            let wait = st
+                .probes
+                .next_probe(site)
+                .map(|t| t.saturating_duration_since(now).as_millis() as u64);
             tracing::info!(site = %name, error = %e, next_probe_in_ms = wait, "blacklisted site still does not answer");
         }
     }

@@ -39,7 +39,10 @@ async fn refresh_sites(shared: &Arc<Shared>) {
                     h.idle.store(p.idle, Ordering::Relaxed);
                     h.used.store(p.used, Ordering::Relaxed);
                 }
-                (koalesce_core::SiteId(i as u32), !matches!(r, Err(crate::backend::BackendError::Site { .. })))
+                (
+                    koalesce_core::SiteId(i as u32),
+                    !matches!(r, Err(crate::backend::BackendError::Site { .. })),
+                )
             })
             .collect::<Vec<_>>()
     })

@@ -515,7 +515,6 @@ async fn launch(shared: Arc<Shared>, l: Launch) {
     }
 }
 
-
 /// Launch components grouped by site: site → LRM ids.
 fn by_site(comps: &[(u32, SiteId, String)]) -> BTreeMap<SiteId, Vec<String>> {
     let mut m: BTreeMap<SiteId, Vec<String>> = BTreeMap::new();

@@ -154,10 +154,7 @@ impl SlurmSiteConfig {
             ));
         }
         if !(1000..=86_400_000).contains(&self.claim_timeout_ms) {
-            return bad(format!(
-                "claim_timeout_ms {} must be within 1000..=86400000",
-                self.claim_timeout_ms
-            ));
+            return bad(format!("claim_timeout_ms {} must be within 1000..=86400000", self.claim_timeout_ms));
         }
         if let Some(s) = &self.supervisor {
             if !s.is_absolute() {

@@ -243,10 +243,7 @@ mod tests {
             assert!(last.contains(want), "{want} missing: {last}");
         }
         let a = sbatch_args(&SlurmSiteConfig::new("/c", "p"), &s, None, Path::new("/s"));
-        assert!(
-            a.contains(&"--export=ALL".to_string()),
-            "the daemon's environment stays out: {a:?}"
-        );
+        assert!(a.contains(&"--export=ALL".to_string()), "the daemon's environment stays out: {a:?}");
     }
 
     /// What the supervisor is started with: the job's variables and Slurm's, nothing of the

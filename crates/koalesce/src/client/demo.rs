@@ -224,8 +224,12 @@ impl DemoArgs {
             None
         };
         let config = match &bed {
-            Some(b) => format!("{}
-{}", server_config(500, true), b.sites_toml()?),
+            Some(b) => format!(
+                "{}
+{}",
+                server_config(500, true),
+                b.sites_toml()?
+            ),
             None => server_config(500, true),
         };
         let opts = LocalServerOptions {
