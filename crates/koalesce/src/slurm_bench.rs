@@ -246,9 +246,7 @@ impl BenchCostartArgs {
         anyhow::ensure!(clusters.len() >= 2, "the bed needs at least 2 clusters");
         let clusters: Vec<String> = clusters.into_iter().take(3).collect();
         let grid = Grid::start(&bed)?;
-        let mut job = format!(
-            "name = \"costart\"\nexecutable = \"/bin/sh\"\narguments = [\"-c\", \"date +%s%N\"]\nrunner = \"coupled\"\nruntime_estimate = \"1m\"\n"
-        );
+        let mut job = "name = \"costart\"\nexecutable = \"/bin/sh\"\narguments = [\"-c\", \"date +%s%N\"]\nrunner = \"coupled\"\nruntime_estimate = \"1m\"\n".to_string();
         for c in &clusters {
             job.push_str(&format!("\n[[components]]\nprocessors = {}\nsite = \"{c}\"\n", self.processors));
         }
