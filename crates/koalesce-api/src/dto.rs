@@ -104,6 +104,43 @@ pub struct JobDetail {
     pub failure: Option<String>,
     /// Logical names of the registered outputs (`<job-id>/<name>`).
     pub outputs: Vec<String>,
+    /// The broker's prediction for a `ttd`/`tts` job (001 §3.1) and, once known, the actual
+    /// times; absent for other policies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub broker: Option<BrokerTimes>,
+}
+
+/// Predicted and actual Total Time to Start / to Delivery of a broker job (001 §3.1), in ms
+/// from the moment of the prediction (`made_ms`, the placement).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(default)]
+pub struct BrokerTimes {
+    /// The site the prediction chose.
+    pub site: String,
+    pub made_ms: u64,
+    pub stage_in_ms: u64,
+    pub queue_wait_ms: u64,
+    pub execution_ms: u64,
+    pub stage_out_ms: u64,
+    /// The queue wait is an advance reservation's start.
+    pub reserved: bool,
+    pub predicted_tts_ms: u64,
+    pub predicted_ttd_ms: u64,
+    /// Start − `made_ms`, once the job started.
+    pub actual_tts_ms: Option<u64>,
+    /// End − `made_ms`, once the job ended.
+    pub actual_ttd_ms: Option<u64>,
+}
+
+impl BrokerTimes {
+    /// Actual minus predicted TTD (ms; positive: later than predicted), once the job ended.
+    pub fn ttd_error_ms(&self) -> Option<i64> {
+        self.actual_ttd_ms.map(|a| a as i64 - self.predicted_ttd_ms as i64)
+    }
+    /// Actual minus predicted TTS (ms), once the job started.
+    pub fn tts_error_ms(&self) -> Option<i64> {
+        self.actual_tts_ms.map(|a| a as i64 - self.predicted_tts_ms as i64)
+    }
 }
 
 impl JobDetail {

@@ -8,6 +8,7 @@ use koalesce_core::model::{ComponentSpec, FileMode, FlexibleRequest, PolicyKind}
 use koalesce_core::{JobSpec, Millis, Priority, SiteId};
 use serde::{Deserialize, Serialize};
 
+use crate::broker_fields::BrokerDescription;
 use crate::fields::{check_relative_path, check_runtime_refs, expand_runtime, parse_size};
 pub use crate::fields::{FlexibleDescription, InputFile, Limits, OutputFile};
 
@@ -131,6 +132,9 @@ pub struct JobDescription {
     pub flexible: Option<FlexibleDescription>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub components: Vec<ComponentDescription>,
+    /// The broker's job preferences (001 §2.4): benchmarks, stage-in/out, start window.
+    #[serde(default, skip_serializing_if = "BrokerDescription::is_empty")]
+    pub broker: BrokerDescription,
 }
 
 /// What one component runs, with overrides applied and runtime variables expanded.
@@ -238,6 +242,7 @@ impl JobDescription {
         if let Some(m) = &self.memory {
             parse_size(m).map_err(|e| format!("field 'memory': {e}"))?;
         }
+        self.broker.preferences()?;
         self.limits.check()?;
         for (field, v) in [("requirements", &self.requirements), ("rank", &self.rank)] {
             if let Some(v) = v {
@@ -364,7 +369,7 @@ impl JobDescription {
                 Runner::Bag => Some(self.min_components.unwrap_or(self.components.len() as u32)),
                 Runner::Independent | Runner::Coupled => None,
             },
-            preferences: Default::default(),
+            preferences: self.broker.preferences().map_err(DescriptionError::Invalid)?,
         })
     }
 }

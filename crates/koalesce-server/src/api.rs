@@ -626,6 +626,20 @@ pub fn render_metrics(s: &Shared) -> String {
         r(&m.scan_micros_total) as f64 / 1e6,
         r(&m.scans)
     );
+    let secs = |ms: i64| ms as f64 / 1e3;
+    let n = r(&m.broker_finished);
+    for (what, sum, abs) in [
+        ("ttd", &m.broker_ttd_error_ms, &m.broker_ttd_abs_error_ms),
+        ("tts", &m.broker_tts_error_ms, &m.broker_tts_abs_error_ms),
+    ] {
+        let _ = writeln!(
+            o,
+            "# HELP koalesce_broker_{what}_error_seconds Actual minus predicted {} of the broker's jobs that succeeded (001 §3.1).\n# TYPE koalesce_broker_{what}_error_seconds summary\nkoalesce_broker_{what}_error_seconds_sum {}\nkoalesce_broker_{what}_error_seconds_count {n}\n# HELP koalesce_broker_{what}_abs_error_seconds Absolute prediction error, summed.\n# TYPE koalesce_broker_{what}_abs_error_seconds summary\nkoalesce_broker_{what}_abs_error_seconds_sum {}\nkoalesce_broker_{what}_abs_error_seconds_count {n}",
+            if what == "ttd" { "Total Time to Delivery" } else { "Total Time to Start" },
+            secs(sum.load(Ordering::Relaxed)),
+            r(abs) as f64 / 1e3,
+        );
+    }
     let _ = writeln!(
         o,
         "# TYPE koalesce_last_scan_duration_seconds gauge\nkoalesce_last_scan_duration_seconds {}",
