@@ -58,7 +58,9 @@ impl BrokerDescription {
     /// The core's preferences; errors name the field (`broker.stage_in: ...`).
     pub fn preferences(&self) -> Result<JobPreferences, String> {
         let dur = |field: &str, v: &Option<String>| -> Result<Option<u64>, String> {
-            v.as_deref().map(|s| parse_ms(s).map_err(|e| format!("field 'broker.{field}': {e}"))).transpose()
+            v.as_deref()
+                .map(|s| parse_ms(s).map_err(|e| format!("field 'broker.{field}': {e}")))
+                .transpose()
         };
         let mut benchmarks = Vec::with_capacity(self.benchmarks.len());
         for (i, b) in self.benchmarks.iter().enumerate() {
@@ -66,7 +68,10 @@ impl BrokerDescription {
                 return Err(format!("field 'broker.benchmarks[{i}].name': must not be empty"));
             }
             if !(b.score.is_finite() && b.score > 0.0) {
-                return Err(format!("field 'broker.benchmarks[{i}].score': must be a positive number, not {}", b.score));
+                return Err(format!(
+                    "field 'broker.benchmarks[{i}].score': must be a positive number, not {}",
+                    b.score
+                ));
             }
             let time = parse_ms(&b.time).map_err(|e| format!("field 'broker.benchmarks[{i}].time': {e}"))?;
             if time == 0 {
@@ -79,7 +84,10 @@ impl BrokerDescription {
             });
         }
         let coallocation = match &self.coallocation {
-            Some(c) => Some(c.parse::<CoallocationMode>().map_err(|e| format!("field 'broker.coallocation': {e}"))?),
+            Some(c) => Some(
+                c.parse::<CoallocationMode>()
+                    .map_err(|e| format!("field 'broker.coallocation': {e}"))?,
+            ),
             None => None,
         };
         let earliest = dur("earliest_start", &self.earliest_start)?;
@@ -141,13 +149,25 @@ mod tests {
     #[test]
     fn wrong_values_name_their_field() {
         for (text, field) in [
-            (r#"benchmarks = [{ name = "x", score = 0.0, time = "1m" }]"#, "broker.benchmarks[0].score"),
-            (r#"benchmarks = [{ name = "x", score = 1.0, time = "soon" }]"#, "broker.benchmarks[0].time"),
-            (r#"benchmarks = [{ name = " ", score = 1.0, time = "1m" }]"#, "broker.benchmarks[0].name"),
+            (
+                r#"benchmarks = [{ name = "x", score = 0.0, time = "1m" }]"#,
+                "broker.benchmarks[0].score",
+            ),
+            (
+                r#"benchmarks = [{ name = "x", score = 1.0, time = "soon" }]"#,
+                "broker.benchmarks[0].time",
+            ),
+            (
+                r#"benchmarks = [{ name = " ", score = 1.0, time = "1m" }]"#,
+                "broker.benchmarks[0].name",
+            ),
             (r#"coallocation = "magic""#, "broker.coallocation"),
             (r#"stage_in = "-3s""#, "broker.stage_in"),
-            (r#"earliest_start = "1h"
-                latest_start = "5m""#, "broker.latest_start"),
+            (
+                r#"earliest_start = "1h"
+                latest_start = "5m""#,
+                "broker.latest_start",
+            ),
         ] {
             let e = parse(text).unwrap_err();
             assert!(e.contains(field), "{text}: {e}");

@@ -223,3 +223,42 @@ pub struct Submitted {
 pub struct ErrorBody {
     pub error: String,
 }
+
+/// `POST /api/v1/reservations` and `PUT /api/v1/reservations/{id}`: an advance reservation
+/// request (001 §2.3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewReservation {
+    pub site: String,
+    pub processors: u32,
+    /// How long the processors are held (`90s`, `2h`, `HH:MM:SS`).
+    pub duration: String,
+    /// Earliest acceptable start, Unix ms (default: now).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub earliest_start_ms: Option<u64>,
+    /// Latest acceptable start, Unix ms (default: the earliest start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latest_start_ms: Option<u64>,
+    /// The site may move the reservation inside the window later (001 §2.3).
+    #[serde(default)]
+    pub flexible: bool,
+}
+
+/// A granted advance reservation.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(default)]
+pub struct ReservationInfo {
+    /// `R<n>`.
+    pub id: String,
+    pub user: String,
+    pub site: String,
+    pub processors: u32,
+    pub start_ms: u64,
+    pub end_ms: u64,
+    pub earliest_start_ms: u64,
+    pub latest_start_ms: u64,
+    pub flexible: bool,
+    pub created_ms: u64,
+    /// waiting, active, ended (cancelled in the answer to a cancel).
+    pub state: String,
+}

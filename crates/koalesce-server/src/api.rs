@@ -22,7 +22,7 @@ use crate::daemon::{self, Shared};
 use crate::jobdesc::{DescriptionError, JobDescription};
 use crate::{now_ms, store, transfer};
 
-type S = Arc<Shared>;
+pub(crate) type S = Arc<Shared>;
 
 /// An error answer: status and `{"error": message}`.
 #[derive(Debug)]
@@ -52,18 +52,18 @@ impl IntoResponse for ApiError {
     }
 }
 
-fn err(code: StatusCode, msg: impl Into<String>) -> ApiError {
+pub(crate) fn err(code: StatusCode, msg: impl Into<String>) -> ApiError {
     ApiError(code, msg.into())
 }
 
-type R<T> = Result<T, ApiError>;
+pub(crate) type R<T> = Result<T, ApiError>;
 
 pub struct Caller {
     pub user: String,
     pub admin: bool,
 }
 
-fn authenticate(s: &Shared, headers: &HeaderMap) -> R<Caller> {
+pub(crate) fn authenticate(s: &Shared, headers: &HeaderMap) -> R<Caller> {
     let unauthorized = || {
         err(
             StatusCode::UNAUTHORIZED,
@@ -95,7 +95,7 @@ fn authenticate(s: &Shared, headers: &HeaderMap) -> R<Caller> {
     }
 }
 
-async fn read_body(s: &Shared, req: Request) -> R<Bytes> {
+pub(crate) async fn read_body(s: &Shared, req: Request) -> R<Bytes> {
     let limit = s.config.body_limit;
     let declared = req
         .headers()
@@ -149,6 +149,16 @@ pub fn router(shared: S) -> Router {
         .route("/api/v1/files/{*name}", axum::routing::delete(delete_file))
         .route("/api/v1/tokens", get(list_tokens))
         .route("/api/v1/tokens/{id}", axum::routing::delete(revoke_token))
+        .route(
+            "/api/v1/reservations",
+            get(crate::reservations::list).post(crate::reservations::create),
+        )
+        .route(
+            "/api/v1/reservations/{id}",
+            get(crate::reservations::get_one)
+                .put(crate::reservations::modify)
+                .delete(crate::reservations::cancel),
+        )
         .fallback(|| async { err(StatusCode::NOT_FOUND, "no such endpoint") })
         .method_not_allowed_fallback(|req: Request| async move {
             err(
@@ -625,6 +635,12 @@ pub fn render_metrics(s: &Shared) -> String {
         "# HELP koalesce_scan_duration_seconds Placement scan (timer handling) duration.\n# TYPE koalesce_scan_duration_seconds summary\nkoalesce_scan_duration_seconds_sum {}\nkoalesce_scan_duration_seconds_count {}",
         r(&m.scan_micros_total) as f64 / 1e6,
         r(&m.scans)
+    );
+    let _ = writeln!(
+        o,
+        "# HELP koalesce_reservations_granted_total Advance reservations the sites granted.\n# TYPE koalesce_reservations_granted_total counter\nkoalesce_reservations_granted_total {}\n# HELP koalesce_reservations_refused_total Advance reservations the sites refused.\n# TYPE koalesce_reservations_refused_total counter\nkoalesce_reservations_refused_total {}",
+        r(&m.reservations_granted),
+        r(&m.reservations_refused)
     );
     let secs = |ms: i64| ms as f64 / 1e3;
     let n = r(&m.broker_finished);

@@ -26,7 +26,8 @@ use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 
 use crate::backend::{
-    Backend, BackendError, BarrierState, ComponentSubmission, LrmState, ProcessorCount, ReservationRequest, Reservations,
+    Backend, BackendError, BarrierState, ComponentSubmission, LrmState, ProcessorCount, ReservationRequest, Reservations, WindowAnswer,
+    WindowRequest,
 };
 use crate::cgroup::Cgroup;
 use crate::supervise::{self, SupervisorRecord};
@@ -381,6 +382,62 @@ impl Backend for LocalBackend {
 }
 
 impl Reservations for LocalBackend {
+    /// The earliest start in the window where the processors are free of claims (held until
+    /// released: their end is unknown) and of other reservations; else `T_next`, the earliest
+    /// later such start. The free processors change only where a reservation starts or ends,
+    /// so the earliest feasible start is the window's first instant or a reservation's end.
+    fn reserve_window(&self, req: &WindowRequest) -> Result<WindowAnswer, BackendError> {
+        self.check_site(&req.site)?;
+        let now = crate::now_ms();
+        let mut inner = self.inner();
+        inner.expire(now);
+        inner.drain();
+        let duration = req.duration_ms.max(1);
+        let earliest = req.earliest_ms.max(now);
+        let never = |why: String| {
+            Ok(WindowAnswer::Rejected {
+                t_next_ms: None,
+                reason: why,
+            })
+        };
+        if req.latest_ms < earliest && req.latest_ms < now {
+            return never(format!("the latest start is in the past (now {now}, latest {})", req.latest_ms));
+        }
+        let free_ever = self.slots.saturating_sub(inner.used);
+        if req.processors > free_ever {
+            return never(format!(
+                "site '{}' has {} processor(s), {} of them claimed until released: {} cannot be reserved",
+                self.site, self.slots, inner.used, req.processors
+            ));
+        }
+        let mut starts: Vec<u64> = std::iter::once(earliest)
+            .chain(inner.reservations.values().map(|r| r.end).filter(|&e| e > earliest))
+            .collect();
+        starts.sort_unstable();
+        starts.dedup();
+        let fits = |t: u64| req.processors + inner.max_reserved(t, t.saturating_add(duration)) <= free_ever;
+        let Some(start) = starts.into_iter().find(|&t| fits(t)) else {
+            return never("no start after the window has the processors free".into());
+        };
+        if start > req.latest_ms.max(earliest) {
+            return Ok(WindowAnswer::Rejected {
+                t_next_ms: Some(start),
+                reason: format!("the processors are reserved during the whole window; free from {start}"),
+            });
+        }
+        inner.next_id += 1;
+        let id = format!("resv-{}", inner.next_id);
+        inner.reservations.insert(
+            id.clone(),
+            Reservation {
+                processors: req.processors,
+                start,
+                end: start.saturating_add(duration),
+            },
+        );
+        Ok(WindowAnswer::Granted { id, start_ms: start })
+    }
+
     fn reserve(&self, req: &ReservationRequest) -> Result<String, BackendError> {
         self.check_site(&req.site)?;
         let now = crate::now_ms();

@@ -27,9 +27,11 @@ pub mod format;
 pub mod local_server;
 #[path = "client/output.rs"]
 pub mod output;
+#[path = "client/reservations.rs"]
+pub mod reservations;
 
 use api::{error_is_transient, Client};
-use output::{Output, OutputArgs};
+pub use output::{Output, OutputArgs};
 
 /// Where the server listens when `--url` / `KOALESCE_URL` is not given.
 pub const DEFAULT_URL: &str = "http://127.0.0.1:7878";
@@ -85,6 +87,12 @@ pub enum ClientCommand {
     /// dozen jobs (single, co-allocated, with data) with live progress, print a per-job summary;
     /// exit 0 only if every job succeeded.
     Demo(demo::DemoArgs),
+    /// Advance reservations (001 §2.3): create (granted / rejected / rejected with T_next),
+    /// list, show, modify, cancel.
+    Reservations {
+        #[command(subcommand)]
+        command: reservations::ReservationsCommand,
+    },
 }
 
 impl ClientCommand {
@@ -98,6 +106,7 @@ impl ClientCommand {
             ClientCommand::Sites(a) => a.run(),
             ClientCommand::Files { command } => command.run(),
             ClientCommand::Demo(a) => a.run(),
+            ClientCommand::Reservations { command } => command.run(),
         }
     }
 }

@@ -163,10 +163,12 @@ pub async fn worker(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<LrmOp>,
                 let granted = match r {
                     Ok(id) => {
                         st.reservations.insert((job, component), id);
+                        shared.metrics.reservations_granted.fetch_add(1, Ordering::Relaxed);
                         true
                     }
                     Err(e) => {
                         tracing::info!(job, component, error = %e, "reservation refused");
+                        shared.metrics.reservations_refused.fetch_add(1, Ordering::Relaxed);
                         false
                     }
                 };

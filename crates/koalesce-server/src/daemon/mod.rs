@@ -78,6 +78,9 @@ pub struct Metrics {
     pub submissions: AtomicU64,
     pub launches: AtomicU64,
     pub blacklisted: AtomicU64,
+    /// Advance reservations the sites granted / refused (for jobs and through the API).
+    pub reservations_granted: AtomicU64,
+    pub reservations_refused: AtomicU64,
     /// Broker jobs (`ttd`/`tts`) that succeeded, with the sums of their prediction errors
     /// (actual − predicted, ms) and of the errors' absolute values.
     pub broker_finished: AtomicU64,

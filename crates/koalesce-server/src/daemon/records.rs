@@ -207,7 +207,10 @@ pub fn broker_times(job: &Job, sites: &[SiteHandle]) -> Option<BrokerTimes> {
         predicted_tts_ms: p.tts_ms(),
         predicted_ttd_ms: p.ttd_ms(),
         actual_tts_ms: t.started.map(|s| s.saturating_sub(p.made_at)),
-        actual_ttd_ms: (job.state == JobState::Succeeded).then_some(t.finished).flatten().map(|f| f.saturating_sub(p.made_at)),
+        actual_ttd_ms: (job.state == JobState::Succeeded)
+            .then_some(t.finished)
+            .flatten()
+            .map(|f| f.saturating_sub(p.made_at)),
     })
 }
 
