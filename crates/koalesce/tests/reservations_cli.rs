@@ -36,7 +36,22 @@ fn create_list_modify_and_cancel_from_the_command_line() {
     let srv = BackgroundServer::start(opts).unwrap();
     let url = srv.url();
 
-    let (code, out, err) = cli(&url, &tok, &["create", "--site", "vu", "--cpus", "6", "--duration", "1h", "--start", "2h", "--json"]);
+    let (code, out, err) = cli(
+        &url,
+        &tok,
+        &[
+            "create",
+            "--site",
+            "vu",
+            "--cpus",
+            "6",
+            "--duration",
+            "1h",
+            "--start",
+            "2h",
+            "--json",
+        ],
+    );
     assert_eq!(code, 0, "{out}{err}");
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["answer"], "granted");
@@ -44,14 +59,49 @@ fn create_list_modify_and_cancel_from_the_command_line() {
     let end = v["reservation"]["end_ms"].as_u64().unwrap();
 
     // 4 more at the same time do not fit in 8: rejected, T_next = the end of the first; exit 1.
-    let (code, out, err) = cli(&url, &tok, &["create", "--site", "vu", "--cpus", "4", "--duration", "10m", "--start", "2h"]);
+    let (code, out, err) = cli(
+        &url,
+        &tok,
+        &["create", "--site", "vu", "--cpus", "4", "--duration", "10m", "--start", "2h"],
+    );
     assert_eq!(code, 1, "{out}{err}");
     assert!(err.starts_with("rejected, T_next "), "{err}");
-    let (code, out, _) = cli(&url, &tok, &["create", "--site", "vu", "--cpus", "4", "--duration", "10m", "--start", "2h", "--json"]);
+    let (code, out, _) = cli(
+        &url,
+        &tok,
+        &[
+            "create",
+            "--site",
+            "vu",
+            "--cpus",
+            "4",
+            "--duration",
+            "10m",
+            "--start",
+            "2h",
+            "--json",
+        ],
+    );
     assert_eq!(code, 1);
     assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["t_next_ms"], end, "{out}");
     // A window wide enough is granted.
-    let (code, out, err) = cli(&url, &tok, &["create", "--site", "vu", "--cpus", "4", "--duration", "10m", "--start", "2h", "--latest", "4h"]);
+    let (code, out, err) = cli(
+        &url,
+        &tok,
+        &[
+            "create",
+            "--site",
+            "vu",
+            "--cpus",
+            "4",
+            "--duration",
+            "10m",
+            "--start",
+            "2h",
+            "--latest",
+            "4h",
+        ],
+    );
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.starts_with("granted R2 at vu: 4 processor(s)"), "{out}");
 
@@ -62,7 +112,11 @@ fn create_list_modify_and_cancel_from_the_command_line() {
     assert_eq!(lines.len(), 3, "{out}");
     assert!(lines[1].contains(&id) && lines[1].contains("waiting"), "{out}");
 
-    let (code, out, err) = cli(&url, &tok, &["modify", &id, "--site", "vu", "--cpus", "2", "--duration", "30m", "--start", "3h"]);
+    let (code, out, err) = cli(
+        &url,
+        &tok,
+        &["modify", &id, "--site", "vu", "--cpus", "2", "--duration", "30m", "--start", "3h"],
+    );
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("2 processor(s)"), "{out}");
     let new_id = out.split_whitespace().nth(1).unwrap().to_string();
