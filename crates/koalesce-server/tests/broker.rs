@@ -36,7 +36,7 @@ fn a_ttd_job_shows_its_prediction_and_the_actual_times_and_metrics_count_the_err
     assert_eq!(b["predicted_ttd_ms"], 3000, "{b}");
     let tts = b["actual_tts_ms"].as_u64().expect("actual TTS");
     let ttd = b["actual_ttd_ms"].as_u64().expect("actual TTD");
-    assert!(ttd >= 300 && ttd < 3000 && tts <= ttd, "{b}");
+    assert!((300..3000).contains(&ttd) && tts <= ttd, "{b}");
     let (_, m) = srv.request("GET", "/metrics", None, b"");
     assert!(m.contains("koalesce_broker_ttd_error_seconds_count 1"), "{m}");
     let err_line = m.lines().find(|l| l.starts_with("koalesce_broker_ttd_error_seconds_sum ")).unwrap();
