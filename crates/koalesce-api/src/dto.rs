@@ -119,6 +119,43 @@ pub struct JobDetail {
     pub task_id: Option<u64>,
     /// For an array's id: every task of the array with its state.
     pub tasks: Vec<ArrayTask>,
+    /// The broker's prediction for a `ttd`/`tts` job (001 §3.1) and, once known, the actual
+    /// times; absent for other policies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub broker: Option<BrokerTimes>,
+}
+
+/// Predicted and actual Total Time to Start / to Delivery of a broker job (001 §3.1), in ms
+/// from the moment of the prediction (`made_ms`, the placement).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(default)]
+pub struct BrokerTimes {
+    /// The site the prediction chose.
+    pub site: String,
+    pub made_ms: u64,
+    pub stage_in_ms: u64,
+    pub queue_wait_ms: u64,
+    pub execution_ms: u64,
+    pub stage_out_ms: u64,
+    /// The queue wait is an advance reservation's start.
+    pub reserved: bool,
+    pub predicted_tts_ms: u64,
+    pub predicted_ttd_ms: u64,
+    /// Start − `made_ms`, once the job started.
+    pub actual_tts_ms: Option<u64>,
+    /// End − `made_ms`, once the job ended.
+    pub actual_ttd_ms: Option<u64>,
+}
+
+impl BrokerTimes {
+    /// Actual minus predicted TTD (ms; positive: later than predicted), once the job ended.
+    pub fn ttd_error_ms(&self) -> Option<i64> {
+        self.actual_ttd_ms.map(|a| a as i64 - self.predicted_ttd_ms as i64)
+    }
+    /// Actual minus predicted TTS (ms), once the job started.
+    pub fn tts_error_ms(&self) -> Option<i64> {
+        self.actual_tts_ms.map(|a| a as i64 - self.predicted_tts_ms as i64)
+    }
 }
 
 /// One task of an array, as `GET /api/v1/jobs/{array-id}` lists it.
@@ -217,4 +254,43 @@ pub struct Submitted {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ErrorBody {
     pub error: String,
+}
+
+/// `POST /api/v1/reservations` and `PUT /api/v1/reservations/{id}`: an advance reservation
+/// request (001 §2.3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewReservation {
+    pub site: String,
+    pub processors: u32,
+    /// How long the processors are held (`90s`, `2h`, `HH:MM:SS`).
+    pub duration: String,
+    /// Earliest acceptable start, Unix ms (default: now).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub earliest_start_ms: Option<u64>,
+    /// Latest acceptable start, Unix ms (default: the earliest start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latest_start_ms: Option<u64>,
+    /// The site may move the reservation inside the window later (001 §2.3).
+    #[serde(default)]
+    pub flexible: bool,
+}
+
+/// A granted advance reservation.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(default)]
+pub struct ReservationInfo {
+    /// `R<n>`.
+    pub id: String,
+    pub user: String,
+    pub site: String,
+    pub processors: u32,
+    pub start_ms: u64,
+    pub end_ms: u64,
+    pub earliest_start_ms: u64,
+    pub latest_start_ms: u64,
+    pub flexible: bool,
+    pub created_ms: u64,
+    /// waiting, active, ended (cancelled in the answer to a cancel).
+    pub state: String,
 }

@@ -9,6 +9,7 @@ use koalesce_core::scheduler::{Dependency, DependencyKind};
 use koalesce_core::{JobId, JobSpec, Millis, Priority, SiteId};
 use serde::{Deserialize, Serialize};
 
+use crate::broker_fields::BrokerDescription;
 use crate::fields::{check_relative_path, check_runtime_refs, expand_runtime, parse_size};
 pub use crate::fields::{FlexibleDescription, InputFile, Limits, OutputFile};
 
@@ -132,6 +133,9 @@ pub struct JobDescription {
     pub flexible: Option<FlexibleDescription>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub components: Vec<ComponentDescription>,
+    /// The broker's job preferences (001 §2.4): benchmarks, stage-in/out, start window.
+    #[serde(default, skip_serializing_if = "BrokerDescription::is_empty")]
+    pub broker: BrokerDescription,
     /// Start once these jobs started (Slurm's `--dependency=after:ID`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub after: Vec<u64>,
@@ -262,6 +266,7 @@ impl JobDescription {
                 return Err("field 'walltime': must be longer than 0".into());
             }
         }
+        self.broker.preferences()?;
         self.limits.check()?;
         for (field, ids) in [
             ("after", &self.after),
@@ -439,7 +444,7 @@ impl JobDescription {
                 Runner::Bag => Some(self.min_components.unwrap_or(self.components.len() as u32)),
                 Runner::Independent | Runner::Coupled => None,
             },
-            preferences: Default::default(),
+            preferences: self.broker.preferences().map_err(DescriptionError::Invalid)?,
         })
     }
 }

@@ -22,7 +22,7 @@ use crate::daemon::{self, Shared};
 use crate::jobdesc::{DescriptionError, JobDescription};
 use crate::{now_ms, store, transfer};
 
-type S = Arc<Shared>;
+pub(crate) type S = Arc<Shared>;
 
 /// An error answer: status and `{"error": message}`.
 #[derive(Debug)]
@@ -56,7 +56,7 @@ pub(crate) fn err(code: StatusCode, msg: impl Into<String>) -> ApiError {
     ApiError(code, msg.into())
 }
 
-type R<T> = Result<T, ApiError>;
+pub(crate) type R<T> = Result<T, ApiError>;
 
 pub struct Caller {
     pub user: String,
@@ -95,7 +95,7 @@ pub(crate) fn authenticate(s: &Shared, headers: &HeaderMap) -> R<Caller> {
     }
 }
 
-async fn read_body(s: &Shared, req: Request) -> R<Bytes> {
+pub(crate) async fn read_body(s: &Shared, req: Request) -> R<Bytes> {
     let limit = s.config.body_limit;
     let declared = req
         .headers()
@@ -152,6 +152,16 @@ pub fn router(shared: S) -> Router {
         .route("/api/v1/files/{*name}", get(crate::api_output::get_file).delete(delete_file))
         .route("/api/v1/tokens", get(list_tokens))
         .route("/api/v1/tokens/{id}", axum::routing::delete(revoke_token))
+        .route(
+            "/api/v1/reservations",
+            get(crate::reservations::list).post(crate::reservations::create),
+        )
+        .route(
+            "/api/v1/reservations/{id}",
+            get(crate::reservations::get_one)
+                .put(crate::reservations::modify)
+                .delete(crate::reservations::cancel),
+        )
         .fallback(|| async { err(StatusCode::NOT_FOUND, "no such endpoint") })
         .method_not_allowed_fallback(|req: Request| async move {
             err(
@@ -666,6 +676,26 @@ pub fn render_metrics(s: &Shared) -> String {
         r(&m.scan_micros_total) as f64 / 1e6,
         r(&m.scans)
     );
+    let _ = writeln!(
+        o,
+        "# HELP koalesce_reservations_granted_total Advance reservations the sites granted.\n# TYPE koalesce_reservations_granted_total counter\nkoalesce_reservations_granted_total {}\n# HELP koalesce_reservations_refused_total Advance reservations the sites refused.\n# TYPE koalesce_reservations_refused_total counter\nkoalesce_reservations_refused_total {}",
+        r(&m.reservations_granted),
+        r(&m.reservations_refused)
+    );
+    let secs = |ms: i64| ms as f64 / 1e3;
+    let n = r(&m.broker_finished);
+    for (what, sum, abs) in [
+        ("ttd", &m.broker_ttd_error_ms, &m.broker_ttd_abs_error_ms),
+        ("tts", &m.broker_tts_error_ms, &m.broker_tts_abs_error_ms),
+    ] {
+        let _ = writeln!(
+            o,
+            "# HELP koalesce_broker_{what}_error_seconds Actual minus predicted {} of the broker's jobs that succeeded (001 §3.1).\n# TYPE koalesce_broker_{what}_error_seconds summary\nkoalesce_broker_{what}_error_seconds_sum {}\nkoalesce_broker_{what}_error_seconds_count {n}\n# HELP koalesce_broker_{what}_abs_error_seconds Absolute prediction error, summed.\n# TYPE koalesce_broker_{what}_abs_error_seconds summary\nkoalesce_broker_{what}_abs_error_seconds_sum {}\nkoalesce_broker_{what}_abs_error_seconds_count {n}",
+            if what == "ttd" { "Total Time to Delivery" } else { "Total Time to Start" },
+            secs(sum.load(Ordering::Relaxed)),
+            r(abs) as f64 / 1e3,
+        );
+    }
     let _ = writeln!(
         o,
         "# TYPE koalesce_last_scan_duration_seconds gauge\nkoalesce_last_scan_duration_seconds {}",

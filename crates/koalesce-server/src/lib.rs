@@ -94,6 +94,7 @@ pub use koalesce_api::jobdesc;
 pub mod listener;
 pub mod local;
 pub mod openapi;
+pub mod reservations;
 pub mod sandbox;
 pub mod slurm;
 pub mod store;
@@ -256,6 +257,8 @@ pub async fn start(opts: ServerOptions) -> anyhow::Result<RunningServer> {
                     h.used.store(p.used, std::sync::atomic::Ordering::Relaxed);
                 }
             }
+            // Reservations first: no job may claim what they hold.
+            reservations::restore(&store, &sites)?;
             daemon::recover(&config, &store, &sites).map(|st| (st, store, sites))
         })
         .await??

@@ -3,7 +3,8 @@
 //! reads; the paths (which route answers which type) are listed here, next to `api::router`.
 
 use koalesce_api::dto::{
-    ArrayTask, ComponentDetail, ErrorBody, FileInfo, JobDetail, JobSummary, NewFile, SiteInfo, Submitted, Timeline, TokenInfo,
+    ArrayTask, BrokerTimes, ComponentDetail, ErrorBody, FileInfo, JobDetail, JobSummary, NewFile, NewReservation, ReservationInfo,
+    SiteInfo, Submitted, Timeline, TokenInfo,
 };
 use serde_json::{json, Value};
 use utoipa::OpenApi;
@@ -22,7 +23,10 @@ use utoipa::OpenApi;
         NewFile,
         Submitted,
         TokenInfo,
-        ErrorBody
+        ErrorBody,
+        BrokerTimes,
+        NewReservation,
+        ReservationInfo
     ))
 )]
 struct Schemas;
@@ -104,6 +108,21 @@ fn paths() -> Value {
                 "delete": {"summary": "Delete a file and its replicas",
                 "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}}],
                 "responses": {"204": {"description": "deleted"}, "401": err, "404": err, "409": err}}},
+            "/api/v1/reservations": {
+                "get": {"summary": "The caller's advance reservations (admins: everyone's)", "responses": {"200": {"description": "reservations", "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/ReservationInfo"}}}}}, "401": err}},
+                "post": {"summary": "Ask for an advance reservation (001 §2.3): granted, rejected, or rejected with t_next_ms",
+                    "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/NewReservation"}}}},
+                    "responses": {"201": {"description": "granted: {answer, reservation}"}, "401": err, "409": {"description": "rejected: {answer, error, t_next_ms?}"}, "413": err, "422": err}}
+            },
+            "/api/v1/reservations/{id}": {
+                "get": {"summary": "One reservation", "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
+                    "responses": {"200": {"description": "reservation", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ReservationInfo"}}}}, "401": err, "404": err}},
+                "put": {"summary": "Modify = release + create (001 §3.3.2)", "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
+                    "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/NewReservation"}}}},
+                    "responses": {"200": {"description": "granted: {answer, reservation}"}, "401": err, "404": err, "409": {"description": "rejected: {answer, error, t_next_ms?, kept}"}, "422": err}},
+                "delete": {"summary": "Cancel: the processors are free at once", "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
+                    "responses": {"200": {"description": "cancelled", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ReservationInfo"}}}}, "401": err, "404": err}}
+            },
             "/api/v1/openapi.json": {"get": {"summary": "This document", "security": [], "responses": {"200": {"description": "OpenAPI"}}}},
             "/metrics": {"get": {"summary": "Prometheus metrics", "security": [], "responses": {"200": {"description": "text"}}}},
             "/healthz": {"get": {"summary": "Liveness", "security": [], "responses": {"200": {"description": "ok"}}}}

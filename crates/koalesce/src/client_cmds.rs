@@ -31,9 +31,11 @@ pub mod local_server;
 pub mod logs;
 #[path = "client/output.rs"]
 pub mod output;
+#[path = "client/reservations.rs"]
+pub mod reservations;
 
 use api::{error_is_transient, Client};
-use output::{Output, OutputArgs};
+pub use output::{Output, OutputArgs};
 
 /// Where the server listens when `--url` / `KOALESCE_URL` is not given.
 pub const DEFAULT_URL: &str = "http://127.0.0.1:7878";
@@ -96,6 +98,12 @@ pub enum ClientCommand {
     /// dozen jobs (single, co-allocated, with data) with live progress, print a per-job summary;
     /// exit 0 only if every job succeeded.
     Demo(demo::DemoArgs),
+    /// Advance reservations (001 §2.3): create (granted / rejected / rejected with T_next),
+    /// list, show, modify, cancel.
+    Reservations {
+        #[command(subcommand)]
+        command: reservations::ReservationsCommand,
+    },
 }
 
 impl ClientCommand {
@@ -112,6 +120,7 @@ impl ClientCommand {
             ClientCommand::Sites(a) => a.run(),
             ClientCommand::Files { command } => command.run(),
             ClientCommand::Demo(a) => a.run(),
+            ClientCommand::Reservations { command } => command.run(),
         }
     }
 }

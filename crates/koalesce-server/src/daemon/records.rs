@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use koalesce_api::dto::{ComponentDetail, JobDetail, Timeline as TimelineDto};
+use koalesce_api::dto::{BrokerTimes, ComponentDetail, JobDetail, Timeline as TimelineDto};
 use koalesce_core::model::Timeline;
 use koalesce_core::scheduler::{Dependency, Job};
 use koalesce_core::state::FailureReason;
@@ -230,11 +230,34 @@ pub fn render(id: u64, job: &Job, meta: &JobMeta, sites: &[SiteHandle]) -> JobDe
         claiming_tries: job.claiming_tries as u64,
         failure: failure(job, meta),
         outputs: meta.outputs.clone(),
+        broker: broker_times(job, sites),
         reason: waiting_reason(job),
         array_id: meta.array.map(|a| a.array_id),
         task_id: meta.array.map(|a| a.task_id),
         tasks: Vec::new(),
     }
+}
+
+/// The broker's prediction of a `ttd`/`tts` job beside what happened (001 §3.1).
+pub fn broker_times(job: &Job, sites: &[SiteHandle]) -> Option<BrokerTimes> {
+    let p = job.prediction?;
+    let t = &job.timeline;
+    Some(BrokerTimes {
+        site: sites.get(p.site.index()).map(|h| h.name.clone()).unwrap_or_default(),
+        made_ms: p.made_at,
+        stage_in_ms: p.stage_in_ms,
+        queue_wait_ms: p.queue_wait_ms,
+        execution_ms: p.execution_ms,
+        stage_out_ms: p.stage_out_ms,
+        reserved: p.reserved,
+        predicted_tts_ms: p.tts_ms(),
+        predicted_ttd_ms: p.ttd_ms(),
+        actual_tts_ms: t.started.map(|s| s.saturating_sub(p.made_at)),
+        actual_ttd_ms: (job.state == JobState::Succeeded)
+            .then_some(t.finished)
+            .flatten()
+            .map(|f| f.saturating_sub(p.made_at)),
+    })
 }
 
 /// The full row update (state, core snapshot, daemon data, API rendering): written when the

@@ -206,6 +206,7 @@ fn v0_to_v2(tx: &Transaction<'_>) -> Result<(), Box<dyn std::error::Error>> {
             claiming_tries: rec.claiming_tries as u64,
             failure: rec.failure,
             outputs: rec.outputs,
+            broker: None,
             reason: None,
             array_id: None,
             task_id: None,

@@ -202,6 +202,46 @@ impl Client {
         self.finish(&url, req.send(body))
     }
 
+    /// Sends `body` (JSON) with `method` to `path` and returns the status and body of any
+    /// answer, 2xx or not (for answers whose error bodies carry data, such as a reservation's
+    /// `t_next_ms`).
+    pub fn exchange(&self, method: &str, path: &str, body: Option<&Value>) -> anyhow::Result<(u16, Value)> {
+        let url = self.url(path);
+        let result = match (method, body) {
+            ("GET", _) => {
+                let mut req = self.agent.get(&url);
+                if let Some(a) = self.auth() {
+                    req = req.header("Authorization", a);
+                }
+                req.call()
+            }
+            ("DELETE", _) => {
+                let mut req = self.agent.delete(&url);
+                if let Some(a) = self.auth() {
+                    req = req.header("Authorization", a);
+                }
+                req.call()
+            }
+            (m, b) => {
+                let mut req = if m == "PUT" { self.agent.put(&url) } else { self.agent.post(&url) };
+                if let Some(a) = self.auth() {
+                    req = req.header("Authorization", a);
+                }
+                req.header("Content-Type", "application/json")
+                    .send(b.map(|v| v.to_string()).unwrap_or_default())
+            }
+        };
+        let mut resp = result.map_err(|e| connect_error(&url, e))?;
+        let status = resp.status().as_u16();
+        let text = resp.body_mut().read_to_string().map_err(|e| connect_error(&url, e))?;
+        let v = if text.trim().is_empty() {
+            Value::Null
+        } else {
+            parse_json(&url, &text)?
+        };
+        Ok((status, v))
+    }
+
     /// `GET /healthz`.
     pub fn health(&self) -> anyhow::Result<()> {
         self.get_text("/healthz").map(|_| ())

@@ -103,6 +103,32 @@ impl Table {
     }
 }
 
+/// The broker's predicted and actual TTS/TTD (001 §3.1), for `koalesce status`.
+fn broker_lines(b: &koalesce_api::dto::BrokerTimes) -> String {
+    let d = |ms: u64| format_duration_ms(ms as i64);
+    let actual = |a: Option<u64>, err: Option<i64>| match (a, err) {
+        (Some(a), Some(e)) => {
+            let sign = if e < 0 { "-" } else { "+" };
+            format!("{} ({sign}{})", d(a), format_duration_ms(e.abs()))
+        }
+        _ => "-".to_string(),
+    };
+    format!(
+        "broker at {} ({}): predicted TTS {} (stage-in {}, {} {}), TTD {} (execution {}, stage-out {})\n  actual TTS {}, TTD {}\n",
+        escape(&b.site),
+        format_time_of_day_ms(b.made_ms as i64),
+        d(b.predicted_tts_ms),
+        d(b.stage_in_ms),
+        if b.reserved { "reservation starts after" } else { "queue wait" },
+        d(b.queue_wait_ms),
+        d(b.predicted_ttd_ms),
+        d(b.execution_ms),
+        d(b.stage_out_ms),
+        actual(b.actual_tts_ms, b.tts_error_ms()),
+        actual(b.actual_ttd_ms, b.ttd_error_ms()),
+    )
+}
+
 /// Unix milliseconds as a UTC date and time, `YYYY-MM-DD HH:MM:SS`.
 pub fn format_unix_ms(ms: i64) -> String {
     let secs = ms.div_euclid(1000);
@@ -309,6 +335,9 @@ pub fn status_report(d: &JobDetail, tails: &[OutputTail]) -> String {
         opt_duration(ms(tl.pwt_ms)),
         opt_duration(ms(tl.twt_ms))
     );
+    if let Some(b) = &d.broker {
+        let _ = write!(out, "{}", broker_lines(b));
+    }
     let tries = |t: Option<u64>| t.map(|n| n.to_string()).unwrap_or_else(|| "-".to_string());
     let _ = writeln!(
         out,
@@ -541,6 +570,32 @@ mod tests {
             s.contains("component 0 stderr (last 2 of 17 lines; all: koalesce logs 5 --component 0 --stderr):\n  | l16\n  | l17\n"),
             "{s}"
         );
+        assert!(!s.contains("broker"), "{s}");
+    }
+
+    #[test]
+    fn status_report_shows_the_brokers_prediction_beside_the_actual_times() {
+        let d = JobDetail {
+            id: 6,
+            state: "succeeded".into(),
+            broker: Some(koalesce_api::dto::BrokerTimes {
+                site: "vu".into(),
+                made_ms: 1_000_000,
+                stage_in_ms: 2_000,
+                queue_wait_ms: 1_000,
+                execution_ms: 10_000,
+                stage_out_ms: 500,
+                reserved: false,
+                predicted_tts_ms: 3_000,
+                predicted_ttd_ms: 13_500,
+                actual_tts_ms: Some(2_500),
+                actual_ttd_ms: Some(14_000),
+            }),
+            ..Default::default()
+        };
+        let s = status_report(&d, &[]);
+        assert!(s.contains("broker at vu (00:16:40.000): predicted TTS 3.00s (stage-in 2.00s, queue wait 1.00s), TTD 13.50s (execution 10.00s, stage-out 500ms)"), "{s}");
+        assert!(s.contains("actual TTS 2.50s (-500ms), TTD 14.00s (+500ms)"), "{s}");
     }
 
     #[test]

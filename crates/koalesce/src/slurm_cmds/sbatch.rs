@@ -395,6 +395,7 @@ pub fn describe(
         afterany: Vec::new(),
         afterok: Vec::new(),
         afternotok: Vec::new(),
+        broker: Default::default(),
     };
     if let Some(dep) = &o.dependency {
         apply_dependency(&mut desc, dep)?;
