@@ -14,13 +14,12 @@ use koalesce_core::{JobId, Priority};
 use serde::Deserialize;
 use serde_json::json;
 
-use koalesce_api::dto::{FileInfo, JobDetail, JobSummary, NewFile, SiteInfo, Submitted};
+use koalesce_api::dto::{JobDetail, JobSummary, SiteInfo, Submitted};
 
 use crate::daemon::records::{self, CoreSnapshot, JobMeta};
-use crate::daemon::transfers::add_replica_mem;
 use crate::daemon::{self, Shared};
 use crate::jobdesc::{DescriptionError, JobDescription};
-use crate::{now_ms, store, transfer};
+use crate::{api_files, now_ms, store};
 
 type S = Arc<Shared>;
 
@@ -52,18 +51,18 @@ impl IntoResponse for ApiError {
     }
 }
 
-fn err(code: StatusCode, msg: impl Into<String>) -> ApiError {
+pub(crate) fn err(code: StatusCode, msg: impl Into<String>) -> ApiError {
     ApiError(code, msg.into())
 }
 
-type R<T> = Result<T, ApiError>;
+pub(crate) type R<T> = Result<T, ApiError>;
 
 pub struct Caller {
     pub user: String,
     pub admin: bool,
 }
 
-fn authenticate(s: &Shared, headers: &HeaderMap) -> R<Caller> {
+pub(crate) fn authenticate(s: &Shared, headers: &HeaderMap) -> R<Caller> {
     let unauthorized = || {
         err(
             StatusCode::UNAUTHORIZED,
@@ -95,7 +94,7 @@ fn authenticate(s: &Shared, headers: &HeaderMap) -> R<Caller> {
     }
 }
 
-async fn read_body(s: &Shared, req: Request) -> R<Bytes> {
+pub(crate) async fn read_body(s: &Shared, req: Request) -> R<Bytes> {
     let limit = s.config.body_limit;
     let declared = req
         .headers()
@@ -145,8 +144,12 @@ pub fn router(shared: S) -> Router {
         .route("/api/v1/jobs/{id}", get(get_job))
         .route("/api/v1/jobs/{id}/cancel", post(cancel_job))
         .route("/api/v1/sites", get(sites))
-        .route("/api/v1/files", get(list_files).post(add_file))
-        .route("/api/v1/files/{*name}", axum::routing::delete(delete_file))
+        .route("/api/v1/sites/{name}/readmit", post(readmit_site))
+        .route("/api/v1/files", get(api_files::list_files).post(api_files::add_file))
+        .route(
+            "/api/v1/files/{*name}",
+            axum::routing::put(api_files::upload_file).delete(api_files::delete_file),
+        )
         .route("/api/v1/tokens", get(list_tokens))
         .route("/api/v1/tokens/{id}", axum::routing::delete(revoke_token))
         .fallback(|| async { err(StatusCode::NOT_FOUND, "no such endpoint") })
@@ -176,6 +179,10 @@ async fn submit(AxState(s): AxState<S>, req: Request) -> R<Response> {
         let spec = desc
             .to_spec(|n| st.site_id(n))
             .map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
+        s.config
+            .quotas
+            .check_submit(st, &caller.user)
+            .map_err(|e| err(StatusCode::TOO_MANY_REQUESTS, e.to_string()))?;
         let id = st.next_id;
         st.core
             .submit_with_id(now_ms(), JobId(id), spec.clone())
@@ -191,7 +198,7 @@ async fn submit(AxState(s): AxState<S>, req: Request) -> R<Response> {
             user: caller.user.clone(),
             name: meta.desc.name.clone(),
             description: text.to_string(),
-            spec: records::json(&spec),
+            spec: records::spec_json(&spec, &s.sites),
             update: store::JobUpdate {
                 id,
                 state: job.state.name().to_string(),
@@ -235,9 +242,20 @@ async fn submit(AxState(s): AxState<S>, req: Request) -> R<Response> {
 struct ListQuery {
     state: Option<String>,
     all: Option<bool>,
+    /// Page size (default [`DEFAULT_PAGE`], at most [`MAX_PAGE`]).
+    limit: Option<usize>,
+    /// Only jobs with a larger id (the cursor: the last id of the previous page).
+    after: Option<u64>,
 }
 
 const STATES: [&str; 7] = ["queued", "placed", "claimed", "running", "succeeded", "failed", "cancelled"];
+
+/// Jobs in one answer of `GET /api/v1/jobs` unless `limit` says otherwise.
+pub const DEFAULT_PAGE: usize = 1000;
+/// Largest `limit`.
+pub const MAX_PAGE: usize = 10_000;
+/// Header naming the cursor of the next page (absent on the last page).
+pub const NEXT_AFTER_HEADER: &str = "x-next-after";
 
 /// Renders the jobs the core holds (live ones, and ended ones not yet forgotten).
 fn live_details(s: &Shared, filter: impl Fn(u64, &JobMeta) -> bool) -> Vec<JobDetail> {
@@ -258,11 +276,28 @@ async fn read_store<T: Send + 'static>(s: &S, f: impl FnOnce(&rusqlite::Connecti
         .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
 }
 
+/// The first `limit` live jobs above `after` the filter keeps, as summaries. The state lock is
+/// held only to walk the core's jobs from the cursor and render at most `limit` summaries.
+fn live_page(s: &Shared, after: u64, limit: usize, keep: impl Fn(&JobMeta, &str) -> bool) -> Vec<JobSummary> {
+    let st = s.lock();
+    st.meta
+        .range(after.saturating_add(1)..)
+        .filter_map(|(id, m)| {
+            let job = st.core.job(JobId(*id))?;
+            keep(m, job.state.name()).then(|| records::render(*id, job, m, &s.sites).summary())
+        })
+        .take(limit)
+        .collect()
+}
+
+/// `GET /api/v1/jobs[?state=S][&all=true][&limit=N][&after=ID]`: the caller's jobs (an admin's
+/// `all`: everyone's) in id order, one page at a time; `X-Next-After` names the cursor of the
+/// next page.
 async fn list_jobs(
     AxState(s): AxState<S>,
     headers: HeaderMap,
     q: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
-) -> R<Json<Vec<JobSummary>>> {
+) -> R<Response> {
     let caller = authenticate(&s, &headers)?;
     let Query(q) = q.map_err(|e| err(StatusCode::BAD_REQUEST, format!("query: {e}")))?;
     if let Some(st) = &q.state {
@@ -273,18 +308,25 @@ async fn list_jobs(
             ));
         }
     }
+    let limit = q.limit.unwrap_or(DEFAULT_PAGE);
+    if limit == 0 || limit > MAX_PAGE {
+        return Err(err(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("parameter 'limit': must be 1 to {MAX_PAGE} (got {limit})"),
+        ));
+    }
+    let after = q.after.unwrap_or(0);
     let all = caller.admin && q.all.unwrap_or(false);
-    let live: Vec<JobSummary> = live_details(&s, |_, m| all || m.user == caller.user)
-        .into_iter()
-        .filter(|d| q.state.as_deref().is_none_or(|want| d.state == want))
-        .map(|d| d.summary())
-        .collect();
+    let want_state = q.state.clone();
+    let live = live_page(&s, after, limit, |m, state| {
+        (all || m.user == caller.user) && want_state.as_deref().is_none_or(|w| w == state)
+    });
     // Ended jobs the core let go are in the store (a job in both is shown as the core has it).
     let wanted_ended = q.state.as_deref().is_none_or(|w| store::ENDED.contains(&w));
     let mut out: std::collections::BTreeMap<u64, JobSummary> = std::collections::BTreeMap::new();
     if wanted_ended {
         let (user, state) = ((!all).then(|| caller.user.clone()), q.state.clone());
-        let rows = read_store(&s, move |c| store::load_ended(c, user.as_deref(), state.as_deref())).await?;
+        let rows = read_store(&s, move |c| store::load_ended_page(c, user.as_deref(), state.as_deref(), after, limit)).await?;
         for (id, detail) in rows {
             if let Ok(d) = serde_json::from_str::<JobDetail>(&detail) {
                 out.insert(id, d.summary());
@@ -294,7 +336,17 @@ async fn list_jobs(
     for j in live {
         out.insert(j.id, j);
     }
-    Ok(Json(out.into_values().collect()))
+    // Both sources gave their first `limit` above the cursor: the first `limit` of the union
+    // is this page.
+    let more = out.len() > limit;
+    let page: Vec<JobSummary> = out.into_values().take(limit).collect();
+    let mut resp = Json(&page).into_response();
+    if let (true, Some(last)) = (more || page.len() == limit, page.last()) {
+        if let Ok(v) = header::HeaderValue::from_str(&last.id.to_string()) {
+            resp.headers_mut().insert(NEXT_AFTER_HEADER, v);
+        }
+    }
+    Ok(resp)
 }
 
 fn parse_id(raw: &str) -> R<u64> {
@@ -373,144 +425,61 @@ async fn cancel_job(AxState(s): AxState<S>, headers: HeaderMap, Path(raw): Path<
 
 // ----- sites and files ----------------------------------------------------------------
 
-async fn sites(AxState(s): AxState<S>, headers: HeaderMap) -> R<Json<Vec<SiteInfo>>> {
+fn site_info(s: &Shared, st: &daemon::State, i: usize) -> SiteInfo {
+    let site = &st.core.sites()[i];
+    let view = st.core.site_view(koalesce_core::SiteId(i as u32));
+    let h = &s.sites[i];
+    SiteInfo {
+        name: site.name.clone(),
+        kind: h.backend.kind().to_string(),
+        processors: site.processors as u64,
+        idle: h.idle.load(Ordering::Relaxed) as u64,
+        used: h.used.load(Ordering::Relaxed) as u64,
+        placed_unclaimed: view.placed_unclaimed as u64,
+        blacklisted: view.blacklisted,
+        blacklisted_until_ms: view.blacklisted_until,
+        supports_reservations: site.supports_reservations,
+    }
+}
+
+#[derive(Deserialize)]
+struct SitesQuery {
+    blacklisted: Option<bool>,
+}
+
+/// `GET /api/v1/sites[?blacklisted=true]`.
+async fn sites(
+    AxState(s): AxState<S>,
+    headers: HeaderMap,
+    q: Result<Query<SitesQuery>, axum::extract::rejection::QueryRejection>,
+) -> R<Json<Vec<SiteInfo>>> {
     authenticate(&s, &headers)?;
+    let Query(q) = q.map_err(|e| err(StatusCode::BAD_REQUEST, format!("query: {e}")))?;
     let st = s.lock();
-    let out = st
-        .core
-        .sites()
-        .iter()
-        .enumerate()
-        .map(|(i, site)| {
-            let view = st.core.site_view(koalesce_core::SiteId(i as u32));
-            let h = &s.sites[i];
-            SiteInfo {
-                name: site.name.clone(),
-                kind: h.backend.kind().to_string(),
-                processors: site.processors as u64,
-                idle: h.idle.load(Ordering::Relaxed) as u64,
-                used: h.used.load(Ordering::Relaxed) as u64,
-                placed_unclaimed: view.placed_unclaimed as u64,
-                blacklisted: view.blacklisted,
-                supports_reservations: site.supports_reservations,
-            }
-        })
+    let out = (0..st.core.sites().len())
+        .map(|i| site_info(&s, &st, i))
+        .filter(|i| q.blacklisted.is_none_or(|b| i.blacklisted == b))
         .collect();
     Ok(Json(out))
 }
 
-fn file_json(name: &str, f: &daemon::FileInfo) -> FileInfo {
-    FileInfo {
-        name: name.to_string(),
-        size_bytes: f.size_bytes,
-        sha256: f.sha256.clone(),
-        replicas: f.replicas.keys().cloned().collect(),
+/// `POST /api/v1/sites/{name}/readmit` (admins): takes a site off the blacklist at once and
+/// forgets its ban history.
+async fn readmit_site(AxState(s): AxState<S>, headers: HeaderMap, Path(name): Path<String>) -> R<Json<SiteInfo>> {
+    let caller = authenticate(&s, &headers)?;
+    if !caller.admin {
+        return Err(err(StatusCode::FORBIDDEN, "only an admin may re-admit a site"));
     }
-}
-
-async fn list_files(AxState(s): AxState<S>, headers: HeaderMap) -> R<Json<Vec<FileInfo>>> {
-    authenticate(&s, &headers)?;
-    let st = s.lock();
-    Ok(Json(st.files.iter().map(|(n, f)| file_json(n, f)).collect()))
-}
-
-async fn add_file(AxState(s): AxState<S>, req: Request) -> R<Response> {
-    authenticate(&s, req.headers())?;
-    let body = read_body(&s, req).await?;
-    let raw: serde_json::Value = serde_json::from_slice(&body).map_err(|e| err(StatusCode::BAD_REQUEST, format!("malformed JSON: {e}")))?;
-    let add: NewFile = serde_json::from_value(raw).map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
-    let chars = add.name.chars().count();
-    if chars == 0 || chars > 255 || add.name.chars().any(char::is_control) {
-        return Err(err(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            format!("field 'name': must be 1 to 255 characters without control characters (got {chars})"),
-        ));
-    }
-    let Some(storage) = s.site_by_name(&add.site).map(|h| h.paths.storage.clone()) else {
-        return Err(err(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            format!("field 'site': site '{}' does not exist", add.site),
-        ));
+    let mut guard = s.lock();
+    let st = &mut *guard;
+    let Some(id) = st.site_id(&name) else {
+        return Err(err(StatusCode::NOT_FOUND, format!("site '{name}' not found")));
     };
-    if !add.path.is_file() {
-        return Err(err(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            format!("field 'path': '{}' is not a readable file on the server", add.path.display()),
-        ));
-    }
-    // A name already registered gets one more replica, if the content is the same file.
-    let expected = {
-        let st = s.lock();
-        match st.files.get(&add.name) {
-            Some(f) if f.replicas.contains_key(&add.site) => {
-                return Err(err(
-                    StatusCode::CONFLICT,
-                    format!("file '{}' already has a replica at '{}'", add.name, add.site),
-                ));
-            }
-            Some(f) => Some((f.sha256.clone(), f.size_bytes)),
-            None => None,
-        }
-    };
-    let dest = transfer::storage_path(&storage, &add.name);
-    let (src, d, want) = (add.path.clone(), dest.clone(), expected.clone());
-    let copied =
-        tokio::task::spawn_blocking(move || transfer::copy_verified(&src, &d, want.as_ref().map(|(sha, size)| (sha.as_str(), *size))))
-            .await
-            .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
-            .map_err(|e| match &expected {
-                Some(_) => err(
-                    StatusCode::CONFLICT,
-                    format!("field 'path': not a replica of the registered '{}': {e}", add.name),
-                ),
-                None => err(StatusCode::UNPROCESSABLE_ENTITY, format!("field 'path': {e}")),
-            })?;
-    s.store
-        .write(store::register_replica_op(
-            add.name.clone(),
-            copied.bytes,
-            copied.sha256.clone(),
-            add.site.clone(),
-            dest.display().to_string(),
-        ))
-        .await
-        .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
-    s.metrics.transfer_bytes.fetch_add(copied.bytes, Ordering::Relaxed);
-    let mut st = s.lock();
-    add_replica_mem(&mut st, &add.name, copied.bytes, &copied.sha256, &add.site, dest);
-    let entry = file_json(&add.name, &st.files[&add.name]);
-    Ok((StatusCode::CREATED, Json(entry)).into_response())
-}
-
-async fn delete_file(AxState(s): AxState<S>, headers: HeaderMap, Path(name): Path<String>) -> R<Response> {
-    authenticate(&s, &headers)?;
-    let paths = {
-        let mut st = s.lock();
-        if let Some(j) = st
-            .core
-            .jobs()
-            .find(|j| !j.state.is_terminal() && j.spec.input_files.contains(&name))
-        {
-            return Err(err(
-                StatusCode::CONFLICT,
-                format!("file '{name}' is an input of job {} ({})", j.id.0, j.state.name()),
-            ));
-        }
-        let Some(info) = st.files.remove(&name) else {
-            return Err(err(StatusCode::NOT_FOUND, format!("file '{name}' not found")));
-        };
-        st.core.catalogue_mut().remove(&name);
-        info.replicas.into_values().collect::<Vec<_>>()
-    };
-    let n = name.clone();
-    s.store
-        .write(store::delete_file_op(n))
-        .await
-        .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
-    for p in paths {
-        let _ = std::fs::remove_file(p);
-    }
-    Ok(StatusCode::NO_CONTENT.into_response())
+    st.core.set_blacklisted(id, false);
+    tracing::info!(site = %name, by = %caller.user, "site re-admitted");
+    daemon::process_actions(&s, st);
+    s.wake.notify_one();
+    Ok(Json(site_info(&s, st, id.index())))
 }
 
 // ----- tokens -------------------------------------------------------------------------

@@ -38,6 +38,13 @@
 //! read_only = ["/opt/software"]
 //! read_write = ["/scratch"]
 //! cgroup_parent = "koalesce"     # control-group directory of the components
+//! [files]                        # see crate::file_import
+//! max_upload_bytes = 1073741824  # one upload at most
+//! import_dirs = { alice = ["/srv/data/alice"] }   # server-local paths users may register
+//! [quotas]                       # per user (see crate::quotas); absent: unlimited
+//! max_queued_jobs = 10000        # jobs not ended yet
+//! max_stored_bytes = 107374182400   # bytes of the files the user registered (all replicas)
+//! users = { alice = { max_queued_jobs = 100 } }
 //! ```
 
 use std::path::Path;
@@ -132,6 +139,10 @@ pub struct ServerConfig {
     /// Jobs may run as root (uid 0).
     pub allow_root_jobs: bool,
     pub sandbox: crate::sandbox::SandboxConfig,
+    /// `[files]`: uploads, and which server-local directories users may register from.
+    pub files: crate::file_import::FilesConfig,
+    /// `[quotas]`: per-user limits (queued jobs, stored bytes).
+    pub quotas: crate::quotas::QuotaConfig,
 }
 
 /// The five DAS-2 clusters (003 §5.1).
@@ -153,15 +164,24 @@ impl Default for ServerConfig {
             users: Default::default(),
             allow_root_jobs: false,
             sandbox: Default::default(),
+            files: Default::default(),
+            quotas: Default::default(),
         }
     }
 }
 
-/// The core's defaults are the seeds' (1-minute scans); a daemon wants prompt placement.
+/// How long a site's first ban lasts (later ones double).
+pub const DEFAULT_BLACKLIST_EXPIRY_MS: u64 = 60_000;
+
+/// The core's defaults are the seeds' (1-minute scans, permanent blacklisting); a daemon wants
+/// prompt placement and bans that expire.
 pub fn daemon_scheduler_defaults() -> SchedulerConfig {
     SchedulerConfig {
         scan_interval: ScanInterval::Fixed { interval_ms: 500 },
         min_claim_retry_ms: 500,
+        // A blacklisted site comes back after a minute, twice as long after each ban that
+        // follows (up to 64 minutes); an admin re-admits it at once (`koalesce sites readmit`).
+        blacklist_expiry_ms: Some(DEFAULT_BLACKLIST_EXPIRY_MS),
         ..SchedulerConfig::default()
     }
 }
@@ -180,6 +200,9 @@ impl ServerConfig {
             }
             if !s.contains_key("min_claim_retry_ms") {
                 cfg.scheduler.min_claim_retry_ms = d.min_claim_retry_ms;
+            }
+            if !s.contains_key("blacklist_expiry_ms") {
+                cfg.scheduler.blacklist_expiry_ms = d.blacklist_expiry_ms;
             }
         }
         cfg.validate()?;
@@ -217,6 +240,7 @@ impl ServerConfig {
             self.header_timeout_ms > 0 && self.body_timeout_ms > 0,
             "config: 'header_timeout_ms' and 'body_timeout_ms' must be positive"
         );
+        self.files.validate()?;
         for p in self.sandbox.read_only.iter().chain(&self.sandbox.read_write) {
             anyhow::ensure!(p.is_absolute(), "config: sandbox path '{}' must be absolute", p.display());
         }

@@ -80,16 +80,19 @@
 
 pub mod agent;
 pub mod api;
+mod api_files;
 pub mod backend;
 pub mod bench;
 pub mod cgroup;
 pub mod config;
 pub mod daemon;
 pub mod dataplane;
+pub mod file_import;
 pub use koalesce_api::jobdesc;
 pub mod listener;
 pub mod local;
 pub mod openapi;
+pub mod quotas;
 pub mod sandbox;
 pub mod slurm;
 pub mod store;
@@ -195,8 +198,8 @@ fn prepare_data_dir(dir: &Path) -> anyhow::Result<PathBuf> {
     dir.canonicalize().with_context(|| format!("resolving {}", dir.display()))
 }
 
-/// Starts a server inside the current tokio runtime: recovers state from `data_dir`, binds,
-/// writes `DIR/server.addr`, serves until [`RunningServer::shutdown`].
+/// Starts a server inside the current tokio runtime: binds, writes `DIR/server.addr`, recovers
+/// state from `data_dir`, serves until [`RunningServer::shutdown`].
 pub async fn start(opts: ServerOptions) -> anyhow::Result<RunningServer> {
     let mut opts = opts;
     opts.config.validate()?;
@@ -223,6 +226,16 @@ pub async fn start(opts: ServerOptions) -> anyhow::Result<RunningServer> {
             })
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
+    // The port is taken before recovery (which may take a while on a big database): nobody
+    // else can bind it meanwhile and pose as this server to collect tokens; connections made
+    // during recovery wait in the listen queue and are answered once it is done.
+    let listen = opts.listen.clone().unwrap_or_else(|| opts.config.listen.clone());
+    let listener = tokio::net::TcpListener::bind(&listen)
+        .await
+        .with_context(|| format!("binding {listen}"))?;
+    let addr = listener.local_addr()?;
+    supervise::write_atomic(&opts.data_dir.join(ADDR_FILE), addr.to_string().as_bytes())?;
+    tracing::info!(%addr, "bound; recovering state");
     let (st, store, sites) = {
         let config = opts.config.clone();
         tokio::task::spawn_blocking(move || {
@@ -252,12 +265,6 @@ pub async fn start(opts: ServerOptions) -> anyhow::Result<RunningServer> {
         daemon::process_actions(&shared, &mut guard);
     }
     daemon::lrm::poll_running(shared.clone()).await;
-    let listen = opts.listen.clone().unwrap_or_else(|| opts.config.listen.clone());
-    let listener = tokio::net::TcpListener::bind(&listen)
-        .await
-        .with_context(|| format!("binding {listen}"))?;
-    let addr = listener.local_addr()?;
-    supervise::write_atomic(&opts.data_dir.join(ADDR_FILE), addr.to_string().as_bytes())?;
     let (tx, rx) = tokio::sync::watch::channel(false);
     let driver = tokio::spawn(daemon::drive(shared.clone(), rx.clone()));
     let worker = tokio::spawn(daemon::lrm::worker(shared.clone(), lrm_rx, rx.clone()));

@@ -137,6 +137,13 @@ pub struct JobsArgs {
     /// Ask for all jobs (`all=true`): for an admin, every user's jobs.
     #[arg(long)]
     pub all: bool,
+    /// One page of at most N jobs (default: every page); the cursor of the next page goes to
+    /// standard error (`next: --after ID`).
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+    /// Only jobs with an id above ID (the cursor of the previous page).
+    #[arg(long, value_name = "ID")]
+    pub after: Option<u64>,
     #[command(flatten)]
     pub output: OutputArgs,
     #[command(flatten)]
@@ -146,7 +153,15 @@ pub struct JobsArgs {
 impl JobsArgs {
     pub fn run(self) -> anyhow::Result<ExitCode> {
         let client = self.conn.client();
-        let v = client.jobs_json(self.state.as_deref(), self.all)?;
+        let v = if self.limit.is_some() || self.after.is_some() {
+            let (v, next) = client.jobs_page_json(self.state.as_deref(), self.all, self.limit, self.after)?;
+            if let Some(n) = next {
+                eprintln!("next: --after {n}");
+            }
+            v
+        } else {
+            client.jobs_json(self.state.as_deref(), self.all)?
+        };
         Output::from(self.output).print(&v, || {
             let jobs: Vec<api::JobSummary> = serde_json::from_value(v.clone()).context("reading the job list")?;
             Ok(format::jobs_table(&jobs))
@@ -280,16 +295,45 @@ impl CancelArgs {
 
 /// Arguments of `koalesce sites`.
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct SitesArgs {
+    /// Only the blacklisted sites (with when each comes back by itself).
+    #[arg(long)]
+    pub blacklisted: bool,
+    #[command(subcommand)]
+    pub command: Option<SitesCommand>,
     #[command(flatten)]
     pub output: OutputArgs,
     #[command(flatten)]
     pub conn: Connection,
 }
 
+/// `koalesce sites ...` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum SitesCommand {
+    /// Take a blacklisted site back at once (admins).
+    Readmit {
+        /// Site name.
+        #[arg(value_name = "NAME")]
+        name: String,
+        #[command(flatten)]
+        conn: Connection,
+    },
+}
+
 impl SitesArgs {
     pub fn run(self) -> anyhow::Result<ExitCode> {
-        let v = self.conn.client().sites_json()?;
+        if let Some(SitesCommand::Readmit { name, conn }) = self.command {
+            conn.client().readmit_site_json(&name)?;
+            println!("re-admitted {}", format::escape(&name));
+            return Ok(ExitCode::SUCCESS);
+        }
+        let client = self.conn.client();
+        let v = if self.blacklisted {
+            client.blacklisted_sites_json()?
+        } else {
+            client.sites_json()?
+        };
         Output::from(self.output).print(&v, || {
             let sites: Vec<api::SiteInfo> = serde_json::from_value(v.clone()).context("reading the site list")?;
             Ok(format::sites_table(&sites))
@@ -301,18 +345,23 @@ impl SitesArgs {
 /// `koalesce files ...`: the replica catalogue.
 #[derive(Debug, Subcommand)]
 pub enum FilesCommand {
-    /// Register a file: the server copies the local file PATH into SITE's storage, checksums
-    /// it and registers it as NAME (a name already in the catalogue answers 409).
+    /// Register a file: uploads the local file PATH (streamed, checksummed) into SITE's
+    /// storage and registers it as NAME, owned by you (a name already in the catalogue answers
+    /// 409; names `<job-id>/...` are reserved for job outputs).
     Add {
         /// Logical file name, as jobs name it in `inputs`.
         #[arg(value_name = "NAME")]
         name: String,
-        /// Path of the file on the server's machine (made absolute here).
+        /// The file to upload (with --server-path: a path on the server's machine).
         #[arg(value_name = "PATH")]
         path: PathBuf,
         /// Site whose storage receives the replica.
         #[arg(long, value_name = "SITE")]
         site: String,
+        /// Do not upload: have the server copy PATH from its own machine (admins, and users
+        /// inside the directories `[files] import_dirs` gives them).
+        #[arg(long)]
+        server_path: bool,
         /// `--json`: the server's answer (the catalogue entry).
         #[command(flatten)]
         output: OutputArgs,
@@ -343,12 +392,17 @@ impl FilesCommand {
                 name,
                 path,
                 site,
+                server_path,
                 output,
                 conn,
             } => {
-                let abs = std::path::absolute(&path).with_context(|| format!("resolving {}", path.display()))?;
-                let path_str = abs.to_str().with_context(|| format!("{} is not valid UTF-8", abs.display()))?;
-                let v = conn.client().add_file_json(&name, path_str, &site)?;
+                let v = if server_path {
+                    let abs = std::path::absolute(&path).with_context(|| format!("resolving {}", path.display()))?;
+                    let path_str = abs.to_str().with_context(|| format!("{} is not valid UTF-8", abs.display()))?;
+                    conn.client().add_file_json(&name, path_str, &site)?
+                } else {
+                    conn.client().upload_file_json(&name, &path, &site)?
+                };
                 Output::from(output).print(&v, || {
                     Ok(match serde_json::from_value::<api::FileInfo>(v.clone()) {
                         Ok(f) if !f.name.is_empty() => format!(

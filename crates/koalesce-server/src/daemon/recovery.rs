@@ -43,6 +43,7 @@ fn catalogue(store: &Store, site_ids: &HashMap<String, SiteId>) -> anyhow::Resul
                 size_bytes: f.size_bytes,
                 sha256: f.sha256,
                 replicas,
+                owner: f.owner,
             },
         );
     }
@@ -95,7 +96,6 @@ pub fn recover(config: &ServerConfig, store: &Store, sites: &[SiteHandle]) -> an
     let mut requeued = 0;
     for row in rows {
         let id = row.id;
-        let spec: JobSpec = serde_json::from_str(&row.spec).with_context(|| format!("job {id}: stored spec"))?;
         let mut snap: CoreSnapshot = serde_json::from_str(&row.core).with_context(|| format!("job {id}: stored core state"))?;
         let stored: StoredMeta = serde_json::from_str(&row.meta).with_context(|| format!("job {id}: stored daemon data"))?;
         let desc = JobDescription::parse(&row.description).map_err(|e| anyhow::anyhow!("job {id}: stored description: {e}"))?;
@@ -109,6 +109,16 @@ pub fn recover(config: &ServerConfig, store: &Store, sites: &[SiteHandle]) -> an
                 }
             }
         }
+        // The core's spec from the description, whose pinned sites are names: the config's
+        // sites may have been reordered since (positions would move the job elsewhere).
+        let spec: JobSpec = match meta.desc.to_spec(|n| st.site_id(n)) {
+            Ok(spec) => spec,
+            Err(e) => {
+                tracing::warn!(job = id, error = %e, "cannot be resubmitted after restart; failed");
+                failed.push((id, meta, snap, e.to_string()));
+                continue;
+            }
+        };
         if snap.state == JobState::Running && meta.attempt > 0 {
             let attempt_rows = store.read(|c| store::load_attempt(c, id, meta.attempt))?;
             // The rows of one attempt are written in one transaction: any row means all of

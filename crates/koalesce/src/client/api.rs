@@ -197,8 +197,26 @@ impl Client {
         })
     }
 
-    /// `GET /api/v1/jobs`, raw JSON.
+    /// `GET /api/v1/jobs`, every page, raw JSON (one array).
     pub fn jobs_json(&self, state: Option<&str>, all: bool) -> anyhow::Result<Value> {
+        let mut jobs = Vec::new();
+        let mut after = None;
+        loop {
+            let (page, next) = self.jobs_page_json(state, all, None, after)?;
+            match page {
+                Value::Array(items) => jobs.extend(items),
+                other => return Ok(other),
+            }
+            match next {
+                Some(n) if Some(n) != after => after = Some(n),
+                _ => return Ok(Value::Array(jobs)),
+            }
+        }
+    }
+
+    /// One page of `GET /api/v1/jobs` (`limit`: the server's default page when `None`; `after`:
+    /// the cursor), raw JSON, and the cursor of the next page (`X-Next-After`) if any.
+    pub fn jobs_page_json(&self, state: Option<&str>, all: bool, limit: Option<usize>, after: Option<u64>) -> anyhow::Result<(Value, Option<u64>)> {
         let mut query = Vec::new();
         if let Some(s) = state {
             query.push(format!("state={s}"));
@@ -206,12 +224,31 @@ impl Client {
         if all {
             query.push("all=true".to_string());
         }
+        if let Some(l) = limit {
+            query.push(format!("limit={l}"));
+        }
+        if let Some(a) = after {
+            query.push(format!("after={a}"));
+        }
         let path = if query.is_empty() {
             "/api/v1/jobs".to_string()
         } else {
             format!("/api/v1/jobs?{}", query.join("&"))
         };
-        self.get_json(&path)
+        let url = self.url(&path);
+        let mut req = self.agent.get(&url);
+        if let Some(a) = self.auth() {
+            req = req.header("Authorization", a);
+        }
+        let result = req.call();
+        let next = result
+            .as_ref()
+            .ok()
+            .and_then(|r| r.headers().get("x-next-after"))
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok());
+        let (_, body) = self.finish(&url, result)?;
+        Ok((parse_json(&url, &body)?, next))
     }
 
     /// `GET /api/v1/jobs`.
@@ -244,6 +281,11 @@ impl Client {
         self.get_json("/api/v1/sites")
     }
 
+    /// `GET /api/v1/sites?blacklisted=true`, raw JSON.
+    pub fn blacklisted_sites_json(&self) -> anyhow::Result<Value> {
+        self.get_json("/api/v1/sites?blacklisted=true")
+    }
+
     /// `GET /api/v1/sites`.
     pub fn sites(&self) -> anyhow::Result<Vec<SiteInfo>> {
         typed(&self.url("/api/v1/sites"), self.sites_json()?)
@@ -259,8 +301,9 @@ impl Client {
         typed(&self.url("/api/v1/files"), self.files_json()?)
     }
 
-    /// `POST /api/v1/files`: the server copies the local file at `path` (absolute) into the
-    /// storage of `site` and registers it under `name`. Returns the raw JSON entry.
+    /// `POST /api/v1/files`: the server copies the file at `path` (absolute, on the server's
+    /// machine; admins, or inside the caller's `[files] import_dirs`) into the storage of
+    /// `site` and registers it under `name`. Returns the raw JSON entry.
     pub fn add_file_json(&self, name: &str, path: &str, site: &str) -> anyhow::Result<Value> {
         let req = serde_json::json!({ "name": name, "path": path, "site": site });
         let (_, body) = self.send("POST", "/api/v1/files", Some("application/json"), req.to_string().as_bytes())?;
@@ -268,6 +311,34 @@ impl Client {
             return Ok(Value::Null);
         }
         parse_json(&self.url("/api/v1/files"), &body)
+    }
+
+    /// `PUT /api/v1/files/{name}?site=S&sha256=H`: uploads the local file at `path` (streamed;
+    /// its SHA-256 computed first, which the server checks) into the storage of `site`.
+    /// Returns the raw JSON entry.
+    pub fn upload_file_json(&self, name: &str, path: &std::path::Path, site: &str) -> anyhow::Result<Value> {
+        use anyhow::Context;
+        let (sha, _) = koalesce_server::transfer::checksum(path).with_context(|| format!("reading {}", path.display()))?;
+        let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+        let route = format!(
+            "/api/v1/files/{}?site={}&sha256={sha}",
+            encode_path_segment(name),
+            encode_path_segment(site)
+        );
+        let url = self.url(&route);
+        let mut req = self.agent.put(&url).header("Content-Type", "application/octet-stream");
+        if let Some(a) = self.auth() {
+            req = req.header("Authorization", a);
+        }
+        let (_, body) = self.finish(&url, req.send(&file))?;
+        parse_json(&url, &body)
+    }
+
+    /// `POST /api/v1/sites/{name}/readmit` (admins): takes a site off the blacklist.
+    pub fn readmit_site_json(&self, name: &str) -> anyhow::Result<Value> {
+        let path = format!("/api/v1/sites/{}/readmit", encode_path_segment(name));
+        let (_, body) = self.send("POST", &path, None, b"")?;
+        parse_json(&self.url(&path), &body)
     }
 
     /// `GET /api/v1/tokens` (`all=true`: every user's, admins only), raw JSON.
