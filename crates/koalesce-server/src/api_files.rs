@@ -186,6 +186,12 @@ pub(crate) async fn add_file(AxState(s): AxState<S>, req: Request) -> R<Response
     let raw: serde_json::Value = serde_json::from_slice(&body).map_err(|e| err(StatusCode::BAD_REQUEST, format!("malformed JSON: {e}")))?;
     let add: NewFile = serde_json::from_value(raw).map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
     check_name(&add.name)?;
+    if s.site_by_name(&add.site).is_none() {
+        return Err(err(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("field 'site': site '{}' does not exist", add.site),
+        ));
+    }
     file_import::check_path(&add.path, &caller.user, caller.admin, &s.config.files, &s.data_dir).map_err(import_error)?;
     let p = prepare(&s, &caller, &add.name, &add.site)?;
     let (src, data_dir, dest) = (add.path.clone(), s.data_dir.clone(), p.dest.clone());

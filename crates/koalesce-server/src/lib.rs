@@ -416,6 +416,9 @@ pub fn test_options(data_dir: &Path, sites: &[(&str, u32)], supervisor: Supervis
     config.users.insert(users::DEFAULT_KEY.into(), "root".into());
     config.allow_root_jobs = true;
     config.sandbox.cgroup_parent = "koalesce-test".into();
+    // Test users register their temporary files by path (the data directory, /proc, /sys and
+    // /dev stay refused); a real server leaves this to admins and configured directories.
+    config.files.import_dirs.insert(users::DEFAULT_KEY.into(), vec!["/".into()]);
     ServerOptions {
         data_dir: data_dir.to_path_buf(),
         listen: None,
