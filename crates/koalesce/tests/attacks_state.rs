@@ -455,7 +455,7 @@ fn the_port_is_held_while_the_state_is_recovered() {
     sqlite(
         &s.data.join("koalesce.db"),
         &format!(
-            "WITH RECURSIVE n(x) AS (SELECT {} UNION ALL SELECT x + 1 FROM n WHERE x < 20000) \
+            "WITH RECURSIVE n(x) AS (SELECT {} UNION ALL SELECT x + 1 FROM n WHERE x < 2000) \
              INSERT INTO jobs (id, user, name, description, spec, state, core, meta, detail, submitted_ms) \
              SELECT x, user, name, description, spec, state, core, meta, detail, submitted_ms FROM n, jobs WHERE jobs.id = {id};",
             id + 1
