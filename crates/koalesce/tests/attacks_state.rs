@@ -350,21 +350,26 @@ fn bans_expire_with_back_off_and_an_admin_readmits_a_site() {
 fn a_job_pinned_to_a_site_stays_there_when_the_config_is_reordered() {
     let _g = serial();
     require_root();
-    let config = |order: [&str; 2], scan: &str| {
-        grid(&[(order[0], 2), (order[1], 2)], "", "")
+    let config = |order: &[&str], scan: &str| {
+        let sites: Vec<(&str, u32)> = order.iter().map(|n| (*n, 2)).collect();
+        grid(&sites, "", "")
             .replace("place_on_submit = true", "place_on_submit = false")
             .replace("interval_ms = 100", scan)
     };
-    let mut s = Server::new(&config(["s1", "s2"], "interval_ms = 3600000"));
+    let mut s = Server::new(&config(&["s1", "s2", "s3"], "interval_ms = 3600000"));
     let alice = s.token("alice", false, None);
     s.start();
     let id = s.submit(&alice, &pinned("pinned", "echo here", "s2", ""));
+    let gone = s.submit(&alice, &pinned("pinned-to-s3", "echo here", "s3", ""));
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(s.job(&alice, id)["state"], "queued", "the test needs the job to wait");
     s.kill();
-    // The administrator lists the sites in another order.
-    std::fs::write(&s.config, config(["s2", "s1"], "interval_ms = 100")).unwrap();
+    // The administrator lists the sites in another order, and drops one.
+    std::fs::write(&s.config, config(&["s2", "s1"], "interval_ms = 100")).unwrap();
     s.start();
+    let j = s.job(&alice, gone);
+    assert_eq!((j["state"].as_str(), j["name"].as_str()), (Some("failed"), Some("pinned-to-s3")), "{j}");
+    assert!(j["failure"].as_str().unwrap_or("").contains("site 's3' does not exist"), "{j}");
     let j = s.wait_state(&alice, id, &["succeeded", "failed"], 20);
     assert_eq!(j["state"], "succeeded", "{j}");
     assert_eq!(j["sites"], serde_json::json!(["s2"]), "the job moved to another site: {j}");

@@ -165,6 +165,11 @@ pub fn recover(config: &ServerConfig, store: &Store, sites: &[SiteHandle]) -> an
             .read(|c| store::load_detail(c, id))?
             .and_then(|(_, _, d)| serde_json::from_str(&d).ok())
             .unwrap_or_default();
+        // Live jobs have no stored rendering: name the job at least.
+        detail.id = id;
+        detail.name.clone_from(&meta.desc.name);
+        detail.user.clone_from(&meta.user);
+        detail.submitted_ms = snap.timeline.submitted;
         detail.state = "failed".into();
         detail.failure = meta.failure.clone();
         detail.finished_ms = Some(now);
