@@ -326,7 +326,10 @@ async fn list_jobs(
     let mut out: std::collections::BTreeMap<u64, JobSummary> = std::collections::BTreeMap::new();
     if wanted_ended {
         let (user, state) = ((!all).then(|| caller.user.clone()), q.state.clone());
-        let rows = read_store(&s, move |c| store::load_ended_page(c, user.as_deref(), state.as_deref(), after, limit)).await?;
+        let rows = read_store(&s, move |c| {
+            store::load_ended_page(c, user.as_deref(), state.as_deref(), after, limit)
+        })
+        .await?;
         for (id, detail) in rows {
             if let Ok(d) = serde_json::from_str::<JobDetail>(&detail) {
                 out.insert(id, d.summary());

@@ -54,7 +54,11 @@ fn check_name(name: &str) -> R<()> {
         ));
     }
     if let Some(job) = file_import::reserved_output_name(name) {
-        let job = if job == u64::MAX { "that job".to_string() } else { format!("job {job}") };
+        let job = if job == u64::MAX {
+            "that job".to_string()
+        } else {
+            format!("job {job}")
+        };
         return Err(err(
             StatusCode::UNPROCESSABLE_ENTITY,
             format!("field 'name': names '<job-id>/...' are reserved for the outputs of that job ('{name}' is {job}'s)"),
@@ -73,10 +77,7 @@ impl InFlight {
     fn take(dest: &std::path::Path) -> R<InFlight> {
         let mut g = IN_FLIGHT.lock().unwrap_or_else(|p| p.into_inner());
         if !g.get_or_insert_with(HashSet::new).insert(dest.to_path_buf()) {
-            return Err(err(
-                StatusCode::CONFLICT,
-                "another upload of this file to this site is under way",
-            ));
+            return Err(err(StatusCode::CONFLICT, "another upload of this file to this site is under way"));
         }
         Ok(InFlight(dest.to_path_buf()))
     }
@@ -163,7 +164,15 @@ async fn register(s: &S, caller: &Caller, p: Prepared, copied: transfer::Copied)
         .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
     s.metrics.transfer_bytes.fetch_add(copied.bytes, Ordering::Relaxed);
     let mut st = s.lock();
-    add_replica_mem(&mut st, &p.name, copied.bytes, &copied.sha256, &p.site, p.dest.clone(), Some(&caller.user));
+    add_replica_mem(
+        &mut st,
+        &p.name,
+        copied.bytes,
+        &copied.sha256,
+        &p.site,
+        p.dest.clone(),
+        Some(&caller.user),
+    );
     let entry = file_json(&p.name, &st.files[&p.name]);
     Ok((StatusCode::CREATED, Json(entry)).into_response())
 }
@@ -171,10 +180,7 @@ async fn register(s: &S, caller: &Caller, p: Prepared, copied: transfer::Copied)
 /// The answer for a copy that failed.
 fn copy_error(p: &Prepared, e: transfer::TransferError) -> crate::api::ApiError {
     match &p.expected {
-        Some(_) => err(
-            StatusCode::CONFLICT,
-            format!("not a replica of the registered '{}': {e}", p.name),
-        ),
+        Some(_) => err(StatusCode::CONFLICT, format!("not a replica of the registered '{}': {e}", p.name)),
         None => err(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()),
     }
 }
@@ -205,7 +211,12 @@ pub(crate) async fn add_file(AxState(s): AxState<S>, req: Request) -> R<Response
             }
         }
         let what = src.display().to_string();
-        Ok(transfer::copy_file_verified(file, &what, &dest, want.as_ref().map(|(sha, size)| (sha.as_str(), *size))))
+        Ok(transfer::copy_file_verified(
+            file,
+            &what,
+            &dest,
+            want.as_ref().map(|(sha, size)| (sha.as_str(), *size)),
+        ))
     })
     .await
     .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
@@ -268,9 +279,12 @@ pub(crate) async fn upload_file(
     use http_body_util::BodyExt;
     let caller = authenticate(&s, req.headers())?;
     let Query(q) = q.map_err(|e| err(StatusCode::BAD_REQUEST, format!("query: {e}")))?;
-    let site = q
-        .site
-        .ok_or_else(|| err(StatusCode::UNPROCESSABLE_ENTITY, "parameter 'site': the site whose storage receives the file is required"))?;
+    let site = q.site.ok_or_else(|| {
+        err(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "parameter 'site': the site whose storage receives the file is required",
+        )
+    })?;
     let p = prepare(&s, &caller, &name, &site)?;
     let max = s.config.files.max_upload_bytes;
     let limit = p.bytes_left.map_or(max, |l| l.min(max));

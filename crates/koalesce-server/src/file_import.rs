@@ -107,7 +107,9 @@ pub fn check_path(path: &Path, user: &str, admin: bool, cfg: &FilesConfig, data_
         )));
     }
     if let Some(t) = SYSTEM_TREES.iter().find(|t| path.starts_with(t)) {
-        return Err(ImportError::Refused(format!("field 'path': '{shown}' is under {t}, which is never data")));
+        return Err(ImportError::Refused(format!(
+            "field 'path': '{shown}' is under {t}, which is never data"
+        )));
     }
     if admin || cfg.dirs_of(user).any(|d| path.starts_with(d)) {
         return Ok(());
@@ -159,7 +161,10 @@ pub fn open_checked(path: &Path, data_dir: &Path) -> Result<File, ImportError> {
         at = match openat(&at, *d, dir_flags, Mode::empty()) {
             Ok(fd) => fd,
             Err(Errno::ELOOP) | Err(Errno::ENOTDIR) => {
-                return Err(refused(&format!("goes through '{}', a symbolic link or not a directory", d.to_string_lossy())))
+                return Err(refused(&format!(
+                    "goes through '{}', a symbolic link or not a directory",
+                    d.to_string_lossy()
+                )))
             }
             Err(e) => return Err(io(e)),
         };
@@ -176,7 +181,7 @@ pub fn open_checked(path: &Path, data_dir: &Path) -> Result<File, ImportError> {
     if kind != SFlag::S_IFREG {
         return Err(refused("is not a regular file"));
     }
-    if protected.iter().any(|id| *id == (st.st_dev, st.st_ino)) {
+    if protected.contains(&(st.st_dev, st.st_ino)) {
         return Err(refused("is one of the server's database files"));
     }
     // O_NONBLOCK: a FIFO swapped in meanwhile must not hang the server.
@@ -228,7 +233,10 @@ mod tests {
         for p in ["/proc/self/environ", "/sys/kernel/x", "/dev/sda", "/var/lib/koalesce/koalesce.db"] {
             assert!(matches!(ok(p, "root", true), Err(ImportError::Refused(_))), "{p}");
         }
-        assert!(matches!(ok("/srv/alice/../../etc/shadow", "alice", false), Err(ImportError::Refused(_))));
+        assert!(matches!(
+            ok("/srv/alice/../../etc/shadow", "alice", false),
+            Err(ImportError::Refused(_))
+        ));
         assert!(matches!(ok("relative", "root", true), Err(ImportError::Refused(_))));
         // "/srv/alicex" is not inside "/srv/alice".
         assert!(matches!(ok("/srv/alicex/y", "alice", false), Err(ImportError::Forbidden(_))));

@@ -103,13 +103,7 @@ impl QuotaConfig {
 }
 
 fn live_jobs_of(st: &State, user: &str) -> u64 {
-    let mine = |(id, m): (&u64, &JobMeta)| {
-        m.user == user
-            && st
-                .core
-                .job(koalesce_core::JobId(*id))
-                .is_some_and(|j| !j.state.is_terminal())
-    };
+    let mine = |(id, m): (&u64, &JobMeta)| m.user == user && st.core.job(koalesce_core::JobId(*id)).is_some_and(|j| !j.state.is_terminal());
     st.meta.iter().filter(|e| mine(*e)).count() as u64
 }
 

@@ -90,16 +90,28 @@ fn registering_files_reads_no_server_path_it_should_not_and_files_have_owners() 
     std::os::unix::fs::symlink("/etc", share.join("etc")).unwrap();
     std::fs::write(
         &s.config,
-        grid(&[("s1", 4), ("s2", 4)], "", &format!("[files.import_dirs]\nalice = [{}]\n", q(&share.display().to_string()))),
+        grid(
+            &[("s1", 4), ("s2", 4)],
+            "",
+            &format!("[files.import_dirs]\nalice = [{}]\n", q(&share.display().to_string())),
+        ),
     )
     .unwrap();
-    let (alice, bob, admin) = (s.token("alice", false, None), s.token("bob", false, None), s.token("boss", true, None));
+    let (alice, bob, admin) = (
+        s.token("alice", false, None),
+        s.token("bob", false, None),
+        s.token("boss", true, None),
+    );
     s.start();
     // The live database, linked into alice's directory (as a user who could make such a link would).
     std::fs::hard_link(s.data.join("koalesce.db"), share.join("db-link")).unwrap();
 
     // A user may not make the server read a path outside the directories given to them.
-    for (tok, path) in [(&alice, PathBuf::from("/etc/shadow")), (&alice, "/etc/hostname".into()), (&bob, share.join("ok.dat"))] {
+    for (tok, path) in [
+        (&alice, PathBuf::from("/etc/shadow")),
+        (&alice, "/etc/hostname".into()),
+        (&bob, share.join("ok.dat")),
+    ] {
         let (code, body) = register_path(&s, tok, "x", &path);
         assert_eq!(code, 403, "{}: {body}", path.display());
         assert!(body.contains("import_dirs") && body.contains("Upload"), "{body}");
@@ -173,7 +185,10 @@ fn registering_files_reads_no_server_path_it_should_not_and_files_have_owners() 
     wait_for("bob's own output", 20, || file(&files(&s, &bob), &own).is_some());
     let j = s.wait_state(&bob, id, &["succeeded"], 20);
     let failure = j["failure"].as_str().unwrap_or("");
-    assert!(failure.contains("another user's file") && failure.contains("reserved for the outputs of job 4242"), "{j}");
+    assert!(
+        failure.contains("another user's file") && failure.contains("reserved for the outputs of job 4242"),
+        "{j}"
+    );
     let list = files(&s, &bob);
     assert_eq!(file(&list, "shared.dat").unwrap()["sha256"], sha, "alice's file was overwritten");
     assert_eq!(file(&list, "shared.dat").unwrap()["owner"], "alice");
@@ -201,11 +216,18 @@ fn a_new_job_never_takes_the_outcome_of_an_old_one_after_lost_rows() {
     let second = s.submit(&alice, &shell_job("second", "echo second; exit 7", &[], ""));
     assert_ne!(second, first, "a lost job's id was given again");
     let j = s.wait_state(&alice, second, &["succeeded", "failed"], 20);
-    assert_eq!((j["state"].as_str(), j["components"][0]["exit_code"].as_i64()), (Some("failed"), Some(7)), "{j}");
+    assert_eq!(
+        (j["state"].as_str(), j["components"][0]["exit_code"].as_i64()),
+        (Some("failed"), Some(7)),
+        "{j}"
+    );
     s.kill();
     // Everything lost, the counter too: the id comes round, but the old launch directory is
     // not reused and its exit record is not taken for the new job's.
-    sqlite(&db, "DELETE FROM jobs; DELETE FROM launches; DELETE FROM progress; DELETE FROM counters;");
+    sqlite(
+        &db,
+        "DELETE FROM jobs; DELETE FROM launches; DELETE FROM progress; DELETE FROM counters;",
+    );
     s.start();
     let third = s.submit(&alice, &shell_job("third", "echo third; exit 7", &[], ""));
     assert_eq!(third, first, "the test needs the id to come round");
@@ -252,7 +274,12 @@ fn a_corrupt_replica_is_quarantined_and_no_site_is_blamed_for_it() {
     assert_eq!(s.upload(&alice, "in.dat", "s1", &[7u8; 65536]).0, 201);
     let src = replica_path(&s, "s1", "in.dat");
     corrupt(&src);
-    let job = pinned("reader", "echo ran; cat \"$KOALESCE_INPUT_IN_DAT\" >/dev/null", "s2", "inputs = [\"in.dat\"]");
+    let job = pinned(
+        "reader",
+        "echo ran; cat \"$KOALESCE_INPUT_IN_DAT\" >/dev/null",
+        "s2",
+        "inputs = [\"in.dat\"]",
+    );
     let id = s.submit(&alice, &job);
     wait_for("the corrupt replica to be found", 20, || {
         s.job(&alice, id)["failure"].as_str().is_some_and(|f| f.contains("corrupt"))
@@ -317,7 +344,12 @@ fn bans_expire_with_back_off_and_an_admin_readmits_a_site() {
         assert!(t0.elapsed() < Duration::from_secs(20), "s2 never blacklisted:\n{}", s.log());
         std::thread::sleep(Duration::from_millis(20));
     };
-    let now_ms = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+    let now_ms = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64
+    };
     assert!(first <= now_ms() + 1500, "the first ban lasts blacklist_expiry_ms");
     let (code, out, err) = s.cli(&alice, &["sites", "--blacklisted"]);
     assert_eq!(code, 0, "{err}");
@@ -331,7 +363,10 @@ fn bans_expire_with_back_off_and_an_admin_readmits_a_site() {
         assert!(t0.elapsed() < Duration::from_secs(20), "s2 not banned again:\n{}", s.log());
         std::thread::sleep(Duration::from_millis(20));
     };
-    assert!(second >= first + 3000, "no back-off: first ban until {first}, second until {second}");
+    assert!(
+        second >= first + 3000,
+        "no back-off: first ban until {first}, second until {second}"
+    );
     // Only an admin re-admits, at once.
     s.request("POST", &format!("/api/v1/jobs/{id}/cancel"), Some(&alice), b"");
     let (code, _, err) = s.cli(&alice, &["sites", "readmit", "s2"]);
@@ -368,7 +403,11 @@ fn a_job_pinned_to_a_site_stays_there_when_the_config_is_reordered() {
     std::fs::write(&s.config, config(&["s2", "s1"], "interval_ms = 100")).unwrap();
     s.start();
     let j = s.job(&alice, gone);
-    assert_eq!((j["state"].as_str(), j["name"].as_str()), (Some("failed"), Some("pinned-to-s3")), "{j}");
+    assert_eq!(
+        (j["state"].as_str(), j["name"].as_str()),
+        (Some("failed"), Some("pinned-to-s3")),
+        "{j}"
+    );
     assert!(j["failure"].as_str().unwrap_or("").contains("site 's3' does not exist"), "{j}");
     let j = s.wait_state(&alice, id, &["succeeded", "failed"], 20);
     assert_eq!(j["state"], "succeeded", "{j}");
@@ -390,14 +429,19 @@ fn job_lists_come_in_pages_and_quotas_answer_429() {
     ));
     let (alice, bob) = (s.token("alice", false, None), s.token("bob", false, None));
     s.start();
-    let ids: Vec<u64> = (0..25).map(|i| s.submit(&bob, &shell_job(&format!("j{i}"), "true", &[], ""))).collect();
+    let ids: Vec<u64> = (0..25)
+        .map(|i| s.submit(&bob, &shell_job(&format!("j{i}"), "true", &[], "")))
+        .collect();
     let page = |args: &[&str]| {
         let mut all = vec!["jobs", "--json"];
         all.extend_from_slice(args);
         let (code, out, err) = s.cli(&bob, &all);
         assert_eq!(code, 0, "{err}");
         let got: Vec<u64> = json(&out).as_array().unwrap().iter().map(|j| j["id"].as_u64().unwrap()).collect();
-        let next = err.lines().find_map(|l| l.strip_prefix("next: --after ")).map(|n| n.trim().to_string());
+        let next = err
+            .lines()
+            .find_map(|l| l.strip_prefix("next: --after "))
+            .map(|n| n.trim().to_string());
         (got, next)
     };
     let (p1, next) = page(&["--limit", "10"]);

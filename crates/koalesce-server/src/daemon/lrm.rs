@@ -380,7 +380,12 @@ enum NotLaunched {
     StaleDir,
     /// An input replica at its site is not what the catalogue says: it is quarantined and
     /// the job placed again; nobody's site is blamed.
-    CorruptInput { file: String, site: String, path: PathBuf, reason: String },
+    CorruptInput {
+        file: String,
+        site: String,
+        path: PathBuf,
+        reason: String,
+    },
 }
 
 /// An input a component uses at its site, checked before it is started.
@@ -393,7 +398,14 @@ pub struct InputCheck {
 }
 
 /// Sets a component up at its site: a new directory, intact inputs, then the LRM.
-fn submit_component(s: &Shared, job: u64, site: SiteId, sub: &ComponentSubmission, inputs: &[InputCheck], committed: bool) -> Result<String, NotLaunched> {
+fn submit_component(
+    s: &Shared,
+    job: u64,
+    site: SiteId,
+    sub: &ComponentSubmission,
+    inputs: &[InputCheck],
+    committed: bool,
+) -> Result<String, NotLaunched> {
     let site_err = |reason: String| {
         NotLaunched::Backend(BackendError::Site {
             site: sub.site.clone(),

@@ -218,9 +218,7 @@ pub fn stage_out(shared: &Arc<Shared>, st: &State, id: u64) {
 /// for its own id, and never a name another user's file has.
 fn may_register_output(shared: &Shared, id: u64, user: &str, logical: &str) -> Result<(), String> {
     if let Some(owner_job) = crate::file_import::reserved_output_name(logical).filter(|j| *j != id) {
-        return Err(format!(
-            "'{logical}' is reserved for the outputs of job {owner_job}"
-        ));
+        return Err(format!("'{logical}' is reserved for the outputs of job {owner_job}"));
     }
     let st = shared.lock();
     match st.files.get(logical).map(|f| f.owner.as_deref()) {

@@ -216,7 +216,13 @@ impl Client {
 
     /// One page of `GET /api/v1/jobs` (`limit`: the server's default page when `None`; `after`:
     /// the cursor), raw JSON, and the cursor of the next page (`X-Next-After`) if any.
-    pub fn jobs_page_json(&self, state: Option<&str>, all: bool, limit: Option<usize>, after: Option<u64>) -> anyhow::Result<(Value, Option<u64>)> {
+    pub fn jobs_page_json(
+        &self,
+        state: Option<&str>,
+        all: bool,
+        limit: Option<usize>,
+        after: Option<u64>,
+    ) -> anyhow::Result<(Value, Option<u64>)> {
         let mut query = Vec::new();
         if let Some(s) = state {
             query.push(format!("state={s}"));

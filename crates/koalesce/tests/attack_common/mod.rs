@@ -243,8 +243,15 @@ impl Server {
             })
             .collect();
         let path = format!("/api/v1/files/{enc}?site={site}");
-        koalesce_server::http_request(self.addr.unwrap(), "PUT", &path, Some(token), Some("application/octet-stream"), content)
-            .unwrap_or((0, String::new()))
+        koalesce_server::http_request(
+            self.addr.unwrap(),
+            "PUT",
+            &path,
+            Some(token),
+            Some("application/octet-stream"),
+            content,
+        )
+        .unwrap_or((0, String::new()))
     }
 
     pub fn submit(&self, token: &str, toml: &str) -> u64 {
@@ -334,4 +341,3 @@ pub fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
-
