@@ -47,10 +47,12 @@ fn paths() -> Value {
                 "post": {"summary": "Submit a job (TOML job description)",
                     "requestBody": {"required": true, "content": {"application/toml": {"schema": {"type": "string"}}}},
                     "responses": {"201": {"description": "committed", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Submitted"}}}},
-                        "400": err, "401": err, "408": err, "413": err, "422": err}},
+                        "400": err, "401": err, "408": err, "413": err, "422": err, "429": err}},
                 "get": {"summary": "List jobs",
-                    "parameters": [{"name": "state", "in": "query", "schema": {"type": "string"}}, {"name": "all", "in": "query", "schema": {"type": "boolean"}}],
-                    "responses": {"200": {"description": "jobs", "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/JobSummary"}}}}}, "401": err}}
+                    "parameters": [{"name": "state", "in": "query", "schema": {"type": "string"}}, {"name": "all", "in": "query", "schema": {"type": "boolean"}},
+                        {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 10000, "default": 1000}},
+                        {"name": "after", "in": "query", "description": "cursor: only ids above it", "schema": {"type": "integer"}}],
+                    "responses": {"200": {"description": "one page of jobs (header X-Next-After: the next cursor)", "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/JobSummary"}}}}}, "401": err, "422": err}}
             },
             "/api/v1/jobs/{id}": {"get": {"summary": "One job", "parameters": [job_id],
                 "responses": {"200": {"description": "job", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/JobDetail"}}}}, "401": err, "404": err}}},
@@ -62,16 +64,27 @@ fn paths() -> Value {
             "/api/v1/tokens/{id}": {"delete": {"summary": "Revoke a token at once (own; admins: any)",
                 "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
                 "responses": {"200": {"description": "revoked", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/TokenInfo"}}}}, "401": err, "404": err}}},
-            "/api/v1/sites": {"get": {"summary": "Sites", "responses": {"200": {"description": "sites", "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/SiteInfo"}}}}}, "401": err}}},
+            "/api/v1/sites": {"get": {"summary": "Sites", "parameters": [{"name": "blacklisted", "in": "query", "schema": {"type": "boolean"}}],
+                "responses": {"200": {"description": "sites", "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/SiteInfo"}}}}}, "401": err}}},
+            "/api/v1/sites/{name}/readmit": {"post": {"summary": "Take a site off the blacklist (admins)",
+                "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}}],
+                "responses": {"200": {"description": "re-admitted", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/SiteInfo"}}}}, "401": err, "403": err, "404": err}}},
             "/api/v1/files": {
                 "get": {"summary": "Replica catalogue", "responses": {"200": {"description": "files", "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/FileInfo"}}}}}, "401": err}},
-                "post": {"summary": "Register a server-local file at a site",
+                "post": {"summary": "Register a file on the server's machine at a site (admins; users inside their [files] import_dirs)",
                     "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/NewFile"}}}},
-                    "responses": {"201": {"description": "registered", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/FileInfo"}}}}, "400": err, "401": err, "409": err, "413": err, "422": err}}
+                    "responses": {"201": {"description": "registered", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/FileInfo"}}}}, "400": err, "401": err, "403": err, "409": err, "413": err, "422": err, "429": err}}
             },
-            "/api/v1/files/{name}": {"delete": {"summary": "Delete a file and its replicas",
+            "/api/v1/files/{name}": {
+                "put": {"summary": "Upload a file (the body is its content) to a site's storage",
+                    "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}},
+                        {"name": "site", "in": "query", "required": true, "schema": {"type": "string"}},
+                        {"name": "sha256", "in": "query", "description": "refused unless the content has this SHA-256", "schema": {"type": "string"}}],
+                    "requestBody": {"required": true, "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}},
+                    "responses": {"201": {"description": "registered", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/FileInfo"}}}}, "400": err, "401": err, "403": err, "408": err, "409": err, "413": err, "422": err, "429": err}},
+                "delete": {"summary": "Delete a file and its replicas (its owner or an admin)",
                 "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}}],
-                "responses": {"204": {"description": "deleted"}, "401": err, "404": err, "409": err}}},
+                "responses": {"204": {"description": "deleted"}, "401": err, "403": err, "404": err, "409": err}}},
             "/api/v1/openapi.json": {"get": {"summary": "This document", "security": [], "responses": {"200": {"description": "OpenAPI"}}}},
             "/metrics": {"get": {"summary": "Prometheus metrics", "security": [], "responses": {"200": {"description": "text"}}}},
             "/healthz": {"get": {"summary": "Liveness", "security": [], "responses": {"200": {"description": "ok"}}}}
