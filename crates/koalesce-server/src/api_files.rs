@@ -163,6 +163,7 @@ async fn register(s: &S, caller: &Caller, p: Prepared, copied: transfer::Copied)
         .await
         .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
     s.metrics.transfer_bytes.fetch_add(copied.bytes, Ordering::Relaxed);
+    transfer::note_verified(&p.dest);
     let mut st = s.lock();
     add_replica_mem(
         &mut st,

@@ -466,7 +466,8 @@ fn job_lists_come_in_pages_and_quotas_answer_429() {
     s.submit(&bob, &shell_job("b", "true", &[], ""));
     assert_eq!(s.request("POST", &format!("/api/v1/jobs/{a1}/cancel"), Some(&alice), b"").0, 200);
     s.wait_state(&alice, a1, &["cancelled"], 10);
-    s.submit(&alice, &shell_job("a3", "true", &[], ""));
+    let a3 = s.submit(&alice, &shell_job("a3", "true", &[], ""));
+    s.wait_state(&alice, a3, &["succeeded"], 20);
     // Stored bytes: 1000 each.
     assert_eq!(s.upload(&alice, "a.dat", "s1", &[1u8; 600]).0, 201);
     let (code, body) = s.upload(&alice, "b.dat", "s1", &[2u8; 600]);
@@ -475,6 +476,17 @@ fn job_lists_come_in_pages_and_quotas_answer_429() {
     assert!(file(&files(&s, &alice), "b.dat").is_none());
     assert!(stored(&s, "s1", "b.dat").is_empty());
     assert_eq!(s.upload(&bob, "b.dat", "s1", &[2u8; 600]).0, 201);
+    // A job's outputs count too.
+    let id = s.submit(
+        &alice,
+        &shell_job("big", "head -c 600 /dev/zero > big.out", &[], "outputs = [\"big.out\"]"),
+    );
+    wait_for("the refused output", 20, || {
+        s.job(&alice, id)["failure"]
+            .as_str()
+            .is_some_and(|f| f.contains("bytes of stored files"))
+    });
+    assert!(file(&files(&s, &alice), &format!("{id}/big.out")).is_none());
     for tok in [&alice, &bob] {
         let (_, body) = s.request("GET", "/api/v1/jobs", Some(tok), b"");
         for j in json(&body).as_array().unwrap() {

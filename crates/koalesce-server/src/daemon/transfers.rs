@@ -162,7 +162,8 @@ pub fn stage_out(shared: &Arc<Shared>, st: &State, id: u64) {
                 }
             };
             let logical = out.logical_name(id);
-            if let Err(why) = may_register_output(&shared, id, &user, &logical) {
+            let size = src.metadata().map(|m| m.len()).unwrap_or(0);
+            if let Err(why) = may_register_output(&shared, id, &user, &logical, size) {
                 tracing::warn!(job = id, output = %out.file, "stage-out refused: {why}");
                 refused.push(format!("output '{}' refused: {why}", out.file));
                 continue;
@@ -173,6 +174,7 @@ pub fn stage_out(shared: &Arc<Shared>, st: &State, id: u64) {
             match tokio::task::spawn_blocking(move || transfer::copy_file_verified(src, &what, &d, None)).await {
                 Ok(Ok(c)) => {
                     shared.metrics.transfer_bytes.fetch_add(c.bytes, Ordering::Relaxed);
+                    transfer::note_verified(&dest);
                     let op = store::register_replica_op(store::NewReplica {
                         name: logical.clone(),
                         size: c.bytes,
@@ -214,15 +216,16 @@ pub fn stage_out(shared: &Arc<Shared>, st: &State, id: u64) {
     });
 }
 
-/// Whether job `id` of `user` may register an output as `logical`: a name `<job-id>/...` only
-/// for its own id, and never a name another user's file has.
-fn may_register_output(shared: &Shared, id: u64, user: &str, logical: &str) -> Result<(), String> {
+/// Whether job `id` of `user` may register an output of `size` bytes as `logical`: a name
+/// `<job-id>/...` only for its own id, never a name another user's file has, and within the
+/// user's stored-bytes quota.
+fn may_register_output(shared: &Shared, id: u64, user: &str, logical: &str, size: u64) -> Result<(), String> {
     if let Some(owner_job) = crate::file_import::reserved_output_name(logical).filter(|j| *j != id) {
         return Err(format!("'{logical}' is reserved for the outputs of job {owner_job}"));
     }
     let st = shared.lock();
     match st.files.get(logical).map(|f| f.owner.as_deref()) {
         Some(owner) if owner != Some(user) => Err(format!("'{logical}' is another user's file")),
-        _ => Ok(()),
+        _ => shared.config.quotas.check_bytes(&st, user, size).map_err(|e| e.to_string()),
     }
 }
