@@ -353,7 +353,7 @@ fn bans_expire_with_back_off_and_an_admin_readmits_a_site() {
     assert!(first <= now_ms() + 1500, "the first ban lasts blacklist_expiry_ms");
     let (code, out, err) = s.cli(&alice, &["sites", "--blacklisted"]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("s2") && !out.contains("s1"), "{out}");
+    assert!(out.contains("s2") && !out.contains("s1") && out.contains("yes, until"), "{out}");
     // It comes back by itself, fails again, and is banned twice as long.
     let t0 = Instant::now();
     let second = loop {
