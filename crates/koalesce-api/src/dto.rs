@@ -15,7 +15,7 @@ pub struct JobSummary {
     pub id: u64,
     pub name: String,
     pub user: String,
-    /// queued, placed, claimed, running, succeeded, failed, cancelled.
+    /// queued, placed, claimed, running, succeeded, failed, timeout, out_of_memory, cancelled.
     pub state: String,
     /// super-high, high, low, super-low (anti-starvation may have raised it).
     pub priority: String,
@@ -30,6 +30,12 @@ pub struct JobSummary {
     pub finished_ms: Option<u64>,
     /// Whether the job succeeded, once it ended.
     pub exit_ok: Option<bool>,
+    /// Why a held job waits (`held by its user`, `waiting for afterok:12`), as squeue's REASON.
+    pub reason: Option<String>,
+    /// The array the job is a task of (`submit --array`): the array's id (its first task's).
+    pub array_id: Option<u64>,
+    /// The task's index in its array (`KOALESCE_TASK_ID`).
+    pub task_id: Option<u64>,
 }
 
 impl JobSummary {
@@ -39,9 +45,10 @@ impl JobSummary {
     }
 }
 
-/// Whether a job state is final (`succeeded`, `failed`, `cancelled`).
+/// Whether a job state is final (`succeeded`, `failed`, `timeout`, `out_of_memory`,
+/// `cancelled`).
 pub fn is_final_state(state: &str) -> bool {
-    matches!(state, "succeeded" | "failed" | "cancelled")
+    koalesce_core::JobState::TERMINAL_NAMES.contains(&state)
 }
 
 /// The job's timeline (003 §4.1): instants and the derived durations.
@@ -55,7 +62,7 @@ pub struct Timeline {
     pub claimed: Option<u64>,
     pub started: Option<u64>,
     pub finished: Option<u64>,
-    /// File transfer time (estimate at placement).
+    /// File transfer time (estimate at placement); 0 and meaningless until `placed` is set.
     pub ftt_ms: u64,
     /// Processor gained time, JCT − JPT.
     pub pgt_ms: Option<u64>,
@@ -104,6 +111,24 @@ pub struct JobDetail {
     pub failure: Option<String>,
     /// Logical names of the registered outputs (`<job-id>/<name>`).
     pub outputs: Vec<String>,
+    /// Why a held job waits (`held by its user`, `waiting for afterok:12`).
+    pub reason: Option<String>,
+    /// The array the job is a task of: the array's id (its first task's).
+    pub array_id: Option<u64>,
+    /// The task's index in its array.
+    pub task_id: Option<u64>,
+    /// For an array's id: every task of the array with its state.
+    pub tasks: Vec<ArrayTask>,
+}
+
+/// One task of an array, as `GET /api/v1/jobs/{array-id}` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(default)]
+pub struct ArrayTask {
+    pub task_id: u64,
+    /// The task's own job id.
+    pub id: u64,
+    pub state: String,
 }
 
 impl JobDetail {
@@ -122,6 +147,9 @@ impl JobDetail {
             started_ms: self.started_ms,
             finished_ms: self.finished_ms,
             exit_ok: self.exit_ok,
+            reason: self.reason.clone(),
+            array_id: self.array_id,
+            task_id: self.task_id,
         }
     }
 }
@@ -182,9 +210,13 @@ pub struct TokenInfo {
     pub expires_ms: Option<u64>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Submitted {
+    /// The job's id; for an array, the array's id (its first task's).
     pub id: u64,
+    /// For an array: every task's job id, in task order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ids: Vec<u64>,
 }
 
 /// Every 4xx/5xx answer: a message naming the field and the reason.

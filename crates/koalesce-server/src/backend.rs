@@ -40,6 +40,14 @@ pub enum LrmState {
         reason: String,
     },
     Cancelled,
+    /// Killed at its wall-time limit (Slurm's TIMEOUT): the job ends as `timeout`.
+    Timeout {
+        reason: String,
+    },
+    /// Killed over its memory limit (Slurm's OUT_OF_MEMORY): the job ends as `out_of_memory`.
+    OutOfMemory {
+        reason: String,
+    },
     /// The site failed under the component (node failure, lost supervisor, launch fenced):
     /// a soft error in 003's terms.
     NodeFail {
@@ -70,8 +78,13 @@ pub struct ComponentSubmission {
     pub executable: String,
     pub arguments: Vec<String>,
     pub environment: BTreeMap<String, String>,
-    /// Wall-time limit for the LRM (Slurm `--time`).
+    /// Wall-time limit of the component (its supervisor kills it there; Slurm `--time` gets a
+    /// margin above it); 0: none.
     pub time_limit_ms: u64,
+    /// Memory limit of the whole component in bytes (its control group; Slurm `--mem`).
+    pub memory_limit: Option<u64>,
+    /// Directory the program starts in, relative to its working directory.
+    pub working_directory: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

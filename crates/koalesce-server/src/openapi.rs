@@ -2,7 +2,9 @@
 //! `koalesce-api::dto` (utoipa), so they cannot drift from what the server sends and the client
 //! reads; the paths (which route answers which type) are listed here, next to `api::router`.
 
-use koalesce_api::dto::{ComponentDetail, ErrorBody, FileInfo, JobDetail, JobSummary, NewFile, SiteInfo, Submitted, Timeline, TokenInfo};
+use koalesce_api::dto::{
+    ArrayTask, ComponentDetail, ErrorBody, FileInfo, JobDetail, JobSummary, NewFile, SiteInfo, Submitted, Timeline, TokenInfo,
+};
 use serde_json::{json, Value};
 use utoipa::OpenApi;
 
@@ -12,6 +14,7 @@ use utoipa::OpenApi;
     components(schemas(
         JobSummary,
         JobDetail,
+        ArrayTask,
         Timeline,
         ComponentDetail,
         SiteInfo,
@@ -36,6 +39,9 @@ pub fn document() -> Value {
 fn paths() -> Value {
     let err = json!({"description": "error", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}});
     let job_id = json!({"name": "id", "in": "path", "required": true, "schema": {"type": "integer"}});
+    let q = |name: &str, ty: &str, about: &str| json!({"name": name, "in": "query", "schema": {"type": ty}, "description": about});
+    let summary =
+        json!({"description": "the job", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/JobSummary"}}}});
     json!({
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
@@ -44,20 +50,40 @@ fn paths() -> Value {
         "security": [{"bearer": []}],
         "paths": {
             "/api/v1/jobs": {
-                "post": {"summary": "Submit a job (TOML job description)",
+                "post": {"summary": "Submit a job (TOML job description), held, with dependencies, or as an array",
+                    "parameters": [
+                        q("hold", "boolean", "submit held (placed after release)"),
+                        q("dependency", "string", "Slurm syntax: afterok:12:13,afterany:9 (after, afterany, afterok, afternotok)"),
+                        q("array", "string", "one job per task: 1-100, 0-30:10, 1,3,5; %M at most M active")
+                    ],
                     "requestBody": {"required": true, "content": {"application/toml": {"schema": {"type": "string"}}}},
                     "responses": {"201": {"description": "committed", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Submitted"}}}},
                         "400": err, "401": err, "408": err, "413": err, "422": err, "429": err}},
                 "get": {"summary": "List jobs",
-                    "parameters": [{"name": "state", "in": "query", "schema": {"type": "string"}}, {"name": "all", "in": "query", "schema": {"type": "boolean"}},
-                        {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 10000, "default": 1000}},
-                        {"name": "after", "in": "query", "description": "cursor: only ids above it", "schema": {"type": "integer"}}],
-                    "responses": {"200": {"description": "one page of jobs (header X-Next-After: the next cursor)", "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/JobSummary"}}}}}, "401": err, "422": err}}
+                    "parameters": [
+                        q("state", "string", "state or comma-separated states"),
+                        q("name", "string", "shell wildcard, case ignored"),
+                        q("site", "string", "placed at this site"),
+                        q("since", "integer", "submitted at or after (Unix ms)"),
+                        q("user", "string", "admins: this user's jobs"),
+                        q("all", "boolean", "admins: every user's jobs (403 for others)"),
+                        q("limit", "integer", "at most this many (X-Koalesce-Next-After: the next page's after)"),
+                        q("after", "integer", "ids above this one")
+                    ],
+                    "responses": {"200": {"description": "jobs", "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/JobSummary"}}}}}, "401": err, "403": err, "422": err}}
             },
             "/api/v1/jobs/{id}": {"get": {"summary": "One job", "parameters": [job_id],
                 "responses": {"200": {"description": "job", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/JobDetail"}}}}, "401": err, "404": err}}},
             "/api/v1/jobs/{id}/cancel": {"post": {"summary": "Cancel a job", "parameters": [job_id],
                 "responses": {"200": {"description": "cancelled", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/JobSummary"}}}}, "401": err, "404": err, "409": err}}},
+            "/api/v1/jobs/{id}/logs": {"get": {"summary": "A component's stdout or stderr from a byte offset, or its last lines",
+                "parameters": [job_id, q("component", "integer", "component index (default 0)"), q("stream", "string", "stdout (default) or stderr"),
+                    q("offset", "integer", "from this byte (X-Koalesce-Log-Size: the next offset)"), q("tail", "integer", "only the last lines (X-Koalesce-Lines-Cut: lines before them)")],
+                "responses": {"200": {"description": "output", "content": {"text/plain": {"schema": {"type": "string"}}}}, "401": err, "404": err, "422": err}}},
+            "/api/v1/jobs/{id}/hold": {"post": {"summary": "Hold a queued job", "parameters": [job_id],
+                "responses": {"200": summary, "401": err, "404": err, "409": err}}},
+            "/api/v1/jobs/{id}/release": {"post": {"summary": "Release a held job", "parameters": [job_id],
+                "responses": {"200": summary, "401": err, "404": err, "409": err}}},
             "/api/v1/tokens": {"get": {"summary": "The caller's tokens (all=true: everyone's, admins only)",
                 "parameters": [{"name": "all", "in": "query", "schema": {"type": "boolean"}}],
                 "responses": {"200": {"description": "tokens", "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/TokenInfo"}}}}}, "401": err, "403": err}}},
@@ -82,6 +108,9 @@ fn paths() -> Value {
                         {"name": "sha256", "in": "query", "description": "refused unless the content has this SHA-256", "schema": {"type": "string"}}],
                     "requestBody": {"required": true, "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}},
                     "responses": {"201": {"description": "registered", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/FileInfo"}}}}, "400": err, "401": err, "403": err, "408": err, "409": err, "413": err, "422": err, "429": err}},
+                "get": {"summary": "A file's content (X-Checksum-Sha256: its SHA-256)",
+                "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}}],
+                "responses": {"200": {"description": "content", "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}, "401": err, "404": err, "503": err}},
                 "delete": {"summary": "Delete a file and its replicas (its owner or an admin)",
                 "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}}],
                 "responses": {"204": {"description": "deleted"}, "401": err, "403": err, "404": err, "409": err}}},

@@ -58,13 +58,14 @@ impl QuotaConfig {
         }
     }
 
-    /// Whether `user` may have one more job that has not ended (call under the state lock).
-    pub fn check_submit(&self, st: &State, user: &str) -> Result<(), QuotaExceeded> {
+    /// Whether `user` may have `adding` more jobs that have not ended (an array's tasks count
+    /// one each; call under the state lock).
+    pub fn check_submit(&self, st: &State, user: &str, adding: u64) -> Result<(), QuotaExceeded> {
         let Some(limit) = self.of(user).max_queued_jobs else {
             return Ok(());
         };
         let used = live_jobs_of(st, user);
-        if used < limit {
+        if used.saturating_add(adding) <= limit {
             return Ok(());
         }
         Err(QuotaExceeded {
@@ -72,7 +73,7 @@ impl QuotaConfig {
             what: "jobs that have not ended",
             limit,
             used,
-            adding: String::new(),
+            adding: if adding > 1 { format!(" and adds {adding}") } else { String::new() },
         })
     }
 
