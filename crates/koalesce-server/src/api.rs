@@ -320,7 +320,6 @@ async fn submit(AxState(s): AxState<S>, req: Request) -> R<Response> {
 
 const STATES: &[&str] = &koalesce_core::JobState::NAMES;
 
-
 /// Renders the jobs the core holds (live ones, and ended ones not yet forgotten).
 pub(crate) fn live_details(s: &Shared, filter: impl Fn(u64, &JobMeta) -> bool) -> Vec<JobDetail> {
     let st = s.lock();

@@ -440,8 +440,9 @@ fn job_lists_come_in_pages_and_quotas_answer_429() {
         let got: Vec<u64> = json(&out).as_array().unwrap().iter().map(|j| j["id"].as_u64().unwrap()).collect();
         let next = err
             .lines()
-            .find_map(|l| l.strip_prefix("next: --after "))
-            .map(|n| n.trim().to_string());
+            .find_map(|l| l.strip_prefix("(more jobs: koalesce jobs --after "))
+            .and_then(|n| n.split_whitespace().next())
+            .map(str::to_string);
         (got, next)
     };
     let (p1, next) = page(&["--limit", "10"]);
@@ -453,7 +454,7 @@ fn job_lists_come_in_pages_and_quotas_answer_429() {
     assert_eq!((p3.as_slice(), next), (&ids[20..], None));
     // Without --limit the client walks every page.
     assert_eq!(page(&[]).0, ids);
-    for bad in ["limit=0", "limit=10001"] {
+    for bad in ["limit=0", "limit=100001"] {
         let (code, body) = s.request("GET", &format!("/api/v1/jobs?{bad}"), Some(&bob), b"");
         assert_eq!(code, 422, "{body}");
     }
