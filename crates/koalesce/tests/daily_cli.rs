@@ -312,7 +312,7 @@ fn completions_man_pages_backup_and_log_formats() {
         }
         // The address is written before recovery; the server handles SIGTERM once it serves.
         let addr: std::net::SocketAddr = std::fs::read_to_string(dir.join("server.addr")).unwrap().trim().parse().unwrap();
-        while koalesce_server::http_request(addr, "GET", "/healthz", None, None, b"").map(|r| r.0) != Ok(200)
+        while !koalesce_server::http_request(addr, "GET", "/healthz", None, None, b"").is_ok_and(|r| r.0 == 200)
             && t0.elapsed() < Duration::from_secs(20)
         {
             std::thread::sleep(Duration::from_millis(20));
