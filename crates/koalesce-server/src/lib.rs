@@ -314,8 +314,9 @@ pub fn run_blocking(opts: ServerOptions) -> anyhow::Result<()> {
     init_tracing();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(async move {
-        let server = start(opts).await?;
+        // Handled from the start: the address is published before recovery.
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        let server = start(opts).await?;
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
             _ = term.recv() => {}
