@@ -203,6 +203,9 @@ pub struct SiteInfo {
     pub used: u64,
     pub placed_unclaimed: u64,
     pub blacklisted: bool,
+    /// When a blacklisted site is re-admitted by itself (none: only by an admin).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blacklisted_until_ms: Option<u64>,
     pub supports_reservations: bool,
 }
 
@@ -214,6 +217,9 @@ pub struct FileInfo {
     pub size_bytes: u64,
     pub sha256: String,
     pub replicas: Vec<String>,
+    /// The user who registered it (only they or an admin delete it); empty for files
+    /// registered before files had owners (admins only).
+    pub owner: String,
 }
 
 /// `POST /api/v1/files`: register the server-side file `path` at `site` as `name`.

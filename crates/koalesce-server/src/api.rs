@@ -14,13 +14,12 @@ use koalesce_core::{JobId, Priority};
 use serde::Deserialize;
 use serde_json::json;
 
-use koalesce_api::dto::{FileInfo, JobDetail, JobSummary, NewFile, SiteInfo, Submitted};
+use koalesce_api::dto::{JobDetail, JobSummary, SiteInfo, Submitted};
 
 use crate::daemon::records::{self, CoreSnapshot, JobMeta};
-use crate::daemon::transfers::add_replica_mem;
 use crate::daemon::{self, Shared};
 use crate::jobdesc::{DescriptionError, JobDescription};
-use crate::{now_ms, store, transfer};
+use crate::{api_files, now_ms, store};
 
 pub(crate) type S = Arc<Shared>;
 
@@ -148,8 +147,14 @@ pub fn router(shared: S) -> Router {
         .route("/api/v1/jobs/{id}/hold", post(crate::api_jobctl::hold_job))
         .route("/api/v1/jobs/{id}/release", post(crate::api_jobctl::release_job))
         .route("/api/v1/sites", get(sites))
-        .route("/api/v1/files", get(list_files).post(add_file))
-        .route("/api/v1/files/{*name}", get(crate::api_output::get_file).delete(delete_file))
+        .route("/api/v1/sites/{name}/readmit", post(readmit_site))
+        .route("/api/v1/files", get(api_files::list_files).post(api_files::add_file))
+        .route(
+            "/api/v1/files/{*name}",
+            get(crate::api_output::get_file)
+                .put(api_files::upload_file)
+                .delete(api_files::delete_file),
+        )
         .route("/api/v1/tokens", get(list_tokens))
         .route("/api/v1/tokens/{id}", axum::routing::delete(revoke_token))
         .route(
@@ -232,6 +237,10 @@ async fn submit(AxState(s): AxState<S>, req: Request) -> R<Response> {
             .map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, e))?;
         // An array's tasks have consecutive ids (allocated under this one lock); with `%M`,
         // task k waits for the end of task k-M, so at most M are active at once.
+        s.config
+            .quotas
+            .check_submit(st, &caller.user, tasks.len() as u64)
+            .map_err(|e| err(StatusCode::TOO_MANY_REQUESTS, e.to_string()))?;
         let first = st.next_id;
         for (k, task) in tasks.iter().enumerate() {
             let id = first + k as u64;
@@ -268,7 +277,7 @@ async fn submit(AxState(s): AxState<S>, req: Request) -> R<Response> {
                 user: caller.user.clone(),
                 name: meta.desc.name.clone(),
                 description: text.to_string(),
-                spec: records::json(&spec),
+                spec: records::spec_json(&spec, &s.sites),
                 update: store::JobUpdate {
                     id,
                     state: job.state.name().to_string(),
@@ -423,144 +432,61 @@ async fn cancel_job(AxState(s): AxState<S>, headers: HeaderMap, Path(raw): Path<
 
 // ----- sites and files ----------------------------------------------------------------
 
-async fn sites(AxState(s): AxState<S>, headers: HeaderMap) -> R<Json<Vec<SiteInfo>>> {
+fn site_info(s: &Shared, st: &daemon::State, i: usize) -> SiteInfo {
+    let site = &st.core.sites()[i];
+    let view = st.core.site_view(koalesce_core::SiteId(i as u32));
+    let h = &s.sites[i];
+    SiteInfo {
+        name: site.name.clone(),
+        kind: h.backend.kind().to_string(),
+        processors: site.processors as u64,
+        idle: h.idle.load(Ordering::Relaxed) as u64,
+        used: h.used.load(Ordering::Relaxed) as u64,
+        placed_unclaimed: view.placed_unclaimed as u64,
+        blacklisted: view.blacklisted,
+        blacklisted_until_ms: view.blacklisted_until,
+        supports_reservations: site.supports_reservations,
+    }
+}
+
+#[derive(Deserialize)]
+struct SitesQuery {
+    blacklisted: Option<bool>,
+}
+
+/// `GET /api/v1/sites[?blacklisted=true]`.
+async fn sites(
+    AxState(s): AxState<S>,
+    headers: HeaderMap,
+    q: Result<Query<SitesQuery>, axum::extract::rejection::QueryRejection>,
+) -> R<Json<Vec<SiteInfo>>> {
     authenticate(&s, &headers)?;
+    let Query(q) = q.map_err(|e| err(StatusCode::BAD_REQUEST, format!("query: {e}")))?;
     let st = s.lock();
-    let out = st
-        .core
-        .sites()
-        .iter()
-        .enumerate()
-        .map(|(i, site)| {
-            let view = st.core.site_view(koalesce_core::SiteId(i as u32));
-            let h = &s.sites[i];
-            SiteInfo {
-                name: site.name.clone(),
-                kind: h.backend.kind().to_string(),
-                processors: site.processors as u64,
-                idle: h.idle.load(Ordering::Relaxed) as u64,
-                used: h.used.load(Ordering::Relaxed) as u64,
-                placed_unclaimed: view.placed_unclaimed as u64,
-                blacklisted: view.blacklisted,
-                supports_reservations: site.supports_reservations,
-            }
-        })
+    let out = (0..st.core.sites().len())
+        .map(|i| site_info(&s, &st, i))
+        .filter(|i| q.blacklisted.is_none_or(|b| i.blacklisted == b))
         .collect();
     Ok(Json(out))
 }
 
-fn file_json(name: &str, f: &daemon::FileInfo) -> FileInfo {
-    FileInfo {
-        name: name.to_string(),
-        size_bytes: f.size_bytes,
-        sha256: f.sha256.clone(),
-        replicas: f.replicas.keys().cloned().collect(),
+/// `POST /api/v1/sites/{name}/readmit` (admins): takes a site off the blacklist at once and
+/// forgets its ban history.
+async fn readmit_site(AxState(s): AxState<S>, headers: HeaderMap, Path(name): Path<String>) -> R<Json<SiteInfo>> {
+    let caller = authenticate(&s, &headers)?;
+    if !caller.admin {
+        return Err(err(StatusCode::FORBIDDEN, "only an admin may re-admit a site"));
     }
-}
-
-async fn list_files(AxState(s): AxState<S>, headers: HeaderMap) -> R<Json<Vec<FileInfo>>> {
-    authenticate(&s, &headers)?;
-    let st = s.lock();
-    Ok(Json(st.files.iter().map(|(n, f)| file_json(n, f)).collect()))
-}
-
-async fn add_file(AxState(s): AxState<S>, req: Request) -> R<Response> {
-    authenticate(&s, req.headers())?;
-    let body = read_body(&s, req).await?;
-    let raw: serde_json::Value = serde_json::from_slice(&body).map_err(|e| err(StatusCode::BAD_REQUEST, format!("malformed JSON: {e}")))?;
-    let add: NewFile = serde_json::from_value(raw).map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
-    let chars = add.name.chars().count();
-    if chars == 0 || chars > 255 || add.name.chars().any(char::is_control) {
-        return Err(err(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            format!("field 'name': must be 1 to 255 characters without control characters (got {chars})"),
-        ));
-    }
-    let Some(storage) = s.site_by_name(&add.site).map(|h| h.paths.storage.clone()) else {
-        return Err(err(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            format!("field 'site': site '{}' does not exist", add.site),
-        ));
+    let mut guard = s.lock();
+    let st = &mut *guard;
+    let Some(id) = st.site_id(&name) else {
+        return Err(err(StatusCode::NOT_FOUND, format!("site '{name}' not found")));
     };
-    if !add.path.is_file() {
-        return Err(err(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            format!("field 'path': '{}' is not a readable file on the server", add.path.display()),
-        ));
-    }
-    // A name already registered gets one more replica, if the content is the same file.
-    let expected = {
-        let st = s.lock();
-        match st.files.get(&add.name) {
-            Some(f) if f.replicas.contains_key(&add.site) => {
-                return Err(err(
-                    StatusCode::CONFLICT,
-                    format!("file '{}' already has a replica at '{}'", add.name, add.site),
-                ));
-            }
-            Some(f) => Some((f.sha256.clone(), f.size_bytes)),
-            None => None,
-        }
-    };
-    let dest = transfer::storage_path(&storage, &add.name);
-    let (src, d, want) = (add.path.clone(), dest.clone(), expected.clone());
-    let copied =
-        tokio::task::spawn_blocking(move || transfer::copy_verified(&src, &d, want.as_ref().map(|(sha, size)| (sha.as_str(), *size))))
-            .await
-            .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
-            .map_err(|e| match &expected {
-                Some(_) => err(
-                    StatusCode::CONFLICT,
-                    format!("field 'path': not a replica of the registered '{}': {e}", add.name),
-                ),
-                None => err(StatusCode::UNPROCESSABLE_ENTITY, format!("field 'path': {e}")),
-            })?;
-    s.store
-        .write(store::register_replica_op(
-            add.name.clone(),
-            copied.bytes,
-            copied.sha256.clone(),
-            add.site.clone(),
-            dest.display().to_string(),
-        ))
-        .await
-        .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
-    s.metrics.transfer_bytes.fetch_add(copied.bytes, Ordering::Relaxed);
-    let mut st = s.lock();
-    add_replica_mem(&mut st, &add.name, copied.bytes, &copied.sha256, &add.site, dest);
-    let entry = file_json(&add.name, &st.files[&add.name]);
-    Ok((StatusCode::CREATED, Json(entry)).into_response())
-}
-
-async fn delete_file(AxState(s): AxState<S>, headers: HeaderMap, Path(name): Path<String>) -> R<Response> {
-    authenticate(&s, &headers)?;
-    let paths = {
-        let mut st = s.lock();
-        if let Some(j) = st
-            .core
-            .jobs()
-            .find(|j| !j.state.is_terminal() && j.spec.input_files.contains(&name))
-        {
-            return Err(err(
-                StatusCode::CONFLICT,
-                format!("file '{name}' is an input of job {} ({})", j.id.0, j.state.name()),
-            ));
-        }
-        let Some(info) = st.files.remove(&name) else {
-            return Err(err(StatusCode::NOT_FOUND, format!("file '{name}' not found")));
-        };
-        st.core.catalogue_mut().remove(&name);
-        info.replicas.into_values().collect::<Vec<_>>()
-    };
-    let n = name.clone();
-    s.store
-        .write(store::delete_file_op(n))
-        .await
-        .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
-    for p in paths {
-        let _ = std::fs::remove_file(p);
-    }
-    Ok(StatusCode::NO_CONTENT.into_response())
+    st.core.set_blacklisted(id, false);
+    tracing::info!(site = %name, by = %caller.user, "site re-admitted");
+    daemon::process_actions(&s, st);
+    s.wake.notify_one();
+    Ok(Json(site_info(&s, st, id.index())))
 }
 
 // ----- tokens -------------------------------------------------------------------------

@@ -46,6 +46,13 @@
 //! read_only = ["/opt/software"]
 //! read_write = ["/scratch"]
 //! cgroup_parent = "koalesce"     # control-group directory of the components
+//! [files]                        # see crate::file_import
+//! max_upload_bytes = 1073741824  # one upload at most
+//! import_dirs = { alice = ["/srv/data/alice"] }   # server-local paths users may register
+//! [quotas]                       # per user (see crate::quotas); absent: unlimited
+//! max_queued_jobs = 10000        # jobs not ended yet
+//! max_stored_bytes = 107374182400   # bytes of the files the user registered (all replicas)
+//! users = { alice = { max_queued_jobs = 100 } }
 //! ```
 
 use std::path::Path;
@@ -148,6 +155,10 @@ pub struct ServerConfig {
     /// A site whose LRM has not answered (`processors` a site error) for this long is
     /// blacklisted (and then probed). 0: only soft errors of jobs blacklist a site.
     pub site_down_ms: u64,
+    /// `[files]`: uploads, and which server-local directories users may register from.
+    pub files: crate::file_import::FilesConfig,
+    /// `[quotas]`: per-user limits (queued jobs, stored bytes).
+    pub quotas: crate::quotas::QuotaConfig,
     /// A job without `walltime` is killed after its runtime estimate (default 1 h) times this
     /// (TIMEOUT), as a site's default time limit; 0: no limit unless the job gives one.
     pub walltime_factor: f64,
@@ -178,16 +189,25 @@ impl Default for ServerConfig {
             site_probe_ms: 5_000,
             site_probe_max_ms: 300_000,
             site_down_ms: 10_000,
+            files: Default::default(),
+            quotas: Default::default(),
             walltime_factor: DEFAULT_WALLTIME_FACTOR,
         }
     }
 }
 
-/// The core's defaults are the seeds' (1-minute scans); a daemon wants prompt placement.
+/// How long a site's first ban lasts (later ones double).
+pub const DEFAULT_BLACKLIST_EXPIRY_MS: u64 = 60_000;
+
+/// The core's defaults are the seeds' (1-minute scans, permanent blacklisting); a daemon wants
+/// prompt placement and bans that expire.
 pub fn daemon_scheduler_defaults() -> SchedulerConfig {
     SchedulerConfig {
         scan_interval: ScanInterval::Fixed { interval_ms: 500 },
         min_claim_retry_ms: 500,
+        // A blacklisted site comes back after a minute, twice as long after each ban that
+        // follows (up to 64 minutes); an admin re-admits it at once (`koalesce sites readmit`).
+        blacklist_expiry_ms: Some(DEFAULT_BLACKLIST_EXPIRY_MS),
         ..SchedulerConfig::default()
     }
 }
@@ -206,6 +226,9 @@ impl ServerConfig {
             }
             if !s.contains_key("min_claim_retry_ms") {
                 cfg.scheduler.min_claim_retry_ms = d.min_claim_retry_ms;
+            }
+            if !s.contains_key("blacklist_expiry_ms") {
+                cfg.scheduler.blacklist_expiry_ms = d.blacklist_expiry_ms;
             }
         }
         cfg.validate()?;
@@ -248,6 +271,7 @@ impl ServerConfig {
             self.header_timeout_ms > 0 && self.body_timeout_ms > 0,
             "config: 'header_timeout_ms' and 'body_timeout_ms' must be positive"
         );
+        self.files.validate()?;
         for p in self.sandbox.read_only.iter().chain(&self.sandbox.read_write) {
             anyhow::ensure!(p.is_absolute(), "config: sandbox path '{}' must be absolute", p.display());
         }

@@ -23,7 +23,7 @@ use koalesce_core::JobState;
 use rusqlite::params;
 use serde::Deserialize;
 
-use crate::api::{authenticate, err, live_details, read_store, ApiError};
+use crate::api::{authenticate, err, read_store, ApiError};
 use crate::daemon::Shared;
 use crate::store;
 
@@ -153,6 +153,19 @@ pub fn load_ended(conn: &rusqlite::Connection, f: &Filter, max: usize) -> rusqli
     Ok(out)
 }
 
+/// The live jobs that pass `f` from its `after` on, at most `max` of them: the state lock is
+/// held for the walk and at most `max` renderings, not for the whole list (issue 8).
+fn live_page(s: &Shared, f: &Filter, max: usize) -> Vec<JobSummary> {
+    let st = s.lock();
+    st.meta
+        .range(f.after.saturating_add(1)..)
+        .filter(|(_, m)| f.user.as_ref().is_none_or(|u| *u == m.user))
+        .filter_map(|(id, m)| Some(crate::daemon::records::render(*id, st.core.job(koalesce_core::JobId(*id))?, m, &s.sites).summary()))
+        .filter(|j| f.matches(j))
+        .take(max)
+        .collect()
+}
+
 /// `GET /api/v1/jobs`.
 pub async fn list_jobs(
     AxState(s): AxState<S>,
@@ -170,12 +183,7 @@ pub async fn list_jobs(
             out.insert(j.id, j);
         }
     }
-    let user = f.user.clone();
-    for j in live_details(&s, |_, m| user.as_ref().is_none_or(|u| *u == m.user))
-        .into_iter()
-        .map(|d| d.summary())
-        .filter(|j| f.matches(j))
-    {
+    for j in live_page(&s, &f, want) {
         out.insert(j.id, j);
     }
     let mut jobs: Vec<JobSummary> = out.into_values().take(want).collect();

@@ -80,6 +80,7 @@
 
 pub mod agent;
 pub mod api;
+mod api_files;
 pub mod api_jobctl;
 pub mod api_output;
 pub mod backend;
@@ -89,12 +90,14 @@ pub mod cgroup;
 pub mod config;
 pub mod daemon;
 pub mod dataplane;
+pub mod file_import;
 pub mod job_list;
 pub use koalesce_api::jobdesc;
 pub mod listener;
 pub mod local;
 pub mod openapi;
 pub mod reservations;
+pub mod quotas;
 pub mod sandbox;
 pub mod slurm;
 pub mod store;
@@ -220,8 +223,8 @@ fn prepare_data_dir(dir: &Path) -> anyhow::Result<PathBuf> {
     dir.canonicalize().with_context(|| format!("resolving {}", dir.display()))
 }
 
-/// Starts a server inside the current tokio runtime: recovers state from `data_dir`, binds,
-/// writes `DIR/server.addr`, serves until [`RunningServer::shutdown`].
+/// Starts a server inside the current tokio runtime: binds, writes `DIR/server.addr`, recovers
+/// state from `data_dir`, serves until [`RunningServer::shutdown`].
 pub async fn start(opts: ServerOptions) -> anyhow::Result<RunningServer> {
     let mut opts = opts;
     opts.config.validate()?;
@@ -248,6 +251,16 @@ pub async fn start(opts: ServerOptions) -> anyhow::Result<RunningServer> {
             })
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
+    // The port is taken before recovery (which may take a while on a big database): nobody
+    // else can bind it meanwhile and pose as this server to collect tokens; connections made
+    // during recovery wait in the listen queue and are answered once it is done.
+    let listen = opts.listen.clone().unwrap_or_else(|| opts.config.listen.clone());
+    let listener = tokio::net::TcpListener::bind(&listen)
+        .await
+        .with_context(|| format!("binding {listen}"))?;
+    let addr = listener.local_addr()?;
+    supervise::write_atomic(&opts.data_dir.join(ADDR_FILE), addr.to_string().as_bytes())?;
+    tracing::info!(%addr, "bound; recovering state");
     let (st, store, sites) = {
         let config = opts.config.clone();
         tokio::task::spawn_blocking(move || {
@@ -279,12 +292,6 @@ pub async fn start(opts: ServerOptions) -> anyhow::Result<RunningServer> {
         daemon::process_actions(&shared, &mut guard);
     }
     daemon::lrm::poll_running(shared.clone()).await;
-    let listen = opts.listen.clone().unwrap_or_else(|| opts.config.listen.clone());
-    let listener = tokio::net::TcpListener::bind(&listen)
-        .await
-        .with_context(|| format!("binding {listen}"))?;
-    let addr = listener.local_addr()?;
-    supervise::write_atomic(&opts.data_dir.join(ADDR_FILE), addr.to_string().as_bytes())?;
     let (tx, rx) = tokio::sync::watch::channel(false);
     let driver = tokio::spawn(daemon::drive(shared.clone(), rx.clone()));
     let worker = tokio::spawn(daemon::lrm::worker(shared.clone(), lrm_rx, rx.clone()));
@@ -310,8 +317,9 @@ pub fn run_blocking(opts: ServerOptions) -> anyhow::Result<()> {
     init_tracing();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(async move {
-        let server = start(opts).await?;
+        // Handled from the start: the address is published before recovery.
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        let server = start(opts).await?;
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
             _ = term.recv() => {}
@@ -436,6 +444,9 @@ pub fn test_options(data_dir: &Path, sites: &[(&str, u32)], supervisor: Supervis
     config.users.insert(users::DEFAULT_KEY.into(), "root".into());
     config.allow_root_jobs = true;
     config.sandbox.cgroup_parent = "koalesce-test".into();
+    // Test users register their temporary files by path (the data directory, /proc, /sys and
+    // /dev stay refused); a real server leaves this to admins and configured directories.
+    config.files.import_dirs.insert(users::DEFAULT_KEY.into(), vec!["/".into()]);
     ServerOptions {
         data_dir: data_dir.to_path_buf(),
         listen: None,

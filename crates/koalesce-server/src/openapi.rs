@@ -62,7 +62,7 @@ fn paths() -> Value {
                     ],
                     "requestBody": {"required": true, "content": {"application/toml": {"schema": {"type": "string"}}}},
                     "responses": {"201": {"description": "committed", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Submitted"}}}},
-                        "400": err, "401": err, "408": err, "413": err, "422": err}},
+                        "400": err, "401": err, "408": err, "413": err, "422": err, "429": err}},
                 "get": {"summary": "List jobs",
                     "parameters": [
                         q("state", "string", "state or comma-separated states"),
@@ -74,7 +74,7 @@ fn paths() -> Value {
                         q("limit", "integer", "at most this many (X-Koalesce-Next-After: the next page's after)"),
                         q("after", "integer", "ids above this one")
                     ],
-                    "responses": {"200": {"description": "jobs", "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/JobSummary"}}}}}, "401": err}}
+                    "responses": {"200": {"description": "jobs", "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/JobSummary"}}}}}, "401": err, "403": err, "422": err}}
             },
             "/api/v1/jobs/{id}": {"get": {"summary": "One job", "parameters": [job_id],
                 "responses": {"200": {"description": "job", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/JobDetail"}}}}, "401": err, "404": err}}},
@@ -94,20 +94,30 @@ fn paths() -> Value {
             "/api/v1/tokens/{id}": {"delete": {"summary": "Revoke a token at once (own; admins: any)",
                 "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
                 "responses": {"200": {"description": "revoked", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/TokenInfo"}}}}, "401": err, "404": err}}},
-            "/api/v1/sites": {"get": {"summary": "Sites", "responses": {"200": {"description": "sites", "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/SiteInfo"}}}}}, "401": err}}},
+            "/api/v1/sites": {"get": {"summary": "Sites", "parameters": [{"name": "blacklisted", "in": "query", "schema": {"type": "boolean"}}],
+                "responses": {"200": {"description": "sites", "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/SiteInfo"}}}}}, "401": err}}},
+            "/api/v1/sites/{name}/readmit": {"post": {"summary": "Take a site off the blacklist (admins)",
+                "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}}],
+                "responses": {"200": {"description": "re-admitted", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/SiteInfo"}}}}, "401": err, "403": err, "404": err}}},
             "/api/v1/files": {
                 "get": {"summary": "Replica catalogue", "responses": {"200": {"description": "files", "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/FileInfo"}}}}}, "401": err}},
-                "post": {"summary": "Register a server-local file at a site",
+                "post": {"summary": "Register a file on the server's machine at a site (admins; users inside their [files] import_dirs)",
                     "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/NewFile"}}}},
-                    "responses": {"201": {"description": "registered", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/FileInfo"}}}}, "400": err, "401": err, "409": err, "413": err, "422": err}}
+                    "responses": {"201": {"description": "registered", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/FileInfo"}}}}, "400": err, "401": err, "403": err, "409": err, "413": err, "422": err, "429": err}}
             },
             "/api/v1/files/{name}": {
+                "put": {"summary": "Upload a file (the body is its content) to a site's storage",
+                    "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}},
+                        {"name": "site", "in": "query", "required": true, "schema": {"type": "string"}},
+                        {"name": "sha256", "in": "query", "description": "refused unless the content has this SHA-256", "schema": {"type": "string"}}],
+                    "requestBody": {"required": true, "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}},
+                    "responses": {"201": {"description": "registered", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/FileInfo"}}}}, "400": err, "401": err, "403": err, "408": err, "409": err, "413": err, "422": err, "429": err}},
                 "get": {"summary": "A file's content (X-Checksum-Sha256: its SHA-256)",
                 "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}}],
                 "responses": {"200": {"description": "content", "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}, "401": err, "404": err, "503": err}},
-                "delete": {"summary": "Delete a file and its replicas",
+                "delete": {"summary": "Delete a file and its replicas (its owner or an admin)",
                 "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}}],
-                "responses": {"204": {"description": "deleted"}, "401": err, "404": err, "409": err}}},
+                "responses": {"204": {"description": "deleted"}, "401": err, "403": err, "404": err, "409": err}}},
             "/api/v1/reservations": {
                 "get": {"summary": "The caller's advance reservations (admins: everyone's)", "responses": {"200": {"description": "reservations", "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/ReservationInfo"}}}}}, "401": err}},
                 "post": {"summary": "Ask for an advance reservation (001 §2.3): granted, rejected, or rejected with t_next_ms",

@@ -193,6 +193,18 @@ pub fn supervisor_alive(rec: &SupervisorRecord) -> bool {
     !rec.fenced && rec.pid != 0 && proc_start_time(rec.pid) == Some(rec.proc_start)
 }
 
+/// Creates a launch's record directory for the daemon, *only if it is new* (its parents as
+/// needed, all 0700): a directory that exists already belongs to another launch (a job whose
+/// row was lost and whose id came round again), and its records (`exit.json`) must never be
+/// taken for this launch's. `ErrorKind::AlreadyExists` then.
+pub fn create_launch_dir(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    if let Some(parent) = dir.parent() {
+        fs::DirBuilder::new().recursive(true).mode(0o700).create(parent)?;
+    }
+    fs::DirBuilder::new().mode(0o700).create(dir)
+}
+
 /// The daemon's fence: makes sure a launch directory can never start a component. Returns
 /// Ok(true) when the fence was set (no supervisor ever started there), Ok(false) when a
 /// supervisor record already exists.

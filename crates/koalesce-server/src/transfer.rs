@@ -26,12 +26,28 @@ pub enum OutputError {
 
 #[derive(Debug, thiserror::Error)]
 pub enum TransferError {
+    /// Writing the copy failed (the destination's fault).
     #[error(transparent)]
     Io(#[from] io::Error),
+    /// The source could not be opened or read.
+    #[error("reading {path}: {source}")]
+    Source {
+        path: String,
+        #[source]
+        source: io::Error,
+    },
     #[error("checksum mismatch for {path}: expected {expected}, got {actual}")]
     Checksum { path: String, expected: String, actual: String },
     #[error("size mismatch for {path}: expected {expected} bytes, got {actual}")]
     Size { path: String, expected: u64, actual: u64 },
+}
+
+impl TransferError {
+    /// Whether the source is to blame (unreadable, or not the content the catalogue says),
+    /// not the destination.
+    pub fn is_source_fault(&self) -> bool {
+        !matches!(self, TransferError::Io(_))
+    }
 }
 
 /// Result of a copy.
@@ -62,11 +78,16 @@ pub fn storage_path(storage: &Path, logical: &str) -> PathBuf {
 /// Copies `src` to `dest` via a temporary file; when `expect` is given (sha256, size), the copy
 /// is refused (and the temporary removed) unless it matches.
 pub fn copy_verified(src: &Path, dest: &Path, expect: Option<(&str, u64)>) -> Result<Copied, TransferError> {
-    copy_file_verified(File::open(src)?, &src.display().to_string(), dest, expect)
+    let what = src.display().to_string();
+    let input = File::open(src).map_err(|e| TransferError::Source {
+        path: what.clone(),
+        source: e,
+    })?;
+    copy_file_verified(input, &what, dest, expect)
 }
 
-/// [`copy_verified`] from an open file (`what` names it in errors).
-pub fn copy_file_verified(mut input: File, what: &str, dest: &Path, expect: Option<(&str, u64)>) -> Result<Copied, TransferError> {
+/// [`copy_verified`] from an open file or any stream (an upload; `what` names it in errors).
+pub fn copy_file_verified(mut input: impl Read, what: &str, dest: &Path, expect: Option<(&str, u64)>) -> Result<Copied, TransferError> {
     use std::os::unix::fs::OpenOptionsExt;
     let started = Instant::now();
     if let Some(parent) = dest.parent() {
@@ -82,7 +103,10 @@ pub fn copy_file_verified(mut input: File, what: &str, dest: &Path, expect: Opti
         let mut buf = vec![0u8; 1 << 16];
         let mut bytes = 0u64;
         loop {
-            let n = input.read(&mut buf)?;
+            let n = input.read(&mut buf).map_err(|e| TransferError::Source {
+                path: what.to_string(),
+                source: e,
+            })?;
             if n == 0 {
                 break;
             }
@@ -229,5 +253,67 @@ pub fn remove_partials(dir: &Path) {
         if name.contains(".part.") {
             let _ = std::fs::remove_file(e.path());
         }
+    }
+}
+
+// ----- replicas in use -----------------------------------------------------------------------
+
+/// Size and modification time of a replica when it was last found intact.
+type Stamp = (u64, i64, i64);
+
+/// Replicas found intact, with the stamp they had then (the fast path of [`verify_replica`]).
+static VERIFIED: std::sync::Mutex<Option<std::collections::HashMap<PathBuf, Stamp>>> = std::sync::Mutex::new(None);
+
+fn stamp(path: &Path) -> io::Result<Stamp> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(path)?;
+    if !m.file_type().is_file() {
+        return Err(io::Error::other("not a regular file"));
+    }
+    Ok((m.len(), m.mtime(), m.mtime_nsec()))
+}
+
+fn verified() -> std::sync::MutexGuard<'static, Option<std::collections::HashMap<PathBuf, Stamp>>> {
+    VERIFIED.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Records that the replica at `path` was just written and checked (a verified copy).
+pub fn note_verified(path: &Path) {
+    if let Ok(st) = stamp(path) {
+        verified().get_or_insert_with(Default::default).insert(path.to_path_buf(), st);
+    }
+}
+
+/// Checks a replica before a job uses it: when its size and modification time are those it
+/// had when last found intact, it is taken as intact (fast path); otherwise (changed, or not
+/// checked since the server started) its SHA-256 is computed and compared with the catalogue.
+pub fn verify_replica(path: &Path, sha256: &str, size: u64) -> Result<(), String> {
+    let before = stamp(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if before.0 != size {
+        return Err(format!("{}: {} bytes, the catalogue says {size}", path.display(), before.0));
+    }
+    if verified().as_ref().and_then(|m| m.get(path)) == Some(&before) {
+        return Ok(());
+    }
+    let (actual, bytes) = checksum(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if bytes != size || actual != sha256 {
+        return Err(format!(
+            "{}: content changed (sha256 {actual}, the catalogue says {sha256})",
+            path.display()
+        ));
+    }
+    verified().get_or_insert_with(Default::default).insert(path.to_path_buf(), before);
+    Ok(())
+}
+
+/// Moves a corrupt replica aside (`<file>.quarantined`), out of every job's way.
+pub fn quarantine(path: &Path) {
+    if let Some(m) = verified().as_mut() {
+        m.remove(path);
+    }
+    let mut to = path.as_os_str().to_owned();
+    to.push(".quarantined");
+    if let Err(e) = std::fs::rename(path, &to) {
+        tracing::warn!(path = %path.display(), error = %e, "cannot quarantine a corrupt replica");
     }
 }

@@ -169,7 +169,9 @@ fn stage_in_copies_verified_inputs_and_refuses_corrupted_replicas() {
     let tmp = tempfile::tempdir().unwrap();
     let tok = token(tmp.path(), "alice", false);
     let srv = server(tmp.path(), &[("a", 4), ("b", 4)]);
-    let src = tmp.path().join("input.dat");
+    // Registered by path from outside the data directory (which is never read as data).
+    let outside = tempfile::tempdir().unwrap();
+    let src = outside.path().join("input.dat");
     std::fs::write(&src, vec![7u8; 100_000]).unwrap();
     let body = format!(r#"{{"name":"input.dat","path":"{}","site":"a"}}"#, src.display());
     let (code, f) = srv.request("POST", "/api/v1/files", Some(&tok), body.as_bytes());
@@ -336,7 +338,8 @@ fn registering_a_name_again_at_another_site_adds_a_replica_of_the_same_content()
     let tmp = tempfile::tempdir().unwrap();
     let tok = token(tmp.path(), "alice", false);
     let srv = server(tmp.path(), &[("a", 4), ("b", 4), ("c", 4)]);
-    let src = tmp.path().join("input.dat");
+    let outside = tempfile::tempdir().unwrap();
+    let src = outside.path().join("input.dat");
     std::fs::write(&src, vec![7u8; 10_000]).unwrap();
     let add = |site: &str, path: &std::path::Path| {
         let body = format!(r#"{{"name":"input.dat","path":"{}","site":"{site}"}}"#, path.display());
@@ -349,7 +352,7 @@ fn registering_a_name_again_at_another_site_adds_a_replica_of_the_same_content()
     // The same site again, or other content under the same name: refused, nothing lands.
     let (code, body) = add("a", &src);
     assert_eq!(code, 409, "{body}");
-    let other = tmp.path().join("other.dat");
+    let other = outside.path().join("other.dat");
     std::fs::write(&other, vec![8u8; 10_000]).unwrap();
     let (code, body) = add("c", &other);
     assert_eq!(code, 409, "{body}");

@@ -221,7 +221,9 @@ fn files_and_job_outputs_download_with_their_checksum() {
     let tmp = tempfile::tempdir().unwrap();
     let tok = token(tmp.path(), "alice", false);
     let srv = daily_server(tmp.path(), &[("vu", 4)]);
-    let src = tmp.path().join("data.bin");
+    // Registered by path from outside the data directory (never read as data).
+    let outside = tempfile::tempdir().unwrap();
+    let src = outside.path().join("data.bin");
     let data: Vec<u8> = (0..3_000_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
     std::fs::write(&src, &data).unwrap();
     let body = serde_json::json!({"name": "sets/data.bin", "path": src, "site": "vu"}).to_string();

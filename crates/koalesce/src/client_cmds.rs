@@ -450,16 +450,45 @@ impl CancelArgs {
 
 /// Arguments of `koalesce sites`.
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct SitesArgs {
+    /// Only the blacklisted sites (with when each comes back by itself).
+    #[arg(long)]
+    pub blacklisted: bool,
+    #[command(subcommand)]
+    pub command: Option<SitesCommand>,
     #[command(flatten)]
     pub output: OutputArgs,
     #[command(flatten)]
     pub conn: Connection,
 }
 
+/// `koalesce sites ...` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum SitesCommand {
+    /// Take a blacklisted site back at once (admins).
+    Readmit {
+        /// Site name.
+        #[arg(value_name = "NAME")]
+        name: String,
+        #[command(flatten)]
+        conn: Connection,
+    },
+}
+
 impl SitesArgs {
     pub fn run(self) -> anyhow::Result<ExitCode> {
-        let v = self.conn.client().sites_json()?;
+        if let Some(SitesCommand::Readmit { name, conn }) = self.command {
+            conn.client().readmit_site_json(&name)?;
+            println!("re-admitted {}", format::escape(&name));
+            return Ok(ExitCode::SUCCESS);
+        }
+        let client = self.conn.client();
+        let v = if self.blacklisted {
+            client.blacklisted_sites_json()?
+        } else {
+            client.sites_json()?
+        };
         Output::from(self.output).print(&v, || {
             let sites: Vec<api::SiteInfo> = serde_json::from_value(v.clone()).context("reading the site list")?;
             Ok(format::sites_table(&sites))
@@ -471,20 +500,24 @@ impl SitesArgs {
 /// `koalesce files ...`: the replica catalogue.
 #[derive(Debug, Subcommand)]
 pub enum FilesCommand {
-    /// Register a file: the server copies the file PATH (on the server's machine) into SITE's
-    /// storage, checksums it and registers it as NAME. A NAME already registered gets one more
-    /// replica at SITE if PATH has the same content (checksum and size); a different content,
-    /// or SITE already holding a replica, answers 409.
+    /// Register a file: uploads the local file PATH (streamed, checksummed) into SITE's
+    /// storage and registers it as NAME, owned by you. A NAME already registered (yours) gets
+    /// one more replica at SITE if PATH has the same content; a different content, or SITE
+    /// already holding a replica, answers 409. Names `<job-id>/...` are reserved for job outputs.
     Add {
         /// Logical file name, as jobs name it in `inputs`.
         #[arg(value_name = "NAME")]
         name: String,
-        /// Path of the file on the server's machine (made absolute here).
+        /// The file to upload (with --server-path: a path on the server's machine).
         #[arg(value_name = "PATH")]
         path: PathBuf,
         /// Site whose storage receives the replica.
         #[arg(long, value_name = "SITE")]
         site: String,
+        /// Do not upload: have the server copy PATH from its own machine (admins, and users
+        /// inside the directories `[files] import_dirs` gives them).
+        #[arg(long)]
+        server_path: bool,
         /// `--json`: the server's answer (the catalogue entry).
         #[command(flatten)]
         output: OutputArgs,
@@ -531,12 +564,17 @@ impl FilesCommand {
                 name,
                 path,
                 site,
+                server_path,
                 output,
                 conn,
             } => {
-                let abs = std::path::absolute(&path).with_context(|| format!("resolving {}", path.display()))?;
-                let path_str = abs.to_str().with_context(|| format!("{} is not valid UTF-8", abs.display()))?;
-                let v = conn.client().add_file_json(&name, path_str, &site)?;
+                let v = if server_path {
+                    let abs = std::path::absolute(&path).with_context(|| format!("resolving {}", path.display()))?;
+                    let path_str = abs.to_str().with_context(|| format!("{} is not valid UTF-8", abs.display()))?;
+                    conn.client().add_file_json(&name, path_str, &site)?
+                } else {
+                    conn.client().upload_file_json(&name, &path, &site)?
+                };
                 Output::from(output).print(&v, || {
                     Ok(match serde_json::from_value::<api::FileInfo>(v.clone()) {
                         Ok(f) if !f.name.is_empty() => format!(

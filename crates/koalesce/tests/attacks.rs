@@ -6,291 +6,17 @@
 //! fail, not skip, when not run as root: CI runs as root. Test accounts (`ksec1…`) are made
 //! with `useradd` and removed on drop; control groups live under `ksec1-<pid>`.
 
+mod attack_common;
+
+use attack_common::*;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-
-const BIN: &str = env!("CARGO_BIN_EXE_koalesce");
-
-/// One attack at a time: they load the machine (2,000 connections) and use root-wide state.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn require_root() {
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "this attack test needs root (user mapping, control groups), as CI has"
-    );
-}
-
-fn json(s: &str) -> Value {
-    serde_json::from_str(s).unwrap_or_else(|e| panic!("not JSON ({e}): {s}"))
-}
-
-/// A Unix account for the test, removed on drop.
-struct Account {
-    name: String,
-    uid: u32,
-    gid: u32,
-}
-
-impl Account {
-    fn new(tag: &str) -> Account {
-        let name = format!("ksec1{tag}{}", std::process::id() % 100_000);
-        let _ = Command::new("userdel").arg(&name).stderr(Stdio::null()).status();
-        let ok = Command::new("useradd")
-            .args([
-                "--system",
-                "--no-create-home",
-                "--home-dir",
-                "/nonexistent",
-                "--shell",
-                "/usr/sbin/nologin",
-            ])
-            .arg(&name)
-            .status()
-            .expect("useradd runs");
-        assert!(ok.success(), "useradd {name} failed");
-        let u = nix::unistd::User::from_name(&name).unwrap().expect("account exists");
-        Account {
-            name,
-            uid: u.uid.as_raw(),
-            gid: u.gid.as_raw(),
-        }
-    }
-}
-
-impl Drop for Account {
-    fn drop(&mut self) {
-        let _ = Command::new("userdel").arg(&self.name).status();
-    }
-}
-
-/// The cgroup directories of this test run, removed on drop (they are empty by then).
-struct CgroupParent(String);
-
-impl CgroupParent {
-    fn new() -> Self {
-        CgroupParent(format!("ksec1-{}", std::process::id()))
-    }
-}
-
-impl Drop for CgroupParent {
-    fn drop(&mut self) {
-        for c in ["memory", "pids", "freezer"] {
-            let dir = Path::new("/sys/fs/cgroup").join(c).join(&self.0);
-            if let Ok(rd) = std::fs::read_dir(&dir) {
-                for e in rd.flatten().filter(|e| e.path().is_dir()) {
-                    let _ = std::fs::remove_dir(e.path());
-                }
-            }
-            let _ = std::fs::remove_dir(dir);
-        }
-    }
-}
-
-/// A `koalesce server` child on its own data dir.
-struct Server {
-    tmp: tempfile::TempDir,
-    data: PathBuf,
-    config: PathBuf,
-    child: Option<Child>,
-    addr: Option<SocketAddr>,
-}
-
-impl Server {
-    /// `config`: the server config's TOML (sites, users, limits). One site `s1` by default.
-    fn new(config: &str) -> Server {
-        let tmp = tempfile::Builder::new().prefix("ksec1-").tempdir().unwrap();
-        let data = tmp.path().join("data");
-        std::fs::create_dir_all(&data).unwrap();
-        let cfg = tmp.path().join("server.toml");
-        std::fs::write(&cfg, config).unwrap();
-        Server {
-            tmp,
-            data,
-            config: cfg,
-            child: None,
-            addr: None,
-        }
-    }
-
-    fn path(&self) -> &Path {
-        self.tmp.path()
-    }
-
-    /// `koalesce token create USER [--admin] [--expires D] --data-dir DIR`.
-    fn token(&self, user: &str, admin: bool, expires: Option<&str>) -> String {
-        let mut cmd = Command::new(BIN);
-        cmd.args(["token", "create", user]).arg("--data-dir").arg(&self.data);
-        if admin {
-            cmd.arg("--admin");
-        }
-        if let Some(e) = expires {
-            cmd.args(["--expires", e]);
-        }
-        let out = cmd.output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    }
-
-    /// Starts the server through `wrap` (e.g. `prlimit`, or as another account).
-    fn start_with(&mut self, prefix: &[&str], as_account: Option<&Account>) {
-        let addr_file = self.data.join("server.addr");
-        let _ = std::fs::remove_file(&addr_file);
-        let log = std::fs::File::create(self.path().join("server.log")).unwrap();
-        let mut cmd = match prefix.split_first() {
-            Some((p, rest)) => {
-                let mut c = Command::new(p);
-                c.args(rest).arg(BIN);
-                c
-            }
-            None => Command::new(BIN),
-        };
-        cmd.arg("server")
-            .arg("--data-dir")
-            .arg(&self.data)
-            .args(["--listen", "127.0.0.1:0", "--config"])
-            .arg(&self.config)
-            // Something only the daemon has: jobs must not see it.
-            .env("KSEC1_DAEMON_SECRET", "daemon-only")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log);
-        if let Some(a) = as_account {
-            cmd.uid(a.uid).gid(a.gid);
-        }
-        self.child = Some(cmd.spawn().unwrap());
-        let t0 = Instant::now();
-        loop {
-            if let Some(a) = std::fs::read_to_string(&addr_file).ok().and_then(|a| a.trim().parse().ok()) {
-                self.addr = Some(a);
-                if self.request("GET", "/healthz", None, b"").0 == 200 {
-                    return;
-                }
-            }
-            if let Some(st) = self.child.as_mut().unwrap().try_wait().unwrap() {
-                panic!("server exited ({st}):\n{}", self.log());
-            }
-            assert!(t0.elapsed() < Duration::from_secs(20), "server not ready:\n{}", self.log());
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn start(&mut self) {
-        self.start_with(&[], None);
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.path().join("server.log")).unwrap_or_default()
-    }
-
-    fn request(&self, method: &str, path: &str, token: Option<&str>, body: &[u8]) -> (u16, String) {
-        let ct = if path.starts_with("/api/v1/jobs") {
-            "application/toml"
-        } else {
-            "application/json"
-        };
-        koalesce_server::http_request(self.addr.unwrap(), method, path, token, Some(ct), body).unwrap_or((0, String::new()))
-    }
-
-    fn submit(&self, token: &str, toml: &str) -> u64 {
-        let (code, body) = self.request("POST", "/api/v1/jobs", Some(token), toml.as_bytes());
-        assert_eq!(code, 201, "{body}\n{}", self.log());
-        json(&body)["id"].as_u64().unwrap()
-    }
-
-    fn job(&self, token: &str, id: u64) -> Value {
-        let (code, body) = self.request("GET", &format!("/api/v1/jobs/{id}"), Some(token), b"");
-        assert_eq!(code, 200, "{body}");
-        json(&body)
-    }
-
-    fn wait_state(&self, token: &str, id: u64, states: &[&str], secs: u64) -> Value {
-        let t0 = Instant::now();
-        loop {
-            let j = self.job(token, id);
-            if states.contains(&j["state"].as_str().unwrap_or("")) {
-                return j;
-            }
-            assert!(t0.elapsed() < Duration::from_secs(secs), "job {id} stuck: {j}\n{}", self.log());
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// Runs the koalesce client: (exit code, stdout, stderr).
-    fn cli(&self, token: &str, args: &[&str]) -> (i32, String, String) {
-        let out = Command::new(BIN)
-            .args(args)
-            .env("KOALESCE_URL", format!("http://{}", self.addr.unwrap()))
-            .env("KOALESCE_TOKEN", token)
-            .output()
-            .unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-fn config(extra_top: &str, extra_tables: &str) -> String {
-    format!(
-        "{extra_top}\npoll_interval_ms = 50\n[[sites]]\nname = \"s1\"\nprocessors = 8\n\
-         [scheduler]\nplace_on_submit = true\nmin_claim_retry_ms = 100\n\
-         scan_interval = {{ kind = \"fixed\", interval_ms = 100 }}\n{extra_tables}\n"
-    )
-}
-
-/// A TOML string literal.
-fn q(s: &str) -> String {
-    toml::Value::String(s.to_string()).to_string()
-}
-
-fn shell_job(name: &str, script: &str, env: &[(&str, String)], extra: &str) -> String {
-    let env: Vec<String> = env.iter().map(|(k, v)| format!("{k} = {}", q(v))).collect();
-    format!(
-        "name = {}\nexecutable = \"/bin/sh\"\narguments = [\"-c\", {}]\nenvironment = {{ {} }}\n{extra}\n[[components]]\nprocessors = 1\n",
-        q(name),
-        q(script),
-        env.join(", ")
-    )
-}
-
-/// The record directory of a job's first component (from its stdout path).
-fn record_dir(job: &Value) -> PathBuf {
-    Path::new(job["components"][0]["stdout"].as_str().expect("stdout path"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !f() {
-        assert!(t0.elapsed() < Duration::from_secs(secs), "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 // ----- item 1: the job sandbox -----------------------------------------------------------
 
@@ -372,10 +98,7 @@ fn play_sandbox_attack(s: &Server, alice: &str, bob: &str) -> String {
 
 /// The server's own files are private: data dir 0700, database (and WAL/SHM) and storage 0600.
 fn assert_private_files(s: &Server, token: &str) {
-    let src = s.path().join("input.dat");
-    std::fs::write(&src, b"data").unwrap();
-    let body = serde_json::json!({"name": "input.dat", "path": src, "site": "s1"}).to_string();
-    let (code, text) = s.request("POST", "/api/v1/files", Some(token), body.as_bytes());
+    let (code, text) = s.upload(token, "input.dat", "s1", b"data");
     assert_eq!(code, 201, "{text}");
     let mode = |p: &Path| {
         std::fs::metadata(p)
@@ -626,11 +349,8 @@ fn error_answers_are_exact_and_do_not_leak() {
         &msg[..200.min(msg.len())]
     );
     // File names of 247-255 characters are fine; longer ones are refused naming the field.
-    let src = s.path().join("f.dat");
-    std::fs::write(&src, b"x").unwrap();
     for (len, want) in [(247, 201), (255, 201), (256, 422)] {
-        let body = serde_json::json!({"name": "n".repeat(len), "path": src, "site": "s1"}).to_string();
-        let (code, text) = s.request("POST", "/api/v1/files", Some(&alice), body.as_bytes());
+        let (code, text) = s.upload(&alice, &"n".repeat(len), "s1", b"x");
         assert_eq!(code, want, "name of {len}: {text}");
         if want == 422 {
             assert!(text.contains("field 'name'"), "{text}");

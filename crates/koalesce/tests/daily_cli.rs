@@ -310,6 +310,13 @@ fn completions_man_pages_backup_and_log_formats() {
         while !dir.join("server.addr").exists() && t0.elapsed() < Duration::from_secs(20) {
             std::thread::sleep(Duration::from_millis(20));
         }
+        // The address is written before recovery; the server handles SIGTERM once it serves.
+        let addr: std::net::SocketAddr = std::fs::read_to_string(dir.join("server.addr")).unwrap().trim().parse().unwrap();
+        while !koalesce_server::http_request(addr, "GET", "/healthz", None, None, b"").is_ok_and(|r| r.0 == 200)
+            && t0.elapsed() < Duration::from_secs(20)
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
         nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGTERM).unwrap();
         let out = child.wait_with_output().unwrap();
         assert!(out.status.success(), "SIGTERM ends the server cleanly");

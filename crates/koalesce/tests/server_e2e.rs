@@ -803,7 +803,8 @@ fn bad_input_answers_4xx_naming_the_reason_and_the_server_keeps_serving() {
     assert_ne!(code, 0);
     assert!(err.contains("401"), "{err}");
 
-    // Bad file registrations: unknown site, missing path.
+    // Bad file registrations: a server path from a user who may not register one (403, naming
+    // the field), unknown site.
     let body = serde_json::json!({"name": "f", "path": "/nonexistent/file", "site": "alpha"}).to_string();
     let (status, text) = http(
         &s.url,
@@ -814,7 +815,7 @@ fn bad_input_answers_4xx_naming_the_reason_and_the_server_keeps_serving() {
         body.as_bytes(),
     )
     .unwrap();
-    assert_eq!(status, 422, "{text}");
+    assert_eq!(status, 403, "{text}");
     assert!(json(&text)["error"].as_str().unwrap().contains("path"), "{text}");
     let real = s.path().join("real.dat");
     std::fs::write(&real, b"data").unwrap();

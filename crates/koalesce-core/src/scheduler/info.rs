@@ -28,6 +28,7 @@ impl Scheduler {
         v.blacklisted_until = None;
         if !blacklisted {
             v.consecutive_errors = 0;
+            v.bans = 0;
         }
     }
 }

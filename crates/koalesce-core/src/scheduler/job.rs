@@ -167,6 +167,10 @@ pub struct SiteView {
     pub blacklisted: bool,
     /// When a blacklisted site is re-admitted (with `blacklist_expiry_ms`).
     pub blacklisted_until: Option<Millis>,
+    /// Times the site was blacklisted since it last ran a component to success: each ban
+    /// lasts twice the one before (as GridWay's bans grow), up to 64 × `blacklist_expiry_ms`.
+    #[serde(default)]
+    pub bans: u32,
 }
 
 /// Counters for metrics.

@@ -107,6 +107,7 @@ impl Scheduler {
                 total_errors: 0,
                 blacklisted: false,
                 blacklisted_until: None,
+                bans: 0,
             })
             .collect();
         Scheduler {

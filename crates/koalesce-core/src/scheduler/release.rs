@@ -8,17 +8,35 @@ use crate::state::{ComponentState, FailureReason, IllegalTransition, JobState};
 
 use super::{known, Action, ComponentOutcome, Job, Scheduler, TransferKey, TransferStatus};
 
+/// A ban lasts at most 2^6 = 64 × `blacklist_expiry_ms`.
+const MAX_BAN_DOUBLINGS: u32 = 6;
+
 impl Scheduler {
-    /// A transfer failed at the destination or source site: a soft error of the destination;
-    /// the job goes back to the placement queue.
+    /// A transfer failed at the destination site: a soft error of the destination; the job
+    /// goes back to the placement queue.
     pub fn transfer_failed(&mut self, now: Millis, job: JobId, key: &TransferKey) {
+        self.transfer_ended_badly(now, job, key, true);
+    }
+
+    /// A transfer failed because of its source replica (corrupt or gone; the driver
+    /// quarantines it and updates the catalogue): nobody's site is blamed, the destination
+    /// least of all; the job goes back to the placement queue.
+    pub fn transfer_source_failed(&mut self, now: Millis, job: JobId, key: &TransferKey) {
+        self.transfer_ended_badly(now, job, key, false);
+    }
+
+    fn transfer_ended_badly(&mut self, now: Millis, job: JobId, key: &TransferKey, blame_destination: bool) {
         if !self.jobs.get(&job).is_some_and(|j| j.transfers.contains_key(key)) {
             return;
         }
         // The failed transfer is over: not one to cancel when the job is released.
         known(&mut self.jobs, job).transfers.remove(key);
-        self.record_soft_error(now, key.to);
-        self.return_to_queue(now, job, Requeue::SoftError);
+        if blame_destination {
+            self.record_soft_error(now, key.to);
+            self.return_to_queue(now, job, Requeue::SoftError);
+        } else {
+            self.return_to_queue(now, job, Requeue::ClaimRejected);
+        }
     }
 
     /// The LRM refused a [`Action::Claim`] (fewer idle processors than the core believed, or
@@ -63,7 +81,9 @@ impl Scheduler {
         match outcome {
             ComponentOutcome::Success => {
                 c.state = ComponentState::Finished;
-                self.views[site.index()].consecutive_errors = 0;
+                let v = &mut self.views[site.index()];
+                v.consecutive_errors = 0;
+                v.bans = 0;
                 self.maybe_finish(now, job);
             }
             ComponentOutcome::SoftError => {
@@ -145,7 +165,10 @@ impl Scheduler {
         v.total_errors += 1;
         if !v.blacklisted && v.consecutive_errors >= threshold {
             v.blacklisted = true;
-            v.blacklisted_until = expiry.map(|e| now + e.max(1));
+            // Back-off: a site that fails again soon after re-admission stays out longer.
+            let factor = 1u64 << v.bans.min(MAX_BAN_DOUBLINGS);
+            v.bans = v.bans.saturating_add(1);
+            v.blacklisted_until = expiry.map(|e| now.saturating_add(e.max(1).saturating_mul(factor)));
             self.actions.push_back(Action::Blacklist { site });
         }
     }

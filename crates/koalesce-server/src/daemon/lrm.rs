@@ -6,6 +6,7 @@
 //! them all run). Results come back as core inputs under the lock, briefly.
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -61,6 +62,8 @@ pub struct Launch {
     attempt: u32,
     /// (component, site, submission without its claim id yet)
     components: Vec<(u32, SiteId, ComponentSubmission)>,
+    /// The inputs each component uses at its site (checked before it starts).
+    inputs: HashMap<u32, Vec<InputCheck>>,
     /// Answered once the launch intents are committed.
     committed: tokio::sync::oneshot::Receiver<Result<(), crate::store::WriteFailed>>,
 }
@@ -287,6 +290,7 @@ pub fn prepare_launch(shared: &Arc<Shared>, st: &mut State, job: u64) {
         Vec::new()
     };
     let mut components = Vec::with_capacity(n);
+    let mut inputs: HashMap<u32, Vec<InputCheck>> = HashMap::new();
     let mut rows = Vec::with_capacity(n);
     for (i, c) in core_job.components.iter().enumerate() {
         // Components of a bag skipped in this run have no site and are not launched.
@@ -314,11 +318,18 @@ pub fn prepare_launch(shared: &Arc<Shared>, st: &mut State, job: u64) {
         let arch = st.core.sites().get(site.index()).map(|s| s.attributes.architecture.clone());
         env.insert("KOALESCE_ARCH".into(), arch.unwrap_or_default());
         for f in meta.desc.inputs.iter().map(|f| f.logical()) {
-            let path = st
-                .files
-                .get(f)
+            let fi = st.files.get(f);
+            let path = fi
                 .and_then(|fi| fi.replicas.get(&handle.name).cloned())
                 .unwrap_or_else(|| transfer::storage_path(&handle.paths.storage, f));
+            if let Some(fi) = fi {
+                inputs.entry(i as u32).or_default().push(InputCheck {
+                    file: f.to_string(),
+                    path: path.clone(),
+                    sha256: fi.sha256.clone(),
+                    size: fi.size_bytes,
+                });
+            }
             env.insert(format!("KOALESCE_INPUT_{}", env_name(f)), path.display().to_string());
         }
         // The component's program (per-component overrides, ${KOALESCE_*} expanded).
@@ -379,8 +390,77 @@ pub fn prepare_launch(shared: &Arc<Shared>, st: &mut State, job: u64) {
         job,
         attempt,
         components,
+        inputs,
         committed,
     }));
+}
+
+/// Why a component of a launch was not submitted.
+#[derive(Debug)]
+enum NotLaunched {
+    /// The site's LRM (or this machine) refused.
+    Backend(BackendError),
+    /// Its directory exists already (left by another launch): nobody's fault; the next
+    /// attempt gets a new directory.
+    StaleDir,
+    /// An input replica at its site is not what the catalogue says: it is quarantined and
+    /// the job placed again; nobody's site is blamed.
+    CorruptInput {
+        file: String,
+        site: String,
+        path: PathBuf,
+        reason: String,
+    },
+}
+
+/// An input a component uses at its site, checked before it is started.
+#[derive(Debug, Clone)]
+pub struct InputCheck {
+    pub file: String,
+    pub path: PathBuf,
+    pub sha256: String,
+    pub size: u64,
+}
+
+/// Sets a component up at its site: a new directory, intact inputs, then the LRM.
+fn submit_component(
+    s: &Shared,
+    job: u64,
+    site: SiteId,
+    sub: &ComponentSubmission,
+    inputs: &[InputCheck],
+    committed: bool,
+) -> Result<String, NotLaunched> {
+    let site_err = |reason: String| {
+        NotLaunched::Backend(BackendError::Site {
+            site: sub.site.clone(),
+            reason,
+        })
+    };
+    if !committed {
+        return Err(site_err("launch intent could not be recorded".into()));
+    }
+    // The launch directory is made here, only if new: records left in a directory of the
+    // same name (a lost job's) are never read as this launch's.
+    match supervise::create_launch_dir(&sub.dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            tracing::error!(job, dir = %sub.dir.display(), "launch directory exists already; not reused");
+            return Err(NotLaunched::StaleDir);
+        }
+        Err(e) => return Err(site_err(format!("cannot create {}: {e}", sub.dir.display()))),
+        Ok(()) => {}
+    }
+    for i in inputs {
+        if let Err(reason) = transfer::verify_replica(&i.path, &i.sha256, i.size) {
+            return Err(NotLaunched::CorruptInput {
+                file: i.file.clone(),
+                site: sub.site.clone(),
+                path: i.path.clone(),
+                reason,
+            });
+        }
+    }
+    s.site(site).backend.submit(sub).map_err(NotLaunched::Backend)
 }
 
 /// Whether component `i` of `job` still belongs to launch `attempt` (not aborted meanwhile).
@@ -393,6 +473,7 @@ async fn launch(shared: Arc<Shared>, l: Launch) {
         job,
         attempt,
         components,
+        inputs,
         committed,
     } = l;
     let committed = matches!(committed.await, Ok(Ok(())));
@@ -418,16 +499,10 @@ async fn launch(shared: Arc<Shared>, l: Launch) {
         for sub in &dropped {
             let _ = supervise::fence(&sub.dir);
         }
+        let inputs = &inputs;
         let submit = |(i, site, sub): (u32, SiteId, ComponentSubmission)| {
-            let r = if committed {
-                s.site(site).backend.submit(&sub)
-            } else {
-                Err(BackendError::Site {
-                    site: sub.site.clone(),
-                    reason: "launch intent could not be recorded".into(),
-                })
-            };
-            if r.is_err() {
+            let r = submit_component(&s, job, site, &sub, inputs.get(&i).map_or(&[][..], |v| &v[..]), committed);
+            if matches!(r, Err(NotLaunched::Backend(_)) | Err(NotLaunched::CorruptInput { .. })) {
                 let _ = supervise::fence(&sub.dir);
             }
             (i, site, r)
@@ -459,7 +534,7 @@ async fn launch(shared: Arc<Shared>, l: Launch) {
                                     site: "?".into(),
                                     reason: "submission panicked".into(),
                                 };
-                                (i, site, Err(e))
+                                (i, site, Err(NotLaunched::Backend(e)))
                             })
                             .collect()
                     })
@@ -499,15 +574,29 @@ async fn launch(shared: Arc<Shared>, l: Launch) {
                             shared.lrm.send(LrmOp::Release { site, claim });
                         }
                         done.push((job, attempt, i));
-                        if let BackendError::Exhausted { .. } = err {
+                        match err {
+                            NotLaunched::StaleDir => st.core.claim_rejected(now_ms(), JobId(job), i, false),
+                            NotLaunched::CorruptInput { file, site, path, reason } => {
+                                tracing::warn!(job, component = i, %file, %site, %reason, "input replica corrupt; quarantined");
+                                super::transfers::quarantine_replica(&shared, st, &file, &site, &path);
+                                if let Some(m) = st.meta.get_mut(&job) {
+                                    m.failure = Some(format!(
+                                        "input '{file}': the replica at {site} is corrupt and was quarantined ({reason})"
+                                    ));
+                                }
+                                st.core.claim_rejected(now_ms(), JobId(job), i, false);
+                            }
                             // This machine is short of descriptors or processes for a moment:
                             // the claim is refused and retried later, never held against the
                             // site.
-                            tracing::warn!(job, component = i, error = %err, "launch postponed");
-                            st.core.claim_rejected(now_ms(), JobId(job), i, false);
-                        } else {
-                            tracing::warn!(job, component = i, error = %err, "launch failed (soft error)");
-                            st.core.component_finished(now_ms(), JobId(job), i, ComponentOutcome::SoftError);
+                            NotLaunched::Backend(err @ BackendError::Exhausted { .. }) => {
+                                tracing::warn!(job, component = i, error = %err, "launch postponed");
+                                st.core.claim_rejected(now_ms(), JobId(job), i, false);
+                            }
+                            NotLaunched::Backend(err) => {
+                                tracing::warn!(job, component = i, error = %err, "launch failed (soft error)");
+                                st.core.component_finished(now_ms(), JobId(job), i, ComponentOutcome::SoftError);
+                            }
                         }
                     }
                 }

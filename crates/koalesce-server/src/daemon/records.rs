@@ -153,6 +153,8 @@ pub struct FileInfo {
     pub size_bytes: u64,
     pub sha256: String,
     pub replicas: BTreeMap<String, PathBuf>,
+    /// Who registered it (`None`: before files had owners; admins only).
+    pub owner: Option<String>,
 }
 
 /// Why a held job is not placed (squeue's REASON).
@@ -270,6 +272,22 @@ pub fn update(id: u64, job: &Job, meta: &JobMeta, sites: &[SiteHandle]) -> JobUp
         meta: json(&meta.stored()),
         detail: json(&render(id, job, meta, sites)),
     }
+}
+
+/// The core's spec as `jobs.spec` keeps it, for people reading the database: pinned sites by
+/// name (`fixed_site`), never by their position in the config. (Recovery rebuilds the spec
+/// from the description, which names them too.)
+pub fn spec_json(spec: &koalesce_core::JobSpec, sites: &[SiteHandle]) -> String {
+    let mut v = serde_json::to_value(spec).unwrap_or_else(|e| unreachable!("serializing a plain record: {e}"));
+    if let Some(comps) = v.get_mut("components").and_then(|c| c.as_array_mut()) {
+        for (c, spec_c) in comps.iter_mut().zip(&spec.components) {
+            if let (Some(obj), Some(s)) = (c.as_object_mut(), spec_c.fixed_site) {
+                let name = sites.get(s.index()).map(|h| h.name.clone()).unwrap_or_default();
+                obj.insert("fixed_site".into(), serde_json::Value::String(name));
+            }
+        }
+    }
+    v.to_string()
 }
 
 /// JSON of a value whose serialization cannot fail (plain structs with string keys).

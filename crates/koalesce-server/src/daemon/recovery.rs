@@ -43,6 +43,7 @@ fn catalogue(store: &Store, site_ids: &HashMap<String, SiteId>) -> anyhow::Resul
                 size_bytes: f.size_bytes,
                 sha256: f.sha256,
                 replicas,
+                owner: f.owner,
             },
         );
     }
@@ -96,7 +97,6 @@ pub fn recover(config: &ServerConfig, store: &Store, sites: &[SiteHandle]) -> an
     let mut requeued = 0;
     for row in rows {
         let id = row.id;
-        let spec: JobSpec = serde_json::from_str(&row.spec).with_context(|| format!("job {id}: stored spec"))?;
         let mut snap: CoreSnapshot = serde_json::from_str(&row.core).with_context(|| format!("job {id}: stored core state"))?;
         let stored: StoredMeta = serde_json::from_str(&row.meta).with_context(|| format!("job {id}: stored daemon data"))?;
         let desc = JobDescription::parse(&row.description).map_err(|e| anyhow::anyhow!("job {id}: stored description: {e}"))?;
@@ -110,6 +110,16 @@ pub fn recover(config: &ServerConfig, store: &Store, sites: &[SiteHandle]) -> an
                 }
             }
         }
+        // The core's spec from the description, whose pinned sites are names: the config's
+        // sites may have been reordered since (positions would move the job elsewhere).
+        let spec: JobSpec = match meta.desc.to_spec(|n| st.site_id(n)) {
+            Ok(spec) => spec,
+            Err(e) => {
+                tracing::warn!(job = id, error = %e, "cannot be resubmitted after restart; failed");
+                failed.push((id, meta, snap, e.to_string()));
+                continue;
+            }
+        };
         if snap.state == JobState::Running && meta.attempt > 0 {
             let attempt_rows = store.read(|c| store::load_attempt(c, id, meta.attempt))?;
             // The rows of one attempt are written in one transaction: any row means all of
@@ -164,6 +174,11 @@ pub fn recover(config: &ServerConfig, store: &Store, sites: &[SiteHandle]) -> an
             .read(|c| store::load_detail(c, id))?
             .and_then(|(_, _, d)| serde_json::from_str(&d).ok())
             .unwrap_or_default();
+        // Live jobs have no stored rendering: name the job at least.
+        detail.id = id;
+        detail.name.clone_from(&meta.desc.name);
+        detail.user.clone_from(&meta.user);
+        detail.submitted_ms = snap.timeline.submitted;
         detail.state = "failed".into();
         detail.failure = meta.failure.clone();
         detail.finished_ms = Some(now);

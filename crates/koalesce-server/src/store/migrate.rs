@@ -5,6 +5,7 @@
 //! |---|---|---|
 //! | 0 | 2 | `jobs.record` (the daemon's copy of a job) split into `core`, `meta` and `detail` |
 //! | 2 | 3 | `tokens.expires_ms` (token expiry), `launches.lrm_id` (the LRM's id of a component) |
+//! | 3 | 4 | `files.owner` (who registered a file; `NULL`: before owners, an admin's), `counters` (durable job id counter, seeded with the largest id) |
 //!
 //! Databases written by servers between these versions may carry part of a later change
 //! already (a server with token expiry but the first jobs schema still wrote version 0):
@@ -70,6 +71,25 @@ pub(super) fn migrate(tx: &Transaction<'_>, version: i64) -> Result<(), Box<dyn 
     }
     if version < 3 {
         v2_to_v3(tx)?;
+    }
+    if version < 4 {
+        v3_to_v4(tx)?;
+    }
+    Ok(())
+}
+
+/// Schema 3 → 4: files have owners (existing files: `NULL`, only an admin deletes them), and
+/// the job id counter starts at the largest id given so far.
+fn v3_to_v4(tx: &Transaction<'_>) -> rusqlite::Result<()> {
+    if has_table(tx, "files")? && !has_column(tx, "files", "owner")? {
+        tx.execute_batch("ALTER TABLE files ADD COLUMN owner TEXT")?;
+    }
+    tx.execute_batch("CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL)")?;
+    if has_table(tx, "jobs")? {
+        tx.execute_batch(
+            "INSERT INTO counters (name, value) SELECT 'job_id', COALESCE(MAX(id), 0) FROM jobs WHERE true \
+             ON CONFLICT(name) DO UPDATE SET value = max(value, excluded.value)",
+        )?;
     }
     Ok(())
 }

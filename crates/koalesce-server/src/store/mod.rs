@@ -62,8 +62,9 @@ pub struct Store {
 /// schema (jobs with one `record` column holding the daemon's copy of the job); version 2
 /// keeps the core's snapshot, the daemon's data and the API rendering apart; version 3 gives
 /// tokens an expiry (`tokens.expires_ms`) and launch intents the LRM's id of their component
-/// (`launches.lrm_id`, when it is not the directory). See [`migrate`].
-pub const SCHEMA_VERSION: i64 = 3;
+/// (`launches.lrm_id`, when it is not the directory); version 4 gives files an owner
+/// (`files.owner`) and job ids a durable counter (`counters`). See [`migrate`].
+pub const SCHEMA_VERSION: i64 = 4;
 
 const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS jobs (
@@ -89,7 +90,12 @@ CREATE TABLE IF NOT EXISTS tokens (
 CREATE TABLE IF NOT EXISTS files (
     name TEXT PRIMARY KEY,
     size_bytes INTEGER NOT NULL,
-    sha256 TEXT NOT NULL
+    sha256 TEXT NOT NULL,
+    owner TEXT
+);
+CREATE TABLE IF NOT EXISTS counters (
+    name TEXT PRIMARY KEY,
+    value INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS replicas (
     name TEXT NOT NULL,
@@ -380,6 +386,13 @@ pub fn insert_job_op(j: NewJob) -> WriteOp {
             j.update.detail,
             j.submitted_ms as i64
         ])?;
+        // The id counter only grows, also when rows are lost or purged later: an id (and the
+        // directories named after it) is never given twice.
+        tx.prepare_cached(
+            "INSERT INTO counters (name, value) VALUES ('job_id', ?1) \
+             ON CONFLICT(name) DO UPDATE SET value = max(value, excluded.value)",
+        )?
+        .execute([j.id as i64])?;
         Ok(())
     })
 }
@@ -437,7 +450,8 @@ pub struct LiveJobRow {
     pub meta: String,
 }
 
-/// Every job that has not ended, in id order, and the largest id ever given.
+/// Every job that has not ended, in id order, and the largest id ever given (the durable
+/// counter's, or the largest row's).
 pub fn load_live_jobs(conn: &Connection) -> rusqlite::Result<(Vec<LiveJobRow>, u64)> {
     let mut st = conn.prepare(&format!(
         "SELECT id, user, description, spec, core, meta FROM jobs WHERE state NOT IN {} ORDER BY id",
@@ -455,7 +469,11 @@ pub fn load_live_jobs(conn: &Connection) -> rusqlite::Result<(Vec<LiveJobRow>, u
             })
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
-    let max: i64 = conn.query_row("SELECT COALESCE(MAX(id), 0) FROM jobs", [], |r| r.get(0))?;
+    let max: i64 = conn.query_row(
+        "SELECT max(COALESCE((SELECT MAX(id) FROM jobs), 0), COALESCE((SELECT value FROM counters WHERE name = 'job_id'), 0))",
+        [],
+        |r| r.get(0),
+    )?;
     Ok((rows, max as u64))
 }
 
@@ -467,6 +485,24 @@ pub fn load_ended(conn: &Connection, user: Option<&str>, state: Option<&str>) ->
         ended_sql()
     ))?;
     let rows = st.query_map(params![user, state], |r| Ok((r.get::<_, i64>(0)? as u64, r.get(1)?)))?;
+    rows.collect()
+}
+
+/// [`load_ended`], one page: ids above `after`, at most `limit` of them.
+pub fn load_ended_page(
+    conn: &Connection,
+    user: Option<&str>,
+    state: Option<&str>,
+    after: u64,
+    limit: usize,
+) -> rusqlite::Result<Vec<(u64, String)>> {
+    let mut st = conn.prepare_cached(
+        "SELECT id, detail FROM jobs WHERE state IN ('succeeded', 'failed', 'cancelled') \
+         AND (?1 IS NULL OR user = ?1) AND (?2 IS NULL OR state = ?2) AND id > ?3 ORDER BY id LIMIT ?4",
+    )?;
+    let rows = st.query_map(params![user, state, after as i64, limit as i64], |r| {
+        Ok((r.get::<_, i64>(0)? as u64, r.get(1)?))
+    })?;
     rows.collect()
 }
 
@@ -597,20 +633,50 @@ pub struct FileRow {
     pub size_bytes: u64,
     pub sha256: String,
     pub replicas: Vec<(String, String)>,
+    pub owner: Option<String>,
+}
+
+/// A replica to register: the file's name, size and checksum, who registers it (a new file's
+/// owner; an existing file keeps its owner), and where the replica is.
+#[derive(Debug, Clone)]
+pub struct NewReplica {
+    pub name: String,
+    pub size: u64,
+    pub sha256: String,
+    pub owner: Option<String>,
+    pub site: String,
+    pub path: String,
 }
 
 /// Registers a file (or updates its size and checksum) and one replica of it.
-pub fn register_replica_op(name: String, size: u64, sha: String, site: String, path: String) -> WriteOp {
+pub fn register_replica_op(r: NewReplica) -> WriteOp {
+    let NewReplica {
+        name,
+        size,
+        sha256: sha,
+        owner,
+        site,
+        path,
+    } = r;
     Box::new(move |tx| {
         tx.execute(
-            "INSERT INTO files (name, size_bytes, sha256) VALUES (?1, ?2, ?3) \
-             ON CONFLICT(name) DO UPDATE SET size_bytes = excluded.size_bytes, sha256 = excluded.sha256",
-            params![name, size as i64, sha],
+            "INSERT INTO files (name, size_bytes, sha256, owner) VALUES (?1, ?2, ?3, ?4) \
+             ON CONFLICT(name) DO UPDATE SET size_bytes = excluded.size_bytes, sha256 = excluded.sha256, \
+             owner = COALESCE(files.owner, excluded.owner)",
+            params![name, size as i64, sha, owner],
         )?;
         tx.execute(
             "INSERT OR REPLACE INTO replicas (name, site, path) VALUES (?1, ?2, ?3)",
             params![name, site, path],
         )?;
+        Ok(())
+    })
+}
+
+/// Removes one replica of a file (found corrupt: quarantined).
+pub fn delete_replica_op(name: String, site: String) -> WriteOp {
+    Box::new(move |tx| {
+        tx.execute("DELETE FROM replicas WHERE name = ?1 AND site = ?2", [&name, &site])?;
         Ok(())
     })
 }
@@ -625,7 +691,7 @@ pub fn delete_file_op(name: String) -> WriteOp {
 }
 
 pub fn load_files(conn: &Connection) -> rusqlite::Result<Vec<FileRow>> {
-    let mut st = conn.prepare("SELECT name, size_bytes, sha256 FROM files ORDER BY name")?;
+    let mut st = conn.prepare("SELECT name, size_bytes, sha256, owner FROM files ORDER BY name")?;
     let mut files: Vec<FileRow> = st
         .query_map([], |r| {
             Ok(FileRow {
@@ -633,6 +699,7 @@ pub fn load_files(conn: &Connection) -> rusqlite::Result<Vec<FileRow>> {
                 size_bytes: r.get::<_, i64>(1)? as u64,
                 sha256: r.get(2)?,
                 replicas: Vec::new(),
+                owner: r.get(3)?,
             })
         })?
         .collect::<rusqlite::Result<_>>()?;

@@ -266,21 +266,31 @@ impl Client {
         })
     }
 
-    /// `GET /api/v1/jobs`, raw JSON.
+    /// `GET /api/v1/jobs`, every page (of [`JOBS_PAGE`] jobs), raw JSON (one array).
     pub fn jobs_json(&self, state: Option<&str>, all: bool) -> anyhow::Result<Value> {
-        let mut query = Vec::new();
-        if let Some(s) = state {
-            query.push(format!("state={s}"));
+        let mut jobs = Vec::new();
+        let mut after: Option<u64> = None;
+        loop {
+            let mut query = vec![("limit", JOBS_PAGE.to_string())];
+            if let Some(s) = state {
+                query.push(("state", s.to_string()));
+            }
+            if all {
+                query.push(("all", "true".to_string()));
+            }
+            if let Some(a) = after {
+                query.push(("after", a.to_string()));
+            }
+            let (page, next) = self.jobs_query(&query)?;
+            match page {
+                Value::Array(items) => jobs.extend(items),
+                other => return Ok(other),
+            }
+            match next {
+                Some(n) if Some(n) != after => after = Some(n),
+                _ => return Ok(Value::Array(jobs)),
+            }
         }
-        if all {
-            query.push("all=true".to_string());
-        }
-        let path = if query.is_empty() {
-            "/api/v1/jobs".to_string()
-        } else {
-            format!("/api/v1/jobs?{}", query.join("&"))
-        };
-        self.get_json(&path)
     }
 
     /// `GET /api/v1/jobs?KEY=VALUE&...` (values percent-encoded), raw JSON, and the `after`
@@ -345,6 +355,11 @@ impl Client {
         self.get_json("/api/v1/sites")
     }
 
+    /// `GET /api/v1/sites?blacklisted=true`, raw JSON.
+    pub fn blacklisted_sites_json(&self) -> anyhow::Result<Value> {
+        self.get_json("/api/v1/sites?blacklisted=true")
+    }
+
     /// `GET /api/v1/sites`.
     pub fn sites(&self) -> anyhow::Result<Vec<SiteInfo>> {
         typed(&self.url("/api/v1/sites"), self.sites_json()?)
@@ -360,8 +375,9 @@ impl Client {
         typed(&self.url("/api/v1/files"), self.files_json()?)
     }
 
-    /// `POST /api/v1/files`: the server copies the local file at `path` (absolute) into the
-    /// storage of `site` and registers it under `name`. Returns the raw JSON entry.
+    /// `POST /api/v1/files`: the server copies the file at `path` (absolute, on the server's
+    /// machine; admins, or inside the caller's `[files] import_dirs`) into the storage of
+    /// `site` and registers it under `name`. Returns the raw JSON entry.
     pub fn add_file_json(&self, name: &str, path: &str, site: &str) -> anyhow::Result<Value> {
         let req = serde_json::json!({ "name": name, "path": path, "site": site });
         let (_, body) = self.send("POST", "/api/v1/files", Some("application/json"), req.to_string().as_bytes())?;
@@ -369,6 +385,34 @@ impl Client {
             return Ok(Value::Null);
         }
         parse_json(&self.url("/api/v1/files"), &body)
+    }
+
+    /// `PUT /api/v1/files/{name}?site=S&sha256=H`: uploads the local file at `path` (streamed;
+    /// its SHA-256 computed first, which the server checks) into the storage of `site`.
+    /// Returns the raw JSON entry.
+    pub fn upload_file_json(&self, name: &str, path: &std::path::Path, site: &str) -> anyhow::Result<Value> {
+        use anyhow::Context;
+        let (sha, _) = koalesce_server::transfer::checksum(path).with_context(|| format!("reading {}", path.display()))?;
+        let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+        let route = format!(
+            "/api/v1/files/{}?site={}&sha256={sha}",
+            encode_path_segment(name),
+            encode_path_segment(site)
+        );
+        let url = self.url(&route);
+        let mut req = self.agent.put(&url).header("Content-Type", "application/octet-stream");
+        if let Some(a) = self.auth() {
+            req = req.header("Authorization", a);
+        }
+        let (_, body) = self.finish(&url, req.send(&file))?;
+        parse_json(&url, &body)
+    }
+
+    /// `POST /api/v1/sites/{name}/readmit` (admins): takes a site off the blacklist.
+    pub fn readmit_site_json(&self, name: &str) -> anyhow::Result<Value> {
+        let path = format!("/api/v1/sites/{}/readmit", encode_path_segment(name));
+        let (_, body) = self.send("POST", &path, None, b"")?;
+        parse_json(&self.url(&path), &body)
     }
 
     /// `GET /api/v1/tokens` (`all=true`: every user's, admins only), raw JSON.
@@ -462,6 +506,9 @@ pub struct LogChunk {
     /// The job's state when the server answered.
     pub state: String,
 }
+
+/// Jobs per request when the client walks the whole list.
+pub const JOBS_PAGE: usize = 1000;
 
 fn typed<T: serde::de::DeserializeOwned>(url: &str, v: Value) -> anyhow::Result<T> {
     serde_json::from_value(v).map_err(|e| {

@@ -276,7 +276,7 @@ impl DemoArgs {
                 if at.contains(site) {
                     continue;
                 }
-                match client.add_file_json(&f.name, path.to_str().context("non-UTF-8 temp path")?, site) {
+                match client.upload_file_json(&f.name, &path, site) {
                     Ok(_) => at.push(site.clone()),
                     // A replica the server refuses (409: already there, or other content) is
                     // not needed: the first one is enough for the demo.

@@ -229,7 +229,15 @@ pub fn sites_table(sites: &[SiteInfo]) -> String {
             s.idle.to_string(),
             s.used.to_string(),
             s.placed_unclaimed.to_string(),
-            if s.blacklisted { "yes" } else { "no" }.to_string(),
+            match (s.blacklisted, s.blacklisted_until_ms) {
+                (false, _) => "no".to_string(),
+                (true, None) => "yes".to_string(),
+                // When the ban ends by itself (UTC).
+                (true, Some(ms)) => format!(
+                    "yes, until {}",
+                    humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms))
+                ),
+            },
             if s.supports_reservations { "yes" } else { "no" }.to_string(),
         ]);
     }
