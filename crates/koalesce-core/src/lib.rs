@@ -10,8 +10,11 @@
 //! - [`queues`]: the four priority placement queues and their weighted round-robin.
 //! - [`placement`]: WF, CF (with history table H), CM and FCM behind [`PlacementPolicy`].
 //! - [`scheduler`]: placement scans, claiming (ICP, reservations), preemption, soft errors.
+//! - [`federation`]: peer-to-peer grid scheduling with job and data migration (seed 002): the
+//!   local scheduler's AWT, ATT, sender-/receiver-/symmetrically-initiated decisions.
 
 pub mod config;
+pub mod federation;
 pub mod model;
 pub mod placement;
 pub mod queues;
