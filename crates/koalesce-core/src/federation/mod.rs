@@ -18,10 +18,11 @@
 //!
 //! The parameters and their defaults are in [`Params`]; the seed's words are quoted there.
 
+mod backfill;
 pub mod easy;
 pub mod policy;
 
-pub use easy::{awt, Easy, Replay, Reservation, Snapshot, SnapshotError, Waiting};
+pub use easy::{awt, Easy, Replay, Reservation, Snapshot, SnapshotError, Wait, Waiting};
 pub use policy::{att, ert, Decision, Offer, Target};
 
 use crate::model::Millis;

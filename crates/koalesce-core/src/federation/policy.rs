@@ -74,6 +74,12 @@ fn within(epsilon: f64, a: Millis, b: Millis) -> bool {
     a <= b || (a as f64) <= (1.0 + epsilon) * b as f64
 }
 
+/// Whether an ATT of `att` is within the tolerance ε of `best` or below it, i.e. could be the
+/// minimum or tie with it.
+pub fn within_tolerance(params: &Params, att: Millis, best: Millis) -> bool {
+    within(params.epsilon, att, best)
+}
+
 /// The first step of every distributed algorithm (§III-A): a job whose local AWT is less than φ
 /// goes straight to the local queue.
 pub fn stays_local(params: &Params, local_awt: Option<Millis>) -> bool {
@@ -148,6 +154,34 @@ pub fn volunteers(params: &Params, ru: f64) -> bool {
 /// (based on ATT and RU)": the minimum ATT, ties within ε by the lowest RU.
 pub fn centralized(params: &Params, offers: &[Offer]) -> Option<usize> {
     best(params, offers)
+}
+
+/// The part of ATT(j, s_f) known without the wait: ADT(j_in) + ERT + ADT(j_out), a lower bound
+/// of the ATT whatever the AWT (the wait only adds once it exceeds the input transfer).
+pub fn att_lower_bound(adt_in: Millis, ert: Millis, adt_out: Millis) -> Millis {
+    adt_in.saturating_add(ert).saturating_add(adt_out)
+}
+
+/// The largest ATT still within ε of `best` (ATTs above it can neither be the minimum nor tie
+/// with it).
+fn tolerance_limit(params: &Params, best: Millis) -> Millis {
+    ((1.0 + params.epsilon) * best as f64).floor().max(best as f64) as Millis
+}
+
+/// The longest AWT with which an offer (its ADTs and ERT given) would still be within ε of
+/// `best`, so worth knowing exactly; `None` when it cannot be, whatever its wait. A driver that
+/// collects offers itself (the simulator, a centralized scheduler) uses it to stop simulating a
+/// server's queue once the answer cannot change the decision; the decision is the same.
+pub fn awt_cutoff(params: &Params, best: Millis, adt_in: Millis, ert: Millis, adt_out: Millis) -> Option<Millis> {
+    let room = tolerance_limit(params, best).checked_sub(ert.saturating_add(adt_out))?;
+    (adt_in <= room).then_some(room)
+}
+
+/// The longest local AWT with which a job stays local under the sender-initiated rule (local
+/// ATT ≤ τ × the minimum of the peers' ATTs, `min_peers`); `None` when its run alone is too long.
+pub fn local_awt_cutoff(params: &Params, min_peers: Millis, ert_local: Millis) -> Option<Millis> {
+    let limit = (params.tau * min_peers as f64).floor() as Millis;
+    limit.checked_sub(ert_local)
 }
 
 #[cfg(test)]
@@ -227,6 +261,28 @@ mod tests {
         assert_eq!(best(&p, &peers), Some(0));
         assert_eq!(centralized(&p, &peers), Some(0));
         assert_eq!(centralized(&p, &[offer(None, 0.0)]), None);
+    }
+
+    #[test]
+    fn cutoffs_keep_exactly_the_offers_that_matter() {
+        let p = Params::default();
+        // best 1_000_000: limit 1_010_000. An offer with ERT 600_000 and output 100_000 matters
+        // while its wait (or input) is at most 310_000.
+        assert_eq!(awt_cutoff(&p, 1_000_000, 0, 600_000, 100_000), Some(310_000));
+        assert_eq!(awt_cutoff(&p, 1_000_000, 310_000, 600_000, 100_000), Some(310_000));
+        assert_eq!(awt_cutoff(&p, 1_000_000, 310_001, 600_000, 100_000), None);
+        assert_eq!(awt_cutoff(&p, 1_000_000, 0, 1_000_000, 10_001), None);
+        assert_eq!(att_lower_bound(310_001, 600_000, 100_000), 1_010_001);
+        // At the cutoff the offer ties within ε; one more and it does not.
+        let at = |w| att(Some(w), 0, 600_000, 100_000).unwrap();
+        assert!(best(&p, &[offer(Some(1_000_000), 0.9), offer(Some(at(310_000)), 0.1)]) == Some(1));
+        assert!(best(&p, &[offer(Some(1_000_000), 0.9), offer(Some(at(310_001)), 0.1)]) == Some(0));
+        // Local: stays while AWT + ERT <= 1.4 x min_peers.
+        assert_eq!(local_awt_cutoff(&p, 1_000_000, 1_000_000), Some(400_000));
+        assert_eq!(local_awt_cutoff(&p, 1_000_000, 1_400_001), None);
+        let peers = [offer(Some(1_000_000), 0.5)];
+        assert_eq!(sender_initiated(&p, offer(Some(1_400_000), 0.9), &peers).target, Target::Local);
+        assert_eq!(sender_initiated(&p, offer(Some(1_400_001), 0.9), &peers).target, Target::Peer(0));
     }
 
     #[test]

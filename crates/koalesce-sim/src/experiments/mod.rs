@@ -5,6 +5,8 @@
 //!   the unreliable testbed; co-allocated versus single-component workloads.
 //! - [`das2`]: the DAS-2 testbed and KOALA's parameters as scenarios.
 //! - [`measure`]: what a run measures, and means with 95% confidence intervals over seeds.
+//! - [`p2p`], [`p2p_checks`], [`p2p_report`]: seed 002's peer-to-peer experiments (Figs. 2–6)
+//!   on the [`crate::p2p`] simulator, the seed-versus-koalesce checks and the report files.
 //!
 //! An experiment is a list of [`Config`]s (one scenario each), every one run under the same
 //! seeds; [`run_configs`] does that and keeps what the reports need.
@@ -12,6 +14,9 @@
 pub mod das2;
 pub mod koala;
 pub mod measure;
+pub mod p2p;
+pub mod p2p_checks;
+pub mod p2p_report;
 
 use crate::engine;
 use crate::metrics::UtilizationSeries;
