@@ -206,3 +206,23 @@ impl P2pArgs {
         Ok(ExitCode::SUCCESS)
     }
 }
+
+#[derive(Debug, Args)]
+pub struct BenchP2pArgs {
+    /// Directory of the SWF traces, for whole runs on them (skipped when it does not exist).
+    #[arg(long, default_value = "../shared/traces")]
+    traces: PathBuf,
+}
+
+impl BenchP2pArgs {
+    pub fn run(self) -> anyhow::Result<ExitCode> {
+        let traces = if self.traces.is_dir() {
+            Some(Traces::load(&self.traces).with_context(|| format!("reading the traces in {}", self.traces.display()))?)
+        } else {
+            eprintln!("{} not found: no whole runs", self.traces.display());
+            None
+        };
+        print!("{}", koalesce_sim::p2p::bench::bench(traces.as_ref()));
+        Ok(ExitCode::SUCCESS)
+    }
+}

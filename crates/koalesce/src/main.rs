@@ -40,6 +40,9 @@ enum BenchCommand {
     Submit(client_cmds::BenchSubmitArgs),
     /// One placement scan over many queued jobs and sites.
     Scan(server_cmds::BenchScanArgs),
+    /// The P2P simulator (seed 002): AWT replay and per-path network against the straightforward
+    /// ways, side by side, and whole runs on the real traces.
+    P2p(experiment_cmds::BenchP2pArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -53,6 +56,7 @@ fn main() -> std::process::ExitCode {
             BenchCommand::Easy(a) => a.run(),
             BenchCommand::Submit(a) => a.run(),
             BenchCommand::Scan(a) => a.run(),
+            BenchCommand::P2p(a) => a.run(),
         },
     };
     match result {

@@ -187,6 +187,10 @@ pub struct Outcome {
     pub workloads: Vec<Vec<ServerLoad>>,
 }
 
+/// One finished run: configuration index, seed index, what it measured, and (once per seed) the
+/// workload's per-server figures.
+type Done = (usize, usize, RunSummary, Option<Vec<ServerLoad>>);
+
 /// Number of runs [`run`] makes.
 pub fn run_count(opts: &Options) -> usize {
     configs(opts).len() * opts.seeds.len()
@@ -207,7 +211,7 @@ pub fn run(traces: &Traces, opts: &Options, progress: &(dyn Fn(&str) + Sync)) ->
         }
     }
     let groups: Vec<((usize, u32, bool), Vec<usize>)> = groups.into_iter().collect();
-    let done: Vec<Vec<(usize, usize, RunSummary, Option<Vec<ServerLoad>>)>> = groups
+    let done: Vec<Vec<Done>> = groups
         .par_iter()
         .map(|&((s, load, exact), ref members)| {
             let seed = opts.seeds[s];

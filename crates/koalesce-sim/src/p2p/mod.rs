@@ -13,7 +13,9 @@
 //! - [`sim`]: the event loop.
 //! - [`net`]: the max-min fair network, computed per path.
 //! - [`metrics`]: ART, AWT, UTIL, FOJM, FDVM, DMOH (002 §IV-C), blocked jobs.
+//! - [`bench`]: `koalesce bench p2p`.
 
+pub mod bench;
 pub mod grid;
 pub mod metrics;
 pub mod net;

@@ -196,10 +196,7 @@ impl PathNetwork {
     /// order.
     pub fn advance_to_timed(&mut self, now: Millis) -> Vec<(Millis, TransferId)> {
         let mut out = Vec::new();
-        loop {
-            let Some(t) = self.next_completion().filter(|&t| t <= now) else {
-                break;
-            };
+        while let Some(t) = self.next_completion().filter(|&t| t <= now) {
             self.progress(t);
             let first = out.len();
             for p in 0..self.paths.len() {
