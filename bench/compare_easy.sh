@@ -9,9 +9,11 @@ trace=${1:-../shared/traces/HPC2N-2002-2.2-cln.swf.gz}
 procs=${2:-240}
 policy=${3:-easy}
 out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
 cargo build --release -q -p koalesce
+bin="${CARGO_TARGET_DIR:-target}/release/koalesce"
 measure() { /usr/bin/time -f "%e %M" -o "$out/time" "$@" >/dev/null; cat "$out/time"; }
-read -r rs_s rs_kb < <(measure ./target/release/koalesce sim --trace "$trace" --procs "$procs" --policy "$policy" --out "$out/rust" -q)
+read -r rs_s rs_kb < <(measure "$bin" sim --trace "$trace" --procs "$procs" --policy "$policy" --out "$out/rust" -q)
 read -r py_s py_kb < <(measure python3 bench/easy_reference.py "$trace" "$procs" "$policy" "$out/python.csv")
 python3 - "$out/rust/jobs.csv" "$out/python.csv" <<'PY'
 import csv, sys
@@ -22,7 +24,6 @@ print(f"jobs: koalesce {len(rust)}, python {len(py)}; start/end differ for {len(
 sys.exit(1 if differ or len(rust) != len(py) else 0)
 PY
 printf '%-10s %10s %12s\n' "" "wall (s)" "peak RSS (MB)"
-printf '%-10s %10s %12.1f\n' koalesce "$rs_s" "$(echo "$rs_kb/1024" | bc -l)"
-printf '%-10s %10s %12.1f\n' python "$py_s" "$(echo "$py_kb/1024" | bc -l)"
-printf 'python/koalesce: wall %.1fx, memory %.1fx\n' "$(echo "$py_s/$rs_s" | bc -l)" "$(echo "$py_kb/$rs_kb" | bc -l)"
-rm -rf "$out"
+printf '%-10s %10s %12.1f\n' koalesce "$rs_s" "$(awk "BEGIN{print $rs_kb/1024}")"
+printf '%-10s %10s %12.1f\n' python "$py_s" "$(awk "BEGIN{print $py_kb/1024}")"
+printf 'python/koalesce: wall %.1fx, memory %.1fx\n' "$(awk "BEGIN{print $py_s/$rs_s}")" "$(awk "BEGIN{print $py_kb/$rs_kb}")"

@@ -3,9 +3,13 @@
 
 use std::collections::BTreeMap;
 
-use koalesce_core::model::{ComponentSpec, FileMode, PolicyKind};
+use koalesce_core::expr::Expr;
+use koalesce_core::model::{ComponentSpec, FileMode, FlexibleRequest, PolicyKind};
 use koalesce_core::{JobSpec, Millis, Priority, SiteId};
 use serde::{Deserialize, Serialize};
+
+use crate::fields::{check_relative_path, check_runtime_refs, expand_runtime, parse_size};
+pub use crate::fields::{FlexibleDescription, InputFile, Limits, OutputFile};
 
 /// How the components of a job run (003 §3.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -20,23 +24,53 @@ pub enum Runner {
     Bag,
 }
 
+/// One component: its processors, optionally a fixed site, and per-component overrides of the
+/// program (an RSL multi-request's subjobs may differ in them).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ComponentDescription {
     pub processors: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub site: Option<String>,
+    /// A name for the component (RSL's `label`), shown with its state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// Runs this program instead of the job's `executable`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executable: Option<String>,
+    /// Replaces the job's `arguments`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<Vec<String>>,
+    /// Added to (and overriding) the job's `environment`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub environment: BTreeMap<String, String>,
 }
 
-/// A job as the user writes it. Unknown keys are errors naming the key.
+impl ComponentDescription {
+    /// `processors` processors anywhere, no overrides.
+    pub fn new(processors: u32) -> Self {
+        ComponentDescription {
+            processors,
+            site: None,
+            label: None,
+            executable: None,
+            arguments: None,
+            environment: BTreeMap::new(),
+        }
+    }
+}
+
+/// A job as the user writes it. Unknown keys are errors naming the key. Every field beyond
+/// `name`, `executable` and the request (`components` or `flexible`) is optional; see
+/// docs/server-contract.md.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct JobDescription {
     pub name: String,
     pub executable: String,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub arguments: Vec<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub environment: BTreeMap<String, String>,
     #[serde(default)]
     pub runner: Runner,
@@ -48,11 +82,63 @@ pub struct JobDescription {
     pub policy: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime_estimate: Option<String>,
-    #[serde(default)]
-    pub inputs: Vec<String>,
-    #[serde(default)]
-    pub outputs: Vec<String>,
+    /// Hard limit on each component's run time (duration); also the runtime estimate when
+    /// `runtime_estimate` is not given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub walltime: Option<String>,
+    /// CPU time limit of each process (duration; RLIMIT_CPU).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cputime: Option<String>,
+    /// Memory per processor ("2G", "512M"; a bare number is megabytes): a component of p
+    /// processors may use p times this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<String>,
+    /// The job must have started this long after submission, or it fails (duration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<String>,
+    /// How many times a failed job is resubmitted (0: fail at the first failure); default: the
+    /// server's threshold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retries: Option<u32>,
+    /// Sites a component may run on: GridWay's REQUIREMENTS expression (core::expr).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requirements: Option<String>,
+    /// Preference among qualifying sites, highest first: GridWay's RANK expression.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<String>,
+    /// Directory the program starts in, relative to the component's own directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub working_directory: Option<String>,
+    /// Standard input, a file in the working directory (default: empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdin: Option<String>,
+    /// Standard output, a file in the working directory (default: kept by the supervisor).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdout: Option<String>,
+    /// Standard error; the same name as `stdout` joins the two streams.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stderr: Option<String>,
+    #[serde(default, skip_serializing_if = "Limits::is_empty")]
+    pub limits: Limits,
+    /// Input files from the replica catalogue.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<InputFile>,
+    /// Output files copied back and registered in the catalogue.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outputs: Vec<OutputFile>,
+    /// Only a total of processors: the scheduler chooses the split (instead of `components`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flexible: Option<FlexibleDescription>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub components: Vec<ComponentDescription>,
+}
+
+/// What one component runs, with overrides applied and runtime variables expanded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Process {
+    pub executable: String,
+    pub arguments: Vec<String>,
+    pub environment: BTreeMap<String, String>,
 }
 
 /// Why a description is refused: `Malformed` → 400, `Invalid` → 422.
@@ -81,52 +167,155 @@ impl JobDescription {
     }
 
     fn check(&self) -> Result<(), DescriptionError> {
-        let inv = |m: String| Err(DescriptionError::Invalid(m));
+        self.check_fields().map_err(DescriptionError::Invalid)
+    }
+
+    fn check_fields(&self) -> Result<(), String> {
         if self.name.trim().is_empty() {
-            return inv("field 'name': must not be empty".into());
+            return Err("field 'name': must not be empty".into());
         }
         if self.executable.trim().is_empty() {
-            return inv("field 'executable': must not be empty".into());
+            return Err("field 'executable': must not be empty".into());
         }
-        if self.components.is_empty() {
-            return inv("field 'components': at least one component is required".into());
+        check_runtime_refs("executable", &self.executable)?;
+        match (&self.flexible, self.components.is_empty()) {
+            (None, true) => return Err("field 'components': at least one component is required (or a [flexible] total)".into()),
+            (Some(_), false) => return Err("field 'flexible': give either 'components' or 'flexible', not both".into()),
+            (Some(f), true) => {
+                if f.total == 0 {
+                    return Err("field 'flexible.total': must be at least 1".into());
+                }
+                if f.min_component == Some(0) || f.min_component.is_some_and(|m| m > f.total) {
+                    return Err(format!("field 'flexible.min_component': must be in 1..={}", f.total));
+                }
+                if f.max_components == Some(0) {
+                    return Err("field 'flexible.max_components': must be at least 1".into());
+                }
+                if self.runner == Runner::Bag {
+                    return Err("field 'flexible': a flexible job cannot be a bag (use components)".into());
+                }
+            }
+            (None, false) => {}
         }
         for (i, c) in self.components.iter().enumerate() {
             if c.processors == 0 {
-                return inv(format!("field 'components[{i}].processors': must be at least 1"));
+                return Err(format!("field 'components[{i}].processors': must be at least 1"));
             }
+            if let Some(e) = &c.executable {
+                if e.trim().is_empty() {
+                    return Err(format!("field 'components[{i}].executable': must not be empty"));
+                }
+                check_runtime_refs(&format!("components[{i}].executable"), e)?;
+            }
+            for a in c.arguments.iter().flatten() {
+                check_runtime_refs(&format!("components[{i}].arguments"), a)?;
+            }
+            check_environment(&format!("components[{i}].environment"), &c.environment)?;
         }
         match (self.runner, self.min_components) {
-            (Runner::Bag, None) => {}
             (Runner::Bag, Some(k)) if k == 0 || k as usize > self.components.len() => {
-                return inv(format!("field 'min_components': {k} is not in 1..={}", self.components.len()));
+                return Err(format!("field 'min_components': {k} is not in 1..={}", self.components.len()));
             }
-            (Runner::Bag, Some(_)) => {}
-            (_, Some(_)) => return inv("field 'min_components': only allowed with runner = \"bag\"".into()),
-            (_, None) => {}
+            (Runner::Bag, _) | (_, None) => {}
+            (_, Some(_)) => return Err("field 'min_components': only allowed with runner = \"bag\"".into()),
         }
         if let Some(p) = &self.priority {
-            p.parse::<Priority>()
-                .map_err(|e| DescriptionError::Invalid(format!("field 'priority': {e}")))?;
+            p.parse::<Priority>().map_err(|e| format!("field 'priority': {e}"))?;
         }
         if let Some(p) = &self.policy {
-            p.parse::<PolicyKind>()
-                .map_err(|e| DescriptionError::Invalid(format!("field 'policy': {e}")))?;
+            p.parse::<PolicyKind>().map_err(|e| format!("field 'policy': {e}"))?;
         }
-        if let Some(r) = &self.runtime_estimate {
-            parse_duration(r).map_err(|e| DescriptionError::Invalid(format!("field 'runtime_estimate': {e}")))?;
-        }
-        for k in self.environment.keys() {
-            if k.is_empty() || k.contains('=') || k.contains('\0') {
-                return inv(format!("field 'environment': invalid variable name '{k}'"));
+        for (field, v) in [
+            ("runtime_estimate", &self.runtime_estimate),
+            ("walltime", &self.walltime),
+            ("cputime", &self.cputime),
+            ("deadline", &self.deadline),
+        ] {
+            if let Some(v) = v {
+                parse_duration(v).map_err(|e| format!("field '{field}': {e}"))?;
             }
         }
-        for o in &self.outputs {
-            if o.is_empty() || o.contains('/') || o == "." || o == ".." {
-                return inv(format!("field 'outputs': '{o}' must be a plain file name"));
+        if let Some(m) = &self.memory {
+            parse_size(m).map_err(|e| format!("field 'memory': {e}"))?;
+        }
+        self.limits.check()?;
+        for (field, v) in [("requirements", &self.requirements), ("rank", &self.rank)] {
+            if let Some(v) = v {
+                Expr::compile(v).map_err(|e| format!("field '{field}': {e}"))?;
+            }
+        }
+        for a in &self.arguments {
+            check_runtime_refs("arguments", a)?;
+        }
+        check_environment("environment", &self.environment)?;
+        for (field, v) in [
+            ("working_directory", &self.working_directory),
+            ("stdin", &self.stdin),
+            ("stdout", &self.stdout),
+            ("stderr", &self.stderr),
+        ] {
+            if let Some(v) = v {
+                check_relative_path(field, v)?;
+            }
+        }
+        for (i, f) in self.inputs.iter().enumerate() {
+            if f.file.trim().is_empty() {
+                return Err(format!("field 'inputs[{i}]': the logical name must not be empty"));
+            }
+            if let Some(a) = &f.as_name {
+                check_relative_path(&format!("inputs[{i}].as"), a)?;
+            }
+        }
+        let mut locals = std::collections::BTreeSet::new();
+        for f in &self.inputs {
+            if !locals.insert(f.local_name()) {
+                return Err(format!("field 'inputs': two inputs are staged as '{}'", f.local_name()));
+            }
+        }
+        for (i, o) in self.outputs.iter().enumerate() {
+            check_relative_path(&format!("outputs[{i}]"), &o.file)?;
+            if o.file == "." || o.file.ends_with('/') {
+                return Err(format!("field 'outputs[{i}]': '{}' must name a file", o.file));
+            }
+            if let Some(t) = &o.to {
+                if t.trim().is_empty() {
+                    return Err(format!("field 'outputs[{i}].to': must not be empty"));
+                }
+                check_runtime_refs(&format!("outputs[{i}].to"), t)?;
             }
         }
         Ok(())
+    }
+
+    /// What component `index` runs: the job's program with the component's overrides, and
+    /// `${KOALESCE_*}` references in the executable, arguments and environment values
+    /// replaced from `runtime` (the component's `KOALESCE_*` environment).
+    pub fn process(&self, index: usize, runtime: &BTreeMap<String, String>) -> Process {
+        let c = self.components.get(index);
+        let exp = |s: &str| expand_runtime(s, |n| runtime.get(n).cloned());
+        let executable = exp(c.and_then(|c| c.executable.as_deref()).unwrap_or(&self.executable));
+        let arguments = c
+            .and_then(|c| c.arguments.as_ref())
+            .unwrap_or(&self.arguments)
+            .iter()
+            .map(|a| exp(a))
+            .collect();
+        let mut environment: BTreeMap<String, String> = self.environment.iter().map(|(k, v)| (k.clone(), exp(v))).collect();
+        if let Some(c) = c {
+            for (k, v) in &c.environment {
+                environment.insert(k.clone(), exp(v));
+            }
+        }
+        Process {
+            executable,
+            arguments,
+            environment,
+        }
+    }
+
+    /// The description as native TOML (what `koalesce convert` prints).
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).expect("a job description always serializes")
     }
 
     /// The core's view of the job; `site_of` resolves site names (unknown → 422 naming it).
@@ -145,21 +334,40 @@ impl JobDescription {
                 fixed_site,
             });
         }
+        let flexible = self.flexible.as_ref().map(|f| FlexibleRequest {
+            total: f.total,
+            min_component: f.min_component.unwrap_or(1),
+            max_components: f.max_components.unwrap_or(f.total),
+        });
         Ok(JobSpec {
             name: self.name.clone(),
             components,
-            flexible: None,
-            input_files: self.inputs.clone(),
+            flexible,
+            input_files: self.inputs.iter().map(|f| f.file.clone()).collect(),
             file_mode: FileMode::Whole,
-            runtime_estimate_ms: match &self.runtime_estimate {
+            runtime_estimate_ms: match self.runtime_estimate.as_ref().or(self.walltime.as_ref()) {
                 Some(r) => parse_duration(r).map_err(DescriptionError::Invalid)?,
                 None => DEFAULT_RUNTIME_MS,
             },
             priority: self.priority.as_deref().map(|p| p.parse().unwrap()).unwrap_or_default(),
             policy: self.policy.as_deref().map(|p| p.parse().unwrap()),
             min_components: self.min_components,
+            preferences: Default::default(),
         })
     }
+}
+
+fn check_environment(field: &str, env: &BTreeMap<String, String>) -> Result<(), String> {
+    for (k, v) in env {
+        if k.is_empty() || k.contains('=') || k.contains('\0') {
+            return Err(format!("field '{field}': invalid variable name '{k}'"));
+        }
+        if v.contains('\0') {
+            return Err(format!("field '{field}': the value of {k} contains a NUL character"));
+        }
+        check_runtime_refs(field, v)?;
+    }
+    Ok(())
 }
 
 fn one_line(s: &str) -> String {
@@ -220,5 +428,99 @@ mod tests {
         assert!(matches!(&e, DescriptionError::Invalid(m) if m.contains("bogus")), "{e}");
         let e = JobDescription::parse("name = = 'a'").unwrap_err();
         assert!(matches!(e, DescriptionError::Malformed(_)));
+    }
+
+    const FULL: &str = r#"
+name = "full"
+executable = "./sim"
+arguments = ["-o", "out.${KOALESCE_JOB_ID}"]
+environment = { MODE = "fast", WHERE = "${KOALESCE_SITE}" }
+walltime = "2h"
+cputime = "90m"
+memory = "2G"
+deadline = "1d"
+retries = 3
+requirements = 'ARCH = "x86_64" & CPU_MHZ > 1000'
+rank = 'CPU_MHZ + SIZE_CLOSE_DATA("data.bin") / 135'
+working_directory = "run"
+stdin = "in.txt"
+stdout = "out.${KOALESCE_JOB_ID}"
+stderr = "out.${KOALESCE_JOB_ID}"
+limits = { open_files = 1024, stack = "8M" }
+inputs = ["data.bin", { file = "params/3", as = "params", executable = false }, { file = "sim", executable = true }]
+outputs = ["result.txt", { file = "log", to = "logs/${KOALESCE_JOB_ID}.log" }]
+
+[[components]]
+processors = 4
+label = "master"
+environment = { ROLE = "master" }
+
+[[components]]
+processors = 8
+site = "vu"
+arguments = ["--worker"]
+"#;
+
+    #[test]
+    fn new_fields_parse_validate_and_round_trip() {
+        let d = JobDescription::parse(FULL).unwrap();
+        assert_eq!(d.inputs[1].local_name(), "params");
+        assert_eq!(d.inputs[0].local_name(), "data.bin");
+        assert!(d.inputs[2].executable);
+        assert_eq!(d.outputs[1].logical_name(17), "logs/17.log");
+        assert_eq!(d.outputs[0].logical_name(17), "17/result.txt");
+        let again = JobDescription::parse(&d.to_toml()).unwrap();
+        assert_eq!(again, d);
+        let spec = d.to_spec(|n| (n == "vu").then_some(SiteId(0))).unwrap();
+        assert_eq!(
+            spec.runtime_estimate_ms, 7_200_000,
+            "walltime is the estimate without runtime_estimate"
+        );
+        assert_eq!(spec.input_files, ["data.bin", "params/3", "sim"]);
+        let rt: BTreeMap<String, String> = [("KOALESCE_JOB_ID", "9"), ("KOALESCE_SITE", "vu")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let p0 = d.process(0, &rt);
+        assert_eq!(p0.arguments, ["-o", "out.9"]);
+        assert_eq!(p0.environment["WHERE"], "vu");
+        assert_eq!(p0.environment["ROLE"], "master");
+        let p1 = d.process(1, &rt);
+        assert_eq!(p1.arguments, ["--worker"]);
+        assert!(!p1.environment.contains_key("ROLE"));
+    }
+
+    #[test]
+    fn flexible_request_reaches_the_core() {
+        let d = JobDescription::parse("name='f'\nexecutable='/bin/true'\n[flexible]\ntotal = 32\nmin_component = 4\n").unwrap();
+        let spec = d.to_spec(|_| None).unwrap();
+        let f = spec.flexible.unwrap();
+        assert_eq!((f.total, f.min_component, f.max_components), (32, 4, 32));
+        assert!(spec.components.is_empty());
+        let both = "name='f'\nexecutable='/bin/true'\n[flexible]\ntotal = 32\n[[components]]\nprocessors=1\n";
+        assert!(JobDescription::parse(both).unwrap_err().to_string().contains("either"));
+    }
+
+    #[test]
+    fn bad_new_fields_are_named() {
+        let base = "name='a'\nexecutable='/bin/true'\n";
+        let comp = "[[components]]\nprocessors=1\n";
+        for (line, want) in [
+            ("walltime = 'soon'", "walltime"),
+            ("memory = 'lots'", "memory"),
+            ("requirements = 'CPU_MHZ > '", "requirements': column 11"),
+            ("rank = 'FOO'", "unknown variable 'FOO'"),
+            ("stdout = '/etc/passwd'", "stdout"),
+            ("working_directory = '../up'", "working_directory"),
+            ("stderr = 'e.${KOALESCE_NOPE}'", "KOALESCE_NOPE"),
+            ("inputs = [{ name = 'x' }]", "name"),
+            ("inputs = ['a/x', 'b/x']", "two inputs"),
+            ("outputs = ['/abs']", "outputs[0]"),
+            ("limits = { open_file = 3 }", "open_file"),
+            ("limits = { stack = 'big' }", "limits.stack"),
+        ] {
+            let e = JobDescription::parse(&format!("{base}{line}\n{comp}")).unwrap_err().to_string();
+            assert!(e.contains(want), "{line}: {e}");
+        }
     }
 }

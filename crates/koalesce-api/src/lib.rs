@@ -5,6 +5,7 @@
 //! translation to the core's [`koalesce_core::JobSpec`]. Both sides use these types, so the
 //! server, the CLI and the OpenAPI document cannot drift apart.
 
+pub mod fields;
 pub mod jobdesc;
 
-pub use jobdesc::{DescriptionError, JobDescription, Runner};
+pub use jobdesc::{ComponentDescription, DescriptionError, JobDescription, Process, Runner};

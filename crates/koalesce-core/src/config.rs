@@ -2,7 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{Millis, PolicyKind, SiteId};
+use crate::broker::Augmentation;
+use crate::model::{CoallocationMode, Millis, PolicyKind, SiteId};
 
 /// How the time between placement-queue scans is chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -68,6 +69,33 @@ impl Default for QueueWeights {
     }
 }
 
+/// The broker's parameters (001 §3): co-allocation by reservations and its windows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BrokerConfig {
+    /// How jobs that do not choose are co-allocated.
+    pub coallocation: CoallocationMode,
+    /// ε, the largest start deviation between components, for jobs that give none (001 §5.2.2
+    /// used 5 minutes; §3.2.2: "in the order of a half minute to a few minutes").
+    pub max_start_deviation_ms: Millis,
+    /// How far after a try the start window reaches for a job that gives no latest start
+    /// (001 §5.2.2 used four hours).
+    pub window_ms: Millis,
+    /// How Algorithm 1 searches augmenting paths.
+    pub augmentation: Augmentation,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        BrokerConfig {
+            coallocation: CoallocationMode::Claiming,
+            max_start_deviation_ms: 300_000,
+            window_ms: 4 * 3_600_000,
+            augmentation: Augmentation::Exhaustive,
+        }
+    }
+}
+
 /// All parameters of the scheduling core. `Default` gives the values of 003 §5.1.1.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -105,6 +133,8 @@ pub struct SchedulerConfig {
     pub history: HistorySeed,
     /// Try to place a job as soon as it is submitted instead of at the next scan.
     pub place_on_submit: bool,
+    /// The broker (TTD/TTS ranking, co-allocation by reservations).
+    pub broker: BrokerConfig,
 }
 
 impl Default for SchedulerConfig {
@@ -127,6 +157,7 @@ impl Default for SchedulerConfig {
             max_error_resubmissions: None,
             history: HistorySeed::AllPairs,
             place_on_submit: false,
+            broker: BrokerConfig::default(),
         }
     }
 }
@@ -179,6 +210,9 @@ impl SchedulerConfig {
         }
         if self.blacklist_threshold == 0 {
             return err("blacklist_threshold", "must be at least 1");
+        }
+        if self.broker.window_ms == 0 {
+            return err("broker.window_ms", "must be positive");
         }
         if self.anti_starvation_tries == Some(0) {
             return err("anti_starvation_tries", "P must be at least 1 (omit it for infinity)");

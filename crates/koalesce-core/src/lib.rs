@@ -7,15 +7,23 @@
 //! - [`model`]: sites, network forecast, replica catalogue, jobs and components, timeline.
 //! - [`state`]: the job and component state machines.
 //! - [`config`]: every parameter, with the seeds' values as defaults.
+//! - [`expr`]: GridWay's REQUIREMENTS / RANK expressions with 004's data functions, compiled
+//!   once per job and evaluated per site.
 //! - [`queues`]: the four priority placement queues and their weighted round-robin.
 //! - [`placement`]: WF, CF (with history table H), CM and FCM behind [`PlacementPolicy`].
 //! - [`scheduler`]: placement scans, claiming (ICP, reservations), preemption, soft errors.
 //! - [`federation`]: peer-to-peer grid scheduling with job and data migration (seed 002): the
 //!   local scheduler's AWT, ATT, sender-/receiver-/symmetrically-initiated decisions.
+//! - [`broker`]: the broker of 001: TTS/TTD ranking, reservation tables, co-allocation by
+//!   reservations (Algorithms 1 and 2).
+//! - [`nws`]: bandwidth forecasting as the Network Weather Service does, and the probe policy.
 
+pub mod broker;
 pub mod config;
+pub mod expr;
 pub mod federation;
 pub mod model;
+pub mod nws;
 pub mod placement;
 pub mod queues;
 pub mod scheduler;

@@ -259,12 +259,14 @@ fn reservation_on_a_site_blacklisted_after_placement_is_not_claimed() {
             processors: 8,
             speed: 1.0,
             supports_reservations: true,
+            attributes: Default::default(),
         },
         Site {
             name: "b".into(),
             processors: 8,
             speed: 1.0,
             supports_reservations: false,
+            attributes: Default::default(),
         },
     ];
     let mut catalogue = ReplicaCatalogue::new();
@@ -303,6 +305,7 @@ fn one_site_scheduler(config: koalesce_core::SchedulerConfig) -> koalesce_core::
         processors: 8,
         speed: 1.0,
         supports_reservations: false,
+        attributes: Default::default(),
     }];
     koalesce_core::Scheduler::new(config, sites, NetworkForecast::uniform(1, 8e8, 0), ReplicaCatalogue::new())
 }

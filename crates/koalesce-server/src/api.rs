@@ -26,9 +26,27 @@ type S = Arc<Shared>;
 #[derive(Debug)]
 pub struct ApiError(pub StatusCode, pub String);
 
+/// Longest error message sent back (characters); longer ones keep their head and tail.
+pub const MAX_ERROR_CHARS: usize = 1000;
+
+/// Cuts a message to [`MAX_ERROR_CHARS`] with an ellipsis in the middle (a TOML error quotes
+/// the offending line, which may be 400 KB; its reason comes last, so the tail is kept).
+pub fn cut_message(msg: &str) -> String {
+    let n = msg.chars().count();
+    if n <= MAX_ERROR_CHARS {
+        return msg.to_string();
+    }
+    let head: String = msg.chars().take(MAX_ERROR_CHARS * 3 / 5).collect();
+    let tail: String = msg.chars().skip(n - MAX_ERROR_CHARS * 2 / 5).collect();
+    format!(
+        "{head} … ({} characters cut) … {tail}",
+        n - head.chars().count() - tail.chars().count()
+    )
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.0, Json(json!({ "error": self.1 }))).into_response()
+        (self.0, Json(json!({ "error": cut_message(&self.1) }))).into_response()
     }
 }
 
@@ -62,44 +80,58 @@ fn authenticate(s: &Shared, headers: &HeaderMap) -> R<Caller> {
     if token.is_empty() {
         return Err(unauthorized());
     }
-    let hash = store::sha256_hex(token.as_bytes());
-    if let Some((user, admin)) = s.tokens.lock().unwrap().get(&hash).cloned() {
-        return Ok(Caller { user, admin });
-    }
+    // Looked up on every request (one indexed read): a revoked token is refused at once, even
+    // when it was revoked with `koalesce token revoke --data-dir` while the server runs.
     let found = s
         .store
-        .read(|c| store::lookup_token(c, token))
+        .read(|c| store::check_token(c, token, now_ms()))
         .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, format!("token lookup failed: {e}")))?;
     match found {
-        Some((user, admin)) => {
-            s.tokens.lock().unwrap().insert(hash, (user.clone(), admin));
-            Ok(Caller { user, admin })
-        }
-        None => Err(unauthorized()),
+        store::TokenCheck::Valid { user, admin } => Ok(Caller { user, admin }),
+        store::TokenCheck::Expired => Err(err(StatusCode::UNAUTHORIZED, "bearer token expired")),
+        store::TokenCheck::Unknown => Err(unauthorized()),
     }
 }
 
 async fn read_body(s: &Shared, req: Request) -> R<Bytes> {
     let limit = s.config.body_limit;
-    if let Some(len) = req
+    let declared = req
         .headers()
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok())
-    {
-        if len > limit {
-            return Err(err(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!("request body: {len} bytes is over the limit of {limit} bytes"),
-            ));
-        }
+        .and_then(|v| v.parse::<usize>().ok());
+    if let Some(len) = declared.filter(|&l| l > limit) {
+        return Err(err(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("request body: {len} bytes is over the limit of {limit} bytes"),
+        ));
     }
-    axum::body::to_bytes(req.into_body(), limit).await.map_err(|_| {
-        err(
+    let timeout = std::time::Duration::from_millis(s.config.body_timeout_ms);
+    match tokio::time::timeout(timeout, axum::body::to_bytes(req.into_body(), limit)).await {
+        Ok(Ok(b)) => Ok(b),
+        Ok(Err(e)) if is_length_limit(&e) => Err(err(
             StatusCode::PAYLOAD_TOO_LARGE,
             format!("request body: over the limit of {limit} bytes"),
-        )
-    })
+        )),
+        // The client closed the connection or broke the framing before the end.
+        Ok(Err(e)) => Err(err(StatusCode::BAD_REQUEST, format!("request body: incomplete ({e})"))),
+        Err(_) => Err(err(
+            StatusCode::REQUEST_TIMEOUT,
+            format!("request body: not received within {} ms", timeout.as_millis()),
+        )),
+    }
+}
+
+/// Whether a body error is the size limit (413) rather than a broken body (400).
+fn is_length_limit(e: &axum::Error) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(x) = cur {
+        if x.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        cur = x.source();
+    }
+    false
 }
 
 pub fn router(shared: S) -> Router {
@@ -113,7 +145,15 @@ pub fn router(shared: S) -> Router {
         .route("/api/v1/sites", get(sites))
         .route("/api/v1/files", get(list_files).post(add_file))
         .route("/api/v1/files/{*name}", axum::routing::delete(delete_file))
+        .route("/api/v1/tokens", get(list_tokens))
+        .route("/api/v1/tokens/{id}", axum::routing::delete(revoke_token))
         .fallback(|| async { err(StatusCode::NOT_FOUND, "no such endpoint") })
+        .method_not_allowed_fallback(|req: Request| async move {
+            err(
+                StatusCode::METHOD_NOT_ALLOWED,
+                format!("method {} is not allowed on {}", req.method(), req.uri().path()),
+            )
+        })
         .layer(axum::extract::DefaultBodyLimit::disable())
         .with_state(shared)
 }
@@ -314,12 +354,10 @@ async fn cancel_job(AxState(s): AxState<S>, headers: HeaderMap, Path(raw): Path<
     let id = parse_id(&raw)?;
     let mut guard = s.state.lock().unwrap();
     let st = &mut *guard;
-    let Some(r) = st.jobs.get(&id) else {
+    // Another user's job answers exactly like a missing one (as GET does): ids do not leak.
+    let Some(r) = st.jobs.get(&id).filter(|r| caller.admin || r.user == caller.user) else {
         return Err(err(StatusCode::NOT_FOUND, format!("job {id} not found")));
     };
-    if !caller.admin && r.user != caller.user {
-        return Err(err(StatusCode::FORBIDDEN, format!("job {id} belongs to another user")));
-    }
     if r.state.is_terminal() {
         return Err(err(StatusCode::CONFLICT, format!("job {id} already finished ({})", r.state.name())));
     }
@@ -376,8 +414,12 @@ async fn add_file(AxState(s): AxState<S>, req: Request) -> R<Response> {
     let body = read_body(&s, req).await?;
     let raw: Value = serde_json::from_slice(&body).map_err(|e| err(StatusCode::BAD_REQUEST, format!("malformed JSON: {e}")))?;
     let add: AddFile = serde_json::from_value(raw).map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
-    if add.name.is_empty() || add.name.len() > 255 || add.name.contains('\0') {
-        return Err(err(StatusCode::UNPROCESSABLE_ENTITY, "field 'name': must be 1 to 255 characters"));
+    let chars = add.name.chars().count();
+    if chars == 0 || chars > 255 || add.name.chars().any(char::is_control) {
+        return Err(err(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("field 'name': must be 1 to 255 characters without control characters (got {chars})"),
+        ));
     }
     let Some(local) = s.backend.site(&add.site).cloned() else {
         return Err(err(
@@ -442,7 +484,11 @@ async fn delete_file(AxState(s): AxState<S>, headers: HeaderMap, Path(name): Pat
         if !st.files.contains_key(&name) {
             return Err(err(StatusCode::NOT_FOUND, format!("file '{name}' not found")));
         }
-        if let Some(j) = st.jobs.values().find(|j| !j.state.is_terminal() && j.desc.inputs.contains(&name)) {
+        if let Some(j) = st
+            .jobs
+            .values()
+            .find(|j| !j.state.is_terminal() && j.desc.inputs.iter().any(|f| f.logical() == name))
+        {
             return Err(err(
                 StatusCode::CONFLICT,
                 format!("file '{name}' is an input of job {} ({})", j.id, j.state.name()),
@@ -465,6 +511,55 @@ async fn delete_file(AxState(s): AxState<S>, headers: HeaderMap, Path(name): Pat
         let _ = std::fs::remove_file(p);
     }
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+// ----- tokens -------------------------------------------------------------------------
+
+#[derive(Deserialize)]
+struct TokenQuery {
+    all: Option<bool>,
+}
+
+/// `GET /api/v1/tokens`: the caller's tokens (an admin with `all=true`: everyone's). Ids,
+/// owners, expiry; never the tokens.
+async fn list_tokens(
+    AxState(s): AxState<S>,
+    headers: HeaderMap,
+    q: Result<Query<TokenQuery>, axum::extract::rejection::QueryRejection>,
+) -> R<Json<Vec<store::TokenInfo>>> {
+    let caller = authenticate(&s, &headers)?;
+    let Query(q) = q.map_err(|e| err(StatusCode::BAD_REQUEST, format!("query: {e}")))?;
+    if q.all.unwrap_or(false) && !caller.admin {
+        return Err(err(
+            StatusCode::FORBIDDEN,
+            "parameter 'all': only an admin may list other users' tokens",
+        ));
+    }
+    let user = (!(caller.admin && q.all.unwrap_or(false))).then_some(caller.user.as_str());
+    s.store
+        .read(|c| store::list_tokens(c, user))
+        .map(Json)
+        .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
+}
+
+/// `DELETE /api/v1/tokens/{id}`: revokes a token at once. Users revoke their own; an admin
+/// anyone's; another user's token answers 404 like a missing one.
+async fn revoke_token(AxState(s): AxState<S>, headers: HeaderMap, Path(id): Path<String>) -> R<Json<store::TokenInfo>> {
+    let caller = authenticate(&s, &headers)?;
+    let not_found = || err(StatusCode::NOT_FOUND, format!("token '{id}' not found"));
+    let found = s
+        .store
+        .read(|c| store::find_token(c, &id))
+        .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    let Some(t) = found.filter(|t| caller.admin || t.user == caller.user) else {
+        return Err(not_found());
+    };
+    let tid = t.id.clone();
+    s.store
+        .write(Box::new(move |tx| store::revoke_token(tx, &tid).map(drop)))
+        .await
+        .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    Ok(Json(t))
 }
 
 // ----- metrics ------------------------------------------------------------------------

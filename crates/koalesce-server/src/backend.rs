@@ -47,10 +47,13 @@ impl LrmState {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ComponentSubmission {
     pub site: String,
+    /// The koalesce user the job belongs to (the LRM runs it as that user's account).
+    pub user: String,
     pub processors: u32,
     /// The claim (processor hold) this component runs in.
     pub claim: String,
-    /// Working directory, also holding stdout/stderr and the supervisor's records.
+    /// The component's record directory (stdout/stderr, the supervisor's records); the program
+    /// runs in its `work/` subdirectory (see [`crate::supervise`]).
     pub dir: PathBuf,
     pub executable: String,
     pub arguments: Vec<String>,
@@ -69,6 +72,10 @@ pub enum BackendError {
     /// A fault of the site (a soft error).
     #[error("site '{site}': {reason}")]
     Site { site: String, reason: String },
+    /// This machine ran out of something (file descriptors, processes, memory) for a moment:
+    /// not a fault of the site nor of the job; the job is retried later and nobody is blamed.
+    #[error("site '{site}': local resources exhausted: {reason}")]
+    Exhausted { site: String, reason: String },
 }
 
 /// An advance reservation (Slurm `scontrol create reservation`).

@@ -28,6 +28,7 @@ pub fn scan_bench(jobs: usize, sites: usize) -> ScanBench {
             processors: 64,
             speed: 1.0,
             supports_reservations: false,
+            attributes: Default::default(),
         })
         .collect();
     let config = SchedulerConfig {

@@ -12,6 +12,22 @@
 //! # site_scale = 0.1
 //! [scheduler]                    # koalesce_core::SchedulerConfig; daemon defaults below
 //! scan_interval = { kind = "fixed", interval_ms = 500 }
+//!
+//! # HTTP limits (see listener.rs)
+//! max_connections = 4096         # open connections at once; more wait to be accepted
+//! header_timeout_ms = 10000      # a request's header (and an idle keep-alive gap) within this
+//! body_timeout_ms = 30000        # a request's body within this (else 408)
+//!
+//! # When the server runs as root: the Unix account of each koalesce user (default: the
+//! # account of the same name; "*" for everyone not listed). uid 0 only with allow_root_jobs.
+//! allow_root_jobs = false
+//! [users]
+//! alice = "alice"
+//! "*" = "nobody"
+//! [sandbox]                      # what jobs reach besides their working directory
+//! read_only = ["/opt/software"]
+//! read_write = ["/scratch"]
+//! cgroup_parent = "koalesce"     # control-group directory of the components
 //! ```
 
 use std::path::Path;
@@ -30,6 +46,10 @@ pub struct SiteConfig {
     pub processors: u32,
     #[serde(default = "one")]
     pub speed: f64,
+    /// `[sites.slurm]`: the site is a partition of a Slurm cluster (see
+    /// [`crate::slurm::SlurmSiteConfig`]); absent for a site of the local executor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm: Option<crate::slurm::SlurmSiteConfig>,
 }
 
 fn one() -> f64 {
@@ -49,6 +69,17 @@ pub struct ServerConfig {
     /// Forecast bandwidth between sites before any transfer was measured (bits/s).
     pub initial_bandwidth_bps: f64,
     pub scheduler: SchedulerConfig,
+    /// Open HTTP connections at once.
+    pub max_connections: usize,
+    /// Time for a request's header (and for an idle keep-alive connection's next one).
+    pub header_timeout_ms: u64,
+    /// Time for a request's body.
+    pub body_timeout_ms: u64,
+    /// koalesce user → Unix account (root servers); `"*"`: everyone not listed.
+    pub users: std::collections::BTreeMap<String, String>,
+    /// Jobs may run as root (uid 0).
+    pub allow_root_jobs: bool,
+    pub sandbox: crate::sandbox::SandboxConfig,
 }
 
 /// The five DAS-2 clusters (003 §5.1).
@@ -64,6 +95,12 @@ impl Default for ServerConfig {
             site_scale: 1.0,
             initial_bandwidth_bps: 1e9,
             scheduler: daemon_scheduler_defaults(),
+            max_connections: 4096,
+            header_timeout_ms: 10_000,
+            body_timeout_ms: 30_000,
+            users: Default::default(),
+            allow_root_jobs: false,
+            sandbox: Default::default(),
         }
     }
 }
@@ -110,8 +147,29 @@ impl ServerConfig {
                 s.name
             );
             anyhow::ensure!(names.insert(s.name.clone()), "config: site '{}' appears twice", s.name);
+            if let Some(slurm) = &s.slurm {
+                slurm.validate(&s.name).map_err(|e| anyhow::anyhow!("config: {e}"))?;
+            }
         }
         anyhow::ensure!(self.body_limit > 0, "config: 'body_limit' must be positive");
+        anyhow::ensure!(self.max_connections > 0, "config: 'max_connections' must be positive");
+        anyhow::ensure!(
+            self.header_timeout_ms > 0 && self.body_timeout_ms > 0,
+            "config: 'header_timeout_ms' and 'body_timeout_ms' must be positive"
+        );
+        for p in self.sandbox.read_only.iter().chain(&self.sandbox.read_write) {
+            anyhow::ensure!(p.is_absolute(), "config: sandbox path '{}' must be absolute", p.display());
+        }
+        anyhow::ensure!(
+            !self.sandbox.cgroup_parent.is_empty()
+                && self
+                    .sandbox
+                    .cgroup_parent
+                    .split('/')
+                    .all(|p| !p.is_empty() && p != ".." && p.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))),
+            "config: sandbox.cgroup_parent '{}' must be a relative path of plain names",
+            self.sandbox.cgroup_parent
+        );
         Ok(())
     }
 
@@ -125,6 +183,7 @@ impl ServerConfig {
                 name: name.into(),
                 processors: ((p as f64 * self.site_scale).round() as u32).max(1),
                 speed: 1.0,
+                slurm: None,
             })
             .collect()
     }

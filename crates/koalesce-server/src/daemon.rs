@@ -157,8 +157,6 @@ pub struct Shared {
     pub config: ServerConfig,
     pub data_dir: PathBuf,
     pub metrics: Metrics,
-    /// token sha256 → (user, admin)
-    pub tokens: Mutex<HashMap<String, (String, bool)>>,
 }
 
 // ----- persistence helpers ------------------------------------------------------------
@@ -442,6 +440,7 @@ fn free_port() -> u16 {
 fn launch(shared: &Arc<Shared>, st: &mut State, job: u64) {
     let Some(core_job) = st.core.job(JobId(job)).cloned() else { return };
     let names = st.site_names.clone();
+    let archs: Vec<String> = st.core.sites().iter().map(|s| s.attributes.architecture.clone()).collect();
     let files = st.files.clone();
     let Some(rec) = st.jobs.get_mut(&job) else { return };
     rec.attempt += 1;
@@ -463,7 +462,8 @@ fn launch(shared: &Arc<Shared>, st: &mut State, job: u64) {
         let site = names[site_id.index()].clone();
         let Some(local) = shared.backend.site(&site) else { continue };
         let dir = local.jobs.join(job.to_string()).join(format!("a{attempt}-c{i}"));
-        let mut env = rec.desc.environment.clone();
+        // The component's KOALESCE_* variables; they win over the user's environment.
+        let mut env: std::collections::BTreeMap<String, String> = Default::default();
         env.insert("KOALESCE_RANK".into(), i.to_string());
         env.insert("KOALESCE_SIZE".into(), n.to_string());
         env.insert("KOALESCE_JOB_ID".into(), job.to_string());
@@ -472,13 +472,19 @@ fn launch(shared: &Arc<Shared>, st: &mut State, job: u64) {
         if coupled {
             env.insert("KOALESCE_PEERS".into(), peers.join(","));
         }
-        for f in &rec.desc.inputs {
+        env.insert("KOALESCE_JOB_DIR".into(), dir.display().to_string());
+        env.insert("KOALESCE_ARCH".into(), archs.get(site_id.index()).cloned().unwrap_or_default());
+        for f in rec.desc.inputs.iter().map(|f| f.logical()) {
             let path = files
                 .get(f)
                 .and_then(|fi| fi.replicas.get(&site).cloned())
                 .unwrap_or_else(|| transfer::storage_path(&local.storage, f));
             env.insert(format!("KOALESCE_INPUT_{}", env_name(f)), path.display().to_string());
         }
+        // The component's program (per-component overrides, ${KOALESCE_*} expanded).
+        let process = rec.desc.process(i, &env);
+        let mut environment = process.environment;
+        environment.extend(env);
         let Some(exec) = st.exec.get_mut(&(job, i as u32)) else { continue };
         exec.attempt = attempt;
         exec.dir = Some(dir.clone());
@@ -488,12 +494,13 @@ fn launch(shared: &Arc<Shared>, st: &mut State, job: u64) {
             i as u32,
             ComponentSubmission {
                 site: site.clone(),
+                user: rec.user.clone(),
                 processors: c.processors,
                 claim: exec.claim.clone(),
                 dir: dir.clone(),
-                executable: rec.desc.executable.clone(),
-                arguments: rec.desc.arguments.clone(),
-                environment: env,
+                executable: process.executable,
+                arguments: process.arguments,
+                environment,
                 time_limit_ms: core_job.spec.runtime_estimate_ms,
             },
         ));
@@ -554,12 +561,19 @@ fn launch(shared: &Arc<Shared>, st: &mut State, job: u64) {
                     }
                 }
                 Err(err) => {
-                    tracing::warn!(job, component = i, error = %err, "launch failed (soft error)");
                     let _ = supervise::fence(&sub.dir);
                     let e = st.exec.remove(&(job, i)).unwrap();
                     shared.backend.release(&e.claim);
                     mark_launch_done(&shared, job, attempt, i);
-                    st.core.component_finished(now_ms(), JobId(job), i, ComponentOutcome::SoftError);
+                    if let BackendError::Exhausted { .. } = err {
+                        // This machine is short of descriptors or processes for a moment:
+                        // retried later, never held against the site.
+                        tracing::warn!(job, component = i, error = %err, "launch postponed");
+                        st.core.claim_rejected(now_ms(), JobId(job), i, false);
+                    } else {
+                        tracing::warn!(job, component = i, error = %err, "launch failed (soft error)");
+                        st.core.component_finished(now_ms(), JobId(job), i, ComponentOutcome::SoftError);
+                    }
                 }
             }
         }
@@ -763,26 +777,34 @@ fn start_transfer(shared: &Arc<Shared>, st: &mut State, job: u64, key: TransferK
 }
 
 /// After success: copy each declared output from the first component (rank order) that wrote
-/// it into that site's storage and register it as `<job-id>/<name>`.
+/// it into that site's storage and register it as `<job-id>/<name>` (or its `to` name).
 fn stage_out(shared: &Arc<Shared>, rec: JobRecord) {
     let shared = shared.clone();
     tokio::spawn(async move {
         let mut registered = Vec::new();
+        let mut refused = Vec::new();
         for out in &rec.desc.outputs {
-            let found = rec.components.iter().find_map(|c| {
-                let dir = PathBuf::from(c.dir.as_ref()?);
-                let p = dir.join(out);
-                p.is_file().then(|| (c.site.clone().unwrap_or_default(), p))
-            });
-            let Some((site, src)) = found else {
-                tracing::warn!(job = rec.id, output = %out, "declared output not produced");
-                continue;
+            let dirs = rec
+                .components
+                .iter()
+                .filter_map(|c| Some((c.site.clone().unwrap_or_default(), PathBuf::from(c.dir.as_ref()?))));
+            let (site, src) = match transfer::find_output(dirs, &out.file) {
+                Ok(Some(found)) => found,
+                Ok(None) => {
+                    tracing::warn!(job = rec.id, output = %out.file, "declared output not produced");
+                    continue;
+                }
+                Err(e) => {
+                    tracing::warn!(job = rec.id, error = %e, "stage-out refused");
+                    refused.push(e.to_string());
+                    continue;
+                }
             };
-            let logical = format!("{}/{}", rec.id, out);
+            let logical = out.logical_name(rec.id);
             let Some(local) = shared.backend.site(&site) else { continue };
             let dest = transfer::storage_path(&local.storage, &logical);
-            let d = dest.clone();
-            match tokio::task::spawn_blocking(move || transfer::copy_verified(&src, &d, None)).await {
+            let (d, what) = (dest.clone(), out.file.clone());
+            match tokio::task::spawn_blocking(move || transfer::copy_file_verified(src, &what, &d, None)).await {
                 Ok(Ok(c)) => {
                     shared.metrics.transfer_bytes.fetch_add(c.bytes, Ordering::Relaxed);
                     let _ = shared
@@ -797,7 +819,7 @@ fn stage_out(shared: &Arc<Shared>, rec: JobRecord) {
                         .await;
                     registered.push((logical, c, site, dest));
                 }
-                Ok(Err(e)) => tracing::warn!(job = rec.id, output = %out, error = %e, "stage-out failed"),
+                Ok(Err(e)) => tracing::warn!(job = rec.id, output = %out.file, error = %e, "stage-out failed"),
                 Err(e) => tracing::error!(error = %e, "stage-out task panicked"),
             }
         }
@@ -808,6 +830,9 @@ fn stage_out(shared: &Arc<Shared>, rec: JobRecord) {
             if let Some(r) = st.jobs.get_mut(&rec.id) {
                 r.outputs.push(logical);
             }
+        }
+        if let (Some(r), false) = (st.jobs.get_mut(&rec.id), refused.is_empty()) {
+            r.failure = Some(refused.join("; "));
         }
         if let Some(r) = st.jobs.get(&rec.id) {
             persist(&shared, r);
@@ -828,6 +853,7 @@ pub fn recover(config: &ServerConfig, store: &Store, backend: &LocalBackend) -> 
             processors: s.processors,
             speed: s.speed,
             supports_reservations: false,
+            attributes: Default::default(),
         })
         .collect();
     let site_names: Vec<String> = sites.iter().map(|s| s.name.clone()).collect();

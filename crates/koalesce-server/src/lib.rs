@@ -7,23 +7,36 @@
 //! ## Data directory layout
 //!
 //! ```text
-//! DIR/
-//!   koalesce.db, koalesce.db-wal, koalesce.db-shm   SQLite (WAL): jobs, tokens, files,
+//! DIR/                                              0700: the server's alone
+//!   koalesce.db, koalesce.db-wal, koalesce.db-shm   SQLite (WAL), 0600: jobs, tokens, files,
 //!                                                   replicas, launches (launch intents)
 //!   server.lock                                     flock held by the running server
 //!   server.addr                                     "host:port" the server listens on
 //!                                                   (written after bind; with --listen :0 too)
-//!   sites/<site>/storage/<file>.<hash8>             replicas and staged inputs of that site
+//!   sites/<site>/storage/<file>.<hash8>             replicas and staged inputs of that site, 0600
 //!                                                   (copies land as *.part.* then are renamed)
-//!   sites/<site>/jobs/<job>/a<attempt>-c<component>/
+//!   sites/<site>/jobs/<job>/a<attempt>-c<component>/   record directory (0700)
 //!       supervisor.json  {pid, proc_start, started_ms} or {fenced: true}   (created O_EXCL)
 //!       go               written by the daemon: the held supervisor may run the program
 //!       abort            written by the daemon: the held supervisor gives up, never runs it
+//!       cgroup.json      the component's control group (where cgroups are writable)
 //!       running.json     {child_pid, started_ms}
-//!       exit.json        {exit_code, signal, spawn_error, finished_ms, never_started}
-//!       stdout, stderr   the component's output; the directory is its working directory
+//!       exit.json        {exit_code, signal, spawn_error, finished_ms, never_started, oom_killed, site_fault}
+//!       stdout, stderr   the component's output
 //!       supervisor.log   the supervisor's own diagnostics
+//!       inputs/          private copies of inputs for a job run under another account
+//!       work/            the program's working directory (the only place it may write;
+//!                        owned by the job's account); declared outputs are collected here
 //! ```
+//!
+//! ## Security
+//!
+//! Jobs and API users are untrusted (README, "Security"). A component runs confined
+//! ([`sandbox`]): Landlock to its `work/` directory and read-only system paths; as root,
+//! under the job user's Unix account ([`users`]) and with the data directory hidden; in a
+//! control group per component ([`cgroup`]) so cancel kills every descendant. Outputs are
+//! collected without following links ([`transfer::find_output`]). The HTTP server caps
+//! connections and times out idle ones ([`listener`]).
 //!
 //! ## Crash safety
 //!
@@ -65,21 +78,26 @@
 //!   not fit are skipped in that run. A failing component does not fail the bag: the job
 //!   succeeds when at least k components exit 0, and fails otherwise.
 
+pub mod agent;
 pub mod api;
 pub mod backend;
 pub mod bench;
+pub mod cgroup;
 pub mod config;
 pub mod daemon;
+pub mod dataplane;
 pub use koalesce_api::jobdesc;
+pub mod listener;
 pub mod local;
 pub mod openapi;
+pub mod sandbox;
+pub mod slurm;
 pub mod store;
 pub mod supervise;
 pub mod transfer;
+pub mod users;
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -128,7 +146,7 @@ pub struct RunningServer {
     pub shared: Arc<daemon::Shared>,
     shutdown: tokio::sync::watch::Sender<bool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
-    _lock: std::fs::File,
+    _lock: nix::fcntl::Flock<std::fs::File>,
 }
 
 impl RunningServer {
@@ -148,22 +166,34 @@ impl RunningServer {
     }
 }
 
-fn lock_data_dir(dir: &Path) -> anyhow::Result<std::fs::File> {
+fn lock_data_dir(dir: &Path) -> anyhow::Result<nix::fcntl::Flock<std::fs::File>> {
+    use std::os::unix::fs::OpenOptionsExt;
     let f = std::fs::OpenOptions::new()
         .create(true)
         .write(true)
         .truncate(false)
+        .mode(0o600)
         .open(dir.join("server.lock"))?;
-    let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    anyhow::ensure!(r == 0, "another server is running on {}", dir.display());
-    Ok(f)
+    nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock)
+        .map_err(|_| anyhow::anyhow!("another server is running on {}", dir.display()))
+}
+
+/// Creates the data directory (0700, also when it exists: it holds the database and every
+/// user's data) and returns its absolute path.
+fn prepare_data_dir(dir: &Path) -> anyhow::Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).with_context(|| format!("making {} private", dir.display()))?;
+    dir.canonicalize().with_context(|| format!("resolving {}", dir.display()))
 }
 
 /// Starts a server inside the current tokio runtime: recovers state from `data_dir`, binds,
 /// writes `DIR/server.addr`, serves until [`RunningServer::shutdown`].
 pub async fn start(opts: ServerOptions) -> anyhow::Result<RunningServer> {
+    let mut opts = opts;
     opts.config.validate()?;
-    std::fs::create_dir_all(&opts.data_dir).with_context(|| format!("creating {}", opts.data_dir.display()))?;
+    opts.data_dir = prepare_data_dir(&opts.data_dir)?;
+    listener::raise_nofile_limit();
     let lock = lock_data_dir(&opts.data_dir)?;
     let store = store::Store::open(&opts.data_dir.join(DB_FILE))?;
     let sites: Vec<(String, u32)> = opts
@@ -172,7 +202,10 @@ pub async fn start(opts: ServerOptions) -> anyhow::Result<RunningServer> {
         .iter()
         .map(|s| (s.name.clone(), s.processors))
         .collect();
-    let backend = Arc::new(local::LocalBackend::new(&opts.data_dir, &sites, opts.supervisor.clone())?);
+    let backend = Arc::new(
+        local::LocalBackend::new(&opts.data_dir, &sites, opts.supervisor.clone())?
+            .with_sandbox(local::LocalSandbox::from_config(&opts.config)),
+    );
     let (st, store, backend) = {
         let (config, b) = (opts.config.clone(), backend.clone());
         tokio::task::spawn_blocking(move || daemon::recover(&config, &store, &b).map(|st| (st, store, b))).await??
@@ -185,7 +218,6 @@ pub async fn start(opts: ServerOptions) -> anyhow::Result<RunningServer> {
         config: opts.config.clone(),
         data_dir: opts.data_dir.clone(),
         metrics: Default::default(),
-        tokens: Mutex::new(HashMap::new()),
     });
     {
         let mut guard = shared.state.lock().unwrap();
@@ -201,17 +233,12 @@ pub async fn start(opts: ServerOptions) -> anyhow::Result<RunningServer> {
     let (tx, rx) = tokio::sync::watch::channel(false);
     let driver = tokio::spawn(daemon::drive(shared.clone(), rx.clone()));
     let app = api::router(shared.clone());
-    let mut rx2 = rx.clone();
-    let http = tokio::spawn(async move {
-        let r = axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                let _ = rx2.changed().await;
-            })
-            .await;
-        if let Err(e) = r {
-            tracing::error!(error = %e, "http server failed");
-        }
-    });
+    let http = tokio::spawn(listener::serve(
+        listener,
+        app,
+        listener::Limits::from_config(&opts.config),
+        rx.clone(),
+    ));
     tracing::info!(%addr, data_dir = %opts.data_dir.display(), sites = sites.len(), "koalesce server listening");
     Ok(RunningServer {
         addr,
@@ -362,12 +389,18 @@ pub fn test_options(data_dir: &Path, sites: &[(&str, u32)], supervisor: Supervis
                 name: n.to_string(),
                 processors: *p,
                 speed: 1.0,
+                slurm: None,
             })
             .collect(),
         ..ServerConfig::default()
     };
     config.scheduler.scan_interval = koalesce_core::config::ScanInterval::Fixed { interval_ms: 50 };
     config.scheduler.min_claim_retry_ms = 50;
+    // Test users have no Unix accounts: as root, their jobs run as root (still confined by
+    // Landlock, the hidden data directory and a control group).
+    config.users.insert(users::DEFAULT_KEY.into(), "root".into());
+    config.allow_root_jobs = true;
+    config.sandbox.cgroup_parent = "koalesce-test".into();
     ServerOptions {
         data_dir: data_dir.to_path_buf(),
         listen: None,

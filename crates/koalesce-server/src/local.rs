@@ -3,17 +3,58 @@
 //! held at its start barrier from `submit` until `start`; a component's LRM id is its
 //! directory, so it can be found again after a daemon restart. A site never runs more
 //! processor slots than it has: every component runs inside a claim, and claims are refused
-//! beyond the site's slots.
+//! beyond the site's slots, and the slots of a component are given back only once every
+//! process of it is gone (its control group is empty), even when it was cancelled.
+//!
+//! Supervisors start with a clean environment (the job's variables only) and are told how to
+//! confine the program (see [`crate::sandbox`], [`LocalSandbox`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use crate::backend::{Backend, BackendError, ComponentSubmission, LrmState, ProcessorCount};
+use crate::cgroup::Cgroup;
+use crate::sandbox::SandboxConfig;
 use crate::supervise::{self, ExitRecord, SupervisorRecord};
+
+/// How components are confined: the server config's `[users]`, `allow_root_jobs` and
+/// `[sandbox]`, and whether this server can switch accounts (it runs as root).
+#[derive(Debug, Clone, Default)]
+pub struct LocalSandbox {
+    pub users: BTreeMap<String, String>,
+    pub allow_root_jobs: bool,
+    pub config: SandboxConfig,
+    /// Run components as the mapped accounts (the server runs as root).
+    pub switch_users: bool,
+}
+
+impl LocalSandbox {
+    /// From the server config, switching accounts when this process runs as root.
+    pub fn from_config(config: &crate::ServerConfig) -> Self {
+        let switch_users = crate::users::can_switch();
+        if !switch_users && !config.users.is_empty() {
+            tracing::warn!("the server does not run as root: [users] is ignored, jobs run as this account (confined by Landlock)");
+        }
+        LocalSandbox {
+            users: config.users.clone(),
+            allow_root_jobs: config.allow_root_jobs,
+            config: config.sandbox.clone(),
+            switch_users,
+        }
+    }
+}
+
+/// Whether an error starting a process means this machine is short of something for now.
+fn exhausted(e: &std::io::Error) -> bool {
+    use nix::errno::Errno;
+    matches!(
+        e.raw_os_error().map(Errno::from_raw),
+        Some(Errno::EMFILE | Errno::ENFILE | Errno::EAGAIN | Errno::ENOMEM | Errno::ENOSPC)
+    )
+}
 
 /// How to start a supervisor: `program args... --dir DIR -- EXE ARGS...`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,18 +85,68 @@ pub struct LocalSite {
 struct Inner {
     /// claim id → (site, processors)
     claims: HashMap<String, (String, u32)>,
+    /// claim id → the component directory running in it
+    claim_dirs: HashMap<String, String>,
+    /// Released claims whose component still has processes: (site, processors, dir). Their
+    /// slots stay used until the processes are gone.
+    draining: Vec<(String, u32, String)>,
     used: HashMap<String, u32>,
     next_claim: u64,
-    /// Supervisors this instance spawned: dir → exited flag.
-    spawned: HashMap<String, Arc<AtomicBool>>,
+    /// Supervisors this instance spawned and that have not exited yet (reaped by `status`).
+    spawned: HashMap<String, std::process::Child>,
     /// High-water mark of used slots per site (for tests and metrics).
     peak: HashMap<String, u32>,
+}
+
+impl Inner {
+    /// Gives back the slots of drained components (every process gone).
+    fn drain(&mut self) {
+        let mut i = 0;
+        while i < self.draining.len() {
+            if component_gone(Path::new(&self.draining[i].2)) {
+                let (site, p, _) = self.draining.swap_remove(i);
+                let u = self.used.entry(site).or_default();
+                *u = u.saturating_sub(p);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// Reaps supervisors that exited (no zombies, no thread per supervisor).
+    fn reap(&mut self) {
+        self.spawned.retain(|_, child| matches!(child.try_wait(), Ok(None)));
+    }
+}
+
+/// Whether no process of the component in `dir` is left. With a control group: it is empty
+/// (leftovers of a supervisor that died are killed here); without: its supervisor is gone.
+fn component_gone(dir: &Path) -> bool {
+    let alive =
+        supervise::read_json::<SupervisorRecord>(&dir.join(supervise::SUPERVISOR_FILE)).is_some_and(|r| supervise::supervisor_alive(&r));
+    match Cgroup::recorded(dir) {
+        Some(cg) if cg.is_empty() => {
+            if !alive {
+                cg.remove();
+            }
+            true
+        }
+        Some(cg) => {
+            if !alive {
+                cg.kill_all();
+            }
+            false
+        }
+        None => !alive || dir.join(supervise::EXIT_FILE).exists(),
+    }
 }
 
 pub struct LocalBackend {
     sites: Vec<LocalSite>,
     by_name: HashMap<String, usize>,
     supervisor: SupervisorCommand,
+    data_dir: PathBuf,
+    sandbox: LocalSandbox,
     inner: Mutex<Inner>,
 }
 
@@ -81,8 +172,16 @@ impl LocalBackend {
             sites: v,
             by_name,
             supervisor,
+            data_dir: data_dir.to_path_buf(),
+            sandbox: LocalSandbox::default(),
             inner: Mutex::new(Inner::default()),
         })
+    }
+
+    /// Confines components as `sandbox` says.
+    pub fn with_sandbox(mut self, sandbox: LocalSandbox) -> Self {
+        self.sandbox = sandbox;
+        self
     }
 
     pub fn site(&self, name: &str) -> Option<&LocalSite> {
@@ -99,24 +198,48 @@ impl LocalBackend {
     }
 
     fn spawn_supervisor(&self, sub: &ComponentSubmission) -> std::io::Result<std::process::Child> {
-        std::fs::create_dir_all(&sub.dir)?;
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&sub.dir)?;
+        let sb = &self.sandbox;
         let mut cmd = Command::new(&self.supervisor.program);
-        cmd.args(&self.supervisor.args)
-            .arg("--dir")
-            .arg(&sub.dir)
+        // `--dir DIR` first: wrappers in tests look at it.
+        cmd.args(&self.supervisor.args).arg("--dir").arg(&sub.dir);
+        if sb.switch_users {
+            cmd.arg("--user").arg(crate::users::account_name(&sb.users, &sub.user));
+            cmd.arg("--hide").arg(&self.data_dir);
+        }
+        if sb.allow_root_jobs {
+            cmd.arg("--allow-root");
+        }
+        for p in &sb.config.read_only {
+            cmd.arg("--read-only").arg(p);
+        }
+        for p in &sb.config.read_write {
+            cmd.arg("--read-write").arg(p);
+        }
+        for (k, v) in &sub.environment {
+            if k.starts_with("KOALESCE_INPUT_") {
+                cmd.arg("--input").arg(v);
+            }
+        }
+        cmd.arg("--cgroup-parent")
+            .arg(&sb.config.cgroup_parent)
             .arg("--")
             .arg(&sub.executable)
             .args(&sub.arguments)
+            // The job's environment only, never the daemon's.
+            .env_clear()
             .envs(&sub.environment)
             .current_dir(&sub.dir)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(sub.dir.join("supervisor.log"))?);
-        // A session of its own: the daemon's death (even kill -9 of its process group) does
-        // not reach the supervisor or the component.
+        // SAFETY: the closure runs in the forked child before exec and only calls setsid(2),
+        // which is async-signal-safe. A session of its own: the daemon's death (even kill -9
+        // of its process group) does not reach the supervisor or the component.
         unsafe {
             cmd.pre_exec(|| {
-                libc::setsid();
+                nix::unistd::setsid()?;
                 Ok(())
             });
         }
@@ -194,8 +317,8 @@ impl LocalBackend {
                     .lock()
                     .unwrap()
                     .spawned
-                    .get(id)
-                    .is_some_and(|f| !f.load(Ordering::SeqCst));
+                    .get_mut(id)
+                    .is_some_and(|c| matches!(c.try_wait(), Ok(None)));
                 if starting {
                     return LrmState::Pending;
                 }
@@ -228,9 +351,25 @@ pub enum BarrierState {
     Released,
 }
 
-fn exit_state(exit: &ExitRecord) -> LrmState {
+/// A component's state from its supervisor's exit record (shared with the Slurm backend).
+pub(crate) fn exit_state(exit: &ExitRecord) -> LrmState {
     if exit.success() {
         return LrmState::Completed;
+    }
+    if exit.site_fault {
+        // The supervisor could not set the component up: the site's fault, not the job's.
+        return LrmState::NodeFail {
+            reason: exit
+                .spawn_error
+                .clone()
+                .unwrap_or_else(|| "the component could not be set up".into()),
+        };
+    }
+    if exit.oom_killed {
+        return LrmState::Failed {
+            exit_code: exit.exit_code,
+            reason: "killed by the OOM killer: the component went over its memory limit".into(),
+        };
     }
     if exit.never_started {
         // Aborted at the start barrier: the program never ran; not the application's fault.
@@ -261,7 +400,9 @@ impl Backend for LocalBackend {
 
     fn processors(&self, site: &str) -> Result<ProcessorCount, BackendError> {
         let s = self.site(site).ok_or_else(|| BackendError::UnknownSite(site.into()))?;
-        let used = self.inner.lock().unwrap().used.get(site).copied().unwrap_or(0);
+        let mut inner = self.inner.lock().unwrap();
+        inner.drain();
+        let used = inner.used.get(site).copied().unwrap_or(0);
         Ok(ProcessorCount {
             total: s.slots,
             idle: s.slots.saturating_sub(used),
@@ -272,6 +413,7 @@ impl Backend for LocalBackend {
     fn claim(&self, site: &str, processors: u32) -> Result<String, BackendError> {
         let s = self.site(site).ok_or_else(|| BackendError::UnknownSite(site.into()))?;
         let mut inner = self.inner.lock().unwrap();
+        inner.drain();
         let used = inner.used.get(site).copied().unwrap_or(0);
         if used + processors > s.slots {
             return Err(BackendError::Busy {
@@ -293,8 +435,15 @@ impl Backend for LocalBackend {
     fn release(&self, claim: &str) {
         let mut inner = self.inner.lock().unwrap();
         if let Some((site, p)) = inner.claims.remove(claim) {
-            let u = inner.used.entry(site).or_default();
-            *u = u.saturating_sub(p);
+            match inner.claim_dirs.remove(claim) {
+                // Its processes may still be dying (a cancel): the slots stay used until
+                // they are gone.
+                Some(dir) if !component_gone(Path::new(&dir)) => inner.draining.push((site, p, dir)),
+                _ => {
+                    let u = inner.used.entry(site).or_default();
+                    *u = u.saturating_sub(p);
+                }
+            }
         }
     }
 
@@ -316,18 +465,20 @@ impl Backend for LocalBackend {
             }
         }
         let id = sub.dir.to_string_lossy().into_owned();
-        let mut child = self
-            .spawn_supervisor(sub)
-            .map_err(|e| site_err(format!("cannot start supervisor: {e}")))?;
-        let flag = Arc::new(AtomicBool::new(false));
-        self.inner.lock().unwrap().spawned.insert(id.clone(), flag.clone());
-        std::thread::Builder::new()
-            .name("koalesce-reaper".into())
-            .spawn(move || {
-                let _ = child.wait();
-                flag.store(true, Ordering::SeqCst);
-            })
-            .map_err(|e| site_err(format!("cannot start reaper: {e}")))?;
+        let child = self.spawn_supervisor(sub).map_err(|e| {
+            let reason = format!("cannot start supervisor: {e}");
+            if exhausted(&e) {
+                BackendError::Exhausted {
+                    site: sub.site.clone(),
+                    reason,
+                }
+            } else {
+                site_err(reason)
+            }
+        })?;
+        let mut inner = self.inner.lock().unwrap();
+        inner.spawned.insert(id.clone(), child);
+        inner.claim_dirs.insert(sub.claim.clone(), id.clone());
         Ok(id)
     }
 
@@ -355,34 +506,50 @@ impl Backend for LocalBackend {
     fn status(&self, ids: &[String]) -> Vec<(String, LrmState)> {
         let out: Vec<(String, LrmState)> = ids.iter().map(|id| (id.clone(), self.state_of(id))).collect();
         let mut inner = self.inner.lock().unwrap();
-        for (id, st) in &out {
-            if st.is_terminal() {
-                inner.spawned.remove(id);
-            }
-        }
+        inner.reap();
+        inner.drain();
         out
     }
 
     fn cancel(&self, id: &str) -> Result<(), BackendError> {
+        use nix::sys::signal::{killpg, Signal};
+        use nix::unistd::Pid;
         let dir = Path::new(id);
+        let kill_supervisor = |rec: &SupervisorRecord| {
+            // The supervisor leads its own process group (without a control group the
+            // component is in it too).
+            let _ = killpg(Pid::from_raw(rec.pid as i32), Signal::SIGKILL);
+        };
         match supervise::read_json::<SupervisorRecord>(&dir.join(supervise::SUPERVISOR_FILE)) {
-            Some(rec) if supervise::supervisor_alive(&rec) => unsafe {
-                // One held at the barrier must not start even if the kill went astray.
+            Some(rec) if supervise::supervisor_alive(&rec) => {
                 if !dir.join(supervise::GO_FILE).exists() {
+                    // Held at the barrier: it must not start even if the kill went astray.
                     let _ = supervise::abort(dir);
+                    kill_supervisor(&rec);
+                } else if let Some(cg) = Cgroup::recorded(dir) {
+                    // Every process of the component, also those that left its process
+                    // group; the supervisor records the end once the group is empty.
+                    cg.kill_all();
+                    if !dir.join(supervise::RUNNING_FILE).exists() {
+                        // Let through but the program not started yet: stop the supervisor
+                        // (and a child between fork and exec, in its process group).
+                        kill_supervisor(&rec);
+                    }
+                } else {
+                    kill_supervisor(&rec);
                 }
-                // The supervisor leads its own process group; the component is in it.
-                libc::killpg(rec.pid as i32, libc::SIGKILL);
-            },
-            Some(_) => {}
+            }
+            Some(_) => {
+                if let Some(cg) = Cgroup::recorded(dir) {
+                    cg.kill_all();
+                }
+            }
             None => {
                 let _ = supervise::fence(dir);
                 // A supervisor that got its record in between: kill it too.
                 if let Some(rec) = supervise::read_json::<SupervisorRecord>(&dir.join(supervise::SUPERVISOR_FILE)) {
                     if supervise::supervisor_alive(&rec) {
-                        unsafe {
-                            libc::killpg(rec.pid as i32, libc::SIGKILL);
-                        }
+                        kill_supervisor(&rec);
                     }
                 }
             }
@@ -390,12 +557,13 @@ impl Backend for LocalBackend {
         Ok(())
     }
 
-    fn adopt(&self, _id: &str, site: &str, processors: u32) -> Result<String, BackendError> {
+    fn adopt(&self, dir_id: &str, site: &str, processors: u32) -> Result<String, BackendError> {
         self.site(site).ok_or_else(|| BackendError::UnknownSite(site.into()))?;
         let mut inner = self.inner.lock().unwrap();
         inner.next_claim += 1;
         let id = format!("{site}:{}", inner.next_claim);
         inner.claims.insert(id.clone(), (site.to_string(), processors));
+        inner.claim_dirs.insert(id.clone(), dir_id.to_string());
         let u = inner.used.entry(site.to_string()).or_default();
         *u += processors;
         let now_used = *u;

@@ -42,6 +42,9 @@ pub fn document() -> Value {
                 "File": {"type": "object", "properties": {
                     "name": {"type": "string"}, "size_bytes": {"type": "integer"}, "sha256": {"type": "string"},
                     "replicas": {"type": "array", "items": {"type": "string"}}}},
+                "Token": {"type": "object", "properties": {
+                    "id": {"type": "string"}, "user": {"type": "string"}, "admin": {"type": "boolean"},
+                    "created_ms": {"type": "integer"}, "expires_ms": {"type": "integer", "nullable": true}}},
                 "NewFile": {"type": "object", "required": ["name","path","site"], "properties": {
                     "name": {"type": "string"}, "path": {"type": "string"}, "site": {"type": "string"}}}
             }
@@ -52,7 +55,7 @@ pub fn document() -> Value {
                 "post": {"summary": "Submit a job (TOML job description)",
                     "requestBody": {"required": true, "content": {"application/toml": {"schema": {"type": "string"}}}},
                     "responses": {"201": {"description": "committed", "content": {"application/json": {"schema": {"type": "object", "properties": {"id": {"type": "integer"}}}}}},
-                        "400": err, "401": err, "413": err, "422": err}},
+                        "400": err, "401": err, "408": err, "413": err, "422": err}},
                 "get": {"summary": "List jobs",
                     "parameters": [{"name": "state", "in": "query", "schema": {"type": "string"}}, {"name": "all", "in": "query", "schema": {"type": "boolean"}}],
                     "responses": {"200": {"description": "jobs", "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/JobSummary"}}}}}, "401": err}}
@@ -60,7 +63,13 @@ pub fn document() -> Value {
             "/api/v1/jobs/{id}": {"get": {"summary": "One job", "parameters": [job_id],
                 "responses": {"200": {"description": "job", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/JobDetail"}}}}, "401": err, "404": err}}},
             "/api/v1/jobs/{id}/cancel": {"post": {"summary": "Cancel a job", "parameters": [job_id],
-                "responses": {"200": {"description": "cancelled", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/JobSummary"}}}}, "401": err, "403": err, "404": err, "409": err}}},
+                "responses": {"200": {"description": "cancelled", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/JobSummary"}}}}, "401": err, "404": err, "409": err}}},
+            "/api/v1/tokens": {"get": {"summary": "The caller's tokens (all=true: everyone's, admins only)",
+                "parameters": [{"name": "all", "in": "query", "schema": {"type": "boolean"}}],
+                "responses": {"200": {"description": "tokens", "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/Token"}}}}}, "401": err, "403": err}}},
+            "/api/v1/tokens/{id}": {"delete": {"summary": "Revoke a token at once (own; admins: any)",
+                "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
+                "responses": {"200": {"description": "revoked", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Token"}}}}, "401": err, "404": err}}},
             "/api/v1/sites": {"get": {"summary": "Sites", "responses": {"200": {"description": "sites", "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/Site"}}}}}, "401": err}}},
             "/api/v1/files": {
                 "get": {"summary": "Replica catalogue", "responses": {"200": {"description": "files", "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/File"}}}}}, "401": err}},

@@ -57,7 +57,8 @@ CREATE TABLE IF NOT EXISTS tokens (
     hash TEXT PRIMARY KEY,
     user TEXT NOT NULL,
     admin INTEGER NOT NULL,
-    created_ms INTEGER NOT NULL
+    created_ms INTEGER NOT NULL,
+    expires_ms INTEGER
 );
 CREATE TABLE IF NOT EXISTS files (
     name TEXT PRIMARY KEY,
@@ -98,10 +99,35 @@ fn open_conn(path: &Path) -> rusqlite::Result<Connection> {
     Ok(conn)
 }
 
+/// Creates the database file if needed and makes it and its WAL/SHM files private (0600):
+/// SQLite gives the WAL and SHM files the database file's permissions.
+fn make_private(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    std::fs::OpenOptions::new().create(true).append(true).mode(0o600).open(path)?;
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let mut p = path.as_os_str().to_owned();
+        p.push(suffix);
+        match std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// Creates the schema (idempotent) and returns a connection; used by `token create` too.
 pub fn open_db(path: &Path) -> anyhow::Result<Connection> {
+    make_private(path).with_context(|| format!("making {} private", path.display()))?;
     let conn = open_conn(path).with_context(|| format!("opening database {}", path.display()))?;
     conn.execute_batch(SCHEMA).context("creating schema")?;
+    // Databases from before token expiry.
+    let has_expiry: bool = conn
+        .prepare("SELECT 1 FROM pragma_table_info('tokens') WHERE name = 'expires_ms'")?
+        .exists([])?;
+    if !has_expiry {
+        conn.execute_batch("ALTER TABLE tokens ADD COLUMN expires_ms INTEGER")
+            .context("adding token expiry")?;
+    }
     Ok(conn)
 }
 
@@ -363,18 +389,25 @@ pub fn hex(bytes: &[u8]) -> String {
 /// Creates a token for `user` in the data dir's database and returns it (printed once; only
 /// its SHA-256 is stored). Safe while a server runs on the same data dir.
 pub fn create_token(data_dir: &Path, user: &str, admin: bool) -> anyhow::Result<String> {
+    create_token_expiring(data_dir, user, admin, None)
+}
+
+/// [`create_token`] with an optional lifetime (ms): after it the token is refused.
+pub fn create_token_expiring(data_dir: &Path, user: &str, admin: bool, lifetime_ms: Option<u64>) -> anyhow::Result<String> {
     anyhow::ensure!(
-        !user.is_empty() && user.chars().all(|c| c.is_ascii_alphanumeric() || "-_.@".contains(c)),
-        "user name '{user}' must be non-empty and use only letters, digits, '-', '_', '.', '@'"
+        !user.is_empty() && user.len() <= 64 && user.chars().all(|c| c.is_ascii_alphanumeric() || "-_.@".contains(c)),
+        "user name '{user}' must be 1 to 64 letters, digits, '-', '_', '.', '@'"
     );
     std::fs::create_dir_all(data_dir).with_context(|| format!("creating {}", data_dir.display()))?;
     let conn = open_db(&data_dir.join(crate::DB_FILE))?;
     let mut raw = [0u8; 32];
     getrandom(&mut raw)?;
     let token = format!("koa_{}", hex(&raw));
+    let now = crate::now_ms();
+    let expires = lifetime_ms.map(|l| now.saturating_add(l).min(i64::MAX as u64) as i64);
     conn.execute(
-        "INSERT INTO tokens (hash, user, admin, created_ms) VALUES (?1, ?2, ?3, ?4)",
-        params![sha256_hex(token.as_bytes()), user, admin as i64, crate::now_ms() as i64],
+        "INSERT INTO tokens (hash, user, admin, created_ms, expires_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![sha256_hex(token.as_bytes()), user, admin as i64, now as i64, expires],
     )?;
     Ok(token)
 }
@@ -385,14 +418,99 @@ fn getrandom(buf: &mut [u8]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Looks a bearer token up: (user, admin).
+/// How a bearer token checked out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenCheck {
+    Valid { user: String, admin: bool },
+    Expired,
+    Unknown,
+}
+
+/// Looks a bearer token up (every request: a revoked token is refused at once).
+pub fn check_token(conn: &Connection, token: &str, now_ms: u64) -> rusqlite::Result<TokenCheck> {
+    let row = conn
+        .query_row(
+            "SELECT user, admin, expires_ms FROM tokens WHERE hash = ?1",
+            [sha256_hex(token.as_bytes())],
+            |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? != 0, r.get::<_, Option<i64>>(2)?)),
+        )
+        .optional()?;
+    Ok(match row {
+        None => TokenCheck::Unknown,
+        Some((_, _, Some(exp))) if exp <= now_ms as i64 => TokenCheck::Expired,
+        Some((user, admin, _)) => TokenCheck::Valid { user, admin },
+    })
+}
+
+/// Looks a bearer token up: (user, admin) of a valid token.
 pub fn lookup_token(conn: &Connection, token: &str) -> rusqlite::Result<Option<(String, bool)>> {
-    conn.query_row(
-        "SELECT user, admin FROM tokens WHERE hash = ?1",
-        [sha256_hex(token.as_bytes())],
-        |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? != 0)),
-    )
-    .optional()
+    Ok(match check_token(conn, token, crate::now_ms())? {
+        TokenCheck::Valid { user, admin } => Some((user, admin)),
+        _ => None,
+    })
+}
+
+/// Length of a token's public id (a prefix of its hash).
+pub const TOKEN_ID_LEN: usize = 16;
+
+/// A token as listed (never the token itself).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenInfo {
+    /// Public id: the first [`TOKEN_ID_LEN`] hex digits of the token's SHA-256.
+    pub id: String,
+    pub user: String,
+    pub admin: bool,
+    pub created_ms: u64,
+    pub expires_ms: Option<u64>,
+}
+
+fn token_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TokenInfo> {
+    let hash: String = r.get(0)?;
+    Ok(TokenInfo {
+        id: hash[..TOKEN_ID_LEN.min(hash.len())].to_string(),
+        user: r.get(1)?,
+        admin: r.get::<_, i64>(2)? != 0,
+        created_ms: r.get::<_, i64>(3)? as u64,
+        expires_ms: r.get::<_, Option<i64>>(4)?.map(|v| v as u64),
+    })
+}
+
+/// Tokens of `user` (every user's with None), oldest first.
+pub fn list_tokens(conn: &Connection, user: Option<&str>) -> rusqlite::Result<Vec<TokenInfo>> {
+    let mut st = conn
+        .prepare("SELECT hash, user, admin, created_ms, expires_ms FROM tokens WHERE ?1 IS NULL OR user = ?1 ORDER BY created_ms, hash")?;
+    let rows = st.query_map([user], token_row)?;
+    rows.collect()
+}
+
+/// The token whose public id is `id` (a hex prefix of its hash, at least 8 digits), if
+/// exactly one matches.
+pub fn find_token(conn: &Connection, id: &str) -> rusqlite::Result<Option<TokenInfo>> {
+    if id.len() < 8 || id.len() > 64 || !id.chars().all(|c| c.is_ascii_hexdigit()) {
+        return Ok(None);
+    }
+    let mut st = conn.prepare("SELECT hash, user, admin, created_ms, expires_ms FROM tokens WHERE substr(hash, 1, length(?1)) = ?1")?;
+    let mut hits = st
+        .query_map([id.to_ascii_lowercase()], token_row)?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(if hits.len() == 1 { hits.pop() } else { None })
+}
+
+/// Deletes the token whose public id is `id` (see [`find_token`]); returns it.
+pub fn revoke_token(conn: &Connection, id: &str) -> rusqlite::Result<Option<TokenInfo>> {
+    let Some(t) = find_token(conn, id)? else { return Ok(None) };
+    conn.execute(
+        "DELETE FROM tokens WHERE substr(hash, 1, length(?1)) = ?1",
+        [id.to_ascii_lowercase()],
+    )?;
+    Ok(Some(t))
+}
+
+/// Opens the data dir's database for token administration (`koalesce token list|revoke`).
+pub fn open_tokens(data_dir: &Path) -> anyhow::Result<Connection> {
+    let path = data_dir.join(crate::DB_FILE);
+    anyhow::ensure!(path.exists(), "no database in {}", data_dir.display());
+    open_db(&path)
 }
 
 /// Tries and current priority of queued jobs, flushed in bulk (a failed placement try changes

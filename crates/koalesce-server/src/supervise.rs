@@ -1,25 +1,42 @@
-//! The component supervisor: `koalesce supervise --dir DIR -- PROGRAM ARGS...` (hidden).
+//! The component supervisor: `koalesce supervise --dir DIR [OPTIONS] -- PROGRAM ARGS...`
+//! (hidden; [`SuperviseOptions`]).
 //!
 //! The daemon spawns one supervisor per component, in a new session (setsid), so the daemon's
-//! death does not kill it. The supervisor keeps durable records in the component's directory,
-//! each written to a temporary name, fsynced, then linked/renamed into place (and the
-//! directory fsynced):
+//! death does not kill it. The supervisor keeps durable records in the component's *record
+//! directory* `DIR`, each written to a temporary name, fsynced, then linked/renamed into place
+//! (and the directory fsynced). The program runs in `DIR/work/`, its working directory, and is
+//! confined there ([`crate::sandbox`]): it can neither read nor write the records, so it can
+//! neither forge its own outcome nor disturb the start barrier.
 //!
-//! - `supervisor.json` — created first, *exclusively* (hard link of a temp file, fails if it
-//!   exists): `{pid, proc_start, started_ms}`. If it already exists the supervisor exits without
-//!   running anything, so a component can never be started twice. The daemon uses the same
-//!   exclusive create to *fence* a launch it gave up on (`{"fenced": true}`).
-//! - then the supervisor waits at the *start barrier*: it runs the program only once the daemon
+//! ```text
+//! DIR/                record directory (the daemon's and the supervisor's only)
+//!   supervisor.json   {pid, proc_start, started_ms} or {fenced: true}   (created exclusively)
+//!   go, abort         written by the daemon (the start barrier)
+//!   cgroup.json       the component's control group (see crate::cgroup), before the program starts
+//!   running.json      {child_pid, started_ms}
+//!   exit.json         {exit_code, signal, spawn_error, finished_ms, never_started, oom_killed, site_fault}
+//!   stdout, stderr    the program's output (it writes them through its descriptors)
+//!   supervisor.log    the supervisor's own diagnostics
+//!   inputs/           copies of input files for a job that runs under another account
+//!   work/             the program's working directory (owned by the job's account)
+//! ```
+//!
+//! - `supervisor.json` is created first, *exclusively* (hard link of a temp file, fails if it
+//!   exists). If it already exists the supervisor exits without running anything, so a
+//!   component can never be started twice. The daemon uses the same exclusive create to
+//!   *fence* a launch it gave up on (`{"fenced": true}`).
+//! - A job whose user has no Unix account (or maps to root without `allow_root_jobs`) is
+//!   refused right then, before the barrier, with that reason (an application error: the
+//!   job fails, the site is not blamed).
+//! - Then the supervisor waits at the *start barrier*: it runs the program only once the daemon
 //!   has written `go` into the directory, and it gives up if `abort` appears (or its record is
 //!   no longer its own), recording `exit.json` with `never_started: true`. The daemon writes
 //!   the `go` files of a launch only once *every* component's supervisor has its record, so a
 //!   launch the daemon abandons half-way (a crash between two spawns) never ran any program.
-//! - `running.json` — `{child_pid, started_ms}` once the program is spawned.
-//! - `exit.json` — `{exit_code, signal, spawn_error, finished_ms, never_started}` once it
-//!   ended (or gave up at the barrier).
-//!
-//! The program's stdout and stderr go to `stdout` and `stderr` in the same directory, which is
-//! also its working directory.
+//! - The program starts inside the component's control group; when it ends, whatever it left
+//!   running (daemonized descendants too) is killed and the supervisor waits until the group
+//!   is empty before it records `exit.json`: a component has ended only when all its
+//!   processes have. A kill by the OOM killer (past `--memory-limit`) is recorded as such.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -33,6 +50,10 @@ pub const RUNNING_FILE: &str = "running.json";
 pub const EXIT_FILE: &str = "exit.json";
 pub const STDOUT_FILE: &str = "stdout";
 pub const STDERR_FILE: &str = "stderr";
+/// The program's working directory, inside the record directory.
+pub const WORK_DIR: &str = "work";
+/// Copies of input files for a program that runs under another account.
+pub const INPUTS_DIR: &str = "inputs";
 /// Written by the daemon (atomically) to let a supervisor held at the start barrier run.
 pub const GO_FILE: &str = "go";
 /// Written by the daemon to make a supervisor held at the start barrier give up.
@@ -71,12 +92,24 @@ pub struct ExitRecord {
     /// The supervisor gave up at the start barrier (`abort`): the program never ran.
     #[serde(default)]
     pub never_started: bool,
+    /// The kernel's OOM killer killed a process of the component (over its memory limit).
+    #[serde(default)]
+    pub oom_killed: bool,
+    /// The supervisor could not set the component up (working directory, sandbox, control
+    /// group): a fault of the site, not of the job.
+    #[serde(default)]
+    pub site_fault: bool,
 }
 
 impl ExitRecord {
     pub fn success(&self) -> bool {
-        self.exit_code == Some(0) && self.spawn_error.is_none() && !self.never_started
+        self.exit_code == Some(0) && self.spawn_error.is_none() && !self.never_started && !self.oom_killed
     }
+}
+
+/// The program's working directory for the record directory `dir`.
+pub fn work_dir(dir: &Path) -> PathBuf {
+    dir.join(WORK_DIR)
 }
 
 fn tmp_name(path: &Path) -> PathBuf {
@@ -155,13 +188,67 @@ pub fn fence(dir: &Path) -> io::Result<bool> {
     }
 }
 
-/// The supervisor's main. Returns the process exit code (0 when it recorded an outcome).
-pub fn supervise_main(dir: &Path, program: &str, args: &[String]) -> i32 {
-    // A session of our own (already one when the daemon spawned us with setsid).
-    unsafe {
-        libc::setsid();
+/// What `koalesce supervise` is told (the daemon's local executor sets these; the defaults
+/// run the program as the supervisor's own account, confined by Landlock).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct SuperviseOptions {
+    /// The component's record directory (the program runs in DIR/work).
+    #[arg(long)]
+    pub dir: PathBuf,
+    /// Unix account to run the program as (only when the supervisor runs as root).
+    #[arg(long)]
+    pub user: Option<String>,
+    /// Allow running the program as root (uid 0).
+    #[arg(long)]
+    pub allow_root: bool,
+    /// Extra path the program may read (repeatable).
+    #[arg(long = "read-only", value_name = "PATH")]
+    pub read_only: Vec<PathBuf>,
+    /// Extra path the program may read and write (repeatable).
+    #[arg(long = "read-write", value_name = "PATH")]
+    pub read_write: Vec<PathBuf>,
+    /// An input file the program reads (repeatable).
+    #[arg(long = "input", value_name = "PATH")]
+    pub inputs: Vec<PathBuf>,
+    /// Directory (the server's data directory) the program must not see: hidden behind a
+    /// private mount namespace when the supervisor runs as root.
+    #[arg(long, value_name = "DIR")]
+    pub hide: Option<PathBuf>,
+    /// Control-group directory the component's group is created under.
+    #[arg(long, default_value = "koalesce", value_name = "NAME")]
+    pub cgroup_parent: String,
+    /// Memory limit of the component (bytes; its control group's).
+    #[arg(long, value_name = "BYTES")]
+    pub memory_limit: Option<u64>,
+    /// The program and its arguments.
+    #[arg(last = true, required = true)]
+    pub command: Vec<String>,
+}
+
+impl SuperviseOptions {
+    /// Options for `program args...` in `dir`, everything else default.
+    pub fn new(dir: &Path, command: &[String]) -> Self {
+        SuperviseOptions {
+            dir: dir.to_path_buf(),
+            cgroup_parent: crate::sandbox::SandboxConfig::default().cgroup_parent,
+            command: command.to_vec(),
+            ..Default::default()
+        }
     }
-    if let Err(e) = fs::create_dir_all(dir) {
+}
+
+/// How long leftovers of a component may take to die after SIGKILL before the supervisor
+/// records the exit anyway (a process stuck in the kernel).
+const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The supervisor's main. Returns the process exit code (0 when it recorded an outcome).
+pub fn supervise_main(opts: &SuperviseOptions) -> i32 {
+    use std::os::unix::fs::DirBuilderExt;
+    let dir = opts.dir.as_path();
+    // A session of our own (already one when the daemon spawned us with setsid; then this
+    // fails harmlessly).
+    let _ = nix::unistd::setsid();
+    if let Err(e) = fs::DirBuilder::new().recursive(true).mode(0o700).create(dir) {
         eprintln!("supervise: cannot create {}: {e}", dir.display());
         return 2;
     }
@@ -183,6 +270,18 @@ pub fn supervise_main(dir: &Path, program: &str, args: &[String]) -> i32 {
             return 2;
         }
     }
+    // The account, before the barrier: a job whose user cannot run here fails at once.
+    let account = match &opts.user {
+        Some(name) if crate::users::can_switch() => match crate::users::resolve(name, opts.allow_root) {
+            Ok(a) => Some(a),
+            Err(e) => return record_exit(dir, Outcome::failed(format!("the job cannot run as its user: {e}"))),
+        },
+        Some(name) => {
+            eprintln!("supervise: not running as root: the program runs as this account, not '{name}'");
+            None
+        }
+        None => None,
+    };
     // The start barrier: nothing runs before the daemon says so.
     if let Barrier::Abort(reason) = wait_at_barrier(dir, &rec) {
         eprintln!("supervise: {}: {reason}; the program was not started", dir.display());
@@ -194,24 +293,135 @@ pub fn supervise_main(dir: &Path, program: &str, args: &[String]) -> i32 {
                 spawn_error: Some(format!("never started: {reason}")),
                 finished_ms: crate::now_ms(),
                 never_started: true,
+                oom_killed: false,
+                site_fault: false,
             },
         );
     }
-    let open = |name: &str| OpenOptions::new().create(true).append(true).open(dir.join(name));
+    match run(opts, account.as_ref()) {
+        Ok(outcome) | Err(outcome) => record_exit(dir, outcome),
+    }
+}
+
+/// How the component ended, for `exit.json`.
+#[derive(Debug, Default)]
+struct Outcome {
+    code: Option<i32>,
+    signal: Option<i32>,
+    error: Option<String>,
+    oom_killed: bool,
+    site_fault: bool,
+}
+
+impl Outcome {
+    fn failed(error: String) -> Self {
+        Outcome {
+            error: Some(error),
+            ..Default::default()
+        }
+    }
+    fn site(error: String) -> Self {
+        Outcome {
+            error: Some(error),
+            site_fault: true,
+            ..Default::default()
+        }
+    }
+}
+
+/// Sets the component up (working directory, outputs, inputs, control group, sandbox), runs
+/// the program and waits until every process of it is gone.
+fn run(opts: &SuperviseOptions, account: Option<&crate::users::Account>) -> Result<Outcome, Outcome> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let dir = opts.dir.as_path();
+    let site = |what: &str, e: io::Error| Outcome::site(format!("{what}: {e}"));
+    let work = work_dir(dir);
+    fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&work)
+        .map_err(|e| site("cannot create the working directory", e))?;
+    if let Some(a) = account {
+        nix::unistd::chown(&work, Some(a.uid), Some(a.gid))
+            .map_err(|e| site("cannot give the working directory to the job's account", e.into()))?;
+    }
+    let open = |name: &str| OpenOptions::new().create(true).append(true).mode(0o600).open(dir.join(name));
     let (out, err) = match (open(STDOUT_FILE), open(STDERR_FILE)) {
         (Ok(o), Ok(e)) => (o, e),
-        (Err(e), _) | (_, Err(e)) => return record_exit(dir, None, None, Some(format!("cannot open output files: {e}"))),
+        (Err(e), _) | (_, Err(e)) => return Err(site("cannot open output files", e)),
     };
-    let child = Command::new(program)
-        .args(args)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err)
-        .spawn();
+    let inputs = stage_inputs(dir, opts, account).map_err(|e| site("cannot provide the input files", e))?;
+    let cgroup = match crate::cgroup::Cgroup::create(&opts.cgroup_parent, &crate::cgroup::name_for(dir)) {
+        Ok(cg) => {
+            if let Some(bytes) = opts.memory_limit {
+                cg.set_memory_limit(bytes).map_err(|e| site("cannot set the memory limit", e))?;
+            }
+            cg.record(dir).map_err(|e| site("cannot record the control group", e))?;
+            Some(cg)
+        }
+        Err(e) => {
+            eprintln!("supervise: warning: no control group ({e}); descendants that leave the process group cannot be tracked");
+            None
+        }
+    };
+    if let Err(e) = crate::sandbox::landlock_fully_supported() {
+        eprintln!("supervise: warning: Landlock is not fully enforced on this kernel ({e}); the job is less confined");
+    }
+    let (program, args) = (&opts.command[0], &opts.command[1..]);
+    let given: Vec<(std::ffi::OsString, std::ffi::OsString)> = std::env::vars_os().collect();
+    let env = crate::sandbox::job_environment(given, &work, account);
+    let path_var = env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone()).unwrap_or_default();
+    let request = crate::sandbox::Request {
+        work: work.clone(),
+        program: crate::sandbox::resolve_program(program, &work, &path_var),
+        outputs: vec![dir.join(STDOUT_FILE), dir.join(STDERR_FILE)],
+        inputs,
+        read_only: opts.read_only.clone(),
+        read_write: opts.read_write.clone(),
+        account: account.cloned(),
+        hide: opts.hide.clone().filter(|_| crate::users::can_switch()),
+        cgroup_procs: cgroup.as_ref().map(|c| c.procs_files()).unwrap_or_default(),
+    };
+    let spawn = |confinement: crate::sandbox::Confinement| -> io::Result<std::process::Child> {
+        let mut cmd = Command::new(&request.program);
+        cmd.args(args)
+            .env_clear()
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(err.try_clone()?);
+        let mut confinement = confinement;
+        // SAFETY: the closure runs in the forked child before exec; `Confinement::enter` only
+        // makes system calls on descriptors and strings prepared before the fork (no
+        // allocation, no locks), and this supervisor is single-threaded.
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            cmd.pre_exec(move || confinement.enter());
+        }
+        cmd.spawn()
+    };
+    let prepare = || crate::sandbox::Confinement::prepare(&request).map_err(|e| site("cannot prepare the sandbox", e));
+    let confinement = prepare()?;
+    let hides = confinement.hides();
+    let child = match spawn(confinement) {
+        Err(e) if hides => {
+            // Mount namespaces may be refused (a container without CAP_SYS_ADMIN): without
+            // one the program still runs confined by Landlock and its account.
+            eprintln!("supervise: warning: cannot hide the data directory ({e}); running without a private mount namespace");
+            spawn(prepare()?.without_mounts())
+        }
+        other => other,
+    };
     let mut child = match child {
         Ok(c) => c,
-        Err(e) => return record_exit(dir, Some(127), None, Some(format!("cannot start '{program}': {e}"))),
+        Err(e) => {
+            if let Some(cg) = &cgroup {
+                cg.remove();
+            }
+            return Err(Outcome {
+                code: Some(127),
+                ..Outcome::failed(format!("cannot start '{program}': {e}"))
+            });
+        }
     };
     let running = RunningRecord {
         child_pid: child.id(),
@@ -220,22 +430,74 @@ pub fn supervise_main(dir: &Path, program: &str, args: &[String]) -> i32 {
     let _ = write_atomic(&dir.join(RUNNING_FILE), &serde_json::to_vec(&running).unwrap());
     let status = loop {
         match child.wait() {
-            Ok(s) => break s,
+            Ok(s) => break Some(s),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return record_exit(dir, None, None, Some(format!("wait failed: {e}"))),
+            Err(e) => {
+                eprintln!("supervise: wait failed: {e}");
+                break None;
+            }
         }
     };
+    let mut oom_killed = false;
+    if let Some(cg) = &cgroup {
+        // Whatever the program left behind ends with it.
+        cg.kill_all();
+        if !cg.wait_empty(DRAIN_TIMEOUT) {
+            eprintln!("supervise: warning: processes of the component survive SIGKILL: {:?}", cg.pids());
+        }
+        oom_killed = cg.oom_kills() > 0;
+        cg.remove();
+    }
     use std::os::unix::process::ExitStatusExt;
-    record_exit(dir, status.code(), status.signal(), None)
+    Ok(match status {
+        Some(s) => Outcome {
+            code: s.code(),
+            signal: s.signal(),
+            error: None,
+            oom_killed,
+            site_fault: false,
+        },
+        None => Outcome::site("lost track of the program".into()),
+    })
 }
 
-fn record_exit(dir: &Path, code: Option<i32>, signal: Option<i32>, spawn_error: Option<String>) -> i32 {
+/// The input files as the program sees them: `(path it uses, file behind it)`. A program that
+/// runs as another account than the files' owner (root mode) gets private read-only copies
+/// (the replicas stay 0600); it sees them at the replicas' paths in its mount namespace.
+fn stage_inputs(dir: &Path, opts: &SuperviseOptions, account: Option<&crate::users::Account>) -> io::Result<Vec<(PathBuf, PathBuf)>> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    let mut out = Vec::new();
+    for (i, input) in opts.inputs.iter().enumerate() {
+        let meta = fs::metadata(input)?;
+        match account {
+            Some(a) if opts.hide.is_some() && meta.uid() != a.uid.as_raw() && !a.uid.is_root() => {
+                let copies = dir.join(INPUTS_DIR);
+                match fs::DirBuilder::new().mode(0o755).create(&copies) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                    Err(e) => return Err(e),
+                }
+                let copy = copies.join(format!("{i}"));
+                fs::copy(input, &copy)?;
+                nix::unistd::chown(&copy, Some(a.uid), Some(a.gid))?;
+                fs::set_permissions(&copy, fs::Permissions::from_mode(0o400))?;
+                out.push((input.clone(), copy));
+            }
+            _ => out.push((input.clone(), input.clone())),
+        }
+    }
+    Ok(out)
+}
+
+fn record_exit(dir: &Path, o: Outcome) -> i32 {
     let rec = ExitRecord {
-        exit_code: code,
-        signal,
-        spawn_error,
+        exit_code: o.code,
+        signal: o.signal,
+        spawn_error: o.error,
         finished_ms: crate::now_ms(),
         never_started: false,
+        oom_killed: o.oom_killed,
+        site_fault: o.site_fault,
     };
     write_exit(dir, rec)
 }
@@ -294,39 +556,33 @@ pub fn wait_at_barrier(dir: &Path, me: &SupervisorRecord) -> Barrier {
 
 /// An inotify watch on a directory (new names, renames into it, its removal).
 struct DirWatch {
-    fd: std::os::fd::OwnedFd,
+    inotify: nix::sys::inotify::Inotify,
 }
 
 impl DirWatch {
     fn new(dir: &Path) -> Option<DirWatch> {
-        use std::os::fd::FromRawFd;
-        use std::os::unix::ffi::OsStrExt;
-        let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
-        let raw = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
-        if raw < 0 {
-            return None;
-        }
-        let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(raw) };
-        let mask = libc::IN_CREATE | libc::IN_MOVED_TO | libc::IN_DELETE | libc::IN_DELETE_SELF | libc::IN_MOVE_SELF;
-        let wd = unsafe { libc::inotify_add_watch(raw, path.as_ptr(), mask) };
-        (wd >= 0).then_some(DirWatch { fd })
+        use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+        let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).ok()?;
+        let mask = AddWatchFlags::IN_CREATE
+            | AddWatchFlags::IN_MOVED_TO
+            | AddWatchFlags::IN_DELETE
+            | AddWatchFlags::IN_DELETE_SELF
+            | AddWatchFlags::IN_MOVE_SELF;
+        inotify.add_watch(dir, mask).ok()?;
+        Some(DirWatch { inotify })
     }
 
     /// Returns after an event or `timeout_ms`, whichever comes first (events are drained).
     fn wait(&self, timeout_ms: u64) {
-        use std::os::fd::AsRawFd;
-        let mut pfd = libc::pollfd {
-            fd: self.fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let n = unsafe { libc::poll(&mut pfd, 1, timeout_ms as libc::c_int) };
-        if n > 0 {
-            let mut buf = [0u8; 4096];
-            while unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) } > 0 {}
-        } else if n < 0 {
+        use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+        use std::os::fd::AsFd;
+        let mut fds = [PollFd::new(self.inotify.as_fd(), PollFlags::POLLIN)];
+        let timeout = PollTimeout::try_from(timeout_ms).unwrap_or(PollTimeout::MAX);
+        match poll(&mut fds, timeout) {
+            Ok(n) if n > 0 => while self.inotify.read_events().is_ok_and(|ev| !ev.is_empty()) {},
+            Ok(_) => {}
             // EINTR or worse: do not spin.
-            std::thread::sleep(std::time::Duration::from_millis(timeout_ms.min(10)));
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(timeout_ms.min(10))),
         }
     }
 }

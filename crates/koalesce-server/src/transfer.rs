@@ -2,6 +2,11 @@
 //! registration of user files. Every copy is written to a temporary name, checksummed while
 //! copying, fsynced and renamed into place only when its SHA-256 matches the catalogue: a
 //! half-written or corrupted file is never used.
+//!
+//! Outputs are collected without following links ([`find_output`]): only a regular file
+//! inside the component's working directory, opened component by component with
+//! `O_NOFOLLOW` relative to the directory above it, so a job cannot make the server copy
+//! `/etc/shadow` (or its database) by naming a link as its output.
 
 use std::fs::File;
 use std::io::{self, Read, Write};
@@ -10,9 +15,18 @@ use std::time::Instant;
 
 use sha2::{Digest, Sha256};
 
+/// Why a declared output is not collected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OutputError {
+    #[error("output '{name}' refused: {reason} (only regular files inside the working directory are collected)")]
+    Refused { name: String, reason: String },
+    #[error("output '{name}': {reason}")]
+    Io { name: String, reason: String },
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum TransferError {
-    #[error("{0}")]
+    #[error(transparent)]
     Io(#[from] io::Error),
     #[error("checksum mismatch for {path}: expected {expected}, got {actual}")]
     Checksum { path: String, expected: String, actual: String },
@@ -28,11 +42,17 @@ pub struct Copied {
     pub millis: u64,
 }
 
-/// The storage path of a logical file at a site (logical names may contain '/').
+/// Longest sanitized part of a storage file name: with the tag and a copy's temporary suffix
+/// the name stays well under the 255 bytes a file name may have, whatever the logical name.
+const MAX_STORED_NAME: usize = 160;
+
+/// The storage path of a logical file at a site (logical names may contain '/'; long names
+/// are shortened, the tag keeps them distinct).
 pub fn storage_path(storage: &Path, logical: &str) -> PathBuf {
     let safe: String = logical
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' })
+        .take(MAX_STORED_NAME)
         .collect();
     // Keep distinct logical names distinct even when sanitizing collides.
     let tag = &crate::store::sha256_hex(logical.as_bytes())[..8];
@@ -42,6 +62,12 @@ pub fn storage_path(storage: &Path, logical: &str) -> PathBuf {
 /// Copies `src` to `dest` via a temporary file; when `expect` is given (sha256, size), the copy
 /// is refused (and the temporary removed) unless it matches.
 pub fn copy_verified(src: &Path, dest: &Path, expect: Option<(&str, u64)>) -> Result<Copied, TransferError> {
+    copy_file_verified(File::open(src)?, &src.display().to_string(), dest, expect)
+}
+
+/// [`copy_verified`] from an open file (`what` names it in errors).
+pub fn copy_file_verified(mut input: File, what: &str, dest: &Path, expect: Option<(&str, u64)>) -> Result<Copied, TransferError> {
+    use std::os::unix::fs::OpenOptionsExt;
     let started = Instant::now();
     if let Some(parent) = dest.parent() {
         std::fs::create_dir_all(parent)?;
@@ -50,8 +76,8 @@ pub fn copy_verified(src: &Path, dest: &Path, expect: Option<(&str, u64)>) -> Re
     tmp_name.push(format!(".part.{}.{}", std::process::id(), crate::now_ms()));
     let tmp = dest.with_file_name(tmp_name);
     let result = (|| -> Result<Copied, TransferError> {
-        let mut input = File::open(src)?;
-        let mut out = File::create(&tmp)?;
+        // Storage files are the server's alone.
+        let mut out = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
         let mut hasher = Sha256::new();
         let mut buf = vec![0u8; 1 << 16];
         let mut bytes = 0u64;
@@ -69,14 +95,14 @@ pub fn copy_verified(src: &Path, dest: &Path, expect: Option<(&str, u64)>) -> Re
         if let Some((want_sha, want_size)) = expect {
             if bytes != want_size {
                 return Err(TransferError::Size {
-                    path: src.display().to_string(),
+                    path: what.to_string(),
                     expected: want_size,
                     actual: bytes,
                 });
             }
             if sha != want_sha {
                 return Err(TransferError::Checksum {
-                    path: src.display().to_string(),
+                    path: what.to_string(),
                     expected: want_sha.to_string(),
                     actual: sha,
                 });
@@ -96,6 +122,86 @@ pub fn copy_verified(src: &Path, dest: &Path, expect: Option<(&str, u64)>) -> Re
         let _ = std::fs::remove_file(&tmp);
     }
     result
+}
+
+/// Opens output `name` (a relative path) inside the working directory `work` without
+/// following any link: every directory on the way is opened with `O_NOFOLLOW|O_DIRECTORY`
+/// relative to the one above it, the file itself with `O_NOFOLLOW`, and it must be a regular
+/// file with one link. `Ok(None)`: the component did not write it.
+pub fn open_output(work: &Path, name: &str) -> Result<Option<File>, OutputError> {
+    use nix::errno::Errno;
+    use nix::fcntl::{open, openat, OFlag};
+    use nix::sys::stat::{fstat, Mode, SFlag};
+    use std::path::Component;
+    let refused = |reason: &str| OutputError::Refused {
+        name: name.to_string(),
+        reason: reason.to_string(),
+    };
+    let parts: Vec<&std::ffi::OsStr> = Path::new(name)
+        .components()
+        .map(|c| match c {
+            Component::Normal(p) => Ok(p),
+            _ => Err(refused("not a plain relative path ('..', '/' and '.' are not allowed)")),
+        })
+        .collect::<Result<_, _>>()?;
+    let Some((last, dirs)) = parts.split_last() else {
+        return Err(refused("empty name"));
+    };
+    let io_err = |e: Errno| OutputError::Io {
+        name: name.to_string(),
+        reason: e.desc().to_string(),
+    };
+    let dir_flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let mut at = match open(work, dir_flags, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(Errno::ENOENT) => return Ok(None),
+        Err(e) => return Err(io_err(e)),
+    };
+    for d in dirs {
+        at = match openat(&at, *d, dir_flags, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(Errno::ENOENT) => return Ok(None),
+            Err(Errno::ELOOP) | Err(Errno::ENOTDIR) => {
+                return Err(refused(&format!("'{}' is a symbolic link or not a directory", d.to_string_lossy())))
+            }
+            Err(e) => return Err(io_err(e)),
+        };
+    }
+    // O_NONBLOCK: a FIFO named as output must not hang the server.
+    let fd = match openat(
+        &at,
+        *last,
+        OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(Errno::ENOENT) => return Ok(None),
+        Err(Errno::ELOOP) => return Err(refused("it is a symbolic link")),
+        Err(e) => return Err(io_err(e)),
+    };
+    let st = fstat(&fd).map_err(io_err)?;
+    if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFREG {
+        return Err(refused("it is not a regular file"));
+    }
+    if st.st_nlink > 1 {
+        return Err(refused("it has other hard links"));
+    }
+    let file = File::from(fd);
+    // Back to blocking reads for the copy.
+    nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_SETFL(OFlag::empty())).map_err(io_err)?;
+    Ok(Some(file))
+}
+
+/// The first component (in the order given) whose working directory holds output `name`:
+/// `(site, open file)`. A refusal (link, not a regular file, bad name) is an error naming
+/// the output; a component that did not write it is skipped.
+pub fn find_output(components: impl IntoIterator<Item = (String, PathBuf)>, name: &str) -> Result<Option<(String, File)>, OutputError> {
+    for (site, dir) in components {
+        if let Some(f) = open_output(&crate::supervise::work_dir(&dir), name)? {
+            return Ok(Some((site, f)));
+        }
+    }
+    Ok(None)
 }
 
 /// SHA-256 and size of a file.

@@ -60,7 +60,10 @@ impl Setup {
     }
 
     fn server(&self) -> BackgroundServer {
-        BackgroundServer::start(koalesce_server::test_options(&self.data, SITES, self.gated_supervisor())).expect("server starts")
+        let mut opts = koalesce_server::test_options(&self.data, SITES, self.gated_supervisor());
+        // The programs leave their markers outside their sandbox.
+        opts.config.sandbox.read_write.push(self.markers.clone());
+        BackgroundServer::start(opts).expect("server starts")
     }
 
     /// A coupled job of two components (one per site); each program leaves a marker.

@@ -13,6 +13,7 @@ use koalesce_server::transfer;
 fn sub(dir: &Path, claim: String, script: &str) -> ComponentSubmission {
     ComponentSubmission {
         site: "a".into(),
+        user: "tester".into(),
         processors: 2,
         claim,
         dir: dir.to_path_buf(),
@@ -53,7 +54,7 @@ fn supervisor_records_survive_and_a_launch_never_runs_twice() {
     let claim = b.claim("a", 2).unwrap();
     let dir = tmp.path().join("sites/a/jobs/1/a1-c0");
     let id = b
-        .submit(&sub(&dir, claim.clone(), "echo $GREETING; echo run >> ../runs; exit 3"))
+        .submit(&sub(&dir, claim.clone(), "echo $GREETING; echo run >> runs; exit 3"))
         .unwrap();
     start_when_ready(&b, &id);
     let st = wait_terminal(&b, &id);
@@ -71,11 +72,11 @@ fn supervisor_records_survive_and_a_launch_never_runs_twice() {
     ));
     // A second supervisor on the same directory refuses to run the program.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_koalesce-supervise"))
-        .args(["--dir", dir.to_str().unwrap(), "--", "/bin/sh", "-c", "echo run >> ../runs"])
+        .args(["--dir", dir.to_str().unwrap(), "--", "/bin/sh", "-c", "echo run >> runs"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(3));
-    assert_eq!(std::fs::read_to_string(dir.parent().unwrap().join("runs")).unwrap(), "run\n");
+    assert_eq!(std::fs::read_to_string(supervise::work_dir(&dir).join("runs")).unwrap(), "run\n");
     b.release(&claim);
 }
 
@@ -92,7 +93,7 @@ fn a_fenced_directory_never_starts_and_reports_a_soft_error() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(3));
-    assert!(!dir.join("ran").exists());
+    assert!(!supervise::work_dir(&dir).join("ran").exists());
 }
 
 #[test]
@@ -110,7 +111,8 @@ fn a_held_component_runs_only_once_started_and_gives_up_on_abort() {
     }
     // Held: up (and running as far as the LRM is concerned), but the program has not started.
     std::thread::sleep(Duration::from_millis(200));
-    assert!(!go_dir.join("ran").exists() && !abort_dir.join("ran").exists());
+    let ran = |d: &Path| supervise::work_dir(d).join("ran").exists();
+    assert!(!ran(&go_dir) && !ran(&abort_dir));
     assert_eq!(b.barrier_state(&go).unwrap(), BarrierState::Held { alive: true });
     assert_eq!(b.status(std::slice::from_ref(&go)).pop().unwrap().1, LrmState::Running);
     // Abort one: it records that it never started and is a soft error, not an application error.
@@ -119,14 +121,14 @@ fn a_held_component_runs_only_once_started_and_gives_up_on_abort() {
     assert!(matches!(st, LrmState::NodeFail { .. }), "{st:?}");
     let exit: ExitRecord = supervise::read_json(&abort_dir.join(supervise::EXIT_FILE)).unwrap();
     assert!(exit.never_started && !exit.success(), "{exit:?}");
-    assert!(!abort_dir.join("ran").exists());
+    assert!(!ran(&abort_dir));
     assert_eq!(b.barrier_state(&abort).unwrap(), BarrierState::Held { alive: false });
     // Starting a launch of which one is not ready starts none.
     assert!(b.start(&ids).is_err());
     assert!(!go_dir.join(supervise::GO_FILE).exists());
     b.start(std::slice::from_ref(&go)).unwrap();
     assert_eq!(wait_terminal(&b, &go), LrmState::Completed);
-    assert!(go_dir.join("ran").exists());
+    assert!(ran(&go_dir));
     assert_eq!(b.barrier_state(&go).unwrap(), BarrierState::Released);
     // A directory nobody took is fenced by the check.
     let empty = tmp.path().join("sites/a/jobs/3/a1-c2").display().to_string();

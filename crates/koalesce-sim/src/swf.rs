@@ -72,7 +72,7 @@ const FIELD_NAMES: [&str; SWF_FIELDS] = [
 #[derive(Debug, thiserror::Error)]
 pub enum SwfError {
     /// The file could not be opened or read (including corrupt gzip data).
-    #[error("cannot read SWF trace {}: {source}", path.display())]
+    #[error("cannot read SWF trace {}", path.display())]
     Io {
         /// Path (or name given to [`parse_swf_reader`]) of the trace.
         path: PathBuf,

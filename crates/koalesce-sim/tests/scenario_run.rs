@@ -109,6 +109,14 @@ kind = "jobs"
 jobs = [{ submit_s = 0, components = [4], runtime_s = 10 }]
 "#;
     let s = Scenario::parse(text, std::path::Path::new("t.toml")).unwrap();
-    let e = koalesce_sim::engine::Simulation::new(&s, 1).err().expect("must fail").to_string();
+    let err = koalesce_sim::engine::Simulation::new(&s, 1).err().expect("must fail");
+    // The message and its causes, as the CLI prints them (each cause once).
+    let mut e = err.to_string();
+    let mut cause = std::error::Error::source(&err);
+    while let Some(c) = cause {
+        e.push_str(&format!(": {c}"));
+        cause = c.source();
+    }
     assert!(e.contains("kth") && e.contains("no/such.swf"), "{e}");
+    assert_eq!(e.matches("No such file").count(), 1, "{e}");
 }

@@ -6,7 +6,6 @@
 //! `--token` / `KOALESCE_TOKEN`. Errors the server reports (`{"error": ...}`) are printed
 //! verbatim with the HTTP status; a connection failure names the URL.
 
-use std::io::Read as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -57,7 +56,8 @@ impl Connection {
 /// Client commands (talk to a running server) and the demo.
 #[derive(Debug, Subcommand)]
 pub enum ClientCommand {
-    /// Submit a job description (TOML; `-` reads standard input) and print the new job's id.
+    /// Submit a job file (koalesce TOML, JSDL, GridWay template, RSL or xRSL; `-` reads standard
+    /// input) and print the new job's id (one per job for arrays and xRSL job lists).
     Submit(SubmitArgs),
     /// List jobs as a table: ID NAME USER STATE PRIO COMPS SIZE SITES SUBMITTED.
     Jobs(JobsArgs),
@@ -100,33 +100,25 @@ impl ClientCommand {
 /// Arguments of `koalesce submit`.
 #[derive(Debug, Args)]
 pub struct SubmitArgs {
-    /// Job description file (TOML, see examples/); `-` reads standard input.
+    /// Job file (TOML, see examples/; or JSDL, a GridWay template, RSL, xRSL); `-` reads
+    /// standard input.
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
     /// Print the answer as JSON (`{"id": N}`) instead of the bare id.
     #[arg(long)]
     pub json: bool,
+    /// Format, GridWay array tasks (JSDL, GridWay templates, RSL, xRSL: docs/job-formats.md).
+    #[command(flatten)]
+    pub formats: crate::format_cmds::FormatArgs,
     #[command(flatten)]
     pub conn: Connection,
 }
 
 impl SubmitArgs {
     pub fn run(self) -> anyhow::Result<ExitCode> {
-        let text = if self.file.as_os_str() == "-" {
-            let mut s = String::new();
-            std::io::stdin()
-                .read_to_string(&mut s)
-                .context("reading the job description from standard input")?;
-            s
-        } else {
-            std::fs::read_to_string(&self.file).with_context(|| format!("reading {}", self.file.display()))?
-        };
-        let id = self.conn.client().submit(&text)?;
-        if self.json {
-            println!("{}", serde_json::json!({ "id": id }));
-        } else {
-            println!("{id}");
-        }
+        let text = crate::format_cmds::read_job_file(&self.file)?;
+        let ids = crate::format_cmds::submit(&self.conn.client(), &self.file, &text, &self.formats)?;
+        crate::format_cmds::print_ids(&ids, self.json);
         Ok(ExitCode::SUCCESS)
     }
 }
@@ -226,8 +218,10 @@ impl WaitArgs {
                         } else if !self.quiet {
                             let failure = v.get("failure").and_then(|f| f.as_str());
                             match failure {
-                                Some(f) if state != "succeeded" => println!("job {} {state}: {f}", self.id),
-                                _ => println!("job {} {state}", self.id),
+                                Some(f) if state != "succeeded" => {
+                                    println!("job {} {}: {}", self.id, format::escape(&state), format::escape(f))
+                                }
+                                _ => println!("job {} {}", self.id, format::escape(&state)),
                             }
                         }
                         return Ok(if state == "succeeded" {
@@ -287,7 +281,7 @@ impl CancelArgs {
             println!("{}", serde_json::to_string_pretty(&v)?);
         } else {
             let state = v.get("state").and_then(|s| s.as_str()).unwrap_or("cancelled");
-            println!("job {} {state}", self.id);
+            println!("job {} {}", self.id, format::escape(state));
         }
         Ok(ExitCode::SUCCESS)
     }
@@ -374,12 +368,12 @@ impl FilesCommand {
                     match serde_json::from_value::<api::FileInfo>(v) {
                         Ok(f) if !f.name.is_empty() => println!(
                             "registered {} ({}, sha256 {}) at {}",
-                            f.name,
+                            format::escape(&f.name),
                             format::format_bytes(f.size_bytes),
-                            f.sha256,
-                            f.replicas.join(",")
+                            format::escape(&f.sha256),
+                            format::escape(&f.replicas.join(","))
                         ),
-                        _ => println!("registered {name} at {site}"),
+                        _ => println!("registered {} at {}", format::escape(&name), format::escape(&site)),
                     }
                 }
             }
@@ -394,7 +388,7 @@ impl FilesCommand {
             }
             FilesCommand::Rm { name, conn } => {
                 conn.client().remove_file(&name)?;
-                println!("removed {name}");
+                println!("removed {}", format::escape(&name));
             }
         }
         Ok(ExitCode::SUCCESS)

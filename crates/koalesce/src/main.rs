@@ -2,10 +2,17 @@
 
 use clap::{Parser, Subcommand};
 
+mod agent_cmds;
+mod broker_cmds;
 mod client_cmds;
 mod experiment_cmds;
+mod expr_bench;
+mod format_cmds;
+mod netbed;
+mod netbed_cmds;
 mod server_cmds;
 mod sim_cmds;
+mod testbed_cmds;
 
 /// koalesce — a grid resource manager that co-allocates multi-component jobs close to their data.
 #[derive(Debug, Parser)]
@@ -25,6 +32,20 @@ enum Command {
     Client(client_cmds::ClientCommand),
     #[command(flatten)]
     Experiment(experiment_cmds::ExperimentCommand),
+    /// Print the native TOML of a job file (JSDL, GridWay template, RSL, xRSL or TOML).
+    Convert(format_cmds::ConvertArgs),
+    /// Serve one site's storage over HTTP (upload, download with resume, third-party push).
+    StorageAgent(agent_cmds::StorageAgentArgs),
+    /// A shaped network on this machine: a namespace per site, veth links shaped with tc.
+    Netbed {
+        #[command(subcommand)]
+        which: netbed_cmds::NetbedCommand,
+    },
+    /// Several real Slurm clusters on this machine (a test bed for koalesce's Slurm sites).
+    Testbed {
+        #[command(subcommand)]
+        which: testbed_cmds::TestbedCommand,
+    },
     /// Benchmarks (wall time, throughput, memory), printed as tables.
     Bench {
         #[command(subcommand)]
@@ -43,20 +64,48 @@ enum BenchCommand {
     /// The P2P simulator (seed 002): AWT replay and per-path network against the straightforward
     /// ways, side by side, and whole runs on the real traces.
     P2p(experiment_cmds::BenchP2pArgs),
+    /// The core's cost per TTD placement with one advance reservation per job (001 §5.2.1).
+    Ttd(broker_cmds::BenchTtdArgs),
+    /// Cost of one REQUIREMENTS / RANK evaluation (compiled expression vs. hand-written Rust).
+    Expr(expr_bench::BenchExprArgs),
+}
+
+/// Command-line tools die quietly on a closed pipe (`koalesce sim … | head`), as `cat` does;
+/// Rust ignores SIGPIPE by default and would panic on the failed print instead. The daemon
+/// keeps ignoring it: a client that hangs up must never kill the server.
+fn restore_default_sigpipe() {
+    // SAFETY: called once at the start of main, before any thread exists; SIG_DFL is a valid
+    // disposition for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
 }
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    let daemon = matches!(
+        cli.command,
+        Command::Server(server_cmds::ServerCommand::Server(_)) | Command::StorageAgent(_)
+    );
+    if !daemon {
+        restore_default_sigpipe();
+    }
     let result = match cli.command {
         Command::Sim(c) => c.run(),
         Command::Server(c) => c.run(),
         Command::Client(c) => c.run(),
         Command::Experiment(c) => c.run(),
+        Command::Convert(a) => a.run(),
+        Command::StorageAgent(a) => a.run(),
+        Command::Netbed { which } => which.run(),
+        Command::Testbed { which } => which.run(),
         Command::Bench { which } => match which {
             BenchCommand::Easy(a) => a.run(),
             BenchCommand::Submit(a) => a.run(),
             BenchCommand::Scan(a) => a.run(),
             BenchCommand::P2p(a) => a.run(),
+            BenchCommand::Ttd(a) => a.run(),
+            BenchCommand::Expr(a) => a.run(),
         },
     };
     match result {

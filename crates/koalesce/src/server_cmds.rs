@@ -1,5 +1,5 @@
-//! `koalesce server`, `koalesce token create`, the hidden `koalesce supervise` and
-//! `koalesce bench scan`.
+//! `koalesce server`, `koalesce token create|list|revoke`, the hidden `koalesce supervise`
+//! and `koalesce bench scan`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -17,7 +17,7 @@ pub enum ServerCommand {
     },
     /// Supervise one component (started by the server; not for direct use).
     #[command(hide = true)]
-    Supervise(SuperviseArgs),
+    Supervise(koalesce_server::supervise::SuperviseOptions),
 }
 
 #[derive(Debug, Args)]
@@ -39,21 +39,97 @@ pub enum TokenCommand {
     /// Create a token for USER and print it (only its SHA-256 is stored).
     Create {
         user: String,
-        /// The token may see and act on every user's jobs.
+        /// The token may see and act on every user's jobs and tokens.
         #[arg(long)]
         admin: bool,
+        /// The token stops working after this long (e.g. 30d, 12h, 1w); default: never.
+        #[arg(long, value_name = "DURATION", value_parser = parse_lifetime)]
+        expires: Option<std::time::Duration>,
         #[arg(long)]
         data_dir: PathBuf,
     },
+    /// List tokens (id, user, admin, created, expires; never the tokens themselves): from
+    /// the data dir's database with --data-dir (every user's), else your own from the server
+    /// (an admin's --all: everyone's).
+    List {
+        /// Read the server's database directly (on the server's machine).
+        #[arg(long, value_name = "DIR")]
+        data_dir: Option<PathBuf>,
+        /// Through the server, as an admin: every user's tokens.
+        #[arg(long)]
+        all: bool,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        conn: crate::client_cmds::Connection,
+    },
+    /// Revoke a token by its id (from `token list`); it is refused at once, also by a running
+    /// server. Users revoke their own tokens, admins anyone's.
+    Revoke {
+        /// The token's id (at least 8 hex digits of it).
+        #[arg(value_name = "ID")]
+        id: String,
+        /// Change the server's database directly (on the server's machine).
+        #[arg(long, value_name = "DIR")]
+        data_dir: Option<PathBuf>,
+        #[command(flatten)]
+        conn: crate::client_cmds::Connection,
+    },
 }
 
-#[derive(Debug, Args)]
-pub struct SuperviseArgs {
-    #[arg(long)]
-    pub dir: PathBuf,
-    /// The program and its arguments.
-    #[arg(last = true, required = true)]
-    pub command: Vec<String>,
+/// `30d`, `12h`, `1w`, `90m` (humantime) as a token lifetime.
+fn parse_lifetime(s: &str) -> Result<std::time::Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| format!("invalid duration '{s}': {e} (use e.g. 30d, 12h, 1w)"))?;
+    if d.is_zero() {
+        return Err("the lifetime must be positive".into());
+    }
+    Ok(d)
+}
+
+impl TokenCommand {
+    fn run(self) -> anyhow::Result<ExitCode> {
+        use koalesce_server::store;
+        match self {
+            TokenCommand::Create {
+                user,
+                admin,
+                expires,
+                data_dir,
+            } => {
+                let lifetime = expires.map(|d| d.as_millis().min(u64::MAX as u128) as u64);
+                let token = store::create_token_expiring(&data_dir, &user, admin, lifetime)?;
+                println!("{token}");
+            }
+            TokenCommand::List { data_dir, all, json, conn } => {
+                let tokens: Vec<store::TokenInfo> = match data_dir {
+                    Some(dir) => store::list_tokens(&store::open_tokens(&dir)?, None)?,
+                    None => serde_json::from_value(conn.client().tokens_json(all)?)?,
+                };
+                if json {
+                    println!("{}", serde_json::to_string_pretty(&tokens)?);
+                } else {
+                    print!("{}", crate::client_cmds::format::tokens_table(&tokens, koalesce_server::now_ms()));
+                }
+            }
+            TokenCommand::Revoke { id, data_dir, conn } => {
+                let user = match data_dir {
+                    Some(dir) => {
+                        store::revoke_token(&store::open_tokens(&dir)?, &id)?
+                            .ok_or_else(|| anyhow::anyhow!("token '{id}' not found (or the id is ambiguous: give more digits)"))?
+                            .user
+                    }
+                    None => conn.client().revoke_token_json(&id)?["user"].as_str().unwrap_or("?").to_string(),
+                };
+                println!(
+                    "revoked token {} of {}",
+                    crate::client_cmds::format::escape(&id),
+                    crate::client_cmds::format::escape(&user)
+                );
+            }
+        }
+        Ok(ExitCode::SUCCESS)
+    }
 }
 
 impl ServerCommand {
@@ -72,15 +148,9 @@ impl ServerCommand {
                 })?;
                 Ok(ExitCode::SUCCESS)
             }
-            ServerCommand::Token {
-                which: TokenCommand::Create { user, admin, data_dir },
-            } => {
-                let token = koalesce_server::create_token(&data_dir, &user, admin)?;
-                println!("{token}");
-                Ok(ExitCode::SUCCESS)
-            }
+            ServerCommand::Token { which } => which.run(),
             ServerCommand::Supervise(a) => {
-                let code = koalesce_server::supervise::supervise_main(&a.dir, &a.command[0], &a.command[1..]);
+                let code = koalesce_server::supervise::supervise_main(&a);
                 Ok(ExitCode::from(code.clamp(0, 255) as u8))
             }
         }

@@ -18,9 +18,12 @@ pub enum SimCommand {
     /// Simulate a scenario (sites, network, workload, policy) on virtual time, or one cluster
     /// under FCFS/EASY with `--trace`.
     ///
-    /// Scenario mode writes DIR/jobs.csv, utilization.csv, utilization.svg and summary.txt and
-    /// prints the summary. Single-cluster mode writes DIR/jobs.csv (job_id,submit,start,end,procs
-    /// in seconds as in the trace).
+    /// Scenario mode writes DIR/jobs.csv (job_id, name, state, priority, submit, placed,
+    /// claimed, start, end, ftt_ms, components, size, sites, placement_tries, claiming_tries,
+    /// placement_ms, pgt_ms, pwt_ms, twt_ms, error_resubmissions, preemptions, start_delay_ms),
+    /// utilization.csv, utilization.svg and summary.txt, and prints the summary. Single-cluster
+    /// mode writes only DIR/jobs.csv (job_id, submit, start, end, procs, wait, runtime; seconds
+    /// as in the trace).
     Sim(SimArgs),
 }
 

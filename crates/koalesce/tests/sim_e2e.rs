@@ -143,7 +143,7 @@ fn bad_input_is_named_and_never_panics() {
     );
     let text = std::fs::read_to_string(repo().join("scenarios/das2-w30.toml")).unwrap();
     let p = tmp("negative-bw").with_extension("toml");
-    std::fs::write(&p, text.replace("wan_mbps = 100", "wan_mbps = -100")).unwrap();
+    std::fs::write(&p, text.replace("wan_mbps = ", "wan_mbps = -")).unwrap();
     fails_with(&["sim", p.to_str().unwrap(), "-q"], &["network.wan_mbps", "positive"]);
     let p = tmp("too-large").with_extension("toml");
     std::fs::write(&p, text.replace("replicas = 3", "replicas = 3\nshapes = [[1, 500]]")).unwrap();
@@ -154,4 +154,42 @@ fn bad_input_is_named_and_never_panics() {
         &["sim", "--trace", p.to_str().unwrap(), "--procs", "8"],
         &[p.to_str().unwrap(), ":3"],
     );
+}
+
+#[test]
+fn a_closed_stdout_ends_the_command_quietly_not_with_a_panic() {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
+    let out = tmp("pipe");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_koalesce"))
+        .args(["sim", "scenarios/das2-w30.toml", "--seed", "1", "-q", "--out"])
+        .arg(&out)
+        .current_dir(repo())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run koalesce");
+    // Close the reading end before the summary is printed, as `| head -0` would.
+    drop(child.stdout.take());
+    let o = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(
+        o.status.success() || o.status.signal() == Some(13),
+        "ended with {:?}: {stderr}",
+        o.status
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn an_error_names_its_cause_once() {
+    let o = koalesce(&["sim", "no-such-scenario.toml"]);
+    assert_eq!(o.status.code(), Some(2));
+    let t = text(&o);
+    assert!(t.contains("no-such-scenario.toml"), "{t}");
+    assert_eq!(t.matches("No such file or directory").count(), 1, "{t}");
+    let o = koalesce(&["sim", "--trace", "/no/such/trace.swf", "--procs", "4"]);
+    let t = text(&o);
+    assert_eq!(t.matches("No such file or directory").count(), 1, "{t}");
 }

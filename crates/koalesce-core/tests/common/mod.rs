@@ -33,6 +33,7 @@ pub fn site(name: &str, processors: u32) -> Site {
         processors,
         speed: 1.0,
         supports_reservations: false,
+        attributes: Default::default(),
     }
 }
 

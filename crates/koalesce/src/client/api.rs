@@ -382,6 +382,18 @@ impl Client {
         parse_json(&self.url("/api/v1/files"), &body)
     }
 
+    /// `GET /api/v1/tokens` (`all=true`: every user's, admins only), raw JSON.
+    pub fn tokens_json(&self, all: bool) -> anyhow::Result<Value> {
+        self.get_json(if all { "/api/v1/tokens?all=true" } else { "/api/v1/tokens" })
+    }
+
+    /// `DELETE /api/v1/tokens/{id}`: revokes a token; returns the revoked token's entry.
+    pub fn revoke_token_json(&self, id: &str) -> anyhow::Result<Value> {
+        let path = format!("/api/v1/tokens/{}", encode_path_segment(id));
+        let (_, body) = self.send("DELETE", &path, None, b"")?;
+        parse_json(&self.url(&path), &body)
+    }
+
     /// `DELETE /api/v1/files/{name}`.
     pub fn remove_file(&self, name: &str) -> anyhow::Result<()> {
         self.send("DELETE", &format!("/api/v1/files/{}", encode_path_segment(name)), None, b"")?;

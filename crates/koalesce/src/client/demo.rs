@@ -36,6 +36,9 @@ pub struct DemoArgs {
 pub fn server_config(scan_ms: u64, place_on_submit: bool) -> String {
     format!(
         "# koalesce server config written by the client\n\
+         # run as root: jobs run as nobody (ignored, with a warning, when not root)\n\
+         [users]\n\
+         \"*\" = \"nobody\"\n\
          [scheduler]\n\
          place_on_submit = {place_on_submit}\n\
          min_claim_retry_ms = 200\n\

@@ -1,8 +1,35 @@
 //! Plain-text tables and time formatting for the client commands.
+//!
+//! Everything that comes from the server (names, users, sites, failures, output) is printed
+//! through [`escape`]: a job named with terminal escape codes or newlines cannot repaint the
+//! terminal or forge table rows.
 
 use std::fmt::Write as _;
 
 use super::api::{FileInfo, JobDetail, JobSummary, SiteInfo};
+
+/// Text made safe for a terminal: control characters (C0, DEL, C1: escape sequences, newlines,
+/// carriage returns, tabs) and bidirectional-override characters are written as visible
+/// escapes (`\n`, `\t`, `\r`, `\u{1b}`, …); everything else is kept.
+pub fn escape(s: &str) -> String {
+    let bidi = |c: char| matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}');
+    if !s.chars().any(|c| c.is_control() || bidi(c)) {
+        return s.to_string();
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() || bidi(c) => {
+                let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
 
 /// A left-aligned text table with a header row; columns are as wide as their widest cell.
 /// Columns listed in `right` are right-aligned (numbers).
@@ -32,9 +59,10 @@ impl Table {
         self
     }
 
+    /// Adds a row; every cell is [`escape`]d.
     pub fn push(&mut self, row: Vec<String>) {
         debug_assert_eq!(row.len(), self.header.len());
-        self.rows.push(row);
+        self.rows.push(row.iter().map(|c| escape(c)).collect());
     }
 
     pub fn render(&self) -> String {
@@ -210,14 +238,21 @@ pub fn files_table(files: &[FileInfo]) -> String {
 /// The `koalesce status` report: state, timeline with the derived times, tries, components.
 pub fn status_report(d: &JobDetail) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "job {} '{}' of {}: {}", d.id, d.name, d.user, d.state.to_uppercase());
+    let _ = writeln!(
+        out,
+        "job {} '{}' of {}: {}",
+        d.id,
+        escape(&d.name),
+        escape(&d.user),
+        escape(&d.state.to_uppercase())
+    );
     let _ = writeln!(
         out,
         "priority {}, {} component(s), {} processor(s), sites: {}",
-        d.priority,
+        escape(&d.priority),
         d.components.len(),
         d.size,
-        sites_cell(&d.sites)
+        escape(&sites_cell(&d.sites))
     );
     let tl = &d.timeline;
     let submitted = tl.submitted.or(d.submitted_ms);
@@ -264,7 +299,7 @@ pub fn status_report(d: &JobDetail) -> String {
         tries(d.claiming_tries)
     );
     if let Some(f) = &d.failure {
-        let _ = writeln!(out, "failure: {f}");
+        let _ = writeln!(out, "failure: {}", escape(f));
     }
     if !d.components.is_empty() {
         let mut t = Table::new(&["COMP", "PROCS", "SITE", "STATE", "EXIT"]).right_align(&["COMP", "PROCS", "EXIT"]);
@@ -294,21 +329,21 @@ pub fn status_report(d: &JobDetail) -> String {
                         // Empty output: nothing to show.
                         Ok(text) if text.trim().is_empty() => {}
                         Ok(text) => {
-                            let _ = writeln!(out, "component {} {what} ({value}):", c.index);
+                            let _ = writeln!(out, "component {} {what} ({}):", c.index, escape(value));
                             let lines: Vec<&str> = text.trim_end().lines().collect();
                             for l in &lines[lines.len().saturating_sub(10)..] {
-                                let _ = writeln!(out, "  | {l}");
+                                let _ = writeln!(out, "  | {}", escape(l));
                             }
                         }
                         Err(_) => {
-                            let _ = writeln!(out, "component {} {what}: {value}", c.index);
+                            let _ = writeln!(out, "component {} {what}: {}", c.index, escape(value));
                         }
                     }
                 } else {
                     let _ = writeln!(out, "component {} {what}:", c.index);
                     let lines: Vec<&str> = value.trim_end().lines().collect();
                     for l in &lines[lines.len().saturating_sub(10)..] {
-                        let _ = writeln!(out, "  | {l}");
+                        let _ = writeln!(out, "  | {}", escape(l));
                     }
                 }
             }
@@ -328,9 +363,29 @@ pub fn status_report(d: &JobDetail) -> String {
                 other => other.to_string(),
             })
             .collect();
-        let _ = writeln!(out, "outputs: {}", names.join(", "));
+        let _ = writeln!(out, "outputs: {}", escape(&names.join(", ")));
     }
     out
+}
+
+/// The `koalesce token list` table; `now_ms` marks expired tokens.
+pub fn tokens_table(tokens: &[koalesce_server::store::TokenInfo], now_ms: u64) -> String {
+    let mut t = Table::new(&["ID", "USER", "ADMIN", "CREATED", "EXPIRES"]);
+    for k in tokens {
+        let expires = match k.expires_ms {
+            None => "never".to_string(),
+            Some(e) if e <= now_ms => format!("{} (expired)", format_unix_ms(e as i64)),
+            Some(e) => format_unix_ms(e as i64),
+        };
+        t.push(vec![
+            k.id.clone(),
+            k.user.clone(),
+            if k.admin { "yes" } else { "no" }.to_string(),
+            format_unix_ms(k.created_ms as i64),
+            expires,
+        ]);
+    }
+    t.render()
 }
 
 /// Counts of jobs by state, in lifecycle order, e.g. `queued 3, running 2, succeeded 10`.
@@ -455,6 +510,54 @@ mod tests {
     fn state_counts_in_lifecycle_order() {
         let jobs = vec![job(1, "succeeded"), job(2, "queued"), job(3, "succeeded")];
         assert_eq!(state_counts(&jobs), "queued 1, succeeded 2");
+    }
+
+    #[test]
+    fn names_with_escape_codes_and_newlines_are_escaped_in_every_table() {
+        let evil = "x\u{1b}[2J\u{1b}]0;pwned\u{7}\nID  NAME  forged\r\t\u{202e}";
+        let mut j = job(1, "running");
+        j.name = evil.into();
+        j.user = "bob\nmallory".into();
+        j.sites = vec!["s\u{1b}[31m".into()];
+        let jobs = jobs_table(&[j.clone()]);
+        let sites = sites_table(&[SiteInfo {
+            name: evil.into(),
+            ..Default::default()
+        }]);
+        let files = files_table(&[FileInfo {
+            name: evil.into(),
+            replicas: vec![evil.into()],
+            ..Default::default()
+        }]);
+        let detail = JobDetail {
+            id: 1,
+            name: evil.into(),
+            user: "bob\nmallory".into(),
+            state: "failed".into(),
+            failure: Some(evil.into()),
+            sites: vec![evil.into()],
+            components: vec![super::super::api::ComponentDetail {
+                site: Some(evil.into()),
+                state: Some(evil.into()),
+                stdout: Some(format!("{evil}\nsecond")),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let status = status_report(&detail);
+        for (what, text, rows) in [("jobs", &jobs, 2), ("sites", &sites, 2), ("files", &files, 2)] {
+            assert!(!text.chars().any(|c| c.is_control() && c != '\n'), "{what}: {text:?}");
+            assert_eq!(text.lines().count(), rows, "{what}: a name forged a row: {text}");
+            assert!(text.contains("\\u{1b}[2J") && text.contains("\\n"), "{what}: {text}");
+        }
+        assert!(jobs.contains("bob\\nmallory") && jobs.contains("s\\u{1b}[31m"), "{jobs}");
+        assert!(
+            !status.chars().any(|c| (c.is_control() && c != '\n') || c == '\u{202e}'),
+            "{status:?}"
+        );
+        assert!(status.contains("of bob\\nmallory:") && status.contains("\\u{202e}"), "{status}");
+        assert!(status.lines().all(|l| !l.starts_with("ID  NAME")), "{status}");
+        assert_eq!(escape("plain name-1.txt"), "plain name-1.txt");
     }
 
     #[test]

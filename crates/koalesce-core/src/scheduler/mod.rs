@@ -1,0 +1,166 @@
+//! The scheduler state machine: placement queues, claiming queue, reservations and faults.
+//!
+//! Sans-IO: a driver (the simulator, or the daemon) feeds it inputs with the current time —
+//! [`Scheduler::submit`], [`Scheduler::update_site_idle`], [`Scheduler::transfer_finished`],
+//! [`Scheduler::component_finished`], … — asks [`Scheduler::poll_timeout`] when it wants to be
+//! called back, calls [`Scheduler::handle_timeout`] then, and carries out the [`Action`]s it
+//! pulls with [`Scheduler::poll_action`]. The core never reads a clock and performs no I/O.
+//!
+//! One concern per module, each adding methods to [`Scheduler`]:
+//! - `action`, `error`, `job`: what goes out ([`Action`]), why a submission is refused
+//!   ([`SubmitError`]), and what the core knows of a job, a component and a site.
+//! - `submit`, `validate`: jobs entering the core (and re-adopted after a daemon restart).
+//! - `info`: inputs from the information service and the administrator.
+//! - `scan`: placement scans, bags of tasks, committing a placement.
+//! - `claiming`: the claiming queue, ICP (re-placement, preemption), the launch.
+//! - `reservation`: claiming with advance reservations.
+//! - `broker`: placement by predicted TTD/TTS and co-allocation by reservations (001).
+//! - `release`: faults, ends, cancellation, blacklisting, returns to the placement queue.
+//! - `read`: read access for drivers, metrics and tests.
+//!
+//! This file holds the [`Scheduler`] itself and the timer interface (`poll_timeout`,
+//! `handle_timeout`, `poll_action`).
+
+mod action;
+mod broker;
+mod claiming;
+mod error;
+mod info;
+mod job;
+mod read;
+mod release;
+mod reservation;
+mod scan;
+mod submit;
+mod validate;
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use crate::config::{HistorySeed, SchedulerConfig};
+use crate::model::{JobId, Millis, NetworkForecast, ReplicaCatalogue, Site};
+use crate::placement::{CloseToFiles, Policies};
+use crate::queues::PlacementQueues;
+
+pub use action::{Action, ComponentOutcome, TransferKey};
+pub use broker::BrokerStats;
+pub use error::SubmitError;
+pub use job::{Component, FileSourceRecord, Job, SchedulerStats, SiteView, TransferStatus};
+pub use release::transition;
+
+/// The scheduling core.
+#[derive(Debug, Clone)]
+pub struct Scheduler {
+    config: SchedulerConfig,
+    sites: Vec<Site>,
+    catalogue: ReplicaCatalogue,
+    forecast: NetworkForecast,
+    views: Vec<SiteView>,
+    policies: Policies,
+    jobs: BTreeMap<JobId, Job>,
+    queues: PlacementQueues,
+    /// Claiming queue ordered by JCT.
+    claiming: BTreeSet<(Millis, JobId)>,
+    /// Jobs holding reservations, by the JST at which the reservations are claimed.
+    reservation_starts: BTreeSet<(Millis, JobId)>,
+    next_scan: Option<Millis>,
+    actions: VecDeque<Action>,
+    next_job: u64,
+    stats: SchedulerStats,
+    /// Queue estimates, reservation plans and counters of the broker (`broker.rs`).
+    broker: broker::BrokerState,
+}
+
+impl Scheduler {
+    /// A scheduler for `sites`, with the forecast and catalogue the information service gives.
+    /// Sites start with all processors idle until the driver reports otherwise.
+    pub fn new(config: SchedulerConfig, sites: Vec<Site>, forecast: NetworkForecast, catalogue: ReplicaCatalogue) -> Self {
+        let cf = match &config.history {
+            HistorySeed::AllPairs => CloseToFiles::all_pairs(sites.len()),
+            HistorySeed::Empty => CloseToFiles::default(),
+            HistorySeed::Pairs { pairs } => CloseToFiles::with_history(pairs.iter().copied()),
+        };
+        let sites_len = sites.len();
+        let views = sites
+            .iter()
+            .map(|s| SiteView {
+                idle: s.processors,
+                placed_unclaimed: 0,
+                consecutive_errors: 0,
+                total_errors: 0,
+                blacklisted: false,
+                blacklisted_until: None,
+            })
+            .collect();
+        Scheduler {
+            queues: PlacementQueues::new(config.queue_weights),
+            config,
+            sites,
+            catalogue,
+            forecast,
+            views,
+            policies: Policies::new(cf),
+            jobs: BTreeMap::new(),
+            claiming: BTreeSet::new(),
+            reservation_starts: BTreeSet::new(),
+            next_scan: None,
+            actions: VecDeque::new(),
+            next_job: 1,
+            stats: SchedulerStats::default(),
+            broker: broker::BrokerState::new(sites_len),
+        }
+    }
+
+    /// When the scheduler next wants [`Scheduler::handle_timeout`] to be called.
+    pub fn poll_timeout(&self) -> Option<Millis> {
+        [
+            self.next_scan,
+            self.claiming.first().map(|x| x.0),
+            self.reservation_starts.first().map(|x| x.0),
+            self.views.iter().filter_map(|v| v.blacklisted_until).min(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// Runs everything due at `now`: claiming tries (in JCT order), reservation starts, and
+    /// a placement scan.
+    pub fn handle_timeout(&mut self, now: Millis) {
+        for v in &mut self.views {
+            if v.blacklisted_until.is_some_and(|t| t <= now) {
+                v.blacklisted = false;
+                v.blacklisted_until = None;
+                v.consecutive_errors = 0;
+            }
+        }
+        while let Some(&(at, job)) = self.claiming.first() {
+            if at > now {
+                break;
+            }
+            self.claiming.remove(&(at, job));
+            self.claiming_try(now, job);
+        }
+        while let Some(&(at, job)) = self.reservation_starts.first() {
+            if at > now {
+                break;
+            }
+            self.reservation_starts.remove(&(at, job));
+            self.claim_reservations(now, job);
+        }
+        if self.next_scan.is_some_and(|t| t <= now) {
+            self.next_scan = None;
+            self.scan(now);
+            self.arm_scan(now);
+        }
+    }
+
+    /// Pulls the next decision to carry out.
+    pub fn poll_action(&mut self) -> Option<Action> {
+        self.actions.pop_front()
+    }
+
+    /// Pulls every pending decision.
+    pub fn drain_actions(&mut self) -> impl Iterator<Item = Action> + '_ {
+        self.actions.drain(..)
+    }
+}

@@ -1,0 +1,267 @@
+//! Faults, ends and returns: failed transfers and claims, finished components, cancellation,
+//! soft errors and blacklisting, giving a placement back, and the return to the placement queue.
+
+use std::collections::BTreeSet;
+
+use crate::model::{JobId, Millis, SiteId};
+use crate::state::{ComponentState, FailureReason, IllegalTransition, JobState};
+
+use super::{Action, ComponentOutcome, Scheduler, TransferKey, TransferStatus};
+
+impl Scheduler {
+    /// A transfer failed at the destination or source site: a soft error of the destination;
+    /// the job goes back to the placement queue.
+    pub fn transfer_failed(&mut self, now: Millis, job: JobId, key: &TransferKey) {
+        if !self.jobs.get(&job).is_some_and(|j| j.transfers.contains_key(key)) {
+            return;
+        }
+        // The failed transfer is over: not one to cancel when the job is released.
+        self.jobs.get_mut(&job).unwrap().transfers.remove(key);
+        self.record_soft_error(now, key.to);
+        self.return_to_queue(now, job, Requeue::SoftError);
+    }
+
+    /// The LRM refused a [`Action::Claim`] (fewer idle processors than the core believed, or
+    /// a fault of the site when `soft_error`). The job goes back to the placement queue.
+    pub fn claim_rejected(&mut self, now: Millis, job: JobId, component: u32, soft_error: bool) {
+        let Some(j) = self.jobs.get_mut(&job) else { return };
+        if j.state.is_terminal() {
+            return;
+        }
+        let Some(c) = j.components.get_mut(component as usize) else {
+            return;
+        };
+        if !matches!(c.state, ComponentState::Claimed | ComponentState::Running) {
+            return;
+        }
+        let site = c.site.expect("claimed component has a site");
+        // It never got its processors: nothing to abort at the site.
+        c.state = ComponentState::Unplaced;
+        if soft_error {
+            self.record_soft_error(now, site);
+        }
+        self.return_to_queue(now, job, if soft_error { Requeue::SoftError } else { Requeue::ClaimRejected });
+    }
+
+    /// A component ended.
+    pub fn component_finished(&mut self, now: Millis, job: JobId, component: u32, outcome: ComponentOutcome) {
+        let Some(j) = self.jobs.get_mut(&job) else { return };
+        if j.state != JobState::Running {
+            return;
+        }
+        let Some(c) = j.components.get_mut(component as usize) else {
+            return;
+        };
+        if c.state != ComponentState::Running {
+            return;
+        }
+        let site = c.site.expect("running component has a site");
+        c.state = ComponentState::Finished;
+        match outcome {
+            ComponentOutcome::Success => {
+                self.views[site.index()].consecutive_errors = 0;
+                let j = &self.jobs[&job];
+                if j.components
+                    .iter()
+                    .all(|c| matches!(c.state, ComponentState::Finished | ComponentState::Skipped))
+                {
+                    self.jobs.get_mut(&job).unwrap().timeline.finished = Some(now);
+                    self.set_state(now, job, JobState::Succeeded);
+                }
+            }
+            ComponentOutcome::SoftError => {
+                self.record_soft_error(now, site);
+                self.return_to_queue(now, job, Requeue::SoftError);
+            }
+            ComponentOutcome::ApplicationError => {
+                self.release_placement(job);
+                self.jobs.get_mut(&job).unwrap().timeline.finished = Some(now);
+                self.set_state(now, job, JobState::Failed(FailureReason::ApplicationError));
+            }
+        }
+    }
+
+    /// Cancels a job in any non-terminal state. Returns false when it is unknown or finished.
+    pub fn cancel(&mut self, now: Millis, job: JobId) -> bool {
+        let Some(j) = self.jobs.get(&job) else { return false };
+        if j.state.is_terminal() {
+            return false;
+        }
+        self.release_placement(job);
+        self.queues.remove(job);
+        let j = self.jobs.get_mut(&job).unwrap();
+        j.timeline.finished = Some(now);
+        self.set_state(now, job, JobState::Cancelled);
+        true
+    }
+
+    pub(super) fn record_soft_error(&mut self, now: Millis, site: SiteId) {
+        self.stats.soft_errors += 1;
+        let threshold = self.config.blacklist_threshold;
+        let expiry = self.config.blacklist_expiry_ms;
+        let v = &mut self.views[site.index()];
+        v.consecutive_errors += 1;
+        v.total_errors += 1;
+        if !v.blacklisted && v.consecutive_errors >= threshold {
+            v.blacklisted = true;
+            v.blacklisted_until = expiry.map(|e| now + e.max(1));
+            self.actions.push_back(Action::Blacklist { site });
+        }
+    }
+
+    /// Aborts claimed/running components and gives back placed processors, reservations and
+    /// transfers of a job.
+    pub(super) fn release_placement(&mut self, id: JobId) {
+        if let Some(&(at, _)) = self.claiming.iter().find(|&&(_, j)| j == id) {
+            self.claiming.remove(&(at, id));
+        }
+        if let Some(&(at, _)) = self.reservation_starts.iter().find(|&&(_, j)| j == id) {
+            self.reservation_starts.remove(&(at, id));
+        }
+        // Decisions about this job that the driver has not pulled yet are withdrawn instead of
+        // being undone: a claim never issued needs no abort, a transfer never started no cancel.
+        let mut unissued_claims = BTreeSet::new();
+        let mut unissued_reservations = BTreeSet::new();
+        let mut unissued_transfers = BTreeSet::new();
+        self.actions.retain(|a| match a {
+            Action::Claim { job, component, .. } if *job == id => {
+                unissued_claims.insert(*component);
+                false
+            }
+            Action::Reserve { job, component, .. } if *job == id => {
+                unissued_reservations.insert(*component);
+                false
+            }
+            Action::StartTransfer { job, key, .. } if *job == id => {
+                unissued_transfers.insert(key.clone());
+                false
+            }
+            Action::Launch { job } => *job != id,
+            _ => true,
+        });
+        let job = self.jobs.get_mut(&id).unwrap();
+        job.next_claim = None;
+        for (i, c) in job.components.iter_mut().enumerate() {
+            let Some(site) = c.site else { continue };
+            let issued = |set: &BTreeSet<u32>| !set.contains(&(i as u32));
+            match c.state {
+                ComponentState::Placed => self.views[site.index()].placed_unclaimed -= c.processors,
+                ComponentState::Reserved if !issued(&unissued_reservations) => {
+                    self.views[site.index()].placed_unclaimed -= c.processors;
+                }
+                ComponentState::Reserved => {
+                    self.views[site.index()].placed_unclaimed -= c.processors;
+                    self.actions.push_back(Action::CancelReservation {
+                        job: id,
+                        component: i as u32,
+                        site,
+                    });
+                }
+                ComponentState::Claimed | ComponentState::Running if !issued(&unissued_claims) => {
+                    // The core lowered its idle view when it claimed; give it back.
+                    self.views[site.index()].idle += c.processors;
+                    if c.reserved {
+                        // Its reservation was granted and is now unused.
+                        self.actions.push_back(Action::CancelReservation {
+                            job: id,
+                            component: i as u32,
+                            site,
+                        });
+                    }
+                }
+                ComponentState::Claimed | ComponentState::Running => {
+                    self.actions.push_back(Action::Abort {
+                        job: id,
+                        component: i as u32,
+                        site,
+                    });
+                }
+                ComponentState::Unplaced | ComponentState::Finished | ComponentState::Skipped => {}
+            }
+            if job.spec.flexible.is_none() {
+                c.site = None;
+            }
+            c.state = ComponentState::Unplaced;
+            c.reserved = false;
+        }
+        let in_flight: Vec<TransferKey> = job
+            .transfers
+            .iter()
+            .filter(|(k, s)| **s == TransferStatus::InFlight && !unissued_transfers.contains(*k))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in in_flight {
+            self.actions.push_back(Action::CancelTransfer { job: id, key });
+        }
+        job.transfers.clear();
+    }
+
+    pub(super) fn return_to_queue(&mut self, now: Millis, id: JobId, why: Requeue) {
+        let Some(job) = self.jobs.get(&id) else { return };
+        if job.state.is_terminal() || job.state == JobState::Queued {
+            return;
+        }
+        self.release_placement(id);
+        let step = self.config.claim_fraction_step;
+        let max_errors = self.config.max_error_resubmissions;
+        let job = self.jobs.get_mut(&id).unwrap();
+        match why {
+            Requeue::JstReached => {
+                job.claim_fraction = (job.claim_fraction - step).max(0.0);
+                job.jst_returns += 1;
+            }
+            Requeue::SoftError => job.error_resubmissions += 1,
+            Requeue::Preempted | Requeue::ReservationRejected | Requeue::ClaimRejected => {}
+        }
+        if why == Requeue::SoftError && max_errors.is_some_and(|m| job.error_resubmissions > m) {
+            job.timeline.finished = Some(now);
+            self.set_state(now, id, JobState::Failed(FailureReason::TooManyErrors));
+            return;
+        }
+        if job.spec.flexible.is_some() {
+            job.components.clear();
+        }
+        job.timeline.queued = now;
+        job.timeline.claimed = None;
+        job.timeline.started = None;
+        let priority = job.priority;
+        self.set_state(now, id, JobState::Queued);
+        self.queues.push(priority, id);
+        self.note_queue_length();
+        self.arm_scan(now);
+    }
+
+    pub(super) fn set_state(&mut self, now: Millis, id: JobId, to: JobState) {
+        let job = self.jobs.get_mut(&id).unwrap();
+        let from = job.state;
+        if let Err(e) = transition(from, to) {
+            panic!("scheduler bug: job {id}: {e}");
+        }
+        job.state = to;
+        self.actions.push_back(Action::StateChanged {
+            job: id,
+            from,
+            to,
+            at: now,
+        });
+    }
+}
+
+/// Why a job goes back to the placement queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Requeue {
+    JstReached,
+    SoftError,
+    Preempted,
+    ReservationRejected,
+    ClaimRejected,
+}
+
+/// Checks a transition against the state machine.
+pub fn transition(from: JobState, to: JobState) -> Result<JobState, IllegalTransition> {
+    if from.can_become(to) {
+        Ok(to)
+    } else {
+        Err(IllegalTransition { from, to })
+    }
+}

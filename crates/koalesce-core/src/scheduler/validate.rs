@@ -1,0 +1,122 @@
+//! Validation of a submitted job against the grid (every error names what is wrong).
+
+use crate::model::{JobSpec, SiteId};
+
+use super::{Scheduler, SubmitError};
+
+impl Scheduler {
+    pub(super) fn validate(&self, spec: &JobSpec) -> Result<(), SubmitError> {
+        let job = || spec.name.clone();
+        let largest = self.sites.iter().map(|s| s.processors).max().unwrap_or(0);
+        if let Some(flex) = &spec.flexible {
+            let total_procs: u32 = self.sites.iter().map(|s| s.processors).sum();
+            let reason = if flex.total == 0 {
+                Some("total must be positive".to_string())
+            } else if flex.max_components == 0 {
+                Some("max_components must be at least 1".to_string())
+            } else if flex.total > total_procs {
+                Some(format!("total {} exceeds the grid's {} processors", flex.total, total_procs))
+            } else {
+                None
+            };
+            if let Some(reason) = reason {
+                return Err(SubmitError::InvalidFlexible { job: job(), reason });
+            }
+        } else if spec.components.is_empty() {
+            return Err(SubmitError::NoComponents { job: job() });
+        }
+        for (i, c) in spec.components.iter().enumerate() {
+            if c.processors == 0 {
+                return Err(SubmitError::ZeroProcessors { job: job(), component: i });
+            }
+            match c.fixed_site {
+                Some(site) => {
+                    let Some(s) = self.sites.get(site.index()) else {
+                        return Err(SubmitError::UnknownSite {
+                            job: job(),
+                            component: i,
+                            site,
+                        });
+                    };
+                    if c.processors > s.processors {
+                        return Err(SubmitError::FixedSiteTooSmall {
+                            job: job(),
+                            component: i,
+                            site: s.name.clone(),
+                            processors: c.processors,
+                            capacity: s.processors,
+                        });
+                    }
+                }
+                None if c.processors > largest => {
+                    return Err(SubmitError::ComponentTooLarge {
+                        job: job(),
+                        component: i,
+                        processors: c.processors,
+                        largest,
+                    });
+                }
+                None => {}
+            }
+        }
+        if spec.flexible.is_none() {
+            let capacity: u64 = self.sites.iter().map(|s| s.processors as u64).sum();
+            // A bag needs only its k smallest components to fit.
+            let mut sizes: Vec<u64> = spec.components.iter().map(|c| c.processors as u64).collect();
+            sizes.sort_unstable();
+            let needed = spec.min_components.map_or(sizes.len(), |k| (k as usize).min(sizes.len()));
+            let processors: u64 = sizes[..needed].iter().sum();
+            if processors > capacity {
+                return Err(SubmitError::JobTooLarge {
+                    job: job(),
+                    processors,
+                    capacity,
+                });
+            }
+            for (i, site) in self.sites.iter().enumerate() {
+                let fixed: u64 = spec
+                    .components
+                    .iter()
+                    .filter(|c| c.fixed_site == Some(SiteId(i as u32)))
+                    .map(|c| c.processors as u64)
+                    .sum();
+                if fixed > site.processors as u64 {
+                    return Err(SubmitError::FixedSiteOverbooked {
+                        job: job(),
+                        site: site.name.clone(),
+                        processors: fixed,
+                        capacity: site.processors,
+                    });
+                }
+            }
+        }
+        if let Some(min) = spec.min_components {
+            if min == 0 || min as usize > spec.components.len() {
+                return Err(SubmitError::InvalidMinComponents {
+                    job: job(),
+                    min,
+                    components: spec.components.len(),
+                });
+            }
+        }
+        crate::broker::validate_preferences(&spec.preferences).map_err(|reason| SubmitError::InvalidPreferences { job: job(), reason })?;
+        for f in &spec.input_files {
+            match self.catalogue.get(f) {
+                None => {
+                    return Err(SubmitError::UnknownFile {
+                        job: job(),
+                        file: f.clone(),
+                    })
+                }
+                Some(e) if e.replicas.is_empty() => {
+                    return Err(SubmitError::NoReplica {
+                        job: job(),
+                        file: f.clone(),
+                    })
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(())
+    }
+}

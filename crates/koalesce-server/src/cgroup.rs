@@ -1,0 +1,261 @@
+//! One control group per component, so that every process a component starts can be found,
+//! limited and killed, including descendants that left the process group with `setsid`.
+//!
+//! - cgroup v1 (the `memory`, `pids` and `freezer` hierarchies, as mounted on this kind of
+//!   machine under `/sys/fs/cgroup/<controller>`): the component gets
+//!   `<controller>/<parent>/<name>` in each; killing freezes it, sends SIGKILL to every
+//!   member and thaws it, so no process can fork while it is being killed.
+//! - cgroup v2 (a unified hierarchy at `/sys/fs/cgroup`): one directory; killing writes
+//!   `cgroup.kill` (Linux 5.14+) or freezes with `cgroup.freeze` and kills.
+//! - Neither writable (an unprivileged server without delegation): [`Cgroup::create`] fails and
+//!   the supervisor falls back to the process group, with a warning in its log.
+//!
+//! The supervisor creates the group before the program starts, the program joins it between
+//! `fork` and `exec` (so not even its first child can escape), and the supervisor removes it
+//! once it is empty. Where it lives is recorded in the component's `cgroup.json`, so the
+//! daemon can kill the group too (cancel) and see when it is empty (slots are held until it
+//! is).
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+/// Root of the cgroup file systems.
+pub const CGROUP_ROOT: &str = "/sys/fs/cgroup";
+/// The record of a component's control group, in its record directory.
+pub const CGROUP_FILE: &str = "cgroup.json";
+/// v1 controllers a component gets a group in (memory: limits and OOM events; pids: counting;
+/// freezer: killing atomically).
+const V1_CONTROLLERS: [&str; 3] = ["memory", "pids", "freezer"];
+
+/// Which cgroup interface a group uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Version {
+    V1,
+    V2,
+}
+
+/// A component's control group: one directory per v1 controller, or one v2 directory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cgroup {
+    pub version: Version,
+    /// v1: memory, pids, freezer directories (in that order); v2: the one directory.
+    pub dirs: Vec<PathBuf>,
+}
+
+/// Whether `dir` is the mount point of a cgroup file system of the given type, as
+/// /proc/self/mountinfo says (`cgroup` with `controller` among its options, or `cgroup2`).
+fn mounted(dir: &Path, fstype: &str, controller: Option<&str>) -> bool {
+    let Ok(info) = fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
+    info.lines().any(|l| {
+        let fields: Vec<&str> = l.split(' ').collect();
+        let Some(sep) = fields.iter().position(|f| *f == "-") else {
+            return false;
+        };
+        fields.get(4).is_some_and(|m| Path::new(m) == dir)
+            && fields.get(sep + 1) == Some(&fstype)
+            && controller.is_none_or(|c| fields.get(sep + 3).is_some_and(|o| o.split(',').any(|x| x == c)))
+    })
+}
+
+/// Valid cgroup directory name (one path component of letters, digits, `-`, `_`, `.`).
+fn check_name(name: &str) -> io::Result<()> {
+    let ok = !name.is_empty() && name != "." && name != ".." && name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    if ok {
+        Ok(())
+    } else {
+        Err(io::Error::new(io::ErrorKind::InvalidInput, format!("bad cgroup name '{name}'")))
+    }
+}
+
+fn read_u64_field(path: &Path, key: &str) -> Option<u64> {
+    let text = fs::read_to_string(path).ok()?;
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once(' ')?;
+        (k == key).then(|| v.trim().parse().ok()).flatten()
+    })
+}
+
+impl Cgroup {
+    /// Creates `<parent>/<name>` under every controller this machine offers (v1 preferred,
+    /// as it is where the controllers are on a hybrid system; else v2). The caller must be
+    /// allowed to write there (root, or a delegated subtree).
+    pub fn create(parent: &str, name: &str) -> io::Result<Cgroup> {
+        for part in parent.split('/') {
+            check_name(part)?;
+        }
+        check_name(name)?;
+        let root = Path::new(CGROUP_ROOT);
+        if V1_CONTROLLERS.iter().all(|c| mounted(&root.join(c), "cgroup", Some(c))) {
+            let dirs: Vec<PathBuf> = V1_CONTROLLERS.iter().map(|c| root.join(c).join(parent).join(name)).collect();
+            let made = (|| {
+                for d in &dirs {
+                    fs::create_dir_all(d)?;
+                }
+                Ok(())
+            })();
+            let cg = Cgroup {
+                version: Version::V1,
+                dirs,
+            };
+            if let Err(e) = made {
+                cg.remove();
+                return Err(e);
+            }
+            return Ok(cg);
+        }
+        if mounted(root, "cgroup2", None) {
+            // Enable the memory and pids controllers for the subtree on the way down (best
+            // effort: a controller the parent lacks just stays off).
+            let mut at = root.to_path_buf();
+            for part in parent.split('/') {
+                let _ = fs::write(at.join("cgroup.subtree_control"), "+memory +pids");
+                at.push(part);
+                fs::create_dir_all(&at)?;
+            }
+            let _ = fs::write(at.join("cgroup.subtree_control"), "+memory +pids");
+            let dir = at.join(name);
+            fs::create_dir_all(&dir)?;
+            return Ok(Cgroup {
+                version: Version::V2,
+                dirs: vec![dir],
+            });
+        }
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "no cgroup v1 memory/pids/freezer or cgroup v2 mounted",
+        ))
+    }
+
+    /// The `cgroup.procs` files a new process writes "0" to, to join the group.
+    pub fn procs_files(&self) -> Vec<PathBuf> {
+        self.dirs.iter().map(|d| d.join("cgroup.procs")).collect()
+    }
+
+    fn memory_dir(&self) -> &Path {
+        &self.dirs[0]
+    }
+
+    fn freezer_dir(&self) -> &Path {
+        self.dirs.last().expect("a cgroup has a directory")
+    }
+
+    /// Limits the memory of the group (v1 `memory.limit_in_bytes`, v2 `memory.max`). Past
+    /// it, the kernel's OOM killer kills a member of the group (see [`Cgroup::oom_kills`]).
+    pub fn set_memory_limit(&self, bytes: u64) -> io::Result<()> {
+        let file = match self.version {
+            Version::V1 => "memory.limit_in_bytes",
+            Version::V2 => "memory.max",
+        };
+        fs::write(self.memory_dir().join(file), bytes.to_string())
+    }
+
+    /// How many processes of the group the OOM killer killed (v1 `memory.oom_control`,
+    /// v2 `memory.events`).
+    pub fn oom_kills(&self) -> u64 {
+        match self.version {
+            Version::V1 => read_u64_field(&self.memory_dir().join("memory.oom_control"), "oom_kill"),
+            Version::V2 => read_u64_field(&self.memory_dir().join("memory.events"), "oom_kill"),
+        }
+        .unwrap_or(0)
+    }
+
+    /// Pids of the processes in the group (none when it is gone).
+    pub fn pids(&self) -> Vec<i32> {
+        let mut all: Vec<i32> = self
+            .dirs
+            .iter()
+            .filter_map(|d| fs::read_to_string(d.join("cgroup.procs")).ok())
+            .flat_map(|t| t.lines().filter_map(|l| l.trim().parse().ok()).collect::<Vec<i32>>())
+            .collect();
+        all.sort_unstable();
+        all.dedup();
+        all
+    }
+
+    /// No process left in the group.
+    pub fn is_empty(&self) -> bool {
+        self.pids().is_empty()
+    }
+
+    fn set_frozen(&self, frozen: bool) -> io::Result<()> {
+        match self.version {
+            Version::V1 => fs::write(self.freezer_dir().join("freezer.state"), if frozen { "FROZEN" } else { "THAWED" }),
+            Version::V2 => fs::write(self.freezer_dir().join("cgroup.freeze"), if frozen { "1" } else { "0" }),
+        }
+    }
+
+    /// Kills every process of the group: frozen first so none can fork meanwhile, SIGKILL to
+    /// each, thawed so the signals are delivered (v2 with `cgroup.kill`: one write).
+    pub fn kill_all(&self) {
+        use nix::sys::signal::{kill, Signal};
+        use nix::unistd::Pid;
+        if self.version == Version::V2 && fs::write(self.freezer_dir().join("cgroup.kill"), "1").is_ok() {
+            return;
+        }
+        for _ in 0..10 {
+            let frozen = self.set_frozen(true).is_ok();
+            let pids = self.pids();
+            for &p in &pids {
+                let _ = kill(Pid::from_raw(p), Signal::SIGKILL);
+            }
+            if frozen {
+                let _ = self.set_frozen(false);
+            }
+            // Without a freezer a process may have forked in between: go round again.
+            if frozen || self.is_empty() {
+                return;
+            }
+        }
+    }
+
+    /// Waits until the group is empty (killed processes are gone once their parent reaped
+    /// them or they were re-parented and reaped). Returns whether it is.
+    pub fn wait_empty(&self, timeout: Duration) -> bool {
+        let t0 = Instant::now();
+        loop {
+            if self.is_empty() {
+                return true;
+            }
+            if t0.elapsed() >= timeout {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Removes the group's directories (only empty groups can be removed; errors ignored).
+    pub fn remove(&self) {
+        for d in &self.dirs {
+            let _ = fs::remove_dir(d);
+        }
+    }
+
+    /// Writes the record `cgroup.json` into a component's record directory.
+    pub fn record(&self, record_dir: &Path) -> io::Result<()> {
+        crate::supervise::write_atomic(&record_dir.join(CGROUP_FILE), &serde_json::to_vec(self).map_err(io::Error::other)?)
+    }
+
+    /// The group recorded in a component's record directory, if any.
+    pub fn recorded(record_dir: &Path) -> Option<Cgroup> {
+        let cg: Cgroup = crate::supervise::read_json(&record_dir.join(CGROUP_FILE))?;
+        // Only trust paths inside the cgroup file system.
+        cg.dirs
+            .iter()
+            .all(|d| d.starts_with(CGROUP_ROOT) && !d.components().any(|c| c == std::path::Component::ParentDir))
+            .then_some(cg)
+    }
+}
+
+/// The name of a component's group: a digest of its record directory (unique per launch
+/// across data directories, and a valid cgroup name).
+pub fn name_for(record_dir: &Path) -> String {
+    let digest = crate::store::sha256_hex(record_dir.as_os_str().as_encoded_bytes());
+    format!("c-{}", &digest[..20])
+}

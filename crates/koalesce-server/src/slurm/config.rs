@@ -1,0 +1,224 @@
+//! `[sites.slurm]`: how a site maps onto a Slurm cluster.
+//!
+//! ```toml
+//! [[sites]]
+//! name = "alpha"
+//! kind = "slurm"
+//! processors = 64                 # checked against sinfo (SlurmBackend::verify)
+//! [sites.slurm]
+//! conf = "/etc/slurm-alpha/slurm.conf"   # the cluster's slurm.conf (SLURM_CONF)
+//! partition = "debug"
+//! account = "grid"                # optional: sbatch --account
+//! qos = "normal"                  # optional: sbatch --qos
+//! sbatch_args = ["--constraint=ib"]   # optional: more sbatch options, as given
+//! command_timeout_ms = 5000       # longest wait for one Slurm command
+//! supervisor = "/opt/koalesce/bin/koalesce"   # koalesce on the cluster's nodes (default: this one)
+//! ```
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// Default for [`SlurmSiteConfig::command_timeout_ms`].
+pub const DEFAULT_COMMAND_TIMEOUT_MS: u64 = 5000;
+
+/// The Slurm side of a site: cluster (through its slurm.conf), partition and submission
+/// options.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlurmSiteConfig {
+    /// The cluster's slurm.conf (what `SLURM_CONF` would point at). Several sites may share a
+    /// cluster (one per partition); koalesce then asks the cluster once per tick for all.
+    pub conf: PathBuf,
+    /// The partition the site's components run in.
+    pub partition: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qos: Option<String>,
+    /// More `sbatch` options, appended as given. Options koalesce sets itself are refused.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sbatch_args: Vec<String>,
+    /// Longest wait for one Slurm command; a controller that has not answered by then is a
+    /// fault of the site (a soft error), never a hang.
+    #[serde(default = "default_timeout")]
+    pub command_timeout_ms: u64,
+    /// Path of the `koalesce` program on the cluster's nodes, which runs each component's
+    /// supervisor (`koalesce supervise`). Default: the daemon's own executable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supervisor: Option<PathBuf>,
+}
+
+fn default_timeout() -> u64 {
+    DEFAULT_COMMAND_TIMEOUT_MS
+}
+
+/// sbatch options koalesce sets itself (they would break the supervisor protocol or the
+/// accounting of processors).
+const RESERVED_OPTIONS: &[&str] = &[
+    "--parsable",
+    "-n",
+    "--ntasks",
+    "-p",
+    "--partition",
+    "-D",
+    "--chdir",
+    "-o",
+    "--output",
+    "-e",
+    "--error",
+    "-H",
+    "--hold",
+    "--wrap",
+    "--reservation",
+    "-J",
+    "--job-name",
+    "-A",
+    "--account",
+    "-q",
+    "--qos",
+    "--requeue",
+    "--no-requeue",
+    "-M",
+    "--clusters",
+    "--array",
+    "-a",
+    "--export",
+    "--uid",
+    "--gid",
+    "-W",
+    "--wait",
+];
+
+impl SlurmSiteConfig {
+    /// A site on `conf`, partition `partition`, defaults otherwise.
+    pub fn new(conf: impl Into<PathBuf>, partition: impl Into<String>) -> Self {
+        SlurmSiteConfig {
+            conf: conf.into(),
+            partition: partition.into(),
+            account: None,
+            qos: None,
+            sbatch_args: Vec::new(),
+            command_timeout_ms: DEFAULT_COMMAND_TIMEOUT_MS,
+            supervisor: None,
+        }
+    }
+
+    /// Checks the values (not the cluster: see `SlurmBackend::verify`). `site` names the site
+    /// in errors.
+    pub fn validate(&self, site: &str) -> Result<(), String> {
+        let bad = |what: String| Err(format!("site '{site}': [sites.slurm] {what}"));
+        if !self.conf.is_absolute() {
+            return bad(format!("conf '{}' must be an absolute path", self.conf.display()));
+        }
+        let plain = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        if !plain(&self.partition) {
+            return bad(format!("partition '{}' must be a plain name", self.partition));
+        }
+        for (k, v) in [("account", &self.account), ("qos", &self.qos)] {
+            if let Some(v) = v {
+                if !plain(v) {
+                    return bad(format!("{k} '{v}' must be a plain name"));
+                }
+            }
+        }
+        for a in &self.sbatch_args {
+            let name = a.split('=').next().unwrap_or(a);
+            if !a.starts_with('-') {
+                return bad(format!("sbatch_args entry '{a}' is not an option (write '--opt=value')"));
+            }
+            if RESERVED_OPTIONS.contains(&name) || (name.len() > 2 && !name.starts_with("--") && RESERVED_OPTIONS.contains(&&name[..2])) {
+                return bad(format!("sbatch_args may not set '{name}': koalesce sets it itself"));
+            }
+        }
+        if !(500..=600_000).contains(&self.command_timeout_ms) {
+            return bad(format!(
+                "command_timeout_ms {} must be within 500..=600000",
+                self.command_timeout_ms
+            ));
+        }
+        if let Some(s) = &self.supervisor {
+            if !s.is_absolute() {
+                return bad(format!("supervisor '{}' must be an absolute path", s.display()));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_documented_table() {
+        let t: SlurmSiteConfig = toml::from_str(
+            r#"conf = "/b/alpha/slurm.conf"
+partition = "debug"
+account = "grid"
+sbatch_args = ["--constraint=ib"]
+"#,
+        )
+        .unwrap();
+        assert_eq!(t.command_timeout_ms, DEFAULT_COMMAND_TIMEOUT_MS);
+        assert_eq!(t.account.as_deref(), Some("grid"));
+        t.validate("alpha").unwrap();
+        let e = toml::from_str::<SlurmSiteConfig>("conf = \"/x\"\npartition = \"p\"\nparition = \"q\"\n").unwrap_err();
+        assert!(e.to_string().contains("parition"), "{e}");
+        assert!(toml::from_str::<SlurmSiteConfig>("partition = \"p\"\n").is_err());
+    }
+
+    #[test]
+    fn validation_names_the_problem() {
+        let ok = SlurmSiteConfig::new("/b/slurm.conf", "debug");
+        ok.validate("a").unwrap();
+        let cases: Vec<(SlurmSiteConfig, &str)> = vec![
+            (SlurmSiteConfig::new("rel/slurm.conf", "debug"), "absolute"),
+            (SlurmSiteConfig::new("/b/slurm.conf", "de bug"), "partition"),
+            (
+                SlurmSiteConfig {
+                    sbatch_args: vec!["--partition=x".into()],
+                    ..ok.clone()
+                },
+                "--partition",
+            ),
+            (
+                SlurmSiteConfig {
+                    sbatch_args: vec!["-n4".into()],
+                    ..ok.clone()
+                },
+                "-n",
+            ),
+            (
+                SlurmSiteConfig {
+                    sbatch_args: vec!["constraint".into()],
+                    ..ok.clone()
+                },
+                "not an option",
+            ),
+            (
+                SlurmSiteConfig {
+                    account: Some("a;b".into()),
+                    ..ok.clone()
+                },
+                "account",
+            ),
+            (
+                SlurmSiteConfig {
+                    command_timeout_ms: 10,
+                    ..ok.clone()
+                },
+                "command_timeout_ms",
+            ),
+        ];
+        for (cfg, needle) in cases {
+            let e = cfg.validate("alpha").unwrap_err();
+            assert!(e.contains(needle) && e.contains("alpha"), "{e}");
+        }
+        let fine = SlurmSiteConfig {
+            sbatch_args: vec!["--constraint=ib".into(), "--mem-per-cpu=100".into()],
+            ..ok
+        };
+        fine.validate("a").unwrap();
+    }
+}

@@ -1,0 +1,480 @@
+//! The data plane on a real shaped network: `koalesce netbed up` makes two site namespaces
+//! joined by a veth pair shaped with tc tbf, a `koalesce storage-agent` runs in each, and a
+//! client in the host namespace asks one to push to the other (third-party transfer).
+//!
+//! - the measured throughput of a push is within 10 % of the shaped rate, each direction
+//!   at its own (unequal) rate;
+//! - a sending agent killed mid-transfer is restarted and the transfer resumes where it
+//!   stopped: fewer than 1.2 × the file's bytes cross the link in all, the checksum is right;
+//! - a corrupt source replica is refused by the receiver and the error blames the source.
+//!
+//! Needs root (network namespaces), as CI has; without it the tests fail with the reason.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+// The storage agent's test helpers (content, checksums, a client with short timeouts).
+#[path = "../../koalesce-server/tests/agent_common/mod.rs"]
+mod agent_common;
+
+use agent_common::{client, content, expected};
+use koalesce_core::model::{NetworkForecast, SiteId};
+use koalesce_core::nws::{NetworkWeather, NwsConfig};
+use koalesce_server::dataplane::{Blame, Endpoint, Role, SiteAgent, TransferError};
+
+const KOALESCE: &str = env!("CARGO_BIN_EXE_koalesce");
+const SECRET: &str = "netbed-test-secret-0123";
+/// Port of every agent's listener inside its namespace (namespaces do not share ports).
+const DATA_PORT: u16 = 7000;
+
+/// The tests that move data take turns: a rate measured while another test's agents hash
+/// and move their own megabytes on the same two cores would measure the CPU, not the link.
+static MOVING_DATA: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    MOVING_DATA.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn require_root() {
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "these tests need root: they create network namespaces and shape links with tc (CI runs as root)"
+    );
+}
+
+/// A bed that goes down when dropped (also when the test fails).
+struct Bed {
+    dir: tempfile::TempDir,
+    status: serde_json::Value,
+}
+
+impl Bed {
+    fn up(config: &str) -> Bed {
+        require_root();
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = dir.path().join("netbed.toml");
+        std::fs::write(&cfg, config).unwrap();
+        let out = Command::new(KOALESCE)
+            .args(["netbed", "up", "--require-namespaces", "--dir"])
+            .arg(dir.path())
+            .arg("--config")
+            .arg(&cfg)
+            .output()
+            .unwrap();
+        let mut bed = Bed {
+            dir,
+            status: serde_json::Value::Null,
+        };
+        assert!(out.status.success(), "netbed up: {}", String::from_utf8_lossy(&out.stderr));
+        let out = Command::new(KOALESCE)
+            .args(["netbed", "status", "--json", "--dir"])
+            .arg(bed.dir.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "netbed status: {}", String::from_utf8_lossy(&out.stderr));
+        bed.status = serde_json::from_slice(&out.stdout).unwrap();
+        bed
+    }
+
+    fn prefix(&self) -> String {
+        self.status["plan"]["prefix"].as_str().unwrap().to_string()
+    }
+
+    fn netns(&self, site: &str) -> String {
+        format!("{}-{site}", self.prefix())
+    }
+
+    fn address(&self, site: &str) -> String {
+        let ns = self.netns(site);
+        let all = self.status["plan"]["namespaces"].as_array().unwrap();
+        let n = all.iter().find(|n| n["name"] == ns.as_str()).unwrap();
+        n["address"].as_str().unwrap().to_string()
+    }
+
+    /// Bytes sent so far by `dev` inside `site`'s namespace (every header and resend included).
+    fn tx_bytes(&self, site: &str, dev: &str) -> u64 {
+        let out = Command::new("ip")
+            .args(["-n", &self.netns(site), "-s", "-j", "link", "show", "dev", dev])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v[0]["stats64"]["tx"]["bytes"].as_u64().unwrap()
+    }
+}
+
+impl Drop for Bed {
+    fn drop(&mut self) {
+        let out = Command::new(KOALESCE)
+            .args(["netbed", "down", "--dir"])
+            .arg(self.dir.path())
+            .output();
+        if let Ok(out) = out {
+            if !out.status.success() {
+                eprintln!("netbed down: {}", String::from_utf8_lossy(&out.stderr));
+            }
+        }
+    }
+}
+
+/// A storage agent inside a site's namespace: control side on the host's loopback, data
+/// side on the site's address. Killed when dropped.
+struct Agent {
+    child: Child,
+    root: PathBuf,
+    /// As the test (host namespace) reaches it.
+    control: Endpoint,
+    /// As other agents reach it through the shaped links.
+    data: Endpoint,
+}
+
+impl Agent {
+    fn start(bed: &Bed, site: &str, root: &Path) -> Agent {
+        std::fs::create_dir_all(root).unwrap();
+        let token = bed.dir.path().join("secret");
+        std::fs::write(&token, SECRET).unwrap();
+        let addr_file = root.with_extension("addr");
+        let _ = std::fs::remove_file(&addr_file);
+        let data_addr = format!("{}:{DATA_PORT}", bed.address(site));
+        let child = Command::new(KOALESCE)
+            .args([
+                "storage-agent",
+                "--listen",
+                "127.0.0.1:0",
+                "--netns",
+                &bed.netns(site),
+                "--netns-listen",
+                &data_addr,
+            ])
+            .arg("--root")
+            .arg(root)
+            .arg("--token-file")
+            .arg(&token)
+            .arg("--addr-file")
+            .arg(&addr_file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut agent = Agent {
+            child,
+            root: root.to_path_buf(),
+            control: Endpoint::new("", SECRET),
+            data: Endpoint::new(format!("http://{data_addr}"), SECRET),
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let addr: SocketAddr = loop {
+            if let Some(a) = std::fs::read_to_string(&addr_file).ok().and_then(|s| s.trim().parse().ok()) {
+                break a;
+            }
+            if let Ok(Some(status)) = agent.child.try_wait() {
+                panic!("the agent for {site} exited: {status}");
+            }
+            assert!(Instant::now() < deadline, "the agent for {site} did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        agent.control = Endpoint::new(format!("http://{addr}"), SECRET);
+        agent
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Sites a and b, the link shaped to `ab` Mbit/s from a to b and `ba` back.
+fn two_sites(ab: u32, ba: u32) -> String {
+    format!("[[sites]]\nname = \"a\"\n[[sites]]\nname = \"b\"\n[[links]]\nfrom = \"a\"\nto = \"b\"\nmbit = {ab}\nreverse_mbit = {ba}\n")
+}
+
+#[test]
+fn a_push_runs_at_the_shaped_rate_of_each_direction() {
+    let _turn = one_at_a_time();
+    let bed = Bed::up(&two_sites(40, 80));
+    let a = Agent::start(&bed, "a", &bed.dir.path().join("a"));
+    let b = Agent::start(&bed, "b", &bed.dir.path().join("b"));
+    let c = client();
+    for (from, to, dir_name, mbit) in [(&a, &b, "a-to-b", 40.0), (&b, &a, "b-to-a", 80.0)] {
+        // 4 MiB at 40 Mbit/s is 0.8 s; at 80, 0.4 s.
+        let data = content(4 << 20, mbit as u64);
+        std::fs::write(from.root.join(dir_name), &data).unwrap();
+        let r = c.push(&from.control, dir_name, &to.data, dir_name, &expected(&data)).unwrap();
+        assert_eq!(std::fs::read(to.root.join(dir_name)).unwrap(), data);
+        let ratio = r.throughput_bps / (mbit * 1e6);
+        println!(
+            "{dir_name}: {:.2} Mbit/s measured on a link shaped to {mbit} Mbit/s: {:.1} % ({} bytes in {:.0} ms)",
+            r.throughput_bps / 1e6,
+            ratio * 100.0,
+            r.bytes,
+            r.duration_ms
+        );
+        assert!(
+            (0.9..=1.1).contains(&ratio),
+            "{dir_name}: measured {:.1} % of the shaped rate",
+            ratio * 100.0
+        );
+    }
+}
+
+#[test]
+fn a_push_whose_sender_is_killed_resumes_where_it_stopped() {
+    let _turn = one_at_a_time();
+    let bed = Bed::up(&two_sites(40, 80));
+    let mut a = Agent::start(&bed, "a", &bed.dir.path().join("a"));
+    let b = Agent::start(&bed, "b", &bed.dir.path().join("b"));
+    let c = client();
+    // 8 MiB at 40 Mbit/s: 1.7 s, time enough to kill the sender in the middle.
+    let data = content(8 << 20, 11);
+    let want = expected(&data);
+    std::fs::write(a.root.join("big"), &data).unwrap();
+    let wire_before = bed.tx_bytes("a", "s1-b");
+
+    let (src, dst, w, c2) = (a.control.clone(), b.data.clone(), want.clone(), c.clone());
+    let first = std::thread::spawn(move || c2.push(&src, "big", &dst, "big", &w));
+    let got_some = || c.stats(&b.control, Role::Destination).map(|s| s.bytes_received).unwrap_or(0);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while got_some() < 2 << 20 {
+        assert!(Instant::now() < deadline, "the push never got going");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    a.kill();
+    let err = first.join().unwrap().unwrap_err();
+    assert!(matches!(err, TransferError::Unreachable { role: Role::Source, .. }), "{err}");
+    assert_eq!(err.blame(), Blame::Source);
+    // The receiver notices the cut and keeps what arrived; nothing is visible yet.
+    let mut held = 0;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while held == 0 {
+        held = c.upload_status(&b.control, "big", &want.sha256).unwrap().offset;
+        assert!(Instant::now() < deadline, "the receiver kept nothing");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(held < want.size, "killed before the end ({held} of {})", want.size);
+    assert!(!b.root.join("big").exists());
+
+    // The agent comes back (same storage, same namespace) and is asked again.
+    let a = Agent::start(&bed, "a", &a.root.clone());
+    let r = c.push(&a.control, "big", &b.data, "big", &want).unwrap();
+    assert_eq!(r.resumed_from, held, "resumed from what the receiver held");
+    assert_eq!(r.bytes, want.size - held);
+    assert_eq!(std::fs::read(b.root.join("big")).unwrap(), data, "checksum and content right");
+    let received = c.stats(&b.control, Role::Destination).unwrap().bytes_received;
+    let wire = bed.tx_bytes("a", "s1-b") - wire_before;
+    println!(
+        "killed after {held} of {} bytes; resumed: {} more; the receiver got {received} body bytes ({:.3} x the file), the link carried {wire} bytes ({:.3} x)",
+        want.size,
+        r.bytes,
+        received as f64 / want.size as f64,
+        wire as f64 / want.size as f64
+    );
+    assert!(
+        received < want.size * 12 / 10,
+        "{received} body bytes for a {} byte file",
+        want.size
+    );
+    assert!(wire < want.size * 12 / 10, "{wire} bytes on the link for a {} byte file", want.size);
+}
+
+#[test]
+fn probes_feed_a_forecast_that_follows_the_real_link() {
+    let _turn = one_at_a_time();
+    let bed = Bed::up(&two_sites(40, 80));
+    let a = Agent::start(&bed, "a", &bed.dir.path().join("a"));
+    let b = Agent::start(&bed, "b", &bed.dir.path().join("b"));
+    let c = client();
+    let site = |name: &str, agent: &Agent| SiteAgent {
+        site: name.to_string(),
+        control: agent.control.clone(),
+        data_url: agent.data.url.clone(),
+    };
+    let (sa, sb) = (site("a", &a), site("b", &b));
+    let (ia, ib) = (SiteId(0), SiteId(1));
+    let mut weather = NetworkWeather::new(NwsConfig::default());
+    let mut now = 0;
+    let mut probe = |weather: &mut NetworkWeather| {
+        let r = sb.probe_from(&c, &sa, 1 << 20).unwrap();
+        now += 1000;
+        weather.observe(ia, ib, r.measurement(now).expect("1 MiB is timed")).unwrap();
+        let f = weather.forecast(ia, ib).unwrap().bandwidth;
+        println!(
+            "probe a->b: {:.2} Mbit/s; forecast {:.2} Mbit/s by {} (MAE {:.2} Mbit/s)",
+            r.throughput_bps / 1e6,
+            f.value / 1e6,
+            f.method,
+            f.mae / 1e6
+        );
+        f
+    };
+    let forecast_near = |weather: &NetworkWeather, mbit: f64| {
+        let f = weather.forecast(ia, ib).unwrap().bandwidth;
+        assert!(
+            (0.9..=1.1).contains(&(f.value / (mbit * 1e6))),
+            "forecast {:.2} Mbit/s on a {mbit} Mbit/s link",
+            f.value / 1e6
+        );
+    };
+    for _ in 0..3 {
+        probe(&mut weather);
+    }
+    forecast_near(&weather, 40.0);
+    // The link slows to 16 Mbit/s: after a few probes the forecast has followed it.
+    let out = Command::new("tc")
+        .args([
+            "-n",
+            &bed.netns("a"),
+            "qdisc",
+            "change",
+            "dev",
+            "s1-b",
+            "root",
+            "tbf",
+            "rate",
+            "16mbit",
+            "burst",
+            "65536",
+            "latency",
+            "100ms",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for _ in 0..3 {
+        probe(&mut weather);
+    }
+    forecast_near(&weather, 16.0);
+    // And it drives the core's transfer-time estimate: 10 MB now take about 5 s, not 2.
+    let mut net = NetworkForecast::uniform(2, 1e9, 1);
+    weather.apply(&mut net);
+    let ms = net.transfer_ms(ia, ib, 10_000_000);
+    assert!((4_500..=5_600).contains(&ms), "estimated {ms} ms for 10 MB");
+    assert!(
+        c.list(&b.control, "", Role::Destination).unwrap().is_empty(),
+        "probes store nothing"
+    );
+}
+
+#[test]
+fn a_corrupt_source_is_refused_by_the_receiver_and_blamed() {
+    let _turn = one_at_a_time();
+    let bed = Bed::up(&two_sites(1000, 1000));
+    let a = Agent::start(&bed, "a", &bed.dir.path().join("a"));
+    let b = Agent::start(&bed, "b", &bed.dir.path().join("b"));
+    let c = client();
+    let data = content(1 << 20, 5);
+    let mut bad = data.clone();
+    bad[123_456] ^= 0x01;
+    std::fs::write(a.root.join("input"), &bad).unwrap();
+    let err = c.push(&a.control, "input", &b.data, "input", &expected(&data)).unwrap_err();
+    assert!(err.source_is_corrupt(), "{err}");
+    assert_eq!(err.blame(), Blame::Source);
+    assert!(err.to_string().contains("input"), "{err}");
+    let sb = c.stats(&b.control, Role::Destination).unwrap();
+    assert_eq!(sb.uploads_refused_checksum, 1, "the receiver hashed the bytes and refused them");
+    assert!(sb.bytes_received >= data.len() as u64);
+    assert!(!b.root.join("input").exists());
+    assert!(c.list(&b.control, "", Role::Destination).unwrap().is_empty());
+}
+
+#[test]
+fn the_bed_has_no_way_out_and_goes_down_completely() {
+    let bed = Bed::up(
+        r#"
+        [[sites]]
+        name = "x"
+        hosts = 1
+        [[sites]]
+        name = "y"
+        "#,
+    );
+    let prefix = bed.prefix();
+    for ns in [bed.netns("x"), bed.netns("y"), format!("{}-h1", bed.netns("x"))] {
+        let out = Command::new("ip").args(["-n", &ns, "route", "get", "1.1.1.1"]).output().unwrap();
+        assert!(
+            !out.status.success(),
+            "{ns} has a route out: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let out = Command::new("ip").args(["-n", &ns, "route", "get", "127.0.0.53"]).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(!out.status.success() || text.contains("dev lo"), "{ns}: {text}");
+    }
+    // A host of x reaches y's head through x's head.
+    let probe = format!("exec 3<>/dev/tcp/{}/{DATA_PORT}", bed.address("y"));
+    let y = Agent::start(&bed, "y", &bed.dir.path().join("y"));
+    let out = Command::new("ip")
+        .args(["netns", "exec", &format!("{}-h1", bed.netns("x")), "bash", "-c", &probe])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "host of x cannot reach y: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A second `up` in the same directory is refused.
+    let out = Command::new(KOALESCE)
+        .args(["netbed", "up", "--dir"])
+        .arg(bed.dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("already up"));
+
+    // `down` stops the agent still running inside and removes every namespace.
+    let dir = bed.dir.path().to_path_buf();
+    let out = Command::new(KOALESCE).args(["netbed", "down", "--dir"]).arg(&dir).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut y = y;
+    let exited = (0..100).any(|_| {
+        std::thread::sleep(Duration::from_millis(20));
+        matches!(y.child.try_wait(), Ok(Some(_)))
+    });
+    assert!(exited, "the agent inside the bed was stopped");
+    let list = String::from_utf8_lossy(&Command::new("ip").args(["netns", "list"]).output().unwrap().stdout).into_owned();
+    assert!(!list.contains(&prefix), "left over: {list}");
+    assert!(!dir.join("netbed.json").exists());
+}
+
+#[test]
+fn without_namespaces_the_bed_falls_back_to_loopback_with_a_clear_message() {
+    require_root();
+    // An unprivileged user cannot create namespaces.
+    let dir = tempfile::tempdir().unwrap();
+    let bed_dir = dir.path().join("bed");
+    std::fs::create_dir(&bed_dir).unwrap();
+    // A copy of the binary the unprivileged user can surely execute (the checkout may sit
+    // in a directory only root may enter).
+    let exe = dir.path().join("koalesce");
+    std::fs::copy(KOALESCE, &exe).unwrap();
+    Command::new("chmod").args(["755"]).arg(&exe).status().unwrap();
+    Command::new("chmod").args(["777"]).arg(dir.path()).arg(&bed_dir).status().unwrap();
+    let as_nobody = |args: &[&str]| {
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(&exe)
+            .args(args)
+            .arg("--dir")
+            .arg(&bed_dir)
+            .output()
+            .unwrap()
+    };
+    let out = as_nobody(&["netbed", "up"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("not available here") && stderr.contains("loopback"), "{stderr}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("loopback (not shaped)"));
+    let out = as_nobody(&["netbed", "down"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = as_nobody(&["netbed", "up", "--require-namespaces"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not running as root"));
+}
