@@ -64,6 +64,8 @@ enum BenchCommand {
     /// The P2P simulator (seed 002): AWT replay and per-path network against the straightforward
     /// ways, side by side, and whole runs on the real traces.
     P2p(experiment_cmds::BenchP2pArgs),
+    /// Throughput while jobs run: submit many trivial jobs to a fresh server and wait until all ended.
+    E2e(client_cmds::BenchE2eArgs),
     /// The core's cost per TTD placement with one advance reservation per job (001 §5.2.1).
     Ttd(broker_cmds::BenchTtdArgs),
     /// Cost of one REQUIREMENTS / RANK evaluation (compiled expression vs. hand-written Rust).
@@ -104,6 +106,7 @@ fn main() -> std::process::ExitCode {
             BenchCommand::Submit(a) => a.run(),
             BenchCommand::Scan(a) => a.run(),
             BenchCommand::P2p(a) => a.run(),
+            BenchCommand::E2e(a) => a.run(),
             BenchCommand::Ttd(a) => a.run(),
             BenchCommand::Expr(a) => a.run(),
         },
