@@ -77,11 +77,11 @@ fn same_seed_same_bytes_whatever_the_threads() {
     let dirs = tempdir_pair();
     for (threads, dir) in [(1, &dirs.0), (2, &dirs.1)] {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
-        let outcome = pool.install(|| exp::run(&traces, &opts, &|_| {}));
+        let outcome = pool.install(|| exp::run(&traces, &opts, &|_, _| {}));
         p2p_report::write_report(&outcome, dir).unwrap();
         assert!(!p2p_checks::checks(&outcome).is_empty());
     }
-    for name in ["p2p.md", "runs.csv", "fig2-methods.svg", "fig6-more-jobs.svg"] {
+    for name in ["p2p.md", "p2p.html", "runs.csv", "fig2-methods.svg", "fig6-more-jobs.svg"] {
         let x = std::fs::read(dirs.0.join(name)).unwrap();
         let y = std::fs::read(dirs.1.join(name)).unwrap();
         assert!(x == y, "{name} differs between 1 and 2 threads");

@@ -42,8 +42,8 @@ pub enum ExperimentWhich {
     /// II's work, Figs. 2–6 (methods, data per job, sites, data ignored, more jobs) and the
     /// headline results, over N seeds with 95% confidence intervals, side by side with the seed.
     ///
-    /// Writes DIR/p2p.md (every table and the seed-versus-koalesce checks), DIR/runs.csv (one
-    /// line per run) and the SVG plots. Runs go in parallel; the files do not depend on the
+    /// Writes DIR/p2p.md (every table and the seed-versus-koalesce checks), the same with the
+    /// plots as DIR/p2p.html, DIR/runs.csv (one line per run) and the SVG plots. Runs go in parallel; the files do not depend on the
     /// number of threads.
     P2p(P2pArgs),
 }
@@ -294,9 +294,11 @@ impl P2pArgs {
                 .expect("valid template")
                 .progress_chars("=> "),
         );
-        let progress = |label: &str| {
+        let times: std::sync::Mutex<std::collections::BTreeMap<String, f64>> = Default::default();
+        let progress = |label: &str, took: std::time::Duration| {
             bar.inc(1);
             bar.set_message(label.to_string());
+            *times.lock().expect("not poisoned").entry(label.to_string()).or_default() += took.as_secs_f64();
         };
         let mut pool = rayon::ThreadPoolBuilder::new();
         if let Some(n) = self.threads {
@@ -319,6 +321,13 @@ impl P2pArgs {
             count(p2p_checks::Verdict::No)
         );
         println!("wrote {} files; tables in {}", files.len(), self.out.join("p2p.md").display());
+        let mut slowest: Vec<(String, f64)> = times.into_inner().expect("not poisoned").into_iter().collect();
+        slowest.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let all: f64 = slowest.iter().map(|x| x.1).sum();
+        println!("run time summed over the runs: {all:.0} s; the slowest configurations:");
+        for (label, t) in slowest.iter().take(5) {
+            println!("  {t:>7.1} s  {label}");
+        }
         Ok(ExitCode::SUCCESS)
     }
 }

@@ -196,9 +196,9 @@ pub fn run_count(opts: &Options) -> usize {
     configs(opts).len() * opts.seeds.len()
 }
 
-/// Runs every configuration under every seed, in parallel; `progress(label)` is called after
-/// each run (from any thread).
-pub fn run(traces: &Traces, opts: &Options, progress: &(dyn Fn(&str) + Sync)) -> Outcome {
+/// Runs every configuration under every seed, in parallel; `progress(label, time)` is called
+/// after each run with the run's wall-clock time (from any thread; never part of the results).
+pub fn run(traces: &Traces, opts: &Options, progress: &(dyn Fn(&str, std::time::Duration) + Sync)) -> Outcome {
     let cfgs = configs(opts);
     // Runs sharing a workload (seed, load, estimates) are grouped so it is built once.
     let mut groups: BTreeMap<(usize, u32, bool), Vec<usize>> = BTreeMap::new();
@@ -229,8 +229,9 @@ pub fn run(traces: &Traces, opts: &Options, progress: &(dyn Fn(&str) + Sync)) ->
                 .par_iter()
                 .enumerate()
                 .map(|(k, &c)| {
+                    let started = std::time::Instant::now();
                     let out = p2p::run(&cfgs[c].run, &wl, &mut |_| {});
-                    progress(&cfgs[c].label);
+                    progress(&cfgs[c].label, started.elapsed());
                     let summary = RunSummary {
                         seed,
                         metrics: out.metrics,

@@ -1,6 +1,6 @@
 //! The files `koalesce experiment p2p` writes: `p2p.md` (every table: workloads against
-//! Table II, each figure's configurations, the seed-versus-koalesce checks), `runs.csv` (one
-//! line per run) and SVG plots of Figs. 2–6. Everything is a function of the runs alone (no
+//! Table II, each figure's configurations, the seed-versus-koalesce checks), the same as
+//! `p2p.html` with the plots, `runs.csv` (one line per run) and SVG plots of Figs. 2–6. Everything is a function of the runs alone (no
 //! wall-clock time), so the same seeds give the same bytes.
 
 use std::fmt::Write as _;
@@ -88,11 +88,9 @@ fn bars(o: &Outcome, title: &str, rows: &[(String, &ConfigResult)]) -> String {
 /// Writes the report files into `dir`; returns their paths.
 pub fn write_report(o: &Outcome, dir: &Path) -> io::Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir)?;
-    let mut files = Vec::new();
+    let mut outputs: Vec<(String, String)> = Vec::new();
     let mut write = |name: &str, body: String| -> io::Result<()> {
-        let path = dir.join(name);
-        std::fs::write(&path, body)?;
-        files.push(path);
+        outputs.push((name.to_string(), body));
         Ok(())
     };
     let si = |b: f64, s: Sites, aware: bool| o.find(Algorithm::SenderInitiated, b, s, aware, 1000, false).expect("configuration");
@@ -179,9 +177,68 @@ pub fn write_report(o: &Outcome, dir: &Path) -> io::Result<Vec<PathBuf>> {
     )?;
 
     let checks = checks(o);
-    write("p2p.md", markdown(o, &checks))?;
-    write("runs.csv", runs_csv(o))?;
+    let md = markdown(o, &checks);
+    let svgs: Vec<String> = outputs.iter().map(|(n, _)| n.clone()).filter(|n| n.ends_with(".svg")).collect();
+    outputs.push(("p2p.html".to_string(), html(&md, &svgs)));
+    outputs.push(("p2p.md".to_string(), md));
+    outputs.push(("runs.csv".to_string(), runs_csv(o)));
+    let mut files = Vec::new();
+    for (name, body) in outputs {
+        let path = dir.join(name);
+        std::fs::write(&path, body)?;
+        files.push(path);
+    }
     Ok(files)
+}
+
+/// The generated tables as one HTML page with the plots (a small converter for the markdown
+/// this module writes: headings, tables, paragraphs).
+fn html(md: &str, svgs: &[String]) -> String {
+    let cell = |c: &str| plot::escape_xml(c.trim());
+    let mut out = String::from("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Seed 002 reproduced</title>\n<style>body{font-family:Helvetica,Arial,sans-serif;max-width:1200px;margin:2em auto}table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px}</style></head><body>\n");
+    let mut in_table = false;
+    for line in md.lines() {
+        if line.starts_with('|') {
+            if line.starts_with("|---") {
+                continue;
+            }
+            let cells: Vec<&str> = line.trim_matches('|').split(" | ").collect();
+            if !in_table {
+                out.push_str("<table>\n<tr>");
+                for c in &cells {
+                    let _ = write!(out, "<th>{}</th>", cell(c));
+                }
+                out.push_str("</tr>\n");
+                in_table = true;
+            } else {
+                out.push_str("<tr>");
+                for c in &cells {
+                    let _ = write!(out, "<td>{}</td>", cell(c));
+                }
+                out.push_str("</tr>\n");
+            }
+            continue;
+        }
+        if in_table {
+            out.push_str("</table>\n");
+            in_table = false;
+        }
+        if let Some(h) = line.strip_prefix("## ") {
+            let _ = writeln!(out, "<h2>{}</h2>", cell(h));
+        } else if let Some(h) = line.strip_prefix("# ") {
+            let _ = writeln!(out, "<h1>{}</h1>", cell(h));
+            for s in svgs {
+                let _ = writeln!(out, "<img src=\"{}\" alt=\"{}\">", plot::escape_xml(s), plot::escape_xml(s));
+            }
+        } else if !line.trim().is_empty() {
+            let _ = writeln!(out, "<p>{}</p>", cell(line));
+        }
+    }
+    if in_table {
+        out.push_str("</table>\n");
+    }
+    out.push_str("</body></html>\n");
+    out
 }
 
 fn markdown(o: &Outcome, checks: &[Check]) -> String {
