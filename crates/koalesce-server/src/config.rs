@@ -38,6 +38,12 @@
 //! read_only = ["/opt/software"]
 //! read_write = ["/scratch"]
 //! cgroup_parent = "koalesce"     # control-group directory of the components
+//! [federation]                   # peers and the grid scheduler: see crate::peer::config
+//! name = "alpha"
+//! [[federation.peers]]
+//! name = "beta"
+//! url = "http://10.0.0.2:7878"
+//! secret_file = "/etc/koalesce/peer-beta.secret"
 //! ```
 
 use std::path::Path;
@@ -132,6 +138,9 @@ pub struct ServerConfig {
     /// Jobs may run as root (uid 0).
     pub allow_root_jobs: bool,
     pub sandbox: crate::sandbox::SandboxConfig,
+    /// `[federation]`: peers and the grid scheduler (see [`crate::peer`]); absent: none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub federation: Option<crate::peer::FederationConfig>,
 }
 
 /// The five DAS-2 clusters (003 §5.1).
@@ -153,6 +162,7 @@ impl Default for ServerConfig {
             users: Default::default(),
             allow_root_jobs: false,
             sandbox: Default::default(),
+            federation: None,
         }
     }
 }
@@ -230,6 +240,9 @@ impl ServerConfig {
             "config: sandbox.cgroup_parent '{}' must be a relative path of plain names",
             self.sandbox.cgroup_parent
         );
+        if let Some(f) = &self.federation {
+            f.validate()?;
+        }
         Ok(())
     }
 

@@ -90,6 +90,7 @@ pub use koalesce_api::jobdesc;
 pub mod listener;
 pub mod local;
 pub mod openapi;
+pub mod peer;
 pub mod sandbox;
 pub mod slurm;
 pub mod store;
@@ -261,7 +262,13 @@ pub async fn start(opts: ServerOptions) -> anyhow::Result<RunningServer> {
     let (tx, rx) = tokio::sync::watch::channel(false);
     let driver = tokio::spawn(daemon::drive(shared.clone(), rx.clone()));
     let worker = tokio::spawn(daemon::lrm::worker(shared.clone(), lrm_rx, rx.clone()));
-    let app = api::router(shared.clone());
+    let mut app = api::router(shared.clone());
+    let mut tasks = vec![driver, worker];
+    if let Some(f) = &opts.config.federation {
+        let (routes, gs) = peer::start(shared.clone(), f, &opts.data_dir, rx.clone()).context("starting the federation")?;
+        app = routes.merge(app);
+        tasks.push(gs);
+    }
     let http = tokio::spawn(listener::serve(
         listener,
         app,
@@ -273,7 +280,10 @@ pub async fn start(opts: ServerOptions) -> anyhow::Result<RunningServer> {
         addr,
         shared,
         shutdown: tx,
-        tasks: vec![driver, http, worker],
+        tasks: {
+            tasks.push(http);
+            tasks
+        },
         _lock: lock,
     })
 }

@@ -7,6 +7,7 @@ mod broker_cmds;
 mod client_cmds;
 mod experiment_cmds;
 mod expr_bench;
+mod federation_cmds;
 mod format_cmds;
 mod netbed;
 mod netbed_cmds;
@@ -45,6 +46,11 @@ enum Command {
     Testbed {
         #[command(subcommand)]
         which: testbed_cmds::TestbedCommand,
+    },
+    /// Peering servers (seed 002): the grid queue, where each job runs and why, the peers.
+    Federation {
+        #[command(subcommand)]
+        which: federation_cmds::FederationCommand,
     },
     /// Benchmarks (wall time, throughput, memory), printed as tables.
     Bench {
@@ -101,6 +107,7 @@ fn main() -> std::process::ExitCode {
         Command::StorageAgent(a) => a.run(),
         Command::Netbed { which } => which.run(),
         Command::Testbed { which } => which.run(),
+        Command::Federation { which } => which.run(),
         Command::Bench { which } => match which {
             BenchCommand::Easy(a) => a.run(),
             BenchCommand::Submit(a) => a.run(),

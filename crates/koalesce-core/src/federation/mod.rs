@@ -16,10 +16,14 @@
 //!   ADT(j_out, s_f, s_i); ERT scaled by clock speed; the sender-initiated (φ, τ, ε),
 //!   receiver-initiated (δ, σ) and symmetrically-initiated decisions and the centralized choice.
 //!
+//! - [`live`]: a koalesce server (its core) seen as one compute server: the snapshot AWT is
+//!   computed on, RU, and its offer (ATT, RU) for a peer's job.
+//!
 //! The parameters and their defaults are in [`Params`]; the seed's words are quoted there.
 
 mod backfill;
 pub mod easy;
+pub mod live;
 pub mod policy;
 
 pub use easy::{awt, Easy, Replay, Reservation, Snapshot, SnapshotError, Wait, Waiting};
