@@ -11,6 +11,8 @@
 //!   koalesce.db, koalesce.db-wal, koalesce.db-shm   SQLite (WAL), 0600: jobs, tokens, files,
 //!                                                   replicas, launches (launch intents)
 //!   server.lock                                     flock held by the running server
+//!   federation.db                                   the federation's journal (grid queue,
+//!                                                   handoffs; only with [federation], see peer)
 //!   server.addr                                     "host:port" the server listens on
 //!                                                   (written after bind; with --listen :0 too)
 //!   sites/<site>/storage/<file>.<hash8>             replicas and staged inputs of that site, 0600

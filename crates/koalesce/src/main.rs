@@ -8,6 +8,7 @@ mod client_cmds;
 mod experiment_cmds;
 mod expr_bench;
 mod federation_cmds;
+mod federation_demo;
 mod format_cmds;
 mod netbed;
 mod netbed_cmds;

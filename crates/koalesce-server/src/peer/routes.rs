@@ -75,6 +75,7 @@ async fn render(fed: &F, row: GridRow) -> GridJob {
         exit_ok: None,
         reason: row.reason.clone().filter(|r| !r.is_empty()),
         submitted_ms: row.submitted_ms,
+        finished_ms: None,
     };
     match row.state.as_str() {
         state::LOCAL => {
@@ -85,6 +86,7 @@ async fn render(fed: &F, row: GridRow) -> GridJob {
                     g.state = d.state;
                     g.sites = d.sites.iter().map(|s| format!("{}/{s}", fed.cfg.name)).collect();
                     g.exit_ok = d.exit_ok;
+                    g.finished_ms = d.finished_ms;
                 }
             }
         }
@@ -98,6 +100,7 @@ async fn render(fed: &F, row: GridRow) -> GridJob {
                 }
                 g.sites = r.sites;
                 g.exit_ok = r.exit_ok;
+                g.finished_ms = r.finished_ms;
             }
         }
         state::FAILED => g.state = "failed".into(),
@@ -222,6 +225,7 @@ async fn handoff_view(fed: &F, inc: Incoming) -> HandoffState {
         sites: Vec::new(),
         exit_ok: None,
         failure: None,
+        finished_ms: None,
     };
     if let Some(id) = inc.local_id {
         if let Ok(d) = api::job_detail(&fed.shared, id).await {
@@ -229,6 +233,7 @@ async fn handoff_view(fed: &F, inc: Incoming) -> HandoffState {
             s.sites = d.sites.iter().map(|x| format!("{}/{x}", fed.cfg.name)).collect();
             s.exit_ok = d.exit_ok;
             s.failure = d.failure;
+            s.finished_ms = d.finished_ms;
         }
     }
     s

@@ -53,6 +53,9 @@ pub struct HandoffState {
     pub sites: Vec<String>,
     pub exit_ok: Option<bool>,
     pub failure: Option<String>,
+    /// When it ended (Unix ms, the receiver's clock).
+    #[serde(default)]
+    pub finished_ms: Option<u64>,
 }
 
 /// A job of the grid queue, as `GET /api/v1/grid/jobs/{id}` shows it.
@@ -74,6 +77,8 @@ pub struct GridJob {
     /// Why it stayed or moved: the ATTs and RUs the decision compared.
     pub reason: Option<String>,
     pub submitted_ms: u64,
+    /// When it ended (Unix ms, on the clock of the server that ran it).
+    pub finished_ms: Option<u64>,
 }
 
 /// A peer as `GET /api/v1/federation` shows it.

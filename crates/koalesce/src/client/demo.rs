@@ -28,6 +28,10 @@ pub struct DemoArgs {
     /// Print the per-job summary as JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Instead: N peered servers with unequal load; the same jobs without and with S-I
+    /// migration, ART side by side (docs/federation.md).
+    #[arg(long, value_name = "N")]
+    pub federation: Option<usize>,
 }
 
 /// The server config the demo (and the fresh benchmark server) use: the server's default
@@ -205,6 +209,9 @@ fn progress_bar(total: u64) -> ProgressBar {
 
 impl DemoArgs {
     pub fn run(self) -> anyhow::Result<ExitCode> {
+        if let Some(n) = self.federation {
+            return crate::federation_demo::run(n, self.timeout);
+        }
         let t_start = Instant::now();
         if self.jobs == 0 {
             bail!("--jobs must be at least 1");
