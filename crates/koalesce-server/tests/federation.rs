@@ -129,7 +129,10 @@ fn a_peer_that_does_not_answer_is_backed_off_and_the_job_runs_here() {
     let ids: Vec<u64> = (0..2).map(|i| grid_submit(&a, &alice, &sleep_job(&format!("j{i}"), 1))).collect();
     // Both decided here within the peer's time limit (0.7 s) and a few passes.
     let deadline = Instant::now() + Duration::from_secs(10);
-    while ids.iter().any(|&id| get(&a, &alice, &format!("/api/v1/grid/jobs/{id}"))["runs_at"] != "local") {
+    while ids
+        .iter()
+        .any(|&id| get(&a, &alice, &format!("/api/v1/grid/jobs/{id}"))["runs_at"] != "local")
+    {
         assert!(Instant::now() < deadline, "not decided within 10 s");
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -162,7 +165,10 @@ fn peer_endpoints_take_only_the_pairs_secret_and_check_what_they_get() {
     assert_eq!(a["ru"], 0.0);
     // Too large for every site: infinite (null).
     let big: Value = as_alpha
-        .call("/api/v1/peer/offer", Some(&serde_json::json!({"processors": 5, "estimate_ms": 1, "home_mhz": 1000})))
+        .call(
+            "/api/v1/peer/offer",
+            Some(&serde_json::json!({"processors": 5, "estimate_ms": 1, "home_mhz": 1000})),
+        )
         .unwrap();
     assert!(big["att_ms"].is_null(), "{big}");
     // A user token, a wrong secret, an unknown peer name: 401.
@@ -178,15 +184,27 @@ fn peer_endpoints_take_only_the_pairs_secret_and_check_what_they_get() {
     let body = offer.to_string();
     assert_eq!(raw("/api/v1/peer/offer", &[("Authorization", &bearer(&user))], &body), 401);
     assert_eq!(
-        raw("/api/v1/peer/offer", &[("Authorization", &bearer(&user)), ("X-Koalesce-Peer", "alpha")], &body),
+        raw(
+            "/api/v1/peer/offer",
+            &[("Authorization", &bearer(&user)), ("X-Koalesce-Peer", "alpha")],
+            &body
+        ),
         401
     );
     assert_eq!(
-        raw("/api/v1/peer/offer", &[("Authorization", &bearer(SECRET)), ("X-Koalesce-Peer", "gamma")], &body),
+        raw(
+            "/api/v1/peer/offer",
+            &[("Authorization", &bearer(SECRET)), ("X-Koalesce-Peer", "gamma")],
+            &body
+        ),
         401
     );
     assert_eq!(
-        raw("/api/v1/peer/offer", &[("Authorization", &bearer(SECRET)), ("X-Koalesce-Peer", "alpha")], "{not json"),
+        raw(
+            "/api/v1/peer/offer",
+            &[("Authorization", &bearer(SECRET)), ("X-Koalesce-Peer", "alpha")],
+            "{not json"
+        ),
         400
     );
     // The peer secret is no user token.

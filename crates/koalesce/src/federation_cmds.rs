@@ -112,7 +112,10 @@ fn status_report(g: &GridJob) -> String {
 }
 
 fn jobs_table(jobs: &[GridJob]) -> String {
-    let mut s = format!("{:>6}  {:<20}  {:<12}  {:<10}  {:>6}  {}\n", "ID", "NAME", "STATE", "RUNS_AT", "JOB", "SITES");
+    let mut s = format!(
+        "{:>6}  {:<20}  {:<12}  {:<10}  {:>6}  {}\n",
+        "ID", "NAME", "STATE", "RUNS_AT", "JOB", "SITES"
+    );
     for g in jobs {
         let name: String = g.name.chars().take(20).collect();
         let _ = writeln!(

@@ -68,7 +68,10 @@ impl RunResult {
     }
 
     fn moved(&self) -> usize {
-        self.jobs.iter().filter(|(_, g)| g.runs_at.as_deref().is_some_and(|r| r != "local")).count()
+        self.jobs
+            .iter()
+            .filter(|(_, g)| g.runs_at.as_deref().is_some_and(|r| r != "local"))
+            .count()
     }
 }
 
@@ -86,7 +89,9 @@ fn run_once(n: usize, algorithm: &str, timeout: Duration) -> anyhow::Result<RunR
         };
         let prepared = LocalServer::prepare(&opts)?;
         let token = prepared.create_token("demo", true)?;
-        let server = prepared.start(Duration::from_secs(30)).with_context(|| format!("starting {}", NAMES[i]))?;
+        let server = prepared
+            .start(Duration::from_secs(30))
+            .with_context(|| format!("starting {}", NAMES[i]))?;
         let client = Client::new(&server.url, Some(token), Duration::from_secs(10));
         servers.push((server, client));
     }

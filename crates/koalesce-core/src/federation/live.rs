@@ -53,7 +53,12 @@ pub fn server_view(core: &Scheduler, now: Millis) -> ServerView {
         if !matches!(job.state, JobState::Placed | JobState::Claimed | JobState::Running) {
             continue;
         }
-        let procs: u32 = job.components.iter().filter(|c| holds_processors(c.state)).map(|c| c.processors).sum();
+        let procs: u32 = job
+            .components
+            .iter()
+            .filter(|c| holds_processors(c.state))
+            .map(|c| c.processors)
+            .sum();
         // Never more than the server has (a site that reports more cannot make AWT fail).
         let procs = procs.min(nodes - busy);
         if procs == 0 {
@@ -158,7 +163,11 @@ pub fn offer(view: &ServerView, req: &Requirements, clock_mhz: u32, bandwidth_bp
 pub fn explain(params: &Params, local: &Offer, local_awt: Option<Millis>, best_peer: Option<(&str, &Offer)>) -> String {
     let s = |m: Option<Millis>| m.map_or("infinite".to_string(), |v| format!("{:.1} s", v as f64 / 1000.0));
     match best_peer {
-        None => format!("local AWT {} (φ = {} s); no peer offered a finite ATT", s(local_awt), params.phi_ms / 1000),
+        None => format!(
+            "local AWT {} (φ = {} s); no peer offered a finite ATT",
+            s(local_awt),
+            params.phi_ms / 1000
+        ),
         Some((name, p)) => format!(
             "local ATT {} vs {} at {name} (RU {:.2}); migrate when local ATT > τ = {} × the minimum",
             s(local.att),
@@ -188,7 +197,12 @@ mod tests {
             })
             .collect();
         let n = sites.len();
-        Scheduler::new(SchedulerConfig::default(), sites, NetworkForecast::uniform(n, 1e9, 0), ReplicaCatalogue::default())
+        Scheduler::new(
+            SchedulerConfig::default(),
+            sites,
+            NetworkForecast::uniform(n, 1e9, 0),
+            ReplicaCatalogue::default(),
+        )
     }
 
     fn req(processors: u32, estimate_ms: Millis) -> Requirements {

@@ -104,7 +104,12 @@ impl PeerClient {
                 .header("Authorization", &auth)
                 .header(PEER_HEADER, &self.me)
                 .send_json(b),
-            None => self.agent.get(&url).header("Authorization", &auth).header(PEER_HEADER, &self.me).call(),
+            None => self
+                .agent
+                .get(&url)
+                .header("Authorization", &auth)
+                .header(PEER_HEADER, &self.me)
+                .call(),
         };
         let mut resp = result.map_err(|e| CallError::Unreachable(e.to_string()))?;
         let status = resp.status().as_u16();

@@ -190,7 +190,8 @@ mod tests {
 
     #[test]
     fn bad_values_name_the_field() {
-        let cases: Vec<(Box<dyn Fn(&mut FederationConfig)>, &str)> = vec![
+        type Edit = Box<dyn Fn(&mut FederationConfig)>;
+        let cases: Vec<(Edit, &str)> = vec![
             (Box::new(|c| c.name = "a b".into()), "federation.name"),
             (Box::new(|c| c.tau = 0.5), "federation.tau"),
             (Box::new(|c| c.epsilon = f64::NAN), "federation.epsilon"),

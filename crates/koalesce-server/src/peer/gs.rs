@@ -36,7 +36,11 @@ async fn rows(fed: &Arc<Federation>, st: &'static str) -> anyhow::Result<Vec<Gri
 
 async fn transition(fed: &Arc<Federation>, id: u64, from: &'static str, to: &'static str, t: Transition<'_>) -> anyhow::Result<bool> {
     let j = fed.journal.clone();
-    let (peer, handoff, reason) = (t.peer.map(str::to_string), t.handoff.map(str::to_string), t.reason.map(str::to_string));
+    let (peer, handoff, reason) = (
+        t.peer.map(str::to_string),
+        t.handoff.map(str::to_string),
+        t.reason.map(str::to_string),
+    );
     let (local_id, remote_id, new_attempt) = (t.local_id, t.remote_id, t.new_attempt);
     Ok(blocking(move || {
         j.transition(
@@ -135,7 +139,10 @@ async fn decide(fed: &Arc<Federation>, row: &GridRow) -> anyhow::Result<()> {
     let mut asked = Vec::new();
     for i in (0..fed.peers.len()).filter(|&i| fed.available(i)) {
         let f = fed.clone();
-        asked.push((i, tokio::spawn(async move { call::<_, OfferAnswer>(&f, i, "/api/v1/peer/offer".into(), Some(ask)).await })));
+        asked.push((
+            i,
+            tokio::spawn(async move { call::<_, OfferAnswer>(&f, i, "/api/v1/peer/offer".into(), Some(ask)).await }),
+        ));
     }
     let mut peers: Vec<usize> = Vec::new();
     let mut offers: Vec<Offer> = Vec::new();
@@ -188,7 +195,14 @@ async fn submit_local(fed: &Arc<Federation>, row: &GridRow, from: &'static str, 
             .await?;
         }
         Err(e) if e.0.is_client_error() => {
-            transition(fed, row.id, state::SUBMITTING, state::FAILED, reason(&format!("refused here: {}", e.1))).await?;
+            transition(
+                fed,
+                row.id,
+                state::SUBMITTING,
+                state::FAILED,
+                reason(&format!("refused here: {}", e.1)),
+            )
+            .await?;
         }
         // Not durable (the store failed): tried again on the next pass.
         Err(e) => anyhow::bail!("grid job {}: {}", row.id, e.1),
@@ -246,7 +260,14 @@ async fn resolve_handing(fed: &Arc<Federation>, row: &GridRow) -> anyhow::Result
     };
     let Some(i) = fed.peer_index(peer) else {
         // The peer left the configuration: it cannot have committed (only we commit).
-        transition(fed, row.id, state::HANDING, state::WAITING, reason(&format!("peer {peer} is no longer configured"))).await?;
+        transition(
+            fed,
+            row.id,
+            state::HANDING,
+            state::WAITING,
+            reason(&format!("peer {peer} is no longer configured")),
+        )
+        .await?;
         return Ok(());
     };
     if !fed.available(i) {

@@ -136,8 +136,12 @@ impl Journal {
 
     pub fn grid_job(&self, id: u64) -> rusqlite::Result<Option<GridRow>> {
         self.with(|c| {
-            c.query_row(&format!("SELECT {GRID_COLUMNS} FROM grid_jobs WHERE id = ?1"), [id as i64], grid_row)
-                .optional()
+            c.query_row(
+                &format!("SELECT {GRID_COLUMNS} FROM grid_jobs WHERE id = ?1"),
+                [id as i64],
+                grid_row,
+            )
+            .optional()
         })
     }
 
@@ -228,7 +232,10 @@ impl Journal {
                 "INSERT OR IGNORE INTO incoming (handoff, origin, user, description, state) VALUES (?1, ?2, '', '', 'aborted')",
                 params![handoff, origin],
             )?;
-            c.execute("UPDATE incoming SET state = 'aborted' WHERE handoff = ?1 AND state = 'prepared'", [handoff])?;
+            c.execute(
+                "UPDATE incoming SET state = 'aborted' WHERE handoff = ?1 AND state = 'prepared'",
+                [handoff],
+            )?;
             c.query_row(
                 "SELECT handoff, origin, user, description, state, local_id FROM incoming WHERE handoff = ?1",
                 [handoff],

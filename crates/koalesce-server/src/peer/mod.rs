@@ -87,7 +87,15 @@ pub fn start(
     let peers = cfg
         .peers
         .iter()
-        .map(|p| Ok(PeerClient::new(&cfg.name, &p.name, &p.url, config::read_secret(p)?, cfg.peer_timeout_ms)))
+        .map(|p| {
+            Ok(PeerClient::new(
+                &cfg.name,
+                &p.name,
+                &p.url,
+                config::read_secret(p)?,
+                cfg.peer_timeout_ms,
+            ))
+        })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let journal = Journal::open(&data_dir.join(JOURNAL_FILE)).map_err(|e| anyhow::anyhow!("opening {JOURNAL_FILE}: {e}"))?;
     let fed = Arc::new(Federation {
@@ -159,8 +167,10 @@ impl Federation {
         let found = blocking(move || {
             store.read(move |c| {
                 use rusqlite::OptionalExtension;
-                c.query_row("SELECT id FROM jobs WHERE name = ?1 ORDER BY id LIMIT 1", [&name], |r| r.get::<_, i64>(0))
-                    .optional()
+                c.query_row("SELECT id FROM jobs WHERE name = ?1 ORDER BY id LIMIT 1", [&name], |r| {
+                    r.get::<_, i64>(0)
+                })
+                .optional()
             })
         })
         .await

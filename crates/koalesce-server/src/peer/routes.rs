@@ -57,7 +57,9 @@ async fn submit(State(fed): State<F>, req: Request) -> R<Response> {
     fed.requirements(&desc).map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, e))?;
     let j = fed.journal.clone();
     let (user, name, text) = (caller.user.clone(), desc.name.clone(), desc.to_toml());
-    let id = blocking(move || j.add_grid_job(&user, &name, &text, now_ms())).await.map_err(internal)?;
+    let id = blocking(move || j.add_grid_job(&user, &name, &text, now_ms()))
+        .await
+        .map_err(internal)?;
     fed.wake.notify_one();
     Ok((StatusCode::CREATED, Json(Submitted { id })).into_response())
 }
@@ -173,7 +175,12 @@ async fn status(State(fed): State<F>, headers: HeaderMap) -> R<Json<FederationSt
 /// The calling peer (its index), from its name and the pair's secret. User tokens are never
 /// peer credentials.
 fn peer_auth(fed: &Federation, headers: &HeaderMap) -> R<usize> {
-    let refused = || err(StatusCode::UNAUTHORIZED, "peer authentication failed (header X-Koalesce-Peer and the pair's secret)");
+    let refused = || {
+        err(
+            StatusCode::UNAUTHORIZED,
+            "peer authentication failed (header X-Koalesce-Peer and the pair's secret)",
+        )
+    };
     let name = headers.get(PEER_HEADER).and_then(|v| v.to_str().ok()).ok_or_else(refused)?;
     let secret = headers
         .get(axum::http::header::AUTHORIZATION)
@@ -198,7 +205,10 @@ async fn offer(State(fed): State<F>, req: Request) -> R<Json<OfferAnswer>> {
     let body = api::read_body(&fed.shared, req).await?;
     let q: OfferRequest = json(&body)?;
     if q.processors == 0 || q.home_mhz == 0 {
-        return Err(err(StatusCode::UNPROCESSABLE_ENTITY, "fields 'processors' and 'home_mhz' must be positive"));
+        return Err(err(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "fields 'processors' and 'home_mhz' must be positive",
+        ));
     }
     let req = Requirements {
         processors: q.processors,
@@ -263,7 +273,10 @@ async fn prepare(State(fed): State<F>, req: Request) -> R<Json<HandoffState>> {
     let q: HandoffRequest = json(&body)?;
     check_handoff(&fed, i, &q.handoff)?;
     if q.user.is_empty() || q.user.len() > 256 || q.user.chars().any(char::is_control) {
-        return Err(err(StatusCode::UNPROCESSABLE_ENTITY, "field 'user': 1-256 characters without control characters"));
+        return Err(err(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "field 'user': 1-256 characters without control characters",
+        ));
     }
     let desc = parse_description(&q.description)?;
     if !desc.inputs.is_empty() || !desc.outputs.is_empty() || desc.components.iter().any(|c| c.site.is_some()) {
@@ -275,7 +288,9 @@ async fn prepare(State(fed): State<F>, req: Request) -> R<Json<HandoffState>> {
     fed.requirements(&desc).map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, e))?;
     let j = fed.journal.clone();
     let origin = fed.peers[i].name.clone();
-    let inc = blocking(move || j.prepare(&q.handoff, &origin, &q.user, &desc.to_toml())).await.map_err(internal)?;
+    let inc = blocking(move || j.prepare(&q.handoff, &origin, &q.user, &desc.to_toml()))
+        .await
+        .map_err(internal)?;
     Ok(Json(handoff_view(&fed, inc).await))
 }
 
