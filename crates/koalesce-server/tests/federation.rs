@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use common::{json, supervisor, token};
 use koalesce_server::peer::journal::{state, Transition};
-use koalesce_server::peer::{FederationConfig, Journal, PeerClient, PeerConfig};
+use koalesce_server::peer::{FederationConfig, Journal, PeerAlgorithm, PeerClient, PeerConfig};
 use koalesce_server::BackgroundServer;
 use serde_json::Value;
 
@@ -21,6 +21,17 @@ fn free_port() -> u16 {
 
 /// A server named `name` with `sites`, listening on `port`, peered with `peers` (name, port).
 fn server(dir: &Path, name: &str, port: u16, sites: &[(&str, u32)], peers: &[(&str, u16)]) -> BackgroundServer {
+    server_with(dir, name, port, sites, peers, PeerAlgorithm::SenderInitiated)
+}
+
+fn server_with(
+    dir: &Path,
+    name: &str,
+    port: u16,
+    sites: &[(&str, u32)],
+    peers: &[(&str, u16)],
+    algorithm: PeerAlgorithm,
+) -> BackgroundServer {
     let secret = dir.join("peer.secret");
     std::fs::create_dir_all(dir).unwrap();
     std::fs::write(&secret, SECRET).unwrap();
@@ -28,7 +39,9 @@ fn server(dir: &Path, name: &str, port: u16, sites: &[(&str, u32)], peers: &[(&s
     opts.listen = Some(format!("127.0.0.1:{port}"));
     opts.config.federation = Some(FederationConfig {
         name: name.into(),
+        algorithm,
         phi: "1s".into(),
+        sigma: "1s".into(),
         check_interval_ms: 100,
         peer_timeout_ms: 700,
         backoff_initial_ms: 500,
@@ -299,4 +312,36 @@ fn a_restarted_origin_finishes_or_aborts_its_handoffs_and_no_job_runs_twice() {
     let at_a = get(&a, &alice, "/api/v1/jobs").as_array().unwrap().len();
     assert_eq!(at_a + at_b, 2, "alpha ran {at_a}, beta ran {at_b}");
     assert!(g1["reason"].as_str().is_some(), "{g1}");
+}
+
+/// R-I (002 §III-A2): alpha's jobs that would wait wait in its grid queue until idle beta
+/// volunteers (RU 0 < δ at its σ check), then move one per volunteer.
+#[test]
+fn receiver_initiated_jobs_wait_for_a_volunteer_and_move_to_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (pa, pb) = (free_port(), free_port());
+    let ri = PeerAlgorithm::ReceiverInitiated;
+    let a = server_with(&tmp.path().join("a"), "alpha", pa, &[("a1", 1)], &[("beta", pb)], ri);
+    let alice = token(&a.data_dir, "alice", false);
+    let ids: Vec<u64> = (0..3).map(|i| grid_submit(&a, &alice, &sleep_job(&format!("r{i}"), 1))).collect();
+    // No peer volunteers yet (beta is not up): the two that would wait stay in the grid queue.
+    std::thread::sleep(Duration::from_millis(800));
+    let waiting = get(&a, &alice, &format!("/api/v1/grid/jobs/{}", ids[2]));
+    assert_eq!(waiting["state"], "waiting", "{waiting}");
+    assert!(
+        waiting["reason"].as_str().unwrap().starts_with("waiting for a volunteer"),
+        "{waiting}"
+    );
+    let b = server_with(&tmp.path().join("b"), "beta", pb, &[("b1", 4)], &[("alpha", pa)], ri);
+    let jobs: Vec<Value> = ids.iter().map(|&id| wait_grid(&a, &alice, id, 60)).collect();
+    assert!(jobs.iter().all(|g| g["state"] == "succeeded"), "{jobs:?}");
+    let moved: Vec<&Value> = jobs.iter().filter(|g| g["runs_at"] == "beta").collect();
+    assert!(!moved.is_empty(), "{jobs:?}");
+    for g in moved {
+        assert!(g["reason"].as_str().unwrap().starts_with("moved (R-I): beta volunteered"), "{g}");
+    }
+    let root_b = token(&b.data_dir, "root", true);
+    let at_b = get(&b, &root_b, "/api/v1/jobs?all=true").as_array().unwrap().len();
+    let at_a = get(&a, &alice, "/api/v1/jobs").as_array().unwrap().len();
+    assert_eq!(at_a + at_b, 3, "each job ran once: alpha {at_a}, beta {at_b}");
 }

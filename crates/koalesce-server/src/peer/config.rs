@@ -4,7 +4,7 @@
 //! ```toml
 //! [federation]
 //! name = "alpha"                 # this server's name among its peers
-//! algorithm = "s-i"              # "s-i" (sender-initiated, 002 §III-A1) or "local" (no migration)
+//! algorithm = "s-i"              # "s-i", "r-i", "sy-i" (002 §III-A) or "local" (no migration)
 //! clock_mhz = 1000               # clock of this server's processors: ERT scales with it
 //! bandwidth_bps = 40e6           # forecast bandwidth to a peer (ADT) until one is measured
 //! check_interval_ms = 1000       # how often the grid queue is examined
@@ -14,6 +14,8 @@
 //! tau = 1.4                      # the seed's parameters (002 §V); phi as a duration
 //! phi = "1m"
 //! epsilon = 0.01
+//! sigma = "5m"                   # R-I / SY-I: RU checked every σ; volunteer below δ
+//! delta = 0.7
 //! [[federation.peers]]
 //! name = "beta"
 //! url = "http://10.0.0.2:7878"
@@ -32,9 +34,32 @@ pub enum PeerAlgorithm {
     #[default]
     #[serde(rename = "s-i")]
     SenderInitiated,
+    /// Receiver-initiated: servers whose RU is below δ volunteer every σ; a job whose local
+    /// AWT reaches φ waits in the grid queue for a volunteer (002 §III-A2).
+    #[serde(rename = "r-i")]
+    ReceiverInitiated,
+    /// Symmetric: R-I, and S-I at once when no volunteer is known (002 §III-A3).
+    #[serde(rename = "sy-i")]
+    Symmetric,
     /// Every job runs here (the seed's local baseline); the server still answers peers.
     #[serde(rename = "local")]
     Local,
+}
+
+impl PeerAlgorithm {
+    pub fn name(self) -> &'static str {
+        match self {
+            PeerAlgorithm::SenderInitiated => "s-i",
+            PeerAlgorithm::ReceiverInitiated => "r-i",
+            PeerAlgorithm::Symmetric => "sy-i",
+            PeerAlgorithm::Local => "local",
+        }
+    }
+
+    /// Whether the server volunteers when its RU is below δ.
+    pub fn volunteers(self) -> bool {
+        matches!(self, PeerAlgorithm::ReceiverInitiated | PeerAlgorithm::Symmetric)
+    }
 }
 
 /// One peer server.
@@ -64,6 +89,10 @@ pub struct FederationConfig {
     /// φ as a duration ("1m", "30s", "500ms" are not allowed: whole seconds or more).
     pub phi: String,
     pub epsilon: f64,
+    /// σ: how often RU is checked (R-I, SY-I) and a waiting job's AWT examined again.
+    pub sigma: String,
+    /// δ: a server with RU below it volunteers.
+    pub delta: f64,
     pub peers: Vec<PeerConfig>,
 }
 
@@ -82,6 +111,8 @@ impl Default for FederationConfig {
             tau: p.tau,
             phi: format!("{}s", p.phi_ms / 1000),
             epsilon: p.epsilon,
+            sigma: format!("{}m", p.sigma_ms / 60_000),
+            delta: p.delta,
             peers: Vec::new(),
         }
     }
@@ -95,11 +126,14 @@ impl FederationConfig {
     /// The seed's parameters as configured.
     pub fn params(&self) -> anyhow::Result<Params> {
         let phi_ms = koalesce_api::duration::parse_ms(&self.phi).map_err(|e| anyhow::anyhow!("config: federation.phi: {e}"))?;
+        let sigma_ms = koalesce_api::duration::parse_ms(&self.sigma).map_err(|e| anyhow::anyhow!("config: federation.sigma: {e}"))?;
+        anyhow::ensure!(sigma_ms > 0, "config: federation.sigma must be positive");
         Ok(Params {
             tau: self.tau,
             phi_ms,
             epsilon: self.epsilon,
-            ..Params::default()
+            sigma_ms,
+            delta: self.delta,
         })
     }
 
@@ -126,6 +160,10 @@ impl FederationConfig {
         anyhow::ensure!(
             self.epsilon.is_finite() && (0.0..1.0).contains(&self.epsilon),
             "config: federation.epsilon must be in [0, 1)"
+        );
+        anyhow::ensure!(
+            self.delta.is_finite() && (0.0..=1.0).contains(&self.delta),
+            "config: federation.delta must be in [0, 1]"
         );
         self.params()?;
         let mut names = std::collections::BTreeSet::from([self.name.as_str()]);
@@ -199,6 +237,8 @@ mod tests {
             (Box::new(|c| c.peers[0].name = "alpha".into()), "appears twice"),
             (Box::new(|c| c.peers[0].url = "ftp://x".into()), "url"),
             (Box::new(|c| c.backoff_max_ms = 1), "backoff_max_ms"),
+            (Box::new(|c| c.delta = 1.5), "federation.delta"),
+            (Box::new(|c| c.sigma = "0s".into()), "federation.sigma"),
         ];
         for (edit, want) in cases {
             let mut c = base();

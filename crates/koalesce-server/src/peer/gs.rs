@@ -14,12 +14,18 @@ use crate::jobdesc::JobDescription;
 
 pub(super) async fn run(fed: Arc<Federation>, mut stop: tokio::sync::watch::Receiver<bool>) {
     let period = Duration::from_millis(fed.cfg.check_interval_ms);
+    let mut next_check = 0u64;
     loop {
         if *stop.borrow() {
             return;
         }
         if let Err(e) = step(&fed).await {
             tracing::warn!(error = %e, "grid scheduler step failed");
+        }
+        let now = crate::now_ms();
+        if fed.cfg.algorithm.volunteers() && now >= next_check {
+            next_check = now + fed.params.sigma_ms;
+            volunteer_if_idle(&fed).await;
         }
         tokio::select! {
             _ = tokio::time::sleep(period) => {}
@@ -127,6 +133,24 @@ async fn decide(fed: &Arc<Federation>, row: &GridRow) -> anyhow::Result<()> {
     if stays_local(&fed.params, local_awt) {
         let why = format!("local AWT {} < φ = {} s", s(local_awt), fed.params.phi_ms / 1000);
         return submit_local(fed, row, state::WAITING, Some(why)).await;
+    }
+    let receiver_only = match fed.cfg.algorithm {
+        PeerAlgorithm::ReceiverInitiated => true,
+        PeerAlgorithm::Symmetric => !fed.recent_volunteers().is_empty(),
+        _ => false,
+    };
+    if receiver_only {
+        // R-I (and SY-I while volunteers are about): wait in the grid queue for a volunteer,
+        // re-examining the local AWT every pass.
+        let why = format!(
+            "waiting for a volunteer: local AWT {} ≥ φ = {} s",
+            s(local_awt),
+            fed.params.phi_ms / 1000
+        );
+        if row.reason.as_deref() != Some(why.as_str()) {
+            transition(fed, row.id, state::WAITING, state::WAITING, reason(&why)).await?;
+        }
+        return Ok(());
     }
     // S-I: ask every available peer at once; those that do not answer are left out.
     let ask = OfferRequest {
@@ -315,4 +339,60 @@ async fn follow(fed: &Arc<Federation>, row: &GridRow) -> anyhow::Result<()> {
         blocking(move || j.set_remote(id, s.job, &json)).await?;
     }
     Ok(())
+}
+
+/// R-I and SY-I: at each σ, a server whose RU is below δ volunteers to every available peer
+/// (they answer at once; what they offer comes later, as handoffs).
+async fn volunteer_if_idle(fed: &Arc<Federation>) {
+    let ru = {
+        let st = fed.shared.lock();
+        let view = koalesce_core::federation::live::server_view(&st.core, crate::now_ms());
+        koalesce_core::federation::policy::ru(view.busy, view.snapshot.nodes)
+    };
+    if !koalesce_core::federation::policy::volunteers(&fed.params, ru) {
+        return;
+    }
+    for i in (0..fed.peers.len()).filter(|&i| fed.available(i)) {
+        let _ = call::<(), serde_json::Value>(fed, i, "/api/v1/peer/volunteer".into(), Some(())).await;
+    }
+}
+
+/// A peer volunteered: the first job waiting in the grid queue is offered to it and moves if
+/// its ATT there is lower (or within ε with a lower RU), 002 §III-A2.
+pub(crate) async fn on_volunteer(fed: &Arc<Federation>, i: usize) -> anyhow::Result<()> {
+    let Some(row) = rows(fed, state::WAITING).await?.into_iter().next() else {
+        return Ok(());
+    };
+    let Ok(desc) = JobDescription::parse(&row.description) else {
+        return Ok(());
+    };
+    if pinned(&desc).is_some() {
+        return Ok(());
+    }
+    let Ok(req) = fed.requirements(&desc) else { return Ok(()) };
+    let (local, _) = fed.offer(&req, false);
+    let ask = OfferRequest {
+        processors: req.processors,
+        estimate_ms: req.estimate_ms,
+        home_mhz: req.home_mhz,
+        input_bytes: req.input_bytes,
+        output_bytes: req.output_bytes,
+    };
+    let Ok(a) = call::<_, OfferAnswer>(fed, i, "/api/v1/peer/offer".into(), Some(ask)).await else {
+        return Ok(());
+    };
+    let theirs = Offer { att: a.att_ms, ru: a.ru };
+    if !koalesce_core::federation::policy::receiver_initiated(&fed.params, local, theirs) {
+        return Ok(());
+    }
+    let s = |m: Option<u64>| m.map_or("infinite".to_string(), |v| format!("{:.1} s", v as f64 / 1000.0));
+    let why = format!(
+        "moved (R-I): {} volunteered; its ATT {} (RU {:.2}) against {} here (RU {:.2})",
+        fed.peers[i].name,
+        s(theirs.att),
+        theirs.ru,
+        s(local.att),
+        local.ru
+    );
+    hand_off(fed, &row, i, why).await
 }

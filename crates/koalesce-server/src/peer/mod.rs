@@ -30,13 +30,19 @@
 //! tokens never are. A peer may only touch handoffs named after itself; its jobs run as the
 //! user `peer-<name>` and are validated like any submission.
 //!
+//! R-I (§III-A2): a server whose RU is below δ at its σ check volunteers to every peer
+//! (`POST /api/v1/peer/volunteer`); a job whose local AWT reaches φ waits in the grid queue
+//! until a volunteer's offer wins by [`koalesce_core::federation::policy::receiver_initiated`]
+//! or its local AWT drops below φ. SY-I: the same, and S-I at once when no peer volunteered
+//! within σ.
+//!
 //! Not yet (issue 14 items 3-5, see docs/federation.md): jobs with input or output files and
-//! jobs fixed to a site stay local (no peer-to-peer data movement yet); R-I and SY-I;
-//! `koalesce demo --federation`; shaped-network and kill tests.
+//! jobs fixed to a site stay local (no peer-to-peer data movement yet); shaped-network and
+//! SIGKILL tests of server processes.
 
 pub mod client;
 pub mod config;
-mod gs;
+pub(crate) mod gs;
 pub mod journal;
 mod routes;
 pub mod wire;
@@ -67,6 +73,8 @@ pub struct Federation {
     pub(crate) params: Params,
     pub(crate) peers: Vec<PeerClient>,
     pub(crate) avail: Mutex<Vec<Availability>>,
+    /// When each peer last volunteered (Unix ms; 0: never).
+    pub(crate) volunteer_at: Mutex<Vec<u64>>,
     pub(crate) journal: Journal,
     /// Serializes submissions into the core that must not happen twice (look-up, then submit).
     pub(crate) submit_lock: tokio::sync::Mutex<()>,
@@ -103,6 +111,7 @@ pub fn start(
         cfg: cfg.clone(),
         params,
         avail: Mutex::new(vec![Availability::default(); peers.len()]),
+        volunteer_at: Mutex::new(vec![0; peers.len()]),
         peers,
         journal,
         submit_lock: tokio::sync::Mutex::new(()),
@@ -179,6 +188,21 @@ impl Federation {
             return Ok(id as u64);
         }
         crate::api::submit_text(&self.shared, user, &desc.to_toml()).await
+    }
+
+    pub(crate) fn volunteered(&self, i: usize) {
+        self.volunteer_at.lock().unwrap_or_else(|p| p.into_inner())[i] = now_ms();
+    }
+
+    /// Peers that volunteered within the last σ, most recent first.
+    pub(crate) fn recent_volunteers(&self) -> Vec<usize> {
+        let now = now_ms();
+        let v = self.volunteer_at.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out: Vec<usize> = (0..v.len())
+            .filter(|&i| v[i] > 0 && now.saturating_sub(v[i]) <= self.params.sigma_ms)
+            .collect();
+        out.sort_by_key(|&i| std::cmp::Reverse(v[i]));
+        out
     }
 
     pub(crate) fn peer_index(&self, name: &str) -> Option<usize> {

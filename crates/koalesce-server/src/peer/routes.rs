@@ -28,6 +28,7 @@ pub(super) fn router(fed: F) -> Router {
         .route("/api/v1/grid/jobs/{id}", get(show))
         .route("/api/v1/federation", get(status))
         .route("/api/v1/peer/offer", post(offer))
+        .route("/api/v1/peer/volunteer", post(volunteer))
         .route("/api/v1/peer/handoffs", post(prepare))
         .route("/api/v1/peer/handoffs/{h}", get(handoff_state))
         .route("/api/v1/peer/handoffs/{h}/commit", post(commit))
@@ -158,10 +159,7 @@ async fn status(State(fed): State<F>, headers: HeaderMap) -> R<Json<FederationSt
     let count = |states: &[&str]| counts.iter().filter(|(s, _)| states.contains(&s.as_str())).map(|c| c.1).sum();
     Ok(Json(FederationStatus {
         name: fed.cfg.name.clone(),
-        algorithm: match fed.cfg.algorithm {
-            super::PeerAlgorithm::SenderInitiated => "s-i".into(),
-            super::PeerAlgorithm::Local => "local".into(),
-        },
+        algorithm: fed.cfg.algorithm.name().into(),
         peers,
         local: count(&[state::LOCAL, state::SUBMITTING]),
         migrated_out: count(&[state::MIGRATED, state::HANDING]),
@@ -223,6 +221,19 @@ async fn offer(State(fed): State<F>, req: Request) -> R<Json<OfferAnswer>> {
         awt_ms: awt,
         ru: o.ru,
     }))
+}
+
+/// A peer volunteers (its RU is below δ, 002 §III-A2): the first job of the grid queue is
+/// offered to it, in the background.
+async fn volunteer(State(fed): State<F>, headers: HeaderMap) -> R<StatusCode> {
+    let i = peer_auth(&fed, &headers)?;
+    fed.volunteered(i);
+    tokio::spawn(async move {
+        if let Err(e) = super::gs::on_volunteer(&fed, i).await {
+            tracing::warn!(error = %e, "offering a job to a volunteer failed");
+        }
+    });
+    Ok(StatusCode::ACCEPTED)
 }
 
 /// The handoff as the receiver holds it, with its job's state here.
