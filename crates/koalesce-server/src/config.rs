@@ -4,6 +4,7 @@
 //! listen = "127.0.0.1:7878"      # overridden by --listen
 //! body_limit = 1048576           # bytes; larger request bodies answer 413
 //! poll_interval_ms = 100         # how often running components are checked
+//! walltime_factor = 2.0          # a job without `walltime` may run its runtime estimate × this (0: no limit)
 //! # Sites; default: the five DAS-2 clusters on the local executor.
 //! [[sites]]
 //! name = "vu"
@@ -141,7 +142,13 @@ pub struct ServerConfig {
     /// `[federation]`: peers and the grid scheduler (see [`crate::peer`]); absent: none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub federation: Option<crate::peer::FederationConfig>,
+    /// A job without `walltime` is killed after its runtime estimate (default 1 h) times this
+    /// (TIMEOUT), as a site's default time limit; 0: no limit unless the job gives one.
+    pub walltime_factor: f64,
 }
+
+/// Default [`ServerConfig::walltime_factor`].
+pub const DEFAULT_WALLTIME_FACTOR: f64 = 2.0;
 
 /// The five DAS-2 clusters (003 §5.1).
 pub const DAS2: [(&str, u32); 5] = [("vu", 144), ("leiden", 56), ("uva", 56), ("delft", 64), ("utrecht", 64)];
@@ -163,6 +170,7 @@ impl Default for ServerConfig {
             allow_root_jobs: false,
             sandbox: Default::default(),
             federation: None,
+            walltime_factor: DEFAULT_WALLTIME_FACTOR,
         }
     }
 }
@@ -198,6 +206,11 @@ impl ServerConfig {
 
     pub fn validate(&self) -> anyhow::Result<()> {
         self.scheduler.validate()?;
+        anyhow::ensure!(
+            self.walltime_factor.is_finite() && self.walltime_factor >= 0.0,
+            "config: 'walltime_factor' must be 0 (no default limit) or more, not {}",
+            self.walltime_factor
+        );
         let sites = self.effective_sites();
         anyhow::ensure!(!sites.is_empty(), "config: 'sites' is empty");
         let mut names = std::collections::BTreeSet::new();

@@ -62,7 +62,7 @@ async fn submit(State(fed): State<F>, req: Request) -> R<Response> {
         .await
         .map_err(internal)?;
     fed.wake.notify_one();
-    Ok((StatusCode::CREATED, Json(Submitted { id })).into_response())
+    Ok((StatusCode::CREATED, Json(Submitted { id, ids: Vec::new() })).into_response())
 }
 
 /// A grid job as users see it: where it runs, its state there, why.
