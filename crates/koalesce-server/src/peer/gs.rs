@@ -68,6 +68,7 @@ async fn transition(fed: &Arc<Federation>, id: u64, from: &'static str, to: &'st
 
 /// One pass: unfinished business first, then the waiting jobs in order.
 pub(super) async fn step(fed: &Arc<Federation>) -> anyhow::Result<()> {
+    let _one = fed.gs_lock.lock().await;
     for row in rows(fed, state::SUBMITTING).await? {
         submit_local(fed, &row, state::SUBMITTING, None).await?;
     }
@@ -360,6 +361,7 @@ async fn volunteer_if_idle(fed: &Arc<Federation>) {
 /// A peer volunteered: the first job waiting in the grid queue is offered to it and moves if
 /// its ATT there is lower (or within ε with a lower RU), 002 §III-A2.
 pub(crate) async fn on_volunteer(fed: &Arc<Federation>, i: usize) -> anyhow::Result<()> {
+    let _one = fed.gs_lock.lock().await;
     let Some(row) = rows(fed, state::WAITING).await?.into_iter().next() else {
         return Ok(());
     };

@@ -78,6 +78,9 @@ pub struct Federation {
     pub(crate) journal: Journal,
     /// Serializes submissions into the core that must not happen twice (look-up, then submit).
     pub(crate) submit_lock: tokio::sync::Mutex<()>,
+    /// One grid-scheduler action at a time: a pass and an offer to a volunteer must not both
+    /// act on a job being handed over (one would abort what the other just prepared).
+    pub(crate) gs_lock: tokio::sync::Mutex<()>,
     /// Wakes the grid scheduler (a new grid job).
     pub(crate) wake: tokio::sync::Notify,
 }
@@ -115,6 +118,7 @@ pub fn start(
         peers,
         journal,
         submit_lock: tokio::sync::Mutex::new(()),
+        gs_lock: tokio::sync::Mutex::new(()),
         wake: tokio::sync::Notify::new(),
     });
     let router = routes::router(fed.clone());
