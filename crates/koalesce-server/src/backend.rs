@@ -199,6 +199,13 @@ pub trait Backend: Send + Sync + 'static {
     /// held job exists). A component that is not ready yet may still become ready; one that
     /// never will shows up as terminal in [`Backend::status`].
     fn ready(&self, ids: &[String]) -> Vec<(String, bool)>;
+    /// The slow half of [`Backend::start`], done for every site of a launch before any site
+    /// starts: whatever takes time (writing and syncing release records) is done here, so that
+    /// the `start` calls of all sites, made right after, let the programs run within
+    /// milliseconds of each other. Default: nothing.
+    fn prepare_start(&self, _ids: &[String]) -> Result<(), BackendError> {
+        Ok(())
+    }
     /// Lets held components run (Slurm: `scontrol release`). The daemon calls it for all the
     /// components of a launch at once, once every one of them is ready. Fails, starting none,
     /// when one of them is not ready.
@@ -222,7 +229,17 @@ pub trait Backend: Send + Sync + 'static {
     fn reservations(&self) -> Option<&dyn Reservations> {
         None
     }
+    /// How long a launch waits for this backend's components to be [`Backend::ready`] (003's
+    /// claim: the LRM gave the processors and the supervisor checked in). Past it the claim
+    /// has failed: the launch is cancelled and the job goes back to placement.
+    fn claim_timeout(&self) -> std::time::Duration {
+        DEFAULT_CLAIM_TIMEOUT
+    }
 }
+
+/// [`Backend::claim_timeout`] unless a backend says otherwise (the local executor's
+/// supervisors check in within milliseconds; this bounds a machine under heavy load).
+pub const DEFAULT_CLAIM_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// What every backend of a server shares: how supervisors are started and confined, and
 /// where a backend may keep files of its own.

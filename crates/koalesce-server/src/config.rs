@@ -29,6 +29,13 @@
 //! header_timeout_ms = 10000      # a request's header (and an idle keep-alive gap) within this
 //! body_timeout_ms = 30000        # a request's body within this (else 408)
 //!
+//! # A blacklisted site is probed (its LRM asked for its processors) this long after the
+//! # blacklisting, then with the wait doubled after every failed probe, at most
+//! # site_probe_max_ms; a probe that answers re-admits it. 0 = no probes (as KOALA).
+//! site_probe_ms = 5000
+//! site_probe_max_ms = 300000
+//! site_down_ms = 10000           # a site whose LRM does not answer this long is blacklisted
+//!
 //! # When the server runs as root: the Unix account of each koalesce user (default: the
 //! # account of the same name; "*" for everyone not listed). uid 0 only with allow_root_jobs.
 //! allow_root_jobs = false
@@ -142,6 +149,14 @@ pub struct ServerConfig {
     /// `[federation]`: peers and the grid scheduler (see [`crate::peer`]); absent: none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub federation: Option<crate::peer::FederationConfig>,
+    /// First probe of a blacklisted site, this long after the blacklisting; doubled after
+    /// every probe it does not answer (see `daemon/blacklist.rs`). 0: no probes.
+    pub site_probe_ms: u64,
+    /// Longest wait between two probes of a blacklisted site.
+    pub site_probe_max_ms: u64,
+    /// A site whose LRM has not answered (`processors` a site error) for this long is
+    /// blacklisted (and then probed). 0: only soft errors of jobs blacklist a site.
+    pub site_down_ms: u64,
     /// A job without `walltime` is killed after its runtime estimate (default 1 h) times this
     /// (TIMEOUT), as a site's default time limit; 0: no limit unless the job gives one.
     pub walltime_factor: f64,
@@ -170,6 +185,9 @@ impl Default for ServerConfig {
             allow_root_jobs: false,
             sandbox: Default::default(),
             federation: None,
+            site_probe_ms: 5_000,
+            site_probe_max_ms: 300_000,
+            site_down_ms: 10_000,
             walltime_factor: DEFAULT_WALLTIME_FACTOR,
         }
     }

@@ -14,6 +14,7 @@ mod netbed;
 mod netbed_cmds;
 mod server_cmds;
 mod sim_cmds;
+mod slurm_bench;
 mod testbed_cmds;
 
 /// koalesce — a grid resource manager that co-allocates multi-component jobs close to their data.
@@ -122,6 +123,12 @@ enum BenchCommand {
     Ttd(broker_cmds::BenchTtdArgs),
     /// Cost of one REQUIREMENTS / RANK evaluation (compiled expression vs. hand-written Rust).
     Expr(expr_bench::BenchExprArgs),
+    /// Start skew of coupled jobs across 3 Slurm clusters (a test bed it brings up), from the
+    /// programs' own clocks, and submit-to-start latency.
+    Costart(slurm_bench::BenchCostartArgs),
+    /// Submit-to-start latency and throughput through koalesce against direct sbatch on one
+    /// Slurm cluster, side by side in one run.
+    SlurmOverhead(slurm_bench::BenchSlurmOverheadArgs),
 }
 
 /// Command-line tools die quietly on a closed pipe (`koalesce sim … | head`), as `cat` does;
@@ -162,6 +169,8 @@ fn main() -> std::process::ExitCode {
             BenchCommand::E2e(a) => a.run(),
             BenchCommand::Ttd(a) => a.run(),
             BenchCommand::Expr(a) => a.run(),
+            BenchCommand::Costart(a) => a.run(),
+            BenchCommand::SlurmOverhead(a) => a.run(),
         },
         Command::Completions { shell } => completions(shell),
         Command::Man { dir } => man(dir),

@@ -17,6 +17,7 @@
 //! [`driver`] (timers).
 
 pub(crate) mod actions;
+pub(crate) mod blacklist;
 pub(crate) mod driver;
 pub(crate) mod lrm;
 pub(crate) mod records;
@@ -121,6 +122,8 @@ pub struct State {
     pub progress: HashMap<u64, (u32, u32, Priority)>,
     /// Ended jobs by state name (for /metrics; the jobs themselves are in the store).
     pub ended: BTreeMap<&'static str, u64>,
+    /// Blacklisted sites waiting to be probed (with back-off) and re-admitted.
+    pub probes: blacklist::Probes,
 }
 
 impl State {

@@ -70,7 +70,7 @@ pub fn recover(config: &ServerConfig, store: &Store, sites: &[SiteHandle]) -> an
         transfer::remove_partials(&h.paths.storage);
     }
     let mut st = State {
-        core: Scheduler::new(config.scheduler.clone(), core_sites, forecast, catalogue),
+        core: Scheduler::new(super::blacklist::core_config(config), core_sites, forecast, catalogue),
         meta: BTreeMap::new(),
         next_id: 1,
         site_ids,
@@ -79,6 +79,7 @@ pub fn recover(config: &ServerConfig, store: &Store, sites: &[SiteHandle]) -> an
         reservations: HashMap::new(),
         progress: HashMap::new(),
         ended: BTreeMap::new(),
+        probes: Default::default(),
     };
     for (state, n) in store.read(store::count_ended)? {
         if let Some(name) = store::ENDED.iter().find(|s| **s == state) {
