@@ -12,6 +12,8 @@
 //! - [`queues`]: the four priority placement queues and their weighted round-robin.
 //! - [`placement`]: WF, CF (with history table H), CM and FCM behind [`PlacementPolicy`].
 //! - [`scheduler`]: placement scans, claiming (ICP, reservations), preemption, soft errors.
+//! - [`federation`]: peer-to-peer grid scheduling with job and data migration (seed 002): the
+//!   local scheduler's AWT, ATT, sender-/receiver-/symmetrically-initiated decisions.
 //! - [`broker`]: the broker of 001: TTS/TTD ranking, reservation tables, co-allocation by
 //!   reservations (Algorithms 1 and 2).
 //! - [`nws`]: bandwidth forecasting as the Network Weather Service does, and the probe policy.
@@ -19,6 +21,7 @@
 pub mod broker;
 pub mod config;
 pub mod expr;
+pub mod federation;
 pub mod model;
 pub mod nws;
 pub mod placement;

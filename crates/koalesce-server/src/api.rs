@@ -201,6 +201,31 @@ async fn submit(AxState(s): AxState<S>, req: Request) -> R<Response> {
         .map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, format!("parameter 'dependency': {e}")))?;
     let body = read_body(&s, req).await?;
     let text = std::str::from_utf8(&body).map_err(|_| err(StatusCode::BAD_REQUEST, "body: not UTF-8 text"))?;
+    let answer = submit_query(&s, &caller, &q, extra, text).await?;
+    Ok((StatusCode::CREATED, Json(answer)).into_response())
+}
+
+/// Submits a job description for `user` (no query options); returns the job id once the job
+/// is durable. The federation's way in: a grid job going into the local core, a job handed
+/// over by a peer.
+pub(crate) async fn submit_text(s: &S, user: &str, text: &str) -> R<u64> {
+    let caller = Caller {
+        user: user.to_string(),
+        admin: false,
+    };
+    submit_query(s, &caller, &SubmitQuery::default(), Vec::new(), text)
+        .await
+        .map(|a| a.id)
+}
+
+/// A submission with its query's options and `extra` dependencies; the answer once durable.
+async fn submit_query(
+    s: &S,
+    caller: &Caller,
+    q: &SubmitQuery,
+    extra: Vec<koalesce_core::scheduler::Dependency>,
+    text: &str,
+) -> R<Submitted> {
     let desc = JobDescription::parse(text).map_err(|e| match e {
         DescriptionError::Malformed(m) => err(StatusCode::BAD_REQUEST, format!("malformed TOML: {m}")),
         DescriptionError::Invalid(m) => err(StatusCode::UNPROCESSABLE_ENTITY, m),
@@ -213,7 +238,7 @@ async fn submit(AxState(s): AxState<S>, req: Request) -> R<Response> {
         Default::default()
     } else {
         let d = deps.clone();
-        read_store(&s, move |c| crate::api_jobctl::stored_jobs(c, &d)).await?
+        read_store(s, move |c| crate::api_jobctl::stored_jobs(c, &d)).await?
     };
     let array = match q.array.as_deref() {
         Some(a) => Some(
@@ -293,7 +318,7 @@ async fn submit(AxState(s): AxState<S>, req: Request) -> R<Response> {
             st.meta.insert(id, meta);
             ids.push(id);
         }
-        daemon::process_actions(&s, st);
+        daemon::process_actions(s, st);
     }
     s.metrics.submissions.fetch_add(ids.len() as u64, Ordering::Relaxed);
     let mut failure = None;
@@ -307,11 +332,10 @@ async fn submit(AxState(s): AxState<S>, req: Request) -> R<Response> {
     match failure {
         None => {
             s.wake.notify_one();
-            let answer = Submitted {
+            Ok(Submitted {
                 id: ids[0],
                 ids: if array.is_some() { ids } else { Vec::new() },
-            };
-            Ok((StatusCode::CREATED, Json(answer)).into_response())
+            })
         }
         Some(msg) => {
             // Not durable: withdraw them.
@@ -322,7 +346,7 @@ async fn submit(AxState(s): AxState<S>, req: Request) -> R<Response> {
                 st.core.forget(JobId(id));
                 st.meta.remove(&id);
             }
-            daemon::process_actions(&s, st);
+            daemon::process_actions(s, st);
             Err(err(StatusCode::INTERNAL_SERVER_ERROR, format!("job not stored: {msg}")))
         }
     }
@@ -374,6 +398,15 @@ pub(crate) async fn find_job(s: &S, caller: &Caller, id: u64) -> R<JobDetail> {
         }
         _ => Err(not_found()),
     }
+}
+
+/// A job's detail whoever owns it (the federation shows where a grid job runs).
+pub(crate) async fn job_detail(s: &S, id: u64) -> R<JobDetail> {
+    let admin = Caller {
+        user: String::new(),
+        admin: true,
+    };
+    find_job(s, &admin, id).await
 }
 
 async fn get_job(AxState(s): AxState<S>, headers: HeaderMap, Path(raw): Path<String>) -> R<Json<JobDetail>> {

@@ -53,6 +53,12 @@
 //! max_queued_jobs = 10000        # jobs not ended yet
 //! max_stored_bytes = 107374182400   # bytes of the files the user registered (all replicas)
 //! users = { alice = { max_queued_jobs = 100 } }
+//! [federation]                   # peers and the grid scheduler: see crate::peer::config
+//! name = "alpha"
+//! [[federation.peers]]
+//! name = "beta"
+//! url = "http://10.0.0.2:7878"
+//! secret_file = "/etc/koalesce/peer-beta.secret"
 //! ```
 
 use std::path::Path;
@@ -147,6 +153,9 @@ pub struct ServerConfig {
     /// Jobs may run as root (uid 0).
     pub allow_root_jobs: bool,
     pub sandbox: crate::sandbox::SandboxConfig,
+    /// `[federation]`: peers and the grid scheduler (see [`crate::peer`]); absent: none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub federation: Option<crate::peer::FederationConfig>,
     /// First probe of a blacklisted site, this long after the blacklisting; doubled after
     /// every probe it does not answer (see `daemon/blacklist.rs`). 0: no probes.
     pub site_probe_ms: u64,
@@ -186,6 +195,7 @@ impl Default for ServerConfig {
             users: Default::default(),
             allow_root_jobs: false,
             sandbox: Default::default(),
+            federation: None,
             site_probe_ms: 5_000,
             site_probe_max_ms: 300_000,
             site_down_ms: 10_000,
@@ -285,6 +295,9 @@ impl ServerConfig {
             "config: sandbox.cgroup_parent '{}' must be a relative path of plain names",
             self.sandbox.cgroup_parent
         );
+        if let Some(f) = &self.federation {
+            f.validate()?;
+        }
         Ok(())
     }
 

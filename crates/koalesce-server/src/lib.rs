@@ -11,6 +11,8 @@
 //!   koalesce.db, koalesce.db-wal, koalesce.db-shm   SQLite (WAL), 0600: jobs, tokens, files,
 //!                                                   replicas, launches (launch intents)
 //!   server.lock                                     flock held by the running server
+//!   federation.db                                   the federation's journal (grid queue,
+//!                                                   handoffs; only with [federation], see peer)
 //!   server.addr                                     "host:port" the server listens on
 //!                                                   (written after bind; with --listen :0 too)
 //!   sites/<site>/storage/<file>.<hash8>             replicas and staged inputs of that site, 0600
@@ -96,6 +98,7 @@ pub use koalesce_api::jobdesc;
 pub mod listener;
 pub mod local;
 pub mod openapi;
+pub mod peer;
 pub mod reservations;
 pub mod quotas;
 pub mod sandbox;
@@ -295,7 +298,13 @@ pub async fn start(opts: ServerOptions) -> anyhow::Result<RunningServer> {
     let (tx, rx) = tokio::sync::watch::channel(false);
     let driver = tokio::spawn(daemon::drive(shared.clone(), rx.clone()));
     let worker = tokio::spawn(daemon::lrm::worker(shared.clone(), lrm_rx, rx.clone()));
-    let app = api::router(shared.clone());
+    let mut app = api::router(shared.clone());
+    let mut tasks = vec![driver, worker];
+    if let Some(f) = &opts.config.federation {
+        let (routes, gs) = peer::start(shared.clone(), f, &opts.data_dir, rx.clone()).context("starting the federation")?;
+        app = routes.merge(app);
+        tasks.push(gs);
+    }
     let http = tokio::spawn(listener::serve(
         listener,
         app,
@@ -307,7 +316,10 @@ pub async fn start(opts: ServerOptions) -> anyhow::Result<RunningServer> {
         addr,
         shared,
         shutdown: tx,
-        tasks: vec![driver, http, worker],
+        tasks: {
+            tasks.push(http);
+            tasks
+        },
         _lock: lock,
     })
 }

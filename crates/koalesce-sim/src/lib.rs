@@ -7,6 +7,7 @@ pub mod experiments;
 pub mod lrm;
 pub mod metrics;
 pub mod network;
+pub mod p2p;
 pub mod plot;
 pub mod rng;
 pub mod scenario;

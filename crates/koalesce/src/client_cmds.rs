@@ -20,7 +20,7 @@ mod bench;
 #[path = "client/bench_e2e.rs"]
 mod bench_e2e;
 #[path = "client/demo.rs"]
-mod demo;
+pub mod demo;
 #[path = "client/download.rs"]
 pub mod download;
 #[path = "client/format.rs"]

@@ -1,5 +1,6 @@
 //! `koalesce experiment …`: reproductions of published experiments in the simulator.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -7,6 +8,8 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use koalesce_sim::experiments::koala::{self, Exp, Options};
+use koalesce_sim::experiments::{p2p, p2p_checks, p2p_report};
+use koalesce_sim::p2p::Traces;
 
 #[derive(Debug, Subcommand)]
 pub enum ExperimentCommand {
@@ -34,6 +37,37 @@ pub enum ExperimentWhich {
     /// Writes DIR/broker.md (every table, seed vs koalesce with verdicts), DIR/runs.csv and the
     /// SVG plots. Runs in parallel over seeds; the output is the same for any number of threads.
     Broker(BrokerArgs),
+    /// Peer-to-peer grid scheduling with job and data migration (002, Shan, Oliker, Smith,
+    /// Biswas): twelve servers with their local and grid schedulers, real traces carrying Table
+    /// II's work, Figs. 2–6 (methods, data per job, sites, data ignored, more jobs) and the
+    /// headline results, over N seeds with 95% confidence intervals, side by side with the seed.
+    ///
+    /// Writes DIR/p2p.md (every table and the seed-versus-koalesce checks), the same with the
+    /// plots as DIR/p2p.html, DIR/runs.csv (one line per run) and the SVG plots. Runs go in parallel; the files do not depend on the
+    /// number of threads.
+    P2p(P2pArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct P2pArgs {
+    /// Output directory.
+    #[arg(long, default_value = "out/p2p")]
+    out: PathBuf,
+    /// Seeds (1, 2, …, N); each draws every server's trace window and the jobs' data sizes.
+    #[arg(long, default_value_t = 10)]
+    seeds: usize,
+    /// Directory of the SWF traces (../shared/traces in this project).
+    #[arg(long, default_value = "../shared/traces")]
+    traces: PathBuf,
+    /// Worker threads (default: one per core).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// A tenth of Table II's work per server (a fast, rougher run).
+    #[arg(long)]
+    quick: bool,
+    /// No progress bar.
+    #[arg(long, short)]
+    quiet: bool,
 }
 
 #[derive(Debug, Args)]
@@ -94,6 +128,9 @@ impl ExperimentCommand {
             } => a.run(),
             ExperimentCommand::Experiment {
                 which: ExperimentWhich::Broker(a),
+            } => a.run(),
+            ExperimentCommand::Experiment {
+                which: ExperimentWhich::P2p(a),
             } => a.run(),
         }
     }
@@ -228,6 +265,89 @@ impl BrokerArgs {
             count(report::Verdict::No)
         );
         println!("wrote {} files; tables in {}", files.len(), self.out.join("broker.md").display());
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+impl P2pArgs {
+    fn run(self) -> anyhow::Result<ExitCode> {
+        if self.seeds < 2 {
+            anyhow::bail!("--seeds: at least 2 are needed for a confidence interval (got {})", self.seeds);
+        }
+        if self.threads == Some(0) {
+            anyhow::bail!("--threads: at least 1");
+        }
+        let started = std::time::Instant::now();
+        let traces = Traces::load(&self.traces).with_context(|| format!("reading the traces in {}", self.traces.display()))?;
+        let mut opts = p2p::Options::full(self.seeds);
+        if self.quick {
+            opts.work_per_mille = 100;
+        }
+        let total = p2p::run_count(&opts);
+        let bar = if self.quiet || !std::io::stderr().is_terminal() {
+            ProgressBar::hidden()
+        } else {
+            ProgressBar::new(total as u64)
+        };
+        bar.set_style(
+            ProgressStyle::with_template("runs [{bar:40}] {pos}/{len} {elapsed_precise} (eta {eta}) {msg}")
+                .expect("valid template")
+                .progress_chars("=> "),
+        );
+        let times: std::sync::Mutex<std::collections::BTreeMap<String, f64>> = Default::default();
+        let progress = |label: &str, took: std::time::Duration| {
+            bar.inc(1);
+            bar.set_message(label.to_string());
+            *times.lock().expect("not poisoned").entry(label.to_string()).or_default() += took.as_secs_f64();
+        };
+        let mut pool = rayon::ThreadPoolBuilder::new();
+        if let Some(n) = self.threads {
+            pool = pool.num_threads(n);
+        }
+        let pool = pool.build().context("starting the worker threads")?;
+        let outcome = pool.install(|| p2p::run(&traces, &opts, &progress));
+        bar.finish_and_clear();
+        let files = p2p_report::write_report(&outcome, &self.out).with_context(|| format!("writing results to {}", self.out.display()))?;
+        let checks = p2p_checks::checks(&outcome);
+        let count = |v: p2p_checks::Verdict| checks.iter().filter(|c| c.verdict == v).count();
+        println!(
+            "{total} runs ({} seeds{}, {} threads) in {:.0} s; seed comparisons: {} yes, {} partly, {} no",
+            opts.seeds.len(),
+            if self.quick { ", quick" } else { "" },
+            pool.current_num_threads(),
+            started.elapsed().as_secs_f64(),
+            count(p2p_checks::Verdict::Yes),
+            count(p2p_checks::Verdict::Partly),
+            count(p2p_checks::Verdict::No)
+        );
+        println!("wrote {} files; tables in {}", files.len(), self.out.join("p2p.md").display());
+        let mut slowest: Vec<(String, f64)> = times.into_inner().expect("not poisoned").into_iter().collect();
+        slowest.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let all: f64 = slowest.iter().map(|x| x.1).sum();
+        println!("run time summed over the runs: {all:.0} s; the slowest configurations:");
+        for (label, t) in slowest.iter().take(5) {
+            println!("  {t:>7.1} s  {label}");
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct BenchP2pArgs {
+    /// Directory of the SWF traces, for whole runs on them (skipped when it does not exist).
+    #[arg(long, default_value = "../shared/traces")]
+    traces: PathBuf,
+}
+
+impl BenchP2pArgs {
+    pub fn run(self) -> anyhow::Result<ExitCode> {
+        let traces = if self.traces.is_dir() {
+            Some(Traces::load(&self.traces).with_context(|| format!("reading the traces in {}", self.traces.display()))?)
+        } else {
+            eprintln!("{} not found: no whole runs", self.traces.display());
+            None
+        };
+        print!("{}", koalesce_sim::p2p::bench::bench(traces.as_ref()));
         Ok(ExitCode::SUCCESS)
     }
 }

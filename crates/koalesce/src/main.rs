@@ -7,6 +7,8 @@ mod broker_cmds;
 mod client_cmds;
 mod experiment_cmds;
 mod expr_bench;
+mod federation_cmds;
+mod federation_demo;
 mod format_cmds;
 mod netbed;
 mod netbed_cmds;
@@ -53,6 +55,11 @@ enum Command {
     SlurmCommands {
         #[command(subcommand)]
         which: slurm_cmds::SlurmCommandsCommand,
+    },
+    /// Peering servers (seed 002): the grid queue, where each job runs and why, the peers.
+    Federation {
+        #[command(subcommand)]
+        which: federation_cmds::FederationCommand,
     },
     /// Benchmarks (wall time, throughput, memory), printed as tables.
     Bench {
@@ -114,6 +121,9 @@ enum BenchCommand {
     Submit(client_cmds::BenchSubmitArgs),
     /// One placement scan over many queued jobs and sites.
     Scan(server_cmds::BenchScanArgs),
+    /// The P2P simulator (seed 002): AWT replay and per-path network against the straightforward
+    /// ways, side by side, and whole runs on the real traces.
+    P2p(experiment_cmds::BenchP2pArgs),
     /// Throughput while jobs run: submit many trivial jobs to a fresh server and wait until all ended.
     E2e(client_cmds::BenchE2eArgs),
     /// The core's cost per TTD placement with one advance reservation per job (001 §5.2.1).
@@ -164,10 +174,12 @@ fn main() -> std::process::ExitCode {
         Command::Netbed { which } => which.run(),
         Command::Testbed { which } => which.run(),
         Command::SlurmCommands { which } => which.run(),
+        Command::Federation { which } => which.run(),
         Command::Bench { which } => match which {
             BenchCommand::Easy(a) => a.run(),
             BenchCommand::Submit(a) => a.run(),
             BenchCommand::Scan(a) => a.run(),
+            BenchCommand::P2p(a) => a.run(),
             BenchCommand::E2e(a) => a.run(),
             BenchCommand::Ttd(a) => a.run(),
             BenchCommand::Expr(a) => a.run(),

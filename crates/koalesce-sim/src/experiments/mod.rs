@@ -5,6 +5,8 @@
 //!   the unreliable testbed; co-allocated versus single-component workloads.
 //! - [`das2`]: the DAS-2 testbed and KOALA's parameters as scenarios.
 //! - [`measure`]: what a run measures, and means with 95% confidence intervals over seeds.
+//! - [`p2p`], [`p2p_checks`], [`p2p_report`]: seed 002's peer-to-peer experiments (Figs. 2–6)
+//!   on the [`crate::p2p`] simulator, the seed-versus-koalesce checks and the report files.
 //! - [`broker`]: the broker's co-allocation tests (001 §5.2.2, Tables I and II) and co-allocation
 //!   by reservations against KOALA's claiming.
 //!
@@ -15,6 +17,9 @@ pub mod broker;
 pub mod das2;
 pub mod koala;
 pub mod measure;
+pub mod p2p;
+pub mod p2p_checks;
+pub mod p2p_report;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 

@@ -178,7 +178,8 @@ impl Client {
         parse_json(&url, &text)
     }
 
-    fn send(&self, method: &str, path: &str, content_type: Option<&str>, body: &[u8]) -> anyhow::Result<(u16, String)> {
+    /// A request with a body (POST, PUT) or DELETE; the status and body of a 2xx answer.
+    pub fn send(&self, method: &str, path: &str, content_type: Option<&str>, body: &[u8]) -> anyhow::Result<(u16, String)> {
         let url = self.url(path);
         let builder = match method {
             "POST" => self.agent.post(&url),

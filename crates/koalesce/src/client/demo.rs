@@ -28,6 +28,10 @@ pub struct DemoArgs {
     /// Print the per-job summary as JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Instead: N peered servers with unequal load; the same jobs without and with S-I
+    /// migration, ART side by side (docs/federation.md).
+    #[arg(long, value_name = "N")]
+    pub federation: Option<usize>,
     /// Run the jobs on real Slurm clusters: bring up a test bed of 3 clusters (`koalesce
     /// testbed`; needs slurm-wlm and munge), use one Slurm site per cluster, tear it down after.
     #[arg(long)]
@@ -213,6 +217,9 @@ fn progress_bar(total: u64) -> ProgressBar {
 
 impl DemoArgs {
     pub fn run(self) -> anyhow::Result<ExitCode> {
+        if let Some(n) = self.federation {
+            return crate::federation_demo::run(n, self.timeout);
+        }
         let t_start = Instant::now();
         if self.jobs == 0 {
             bail!("--jobs must be at least 1");

@@ -31,6 +31,8 @@ pub struct LocalServerOptions {
     pub keep_data_dir: bool,
     /// Extra arguments after `server ...`.
     pub extra_args: Vec<String>,
+    /// Address to listen on (default `127.0.0.1:0`: a port the server picks).
+    pub listen: Option<String>,
 }
 
 /// Runs `koalesce token create USER [--admin] --data-dir DIR` and returns the printed token.
@@ -89,6 +91,7 @@ impl LocalServer {
             config_path,
             keep: opts.keep_data_dir,
             extra_args: opts.extra_args.clone(),
+            listen: opts.listen.clone().unwrap_or_else(|| "127.0.0.1:0".into()),
         })
     }
 }
@@ -101,6 +104,7 @@ pub struct PreparedServer {
     pub config_path: Option<PathBuf>,
     keep: bool,
     extra_args: Vec<String>,
+    listen: String,
 }
 
 impl PreparedServer {
@@ -120,7 +124,7 @@ impl PreparedServer {
             .arg("--data-dir")
             .arg(&self.data_dir)
             .arg("--listen")
-            .arg("127.0.0.1:0");
+            .arg(&self.listen);
         if let Some(c) = &self.config_path {
             cmd.arg("--config").arg(c);
         }

@@ -1,0 +1,271 @@
+//! An index over the queue of an AWT replay that finds the next job able to backfill without
+//! looking at the jobs that cannot.
+//!
+//! At a pass at time t with the head blocked (shadow S, extra X) and F nodes free, a job behind
+//! the head backfills when nodes ≤ F and (estimate ≤ S − t or nodes ≤ X). Both halves are
+//! answered exactly:
+//!
+//! * nodes ≤ min(F, X): a tree of minimum nodes over queue positions;
+//! * nodes ≤ F and estimate ≤ S − t: per class of node counts (each count from 1 to 16 its own
+//!   class, then (16, 32], (32, 64], …), a tree of minimum estimates over the class's positions.
+//!   Classes entirely within F are searched exactly; in the one class that straddles F the jobs
+//!   found are checked one by one (only jobs larger than 16 nodes can be passed over there).
+//!
+//! Each search costs O(log queue) per class, instead of a sweep of the queue (or a combined tree
+//! whose two minima may come from different jobs, which degenerates to a sweep on long mixed
+//! queues).
+
+use crate::model::Millis;
+
+/// Minima over positions, removable; `u64::MAX` marks a removed or absent entry.
+#[derive(Debug, Clone)]
+struct MinSeg {
+    size: usize,
+    v: Vec<u64>,
+}
+
+impl MinSeg {
+    fn new(values: &[u64]) -> MinSeg {
+        let size = values.len().next_power_of_two().max(1);
+        let mut v = vec![u64::MAX; 2 * size];
+        v[size..size + values.len()].copy_from_slice(values);
+        for i in (1..size).rev() {
+            v[i] = v[2 * i].min(v[2 * i + 1]);
+        }
+        MinSeg { size, v }
+    }
+
+    fn remove(&mut self, i: usize) {
+        let mut k = self.size + i;
+        self.v[k] = u64::MAX;
+        while k > 1 {
+            k /= 2;
+            self.v[k] = self.v[2 * k].min(self.v[2 * k + 1]);
+        }
+    }
+
+    fn value(&self, i: usize) -> u64 {
+        self.v[self.size + i]
+    }
+
+    /// First index in `[from, to)` whose value is ≤ `limit`.
+    fn first_le(&self, from: usize, to: usize, limit: u64) -> Option<usize> {
+        if from >= to {
+            return None;
+        }
+        self.go(1, 0, self.size, from, to, limit)
+    }
+
+    fn go(&self, k: usize, lo: usize, hi: usize, from: usize, to: usize, limit: u64) -> Option<usize> {
+        if hi <= from || lo >= to || self.v[k] > limit || self.v[k] == u64::MAX {
+            return None;
+        }
+        if hi - lo == 1 {
+            return Some(lo);
+        }
+        let mid = (lo + hi) / 2;
+        self.go(2 * k, lo, mid, from, to, limit)
+            .or_else(|| self.go(2 * k + 1, mid, hi, from, to, limit))
+    }
+}
+
+/// The class of a node count: 1..=16 exactly, then one class per power of two.
+fn class_key(nodes: u32) -> u32 {
+    if nodes <= 16 {
+        nodes
+    } else {
+        16 + (32 - (nodes - 1).leading_zeros()) - 4
+    }
+}
+
+/// Smallest and largest node count of a class.
+fn class_range(key: u32) -> (u32, u32) {
+    if key <= 16 {
+        (key, key)
+    } else {
+        let bits = key - 12;
+        ((1u32 << (bits - 1)) + 1, if bits >= 32 { u32::MAX } else { 1u32 << bits })
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Class {
+    lo: u32,
+    hi: u32,
+    /// Queue positions of the class's jobs, ascending.
+    members: Vec<usize>,
+    /// Minimum estimate over `members`.
+    est: MinSeg,
+    /// The last search: (from, first member index at or after it). Searches mostly move forward
+    /// (the head advances, and within a pass `from` grows), so the next one gallops from here.
+    cursor: (usize, usize),
+}
+
+impl Class {
+    /// Index of the first member at or after position `from`.
+    fn first_member_from(&mut self, from: usize) -> usize {
+        let (last_from, last) = self.cursor;
+        let m = &self.members;
+        let idx = if from >= last_from {
+            // Gallop forward from the last answer.
+            let mut step = 1;
+            let mut lo = last;
+            while lo + step < m.len() && m[lo + step] < from {
+                lo += step;
+                step *= 2;
+            }
+            let hi = (lo + step + 1).min(m.len());
+            lo + m[lo..hi].partition_point(|&p| p < from)
+        } else {
+            m.partition_point(|&p| p < from)
+        };
+        self.cursor = (from, idx);
+        idx
+    }
+}
+
+/// See the module docs.
+#[derive(Debug, Clone)]
+pub(crate) struct BackfillIndex {
+    live: Vec<bool>,
+    nodes: MinSeg,
+    classes: Vec<Class>,
+    /// Class index and member index of each position.
+    place: Vec<(u32, u32)>,
+}
+
+impl BackfillIndex {
+    /// An index over jobs given as (nodes, estimate) in queue order.
+    pub(crate) fn new(jobs: &[(u32, Millis)]) -> BackfillIndex {
+        let nodes: Vec<u64> = jobs.iter().map(|&(n, _)| u64::from(n)).collect();
+        let mut keys: Vec<u32> = jobs.iter().map(|&(n, _)| class_key(n)).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let mut members: Vec<Vec<usize>> = vec![Vec::new(); keys.len()];
+        let mut place = Vec::with_capacity(jobs.len());
+        for (p, &(n, _)) in jobs.iter().enumerate() {
+            let c = keys.binary_search(&class_key(n)).expect("key listed");
+            place.push((c as u32, members[c].len() as u32));
+            members[c].push(p);
+        }
+        let classes = keys
+            .iter()
+            .zip(members)
+            .map(|(&key, members)| {
+                // u64::MAX marks removed entries: an estimate that long counts one ms shorter.
+                let est: Vec<u64> = members.iter().map(|&p| jobs[p].1.min(u64::MAX - 1)).collect();
+                let (lo, hi) = class_range(key);
+                Class {
+                    lo,
+                    hi,
+                    est: MinSeg::new(&est),
+                    members,
+                    cursor: (0, 0),
+                }
+            })
+            .collect();
+        BackfillIndex {
+            live: vec![true; jobs.len()],
+            nodes: MinSeg::new(&nodes),
+            classes,
+            place,
+        }
+    }
+
+    pub(crate) fn is_live(&self, p: usize) -> bool {
+        self.live.get(p).copied().unwrap_or(false)
+    }
+
+    pub(crate) fn remove(&mut self, p: usize) {
+        if !self.is_live(p) {
+            return;
+        }
+        self.live[p] = false;
+        self.nodes.remove(p);
+        let (c, m) = self.place[p];
+        self.classes[c as usize].est.remove(m as usize);
+    }
+
+    /// First live position ≥ `from` whose job has nodes ≤ `free` and (estimate ≤ `slack` or
+    /// nodes ≤ `extra`).
+    pub(crate) fn find(&mut self, from: usize, free: u32, extra: u32, slack: Millis) -> Option<usize> {
+        let end = self.live.len();
+        let mut best = self.nodes.first_le(from, end, u64::from(free.min(extra)));
+        for class in &mut self.classes {
+            if class.lo > free {
+                break;
+            }
+            // No job of the class ends by the shadow, or none before the best found so far.
+            if class.est.v[1] > slack || class.members.first().is_none_or(|&p| best.is_some_and(|b| p >= b)) {
+                continue;
+            }
+            let mut m = class.first_member_from(from);
+            while let Some(i) = class.est.first_le(m, class.members.len(), slack) {
+                let p = class.members[i];
+                if best.is_some_and(|b| p >= b) {
+                    break;
+                }
+                if class.hi <= free || self.nodes.value(p) <= u64::from(free) {
+                    best = Some(p);
+                    break;
+                }
+                m = i + 1;
+            }
+        }
+        best
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn brute(jobs: &[(u32, Millis)], live: &[bool], from: usize, free: u32, extra: u32, slack: Millis) -> Option<usize> {
+        (from..jobs.len()).find(|&p| live[p] && jobs[p].0 <= free && (jobs[p].1 <= slack || jobs[p].0 <= extra))
+    }
+
+    #[test]
+    fn classes_cover_every_count_once() {
+        for n in 1..5_000u32 {
+            let (lo, hi) = class_range(class_key(n));
+            assert!(lo <= n && n <= hi, "{n}: [{lo}, {hi}]");
+        }
+        assert_eq!(class_range(class_key(17)), (17, 32));
+        assert_eq!(class_range(class_key(32)), (17, 32));
+        assert_eq!(class_range(class_key(33)), (33, 64));
+        let (lo, hi) = class_range(class_key(u32::MAX));
+        assert!(lo > 1 << 30 && hi == u32::MAX);
+    }
+
+    #[test]
+    fn matches_a_sweep() {
+        // A deterministic pseudo-random queue and many queries, with removals.
+        let mut x = 12345u64;
+        let mut next = |m: u64| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (x >> 33) % m
+        };
+        for _ in 0..20 {
+            let n = 1 + next(300) as usize;
+            let jobs: Vec<(u32, Millis)> = (0..n).map(|_| (1 + next(80) as u32, 1 + next(1_000))).collect();
+            let mut idx = BackfillIndex::new(&jobs);
+            let mut from = 0;
+            let mut live = vec![true; n];
+            for _ in 0..400 {
+                // Mostly forward searches, as in a replay, now and then a jump back.
+                from = if next(5) == 0 {
+                    next(n as u64) as usize
+                } else {
+                    (from + next(20) as usize).min(n)
+                };
+                let (free, extra, slack) = (next(90) as u32, next(90) as u32, next(1_100));
+                assert_eq!(idx.find(from, free, extra, slack), brute(&jobs, &live, from, free, extra, slack));
+                if next(3) == 0 {
+                    let p = next(n as u64) as usize;
+                    idx.remove(p);
+                    live[p] = false;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,400 @@
+//! The grid scheduler: every `check_interval_ms` (or when a job arrives) it finishes what a
+//! crash may have interrupted, follows migrated jobs, then decides the grid queue in order.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use koalesce_core::federation::live::explain;
+use koalesce_core::federation::policy::{sender_initiated, stays_local, Offer, Target};
+
+use super::journal::{state, GridRow, Transition};
+use super::wire::{HandoffRequest, HandoffState, OfferAnswer, OfferRequest};
+use super::{blocking, CallError, Federation, PeerAlgorithm};
+use crate::jobdesc::JobDescription;
+
+pub(super) async fn run(fed: Arc<Federation>, mut stop: tokio::sync::watch::Receiver<bool>) {
+    let period = Duration::from_millis(fed.cfg.check_interval_ms);
+    let mut next_check = 0u64;
+    loop {
+        if *stop.borrow() {
+            return;
+        }
+        if let Err(e) = step(&fed).await {
+            tracing::warn!(error = %e, "grid scheduler step failed");
+        }
+        let now = crate::now_ms();
+        if fed.cfg.algorithm.volunteers() && now >= next_check {
+            next_check = now + fed.params.sigma_ms;
+            volunteer_if_idle(&fed).await;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(period) => {}
+            _ = fed.wake.notified() => {}
+            _ = stop.changed() => {}
+        }
+    }
+}
+
+async fn rows(fed: &Arc<Federation>, st: &'static str) -> anyhow::Result<Vec<GridRow>> {
+    let j = fed.journal.clone();
+    Ok(blocking(move || j.grid_jobs(&[st], None)).await?)
+}
+
+async fn transition(fed: &Arc<Federation>, id: u64, from: &'static str, to: &'static str, t: Transition<'_>) -> anyhow::Result<bool> {
+    let j = fed.journal.clone();
+    let (peer, handoff, reason) = (
+        t.peer.map(str::to_string),
+        t.handoff.map(str::to_string),
+        t.reason.map(str::to_string),
+    );
+    let (local_id, remote_id, new_attempt) = (t.local_id, t.remote_id, t.new_attempt);
+    Ok(blocking(move || {
+        j.transition(
+            id,
+            from,
+            to,
+            &Transition {
+                local_id,
+                peer: peer.as_deref(),
+                handoff: handoff.as_deref(),
+                remote_id,
+                reason: reason.as_deref(),
+                new_attempt,
+            },
+        )
+    })
+    .await?)
+}
+
+/// One pass: unfinished business first, then the waiting jobs in order.
+pub(super) async fn step(fed: &Arc<Federation>) -> anyhow::Result<()> {
+    let _one = fed.gs_lock.lock().await;
+    for row in rows(fed, state::SUBMITTING).await? {
+        submit_local(fed, &row, state::SUBMITTING, None).await?;
+    }
+    for row in rows(fed, state::HANDING).await? {
+        resolve_handing(fed, &row).await?;
+    }
+    for row in rows(fed, state::MIGRATED).await? {
+        follow(fed, &row).await?;
+    }
+    for row in rows(fed, state::WAITING).await? {
+        decide(fed, &row).await?;
+    }
+    Ok(())
+}
+
+/// Calls peer `i` off the async threads and records whether it answered.
+async fn call<B, T>(fed: &Arc<Federation>, i: usize, path: String, body: Option<B>) -> Result<T, CallError>
+where
+    B: serde::Serialize + Send + 'static,
+    T: serde::de::DeserializeOwned + Send + 'static,
+{
+    let peer = fed.peers[i].clone();
+    let r = blocking(move || peer.call::<B, T>(&path, body.as_ref())).await;
+    fed.record(i, &r);
+    r
+}
+
+/// Why a job cannot leave this server (yet), if so.
+fn pinned(desc: &JobDescription) -> Option<&'static str> {
+    if !desc.inputs.is_empty() || !desc.outputs.is_empty() {
+        Some("it has input or output files (moving data between peers is not implemented yet)")
+    } else if desc.components.iter().any(|c| c.site.is_some()) {
+        Some("a component is fixed to a site of this server")
+    } else {
+        None
+    }
+}
+
+async fn decide(fed: &Arc<Federation>, row: &GridRow) -> anyhow::Result<()> {
+    let desc = match JobDescription::parse(&row.description) {
+        Ok(d) => d,
+        Err(e) => {
+            // Validated at submission; a broken row fails alone.
+            transition(fed, row.id, state::WAITING, state::FAILED, reason(&format!("description: {e:?}"))).await?;
+            return Ok(());
+        }
+    };
+    let req = match fed.requirements(&desc) {
+        Ok(r) => r,
+        Err(e) => {
+            transition(fed, row.id, state::WAITING, state::FAILED, reason(&e)).await?;
+            return Ok(());
+        }
+    };
+    let (local, local_awt) = fed.offer(&req, false);
+    let s = |m: Option<u64>| m.map_or("infinite".to_string(), |v| format!("{:.1} s", v as f64 / 1000.0));
+    if fed.cfg.algorithm == PeerAlgorithm::Local {
+        return submit_local(fed, row, state::WAITING, Some("federation algorithm is local".into())).await;
+    }
+    if let Some(why) = pinned(&desc) {
+        return submit_local(fed, row, state::WAITING, Some(format!("stays here: {why}"))).await;
+    }
+    if stays_local(&fed.params, local_awt) {
+        let why = format!("local AWT {} < φ = {} s", s(local_awt), fed.params.phi_ms / 1000);
+        return submit_local(fed, row, state::WAITING, Some(why)).await;
+    }
+    let receiver_only = match fed.cfg.algorithm {
+        PeerAlgorithm::ReceiverInitiated => true,
+        PeerAlgorithm::Symmetric => !fed.recent_volunteers().is_empty(),
+        _ => false,
+    };
+    if receiver_only {
+        // R-I (and SY-I while volunteers are about): wait in the grid queue for a volunteer,
+        // re-examining the local AWT every pass.
+        let why = format!(
+            "waiting for a volunteer: local AWT {} ≥ φ = {} s",
+            s(local_awt),
+            fed.params.phi_ms / 1000
+        );
+        if row.reason.as_deref() != Some(why.as_str()) {
+            transition(fed, row.id, state::WAITING, state::WAITING, reason(&why)).await?;
+        }
+        return Ok(());
+    }
+    // S-I: ask every available peer at once; those that do not answer are left out.
+    let ask = OfferRequest {
+        processors: req.processors,
+        estimate_ms: req.estimate_ms,
+        home_mhz: req.home_mhz,
+        input_bytes: req.input_bytes,
+        output_bytes: req.output_bytes,
+    };
+    let mut asked = Vec::new();
+    for i in (0..fed.peers.len()).filter(|&i| fed.available(i)) {
+        let f = fed.clone();
+        asked.push((
+            i,
+            tokio::spawn(async move { call::<_, OfferAnswer>(&f, i, "/api/v1/peer/offer".into(), Some(ask)).await }),
+        ));
+    }
+    let mut peers: Vec<usize> = Vec::new();
+    let mut offers: Vec<Offer> = Vec::new();
+    for (i, h) in asked {
+        if let Ok(Ok(a)) = h.await {
+            if a.ru.is_finite() && (0.0..=1.0).contains(&a.ru) {
+                peers.push(i);
+                offers.push(Offer { att: a.att_ms, ru: a.ru });
+            }
+        }
+    }
+    let d = sender_initiated(&fed.params, local, &offers);
+    let best = koalesce_core::federation::policy::best(&fed.params, &offers).map(|k| (fed.peers[peers[k]].name.as_str(), &offers[k]));
+    let why = explain(&fed.params, &local, local_awt, best);
+    match d.target {
+        Target::Local => submit_local(fed, row, state::WAITING, Some(format!("stays: {why}"))).await,
+        Target::Peer(k) => hand_off(fed, row, peers[k], format!("moved: {why}")).await,
+    }
+}
+
+fn reason(r: &str) -> Transition<'_> {
+    Transition {
+        reason: Some(r),
+        ..Default::default()
+    }
+}
+
+/// Puts a grid job into this server's core (once, whatever crashes in between).
+async fn submit_local(fed: &Arc<Federation>, row: &GridRow, from: &'static str, why: Option<String>) -> anyhow::Result<()> {
+    if from != state::SUBMITTING && !transition(fed, row.id, from, state::SUBMITTING, reason(why.as_deref().unwrap_or(""))).await? {
+        return Ok(());
+    }
+    let desc = JobDescription::parse(&row.description).map_err(|e| anyhow::anyhow!("grid job {}: {e:?}", row.id))?;
+    let tag = format!("{}/{}", fed.cfg.name, row.id);
+    let one = fed.submit_lock.lock().await;
+    let submitted = fed.submit_once(&one, &desc, &tag, &row.user).await;
+    drop(one);
+    match submitted {
+        Ok(id) => {
+            transition(
+                fed,
+                row.id,
+                state::SUBMITTING,
+                state::LOCAL,
+                Transition {
+                    local_id: Some(id),
+                    ..Default::default()
+                },
+            )
+            .await?;
+        }
+        Err(e) if e.0.is_client_error() => {
+            transition(
+                fed,
+                row.id,
+                state::SUBMITTING,
+                state::FAILED,
+                reason(&format!("refused here: {}", e.1)),
+            )
+            .await?;
+        }
+        // Not durable (the store failed): tried again on the next pass.
+        Err(e) => anyhow::bail!("grid job {}: {}", row.id, e.1),
+    }
+    Ok(())
+}
+
+async fn hand_off(fed: &Arc<Federation>, row: &GridRow, i: usize, why: String) -> anyhow::Result<()> {
+    let peer = fed.peers[i].name.clone();
+    let h = format!("{}-{}-{}", fed.cfg.name, row.id, row.attempts + 1);
+    let t = Transition {
+        peer: Some(&peer),
+        handoff: Some(&h),
+        reason: Some(&why),
+        new_attempt: true,
+        ..Default::default()
+    };
+    if !transition(fed, row.id, state::WAITING, state::HANDING, t).await? {
+        return Ok(());
+    }
+    let body = HandoffRequest {
+        handoff: h.clone(),
+        user: row.user.clone(),
+        description: row.description.clone(),
+    };
+    match call::<_, HandoffState>(fed, i, "/api/v1/peer/handoffs".into(), Some(body)).await {
+        Ok(s) if s.state == "prepared" => {
+            // The commit point: from here on the job is the peer's.
+            transition(fed, row.id, state::HANDING, state::MIGRATED, Transition::default()).await?;
+            let mut row = row.clone();
+            row.handoff = Some(h);
+            row.peer = Some(peer);
+            follow(fed, &row).await
+        }
+        Ok(s) => {
+            let r = format!("{why}; but {peer} answered '{}': runs here", s.state);
+            transition(fed, row.id, state::HANDING, state::SUBMITTING, reason(&r)).await?;
+            submit_local(fed, row, state::SUBMITTING, None).await
+        }
+        Err(CallError::Refused(code, m)) => {
+            let r = format!("{why}; but {peer} refused it ({code}: {m}): runs here");
+            transition(fed, row.id, state::HANDING, state::SUBMITTING, reason(&r)).await?;
+            submit_local(fed, row, state::SUBMITTING, None).await
+        }
+        // No answer: the peer may or may not hold it; resolved on a later pass.
+        Err(CallError::Unreachable(_)) => Ok(()),
+    }
+}
+
+/// A handoff whose phase one was not confirmed: abort it at the peer, then the job waits in
+/// the grid queue again. Without an answer it stays as it is (it runs nowhere meanwhile).
+async fn resolve_handing(fed: &Arc<Federation>, row: &GridRow) -> anyhow::Result<()> {
+    let (Some(peer), Some(h)) = (row.peer.as_deref(), row.handoff.as_deref()) else {
+        anyhow::bail!("grid job {}: handing without peer or handoff", row.id);
+    };
+    let Some(i) = fed.peer_index(peer) else {
+        // The peer left the configuration: it cannot have committed (only we commit).
+        transition(
+            fed,
+            row.id,
+            state::HANDING,
+            state::WAITING,
+            reason(&format!("peer {peer} is no longer configured")),
+        )
+        .await?;
+        return Ok(());
+    };
+    if !fed.available(i) {
+        return Ok(());
+    }
+    match call::<(), HandoffState>(fed, i, format!("/api/v1/peer/handoffs/{h}/abort"), Some(())).await {
+        Ok(s) if s.state == "aborted" => {
+            let r = format!("handoff {h} to {peer} was not confirmed; aborted there");
+            transition(fed, row.id, state::HANDING, state::WAITING, reason(&r)).await?;
+        }
+        Ok(s) if s.state == "committed" => {
+            transition(fed, row.id, state::HANDING, state::MIGRATED, Transition::default()).await?;
+        }
+        Ok(_) | Err(_) => {}
+    }
+    Ok(())
+}
+
+fn terminal(s: &str) -> bool {
+    matches!(s, "succeeded" | "failed" | "cancelled")
+}
+
+/// A migrated job: commit it at the peer (again, after a crash), then follow its state.
+async fn follow(fed: &Arc<Federation>, row: &GridRow) -> anyhow::Result<()> {
+    if let Some(r) = row.remote.as_deref().and_then(|r| serde_json::from_str::<HandoffState>(r).ok()) {
+        if r.job_state.as_deref().is_some_and(terminal) {
+            return Ok(());
+        }
+    }
+    let (Some(peer), Some(h)) = (row.peer.as_deref(), row.handoff.as_deref()) else {
+        anyhow::bail!("grid job {}: migrated without peer or handoff", row.id);
+    };
+    let Some(i) = fed.peer_index(peer) else { return Ok(()) };
+    if !fed.available(i) {
+        return Ok(());
+    }
+    let r = if row.remote_id.is_none() {
+        call::<(), HandoffState>(fed, i, format!("/api/v1/peer/handoffs/{h}/commit"), Some(())).await
+    } else {
+        call::<(), HandoffState>(fed, i, format!("/api/v1/peer/handoffs/{h}"), None).await
+    };
+    if let Ok(s) = r {
+        let j = fed.journal.clone();
+        let (id, json) = (row.id, serde_json::to_string(&s)?);
+        blocking(move || j.set_remote(id, s.job, &json)).await?;
+    }
+    Ok(())
+}
+
+/// R-I and SY-I: at each σ, a server whose RU is below δ volunteers to every available peer
+/// (they answer at once; what they offer comes later, as handoffs).
+async fn volunteer_if_idle(fed: &Arc<Federation>) {
+    let ru = {
+        let st = fed.shared.lock();
+        let view = koalesce_core::federation::live::server_view(&st.core, crate::now_ms());
+        koalesce_core::federation::policy::ru(view.busy, view.snapshot.nodes)
+    };
+    if !koalesce_core::federation::policy::volunteers(&fed.params, ru) {
+        return;
+    }
+    for i in (0..fed.peers.len()).filter(|&i| fed.available(i)) {
+        let _ = call::<(), serde_json::Value>(fed, i, "/api/v1/peer/volunteer".into(), Some(())).await;
+    }
+}
+
+/// A peer volunteered: the first job waiting in the grid queue is offered to it and moves if
+/// its ATT there is lower (or within ε with a lower RU), 002 §III-A2.
+pub(crate) async fn on_volunteer(fed: &Arc<Federation>, i: usize) -> anyhow::Result<()> {
+    let _one = fed.gs_lock.lock().await;
+    let Some(row) = rows(fed, state::WAITING).await?.into_iter().next() else {
+        return Ok(());
+    };
+    let Ok(desc) = JobDescription::parse(&row.description) else {
+        return Ok(());
+    };
+    if pinned(&desc).is_some() {
+        return Ok(());
+    }
+    let Ok(req) = fed.requirements(&desc) else { return Ok(()) };
+    let (local, _) = fed.offer(&req, false);
+    let ask = OfferRequest {
+        processors: req.processors,
+        estimate_ms: req.estimate_ms,
+        home_mhz: req.home_mhz,
+        input_bytes: req.input_bytes,
+        output_bytes: req.output_bytes,
+    };
+    let Ok(a) = call::<_, OfferAnswer>(fed, i, "/api/v1/peer/offer".into(), Some(ask)).await else {
+        return Ok(());
+    };
+    let theirs = Offer { att: a.att_ms, ru: a.ru };
+    if !koalesce_core::federation::policy::receiver_initiated(&fed.params, local, theirs) {
+        return Ok(());
+    }
+    let s = |m: Option<u64>| m.map_or("infinite".to_string(), |v| format!("{:.1} s", v as f64 / 1000.0));
+    let why = format!(
+        "moved (R-I): {} volunteered; its ATT {} (RU {:.2}) against {} here (RU {:.2})",
+        fed.peers[i].name,
+        s(theirs.att),
+        theirs.ru,
+        s(local.att),
+        local.ru
+    );
+    hand_off(fed, &row, i, why).await
+}

@@ -1,0 +1,326 @@
+//! The federation's durable journal, `DIR/federation.db` (SQLite, WAL, synchronous = FULL):
+//! the grid queue (jobs submitted to this server's grid scheduler and where each went) and the
+//! handoffs peers made to this server. Every step of a migration is committed here before the
+//! next message is sent, so that either server can be killed at any moment (see
+//! [`super`] for the protocol).
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+/// The grid queue's states (column `grid_jobs.state`).
+pub mod state {
+    /// In the grid queue: not decided.
+    pub const WAITING: &str = "waiting";
+    /// Decided local: being submitted to this server's core (recovery looks the job up by
+    /// its marked name before submitting again).
+    pub const SUBMITTING: &str = "submitting";
+    /// In this server's core as `local_id`.
+    pub const LOCAL: &str = "local";
+    /// Handoff sent to `peer`, not yet confirmed: the job runs nowhere. Recovery aborts it at
+    /// the peer and puts the job back in the grid queue.
+    pub const HANDING: &str = "handing";
+    /// The peer holds the job prepared (commit point passed): it runs there, never here.
+    pub const MIGRATED: &str = "migrated";
+    /// Could not be submitted anywhere (its description was refused here): `reason` says why.
+    pub const FAILED: &str = "failed";
+}
+
+/// One row of the grid queue.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GridRow {
+    pub id: u64,
+    pub user: String,
+    pub name: String,
+    pub description: String,
+    pub submitted_ms: u64,
+    pub state: String,
+    pub local_id: Option<u64>,
+    pub peer: Option<String>,
+    pub handoff: Option<String>,
+    pub remote_id: Option<u64>,
+    /// The remote job's last known state, sites and result (JSON of `HandoffState`).
+    pub remote: Option<String>,
+    pub reason: Option<String>,
+    pub attempts: u32,
+}
+
+/// One handoff received from a peer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Incoming {
+    pub handoff: String,
+    pub origin: String,
+    pub user: String,
+    pub description: String,
+    /// `prepared`, `committed`, `aborted`.
+    pub state: String,
+    pub local_id: Option<u64>,
+}
+
+/// The journal; cheap to clone. Calls block on SQLite (run them off the async threads).
+#[derive(Clone)]
+pub struct Journal {
+    conn: Arc<Mutex<Connection>>,
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS grid_jobs (
+    id INTEGER PRIMARY KEY, user TEXT NOT NULL, name TEXT NOT NULL, description TEXT NOT NULL,
+    submitted_ms INTEGER NOT NULL, state TEXT NOT NULL, local_id INTEGER, peer TEXT, handoff TEXT,
+    remote_id INTEGER, remote TEXT, reason TEXT, attempts INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX IF NOT EXISTS grid_jobs_state ON grid_jobs(state);
+CREATE TABLE IF NOT EXISTS incoming (
+    handoff TEXT PRIMARY KEY, origin TEXT NOT NULL, user TEXT NOT NULL, description TEXT NOT NULL,
+    state TEXT NOT NULL, local_id INTEGER);
+";
+
+const GRID_COLUMNS: &str = "id, user, name, description, submitted_ms, state, local_id, peer, handoff, remote_id, remote, reason, attempts";
+
+fn grid_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<GridRow> {
+    Ok(GridRow {
+        id: r.get::<_, i64>(0)? as u64,
+        user: r.get(1)?,
+        name: r.get(2)?,
+        description: r.get(3)?,
+        submitted_ms: r.get::<_, i64>(4)? as u64,
+        state: r.get(5)?,
+        local_id: r.get::<_, Option<i64>>(6)?.map(|v| v as u64),
+        peer: r.get(7)?,
+        handoff: r.get(8)?,
+        remote_id: r.get::<_, Option<i64>>(9)?.map(|v| v as u64),
+        remote: r.get(10)?,
+        reason: r.get(11)?,
+        attempts: r.get::<_, i64>(12)? as u32,
+    })
+}
+
+fn incoming_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Incoming> {
+    Ok(Incoming {
+        handoff: r.get(0)?,
+        origin: r.get(1)?,
+        user: r.get(2)?,
+        description: r.get(3)?,
+        state: r.get(4)?,
+        local_id: r.get::<_, Option<i64>>(5)?.map(|v| v as u64),
+    })
+}
+
+impl Journal {
+    pub fn open(path: &Path) -> rusqlite::Result<Journal> {
+        let conn = Connection::open(path)?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        conn.execute_batch(SCHEMA)?;
+        Ok(Journal {
+            conn: Arc::new(Mutex::new(conn)),
+        })
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+        let c = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        f(&c)
+    }
+
+    /// Adds a job to the grid queue; returns its id (durable on return).
+    pub fn add_grid_job(&self, user: &str, name: &str, description: &str, now: u64) -> rusqlite::Result<u64> {
+        self.with(|c| {
+            c.execute(
+                "INSERT INTO grid_jobs (user, name, description, submitted_ms, state) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![user, name, description, now as i64, state::WAITING],
+            )?;
+            Ok(c.last_insert_rowid() as u64)
+        })
+    }
+
+    pub fn grid_job(&self, id: u64) -> rusqlite::Result<Option<GridRow>> {
+        self.with(|c| {
+            c.query_row(
+                &format!("SELECT {GRID_COLUMNS} FROM grid_jobs WHERE id = ?1"),
+                [id as i64],
+                grid_row,
+            )
+            .optional()
+        })
+    }
+
+    /// Grid jobs in the given states (all when empty), by id.
+    pub fn grid_jobs(&self, states: &[&str], user: Option<&str>) -> rusqlite::Result<Vec<GridRow>> {
+        self.with(|c| {
+            let mut st = c.prepare(&format!("SELECT {GRID_COLUMNS} FROM grid_jobs ORDER BY id"))?;
+            let rows = st.query_map([], grid_row)?;
+            let mut out = Vec::new();
+            for r in rows {
+                let r = r?;
+                if (states.is_empty() || states.contains(&r.state.as_str())) && user.is_none_or(|u| u == r.user) {
+                    out.push(r);
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    /// Moves a grid job from `from` to `to` (and sets the given columns); false when it was
+    /// not in `from` (someone else moved it).
+    pub fn transition(&self, id: u64, from: &str, to: &str, set: &Transition<'_>) -> rusqlite::Result<bool> {
+        self.with(|c| {
+            let n = c.execute(
+                "UPDATE grid_jobs SET state = ?3,
+                     local_id = COALESCE(?4, local_id), peer = COALESCE(?5, peer), handoff = COALESCE(?6, handoff),
+                     remote_id = COALESCE(?7, remote_id), reason = COALESCE(?8, reason), attempts = attempts + ?9
+                 WHERE id = ?1 AND state = ?2",
+                params![
+                    id as i64,
+                    from,
+                    to,
+                    set.local_id.map(|v| v as i64),
+                    set.peer,
+                    set.handoff,
+                    set.remote_id.map(|v| v as i64),
+                    set.reason,
+                    i64::from(set.new_attempt)
+                ],
+            )?;
+            Ok(n == 1)
+        })
+    }
+
+    /// Records the remote job's last known state (JSON).
+    pub fn set_remote(&self, id: u64, remote_id: Option<u64>, remote: &str) -> rusqlite::Result<()> {
+        self.with(|c| {
+            c.execute(
+                "UPDATE grid_jobs SET remote = ?2, remote_id = COALESCE(?3, remote_id) WHERE id = ?1",
+                params![id as i64, remote, remote_id.map(|v| v as i64)],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Phase one at the receiver: stores a handoff as prepared unless it is known; returns
+    /// the stored row either way.
+    pub fn prepare(&self, handoff: &str, origin: &str, user: &str, description: &str) -> rusqlite::Result<Incoming> {
+        self.with(|c| {
+            c.execute(
+                "INSERT OR IGNORE INTO incoming (handoff, origin, user, description, state) VALUES (?1, ?2, ?3, ?4, 'prepared')",
+                params![handoff, origin, user, description],
+            )?;
+            c.query_row(
+                "SELECT handoff, origin, user, description, state, local_id FROM incoming WHERE handoff = ?1",
+                [handoff],
+                incoming_row,
+            )
+        })
+    }
+
+    pub fn incoming(&self, handoff: &str) -> rusqlite::Result<Option<Incoming>> {
+        self.with(|c| {
+            c.query_row(
+                "SELECT handoff, origin, user, description, state, local_id FROM incoming WHERE handoff = ?1",
+                [handoff],
+                incoming_row,
+            )
+            .optional()
+        })
+    }
+
+    /// Aborts a handoff that is not committed (a tombstone when it was never seen, so that a
+    /// late phase one is refused). Returns the row as it is afterwards.
+    pub fn abort(&self, handoff: &str, origin: &str) -> rusqlite::Result<Incoming> {
+        self.with(|c| {
+            c.execute(
+                "INSERT OR IGNORE INTO incoming (handoff, origin, user, description, state) VALUES (?1, ?2, '', '', 'aborted')",
+                params![handoff, origin],
+            )?;
+            c.execute(
+                "UPDATE incoming SET state = 'aborted' WHERE handoff = ?1 AND state = 'prepared'",
+                [handoff],
+            )?;
+            c.query_row(
+                "SELECT handoff, origin, user, description, state, local_id FROM incoming WHERE handoff = ?1",
+                [handoff],
+                incoming_row,
+            )
+        })
+    }
+
+    /// Marks a prepared handoff committed as job `local_id`.
+    pub fn committed(&self, handoff: &str, local_id: u64) -> rusqlite::Result<()> {
+        self.with(|c| {
+            c.execute(
+                "UPDATE incoming SET state = 'committed', local_id = ?2 WHERE handoff = ?1 AND state = 'prepared'",
+                params![handoff, local_id as i64],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Counts of grid jobs per state and of committed incoming handoffs.
+    pub fn counts(&self) -> rusqlite::Result<(Vec<(String, u64)>, u64)> {
+        self.with(|c| {
+            let mut st = c.prepare("SELECT state, COUNT(*) FROM grid_jobs GROUP BY state ORDER BY state")?;
+            let rows = st
+                .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as u64)))?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            let received: i64 = c.query_row("SELECT COUNT(*) FROM incoming WHERE state = 'committed'", [], |r| r.get(0))?;
+            Ok((rows, received as u64))
+        })
+    }
+}
+
+/// Columns a transition sets (None: unchanged).
+#[derive(Debug, Default)]
+pub struct Transition<'a> {
+    pub local_id: Option<u64>,
+    pub peer: Option<&'a str>,
+    pub handoff: Option<&'a str>,
+    pub remote_id: Option<u64>,
+    pub reason: Option<&'a str>,
+    /// Counts a new handoff attempt.
+    pub new_attempt: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handoffs_are_idempotent_and_aborts_leave_tombstones() {
+        let dir = tempfile::tempdir().unwrap();
+        let j = Journal::open(&dir.path().join("f.db")).unwrap();
+        let a = j.prepare("alpha-1-1", "alpha", "u", "name = 'x'").unwrap();
+        assert_eq!(a.state, "prepared");
+        // A second phase one (a retry) finds the same row.
+        assert_eq!(j.prepare("alpha-1-1", "alpha", "u", "other").unwrap(), a);
+        j.committed("alpha-1-1", 7).unwrap();
+        // Committed cannot be aborted.
+        let c = j.abort("alpha-1-1", "alpha").unwrap();
+        assert_eq!((c.state.as_str(), c.local_id), ("committed", Some(7)));
+        // An abort of an unknown handoff leaves a tombstone: a late phase one is refused.
+        assert_eq!(j.abort("alpha-2-1", "alpha").unwrap().state, "aborted");
+        assert_eq!(j.prepare("alpha-2-1", "alpha", "u", "d").unwrap().state, "aborted");
+        j.committed("alpha-2-1", 9).unwrap();
+        assert_eq!(j.incoming("alpha-2-1").unwrap().unwrap().local_id, None);
+    }
+
+    #[test]
+    fn transitions_only_from_the_expected_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let j = Journal::open(&dir.path().join("f.db")).unwrap();
+        let id = j.add_grid_job("u", "n", "d", 5).unwrap();
+        let t = Transition {
+            peer: Some("beta"),
+            handoff: Some("alpha-1-1"),
+            new_attempt: true,
+            ..Default::default()
+        };
+        assert!(j.transition(id, state::WAITING, state::HANDING, &t).unwrap());
+        assert!(!j.transition(id, state::WAITING, state::SUBMITTING, &Transition::default()).unwrap());
+        let r = j.grid_job(id).unwrap().unwrap();
+        assert_eq!((r.state.as_str(), r.peer.as_deref(), r.attempts), (state::HANDING, Some("beta"), 1));
+        // Reopened: the same rows (durable).
+        drop(j);
+        let j = Journal::open(&dir.path().join("f.db")).unwrap();
+        assert_eq!(j.grid_jobs(&[state::HANDING], None).unwrap().len(), 1);
+    }
+}

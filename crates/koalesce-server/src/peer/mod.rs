@@ -1,0 +1,232 @@
+//! Live federation (issue 14, seed 002): koalesce servers as peers whose grid schedulers
+//! migrate queued jobs to where they are expected to finish soonest, with the same policy code
+//! the simulator runs ([`koalesce_core::federation`]).
+//!
+//! **Architecture (002 §II).** A job submitted to `POST /api/v1/grid/jobs` enters this server's
+//! *grid queue* (GQ, durable in `DIR/federation.db`, [`journal`]). The grid scheduler ([`gs`])
+//! takes each job in turn: its local AWT comes from simulating the server's local scheduler
+//! (the core, seen as one compute server by [`koalesce_core::federation::live`]); below φ the
+//! job goes to the local queue (the core); otherwise (S-I, §III-A1) every available peer is
+//! asked for its ATT and RU (`POST /api/v1/peer/offer`), and
+//! [`koalesce_core::federation::policy::sender_initiated`] decides. Once in a core the job is
+//! scheduled there by KOALA's placement and never migrates again.
+//!
+//! **Handoff (two phases, never lost, never twice).**
+//! 1. The origin commits `handing` (peer, handoff id) to its journal, then sends the job
+//!    (`POST /api/v1/peer/handoffs`); the receiver commits it as `prepared` and does not run it.
+//! 2. On the answer the origin commits `migrated` (the commit point: from now on the job
+//!    belongs to the peer) and sends `POST /api/v1/peer/handoffs/{h}/commit`; the receiver
+//!    submits it to its core (looking it up by its marked name first, so a repeated commit
+//!    after a crash does not submit it twice) and commits `committed`.
+//!
+//! After a crash, `handing` is resolved by aborting at the peer (an abort of an unknown
+//! handoff leaves a tombstone, so a late phase one is refused) and returning the job to the
+//! GQ; `migrated` is committed again (idempotent). A peer that does not answer within
+//! `peer_timeout_ms` is backed off ([`client::Availability`]) and left out of decisions; a
+//! `handing` job waits for it rather than risk running on both sides.
+//!
+//! **Peers are untrusted.** A peer authenticates with its name (`X-Koalesce-Peer`) and the
+//! secret the pair shares (bearer); peer secrets are valid on `/api/v1/peer/*` only and user
+//! tokens never are. A peer may only touch handoffs named after itself; its jobs run as the
+//! user `peer-<name>` and are validated like any submission.
+//!
+//! R-I (§III-A2): a server whose RU is below δ at its σ check volunteers to every peer
+//! (`POST /api/v1/peer/volunteer`); a job whose local AWT reaches φ waits in the grid queue
+//! until a volunteer's offer wins by [`koalesce_core::federation::policy::receiver_initiated`]
+//! or its local AWT drops below φ. SY-I: the same, and S-I at once when no peer volunteered
+//! within σ.
+//!
+//! Not yet (issue 14 items 3-5, see docs/federation.md): jobs with input or output files and
+//! jobs fixed to a site stay local (no peer-to-peer data movement yet); shaped-network and
+//! SIGKILL tests of server processes.
+
+pub mod client;
+pub mod config;
+pub(crate) mod gs;
+pub mod journal;
+mod routes;
+pub mod wire;
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use koalesce_core::federation::live::{self, Requirements};
+use koalesce_core::federation::{Offer, Params};
+use koalesce_core::Millis;
+
+pub use client::{Availability, CallError, PeerClient};
+pub use config::{FederationConfig, PeerAlgorithm, PeerConfig};
+pub use journal::Journal;
+
+use crate::api::ApiError;
+use crate::daemon::Shared;
+use crate::jobdesc::JobDescription;
+use crate::now_ms;
+
+/// Name of the journal file in the data directory.
+pub const JOURNAL_FILE: &str = "federation.db";
+
+/// The federation of one server: its configuration, peers, journal.
+pub struct Federation {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) cfg: FederationConfig,
+    pub(crate) params: Params,
+    pub(crate) peers: Vec<PeerClient>,
+    pub(crate) avail: Mutex<Vec<Availability>>,
+    /// When each peer last volunteered (Unix ms; 0: never).
+    pub(crate) volunteer_at: Mutex<Vec<u64>>,
+    pub(crate) journal: Journal,
+    /// Serializes submissions into the core that must not happen twice (look-up, then submit).
+    pub(crate) submit_lock: tokio::sync::Mutex<()>,
+    /// One grid-scheduler action at a time: a pass and an offer to a volunteer must not both
+    /// act on a job being handed over (one would abort what the other just prepared).
+    pub(crate) gs_lock: tokio::sync::Mutex<()>,
+    /// Wakes the grid scheduler (a new grid job).
+    pub(crate) wake: tokio::sync::Notify,
+}
+
+/// Starts the federation of a server: opens the journal, reads the peers' secrets, spawns the
+/// grid scheduler; returns the routes to serve and the scheduler's task.
+pub fn start(
+    shared: Arc<Shared>,
+    cfg: &FederationConfig,
+    data_dir: &Path,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<(axum::Router, tokio::task::JoinHandle<()>)> {
+    cfg.validate()?;
+    let params = cfg.params()?;
+    let peers = cfg
+        .peers
+        .iter()
+        .map(|p| {
+            Ok(PeerClient::new(
+                &cfg.name,
+                &p.name,
+                &p.url,
+                config::read_secret(p)?,
+                cfg.peer_timeout_ms,
+            ))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let journal = Journal::open(&data_dir.join(JOURNAL_FILE)).map_err(|e| anyhow::anyhow!("opening {JOURNAL_FILE}: {e}"))?;
+    let fed = Arc::new(Federation {
+        shared,
+        cfg: cfg.clone(),
+        params,
+        avail: Mutex::new(vec![Availability::default(); peers.len()]),
+        volunteer_at: Mutex::new(vec![0; peers.len()]),
+        peers,
+        journal,
+        submit_lock: tokio::sync::Mutex::new(()),
+        gs_lock: tokio::sync::Mutex::new(()),
+        wake: tokio::sync::Notify::new(),
+    });
+    let router = routes::router(fed.clone());
+    let task = tokio::spawn(gs::run(fed, stop));
+    Ok((router, task))
+}
+
+/// The name a job carries in a core when the federation put it there: unique per grid job or
+/// handoff, so that a submission repeated after a crash finds the first one.
+pub(crate) fn marked_name(name: &str, tag: &str) -> String {
+    let short: String = name.chars().take(120).collect();
+    format!("{short} [grid {tag}]")
+}
+
+/// Runs blocking work (SQLite, peer calls) off the async threads.
+pub(crate) async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(v) => v,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    }
+}
+
+impl Federation {
+    /// This server's offer for `req` now, and the AWT behind it.
+    pub(crate) fn offer(&self, req: &Requirements, remote: bool) -> (Offer, Option<Millis>) {
+        let st = self.shared.lock();
+        let view = live::server_view(&st.core, now_ms());
+        live::offer(&view, req, self.cfg.clock_mhz, self.cfg.bandwidth_bps, remote)
+    }
+
+    /// A job's requirements as this server sees them (its sites resolve fixed site names).
+    pub(crate) fn requirements(&self, desc: &JobDescription) -> Result<Requirements, String> {
+        let st = self.shared.lock();
+        let spec = desc.to_spec(|n| st.site_id(n)).map_err(|e| e.to_string())?;
+        // What a submission here would refuse (a component larger than every site, ...).
+        st.core.check(&spec).map_err(|e| e.to_string())?;
+        Ok(Requirements {
+            processors: live::job_processors(&spec),
+            estimate_ms: spec.runtime_estimate_ms,
+            home_mhz: self.cfg.clock_mhz,
+            input_bytes: 0,
+            output_bytes: 0,
+        })
+    }
+
+    /// Submits `desc` under its marked name unless a job of that name exists; the job id. The
+    /// caller holds `submit_lock` (the guard proves it), so look-up and submission are one step.
+    pub(crate) async fn submit_once(
+        &self,
+        _one: &tokio::sync::MutexGuard<'_, ()>,
+        desc: &JobDescription,
+        tag: &str,
+        user: &str,
+    ) -> Result<u64, ApiError> {
+        let mut desc = desc.clone();
+        desc.name = marked_name(&desc.name, tag);
+        let store = self.shared.store.clone();
+        let name = desc.name.clone();
+        let found = blocking(move || {
+            store.read(move |c| {
+                use rusqlite::OptionalExtension;
+                c.query_row("SELECT id FROM jobs WHERE name = ?1 ORDER BY id LIMIT 1", [&name], |r| {
+                    r.get::<_, i64>(0)
+                })
+                .optional()
+            })
+        })
+        .await
+        .map_err(|e| crate::api::err(axum::http::StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+        if let Some(id) = found {
+            return Ok(id as u64);
+        }
+        crate::api::submit_text(&self.shared, user, &desc.to_toml()).await
+    }
+
+    pub(crate) fn volunteered(&self, i: usize) {
+        self.volunteer_at.lock().unwrap_or_else(|p| p.into_inner())[i] = now_ms();
+    }
+
+    /// Peers that volunteered within the last σ, most recent first.
+    pub(crate) fn recent_volunteers(&self) -> Vec<usize> {
+        let now = now_ms();
+        let v = self.volunteer_at.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out: Vec<usize> = (0..v.len())
+            .filter(|&i| v[i] > 0 && now.saturating_sub(v[i]) <= self.params.sigma_ms)
+            .collect();
+        out.sort_by_key(|&i| std::cmp::Reverse(v[i]));
+        out
+    }
+
+    pub(crate) fn peer_index(&self, name: &str) -> Option<usize> {
+        self.peers.iter().position(|p| p.name == name)
+    }
+
+    pub(crate) fn available(&self, i: usize) -> bool {
+        self.avail.lock().unwrap_or_else(|p| p.into_inner())[i].available(now_ms())
+    }
+
+    /// Records the outcome of a call to peer `i`: success resets its back-off; no answer backs
+    /// it off; a refusal (it answered) counts as alive.
+    pub(crate) fn record<T>(&self, i: usize, r: &Result<T, CallError>) {
+        let mut a = self.avail.lock().unwrap_or_else(|p| p.into_inner());
+        match r {
+            Ok(_) | Err(CallError::Refused(..)) => a[i].succeeded(),
+            Err(CallError::Unreachable(e)) => {
+                tracing::warn!(peer = %self.peers[i].name, error = %e, "peer unavailable");
+                a[i].failed(now_ms(), self.cfg.backoff_initial_ms, self.cfg.backoff_max_ms, e.clone())
+            }
+        }
+    }
+}

@@ -1,0 +1,357 @@
+//! The federation's endpoints: for users (the grid queue and the federation's state, user
+//! tokens) and for peers (offers and handoffs, peer secrets only).
+
+use std::sync::Arc;
+
+use axum::extract::{Path, Request, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use koalesce_api::dto::Submitted;
+use koalesce_core::federation::live::Requirements;
+
+use super::client::PEER_HEADER;
+use super::journal::{state, GridRow, Incoming};
+use super::wire::{FederationStatus, GridJob, HandoffRequest, HandoffState, OfferAnswer, OfferRequest, PeerStatus};
+use super::{blocking, Federation};
+use crate::api::{self, err, ApiError};
+use crate::jobdesc::{DescriptionError, JobDescription};
+use crate::now_ms;
+
+type F = Arc<Federation>;
+type R<T> = Result<T, ApiError>;
+
+pub(super) fn router(fed: F) -> Router {
+    Router::new()
+        .route("/api/v1/grid/jobs", post(submit).get(list))
+        .route("/api/v1/grid/jobs/{id}", get(show))
+        .route("/api/v1/federation", get(status))
+        .route("/api/v1/peer/offer", post(offer))
+        .route("/api/v1/peer/volunteer", post(volunteer))
+        .route("/api/v1/peer/handoffs", post(prepare))
+        .route("/api/v1/peer/handoffs/{h}", get(handoff_state))
+        .route("/api/v1/peer/handoffs/{h}/commit", post(commit))
+        .route("/api/v1/peer/handoffs/{h}/abort", post(abort))
+        .with_state(fed)
+}
+
+fn internal(e: impl std::fmt::Display) -> ApiError {
+    err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+}
+
+// ----- users ---------------------------------------------------------------------------
+
+fn parse_description(text: &str) -> R<JobDescription> {
+    JobDescription::parse(text).map_err(|e| match e {
+        DescriptionError::Malformed(m) => err(StatusCode::BAD_REQUEST, format!("malformed TOML: {m}")),
+        DescriptionError::Invalid(m) => err(StatusCode::UNPROCESSABLE_ENTITY, m),
+    })
+}
+
+async fn submit(State(fed): State<F>, req: Request) -> R<Response> {
+    let caller = api::authenticate(&fed.shared, req.headers())?;
+    let body = api::read_body(&fed.shared, req).await?;
+    let text = std::str::from_utf8(&body).map_err(|_| err(StatusCode::BAD_REQUEST, "body: not UTF-8 text"))?;
+    let desc = parse_description(text)?;
+    // Checked against this server now (it may end up here): 422 like a direct submission.
+    fed.requirements(&desc).map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, e))?;
+    let j = fed.journal.clone();
+    let (user, name, text) = (caller.user.clone(), desc.name.clone(), desc.to_toml());
+    let id = blocking(move || j.add_grid_job(&user, &name, &text, now_ms()))
+        .await
+        .map_err(internal)?;
+    fed.wake.notify_one();
+    Ok((StatusCode::CREATED, Json(Submitted { id, ids: Vec::new() })).into_response())
+}
+
+/// A grid job as users see it: where it runs, its state there, why.
+async fn render(fed: &F, row: GridRow) -> GridJob {
+    let mut g = GridJob {
+        id: row.id,
+        name: row.name.clone(),
+        user: row.user.clone(),
+        state: "waiting".into(),
+        runs_at: None,
+        job: None,
+        sites: Vec::new(),
+        exit_ok: None,
+        reason: row.reason.clone().filter(|r| !r.is_empty()),
+        submitted_ms: row.submitted_ms,
+        finished_ms: None,
+    };
+    match row.state.as_str() {
+        state::LOCAL => {
+            g.runs_at = Some("local".into());
+            g.job = row.local_id;
+            if let Some(id) = row.local_id {
+                if let Ok(d) = api::job_detail(&fed.shared, id).await {
+                    g.state = d.state;
+                    g.sites = d.sites.iter().map(|s| format!("{}/{s}", fed.cfg.name)).collect();
+                    g.exit_ok = d.exit_ok;
+                    g.finished_ms = d.finished_ms;
+                }
+            }
+        }
+        state::HANDING | state::MIGRATED => {
+            g.runs_at = row.peer.clone();
+            g.job = row.remote_id;
+            g.state = "handing-over".into();
+            if let Some(r) = row.remote.as_deref().and_then(|r| serde_json::from_str::<HandoffState>(r).ok()) {
+                if let Some(s) = r.job_state {
+                    g.state = s;
+                }
+                g.sites = r.sites;
+                g.exit_ok = r.exit_ok;
+                g.finished_ms = r.finished_ms;
+            }
+        }
+        state::FAILED => g.state = "failed".into(),
+        _ => {}
+    }
+    g
+}
+
+async fn list(State(fed): State<F>, headers: HeaderMap) -> R<Json<Vec<GridJob>>> {
+    let caller = api::authenticate(&fed.shared, &headers)?;
+    let j = fed.journal.clone();
+    let user = (!caller.admin).then(|| caller.user.clone());
+    let rows = blocking(move || j.grid_jobs(&[], user.as_deref())).await.map_err(internal)?;
+    let mut out = Vec::with_capacity(rows.len());
+    for r in rows {
+        out.push(render(&fed, r).await);
+    }
+    Ok(Json(out))
+}
+
+async fn show(State(fed): State<F>, headers: HeaderMap, Path(raw): Path<String>) -> R<Json<GridJob>> {
+    let caller = api::authenticate(&fed.shared, &headers)?;
+    let not_found = || err(StatusCode::NOT_FOUND, format!("grid job '{raw}' not found"));
+    let id: u64 = raw.parse().map_err(|_| not_found())?;
+    let j = fed.journal.clone();
+    let row = blocking(move || j.grid_job(id)).await.map_err(internal)?;
+    match row {
+        Some(r) if caller.admin || r.user == caller.user => Ok(Json(render(&fed, r).await)),
+        _ => Err(not_found()),
+    }
+}
+
+async fn status(State(fed): State<F>, headers: HeaderMap) -> R<Json<FederationStatus>> {
+    api::authenticate(&fed.shared, &headers)?;
+    let now = now_ms();
+    let peers = {
+        let a = fed.avail.lock().unwrap_or_else(|p| p.into_inner());
+        fed.peers
+            .iter()
+            .zip(a.iter())
+            .map(|(p, a)| PeerStatus {
+                name: p.name.clone(),
+                url: p.url.clone(),
+                available: a.available(now),
+                failures: a.failures,
+                retry_at_ms: (!a.available(now)).then_some(a.until_ms),
+                last_error: a.last_error.clone(),
+            })
+            .collect()
+    };
+    let j = fed.journal.clone();
+    let (counts, received) = blocking(move || j.counts()).await.map_err(internal)?;
+    let count = |states: &[&str]| counts.iter().filter(|(s, _)| states.contains(&s.as_str())).map(|c| c.1).sum();
+    Ok(Json(FederationStatus {
+        name: fed.cfg.name.clone(),
+        algorithm: fed.cfg.algorithm.name().into(),
+        peers,
+        local: count(&[state::LOCAL, state::SUBMITTING]),
+        migrated_out: count(&[state::MIGRATED, state::HANDING]),
+        waiting: count(&[state::WAITING]),
+        received,
+    }))
+}
+
+// ----- peers ---------------------------------------------------------------------------
+
+/// The calling peer (its index), from its name and the pair's secret. User tokens are never
+/// peer credentials.
+fn peer_auth(fed: &Federation, headers: &HeaderMap) -> R<usize> {
+    let refused = || {
+        err(
+            StatusCode::UNAUTHORIZED,
+            "peer authentication failed (header X-Koalesce-Peer and the pair's secret)",
+        )
+    };
+    let name = headers.get(PEER_HEADER).and_then(|v| v.to_str().ok()).ok_or_else(refused)?;
+    let secret = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .ok_or_else(refused)?;
+    let i = fed.peer_index(name).ok_or_else(refused)?;
+    if fed.peers[i].secret_matches(secret.trim()) {
+        Ok(i)
+    } else {
+        Err(refused())
+    }
+}
+
+/// A JSON body or 400 naming what is wrong.
+fn json<T: serde::de::DeserializeOwned>(body: &[u8]) -> R<T> {
+    serde_json::from_slice(body).map_err(|e| err(StatusCode::BAD_REQUEST, format!("body: {e}")))
+}
+
+async fn offer(State(fed): State<F>, req: Request) -> R<Json<OfferAnswer>> {
+    peer_auth(&fed, req.headers())?;
+    let body = api::read_body(&fed.shared, req).await?;
+    let q: OfferRequest = json(&body)?;
+    if q.processors == 0 || q.home_mhz == 0 {
+        return Err(err(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "fields 'processors' and 'home_mhz' must be positive",
+        ));
+    }
+    let req = Requirements {
+        processors: q.processors,
+        estimate_ms: q.estimate_ms,
+        home_mhz: q.home_mhz,
+        input_bytes: q.input_bytes,
+        output_bytes: q.output_bytes,
+    };
+    let (o, awt) = fed.offer(&req, true);
+    Ok(Json(OfferAnswer {
+        att_ms: o.att,
+        awt_ms: awt,
+        ru: o.ru,
+    }))
+}
+
+/// A peer volunteers (its RU is below δ, 002 §III-A2): the first job of the grid queue is
+/// offered to it, in the background.
+async fn volunteer(State(fed): State<F>, headers: HeaderMap) -> R<StatusCode> {
+    let i = peer_auth(&fed, &headers)?;
+    fed.volunteered(i);
+    tokio::spawn(async move {
+        if let Err(e) = super::gs::on_volunteer(&fed, i).await {
+            tracing::warn!(error = %e, "offering a job to a volunteer failed");
+        }
+    });
+    Ok(StatusCode::ACCEPTED)
+}
+
+/// The handoff as the receiver holds it, with its job's state here.
+async fn handoff_view(fed: &F, inc: Incoming) -> HandoffState {
+    let mut s = HandoffState {
+        handoff: inc.handoff,
+        state: inc.state,
+        job: inc.local_id,
+        job_state: None,
+        sites: Vec::new(),
+        exit_ok: None,
+        failure: None,
+        finished_ms: None,
+    };
+    if let Some(id) = inc.local_id {
+        if let Ok(d) = api::job_detail(&fed.shared, id).await {
+            s.job_state = Some(d.state);
+            s.sites = d.sites.iter().map(|x| format!("{}/{x}", fed.cfg.name)).collect();
+            s.exit_ok = d.exit_ok;
+            s.failure = d.failure;
+            s.finished_ms = d.finished_ms;
+        }
+    }
+    s
+}
+
+/// A handoff id the calling peer may use: `<its name>-<digits>-<digits>`.
+fn check_handoff(fed: &Federation, i: usize, h: &str) -> R<()> {
+    let rest = h.strip_prefix(&format!("{}-", fed.peers[i].name));
+    let ok = rest.is_some_and(|r| {
+        let mut parts = r.split('-');
+        let digits = |p: Option<&str>| p.is_some_and(|p| !p.is_empty() && p.len() <= 19 && p.bytes().all(|b| b.is_ascii_digit()));
+        digits(parts.next()) && digits(parts.next()) && parts.next().is_none()
+    });
+    if ok {
+        Ok(())
+    } else {
+        Err(err(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("field 'handoff': '{}' is not '<your name>-<job>-<attempt>'", api::cut_message(h)),
+        ))
+    }
+}
+
+async fn prepare(State(fed): State<F>, req: Request) -> R<Json<HandoffState>> {
+    let i = peer_auth(&fed, req.headers())?;
+    let body = api::read_body(&fed.shared, req).await?;
+    let q: HandoffRequest = json(&body)?;
+    check_handoff(&fed, i, &q.handoff)?;
+    if q.user.is_empty() || q.user.len() > 256 || q.user.chars().any(char::is_control) {
+        return Err(err(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "field 'user': 1-256 characters without control characters",
+        ));
+    }
+    let desc = parse_description(&q.description)?;
+    if !desc.inputs.is_empty() || !desc.outputs.is_empty() || desc.components.iter().any(|c| c.site.is_some()) {
+        return Err(err(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "jobs with input or output files or fixed sites are not taken from peers (yet)",
+        ));
+    }
+    fed.requirements(&desc).map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, e))?;
+    let j = fed.journal.clone();
+    let origin = fed.peers[i].name.clone();
+    let inc = blocking(move || j.prepare(&q.handoff, &origin, &q.user, &desc.to_toml()))
+        .await
+        .map_err(internal)?;
+    Ok(Json(handoff_view(&fed, inc).await))
+}
+
+/// The calling peer's handoff `h`, or 404 (another peer's handoffs do not exist for it).
+async fn find(fed: &F, i: usize, h: &str) -> R<Incoming> {
+    let j = fed.journal.clone();
+    let key = h.to_string();
+    match blocking(move || j.incoming(&key)).await.map_err(internal)? {
+        Some(inc) if inc.origin == fed.peers[i].name => Ok(inc),
+        _ => Err(err(StatusCode::NOT_FOUND, format!("handoff '{}' not found", api::cut_message(h)))),
+    }
+}
+
+async fn handoff_state(State(fed): State<F>, headers: HeaderMap, Path(h): Path<String>) -> R<Json<HandoffState>> {
+    let i = peer_auth(&fed, &headers)?;
+    let inc = find(&fed, i, &h).await?;
+    Ok(Json(handoff_view(&fed, inc).await))
+}
+
+async fn commit(State(fed): State<F>, headers: HeaderMap, Path(h): Path<String>) -> R<Json<HandoffState>> {
+    let i = peer_auth(&fed, &headers)?;
+    // Under the lock an abort cannot come between the state read here and the commit.
+    let one = fed.submit_lock.lock().await;
+    let inc = find(&fed, i, &h).await?;
+    match inc.state.as_str() {
+        "committed" => {
+            drop(one);
+            return Ok(Json(handoff_view(&fed, inc).await));
+        }
+        "aborted" => return Err(err(StatusCode::CONFLICT, format!("handoff '{h}' was aborted"))),
+        _ => {}
+    }
+    let desc = parse_description(&inc.description)?;
+    let user = format!("peer-{}", inc.origin);
+    let id = fed.submit_once(&one, &desc, &h, &user).await?;
+    let j = fed.journal.clone();
+    let key = h.clone();
+    blocking(move || j.committed(&key, id)).await.map_err(internal)?;
+    drop(one);
+    let inc = find(&fed, i, &h).await?;
+    Ok(Json(handoff_view(&fed, inc).await))
+}
+
+async fn abort(State(fed): State<F>, headers: HeaderMap, Path(h): Path<String>) -> R<Json<HandoffState>> {
+    let i = peer_auth(&fed, &headers)?;
+    check_handoff(&fed, i, &h)?;
+    let j = fed.journal.clone();
+    let origin = fed.peers[i].name.clone();
+    let one = fed.submit_lock.lock().await;
+    let inc = blocking(move || j.abort(&h, &origin)).await.map_err(internal)?;
+    drop(one);
+    Ok(Json(handoff_view(&fed, inc).await))
+}

@@ -1,0 +1,109 @@
+//! The bodies peers exchange and the grid job as users see it (JSON).
+
+use serde::{Deserialize, Serialize};
+
+/// `POST /api/v1/peer/offer`: a job's requirements (002 §III-A1: CPUs and run time, plus its
+/// data volumes for the transfer times).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OfferRequest {
+    pub processors: u32,
+    /// Runtime estimate on the asking server.
+    pub estimate_ms: u64,
+    /// Clock of the asking server's processors.
+    pub home_mhz: u32,
+    #[serde(default)]
+    pub input_bytes: u64,
+    #[serde(default)]
+    pub output_bytes: u64,
+}
+
+/// The answer: ATT (null: infinite, the job does not fit), the AWT behind it, and RU.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct OfferAnswer {
+    pub att_ms: Option<u64>,
+    pub awt_ms: Option<u64>,
+    pub ru: f64,
+}
+
+/// `POST /api/v1/peer/handoffs`: phase one of a migration. The receiver stores it durably
+/// and does not run it until the origin commits.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HandoffRequest {
+    /// `<origin>-<grid id>-<attempt>`: unique, and it names the origin.
+    pub handoff: String,
+    /// The origin's user (shown; the job runs as the receiver's `peer-<origin>` user).
+    pub user: String,
+    /// The job description (TOML).
+    pub description: String,
+}
+
+/// A handoff as the receiver holds it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HandoffState {
+    pub handoff: String,
+    /// `prepared`, `committed` or `aborted`.
+    pub state: String,
+    /// The receiver's job id once committed.
+    pub job: Option<u64>,
+    /// That job's state (`queued` … `succeeded`, `failed`, `cancelled`).
+    pub job_state: Option<String>,
+    /// Where it runs or ran (`<receiver>/<site>`).
+    pub sites: Vec<String>,
+    pub exit_ok: Option<bool>,
+    pub failure: Option<String>,
+    /// When it ended (Unix ms, the receiver's clock).
+    #[serde(default)]
+    pub finished_ms: Option<u64>,
+}
+
+/// A job of the grid queue, as `GET /api/v1/grid/jobs/{id}` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GridJob {
+    pub id: u64,
+    pub name: String,
+    pub user: String,
+    /// `waiting` (grid queue), then the state of the job where it runs (`queued` …
+    /// `succeeded`, `failed`, `cancelled`); `handing-over` during a migration.
+    pub state: String,
+    /// `local` or the peer's name; null while waiting.
+    pub runs_at: Option<String>,
+    /// The job's id on the server that runs it.
+    pub job: Option<u64>,
+    /// Sites it runs or ran on (`<server>/<site>`).
+    pub sites: Vec<String>,
+    pub exit_ok: Option<bool>,
+    /// Why it stayed or moved: the ATTs and RUs the decision compared.
+    pub reason: Option<String>,
+    pub submitted_ms: u64,
+    /// When it ended (Unix ms, on the clock of the server that ran it).
+    pub finished_ms: Option<u64>,
+}
+
+/// A peer as `GET /api/v1/federation` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PeerStatus {
+    pub name: String,
+    pub url: String,
+    pub available: bool,
+    /// Failed calls in a row.
+    pub failures: u32,
+    /// When it is tried again (Unix ms), if unavailable.
+    pub retry_at_ms: Option<u64>,
+    pub last_error: Option<String>,
+}
+
+/// `GET /api/v1/federation`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FederationStatus {
+    pub name: String,
+    pub algorithm: String,
+    pub peers: Vec<PeerStatus>,
+    /// Grid jobs by where they run: local, migrated out, waiting.
+    pub local: u64,
+    pub migrated_out: u64,
+    pub waiting: u64,
+    /// Jobs peers handed to this server.
+    pub received: u64,
+}

@@ -1,0 +1,347 @@
+//! Live federation (issue 14): real koalesce servers on free loopback ports, peered with shared
+//! secrets, their grid schedulers deciding with the core's S-I policy. Jobs run for real under
+//! the supervisors.
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::{json, supervisor, token};
+use koalesce_server::peer::journal::{state, Transition};
+use koalesce_server::peer::{FederationConfig, Journal, PeerAlgorithm, PeerClient, PeerConfig};
+use koalesce_server::BackgroundServer;
+use serde_json::Value;
+
+const SECRET: &str = "alpha-beta-pair-secret-0123456789";
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A server named `name` with `sites`, listening on `port`, peered with `peers` (name, port).
+fn server(dir: &Path, name: &str, port: u16, sites: &[(&str, u32)], peers: &[(&str, u16)]) -> BackgroundServer {
+    server_with(dir, name, port, sites, peers, PeerAlgorithm::SenderInitiated)
+}
+
+fn server_with(
+    dir: &Path,
+    name: &str,
+    port: u16,
+    sites: &[(&str, u32)],
+    peers: &[(&str, u16)],
+    algorithm: PeerAlgorithm,
+) -> BackgroundServer {
+    let secret = dir.join("peer.secret");
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(&secret, SECRET).unwrap();
+    let mut opts = koalesce_server::test_options(&dir.join("data"), sites, supervisor());
+    opts.listen = Some(format!("127.0.0.1:{port}"));
+    opts.config.federation = Some(FederationConfig {
+        name: name.into(),
+        algorithm,
+        phi: "1s".into(),
+        sigma: "1s".into(),
+        check_interval_ms: 100,
+        peer_timeout_ms: 700,
+        backoff_initial_ms: 500,
+        backoff_max_ms: 2_000,
+        peers: peers
+            .iter()
+            .map(|(n, p)| PeerConfig {
+                name: n.to_string(),
+                url: format!("http://127.0.0.1:{p}"),
+                secret_file: secret.clone(),
+            })
+            .collect(),
+        ..FederationConfig::default()
+    });
+    BackgroundServer::start(opts).expect("server starts")
+}
+
+fn grid_submit(srv: &BackgroundServer, tok: &str, toml: &str) -> u64 {
+    let (code, body) = srv.request("POST", "/api/v1/grid/jobs", Some(tok), toml.as_bytes());
+    assert_eq!(code, 201, "{body}");
+    json(&body)["id"].as_u64().unwrap()
+}
+
+fn get(srv: &BackgroundServer, tok: &str, path: &str) -> Value {
+    let (code, body) = srv.request("GET", path, Some(tok), b"");
+    assert_eq!(code, 200, "{path}: {body}");
+    json(&body)
+}
+
+/// Waits until grid job `id` has ended; returns it.
+fn wait_grid(srv: &BackgroundServer, tok: &str, id: u64, secs: u64) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let g = get(srv, tok, &format!("/api/v1/grid/jobs/{id}"));
+        if ["succeeded", "failed", "cancelled"].contains(&g["state"].as_str().unwrap()) {
+            return g;
+        }
+        assert!(Instant::now() < deadline, "grid job {id} stuck: {g}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn sleep_job(name: &str, secs: u32) -> String {
+    format!(
+        "name = {name:?}\nexecutable = \"/bin/sleep\"\narguments = [\"{secs}\"]\nruntime_estimate = \"20s\"\n[[components]]\nprocessors = 1\n"
+    )
+}
+
+#[test]
+fn queued_jobs_migrate_to_an_idle_peer_and_run_there_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (pa, pb) = (free_port(), free_port());
+    let a = server(&tmp.path().join("a"), "alpha", pa, &[("a1", 1)], &[("beta", pb)]);
+    let b = server(&tmp.path().join("b"), "beta", pb, &[("b1", 4)], &[("alpha", pa)]);
+    let alice = token(&a.data_dir, "alice", false);
+    let ids: Vec<u64> = (0..3).map(|i| grid_submit(&a, &alice, &sleep_job(&format!("j{i}"), 1))).collect();
+    let jobs: Vec<Value> = ids.iter().map(|&id| wait_grid(&a, &alice, id, 60)).collect();
+    // The first finds the one processor free (AWT 0 < φ); the next two would wait 20 and 40 s
+    // here (local ATT 40 s, 60 s) against 20 s at beta (> 1.4 × 20 s): they move.
+    assert_eq!(jobs[0]["runs_at"], "local", "{}", jobs[0]);
+    assert_eq!(jobs[0]["sites"], serde_json::json!(["alpha/a1"]));
+    assert!(jobs[0]["reason"].as_str().unwrap().contains("< φ"), "{}", jobs[0]);
+    for g in &jobs[1..] {
+        assert_eq!(g["runs_at"], "beta", "{g}");
+        assert_eq!(g["state"], "succeeded", "{g}");
+        assert_eq!(g["sites"], serde_json::json!(["beta/b1"]), "{g}");
+        let why = g["reason"].as_str().unwrap();
+        assert!(why.starts_with("moved: local ATT") && why.contains("at beta"), "{why}");
+    }
+    assert!(jobs.iter().all(|g| g["state"] == "succeeded" && g["exit_ok"] == true));
+    // Each job ran on exactly one side: one job at alpha, two at beta (as peer-alpha).
+    let here = get(&a, &alice, "/api/v1/jobs");
+    assert_eq!(here.as_array().unwrap().len(), 1, "{here}");
+    let root_b = token(&b.data_dir, "root", true);
+    let there = get(&b, &root_b, "/api/v1/jobs?all=true");
+    let there = there.as_array().unwrap();
+    assert_eq!(there.len(), 2, "{there:?}");
+    assert!(there.iter().all(|j| j["user"] == "peer-alpha" && j["state"] == "succeeded"));
+    assert!(there.iter().any(|j| j["name"].as_str().unwrap().ends_with("[grid alpha-2-1]")));
+    let fa = get(&a, &alice, "/api/v1/federation");
+    assert_eq!((fa["local"].as_u64(), fa["migrated_out"].as_u64()), (Some(1), Some(2)), "{fa}");
+    assert_eq!(fa["peers"][0]["available"], true);
+    assert_eq!(get(&b, &root_b, "/api/v1/federation")["received"], 2);
+    // Another user does not see alice's grid jobs.
+    let bob = token(&a.data_dir, "bob", false);
+    assert_eq!(a.request("GET", &format!("/api/v1/grid/jobs/{}", ids[1]), Some(&bob), b"").0, 404);
+}
+
+#[test]
+fn a_peer_that_does_not_answer_is_backed_off_and_the_job_runs_here() {
+    let tmp = tempfile::tempdir().unwrap();
+    // "beta" accepts connections and never answers: the worst kind of peer.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let pb = silent.local_addr().unwrap().port();
+    let a = server(&tmp.path().join("a"), "alpha", free_port(), &[("a1", 1)], &[("beta", pb)]);
+    let alice = token(&a.data_dir, "alice", false);
+    let t0 = Instant::now();
+    let ids: Vec<u64> = (0..2).map(|i| grid_submit(&a, &alice, &sleep_job(&format!("j{i}"), 1))).collect();
+    // Both decided here within the peer's time limit (0.7 s) and a few passes.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while ids
+        .iter()
+        .any(|&id| get(&a, &alice, &format!("/api/v1/grid/jobs/{id}"))["runs_at"] != "local")
+    {
+        assert!(Instant::now() < deadline, "not decided within 10 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(t0.elapsed() < Duration::from_secs(10));
+    let f = get(&a, &alice, "/api/v1/federation");
+    let peer = &f["peers"][0];
+    assert_eq!(peer["name"], "beta");
+    assert!(peer["failures"].as_u64().unwrap() >= 1, "{f}");
+    assert!(peer["last_error"].as_str().is_some(), "{f}");
+    for id in ids {
+        assert_eq!(wait_grid(&a, &alice, id, 30)["state"], "succeeded");
+    }
+    drop(silent);
+}
+
+#[test]
+fn peer_endpoints_take_only_the_pairs_secret_and_check_what_they_get() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pa = free_port();
+    let b = server(&tmp.path().join("b"), "beta", free_port(), &[("b1", 4)], &[("alpha", pa)]);
+    let user = token(&b.data_dir, "carol", false);
+    let url = b.url();
+    let as_alpha = PeerClient::new("alpha", "beta", &url, SECRET.into(), 5_000);
+    let offer = serde_json::json!({"processors": 2, "estimate_ms": 60_000, "home_mhz": 2000});
+    // The right peer: idle, no wait; the job's home clock is 2000 MHz and beta's 1000 MHz, so
+    // its 60 s estimate runs 120 s here.
+    let a: Value = as_alpha.call("/api/v1/peer/offer", Some(&offer)).unwrap();
+    assert_eq!(a["awt_ms"], 0);
+    assert_eq!(a["att_ms"], 120_000);
+    assert_eq!(a["ru"], 0.0);
+    // Too large for every site: infinite (null).
+    let big: Value = as_alpha
+        .call(
+            "/api/v1/peer/offer",
+            Some(&serde_json::json!({"processors": 5, "estimate_ms": 1, "home_mhz": 1000})),
+        )
+        .unwrap();
+    assert!(big["att_ms"].is_null(), "{big}");
+    // A user token, a wrong secret, an unknown peer name: 401.
+    let raw = |path: &str, headers: &[(&str, &str)], body: &str| -> u16 {
+        let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+        let mut r = agent.post(&format!("{url}{path}"));
+        for (k, v) in headers {
+            r = r.header(*k, *v);
+        }
+        r.send(body).map(|x| x.status().as_u16()).unwrap_or(0)
+    };
+    let bearer = |t: &str| format!("Bearer {t}");
+    let body = offer.to_string();
+    assert_eq!(raw("/api/v1/peer/offer", &[("Authorization", &bearer(&user))], &body), 401);
+    assert_eq!(
+        raw(
+            "/api/v1/peer/offer",
+            &[("Authorization", &bearer(&user)), ("X-Koalesce-Peer", "alpha")],
+            &body
+        ),
+        401
+    );
+    assert_eq!(
+        raw(
+            "/api/v1/peer/offer",
+            &[("Authorization", &bearer(SECRET)), ("X-Koalesce-Peer", "gamma")],
+            &body
+        ),
+        401
+    );
+    assert_eq!(
+        raw(
+            "/api/v1/peer/offer",
+            &[("Authorization", &bearer(SECRET)), ("X-Koalesce-Peer", "alpha")],
+            "{not json"
+        ),
+        400
+    );
+    // The peer secret is no user token.
+    assert_eq!(b.request("GET", "/api/v1/jobs", Some(SECRET), b"").0, 401);
+    // Handoffs: only under the caller's own name; descriptions checked; data not taken yet.
+    let job = |h: &str, desc: &str| serde_json::json!({"handoff": h, "user": "alice", "description": desc});
+    let ok_desc = "name = \"x\"\nexecutable = \"/bin/true\"\n[[components]]\nprocessors = 1\n";
+    let refused = |h: &str, desc: &str| match as_alpha.call::<_, Value>("/api/v1/peer/handoffs", Some(&job(h, desc))) {
+        Err(koalesce_server::peer::CallError::Refused(code, msg)) => (code, msg),
+        other => panic!("accepted: {other:?}"),
+    };
+    assert_eq!(refused("gamma-1-1", ok_desc).0, 422);
+    assert_eq!(refused("alpha-1", ok_desc).0, 422);
+    assert_eq!(refused("alpha-1-1", "name = ").0, 400);
+    let (code, msg) = refused("alpha-1-1", &format!("colour = \"red\"\n{ok_desc}"));
+    assert_eq!(code, 422, "{msg}");
+    let with_input = "name = \"x\"\nexecutable = \"/bin/true\"\ninputs = [\"d.bin\"]\n[[components]]\nprocessors = 1\n";
+    assert_eq!(refused("alpha-1-1", with_input).0, 422);
+    let too_big = "name = \"x\"\nexecutable = \"/bin/true\"\n[[components]]\nprocessors = 9\n";
+    assert_eq!(refused("alpha-1-1", too_big).0, 422);
+    // Commit of an unknown handoff: 404. An abort first leaves a tombstone: a late phase one
+    // finds it aborted, and a commit is refused.
+    assert!(matches!(
+        as_alpha.call::<_, Value>("/api/v1/peer/handoffs/alpha-7-1/commit", Some(&())),
+        Err(koalesce_server::peer::CallError::Refused(404, _))
+    ));
+    let ab: Value = as_alpha.call("/api/v1/peer/handoffs/alpha-7-1/abort", Some(&())).unwrap();
+    assert_eq!(ab["state"], "aborted");
+    let late: Value = as_alpha.call("/api/v1/peer/handoffs", Some(&job("alpha-7-1", ok_desc))).unwrap();
+    assert_eq!(late["state"], "aborted");
+    assert!(matches!(
+        as_alpha.call::<_, Value>("/api/v1/peer/handoffs/alpha-7-1/commit", Some(&())),
+        Err(koalesce_server::peer::CallError::Refused(409, _))
+    ));
+    // Prepared is not run; a commit runs it once, however often it is repeated.
+    let p: Value = as_alpha.call("/api/v1/peer/handoffs", Some(&job("alpha-8-1", ok_desc))).unwrap();
+    assert_eq!((p["state"].as_str(), p["job"].as_u64()), (Some("prepared"), None));
+    let root = token(&b.data_dir, "root", true);
+    assert_eq!(get(&b, &root, "/api/v1/jobs?all=true").as_array().unwrap().len(), 0);
+    let c1: Value = as_alpha.call("/api/v1/peer/handoffs/alpha-8-1/commit", Some(&())).unwrap();
+    let c2: Value = as_alpha.call("/api/v1/peer/handoffs/alpha-8-1/commit", Some(&())).unwrap();
+    assert_eq!(c1["job"], c2["job"]);
+    assert_eq!(get(&b, &root, "/api/v1/jobs?all=true").as_array().unwrap().len(), 1);
+    // A committed handoff cannot be aborted.
+    let ab: Value = as_alpha.call("/api/v1/peer/handoffs/alpha-8-1/abort", Some(&())).unwrap();
+    assert_eq!(ab["state"], "committed");
+}
+
+/// The origin is killed at each step of a handoff (its journal left as the crash left it) and
+/// restarted: an unconfirmed handoff is aborted at the peer and the job runs once; a
+/// confirmed one is committed there and runs there once.
+#[test]
+fn a_restarted_origin_finishes_or_aborts_its_handoffs_and_no_job_runs_twice() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (pa, pb) = (free_port(), free_port());
+    let b = server(&tmp.path().join("b"), "beta", pb, &[("b1", 4)], &[("alpha", pa)]);
+    let as_alpha = PeerClient::new("alpha", "beta", &b.url(), SECRET.into(), 5_000);
+    let desc = sleep_job("crash", 0);
+    // Job 1: crashed after phase one reached beta but before alpha recorded the answer.
+    // Job 2: crashed after the commit point, before the commit reached beta.
+    let adir = tmp.path().join("a");
+    std::fs::create_dir_all(adir.join("data")).unwrap();
+    let j = Journal::open(&adir.join("data").join("federation.db")).unwrap();
+    for (id, h) in [(1u64, "alpha-1-1"), (2, "alpha-2-1")] {
+        assert_eq!(j.add_grid_job("alice", "crash", &desc, 0).unwrap(), id);
+        let t = Transition {
+            peer: Some("beta"),
+            handoff: Some(h),
+            new_attempt: true,
+            ..Default::default()
+        };
+        assert!(j.transition(id, state::WAITING, state::HANDING, &t).unwrap());
+        let body = serde_json::json!({"handoff": h, "user": "alice", "description": desc});
+        let p: Value = as_alpha.call("/api/v1/peer/handoffs", Some(&body)).unwrap();
+        assert_eq!(p["state"], "prepared");
+    }
+    assert!(j.transition(2, state::HANDING, state::MIGRATED, &Transition::default()).unwrap());
+    drop(j);
+    let a = server(&adir, "alpha", pa, &[("a1", 1)], &[("beta", pb)]);
+    let alice = token(&a.data_dir, "alice", false);
+    let g1 = wait_grid(&a, &alice, 1, 30);
+    let g2 = wait_grid(&a, &alice, 2, 30);
+    assert_eq!(g1["state"], "succeeded");
+    assert_eq!(g2["state"], "succeeded");
+    assert_eq!(g2["runs_at"], "beta", "{g2}");
+    let st1: Value = as_alpha.call::<(), _>("/api/v1/peer/handoffs/alpha-1-1", None).unwrap();
+    assert_eq!(st1["state"], "aborted", "{st1}");
+    // Beta ran job 2 (and job 1 only if it moved again under a new handoff); alpha ran job 1
+    // only if it stayed: in all, two runs.
+    let root = token(&b.data_dir, "root", true);
+    let at_b = get(&b, &root, "/api/v1/jobs?all=true").as_array().unwrap().len();
+    let at_a = get(&a, &alice, "/api/v1/jobs").as_array().unwrap().len();
+    assert_eq!(at_a + at_b, 2, "alpha ran {at_a}, beta ran {at_b}");
+    assert!(g1["reason"].as_str().is_some(), "{g1}");
+}
+
+/// R-I (002 §III-A2): alpha's jobs that would wait wait in its grid queue until idle beta
+/// volunteers (RU 0 < δ at its σ check), then move one per volunteer.
+#[test]
+fn receiver_initiated_jobs_wait_for_a_volunteer_and_move_to_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (pa, pb) = (free_port(), free_port());
+    let ri = PeerAlgorithm::ReceiverInitiated;
+    let a = server_with(&tmp.path().join("a"), "alpha", pa, &[("a1", 1)], &[("beta", pb)], ri);
+    let alice = token(&a.data_dir, "alice", false);
+    let ids: Vec<u64> = (0..3).map(|i| grid_submit(&a, &alice, &sleep_job(&format!("r{i}"), 1))).collect();
+    // No peer volunteers yet (beta is not up): the two that would wait stay in the grid queue.
+    std::thread::sleep(Duration::from_millis(800));
+    let waiting = get(&a, &alice, &format!("/api/v1/grid/jobs/{}", ids[2]));
+    assert_eq!(waiting["state"], "waiting", "{waiting}");
+    assert!(
+        waiting["reason"].as_str().unwrap().starts_with("waiting for a volunteer"),
+        "{waiting}"
+    );
+    let b = server_with(&tmp.path().join("b"), "beta", pb, &[("b1", 4)], &[("alpha", pa)], ri);
+    let jobs: Vec<Value> = ids.iter().map(|&id| wait_grid(&a, &alice, id, 60)).collect();
+    assert!(jobs.iter().all(|g| g["state"] == "succeeded"), "{jobs:?}");
+    let moved: Vec<&Value> = jobs.iter().filter(|g| g["runs_at"] == "beta").collect();
+    assert!(!moved.is_empty(), "{jobs:?}");
+    for g in moved {
+        assert!(g["reason"].as_str().unwrap().starts_with("moved (R-I): beta volunteered"), "{g}");
+    }
+    let root_b = token(&b.data_dir, "root", true);
+    let at_b = get(&b, &root_b, "/api/v1/jobs?all=true").as_array().unwrap().len();
+    let at_a = get(&a, &alice, "/api/v1/jobs").as_array().unwrap().len();
+    assert_eq!(at_a + at_b, 3, "each job ran once: alpha {at_a}, beta {at_b}");
+}

@@ -1,0 +1,149 @@
+//! `koalesce federation …`: the grid queue of a server with peers (issue 14, seed 002) — submit a
+//! job to its grid scheduler, see where each job runs and why it moved, see the peers.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use koalesce_server::peer::wire::{FederationStatus, GridJob};
+
+use crate::client_cmds::output::{Output, OutputArgs};
+use crate::client_cmds::Connection;
+
+#[derive(Debug, Subcommand)]
+pub enum FederationCommand {
+    /// Submit a job (koalesce TOML; `-` reads standard input) to the server's grid queue: its
+    /// grid scheduler runs it there or migrates it to a peer where it is expected to finish
+    /// sooner (sender-initiated, 002 §III-A1). Prints the grid job's id.
+    Submit(SubmitArgs),
+    /// A grid job: its state, where it runs (local or the peer), its id and sites there, and
+    /// why it stayed or moved (the ATTs and RUs compared).
+    Status(StatusArgs),
+    /// The grid jobs as a table: ID NAME STATE RUNS_AT JOB SITES.
+    Jobs(ListArgs),
+    /// The peers (available, or backed off with the last error) and how many jobs ran here,
+    /// moved out and came in.
+    Peers(ListArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SubmitArgs {
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
+    #[command(flatten)]
+    output: OutputArgs,
+    #[command(flatten)]
+    conn: Connection,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Grid job id.
+    #[arg(value_name = "ID")]
+    id: u64,
+    #[command(flatten)]
+    output: OutputArgs,
+    #[command(flatten)]
+    conn: Connection,
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    #[command(flatten)]
+    output: OutputArgs,
+    #[command(flatten)]
+    conn: Connection,
+}
+
+impl FederationCommand {
+    pub fn run(self) -> anyhow::Result<ExitCode> {
+        match self {
+            FederationCommand::Submit(a) => {
+                let text = crate::format_cmds::read_job_file(&a.file)?;
+                let (_, body) = a
+                    .conn
+                    .client()
+                    .send("POST", "/api/v1/grid/jobs", Some("application/toml"), text.as_bytes())?;
+                let v: serde_json::Value = serde_json::from_str(&body).context("reading the answer")?;
+                Output::from(a.output).print(&v, || Ok(format!("{}\n", v["id"])))?;
+            }
+            FederationCommand::Status(a) => {
+                let v = a.conn.client().get_json(&format!("/api/v1/grid/jobs/{}", a.id))?;
+                Output::from(a.output).print(&v, || {
+                    let g: GridJob = serde_json::from_value(v.clone()).context("reading the grid job")?;
+                    Ok(status_report(&g))
+                })?;
+            }
+            FederationCommand::Jobs(a) => {
+                let v = a.conn.client().get_json("/api/v1/grid/jobs")?;
+                Output::from(a.output).print(&v, || {
+                    let jobs: Vec<GridJob> = serde_json::from_value(v.clone()).context("reading the grid jobs")?;
+                    Ok(jobs_table(&jobs))
+                })?;
+            }
+            FederationCommand::Peers(a) => {
+                let v = a.conn.client().get_json("/api/v1/federation")?;
+                Output::from(a.output).print(&v, || {
+                    let f: FederationStatus = serde_json::from_value(v.clone()).context("reading the federation")?;
+                    Ok(peers_report(&f))
+                })?;
+            }
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+fn opt<T: std::fmt::Display>(v: &Option<T>) -> String {
+    v.as_ref().map_or("-".to_string(), |x| x.to_string())
+}
+
+fn status_report(g: &GridJob) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "grid job {}  {}  ({})", g.id, g.name, g.user);
+    let _ = writeln!(s, "state    {}", g.state);
+    let _ = writeln!(s, "runs at  {}", opt(&g.runs_at));
+    let _ = writeln!(s, "job id   {} (on the server that runs it)", opt(&g.job));
+    let _ = writeln!(s, "sites    {}", if g.sites.is_empty() { "-".into() } else { g.sites.join(", ") });
+    let _ = writeln!(s, "exit ok  {}", opt(&g.exit_ok));
+    let _ = writeln!(s, "why      {}", opt(&g.reason));
+    s
+}
+
+fn jobs_table(jobs: &[GridJob]) -> String {
+    let mut s = format!(
+        "{:>6}  {:<20}  {:<12}  {:<10}  {:>6}  {}\n",
+        "ID", "NAME", "STATE", "RUNS_AT", "JOB", "SITES"
+    );
+    for g in jobs {
+        let name: String = g.name.chars().take(20).collect();
+        let _ = writeln!(
+            s,
+            "{:>6}  {:<20}  {:<12}  {:<10}  {:>6}  {}",
+            g.id,
+            name,
+            g.state,
+            opt(&g.runs_at),
+            opt(&g.job),
+            g.sites.join(",")
+        );
+    }
+    s
+}
+
+fn peers_report(f: &FederationStatus) -> String {
+    let mut s = format!(
+        "server {} ({}): {} jobs here, {} moved out, {} waiting, {} received from peers\n",
+        f.name, f.algorithm, f.local, f.migrated_out, f.waiting, f.received
+    );
+    for p in &f.peers {
+        let state = if p.available {
+            "available".to_string()
+        } else {
+            format!("backed off ({} failures): {}", p.failures, opt(&p.last_error))
+        };
+        let _ = writeln!(s, "  {:<12} {:<32} {state}", p.name, p.url);
+    }
+    s
+}

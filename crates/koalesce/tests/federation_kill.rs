@@ -1,0 +1,189 @@
+//! Two peered `koalesce server` processes; the origin and the receiver are SIGKILLed again and
+//! again while jobs are being decided, handed over and run, and restarted on the same ports.
+//! In the end every grid job succeeded and ran exactly once (issue 14 item 5's kill test, on
+//! loopback).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_koalesce");
+const SECRET: &str = "kill-test-pair-secret-0123456789";
+
+struct Proc {
+    data: PathBuf,
+    config: PathBuf,
+    port: u16,
+    child: Option<Child>,
+    log: PathBuf,
+}
+
+impl Proc {
+    fn new(dir: &Path, name: &str, port: u16, procs: u32, peer: (&str, u16)) -> Proc {
+        let data = dir.join(name).join("data");
+        std::fs::create_dir_all(&data).unwrap();
+        let secret = dir.join("pair.secret");
+        std::fs::write(&secret, SECRET).unwrap();
+        let config = dir.join(name).join("server.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "allow_root_jobs = true\npoll_interval_ms = 50\n[[sites]]\nname = \"{name}1\"\nprocessors = {procs}\n\
+                 [scheduler]\nplace_on_submit = true\nmin_claim_retry_ms = 100\nscan_interval = {{ kind = \"fixed\", interval_ms = 100 }}\n\
+                 [users]\n\"*\" = \"root\"\n[federation]\nname = \"{name}\"\nphi = \"1s\"\ncheck_interval_ms = 100\n\
+                 peer_timeout_ms = 1000\nbackoff_initial_ms = 200\nbackoff_max_ms = 1000\n\
+                 [[federation.peers]]\nname = \"{}\"\nurl = \"http://127.0.0.1:{}\"\nsecret_file = {:?}\n",
+                peer.0, peer.1, secret
+            ),
+        )
+        .unwrap();
+        Proc {
+            log: dir.join(name).join("server.log"),
+            data,
+            config,
+            port,
+            child: None,
+        }
+    }
+
+    fn token(&self, user: &str, admin: bool) -> String {
+        let mut cmd = Command::new(BIN);
+        cmd.args(["token", "create", user]);
+        if admin {
+            cmd.arg("--admin");
+        }
+        let out = cmd.arg("--data-dir").arg(&self.data).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).split_whitespace().last().unwrap().to_string()
+    }
+
+    fn start(&mut self) {
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).unwrap();
+        let child = Command::new(BIN)
+            .args(["server", "--data-dir"])
+            .arg(&self.data)
+            .arg("--config")
+            .arg(&self.config)
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{}", self.port))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        let t0 = Instant::now();
+        while http("GET", self.port, "/healthz", None, "").0 != 200 {
+            assert!(t0.elapsed() < Duration::from_secs(30), "server did not start: {}", self.log_tail());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    fn log_tail(&self) -> String {
+        let t = std::fs::read_to_string(&self.log).unwrap_or_default();
+        t.lines().rev().take(30).collect::<Vec<_>>().join("\n")
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn http(method: &str, port: u16, path: &str, token: Option<&str>, body: &str) -> (u16, String) {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(5)))
+        .build()
+        .into();
+    let url = format!("http://127.0.0.1:{port}{path}");
+    let auth = token.map(|t| format!("Bearer {t}")).unwrap_or_default();
+    let r = match method {
+        "POST" => agent.post(&url).header("Authorization", &auth).send(body),
+        _ => agent.get(&url).header("Authorization", &auth).call(),
+    };
+    match r {
+        Ok(mut resp) => (resp.status().as_u16(), resp.body_mut().read_to_string().unwrap_or_default()),
+        Err(_) => (0, String::new()),
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+#[test]
+fn sigkilled_origin_and_receiver_lose_no_job_and_run_none_twice() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (pa, pb) = (free_port(), free_port());
+    let mut a = Proc::new(tmp.path(), "alpha", pa, 1, ("beta", pb));
+    let mut b = Proc::new(tmp.path(), "beta", pb, 4, ("alpha", pa));
+    let alice = a.token("alice", false);
+    let root_b = b.token("root", true);
+    a.start();
+    b.start();
+    let job = |k: usize| {
+        format!("name = \"k{k}\"\nexecutable = \"/bin/sleep\"\narguments = [\"1\"]\nruntime_estimate = \"20s\"\n[[components]]\nprocessors = 1\n")
+    };
+    let mut ids = Vec::new();
+    for k in 0..6 {
+        let (code, body) = http("POST", pa, "/api/v1/grid/jobs", Some(&alice), &job(k));
+        assert_eq!(code, 201, "{body}");
+        ids.push(serde_json::from_str::<Value>(&body).unwrap()["id"].as_u64().unwrap());
+        if k % 2 == 1 {
+            // Kill the receiver and the origin in turn while decisions and handoffs go on.
+            let (victim, other) = if k % 4 == 1 { (&mut b, "beta") } else { (&mut a, "alpha") };
+            std::thread::sleep(Duration::from_millis(150 + 70 * k as u64));
+            victim.kill9();
+            std::thread::sleep(Duration::from_millis(200));
+            victim.start();
+            eprintln!("killed and restarted {other}");
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    for &id in &ids {
+        loop {
+            let (code, body) = http("GET", pa, &format!("/api/v1/grid/jobs/{id}"), Some(&alice), "");
+            if code == 200 {
+                let g: Value = serde_json::from_str(&body).unwrap();
+                if ["succeeded", "failed", "cancelled"].contains(&g["state"].as_str().unwrap()) {
+                    assert_eq!(g["state"], "succeeded", "{g}");
+                    break;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "grid job {id} not finished:\n{}\n---\n{}",
+                a.log_tail(),
+                b.log_tail()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    let count = |port: u16, tok: &str, path: &str| -> usize {
+        let (code, body) = http("GET", port, path, Some(tok), "");
+        assert_eq!(code, 200, "{body}");
+        serde_json::from_str::<Value>(&body).unwrap().as_array().unwrap().len()
+    };
+    let here = count(pa, &alice, "/api/v1/jobs");
+    let there = count(pb, &root_b, "/api/v1/jobs?all=true");
+    assert_eq!(
+        here + there,
+        ids.len(),
+        "alpha ran {here}, beta ran {there}: a job lost or run twice"
+    );
+    assert!(there >= 1, "no job moved: the kills did not meet a handoff");
+}
