@@ -82,6 +82,7 @@ pub enum ReservationsCommand {
     },
     /// Show one reservation.
     Show {
+        /// The reservation's id (`R7`).
         #[arg(value_name = "ID")]
         id: String,
         #[command(flatten)]
@@ -92,6 +93,7 @@ pub enum ReservationsCommand {
     /// Modify = release + create (001 §3.3.2); when the new request is refused the old
     /// reservation is kept if its processors are still free (the answer says so).
     Modify {
+        /// The reservation's id (`R7`).
         #[arg(value_name = "ID")]
         id: String,
         #[command(flatten)]
@@ -103,6 +105,7 @@ pub enum ReservationsCommand {
     },
     /// Cancel a reservation: its processors are free at once.
     Cancel {
+        /// The reservation's id (`R7`).
         #[arg(value_name = "ID")]
         id: String,
         #[command(flatten)]
