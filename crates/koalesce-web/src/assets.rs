@@ -27,7 +27,14 @@ pub const JS: Asset = Asset {
     body: include_str!("assets/koalesce.js"),
 };
 
-pub const ALL: [Asset; 2] = [CSS, JS];
+/// The icon (a tab shows it; without one browsers ask for `/favicon.ico`).
+pub const ICON: Asset = Asset {
+    name: "favicon.svg",
+    content_type: "image/svg+xml",
+    body: include_str!("assets/favicon.svg"),
+};
+
+pub const ALL: [Asset; 3] = [CSS, JS, ICON];
 
 /// The asset a request path names (`/static/koalesce.css`, with or without a `?v=` query), if
 /// any. The server answers these with `Cache-Control: public, max-age=31536000, immutable`:
@@ -50,6 +57,23 @@ impl Asset {
     pub fn url(&self) -> String {
         format!("{PREFIX}{}?v={:08x}", self.name, self.hash() as u32)
     }
+
+    /// The asset as a `data:` URL, for self-contained documents.
+    pub fn data_url(&self) -> String {
+        let mut out = format!("data:{},", self.content_type.split(';').next().unwrap_or(self.content_type));
+        for c in self.body.trim().chars() {
+            match c {
+                '#' => out.push_str("%23"),
+                '%' => out.push_str("%25"),
+                '<' => out.push_str("%3C"),
+                '>' => out.push_str("%3E"),
+                '"' => out.push('\''),
+                '\n' => {}
+                c => out.push(c),
+            }
+        }
+        out
+    }
 }
 
 #[cfg(test)]
@@ -64,6 +88,9 @@ mod tests {
         assert_eq!(get("/koalesce.css"), None);
         assert!(CSS.url().starts_with("/static/koalesce.css?v="));
         assert_ne!(CSS.hash(), JS.hash());
+        assert_eq!(get("/static/favicon.svg"), Some(ICON));
+        let d = ICON.data_url();
+        assert!(d.starts_with("data:image/svg+xml,%3Csvg") && !d.contains('"') && !d.contains('#'), "{d}");
     }
 
     #[test]

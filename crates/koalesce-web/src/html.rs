@@ -30,6 +30,7 @@ pub fn report_page(title: &str, subtitle: &str, body: Markup) -> Markup {
         html lang="en" {
             head {
                 (head_common(title))
+                link rel="icon" href=(assets::ICON.data_url());
                 style { (PreEscaped(assets::CSS.body)) }
             }
             body {
@@ -62,6 +63,7 @@ pub fn app_page(title: &str, nav: &[NavItem], user: Option<(&str, &str, &str)>, 
         html lang="en" {
             head {
                 (head_common(&format!("{title} · koalesce")))
+                link rel="icon" type="image/svg+xml" href=(assets::ICON.url());
                 link rel="stylesheet" href=(assets::CSS.url());
                 script src=(assets::JS.url()) defer {}
             }
@@ -300,7 +302,7 @@ mod tests {
         assert!(s.starts_with("<!DOCTYPE html>"));
         assert!(s.contains("<title>Run &lt;1&gt;</title>"));
         assert!(s.contains(".state-running"), "stylesheet inline");
-        for external in ["<link", "<script", "src=", "http://", "https://"] {
+        for external in ["<link rel=\"stylesheet", "<script", "src=", "href=\"/", "href=\"http", "url(", "@import"] {
             assert!(!s.contains(external), "{external} in a self-contained report");
         }
     }

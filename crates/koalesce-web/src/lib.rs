@@ -7,6 +7,8 @@
 //! - [`chart`]: hand-made SVG charts, pure functions from data to SVG (utilization and queue
 //!   lengths over time, Gantt charts of a job and of the machine, per-state and per-site bars,
 //!   a bandwidth heat map);
+//! - [`views`]: those charts as koalesce shows them (fixed names, units, colours) over plain
+//!   job, site and series inputs;
 //! - [`html`]: page shells and components rendered with maud;
 //! - [`assets`]: the one stylesheet and the one small script, embedded in the binary;
 //! - `browser` (feature `browser`, for tests): headless Chromium driven over the DevTools
@@ -21,5 +23,5 @@ pub mod assets;
 pub mod browser;
 pub mod chart;
 pub mod html;
+pub mod views;
 
-pub use maud;
