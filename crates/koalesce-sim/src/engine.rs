@@ -812,7 +812,13 @@ impl Simulation {
         let forecast_mbps = (0..n)
             .map(|a| {
                 (0..n)
-                    .map(|b| if a == b { 0.0 } else { forecast.get(SiteId(a as u32), SiteId(b as u32)).0 / 1e6 })
+                    .map(|b| {
+                        if a == b {
+                            0.0
+                        } else {
+                            forecast.get(SiteId(a as u32), SiteId(b as u32)).0 / 1e6
+                        }
+                    })
                     .collect()
             })
             .collect();

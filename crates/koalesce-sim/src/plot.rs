@@ -12,7 +12,14 @@ use koalesce_web::chart;
 pub use koalesce_web::chart::escape_xml;
 
 /// Stacked area chart (see [`koalesce_web::chart::stacked_area_svg`]).
-pub fn stacked_area_svg(title: &str, x_label: &str, y_label: &str, xs: &[f64], series: &[(String, Vec<f64>)], y_max: Option<f64>) -> String {
+pub fn stacked_area_svg(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    xs: &[f64],
+    series: &[(String, Vec<f64>)],
+    y_max: Option<f64>,
+) -> String {
     chart::stacked_area_svg(title, x_label, y_label, xs, series, y_max).to_document()
 }
 
@@ -22,7 +29,13 @@ pub fn line_svg(title: &str, x_label: &str, y_label: &str, series: &[(String, Ve
 }
 
 /// Grouped bar chart with optional error bars (see [`koalesce_web::chart::grouped_bar_svg`]).
-pub fn grouped_bar_svg(title: &str, y_label: &str, categories: &[String], series: &[(String, Vec<f64>)], error_bars: Option<&[Vec<f64>]>) -> String {
+pub fn grouped_bar_svg(
+    title: &str,
+    y_label: &str,
+    categories: &[String],
+    series: &[(String, Vec<f64>)],
+    error_bars: Option<&[Vec<f64>]>,
+) -> String {
     chart::grouped_bar_svg(title, y_label, categories, series, error_bars).to_document()
 }
 

@@ -90,7 +90,10 @@ mod tests {
         assert_ne!(CSS.hash(), JS.hash());
         assert_eq!(get("/static/favicon.svg"), Some(ICON));
         let d = ICON.data_url();
-        assert!(d.starts_with("data:image/svg+xml,%3Csvg") && !d.contains('"') && !d.contains('#'), "{d}");
+        assert!(
+            d.starts_with("data:image/svg+xml,%3Csvg") && !d.contains('"') && !d.contains('#'),
+            "{d}"
+        );
     }
 
     #[test]

@@ -302,7 +302,15 @@ mod tests {
         assert!(s.starts_with("<!DOCTYPE html>"));
         assert!(s.contains("<title>Run &lt;1&gt;</title>"));
         assert!(s.contains(".state-running"), "stylesheet inline");
-        for external in ["<link rel=\"stylesheet", "<script", "src=", "href=\"/", "href=\"http", "url(", "@import"] {
+        for external in [
+            "<link rel=\"stylesheet",
+            "<script",
+            "src=",
+            "href=\"/",
+            "href=\"http",
+            "url(",
+            "@import",
+        ] {
             assert!(!s.contains(external), "{external} in a self-contained report");
         }
     }

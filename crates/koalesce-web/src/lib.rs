@@ -24,4 +24,3 @@ pub mod browser;
 pub mod chart;
 pub mod html;
 pub mod views;
-

@@ -4,8 +4,8 @@
 //! `SiteInfo`) into [`JobView`], [`SiteProcessors`] and plain series.
 
 use crate::chart::{
-    self, fmt_duration, gantt_svg, job_spans, machine_gantt_svg, Bar, Gantt, GanttRow, JobTimes, MachineBar, Outcome, Phase, Span,
-    Stack, Svg,
+    self, fmt_duration, gantt_svg, job_spans, machine_gantt_svg, Bar, Gantt, GanttRow, JobTimes, MachineBar, Outcome, Phase, Span, Stack,
+    Svg,
 };
 
 /// A job as the charts need it.

@@ -76,7 +76,10 @@ fn serve() -> String {
                     ("GET", "/") => respond(&s, "200 OK", "text/html; charset=utf-8", &page()),
                     ("GET", "/events") => {
                         let mut w = &s;
-                        let _ = write!(w, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-store\r\n\r\n");
+                        let _ = write!(
+                            w,
+                            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-store\r\n\r\n"
+                        );
                         std::thread::sleep(Duration::from_millis(300));
                         let row = html! { tr id="job-1" { td.num { "1" } td { (html::state_badge("succeeded")) } } }.into_string();
                         let _ = w.write_all(html::sse_swap("job-1", &row).as_bytes());
@@ -115,7 +118,11 @@ fn harness_drives_a_live_page_in_chromium() {
     // The embedded script opened the event stream and swapped the row in.
     b.wait_for("#job-1 .state-succeeded", WAIT).unwrap();
     assert_eq!(b.text("#job-1").unwrap().replace('\t', " ").trim(), "1 succeeded");
-    assert!(b.eval("document.querySelector('[data-live-status]').classList.contains('on')").unwrap() == true);
+    assert!(
+        b.eval("document.querySelector('[data-live-status]').classList.contains('on')")
+            .unwrap()
+            == true
+    );
     // The local time replaced the UTC text (the script ran on the page's data-ms).
     let t = b.text("time").unwrap();
     assert!(!t.contains("UTC") && !t.is_empty(), "{t}");
@@ -142,14 +149,18 @@ fn harness_drives_a_live_page_in_chromium() {
     assert!(b.console_errors().is_empty(), "{:?}", b.console_errors());
 
     // Errors in the page are reported.
-    b.eval("setTimeout(() => { throw new Error('boom') }, 0); console.error('bad', 42)").unwrap();
+    b.eval("setTimeout(() => { throw new Error('boom') }, 0); console.error('bad', 42)")
+        .unwrap();
     b.wait_until("true", WAIT).unwrap();
     std::thread::sleep(Duration::from_millis(100));
     let errors = b.console_errors();
     assert!(errors.iter().any(|e| e == "bad 42"), "{errors:?}");
     assert!(errors.iter().any(|e| e.contains("boom")), "{errors:?}");
     assert!(matches!(b.click("#nothing"), Err(BrowserError::NoElement(_))));
-    assert!(matches!(b.wait_for("#nothing", Duration::from_millis(200)), Err(BrowserError::Timeout { .. })));
+    assert!(matches!(
+        b.wait_for("#nothing", Duration::from_millis(200)),
+        Err(BrowserError::Timeout { .. })
+    ));
     assert!(matches!(b.goto("http://127.0.0.1:1/"), Err(BrowserError::Navigation { .. })));
 
     assert!(alive(pid));

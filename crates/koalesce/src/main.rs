@@ -8,6 +8,7 @@ mod client_cmds;
 mod experiment_cmds;
 mod expr_bench;
 mod format_cmds;
+mod html_bench;
 mod netbed;
 mod netbed_cmds;
 mod server_cmds;
@@ -65,6 +66,8 @@ enum BenchCommand {
     Ttd(broker_cmds::BenchTtdArgs),
     /// Cost of one REQUIREMENTS / RANK evaluation (compiled expression vs. hand-written Rust).
     Expr(expr_bench::BenchExprArgs),
+    /// Rendering the HTML reports and the dashboard's charts for a run of many jobs.
+    Html(html_bench::BenchHtmlArgs),
 }
 
 /// Command-line tools die quietly on a closed pipe (`koalesce sim … | head`), as `cat` does;
@@ -102,6 +105,7 @@ fn main() -> std::process::ExitCode {
             BenchCommand::Scan(a) => a.run(),
             BenchCommand::Ttd(a) => a.run(),
             BenchCommand::Expr(a) => a.run(),
+            BenchCommand::Html(a) => a.run(),
         },
     };
     match result {

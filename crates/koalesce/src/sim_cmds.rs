@@ -104,7 +104,8 @@ impl SimArgs {
         }
         if self.html {
             let path = self.out.join("report.html");
-            std::fs::write(&path, koalesce_sim::html::run_report(&result, &report)).with_context(|| format!("writing {}", path.display()))?;
+            std::fs::write(&path, koalesce_sim::html::run_report(&result, &report))
+                .with_context(|| format!("writing {}", path.display()))?;
             println!("report in {}", path.display());
         }
         println!("results in {}", self.out.display());

@@ -61,7 +61,10 @@ pub(crate) fn to_html(md: &str, plots: &[(String, String)]) -> String {
             // A paragraph of images only: the plots as figures, without the <p> (a figure
             // cannot be inside a paragraph).
             Event::Start(Tag::Paragraph) => {
-                let end = events[k..].iter().position(|e| matches!(e, Event::End(TagEnd::Paragraph))).map(|p| k + p);
+                let end = events[k..]
+                    .iter()
+                    .position(|e| matches!(e, Event::End(TagEnd::Paragraph)))
+                    .map(|p| k + p);
                 if let Some(end) = end.filter(|&end| only_images(&events[k + 1..end])) {
                     let mut html = String::from("<div class=\"charts\">");
                     for e in &events[k + 1..end] {
@@ -84,17 +87,14 @@ pub(crate) fn to_html(md: &str, plots: &[(String, String)]) -> String {
             }
             // An image in running text: the SVG inline (phrasing content), its alt text dropped.
             Event::Start(Tag::Image { dest_url, .. }) if find(dest_url).is_some() => {
-                out.push(Event::Html(CowStr::from(inline_svg(find(dest_url).unwrap_or_default()).to_string())));
+                out.push(Event::Html(CowStr::from(
+                    inline_svg(find(dest_url).unwrap_or_default()).to_string(),
+                )));
                 while k < events.len() && !matches!(events[k], Event::End(TagEnd::Image)) {
                     k += 1;
                 }
             }
-            Event::Start(Tag::Heading {
-                level,
-                id,
-                classes,
-                attrs,
-            }) => out.push(Event::Start(Tag::Heading {
+            Event::Start(Tag::Heading { level, id, classes, attrs }) => out.push(Event::Start(Tag::Heading {
                 level: deeper(*level),
                 id: id.clone(),
                 classes: classes.clone(),
@@ -156,7 +156,10 @@ mod tests {
     fn images_become_inline_plots_and_verdicts_badges() {
         let md = "# Title\n\nSome *text* & more.\n\n| quantity | seed | agrees? | stable |\n|---|---|---|---|\n| util | 40 | partly | no |\n| <x> | 1 | yes | yes |\n\n![a.svg](a.svg)\n![b.svg](b.svg)\n\nInline ![c](a.svg) in text.\n";
         let plots = vec![
-            ("a.svg".to_string(), "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg id=\"A\"></svg>".to_string()),
+            (
+                "a.svg".to_string(),
+                "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg id=\"A\"></svg>".to_string(),
+            ),
             ("b.svg".to_string(), "<svg id=\"B\"></svg>".to_string()),
         ];
         let html = to_html(md, &plots);
@@ -164,8 +167,14 @@ mod tests {
         assert!(html.contains("<div class=\"charts\"><figure class=\"chart\"><svg id=\"A\"></svg></figure><figure class=\"chart\"><svg id=\"B\"></svg></figure></div>"), "{html}");
         assert!(!html.contains("<?xml"));
         // Only the "agrees?" column gets badges; "no" under "stable" stays text.
-        assert!(html.contains("<td><span class=\"badge verdict-partly\">partly</span></td><td>no</td>"), "{html}");
-        assert!(html.contains("<span class=\"badge verdict-yes\">yes</span></td><td>yes</td>"), "{html}");
+        assert!(
+            html.contains("<td><span class=\"badge verdict-partly\">partly</span></td><td>no</td>"),
+            "{html}"
+        );
+        assert!(
+            html.contains("<span class=\"badge verdict-yes\">yes</span></td><td>yes</td>"),
+            "{html}"
+        );
         assert!(html.contains("&lt;x&gt;") && html.contains("&amp; more"));
         // An image inside text becomes the SVG itself.
         assert!(html.contains("<p>Inline <svg id=\"A\"></svg> in text.</p>"), "{html}");
@@ -175,6 +184,9 @@ mod tests {
     #[test]
     fn missing_plots_are_named_not_linked() {
         let html = to_html("![gone.svg](gone.svg)\n", &[]);
-        assert!(html.contains("(plot gone.svg not in this report)") && !html.contains("<img"), "{html}");
+        assert!(
+            html.contains("(plot gone.svg not in this report)") && !html.contains("<img"),
+            "{html}"
+        );
     }
 }

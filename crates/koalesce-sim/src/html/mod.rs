@@ -17,8 +17,8 @@ mod markdown;
 use koalesce_core::state::JobState;
 use koalesce_web::chart::{self, JobTimes, Stack, PALETTE};
 use koalesce_web::html::{self, Column, Table};
-use maud::{html, Markup, Render};
 use koalesce_web::views::{self, ComponentView, JobView};
+use maud::{html, Markup, Render};
 
 use crate::engine::{JobRecord, SimResult};
 use crate::metrics::{utilization_series, Report};
@@ -77,7 +77,13 @@ fn summary_table(rep: &Report) -> Markup {
     ] {
         let cells = match s {
             Some(Summary {
-                n, mean, p50, p90, p99, max, ..
+                n,
+                mean,
+                p50,
+                p90,
+                p99,
+                max,
+                ..
             }) => vec![
                 html! { (name) },
                 html! { (n) },
@@ -248,7 +254,7 @@ pub fn run_report(r: &SimResult, rep: &Report) -> String {
         }
         h2 { "Network" }
         (html::chart(Some("bandwidth"), &views::bandwidth("Forecast bandwidth between sites", &r.site_names, &mbps),
-            Some("The scheduler's forecast at the end of the run (the path's bottleneck on an idle network), Mbit/s.")))
+            Some("The scheduler's forecast at the end of the run, Mbit/s: the path's bottleneck, refreshed during the run for the pairs that transfers use (a link shared by transfers forecasts less).")))
         h2 { "Summary" }
         (summary_table(rep))
         h3 { "Per job shape (components × processors)" }

@@ -122,7 +122,9 @@ pub fn find_chromium() -> Result<PathBuf> {
             }
         }
     }
-    Err(BrowserError::NotFound("none of chromium, chromium-browser, google-chrome on the PATH".into()))
+    Err(BrowserError::NotFound(
+        "none of chromium, chromium-browser, google-chrome on the PATH".into(),
+    ))
 }
 
 /// Where screenshots go: `$KOALESCE_SCREENSHOTS`, else `screenshots/` in Cargo's target
@@ -194,7 +196,12 @@ impl Browser {
         };
         let url = match rx.recv_timeout(Duration::from_secs(30)) {
             Ok(url) => url,
-            Err(_) => return Err(BrowserError::Launch(format!("it exited or named no DevTools endpoint within 30 s; stderr: {}", guard.stderr_tail()))),
+            Err(_) => {
+                return Err(BrowserError::Launch(format!(
+                    "it exited or named no DevTools endpoint within 30 s; stderr: {}",
+                    guard.stderr_tail()
+                )))
+            }
         };
         let mut cdp = Cdp::connect(&url, COMMAND_TIMEOUT)?;
         let target = cdp.call(None, "Target.createTarget", json!({ "url": "about:blank" }), COMMAND_TIMEOUT)?;
@@ -276,7 +283,9 @@ impl Browser {
                     let e = &p["entry"];
                     self.console.push(ConsoleMessage {
                         level: e["level"].as_str().unwrap_or("info").to_string(),
-                        text: format!("{} {}", e["text"].as_str().unwrap_or(""), e["url"].as_str().unwrap_or("")).trim().to_string(),
+                        text: format!("{} {}", e["text"].as_str().unwrap_or(""), e["url"].as_str().unwrap_or(""))
+                            .trim()
+                            .to_string(),
                     });
                 }
                 _ => keep.push_back(ev),
@@ -318,7 +327,11 @@ impl Browser {
     pub fn wait_load(&mut self, what: &str) -> Result<()> {
         let r = self
             .cdp
-            .wait_event(|e| e["method"] == "Page.loadEventFired", &format!("{what} to load"), COMMAND_TIMEOUT)
+            .wait_event(
+                |e| e["method"] == "Page.loadEventFired",
+                &format!("{what} to load"),
+                COMMAND_TIMEOUT,
+            )
             .map(|_| ());
         self.collect_console();
         r
@@ -395,13 +408,22 @@ impl Browser {
 
     /// The rendered text (`innerText`) of the first element matching `selector`.
     pub fn text(&mut self, selector: &str) -> Result<String> {
-        let v = self.eval(&format!("(() => {{ const e = document.querySelector({}); return e ? e.innerText : null; }})()", js_str(selector)))?;
-        v.as_str().map(str::to_string).ok_or_else(|| BrowserError::NoElement(selector.to_string()))
+        let v = self.eval(&format!(
+            "(() => {{ const e = document.querySelector({}); return e ? e.innerText : null; }})()",
+            js_str(selector)
+        ))?;
+        v.as_str()
+            .map(str::to_string)
+            .ok_or_else(|| BrowserError::NoElement(selector.to_string()))
     }
 
     /// The document as the browser has it now (`outerHTML` of the root).
     pub fn html(&mut self) -> Result<String> {
-        Ok(self.eval("document.documentElement.outerHTML")?.as_str().unwrap_or_default().to_string())
+        Ok(self
+            .eval("document.documentElement.outerHTML")?
+            .as_str()
+            .unwrap_or_default()
+            .to_string())
     }
 
     /// The current URL.
@@ -432,7 +454,10 @@ impl Browser {
     /// The browser's cookies for the page (as the protocol gives them: name, value, httpOnly,
     /// sameSite, …).
     pub fn cookies(&mut self) -> Result<Vec<Value>> {
-        Ok(self.call("Network.getCookies", json!({}))?["cookies"].as_array().cloned().unwrap_or_default())
+        Ok(self.call("Network.getCookies", json!({}))?["cookies"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default())
     }
 
     /// A PNG of the whole page (up to 16,384 px tall) written to `screenshot_dir()/NAME.png`;
@@ -442,10 +467,29 @@ impl Browser {
         let size = &m["cssContentSize"];
         let width = size["width"].as_f64().unwrap_or(VIEWPORT.0 as f64).ceil().max(1.0);
         let height = size["height"].as_f64().unwrap_or(VIEWPORT.1 as f64).ceil().clamp(1.0, 16_384.0);
+        self.capture(name, 0.0, 0.0, width, height)
+    }
+
+    /// A PNG of the first element matching `selector` (e.g. one chart) written to
+    /// `screenshot_dir()/NAME.png`; returns its path.
+    pub fn screenshot_of(&mut self, selector: &str, name: &str) -> Result<PathBuf> {
+        let v = self.eval(&format!(
+            "(() => {{ const e = document.querySelector({}); if (!e) return null; const r = e.getBoundingClientRect(); \
+             return [r.x + window.scrollX, r.y + window.scrollY, r.width, r.height]; }})()",
+            js_str(selector)
+        ))?;
+        let n = |i: usize| v[i].as_f64();
+        let (Some(x), Some(y), Some(w), Some(h)) = (n(0), n(1), n(2), n(3)) else {
+            return Err(BrowserError::NoElement(selector.to_string()));
+        };
+        self.capture(name, x, y, w.max(1.0), h.clamp(1.0, 16_384.0))
+    }
+
+    fn capture(&mut self, name: &str, x: f64, y: f64, width: f64, height: f64) -> Result<PathBuf> {
         let r = self.call(
             "Page.captureScreenshot",
             json!({ "format": "png", "captureBeyondViewport": true,
-                    "clip": { "x": 0, "y": 0, "width": width, "height": height, "scale": 1 } }),
+                    "clip": { "x": x, "y": y, "width": width, "height": height, "scale": 1 } }),
         )?;
         let png = base64::engine::general_purpose::STANDARD
             .decode(r["data"].as_str().unwrap_or_default())
@@ -454,7 +498,13 @@ impl Browser {
         std::fs::create_dir_all(&dir)?;
         let safe: String = name
             .chars()
-            .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
             .collect();
         let path = dir.join(format!("{safe}.png"));
         std::fs::write(&path, png)?;

@@ -213,7 +213,18 @@ mod tests {
         let doc = parse(&svg);
         assert_eq!(count_class(&doc, "rect", "bar"), 4);
         let t = texts(&doc);
-        for want in ["queued", "running", "succeeded", "failed", "12", "3", "140", "0", "jobs", "Jobs by state"] {
+        for want in [
+            "queued",
+            "running",
+            "succeeded",
+            "failed",
+            "12",
+            "3",
+            "140",
+            "0",
+            "jobs",
+            "Jobs by state",
+        ] {
             assert!(t.iter().any(|x| x == want), "{want} not in {t:?}");
         }
         assert!(tooltips(&doc).contains(&"succeeded: 140".to_string()));
@@ -257,7 +268,18 @@ mod tests {
         // Zero and NaN layers draw nothing: 3 + 2 + 1 segments.
         assert_eq!(count_class(&doc, "rect", "segment"), 6);
         let t = texts(&doc);
-        for want in ["vu", "leiden", "delft", "144", "56", "64", "used", "claimed by koalesce", "idle", "blacklisted"] {
+        for want in [
+            "vu",
+            "leiden",
+            "delft",
+            "144",
+            "56",
+            "64",
+            "used",
+            "claimed by koalesce",
+            "idle",
+            "blacklisted",
+        ] {
             assert!(t.iter().any(|x| x == want), "{want} not in {t:?}");
         }
         assert!(tooltips(&doc).contains(&"delft: blacklisted 64".to_string()));

@@ -365,7 +365,13 @@ pub(crate) fn legend(out: &mut String, f: &Frame, entries: &[Entry], kind: Swatc
                 );
             }
         }
-        let _ = writeln!(out, "<text x=\"{:.1}\" y=\"{:.1}\">{}</text>", lx + 22.0, y + 4.0, label(e.name, 24));
+        let _ = writeln!(
+            out,
+            "<text x=\"{:.1}\" y=\"{:.1}\">{}</text>",
+            lx + 22.0,
+            y + 4.0,
+            label(e.name, 24)
+        );
     }
     out.push_str("</g>\n");
 }

@@ -157,6 +157,7 @@ pub fn fmt_duration(ms: u64) -> String {
     match ms {
         0..=999 => format!("{ms} ms"),
         1_000..=59_999 => format!("{:.1} s", ms as f64 / 1000.0),
+        60_000..=3_599_999 if (ms / 1000).is_multiple_of(60) => format!("{} min", ms / 60_000),
         60_000..=3_599_999 => format!("{} min {:02} s", ms / 60_000, (ms / 1000) % 60),
         _ => format!("{} h {:02} min", ms / 3_600_000, (ms / 60_000) % 60),
     }
@@ -278,9 +279,19 @@ fn outcome_mark(out: &mut String, x: f64, y: f64, o: Outcome, what: &str) {
             x + 4.0,
             cy - 4.0
         ),
-        Outcome::Cancelled => format!("<rect x=\"{:.1}\" y=\"{:.1}\" width=\"8\" height=\"8\" fill=\"#7F7F7F\"/>", x - 4.0, cy - 4.0),
+        Outcome::Cancelled => format!(
+            "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"8\" height=\"8\" fill=\"#7F7F7F\"/>",
+            x - 4.0,
+            cy - 4.0
+        ),
     };
-    let _ = writeln!(out, "<g class=\"outcome {}\">{shape}<title>{}: {}</title></g>", o.name(), escape_xml(what), o.name());
+    let _ = writeln!(
+        out,
+        "<g class=\"outcome {}\">{shape}<title>{}: {}</title></g>",
+        o.name(),
+        escape_xml(what),
+        o.name()
+    );
 }
 
 fn phase_legend(out: &mut String, f: &Frame, y: f64) {
@@ -294,11 +305,7 @@ fn phase_legend(out: &mut String, f: &Frame, y: f64) {
 /// the title, a legend of the phases and a time axis relative to `g.origin_ms`.
 pub fn gantt_svg(g: &Gantt) -> Svg {
     let rows = &g.rows[..g.rows.len().min(MAX_ROWS)];
-    let last = rows
-        .iter()
-        .flat_map(|r| r.spans.iter().map(|s| s.to_ms))
-        .chain(g.now_ms)
-        .max();
+    let last = rows.iter().flat_map(|r| r.spans.iter().map(|s| s.to_ms)).chain(g.now_ms).max();
     let Some(last) = last.filter(|_| rows.iter().any(|r| !r.spans.is_empty())) else {
         return no_data("gantt", g.title);
     };
@@ -389,7 +396,9 @@ pub struct MachineBar {
 /// the first lane free by then (optimal for intervals). Returns the lane of every bar and the
 /// number of lanes per site.
 fn assign_lanes(sites: usize, bars: &[MachineBar]) -> (Vec<Option<usize>>, Vec<usize>) {
-    let mut order: Vec<usize> = (0..bars.len()).filter(|&i| bars[i].site < sites && !bars[i].spans.is_empty()).collect();
+    let mut order: Vec<usize> = (0..bars.len())
+        .filter(|&i| bars[i].site < sites && !bars[i].spans.is_empty())
+        .collect();
     let start = |i: usize| bars[i].spans.iter().map(|s| s.from_ms).min().unwrap_or(0);
     let end = |i: usize| bars[i].spans.iter().map(|s| s.to_ms).max().unwrap_or(0);
     order.sort_by_key(|&i| (start(i), end(i), i));
@@ -547,10 +556,7 @@ mod tests {
                 to_ms: 50
             }]
         );
-        let failed = JobTimes {
-            finished: Some(20),
-            ..q
-        };
+        let failed = JobTimes { finished: Some(20), ..q };
         assert_eq!(job_spans(&failed, 1000)[0].to_ms, 20);
         // Running now: staging cut at now.
         let running = JobTimes {
@@ -568,6 +574,7 @@ mod tests {
         assert_eq!(fmt_duration(350), "350 ms");
         assert_eq!(fmt_duration(12_345), "12.3 s");
         assert_eq!(fmt_duration(245_000), "4 min 05 s");
+        assert_eq!(fmt_duration(60_000), "1 min");
         assert_eq!(fmt_duration(7_380_000), "2 h 03 min");
     }
 
@@ -584,7 +591,11 @@ mod tests {
                 outcome: Some(if i == 2 { Outcome::Failed } else { Outcome::Succeeded }),
             })
             .collect();
-        let figures = [("FTT", fmt_duration(t.ftt_ms)), ("PGT", "30.0 s".to_string()), ("PWT", "10.0 s".to_string())];
+        let figures = [
+            ("FTT", fmt_duration(t.ftt_ms)),
+            ("PGT", "30.0 s".to_string()),
+            ("PWT", "10.0 s".to_string()),
+        ];
         let svg = gantt_svg(&Gantt {
             title: "Job 7 <coupled>",
             origin_ms: t.submitted,
@@ -606,10 +617,12 @@ mod tests {
         for p in Phase::ALL {
             assert!(t.iter().any(|x| x == p.name()), "legend lacks {}", p.name());
         }
-        assert!(t.iter().any(|x| x.contains("FTT 40.0 s") && x.contains("PGT 30.0 s") && x.contains("PWT 10.0 s")));
+        assert!(t
+            .iter()
+            .any(|x| x.contains("FTT 40.0 s") && x.contains("PGT 30.0 s") && x.contains("PWT 10.0 s")));
         assert!(tooltips(&doc)
             .iter()
-            .any(|x| x == "component 1, 16 processors at leiden: running from 1 min 10 s to 4 min 10 s (3 min 00 s)"));
+            .any(|x| x == "component 1, 16 processors at leiden: running from 1 min 10 s to 4 min 10 s (3 min)"));
         // Bars sit where their times are: running starts at 70 s of 250 s → 300 s axis.
         let run = doc.descendants().find(|n| n.attribute("class") == Some("span running")).unwrap();
         let x: f64 = run.attribute("x").unwrap().parse().unwrap();
@@ -697,7 +710,10 @@ mod tests {
         for want in ["vu", "leiden", "delft", "1", "2", "time since the start of the run (s)"] {
             assert!(t.iter().any(|x| x == want), "{want} not in {t:?}");
         }
-        assert_eq!(count_class(&parse(&machine_gantt_svg("none", &sites, &[], 0, "")), "text", "no-data"), 1);
+        assert_eq!(
+            count_class(&parse(&machine_gantt_svg("none", &sites, &[], 0, "")), "text", "no-data"),
+            1
+        );
     }
 
     #[test]

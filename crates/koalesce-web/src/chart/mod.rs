@@ -134,10 +134,7 @@ pub(crate) mod test_util {
         assert_eq!(root.tag_name().name(), "svg");
         assert_eq!(root.tag_name().namespace(), Some("http://www.w3.org/2000/svg"));
         assert!(root.attribute("viewBox").is_some());
-        assert!(
-            root.children().any(|c| c.has_tag_name("title")),
-            "no <title> on the chart"
-        );
+        assert!(root.children().any(|c| c.has_tag_name("title")), "no <title> on the chart");
         for bad in ["NaN", "inf", "Infinity"] {
             assert!(!s.contains(bad), "{bad} in the chart:\n{s}");
         }

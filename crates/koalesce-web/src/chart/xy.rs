@@ -2,9 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::frame::{
-    finite_or_zero, fmt_value, footer, header, label, legend, nice_range, no_data, x_range, Axes, Entry, Frame, Swatch,
-};
+use super::frame::{finite_or_zero, fmt_value, footer, header, label, legend, nice_range, no_data, x_range, Axes, Entry, Frame, Swatch};
 use super::{color, dash, escape_xml, Svg};
 
 /// More points than this in a stacked area are averaged down to [`AREA_BINS`] (the plot area
@@ -46,7 +44,11 @@ pub fn stacked_area_svg(title: &str, x_label: &str, y_label: &str, xs: &[f64], s
     // cum[i][j]: top of band i at point j.
     let mut cum: Vec<Vec<f64>> = Vec::with_capacity(series.len());
     for (i, h) in heights.iter().enumerate() {
-        let row: Vec<f64> = h.iter().enumerate().map(|(j, v)| v + if i > 0 { cum[i - 1][j] } else { 0.0 }).collect();
+        let row: Vec<f64> = h
+            .iter()
+            .enumerate()
+            .map(|(j, v)| v + if i > 0 { cum[i - 1][j] } else { 0.0 })
+            .collect();
         cum.push(row);
     }
     let top = cum.last().map(|r| r.iter().fold(0.0f64, |m, &v| m.max(v))).unwrap_or(0.0);
@@ -60,13 +62,7 @@ pub fn stacked_area_svg(title: &str, x_label: &str, y_label: &str, xs: &[f64], s
     let (x_min, x_max) = (xs[idx[0]], xs[*idx.last().expect("not empty")]);
     let (x_lo, x_hi, x_step, x_first) = x_range(x_min, x_max);
     let f = Frame::STANDARD;
-    let ax = Axes {
-        f,
-        x_lo,
-        x_hi,
-        y_lo,
-        y_hi,
-    };
+    let ax = Axes { f, x_lo, x_hi, y_lo, y_hi };
     let mut out = String::with_capacity(4096 + px_x.len() * series.len() * 32);
     header(&mut out, &f, "area", title);
     f.open_clip(&mut out);
@@ -179,13 +175,7 @@ pub fn line_svg(title: &str, x_label: &str, y_label: &str, series: &[(String, Ve
     let (y_lo, y_hi, y_step) = nice_range(y_min, y_max, 5);
     let (x_lo, x_hi, x_step, x_first) = x_range(x_min, x_max);
     let f = Frame::STANDARD;
-    let ax = Axes {
-        f,
-        x_lo,
-        x_hi,
-        y_lo,
-        y_hi,
-    };
+    let ax = Axes { f, x_lo, x_hi, y_lo, y_hi };
     let mut out = String::new();
     header(&mut out, &f, "line", title);
     ax.draw(&mut out, y_step, Some((x_first, x_step)), x_label, y_label);
@@ -237,7 +227,13 @@ pub fn line_svg(title: &str, x_label: &str, y_label: &str, series: &[(String, Ve
 /// non-finite values draw no bar). `error_bars`, if given, has the same
 /// shape as the series values and holds the half-width of an error bar
 /// (e.g. a 95% confidence interval) drawn on each bar.
-pub fn grouped_bar_svg(title: &str, y_label: &str, categories: &[String], series: &[(String, Vec<f64>)], error_bars: Option<&[Vec<f64>]>) -> Svg {
+pub fn grouped_bar_svg(
+    title: &str,
+    y_label: &str,
+    categories: &[String],
+    series: &[(String, Vec<f64>)],
+    error_bars: Option<&[Vec<f64>]>,
+) -> Svg {
     let err = |i: usize, c: usize| -> f64 {
         error_bars
             .and_then(|e| e.get(i))
@@ -392,11 +388,26 @@ mod tests {
     #[test]
     fn stacked_area_has_one_band_per_series_a_legend_and_tooltips() {
         let (xs, series) = util_series();
-        let svg = stacked_area_svg("Utilization, WF <placement>", "time (h)", "utilization (%)", &xs, &series, Some(100.0));
+        let svg = stacked_area_svg(
+            "Utilization, WF <placement>",
+            "time (h)",
+            "utilization (%)",
+            &xs,
+            &series,
+            Some(100.0),
+        );
         let doc = parse(&svg);
         assert_eq!(count_class(&doc, "polygon", "band"), 4);
         let t = texts(&doc);
-        for name in ["background", "grid load", "PWT", "PGT & <misc>", "Utilization, WF <placement>", "time (h)", "utilization (%)"] {
+        for name in [
+            "background",
+            "grid load",
+            "PWT",
+            "PGT & <misc>",
+            "Utilization, WF <placement>",
+            "time (h)",
+            "utilization (%)",
+        ] {
             assert!(t.iter().any(|x| x == name), "{name} not in {t:?}");
         }
         // y ticks 0..100 by 20.
@@ -405,7 +416,9 @@ mod tests {
         }
         let hover = count_class(&doc, "rect", "hover");
         assert_eq!(hover, 49);
-        assert!(tooltips(&doc).iter().any(|x| x.starts_with("time (h) 0:") && x.contains("background 20")));
+        assert!(tooltips(&doc)
+            .iter()
+            .any(|x| x.starts_with("time (h) 0:") && x.contains("background 20")));
         // Auto range, unsorted x, short/NaN series values.
         let svg = stacked_area_svg(
             "t",
@@ -422,7 +435,10 @@ mod tests {
     fn long_areas_are_averaged_down_and_stay_fast() {
         let n = 50_000;
         let xs: Vec<f64> = (0..n).map(|i| i as f64).collect();
-        let series = vec![("a".to_string(), vec![10.0; n]), ("b".to_string(), (0..n).map(|i| (i % 7) as f64).collect())];
+        let series = vec![
+            ("a".to_string(), vec![10.0; n]),
+            ("b".to_string(), (0..n).map(|i| (i % 7) as f64).collect()),
+        ];
         let svg = stacked_area_svg("big", "x", "y", &xs, &series, Some(100.0));
         let doc = parse(&svg);
         let band = doc.descendants().find(|n| n.has_tag_name("polygon")).unwrap();
@@ -456,7 +472,10 @@ mod tests {
         assert!(pts.len() <= 4 * 530, "{}", pts.len());
         let ys: Vec<f64> = pts.iter().map(|p| p.split(',').nth(1).unwrap().parse().unwrap()).collect();
         let (top, bottom) = (ys.iter().copied().fold(f64::MAX, f64::min), ys.iter().copied().fold(0.0, f64::max));
-        assert!(top < Frame::STANDARD.top + 5.0 && bottom > Frame::STANDARD.bottom - 5.0, "{top} {bottom}");
+        assert!(
+            top < Frame::STANDARD.top + 5.0 && bottom > Frame::STANDARD.bottom - 5.0,
+            "{top} {bottom}"
+        );
     }
 
     #[test]

@@ -642,7 +642,10 @@ pub fn html(o: &Outcome) -> String {
     }
     experiment_report(
         "Broker experiment (001 §5.2.2)",
-        &format!("koalesce experiment broker: seeds {:?}, {} requests per seed and configuration.", o.options.seeds, o.options.runs),
+        &format!(
+            "koalesce experiment broker: seeds {:?}, {} requests per seed and configuration.",
+            o.options.seeds, o.options.runs
+        ),
         &rows,
         &md,
         &plots,
