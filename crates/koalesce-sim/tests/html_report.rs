@@ -113,3 +113,36 @@ fn same_seed_same_report() {
     let s = das2(Some(40));
     assert_eq!(report(&s, 5).3, report(&s, 5).3);
 }
+
+#[test]
+fn koala_experiment_report_has_the_verdicts_every_table_and_the_plots() {
+    use koalesce_sim::experiments::koala::{self, Exp, Options};
+    let opts = Options {
+        seeds: vec![1, 2],
+        scale: 0.25,
+    };
+    let outcome = koala::run(&[Exp::Stable], &opts, &|_, _, _| {});
+    let page = koala::html(&outcome);
+    let doc = Html::parse_document(&page);
+    assert!(doc.errors.is_empty(), "HTML parse errors: {:?}", doc.errors);
+    // One row per seed comparison, each with its verdict as a badge; the cards give the tally.
+    let checks = koala::checks(&outcome);
+    assert!(!checks.is_empty());
+    assert_eq!(count(&doc, "#checks tr"), checks.len());
+    assert_eq!(count(&doc, "#checks .badge"), checks.len());
+    let (yes, partly, no, uncounted) = koala::tally(&checks);
+    let cards = text(&doc, ".stat");
+    for (n, label) in [(yes, "seed comparisons: yes"), (partly, "partly"), (no, "no"), (uncounted, "rows not counted")] {
+        assert!(cards.contains(&format!("{n}{label}")), "{n} {label} in {cards}");
+    }
+    // Every Markdown table is there, and every plot the Markdown shows is inline (no <img>).
+    let md = koala::markdown(&outcome);
+    let tables = md.lines().filter(|l| l.starts_with("|---")).count();
+    assert_eq!(count(&doc, ".markdown table"), tables);
+    let images = md.lines().filter(|l| l.starts_with("![")).count();
+    assert!(images > 0);
+    assert_eq!(count(&doc, ".markdown figure.chart > svg"), images);
+    assert_eq!(count(&doc, "img, script"), 0);
+    // The verdict columns of the Markdown tables are badges too.
+    assert!(count(&doc, ".markdown .badge") >= checks.iter().filter(|c| c.exp == Exp::Stable).count());
+}
