@@ -147,6 +147,12 @@ pub struct ExplicitJob {
     pub files: Vec<String>,
     #[serde(default)]
     pub priority: Priority,
+    /// A bag of tasks: at least this many components must be placed and succeed.
+    #[serde(default)]
+    pub min_components: Option<u32>,
+    /// Components whose program fails (an application error) every time they run.
+    #[serde(default)]
+    pub failing_components: Vec<u32>,
 }
 
 /// Generated workload parameters (KOALA's experiments; `preset` fills the seeds' values).
