@@ -98,6 +98,7 @@ pub mod supervised;
 pub mod supervisor_cmd;
 pub mod transfer;
 pub mod users;
+pub mod web;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -232,6 +233,7 @@ pub async fn start(opts: ServerOptions) -> anyhow::Result<RunningServer> {
                     h.used.store(p.used, std::sync::atomic::Ordering::Relaxed);
                 }
             }
+            web::prepare(&store)?;
             daemon::recover(&config, &store, &sites).map(|st| (st, store, sites))
         })
         .await??
@@ -261,7 +263,8 @@ pub async fn start(opts: ServerOptions) -> anyhow::Result<RunningServer> {
     let (tx, rx) = tokio::sync::watch::channel(false);
     let driver = tokio::spawn(daemon::drive(shared.clone(), rx.clone()));
     let worker = tokio::spawn(daemon::lrm::worker(shared.clone(), lrm_rx, rx.clone()));
-    let app = api::router(shared.clone());
+    // The dashboard shares the API's port (its pages under /, the API under /api/v1).
+    let app = api::router(shared.clone()).merge(web::router(shared.clone()));
     let http = tokio::spawn(listener::serve(
         listener,
         app,
