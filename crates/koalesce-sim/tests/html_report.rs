@@ -132,7 +132,12 @@ fn koala_experiment_report_has_the_verdicts_every_table_and_the_plots() {
     assert_eq!(count(&doc, "#checks .badge"), checks.len());
     let (yes, partly, no, uncounted) = koala::tally(&checks);
     let cards = text(&doc, ".stat");
-    for (n, label) in [(yes, "seed comparisons: yes"), (partly, "partly"), (no, "no"), (uncounted, "rows not counted")] {
+    for (n, label) in [
+        (yes, "seed comparisons: yes"),
+        (partly, "partly"),
+        (no, "no"),
+        (uncounted, "rows not counted"),
+    ] {
         assert!(cards.contains(&format!("{n}{label}")), "{n} {label} in {cards}");
     }
     // Every Markdown table is there, and every plot the Markdown shows is inline (no <img>).

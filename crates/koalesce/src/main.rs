@@ -5,6 +5,7 @@ use clap::{Parser, Subcommand};
 mod agent_cmds;
 mod broker_cmds;
 mod client_cmds;
+mod dashboard_bench;
 mod experiment_cmds;
 mod expr_bench;
 mod format_cmds;
@@ -70,6 +71,8 @@ enum BenchCommand {
     Expr(expr_bench::BenchExprArgs),
     /// Rendering the HTML reports and the dashboard's charts for a run of many jobs.
     Html(html_bench::BenchHtmlArgs),
+    /// Server-side render time of the dashboard's pages with 100,000 jobs.
+    Dashboard(dashboard_bench::BenchDashboardArgs),
 }
 
 /// Command-line tools die quietly on a closed pipe (`koalesce sim … | head`), as `cat` does;
@@ -109,6 +112,7 @@ fn main() -> std::process::ExitCode {
             BenchCommand::Ttd(a) => a.run(),
             BenchCommand::Expr(a) => a.run(),
             BenchCommand::Html(a) => a.run(),
+            BenchCommand::Dashboard(a) => a.run(),
         },
     };
     match result {

@@ -173,15 +173,18 @@ fn over_time(samples: &[Sample]) -> Markup {
             })
             .collect()
     };
-    let through = chart::line_svg(
-        "Throughput",
-        "time (min)",
-        "jobs per minute",
-        &[
-            ("submitted".to_string(), rate(&|x| x.submitted)),
-            ("finished".to_string(), rate(&|x| x.finished)),
-        ],
-    );
+    // Rates between samples mean something once a minute of them exists.
+    let through = (samples[samples.len() - 1].at_ms - t0 >= 60_000).then(|| {
+        chart::line_svg(
+            "Throughput",
+            "time (min)",
+            "jobs per minute",
+            &[
+                ("submitted".to_string(), rate(&|x| x.submitted)),
+                ("finished".to_string(), rate(&|x| x.finished)),
+            ],
+        )
+    });
     let (first, last) = (&samples[0], &samples[samples.len() - 1]);
     let span = format!("over the last {}", chart::fmt_duration(last.at_ms - first.at_ms));
     html! {
@@ -196,7 +199,9 @@ fn over_time(samples: &[Sample]) -> Markup {
                 (ui::chart(Some("utilization"), &util, Some("Local jobs, koalesce's running components, claimed components waiting to start (PWT), placed processors not yet claimed (PGT).")))
                 (ui::chart(Some("queues"), &queue_chart, None))
             }
-            (ui::chart(Some("throughput"), &through, Some("Jobs submitted and finished per minute, between samples.")))
+            @if let Some(t) = &through {
+                (ui::chart(Some("throughput"), t, Some("Jobs submitted and finished per minute, between samples.")))
+            }
         }
     }
 }
