@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use koalesce_api::dto::{JobDetail, JobSummary};
 use koalesce_core::JobId;
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{Connection, OptionalExtension};
 use serde::Deserialize;
 
 use super::Viewer;
@@ -91,41 +91,61 @@ fn like(text: &str) -> String {
     out
 }
 
-const WHERE: &str = "state IN ('succeeded', 'failed', 'cancelled') AND (?1 IS NULL OR state = ?1) AND (?2 IS NULL OR user = ?2) \
-     AND (?3 IS NULL OR (CASE WHEN json_valid(detail) THEN json_extract(detail, '$.sites') END) LIKE ?3 ESCAPE '\\') AND (?4 IS NULL OR name LIKE ?4 ESCAPE '\\')";
+/// The sites of a job's rendering, as the index holds them.
+const SITES_EXPR: &str = "(CASE WHEN json_valid(detail) THEN json_extract(detail, '$.sites') END)";
 
+/// The store's side of a [`Filter`]: only the conditions that are set go into the SQL, so that
+/// a query without a site filter reads the index alone (a condition naming `detail`, even one
+/// switched off by a NULL parameter, would make SQLite read every row).
 struct Sql {
-    state: Option<String>,
-    user: Option<String>,
-    site: Option<String>,
-    name: Option<String>,
+    clauses: Vec<String>,
+    params: Vec<String>,
 }
 
 impl Sql {
     fn of(f: &Filter) -> Sql {
-        Sql {
-            state: f.state.clone(),
-            user: f.user.clone(),
-            // The rendering's `sites` is a JSON array of strings: match one element exactly.
-            site: f.site.as_ref().map(|s| like(&serde_json::to_string(s).unwrap_or_default())),
-            name: f.name.as_ref().map(|n| like(n)),
+        let mut sql = Sql {
+            clauses: vec!["state IN ('succeeded', 'failed', 'cancelled')".into()],
+            params: Vec::new(),
+        };
+        let mut add = |clause: String, value: String| {
+            sql.params.push(value);
+            sql.clauses.push(clause.replace('?', &format!("?{}", sql.params.len())));
+        };
+        if let Some(s) = &f.state {
+            add("state = ?".into(), s.clone());
         }
+        if let Some(u) = &f.user {
+            add("user = ?".into(), u.clone());
+        }
+        if let Some(site) = &f.site {
+            // The rendering's `sites` is a JSON array of strings: match one element exactly.
+            add(format!("{SITES_EXPR} LIKE ? ESCAPE '\\'"), like(&serde_json::to_string(site).unwrap_or_default()));
+        }
+        if let Some(n) = &f.name {
+            add("name LIKE ? ESCAPE '\\'".into(), like(n));
+        }
+        sql
+    }
+
+    fn where_(&self) -> String {
+        self.clauses.join(" AND ")
     }
 
     fn count(&self, c: &Connection) -> rusqlite::Result<usize> {
-        let q = format!("SELECT COUNT(*) FROM jobs INDEXED BY jobs_web_list WHERE {WHERE}");
+        let q = format!("SELECT COUNT(*) FROM jobs INDEXED BY jobs_web_list WHERE {}", self.where_());
         c.prepare_cached(&q)?
-            .query_row(params![self.state, self.user, self.site, self.name], |r| r.get::<_, i64>(0))
+            .query_row(rusqlite::params_from_iter(&self.params), |r| r.get::<_, i64>(0))
             .map(|n| n as usize)
     }
 
     fn ids(&self, c: &Connection, limit: usize, offset: usize) -> rusqlite::Result<Vec<u64>> {
-        let q = format!("SELECT id FROM jobs INDEXED BY jobs_web_list WHERE {WHERE} ORDER BY id DESC LIMIT ?5 OFFSET ?6");
+        let q = format!(
+            "SELECT id FROM jobs INDEXED BY jobs_web_list WHERE {} ORDER BY id DESC LIMIT {limit} OFFSET {offset}",
+            self.where_()
+        );
         let mut st = c.prepare_cached(&q)?;
-        let rows = st.query_map(
-            params![self.state, self.user, self.site, self.name, limit as i64, offset as i64],
-            |r| r.get::<_, i64>(0),
-        )?;
+        let rows = st.query_map(rusqlite::params_from_iter(&self.params), |r| r.get::<_, i64>(0))?;
         rows.map(|r| r.map(|x| x as u64)).collect()
     }
 }
