@@ -109,7 +109,8 @@ fn sign_in_watch_a_job_live_open_its_timeline_and_cancel_another() {
     // The overview while it runs: its processor is claimed by koalesce at its site.
     b.goto(&format!("{url}/")).unwrap();
     b.wait_for("#site-processors svg", WAIT).unwrap();
-    b.wait_until("document.querySelector('#overview-stats').innerText.includes('1 of 8')", WAIT).unwrap();
+    b.wait_until("document.querySelector('#overview-stats').innerText.includes('1 of 8')", WAIT)
+        .unwrap();
     b.wait_for("#utilization svg", WAIT).unwrap();
     b.screenshot("dashboard-overview").unwrap();
     b.goto(&format!("{url}/jobs/{long}")).unwrap();
@@ -131,7 +132,10 @@ fn sign_in_watch_a_job_live_open_its_timeline_and_cancel_another() {
     assert!(sites.contains("alpha") && sites.contains("beta"), "{sites}");
     b.wait_for("#utilization svg", WAIT).unwrap();
     b.wait_for("#bandwidth svg", WAIT).unwrap();
-    assert!(text(&mut b, "#overview-stats").contains("0 of 8"), "the cancelled job let go of its processor");
+    assert!(
+        text(&mut b, "#overview-stats").contains("0 of 8"),
+        "the cancelled job let go of its processor"
+    );
     // The only failed load is the refused sign-in (401) from the start.
     let errors: Vec<String> = b
         .console_errors()

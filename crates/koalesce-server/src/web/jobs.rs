@@ -121,7 +121,7 @@ fn filters(w: &Web, v: &Viewer, q: &JobsQuery) -> Markup {
             }
             label { "Name " input type="search" name="name" value=[f.name.as_deref()] size="14"; }
             button type="submit" { "Filter" }
-            @if q.href("", 1) != "" { a.button.secondary href="/jobs" { "Clear" } }
+            @if !q.href("", 1).is_empty() { a.button.secondary href="/jobs" { "Clear" } }
         }
     }
 }

@@ -15,6 +15,10 @@
 //! ([`koalesce_web::html`]), charts are [`koalesce_web::views`]; the stylesheet, the script and
 //! the icon are embedded ([`koalesce_web::assets`]): nothing is fetched from elsewhere.
 
+// Handlers answer early with a finished page (a redirect, a 403, a 404) through `Result<_,
+// Response>`; those are rare paths of a page request, where boxing saves nothing that matters.
+#![allow(clippy::result_large_err)]
+
 pub mod bench;
 pub mod history;
 pub mod job;

@@ -120,7 +120,10 @@ impl Sql {
         }
         if let Some(site) = &f.site {
             // The rendering's `sites` is a JSON array of strings: match one element exactly.
-            add(format!("{SITES_EXPR} LIKE ? ESCAPE '\\'"), like(&serde_json::to_string(site).unwrap_or_default()));
+            add(
+                format!("{SITES_EXPR} LIKE ? ESCAPE '\\'"),
+                like(&serde_json::to_string(site).unwrap_or_default()),
+            );
         }
         if let Some(n) = &f.name {
             add("name LIKE ? ESCAPE '\\'".into(), like(n));
