@@ -63,8 +63,9 @@ fn wrong_tokens_forged_forms_and_other_users_see_and_change_nothing() {
     let a = srv.addr;
     let secret = submit(&srv, &alice, &shell_job("alice-secret-name", "sleep 60", 1, ""));
     wait_state(&srv, &alice, secret, &["running"], 30);
-    // A second job that cannot start while the first holds a processor... it fits (2): wait.
+    // A second job that cannot be placed while the first holds one of the two processors.
     let queued = submit(&srv, &alice, &shell_job("alice-queued", "sleep 60", 2, ""));
+    wait_state(&srv, &alice, queued, &["queued"], 10);
 
     // No token, a wrong token, a revoked token: the sign-in form, never data.
     for cookie in [None, Some("koa_wrong"), Some("")] {
@@ -162,6 +163,12 @@ fn wrong_tokens_forged_forms_and_other_users_see_and_change_nothing() {
     );
     assert_eq!(req(a, "POST", &cancel, Some(&alice), &form, "").0, 403);
     assert_eq!(req(a, "POST", &cancel, Some(&alice), &form, &format!("csrf={mallory_csrf}")).0, 403);
+    // Its page says why it waits.
+    let (_, _, waiting) = req(a, "GET", &format!("/jobs/{queued}"), Some(&alice), &[], "");
+    assert!(
+        waiting.contains("Waiting for placement") && waiting.contains("components of 2 processors"),
+        "{waiting}"
+    );
     let (_, _, alice_page) = req(a, "GET", &format!("/jobs/{secret}"), Some(&alice), &[], "");
     let alice_csrf = csrf(&alice_page);
     assert!(alice_page.contains("alice-secret-name") && alice_page.contains("id=\"cancel\""));

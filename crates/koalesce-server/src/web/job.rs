@@ -74,9 +74,12 @@ fn why_waiting(st: &daemon::State, names: &[String], job: &koalesce_core::schedu
                     }
                 })
                 .collect();
+            let tried = match job.placement_tries {
+                0 => "not tried yet".to_string(),
+                n => format!("try {n} found no fit"),
+            };
             Some(format!(
-                "Waiting for placement (try {} found no fit): components of {} processors; processors free for placement now: {}.",
-                job.placement_tries,
+                "Waiting for placement ({tried}): components of {} processors; processors free for placement now: {}.",
                 sizes.join(", "),
                 avail.join(", ")
             ))
@@ -303,7 +306,12 @@ fn facts(p: &JobPage) -> Markup {
     for f in &p.inputs {
         let staged: Vec<&Staged> = p.staged.iter().filter(|s| &s.file == f).collect();
         if staged.is_empty() {
-            files.row(vec![html! { (f) }, html! { span.muted { "not staged (yet)" } }]);
+            let why = if koalesce_api::dto::is_final_state(&d.state) {
+                "not recorded (the core keeps sources while the job is live)"
+            } else {
+                "not staged yet"
+            };
+            files.row(vec![html! { (f) }, html! { span.muted { (why) } }]);
         }
         for s in staged {
             files.row(vec![

@@ -139,6 +139,8 @@ pub(crate) fn to_html(md: &str, plots: &[(String, String)]) -> String {
                     _ => out.push(ev.clone()),
                 }
             }
+            // Raw HTML in the Markdown (a cell reading "<x>") is shown as text, never markup.
+            Event::Html(h) | Event::InlineHtml(h) => out.push(Event::Text(h.clone())),
             _ => out.push(ev.clone()),
         }
         k += 1;
