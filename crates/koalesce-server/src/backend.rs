@@ -40,6 +40,14 @@ pub enum LrmState {
         reason: String,
     },
     Cancelled,
+    /// Killed at its wall-time limit (Slurm's TIMEOUT): the job ends as `timeout`.
+    Timeout {
+        reason: String,
+    },
+    /// Killed over its memory limit (Slurm's OUT_OF_MEMORY): the job ends as `out_of_memory`.
+    OutOfMemory {
+        reason: String,
+    },
     /// The site failed under the component (node failure, lost supervisor, launch fenced):
     /// a soft error in 003's terms.
     NodeFail {
@@ -70,8 +78,13 @@ pub struct ComponentSubmission {
     pub executable: String,
     pub arguments: Vec<String>,
     pub environment: BTreeMap<String, String>,
-    /// Wall-time limit for the LRM (Slurm `--time`).
+    /// Wall-time limit of the component (its supervisor kills it there; Slurm `--time` gets a
+    /// margin above it); 0: none.
     pub time_limit_ms: u64,
+    /// Memory limit of the whole component in bytes (its control group; Slurm `--mem`).
+    pub memory_limit: Option<u64>,
+    /// Directory the program starts in, relative to its working directory.
+    pub working_directory: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -112,8 +125,50 @@ pub struct ReservationRequest {
     pub duration_ms: u64,
 }
 
+/// A reservation asked for any start in `[earliest_ms, latest_ms]` (001 §2.3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WindowRequest {
+    pub site: String,
+    pub processors: u32,
+    pub duration_ms: u64,
+    pub earliest_ms: u64,
+    pub latest_ms: u64,
+}
+
+/// The replies of 001 §2.3 to a [`WindowRequest`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WindowAnswer {
+    /// `<granted>`: reservation `id` starts at `start_ms`.
+    Granted { id: String, start_ms: u64 },
+    /// `<rejected>` (`t_next_ms: None`) or `<rejected, T_next>`: the same request starting at
+    /// `t_next_ms` would be granted now.
+    Rejected { t_next_ms: Option<u64>, reason: String },
+}
+
 /// Optional capability: advance reservations (003 §4.2.2 "claiming with reservations").
 pub trait Reservations: Send + Sync {
+    /// 001 §2.3: a reservation starting anywhere in the window, at the earliest start the site
+    /// can grant. The default asks [`Reservations::reserve`] for the window's first instant
+    /// and knows no `T_next` (an LRM that can say more overrides it).
+    fn reserve_window(&self, req: &WindowRequest) -> Result<WindowAnswer, BackendError> {
+        let at = ReservationRequest {
+            site: req.site.clone(),
+            processors: req.processors,
+            start_ms: req.earliest_ms,
+            duration_ms: req.duration_ms,
+        };
+        match self.reserve(&at) {
+            Ok(id) => Ok(WindowAnswer::Granted {
+                id,
+                start_ms: req.earliest_ms,
+            }),
+            Err(e @ BackendError::Busy { .. }) => Ok(WindowAnswer::Rejected {
+                t_next_ms: None,
+                reason: e.to_string(),
+            }),
+            Err(e) => Err(e),
+        }
+    }
     /// Asks for `req`; the returned id names the granted reservation. Refused with
     /// [`BackendError::Busy`] when the processors are not free during the whole window.
     fn reserve(&self, req: &ReservationRequest) -> Result<String, BackendError>;
@@ -144,6 +199,13 @@ pub trait Backend: Send + Sync + 'static {
     /// held job exists). A component that is not ready yet may still become ready; one that
     /// never will shows up as terminal in [`Backend::status`].
     fn ready(&self, ids: &[String]) -> Vec<(String, bool)>;
+    /// The slow half of [`Backend::start`], done for every site of a launch before any site
+    /// starts: whatever takes time (writing and syncing release records) is done here, so that
+    /// the `start` calls of all sites, made right after, let the programs run within
+    /// milliseconds of each other. Default: nothing.
+    fn prepare_start(&self, _ids: &[String]) -> Result<(), BackendError> {
+        Ok(())
+    }
     /// Lets held components run (Slurm: `scontrol release`). The daemon calls it for all the
     /// components of a launch at once, once every one of them is ready. Fails, starting none,
     /// when one of them is not ready.
@@ -167,7 +229,17 @@ pub trait Backend: Send + Sync + 'static {
     fn reservations(&self) -> Option<&dyn Reservations> {
         None
     }
+    /// How long a launch waits for this backend's components to be [`Backend::ready`] (003's
+    /// claim: the LRM gave the processors and the supervisor checked in). Past it the claim
+    /// has failed: the launch is cancelled and the job goes back to placement.
+    fn claim_timeout(&self) -> std::time::Duration {
+        DEFAULT_CLAIM_TIMEOUT
+    }
 }
+
+/// [`Backend::claim_timeout`] unless a backend says otherwise (the local executor's
+/// supervisors check in within milliseconds; this bounds a machine under heavy load).
+pub const DEFAULT_CLAIM_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// What every backend of a server shares: how supervisors are started and confined, and
 /// where a backend may keep files of its own.

@@ -4,6 +4,7 @@
 //! listen = "127.0.0.1:7878"      # overridden by --listen
 //! body_limit = 1048576           # bytes; larger request bodies answer 413
 //! poll_interval_ms = 100         # how often running components are checked
+//! walltime_factor = 2.0          # a job without `walltime` may run its runtime estimate × this (0: no limit)
 //! # Sites; default: the five DAS-2 clusters on the local executor.
 //! [[sites]]
 //! name = "vu"
@@ -27,6 +28,13 @@
 //! max_connections = 4096         # open connections at once; more wait to be accepted
 //! header_timeout_ms = 10000      # a request's header (and an idle keep-alive gap) within this
 //! body_timeout_ms = 30000        # a request's body within this (else 408)
+//!
+//! # A blacklisted site is probed (its LRM asked for its processors) this long after the
+//! # blacklisting, then with the wait doubled after every failed probe, at most
+//! # site_probe_max_ms; a probe that answers re-admits it. 0 = no probes (as KOALA).
+//! site_probe_ms = 5000
+//! site_probe_max_ms = 300000
+//! site_down_ms = 10000           # a site whose LRM does not answer this long is blacklisted
 //!
 //! # When the server runs as root: the Unix account of each koalesce user (default: the
 //! # account of the same name; "*" for everyone not listed). uid 0 only with allow_root_jobs.
@@ -132,7 +140,21 @@ pub struct ServerConfig {
     /// Jobs may run as root (uid 0).
     pub allow_root_jobs: bool,
     pub sandbox: crate::sandbox::SandboxConfig,
+    /// First probe of a blacklisted site, this long after the blacklisting; doubled after
+    /// every probe it does not answer (see `daemon/blacklist.rs`). 0: no probes.
+    pub site_probe_ms: u64,
+    /// Longest wait between two probes of a blacklisted site.
+    pub site_probe_max_ms: u64,
+    /// A site whose LRM has not answered (`processors` a site error) for this long is
+    /// blacklisted (and then probed). 0: only soft errors of jobs blacklist a site.
+    pub site_down_ms: u64,
+    /// A job without `walltime` is killed after its runtime estimate (default 1 h) times this
+    /// (TIMEOUT), as a site's default time limit; 0: no limit unless the job gives one.
+    pub walltime_factor: f64,
 }
+
+/// Default [`ServerConfig::walltime_factor`].
+pub const DEFAULT_WALLTIME_FACTOR: f64 = 2.0;
 
 /// The five DAS-2 clusters (003 §5.1).
 pub const DAS2: [(&str, u32); 5] = [("vu", 144), ("leiden", 56), ("uva", 56), ("delft", 64), ("utrecht", 64)];
@@ -153,6 +175,10 @@ impl Default for ServerConfig {
             users: Default::default(),
             allow_root_jobs: false,
             sandbox: Default::default(),
+            site_probe_ms: 5_000,
+            site_probe_max_ms: 300_000,
+            site_down_ms: 10_000,
+            walltime_factor: DEFAULT_WALLTIME_FACTOR,
         }
     }
 }
@@ -188,6 +214,11 @@ impl ServerConfig {
 
     pub fn validate(&self) -> anyhow::Result<()> {
         self.scheduler.validate()?;
+        anyhow::ensure!(
+            self.walltime_factor.is_finite() && self.walltime_factor >= 0.0,
+            "config: 'walltime_factor' must be 0 (no default limit) or more, not {}",
+            self.walltime_factor
+        );
         let sites = self.effective_sites();
         anyhow::ensure!(!sites.is_empty(), "config: 'sites' is empty");
         let mut names = std::collections::BTreeSet::new();

@@ -39,18 +39,16 @@ pub fn process_actions(shared: &Arc<Shared>, st: &mut State) {
                 processors,
                 reservation,
             } => {
-                let reservation = if reservation {
-                    st.reservations.remove(&(job.0, component))
-                } else {
-                    None
-                };
+                // The reservation's id is taken by the LRM worker when it carries the claim out:
+                // the worker answers `Reserve`s in order, so a reservation asked for just before
+                // (in the same scan) is granted by then.
                 st.exec.insert(
                     (job.0, component),
                     Exec {
                         site,
                         processors,
                         claim: None,
-                        reservation: reservation.clone(),
+                        reservation: None,
                         attempt: 0,
                         dir: None,
                         lrm_id: None,
@@ -61,7 +59,7 @@ pub fn process_actions(shared: &Arc<Shared>, st: &mut State) {
                     component,
                     site,
                     processors,
-                    reservation,
+                    reserved: reservation,
                 });
             }
             Action::Launch { job } => super::lrm::prepare_launch(shared, st, job.0),
@@ -116,6 +114,7 @@ pub fn process_actions(shared: &Arc<Shared>, st: &mut State) {
             Action::Blacklist { site } => {
                 shared.metrics.blacklisted.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(site = %shared.site(site).name, "site blacklisted after consecutive soft errors");
+                super::blacklist::on_blacklist(shared, st, site);
             }
         }
     }
@@ -155,6 +154,9 @@ fn on_end(shared: &Arc<Shared>, st: &mut State, job: JobId, to: JobState) {
     };
     let stage_out = to == JobState::Succeeded && !meta.desc.outputs.is_empty();
     let update = records::update(id, core_job, meta, &shared.sites);
+    if let Some(times) = records::broker_times(core_job, &shared.sites) {
+        shared.metrics.record_prediction(&times);
+    }
     *st.ended.entry(to.name()).or_default() += 1;
     st.progress.remove(&id);
     let committed = shared.store.submit(store::update_job_op(update));

@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{lrm, process_actions, Shared};
+use super::{blacklist, lrm, process_actions, Shared};
 use crate::{now_ms, store};
 
 /// How often queued jobs' tries (from the core's `take_progress`) are written.
@@ -25,18 +25,30 @@ pub fn flush_progress(shared: &Shared) {
     }
 }
 
-/// Refreshes every site's idle/used counts (off the lock).
+/// Refreshes every site's idle/used counts (off the lock); a site that keeps failing to answer
+/// is blacklisted (see [`blacklist::observe_refresh`]).
 async fn refresh_sites(shared: &Arc<Shared>) {
     let s = shared.clone();
-    let _ = tokio::task::spawn_blocking(move || {
-        for h in &s.sites {
-            if let Ok(p) = h.backend.processors(&h.name) {
-                h.idle.store(p.idle, Ordering::Relaxed);
-                h.used.store(p.used, Ordering::Relaxed);
-            }
-        }
+    let answers = tokio::task::spawn_blocking(move || {
+        s.sites
+            .iter()
+            .enumerate()
+            .map(|(i, h)| {
+                let r = h.backend.processors(&h.name);
+                if let Ok(p) = &r {
+                    h.idle.store(p.idle, Ordering::Relaxed);
+                    h.used.store(p.used, Ordering::Relaxed);
+                }
+                (
+                    koalesce_core::SiteId(i as u32),
+                    !matches!(r, Err(crate::backend::BackendError::Site { .. })),
+                )
+            })
+            .collect::<Vec<_>>()
     })
-    .await;
+    .await
+    .unwrap_or_default();
+    blacklist::observe_refresh(shared, &answers);
 }
 
 /// The driver task.
@@ -78,6 +90,7 @@ pub async fn drive(shared: Arc<Shared>, mut shutdown: tokio::sync::watch::Receiv
             last_poll = Instant::now();
             refresh_sites(&shared).await;
             lrm::poll_running(shared.clone()).await;
+            blacklist::probe_due(&shared).await;
         }
         if last_flush.elapsed() >= PROGRESS_FLUSH {
             last_flush = Instant::now();

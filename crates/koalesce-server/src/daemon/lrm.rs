@@ -28,7 +28,8 @@ pub enum LrmOp {
         component: u32,
         site: SiteId,
         processors: u32,
-        reservation: Option<String>,
+        /// Claim inside the component's granted reservation (taken from `State::reservations`).
+        reserved: bool,
     },
     Launch(Launch),
     /// Kills a component (if submitted) and gives its claim back.
@@ -118,8 +119,8 @@ pub async fn worker(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<LrmOp>,
                 component,
                 site,
                 processors,
-                reservation,
-            } => claim(&shared, job, component, site, processors, reservation).await,
+                reserved,
+            } => claim(&shared, job, component, site, processors, reserved).await,
             LrmOp::Launch(l) => {
                 tokio::spawn(launch(shared.clone(), l));
             }
@@ -163,10 +164,12 @@ pub async fn worker(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<LrmOp>,
                 let granted = match r {
                     Ok(id) => {
                         st.reservations.insert((job, component), id);
+                        shared.metrics.reservations_granted.fetch_add(1, Ordering::Relaxed);
                         true
                     }
                     Err(e) => {
                         tracing::info!(job, component, error = %e, "reservation refused");
+                        shared.metrics.reservations_refused.fetch_add(1, Ordering::Relaxed);
                         false
                     }
                 };
@@ -210,7 +213,17 @@ async fn kill_pending(shared: &Arc<Shared>, rx: &mut mpsc::UnboundedReceiver<Lrm
     .await;
 }
 
-async fn claim(shared: &Arc<Shared>, job: u64, component: u32, site: SiteId, processors: u32, reservation: Option<String>) {
+async fn claim(shared: &Arc<Shared>, job: u64, component: u32, site: SiteId, processors: u32, reserved: bool) {
+    let reservation = if reserved {
+        let mut st = shared.lock();
+        let id = st.reservations.remove(&(job, component));
+        if let (Some(e), Some(id)) = (st.exec.get_mut(&(job, component)), &id) {
+            e.reservation = Some(id.clone());
+        }
+        id
+    } else {
+        None
+    };
     let s = shared.clone();
     let result = blocking(move || {
         let h = s.site(site);
@@ -293,6 +306,11 @@ pub fn prepare_launch(shared: &Arc<Shared>, st: &mut State, job: u64) {
             env.insert("KOALESCE_PEERS".into(), peers.join(","));
         }
         env.insert("KOALESCE_JOB_DIR".into(), dir.display().to_string());
+        if let Some(a) = meta.array {
+            env.insert("KOALESCE_TASK_ID".into(), a.task_id.to_string());
+            env.insert("KOALESCE_ARRAY_JOB_ID".into(), a.array_id.to_string());
+            env.insert("KOALESCE_ARRAY_TASK_COUNT".into(), a.count.to_string());
+        }
         let arch = st.core.sites().get(site.index()).map(|s| s.attributes.architecture.clone());
         env.insert("KOALESCE_ARCH".into(), arch.unwrap_or_default());
         for f in meta.desc.inputs.iter().map(|f| f.logical()) {
@@ -307,6 +325,11 @@ pub fn prepare_launch(shared: &Arc<Shared>, st: &mut State, job: u64) {
         let process = meta.desc.process(i, &env);
         let mut environment = process.environment;
         environment.extend(env);
+        let working_directory = meta
+            .desc
+            .working_directory
+            .as_deref()
+            .map(|w| koalesce_api::fields::expand_runtime(w, |n| environment.get(n).cloned()));
         let Some(exec) = st.exec.get_mut(&(job, i as u32)) else { continue };
         exec.attempt = attempt;
         exec.dir = Some(dir.clone());
@@ -323,7 +346,9 @@ pub fn prepare_launch(shared: &Arc<Shared>, st: &mut State, job: u64) {
                 executable: process.executable,
                 arguments: process.arguments,
                 environment,
-                time_limit_ms: core_job.spec.runtime_estimate_ms,
+                time_limit_ms: meta.desc.walltime_ms(shared.config.walltime_factor).unwrap_or(0),
+                memory_limit: meta.desc.memory_limit(c.processors),
+                working_directory,
             },
         ));
         rows.push(LaunchRow {
@@ -393,22 +418,54 @@ async fn launch(shared: Arc<Shared>, l: Launch) {
         for sub in &dropped {
             let _ = supervise::fence(&sub.dir);
         }
-        subs.into_iter()
-            .map(|(i, site, sub)| {
-                let r = if committed {
-                    s.site(site).backend.submit(&sub)
-                } else {
-                    Err(BackendError::Site {
-                        site: sub.site.clone(),
-                        reason: "launch intent could not be recorded".into(),
+        let submit = |(i, site, sub): (u32, SiteId, ComponentSubmission)| {
+            let r = if committed {
+                s.site(site).backend.submit(&sub)
+            } else {
+                Err(BackendError::Site {
+                    site: sub.site.clone(),
+                    reason: "launch intent could not be recorded".into(),
+                })
+            };
+            if r.is_err() {
+                let _ = supervise::fence(&sub.dir);
+            }
+            (i, site, r)
+        };
+        let mut per_site: BTreeMap<SiteId, Vec<(u32, SiteId, ComponentSubmission)>> = BTreeMap::new();
+        for c in subs {
+            per_site.entry(c.1).or_default().push(c);
+        }
+        if per_site.len() < 2 {
+            return per_site.into_values().flatten().map(submit).collect::<Vec<_>>();
+        }
+        // The sites of a launch get their components at once (one thread per site, in order
+        // within a site): a Slurm submission takes tens to hundreds of milliseconds.
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = per_site
+                .into_values()
+                .map(|group| {
+                    let ids: Vec<(u32, SiteId)> = group.iter().map(|c| (c.0, c.1)).collect();
+                    (ids, scope.spawn(move || group.into_iter().map(submit).collect::<Vec<_>>()))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|(ids, h)| {
+                    h.join().unwrap_or_else(|_| {
+                        ids.into_iter()
+                            .map(|(i, site)| {
+                                let e = BackendError::Site {
+                                    site: "?".into(),
+                                    reason: "submission panicked".into(),
+                                };
+                                (i, site, Err(e))
+                            })
+                            .collect()
                     })
-                };
-                if r.is_err() {
-                    let _ = supervise::fence(&sub.dir);
-                }
-                (i, site, r)
-            })
-            .collect::<Vec<_>>()
+                })
+                .collect::<Vec<_>>()
+        })
     })
     .await
     .unwrap_or_default();
@@ -472,10 +529,6 @@ async fn launch(shared: Arc<Shared>, l: Launch) {
     }
 }
 
-/// Longest wait for the supervisors of a launch to reach their start barrier; those not there
-/// by then are cancelled (fenced), a soft error.
-pub const BARRIER_TIMEOUT: Duration = Duration::from_secs(60);
-
 /// Launch components grouped by site: site → LRM ids.
 fn by_site(comps: &[(u32, SiteId, String)]) -> BTreeMap<SiteId, Vec<String>> {
     let mut m: BTreeMap<SiteId, Vec<String>> = BTreeMap::new();
@@ -488,7 +541,8 @@ fn by_site(comps: &[(u32, SiteId, String)]) -> BTreeMap<SiteId, Vec<String>> {
 /// The daemon's half of the start barrier: waits (checking every few ms, off the lock) until
 /// every component of the launch is held ready by its supervisor, then starts them all. Gives
 /// up when the launch is aborted meanwhile (the abort cancels the components) or when a
-/// supervisor does not come up in [`BARRIER_TIMEOUT`].
+/// component is not ready within the shortest [`crate::backend::Backend::claim_timeout`] of
+/// its sites: that is a failed claim (see [`claim_timed_out`]).
 ///
 /// `go` is written only once every supervisor of the launch holds its directory, so a daemon
 /// crash before that leaves a launch of which no program ran (recovery aborts it and requeues
@@ -497,6 +551,11 @@ fn by_site(comps: &[(u32, SiteId, String)]) -> BTreeMap<SiteId, Vec<String>> {
 async fn start_at_barrier(shared: Arc<Shared>, job: u64, attempt: u32, comps: Vec<(u32, SiteId, String)>) {
     let t0 = Instant::now();
     let sites = by_site(&comps);
+    let timeout = sites
+        .keys()
+        .map(|s| shared.site(*s).backend.claim_timeout())
+        .min()
+        .unwrap_or(crate::backend::DEFAULT_CLAIM_TIMEOUT);
     let mut delay = Duration::from_millis(1);
     loop {
         let still = {
@@ -530,15 +589,8 @@ async fn start_at_barrier(shared: Arc<Shared>, job: u64, attempt: u32, comps: Ve
         if not_ready.is_empty() {
             break;
         }
-        if t0.elapsed() >= BARRIER_TIMEOUT {
-            tracing::warn!(job, attempt, waiting = ?not_ready, "supervisors did not reach the start barrier; cancelling");
-            for (site, id) in not_ready {
-                shared.lrm.send(LrmOp::Kill {
-                    site,
-                    lrm_id: Some(id),
-                    claim: None,
-                });
-            }
+        if t0.elapsed() >= timeout {
+            claim_timed_out(&shared, job, attempt, &comps, not_ready).await;
             return;
         }
         tokio::time::sleep(delay).await;
@@ -546,7 +598,29 @@ async fn start_at_barrier(shared: Arc<Shared>, job: u64, attempt: u32, comps: Ve
     }
     let s = shared.clone();
     let groups = sites.clone();
-    let result = tokio::task::spawn_blocking(move || groups.iter().try_for_each(|(site, ids)| s.site(*site).backend.start(ids))).await;
+    let result = tokio::task::spawn_blocking(move || {
+        // Everything slow first, for every site; then all sites at once (one thread each), so
+        // that one site's syncs do not hold back another's start.
+        groups.iter().try_for_each(|(site, ids)| s.site(*site).backend.prepare_start(ids))?;
+        std::thread::scope(|scope| {
+            let started: Vec<_> = groups
+                .iter()
+                .map(|(site, ids)| {
+                    let s = &s;
+                    scope.spawn(move || s.site(*site).backend.start(ids))
+                })
+                .collect();
+            started.into_iter().try_for_each(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(BackendError::Site {
+                        site: "?".into(),
+                        reason: "start panicked".into(),
+                    })
+                })
+            })
+        })
+    })
+    .await;
     match result {
         Ok(Ok(())) => tracing::debug!(
             job,
@@ -568,6 +642,57 @@ async fn start_at_barrier(shared: Arc<Shared>, job: u64, attempt: u32, comps: Ve
             }
         }
     }
+}
+
+/// A launch whose components were not all ready in time: 003's claiming failure. The
+/// components that are not ready are cancelled (a held or pending one never runs its program)
+/// and given back to the core as rejected claims, so the job goes back to placement and the
+/// others of the launch are killed with it. It is a soft error of a site only when that site
+/// does not answer (its controller is down): a component that merely waits in a busy LRM's
+/// queue is not the site's fault.
+async fn claim_timed_out(shared: &Arc<Shared>, job: u64, attempt: u32, comps: &[(u32, SiteId, String)], not_ready: Vec<(SiteId, String)>) {
+    let s = shared.clone();
+    let sites: Vec<SiteId> = not_ready.iter().map(|(site, _)| *site).collect();
+    let down: Vec<SiteId> = tokio::task::spawn_blocking(move || {
+        let mut down: Vec<SiteId> = Vec::new();
+        for site in sites {
+            let h = s.site(site);
+            if !down.contains(&site) && matches!(h.backend.processors(&h.name), Err(BackendError::Site { .. })) {
+                down.push(site);
+            }
+        }
+        down
+    })
+    .await
+    .unwrap_or_default();
+    tracing::warn!(job, attempt, waiting = ?not_ready, ?down, "components not allocated in time: the claim failed; cancelling the launch");
+    let mut guard = shared.lock();
+    let st = &mut *guard;
+    let mut done = Vec::new();
+    for (site, id) in not_ready {
+        let Some(&(i, _, _)) = comps.iter().find(|(_, _, x)| *x == id) else {
+            continue;
+        };
+        let current = st
+            .exec
+            .get(&(job, i))
+            .is_some_and(|e| e.attempt == attempt && e.lrm_id.as_deref() == Some(id.as_str()));
+        if !current {
+            continue;
+        }
+        let claim = st.exec.remove(&(job, i)).and_then(|e| e.claim);
+        shared.lrm.send(LrmOp::Kill {
+            site,
+            lrm_id: Some(id),
+            claim,
+        });
+        done.push((job, attempt, i));
+        st.core.claim_rejected(now_ms(), JobId(job), i, down.contains(&site));
+    }
+    if !done.is_empty() {
+        shared.store.enqueue(store::launches_done_op(done));
+    }
+    process_actions(shared, st);
 }
 
 /// Checks every submitted component (one batched status call per site, off the lock) and
@@ -612,13 +737,35 @@ pub async fn poll_running(shared: Arc<Shared>) {
         let (outcome, exit_code, note) = match state {
             LrmState::Completed => (ComponentOutcome::Success, Some(0), None),
             LrmState::Failed { exit_code, reason } => (ComponentOutcome::ApplicationError, exit_code.or(Some(-1)), Some(reason.clone())),
+            LrmState::Timeout { reason } => {
+                let limit = st
+                    .meta
+                    .get(&job)
+                    .and_then(|m| m.desc.walltime_ms(shared.config.walltime_factor))
+                    .map(|ms| format!(" ({})", koalesce_api::duration::format_ms(ms)))
+                    .unwrap_or_default();
+                (ComponentOutcome::Timeout, None, Some(format!("{reason}{limit}")))
+            }
+            LrmState::OutOfMemory { reason } => {
+                let limit = st
+                    .meta
+                    .get(&job)
+                    .and_then(|m| m.desc.memory.clone())
+                    .map(|m| format!(" ({m} per processor)"))
+                    .unwrap_or_default();
+                (ComponentOutcome::OutOfMemory, None, Some(format!("{reason}{limit}")))
+            }
             LrmState::NodeFail { reason } => (ComponentOutcome::SoftError, None, Some(reason.clone())),
             other => (ComponentOutcome::SoftError, None, Some(format!("{other:?}"))),
         };
         let site_name = &shared.site(site).name;
         if let Some(meta) = st.meta.get_mut(&job) {
             meta.component_mut(comp as usize).exit_code = exit_code;
-            if outcome == ComponentOutcome::ApplicationError && meta.failure.is_none() && meta.desc.runner != Runner::Bag {
+            let fails_job = matches!(
+                outcome,
+                ComponentOutcome::ApplicationError | ComponentOutcome::Timeout | ComponentOutcome::OutOfMemory
+            );
+            if fails_job && meta.failure.is_none() && meta.desc.runner != Runner::Bag {
                 meta.failure = Some(format!("component {comp} at {site_name}: {}", note.clone().unwrap_or_default()));
             }
         }

@@ -70,7 +70,7 @@ pub fn recover(config: &ServerConfig, store: &Store, sites: &[SiteHandle]) -> an
         transfer::remove_partials(&h.paths.storage);
     }
     let mut st = State {
-        core: Scheduler::new(config.scheduler.clone(), core_sites, forecast, catalogue),
+        core: Scheduler::new(super::blacklist::core_config(config), core_sites, forecast, catalogue),
         meta: BTreeMap::new(),
         next_id: 1,
         site_ids,
@@ -79,6 +79,7 @@ pub fn recover(config: &ServerConfig, store: &Store, sites: &[SiteHandle]) -> an
         reservations: HashMap::new(),
         progress: HashMap::new(),
         ended: BTreeMap::new(),
+        probes: Default::default(),
     };
     for (state, n) in store.read(store::count_ended)? {
         if let Some(name) = store::ENDED.iter().find(|s| **s == state) {
@@ -119,8 +120,16 @@ pub fn recover(config: &ServerConfig, store: &Store, sites: &[SiteHandle]) -> an
                 continue;
             }
         }
-        // Anything else that was not finished goes back to its queue, in id order.
-        match st.core.submit_with_id(now, JobId(id), spec) {
+        // Anything else that was not finished goes back to its queue (or is held again), in id
+        // order: the jobs it depends on are back in the core, or ended and in the store.
+        let stored_deps = store.read(|c| crate::api_jobctl::stored_jobs(c, &meta.dependencies))?;
+        let submitted = crate::api_jobctl::gate(&st, &stored_deps, &meta.user, true, &meta.dependencies, snap.held)
+            .map_err(|reason| koalesce_core::SubmitError::Invalid {
+                job: spec.name.clone(),
+                reason,
+            })
+            .and_then(|gate| st.core.submit_gated(now, JobId(id), spec, gate));
+        match submitted {
             Ok(_) => {
                 st.core.restore_progress(
                     JobId(id),

@@ -76,6 +76,11 @@ pub struct SlurmClient {
 }
 
 /// Prefixes of environment variables that change Slurm clients' behaviour.
+/// Variables of the daemon's environment the Slurm commands get (all others are dropped).
+const KEPT_ENV: &[&str] = &["PATH", "TZ", "LANG", "LC_ALL"];
+/// `PATH` for the commands when the daemon has none.
+const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
 const SLURM_ENV_PREFIXES: &[&str] = &[
     "SLURM_",
     "SBATCH_",
@@ -140,11 +145,18 @@ impl SlurmClient {
         let t0 = Instant::now();
         let mut cmd = Command::new(program);
         cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-        for (k, _) in std::env::vars_os() {
-            let k = k.to_string_lossy();
-            if SLURM_ENV_PREFIXES.iter().any(|p| k.starts_with(p)) {
-                cmd.env_remove(k.as_ref());
+        // A clean environment: nothing of the daemon's reaches a command, nor (through sbatch's
+        // default `--export=ALL`) a job; `SLURM_*`/`SBATCH_*`/... variables would change what
+        // the commands do.
+        cmd.env_clear();
+        for (k, v) in std::env::vars_os() {
+            let name = k.to_string_lossy();
+            if KEPT_ENV.contains(&name.as_ref()) && !SLURM_ENV_PREFIXES.iter().any(|p| name.starts_with(p)) {
+                cmd.env(&k, v);
             }
+        }
+        if std::env::var_os("PATH").is_none() {
+            cmd.env("PATH", DEFAULT_PATH);
         }
         cmd.env("SLURM_CONF", &self.client_conf);
         let mut child = cmd.spawn().map_err(|source| CmdError::Spawn {

@@ -12,6 +12,7 @@
 //! qos = "normal"                  # optional: sbatch --qos
 //! sbatch_args = ["--constraint=ib"]   # optional: more sbatch options, as given
 //! command_timeout_ms = 5000       # longest wait for one Slurm command
+//! claim_timeout_ms = 20000        # longest wait from sbatch to allocation (a failed claim after)
 //! supervisor = "/opt/koalesce/bin/koalesce"   # koalesce on the cluster's nodes (default: this one)
 //! ```
 
@@ -21,6 +22,10 @@ use serde::{Deserialize, Serialize};
 
 /// Default for [`SlurmSiteConfig::command_timeout_ms`].
 pub const DEFAULT_COMMAND_TIMEOUT_MS: u64 = 5000;
+/// Default for [`SlurmSiteConfig::claim_timeout_ms`]: about 20 scheduling ticks of an idle
+/// controller (submit → check-in takes 0.7–1.1 s on the test bed, a fresh controller's first
+/// pass about 3 s).
+pub const DEFAULT_CLAIM_TIMEOUT_MS: u64 = 20_000;
 
 /// The Slurm side of a site: cluster (through its slurm.conf), partition and submission
 /// options.
@@ -43,6 +48,12 @@ pub struct SlurmSiteConfig {
     /// fault of the site (a soft error), never a hang.
     #[serde(default = "default_timeout")]
     pub command_timeout_ms: u64,
+    /// How long a component may wait from `sbatch` until Slurm has allocated its processors
+    /// and its supervisor checked in (003's claim). A launch with a component that is not
+    /// allocated by then is cancelled as a whole and the job goes back to placement (a
+    /// claiming failure; a soft error of the site only when its controller does not answer).
+    #[serde(default = "default_claim_timeout")]
+    pub claim_timeout_ms: u64,
     /// Path of the `koalesce` program on the cluster's nodes, which runs each component's
     /// supervisor (`koalesce supervise`). Default: the daemon's own executable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -51,6 +62,10 @@ pub struct SlurmSiteConfig {
 
 fn default_timeout() -> u64 {
     DEFAULT_COMMAND_TIMEOUT_MS
+}
+
+fn default_claim_timeout() -> u64 {
+    DEFAULT_CLAIM_TIMEOUT_MS
 }
 
 /// sbatch options koalesce sets itself (they would break the supervisor protocol or the
@@ -100,6 +115,7 @@ impl SlurmSiteConfig {
             qos: None,
             sbatch_args: Vec::new(),
             command_timeout_ms: DEFAULT_COMMAND_TIMEOUT_MS,
+            claim_timeout_ms: DEFAULT_CLAIM_TIMEOUT_MS,
             supervisor: None,
         }
     }
@@ -136,6 +152,9 @@ impl SlurmSiteConfig {
                 "command_timeout_ms {} must be within 500..=600000",
                 self.command_timeout_ms
             ));
+        }
+        if !(1000..=86_400_000).contains(&self.claim_timeout_ms) {
+            return bad(format!("claim_timeout_ms {} must be within 1000..=86400000", self.claim_timeout_ms));
         }
         if let Some(s) = &self.supervisor {
             if !s.is_absolute() {
@@ -209,6 +228,13 @@ sbatch_args = ["--constraint=ib"]
                     ..ok.clone()
                 },
                 "command_timeout_ms",
+            ),
+            (
+                SlurmSiteConfig {
+                    claim_timeout_ms: 10,
+                    ..ok.clone()
+                },
+                "claim_timeout_ms",
             ),
         ];
         for (cfg, needle) in cases {

@@ -172,6 +172,8 @@ struct Inner {
     reservations: HashMap<(usize, String), ReservationEntry>,
     /// Reservations to delete once their job is gone ("in use" until then).
     pending_deletes: Vec<(usize, String)>,
+    /// `go` files written ahead by `prepare_start`: component directory → temporary name.
+    staged: HashMap<PathBuf, PathBuf>,
 }
 
 /// Slurm clusters as koalesce sites (see the module docs).
@@ -323,22 +325,33 @@ impl SlurmBackend {
 /// synced first, then all are renamed into place back to back (a supervisor wakes at its
 /// rename through inotify, so the programs start within a few milliseconds of each other),
 /// then the directories are synced.
+#[cfg(test)]
 fn release_all(dirs: &[&Path]) -> std::io::Result<()> {
+    let staged = dirs.iter().map(|d| stage_go(d)).collect::<std::io::Result<Vec<_>>>()?;
+    let refs: Vec<(&Path, &Path)> = staged.iter().zip(dirs).map(|(t, d)| (t.as_path(), *d)).collect();
+    release_staged(&refs)
+}
+
+/// Writes and syncs the `go` file of `dir` under a temporary name (the slow part of a
+/// release); returns that name.
+fn stage_go(dir: &Path) -> std::io::Result<PathBuf> {
     use std::io::Write;
     let body = format!("{{\"go_ms\":{}}}", crate::now_ms());
-    let mut staged = Vec::with_capacity(dirs.len());
-    for d in dirs {
-        let tmp = d.join(format!(".{}.tmp.{}", supervise::GO_FILE, std::process::id()));
-        let mut f = fs::File::create(&tmp)?;
-        f.write_all(body.as_bytes())?;
-        f.sync_all()?;
-        staged.push((tmp, d.join(supervise::GO_FILE)));
+    let tmp = dir.join(format!(".{}.tmp.{}", supervise::GO_FILE, std::process::id()));
+    let mut f = fs::File::create(&tmp)?;
+    f.write_all(body.as_bytes())?;
+    f.sync_all()?;
+    Ok(tmp)
+}
+
+/// Renames staged `go` files (temporary name, directory) into place back to back, then syncs
+/// the directories.
+fn release_staged(staged: &[(&Path, &Path)]) -> std::io::Result<()> {
+    for (tmp, dir) in staged {
+        fs::rename(tmp, dir.join(supervise::GO_FILE))?;
     }
-    for (tmp, dst) in &staged {
-        fs::rename(tmp, dst)?;
-    }
-    for d in dirs {
-        fs::File::open(d)?.sync_all()?;
+    for (_, dir) in staged {
+        fs::File::open(dir)?.sync_all()?;
     }
     Ok(())
 }
@@ -488,22 +501,28 @@ impl Backend for SlurmBackend {
             .collect()
     }
 
-    fn start(&self, ids: &[String]) -> Result<(), BackendError> {
-        let refs: Vec<Option<SlurmJobRef>> = ids.iter().map(|id| SlurmJobRef::parse(id)).collect();
-        let not_ready: Vec<&String> = ids
-            .iter()
-            .zip(&refs)
-            .filter(|(_, r)| !r.as_ref().is_some_and(|r| self.is_ready(r)))
-            .map(|(id, _)| id)
-            .collect();
-        if let Some(first) = not_ready.first() {
-            return Err(site_err(
-                SlurmJobRef::parse(first).map(|r| r.cluster).unwrap_or_default().as_str(),
-                format!("not ready to start: {not_ready:?}"),
-            ));
+    /// Writes and syncs the `go` files under temporary names (see [`Backend::start`]).
+    fn prepare_start(&self, ids: &[String]) -> Result<(), BackendError> {
+        for r in self.ready_refs(ids)? {
+            let tmp = stage_go(&r.dir).map_err(|e| site_err(&r.cluster, format!("cannot write the go file of {}: {e}", r.job)))?;
+            self.inner.lock().unwrap().staged.insert(r.dir, tmp);
         }
-        let dirs: Vec<&Path> = refs.iter().flatten().map(|r| r.dir.as_path()).collect();
-        release_all(&dirs).map_err(|e| site_err("slurm", format!("cannot write go files: {e}")))
+        Ok(())
+    }
+
+    fn start(&self, ids: &[String]) -> Result<(), BackendError> {
+        let refs = self.ready_refs(ids)?;
+        let mut staged = Vec::with_capacity(refs.len());
+        for r in &refs {
+            let ahead = self.inner.lock().unwrap().staged.remove(&r.dir).filter(|t| t.exists());
+            let tmp = match ahead {
+                Some(t) => t,
+                None => stage_go(&r.dir).map_err(|e| site_err(&r.cluster, format!("cannot write the go file of {}: {e}", r.job)))?,
+            };
+            staged.push((tmp, r.dir.as_path()));
+        }
+        let staged: Vec<(&Path, &Path)> = staged.iter().map(|(t, d)| (t.as_path(), *d)).collect();
+        release_staged(&staged).map_err(|e| site_err("slurm", format!("cannot write go files: {e}")))
     }
 
     fn status(&self, ids: &[String]) -> Vec<(String, LrmState)> {
@@ -626,6 +645,33 @@ impl Backend for SlurmBackend {
 
     fn reservations(&self) -> Option<&dyn Reservations> {
         self.reservations.then_some(self as &dyn Reservations)
+    }
+
+    /// The longest `claim_timeout_ms` of the backend's sites: how long a component may pend in
+    /// Slurm's queue before its claim counts as failed (see `docs/slurm.md`, claiming).
+    fn claim_timeout(&self) -> Duration {
+        let ms = self.sites.iter().map(|s| s.spec.slurm.claim_timeout_ms).max();
+        ms.map_or(crate::backend::DEFAULT_CLAIM_TIMEOUT, Duration::from_millis)
+    }
+}
+
+impl SlurmBackend {
+    /// The components of `ids`, all ready to start, or an error naming those that are not.
+    fn ready_refs(&self, ids: &[String]) -> Result<Vec<SlurmJobRef>, BackendError> {
+        let refs: Vec<Option<SlurmJobRef>> = ids.iter().map(|id| SlurmJobRef::parse(id)).collect();
+        let not_ready: Vec<&String> = ids
+            .iter()
+            .zip(&refs)
+            .filter(|(_, r)| !r.as_ref().is_some_and(|r| self.is_ready(r)))
+            .map(|(id, _)| id)
+            .collect();
+        if let Some(first) = not_ready.first() {
+            return Err(site_err(
+                SlurmJobRef::parse(first).map(|r| r.cluster).unwrap_or_default().as_str(),
+                format!("not ready to start: {not_ready:?}"),
+            ));
+        }
+        Ok(refs.into_iter().flatten().collect())
     }
 }
 

@@ -4,8 +4,12 @@
 //! same command line as the local executor's (`koalesce supervise --dir DIR [sandbox options]
 //! -- PROGRAM ARGS...`, built by [`crate::supervisor_cmd`]): the same account mapping,
 //! Landlock rules, hidden data directory, control group and limits. The job is submitted with
-//! `--export=NONE`, so the supervisor sees the job's variables and Slurm's `SLURM_*` ones,
-//! never the daemon's environment. The supervisor takes the component's directory exclusively
+//! sbatch's default `--export=ALL` of the clean environment [`super::cmd`] runs it in (`PATH`,
+//! `SLURM_CONF`), and the script drops everything but Slurm's variables before it exports the
+//! job's: the supervisor sees the job's variables and Slurm's `SLURM_*` ones, never the
+//! daemon's environment. (`--export=NONE` or `--export=VAR` would make Slurm 22.05 load the
+//! account's login environment for every job, `su - USER` on the node: 1–2 s and a login
+//! shell per job, measured on the test bed; a burst of 100 jobs then overloaded the machine.) The supervisor takes the component's directory exclusively
 //! (`supervisor.json`: a second run of the same Slurm job, after a controller crash, stops
 //! there), holds at the start barrier until the daemon writes `go`, runs the program and
 //! records `exit.json`.
@@ -37,10 +41,9 @@ fn quote(s: &str) -> Result<String, String> {
         .map_err(|_| format!("'{}' cannot be passed to a shell (NUL byte)", s.escape_debug()))
 }
 
-/// Drops every variable but Slurm's from the batch script's environment. Even with
-/// `--export=NONE`, Slurm 22.05 loads the submitting account's login environment into the
-/// batch job (HOME, USER, PATH, shell settings): the supervisor must see the job's variables
-/// and Slurm's alone, as under the local executor. (`command` keeps a variable that cannot be
+/// Drops every variable but Slurm's from the batch script's environment. Slurm sets some of
+/// its own (HOME, USER, SHELL, ...) and sbatch exports its clean environment (PATH): the
+/// supervisor must see the job's variables and Slurm's alone, as under the local executor. (`command` keeps a variable that cannot be
 /// unset from ending the script.)
 const CLEAR_ENVIRONMENT: &str = "for v in $(env | sed -n 's/^\\([A-Za-z_][A-Za-z0-9_]*\\)=.*/\\1/p'); do\n  \
      case $v in SLURM*) ;; *) command unset \"$v\" 2>/dev/null ;; esac\n\
@@ -115,8 +118,9 @@ pub fn sbatch_args(site: &SlurmSiteConfig, sub: &ComponentSubmission, reservatio
         format!("--output={}", sub.dir.join(SLURM_OUTPUT).display()),
         "--open-mode=append".into(),
         format!("--comment={}", comment(&sub.dir)),
-        // The job's environment is in the script: nothing of the daemon's reaches the job.
-        "--export=NONE".into(),
+        // The job's environment is in the script; sbatch runs in a clean environment (see the
+        // module docs for why not NONE).
+        "--export=ALL".into(),
     ];
     if let Some(m) = time_limit_minutes(sub.time_limit_ms) {
         a.push(format!("--time={m}"));
@@ -153,6 +157,8 @@ mod tests {
             arguments: args.iter().map(|s| s.to_string()).collect(),
             environment: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>(),
             time_limit_ms: 90_000,
+            memory_limit: None,
+            working_directory: None,
         }
     }
 
@@ -176,7 +182,9 @@ mod tests {
         assert!(text.contains("export KOALESCE_RANK=0\n"), "{text}");
         let last = text.lines().last().unwrap();
         assert!(
-            last.starts_with("exec /opt/koalesce supervise --dir '/data/jobs/3/a1 c0' --cgroup-parent koalesce -- /bin/echo "),
+            last.starts_with(
+                "exec /opt/koalesce supervise --dir '/data/jobs/3/a1 c0' --cgroup-parent koalesce --time-limit 90000 -- /bin/echo "
+            ),
             "{last}"
         );
         // Run it through a real shell with `echo` in place of the supervisor: every word
@@ -197,7 +205,7 @@ mod tests {
         let out = String::from_utf8(out.stdout).unwrap();
         assert_eq!(
             out,
-            "a'b $HOME `id`\n[--dir]\n[/data/jobs/3/a1 c0]\n[--cgroup-parent]\n[koalesce]\n[--]\n[/bin/true]\n[it's]\n[$(reboot)]\n[]\n"
+            "a'b $HOME `id`\n[--dir]\n[/data/jobs/3/a1 c0]\n[--cgroup-parent]\n[koalesce]\n[--time-limit]\n[90000]\n[--]\n[/bin/true]\n[it's]\n[$(reboot)]\n[]\n"
         );
     }
 
@@ -239,10 +247,7 @@ mod tests {
             assert!(last.contains(want), "{want} missing: {last}");
         }
         let a = sbatch_args(&SlurmSiteConfig::new("/c", "p"), &s, None, Path::new("/s"));
-        assert!(
-            a.contains(&"--export=NONE".to_string()),
-            "the daemon's environment stays out: {a:?}"
-        );
+        assert!(a.contains(&"--export=ALL".to_string()), "the daemon's environment stays out: {a:?}");
     }
 
     /// What the supervisor is started with: the job's variables and Slurm's, nothing of the

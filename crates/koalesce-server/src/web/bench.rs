@@ -82,6 +82,7 @@ fn ended_detail(id: u64, user: &str, state: &str, now: u64) -> JobDetail {
         claiming_tries: 1,
         failure: (state != "succeeded").then(|| format!("bench job {state}")),
         outputs: vec![],
+        ..JobDetail::default()
     }
 }
 

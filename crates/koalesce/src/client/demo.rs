@@ -28,6 +28,13 @@ pub struct DemoArgs {
     /// Print the per-job summary as JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Run the jobs on real Slurm clusters: bring up a test bed of 3 clusters (`koalesce
+    /// testbed`; needs slurm-wlm and munge), use one Slurm site per cluster, tear it down after.
+    #[arg(long)]
+    pub slurm: bool,
+    /// With --slurm: use the running test bed in DIR instead of a fresh one (left running).
+    #[arg(long, value_name = "DIR", requires = "slurm")]
+    pub bed: Option<PathBuf>,
 }
 
 /// The server config the demo (and the fresh benchmark server) use: the server's default
@@ -154,8 +161,9 @@ pub fn demo_job(i: usize, sites: &[String], files: &[SampleFile]) -> (DemoKind, 
             t.push_str(&format!("\n[[components]]\nprocessors = {procs}\n"));
         }
         DemoKind::Coupled => {
-            let k = 2 + (i / 4) % 3;
             let fixed = (i / 4) % 2 != 1;
+            // Fixed components go to distinct sites (a grid of 3 Slurm clusters holds 3).
+            let k = if fixed { (2 + (i / 4) % 3).min(n) } else { 2 + (i / 4) % 3 };
             let script = "echo \"rank $KOALESCE_RANK of $KOALESCE_SIZE at $KOALESCE_SITE; peers $KOALESCE_PEERS\"; sleep 2";
             t.push_str(&format!("name = \"coupled-{i}\"\nexecutable = \"/bin/sh\"\n"));
             t.push_str(&format!("arguments = [\"-c\", {}]\n", toml_str(script)));
@@ -209,8 +217,23 @@ impl DemoArgs {
         if self.jobs == 0 {
             bail!("--jobs must be at least 1");
         }
+        // A Slurm test bed outlives the server (dropped after it).
+        let bed = if self.slurm {
+            Some(crate::slurm_bench::Bed::get(self.bed.as_deref(), 3, 0)?)
+        } else {
+            None
+        };
+        let config = match &bed {
+            Some(b) => format!(
+                "{}
+{}",
+                server_config(500, true),
+                b.sites_toml()?
+            ),
+            None => server_config(500, true),
+        };
         let opts = LocalServerOptions {
-            config_toml: Some(server_config(500, true)),
+            config_toml: Some(config),
             keep_data_dir: self.keep,
             ..Default::default()
         };
@@ -224,6 +247,7 @@ impl DemoArgs {
             eprintln!("{}", server.log_tail(30));
         }
         drop(server);
+        drop(bed);
         let ok = result?;
         eprintln!("demo finished in {:.1} s; server stopped", t_start.elapsed().as_secs_f64());
         Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
@@ -461,6 +485,20 @@ mod tests {
         assert_eq!(kinds["single"], 18);
         assert_eq!(kinds["coupled"], 9);
         assert_eq!(kinds["data"], 9);
+    }
+
+    #[test]
+    fn fixed_components_fit_three_sites() {
+        let three: Vec<String> = ["alpha", "beta", "gamma"].iter().map(|s| s.to_string()).collect();
+        for i in 0..36 {
+            let (kind, text) = demo_job(i, &three, &sample_files());
+            let v: toml::Value = toml::from_str(&text).unwrap();
+            let comps = v["components"].as_array().unwrap();
+            if kind == DemoKind::Coupled && comps[0].get("site").is_some() {
+                let fixed: std::collections::BTreeSet<_> = comps.iter().map(|c| c["site"].as_str().unwrap()).collect();
+                assert_eq!(fixed.len(), comps.len(), "{text}");
+            }
+        }
     }
 
     #[test]
