@@ -109,6 +109,7 @@ pub mod supervised;
 pub mod supervisor_cmd;
 pub mod transfer;
 pub mod users;
+pub mod web;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -273,6 +274,7 @@ pub async fn start(opts: ServerOptions) -> anyhow::Result<RunningServer> {
                     h.used.store(p.used, std::sync::atomic::Ordering::Relaxed);
                 }
             }
+            web::prepare(&store)?;
             // Reservations first: no job may claim what they hold.
             reservations::restore(&store, &sites)?;
             daemon::recover(&config, &store, &sites).map(|st| (st, store, sites))
@@ -298,7 +300,8 @@ pub async fn start(opts: ServerOptions) -> anyhow::Result<RunningServer> {
     let (tx, rx) = tokio::sync::watch::channel(false);
     let driver = tokio::spawn(daemon::drive(shared.clone(), rx.clone()));
     let worker = tokio::spawn(daemon::lrm::worker(shared.clone(), lrm_rx, rx.clone()));
-    let mut app = api::router(shared.clone());
+    // The dashboard shares the API's port (its pages under /, the API under /api/v1).
+    let mut app = api::router(shared.clone()).merge(web::router(shared.clone()));
     let mut tasks = vec![driver, worker];
     if let Some(f) = &opts.config.federation {
         let (routes, gs) = peer::start(shared.clone(), f, &opts.data_dir, rx.clone()).context("starting the federation")?;

@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use koalesce_core::model::{CoallocationMode, JobId, Millis, NetworkForecast, ReplicaCatalogue, Site, SiteId};
+use koalesce_core::model::{CoallocationMode, JobId, Millis, NetworkForecast, Priority, ReplicaCatalogue, Site, SiteId};
 use koalesce_core::scheduler::{Action, ComponentOutcome, Scheduler, TransferKey};
 use koalesce_core::state::JobState;
 use thiserror::Error;
@@ -56,6 +56,9 @@ pub struct UtilizationBucket {
     pub pwt: u64,
     /// Placed but not yet claimed processors (PGT: usable by local jobs).
     pub pgt: u64,
+    /// Jobs in each placement queue (super-high, high, low, super-low) at the start of the
+    /// bucket (timeline buckets only).
+    pub queued: [u32; 4],
 }
 
 /// What one job did, for the per-job CSV.
@@ -88,6 +91,15 @@ pub struct JobRecord {
     /// or co-allocated the job.
     pub predicted_start: Option<Millis>,
     pub predicted_delivery: Option<Millis>,
+    /// Each component's site (of its last placement; `None` if never placed) and processors.
+    pub placement: Vec<ComponentRecord>,
+}
+
+/// Where one component of a job was placed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ComponentRecord {
+    pub site: Option<String>,
+    pub processors: u32,
 }
 
 impl JobRecord {
@@ -129,6 +141,9 @@ pub struct SimResult {
     pub reservations_granted: u64,
     pub reservations_refused: u64,
     pub reservation_claims_refused: u64,
+    /// The scheduler's bandwidth forecast at the end of the run, Mbit/s from (row) → to
+    /// (column); 0 on the diagonal.
+    pub forecast_mbps: Vec<Vec<f64>>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -502,8 +517,11 @@ impl Simulation {
             let to = t.min((b as u64 + 1) * self.bucket_ms);
             while self.timeline.len() <= b {
                 let start_ms = self.timeline.len() as u64 * self.bucket_ms;
+                // The queues do not change over [self.now, t): this is their length at start_ms.
+                let queued = Priority::ALL.map(|p| self.scheduler.queued(p).count() as u32);
                 self.timeline.push(UtilizationBucket {
                     start_ms,
+                    queued,
                     ..Default::default()
                 });
             }
@@ -787,10 +805,34 @@ impl Simulation {
                     },
                     predicted_start: j.prediction.map(|p| p.start()),
                     predicted_delivery: j.prediction.map(|p| p.delivery()),
+                    placement: j
+                        .components
+                        .iter()
+                        .map(|c| ComponentRecord {
+                            site: c.site.map(|s| names[s.index()].clone()),
+                            processors: c.processors,
+                        })
+                        .collect(),
                 }
             })
             .collect();
+        let n = self.sites.len();
+        let forecast = self.scheduler.forecast();
+        let forecast_mbps = (0..n)
+            .map(|a| {
+                (0..n)
+                    .map(|b| {
+                        if a == b {
+                            0.0
+                        } else {
+                            forecast.get(SiteId(a as u32), SiteId(b as u32)).0 / 1e6
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
         SimResult {
+            forecast_mbps,
             scenario: self.scenario_name,
             policy: self.scheduler.config().default_policy.name().to_string(),
             seed: self.seed,

@@ -4,6 +4,7 @@ pub mod broker;
 pub mod broker_bench;
 pub mod engine;
 pub mod experiments;
+pub mod html;
 pub mod lrm;
 pub mod metrics;
 pub mod network;

@@ -28,14 +28,15 @@ pub enum ExperimentWhich {
     /// placement on submission, background, 000's rules, arrival rates, §5.2's load and scan rule).
     ///
     /// Writes DIR/koala.md (every table: configuration results, per-shape results, seed vs
-    /// koalesce), DIR/runs.csv (one line per run) and the SVG plots.
+    /// koalesce), DIR/runs.csv (one line per run) and the SVG plots; with --html also
+    /// DIR/koala.html.
     Koala(KoalaArgs),
     /// The broker of 001: Tables I and II (co-allocation by reservations, Algorithms 1 and 2,
     /// 001 §5.2.2) side by side with the seed, their sensitivity to the setup details the seed
     /// leaves open, and co-allocation by reservations against KOALA's claiming on W30/W50.
     ///
     /// Writes DIR/broker.md (every table, seed vs koalesce with verdicts), DIR/runs.csv and the
-    /// SVG plots. Runs in parallel over seeds; the output is the same for any number of threads.
+    /// SVG plots (with --html also DIR/broker.html). Runs in parallel over seeds; the output is the same for any number of threads.
     Broker(BrokerArgs),
     /// Peer-to-peer grid scheduling with job and data migration (002, Shan, Oliker, Smith,
     /// Biswas): twelve servers with their local and grid schedulers, real traces carrying Table
@@ -91,6 +92,10 @@ pub struct BrokerArgs {
     /// Worker threads (default: one per core).
     #[arg(long)]
     threads: Option<usize>,
+    /// Also write DIR/broker.html: one self-contained page with the seed comparisons and their
+    /// verdicts, every table and the plots inline.
+    #[arg(long)]
+    html: bool,
     /// No progress bar.
     #[arg(long, short)]
     quiet: bool,
@@ -115,9 +120,19 @@ pub struct KoalaArgs {
     /// runners, calibration, sensitivity. Default: all.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
+    /// Also write DIR/koala.html: one self-contained page with the seed comparisons and their
+    /// verdicts, every table and the plots inline.
+    #[arg(long)]
+    html: bool,
     /// No progress bar.
     #[arg(long, short)]
     quiet: bool,
+}
+
+fn write_html(path: &std::path::Path, page: &str) -> anyhow::Result<PathBuf> {
+    std::fs::write(path, page).with_context(|| format!("writing {}", path.display()))?;
+    println!("report in {}", path.display());
+    Ok(path.to_path_buf())
 }
 
 impl ExperimentCommand {
@@ -187,7 +202,10 @@ impl KoalaArgs {
             })
         });
         bar.finish_and_clear();
-        let files = koala::write_report(&outcome, &self.out).with_context(|| format!("writing results to {}", self.out.display()))?;
+        let mut files = koala::write_report(&outcome, &self.out).with_context(|| format!("writing results to {}", self.out.display()))?;
+        if self.html {
+            files.push(write_html(&self.out.join("koala.html"), &koala::html(&outcome))?);
+        }
         let (yes, partly, no, uncounted) = koala::tally(&koala::checks(&outcome));
         println!(
             "{} runs ({} seeds{}); seed comparisons: {yes} yes, {partly} partly, {no} no ({uncounted} rows not counted)",
@@ -244,7 +262,10 @@ impl BrokerArgs {
             .context("starting the worker threads")?;
         let outcome = pool.install(|| broker::run(&opts, &|done, _| bar.set_position(done as u64)));
         bar.finish_and_clear();
-        let files = report::write(&outcome, &self.out).with_context(|| format!("writing results to {}", self.out.display()))?;
+        let mut files = report::write(&outcome, &self.out).with_context(|| format!("writing results to {}", self.out.display()))?;
+        if self.html {
+            files.push(write_html(&self.out.join("broker.html"), &report::html(&outcome))?);
+        }
         let checks = report::checks(&outcome);
         let count = |v: report::Verdict| checks.iter().filter(|c| c.verdict == v).count();
         for t in &outcome.tables {

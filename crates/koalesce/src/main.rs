@@ -5,11 +5,13 @@ use clap::{Parser, Subcommand};
 mod agent_cmds;
 mod broker_cmds;
 mod client_cmds;
+mod dashboard_bench;
 mod experiment_cmds;
 mod expr_bench;
 mod federation_cmds;
 mod federation_demo;
 mod format_cmds;
+mod html_bench;
 mod netbed;
 mod netbed_cmds;
 mod server_cmds;
@@ -130,6 +132,10 @@ enum BenchCommand {
     Ttd(broker_cmds::BenchTtdArgs),
     /// Cost of one REQUIREMENTS / RANK evaluation (compiled expression vs. hand-written Rust).
     Expr(expr_bench::BenchExprArgs),
+    /// Rendering the HTML reports and the dashboard's charts for a run of many jobs.
+    Html(html_bench::BenchHtmlArgs),
+    /// Server-side render time of the dashboard's pages with 100,000 jobs.
+    Dashboard(dashboard_bench::BenchDashboardArgs),
     /// Start skew of coupled jobs across 3 Slurm clusters (a test bed it brings up), from the
     /// programs' own clocks, and submit-to-start latency.
     Costart(slurm_bench::BenchCostartArgs),
@@ -183,6 +189,8 @@ fn main() -> std::process::ExitCode {
             BenchCommand::E2e(a) => a.run(),
             BenchCommand::Ttd(a) => a.run(),
             BenchCommand::Expr(a) => a.run(),
+            BenchCommand::Html(a) => a.run(),
+            BenchCommand::Dashboard(a) => a.run(),
             BenchCommand::Costart(a) => a.run(),
             BenchCommand::SlurmOverhead(a) => a.run(),
         },

@@ -21,7 +21,8 @@ pub enum SimCommand {
     /// Scenario mode writes DIR/jobs.csv (job_id, name, state, priority, submit, placed,
     /// claimed, start, end, ftt_ms, components, size, sites, placement_tries, claiming_tries,
     /// placement_ms, pgt_ms, pwt_ms, twt_ms, error_resubmissions, preemptions, start_delay_ms),
-    /// utilization.csv, utilization.svg and summary.txt, and prints the summary. Single-cluster
+    /// utilization.csv, utilization.svg and summary.txt (with --html also report.html), and
+    /// prints the summary. Single-cluster
     /// mode writes only DIR/jobs.csv (job_id, submit, start, end, procs, wait, runtime; seconds
     /// as in the trace).
     Sim(SimArgs),
@@ -47,6 +48,12 @@ pub struct SimArgs {
     /// Single-cluster mode: processors of the cluster.
     #[arg(long)]
     procs: Option<u64>,
+    /// Also write DIR/report.html: one self-contained page (charts and stylesheet inline, works
+    /// offline) with utilization, queue lengths, Gantt charts of the jobs and the machine
+    /// (the first 200 jobs), the longest waits' timelines, the bandwidth forecast and the
+    /// summary tables.
+    #[arg(long, conflicts_with = "trace")]
+    html: bool,
     /// No progress bar.
     #[arg(long, short)]
     quiet: bool,
@@ -94,6 +101,12 @@ impl SimArgs {
         println!("{report}");
         for r in result.rejected.iter().take(5) {
             eprintln!("rejected at submission: {r}");
+        }
+        if self.html {
+            let path = self.out.join("report.html");
+            std::fs::write(&path, koalesce_sim::html::run_report(&result, &report))
+                .with_context(|| format!("writing {}", path.display()))?;
+            println!("report in {}", path.display());
         }
         println!("results in {}", self.out.display());
         Ok(ExitCode::SUCCESS)

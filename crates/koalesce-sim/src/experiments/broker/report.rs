@@ -617,6 +617,41 @@ pub fn write(o: &Outcome, dir: &Path) -> io::Result<Vec<PathBuf>> {
     Ok(files)
 }
 
+/// The self-contained HTML report (`koalesce experiment broker --html`): the seed comparisons
+/// of Tables I and II with their verdicts, then every table of [`markdown`] and the plots.
+pub fn html(o: &Outcome) -> String {
+    use crate::html::experiment::{experiment_report, CheckRow};
+    let rows: Vec<CheckRow> = checks(o)
+        .into_iter()
+        .map(|c| CheckRow {
+            reference: "001 §5.2.2".to_string(),
+            quantity: c.what,
+            seed: c.seed,
+            koalesce: c.ours,
+            verdict: c.verdict.name(),
+            basis: "text".to_string(),
+            counted: true,
+        })
+        .collect();
+    // The Markdown report links no plot: show them all after its tables.
+    let plots = plots(o);
+    let mut md = markdown(o);
+    md.push_str("\n## Plots\n\n");
+    for (name, _) in &plots {
+        md.push_str(&format!("![{name}]({name})\n"));
+    }
+    experiment_report(
+        "Broker experiment (001 §5.2.2)",
+        &format!(
+            "koalesce experiment broker: seeds {:?}, {} requests per seed and configuration.",
+            o.options.seeds, o.options.runs
+        ),
+        &rows,
+        &md,
+        &plots,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

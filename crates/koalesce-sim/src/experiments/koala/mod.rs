@@ -28,7 +28,7 @@ mod runs_csv;
 
 pub use checks::{checks, in_range, less, tally, Basis, Check, Verdict};
 pub use configs::configs;
-pub use report::{markdown, write_report};
+pub use report::{html, markdown, write_report};
 
 use super::measure::RunMetrics;
 use super::{run_configs, Config, ConfigResult};

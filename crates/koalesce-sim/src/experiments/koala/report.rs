@@ -316,3 +316,33 @@ fn transfer_table(s: &mut String, cs: &[ConfigResult]) {
     }
     s.push('\n');
 }
+
+/// The self-contained HTML report (`koalesce experiment koala --html`): the seed comparisons
+/// with their verdicts, then every table of [`markdown`] with the plots inline.
+pub fn html(o: &Outcome) -> String {
+    use crate::html::experiment::{experiment_report, CheckRow};
+    let rows: Vec<CheckRow> = checks(o)
+        .into_iter()
+        .map(|c| CheckRow {
+            reference: c.reference,
+            quantity: c.quantity,
+            seed: c.seed,
+            koalesce: c.koalesce,
+            verdict: c.verdict.name(),
+            basis: c.basis.name().to_string(),
+            counted: c.basis.counted(),
+        })
+        .collect();
+    experiment_report(
+        "KOALA experiments in the koalesce simulator",
+        &format!(
+            "koalesce experiment koala: seeds {:?}, job counts × {}; experiments: {}.",
+            o.options.seeds,
+            o.options.scale,
+            o.experiments.iter().map(|(e, _)| e.id()).collect::<Vec<_>>().join(", ")
+        ),
+        &rows,
+        &markdown(o),
+        &plots(o),
+    )
+}
