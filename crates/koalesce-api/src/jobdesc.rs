@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use koalesce_core::expr::Expr;
+use koalesce_core::expr::{Expr, JobExpr};
 use koalesce_core::model::{ComponentSpec, FileMode, FlexibleRequest, PolicyKind};
 use koalesce_core::{JobSpec, Millis, Priority, SiteId};
 use serde::{Deserialize, Serialize};
@@ -352,8 +352,23 @@ impl JobDescription {
             priority: self.priority.as_deref().map(|p| p.parse().unwrap()).unwrap_or_default(),
             policy: self.policy.as_deref().map(|p| p.parse().unwrap()),
             min_components: self.min_components,
+            requirements: expression("requirements", self.requirements.as_deref())?,
+            rank: expression("rank", self.rank.as_deref())?,
+            deadline_ms: self
+                .deadline
+                .as_deref()
+                .map(parse_duration)
+                .transpose()
+                .map_err(DescriptionError::Invalid)?,
+            ..JobSpec::default()
         })
     }
+}
+
+/// A REQUIREMENTS or RANK field compiled for the core (the error names the field and column).
+fn expression(field: &str, text: Option<&str>) -> Result<Option<JobExpr>, DescriptionError> {
+    text.map(|t| JobExpr::new(t).map_err(|e| DescriptionError::Invalid(format!("field '{field}': {e}"))))
+        .transpose()
 }
 
 fn check_environment(field: &str, env: &BTreeMap<String, String>) -> Result<(), String> {

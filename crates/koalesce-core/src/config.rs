@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::gridway::{GridwayConfig, Queueing};
 use crate::model::{Millis, PolicyKind, SiteId};
 
 /// How the time between placement-queue scans is chosen.
@@ -105,6 +106,10 @@ pub struct SchedulerConfig {
     pub history: HistorySeed,
     /// Try to place a job as soon as it is submitted instead of at the next scan.
     pub place_on_submit: bool,
+    /// How a scan orders the queued jobs: KOALA's four queues or GridWay's job priority.
+    pub queueing: Queueing,
+    /// GridWay's job and resource priorities and banning (004; `sched.conf`).
+    pub gridway: GridwayConfig,
 }
 
 impl Default for SchedulerConfig {
@@ -127,6 +132,8 @@ impl Default for SchedulerConfig {
             max_error_resubmissions: None,
             history: HistorySeed::AllPairs,
             place_on_submit: false,
+            queueing: Queueing::Koala,
+            gridway: GridwayConfig::default(),
         }
     }
 }
@@ -179,6 +186,9 @@ impl SchedulerConfig {
         }
         if self.blacklist_threshold == 0 {
             return err("blacklist_threshold", "must be at least 1");
+        }
+        if let Err((field, reason)) = self.gridway.validate() {
+            return Err(ConfigError { field, reason });
         }
         if self.anti_starvation_tries == Some(0) {
             return err("anti_starvation_tries", "P must be at least 1 (omit it for infinity)");

@@ -160,6 +160,7 @@ pub fn build(scenario: &Scenario, rng: &mut Rng, catalogue: &mut ReplicaCatalogu
                         priority: j.priority,
                         policy: None,
                         min_components: None,
+                        ..JobSpec::default()
                     },
                     runtime_ms,
                 });
@@ -262,6 +263,7 @@ fn generate(
                 priority,
                 policy: None,
                 min_components: None,
+                ..JobSpec::default()
             },
             runtime_ms,
         });

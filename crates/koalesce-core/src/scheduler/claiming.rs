@@ -145,11 +145,18 @@ impl Scheduler {
                     })
                     .collect(),
             );
+            // REQUIREMENTS, RANK, GridWay's priority and bans hold here too (gridway.rs).
+            let choice = self.site_choice(now, id, &capacity);
+            if let Some(c) = &choice {
+                capacity = c.capacity.clone();
+            }
+            let job = &self.jobs[&id];
             let ctx = PlacementContext {
                 sites: &self.sites,
                 catalogue: &self.catalogue,
                 forecast: &self.forecast,
                 staged: &job.staged,
+                preference: choice.as_ref().map(|c| c.preference.as_slice()),
             };
             let one = [(i, procs)];
             let req = PlacementRequest {
@@ -226,6 +233,7 @@ impl Scheduler {
                 catalogue: &self.catalogue,
                 forecast: &self.forecast,
                 staged: &job.staged,
+                preference: None,
             };
             let placement = placement_at(&ctx, &job.spec, job.components.len(), i, target, procs);
             self.move_component(id, i, placement);

@@ -15,6 +15,8 @@
 //! - `claiming`: the claiming queue, ICP (re-placement, preemption), the launch.
 //! - `reservation`: claiming with advance reservations.
 //! - `release`: faults, ends, cancellation, blacklisting, returns to the placement queue.
+//! - `gridway`: REQUIREMENTS / RANK and GridWay's priorities and banning in placement tries,
+//!   the `queueing = "gridway"` scan, the GW_* environment.
 //! - `read`: read access for drivers, metrics and tests.
 //!
 //! This file holds the [`Scheduler`] itself and the timer interface (`poll_timeout`,
@@ -23,6 +25,7 @@
 mod action;
 mod claiming;
 mod error;
+mod gridway;
 mod info;
 mod job;
 mod read;
@@ -63,6 +66,8 @@ pub struct Scheduler {
     actions: VecDeque<Action>,
     next_job: u64,
     stats: SchedulerStats,
+    /// GridWay's matching caches, bans, usage and share history (`gridway.rs`).
+    gridway: gridway::GridwayState,
 }
 
 impl Scheduler {
@@ -74,6 +79,7 @@ impl Scheduler {
             HistorySeed::Empty => CloseToFiles::default(),
             HistorySeed::Pairs { pairs } => CloseToFiles::with_history(pairs.iter().copied()),
         };
+        let gridway = gridway::GridwayState::new(&config, &sites);
         let views = sites
             .iter()
             .map(|s| SiteView {
@@ -100,6 +106,7 @@ impl Scheduler {
             actions: VecDeque::new(),
             next_job: 1,
             stats: SchedulerStats::default(),
+            gridway,
         }
     }
 

@@ -60,6 +60,7 @@ impl Scheduler {
         match outcome {
             ComponentOutcome::Success => {
                 self.views[site.index()].consecutive_errors = 0;
+                self.gridway_on_success(now, job, site);
                 let j = &self.jobs[&job];
                 if j.components
                     .iter()
@@ -97,6 +98,7 @@ impl Scheduler {
 
     pub(super) fn record_soft_error(&mut self, now: Millis, site: SiteId) {
         self.stats.soft_errors += 1;
+        self.gridway_on_failure(now, site);
         let threshold = self.config.blacklist_threshold;
         let expiry = self.config.blacklist_expiry_ms;
         let v = &mut self.views[site.index()];

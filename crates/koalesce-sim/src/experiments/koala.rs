@@ -119,6 +119,7 @@ fn policy_name(p: PolicyKind) -> &'static str {
         PolicyKind::Wf => "WF",
         PolicyKind::Cm => "CM",
         PolicyKind::Fcm => "FCM",
+        PolicyKind::Gridway => "GridWay",
     }
 }
 

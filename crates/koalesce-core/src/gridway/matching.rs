@@ -1,0 +1,263 @@
+//! Evaluating jobs' REQUIREMENTS and RANK against sites inside the placement scan, cheaply.
+//!
+//! The core keeps one [`SiteSnapshot`] per site with its published attributes (built once: sites
+//! do not change); the load-dependent variables (QUEUE_FREENODECOUNT, CPU_FREE) are taken from
+//! the processors the scan still has at the site when an expression is evaluated. Values are
+//! cached per (expression text, site):
+//! - an expression that does not read the load (`!depends_on_load()`) is evaluated once per site
+//!   until the replica catalogue changes;
+//! - one that does is evaluated again only when the site's free count differs from the one of
+//!   the cached value;
+//! - the data functions' answers (the site's replica of each file the expression names) are
+//!   bound once per (expression, site) and catalogue version.
+//!
+//! Jobs with the same expression text (arrays, templates) share one cache. The cache is bounded:
+//! past [`MAX_EXPRESSIONS`] distinct texts it is emptied and refilled on demand.
+
+use std::collections::HashMap;
+
+use crate::expr::{Compiled, HostVars, IntVar, SiteSnapshot, StrVar};
+use crate::model::{ReplicaCatalogue, Site, SiteId};
+
+/// Distinct expression texts cached before the cache is emptied.
+pub const MAX_EXPRESSIONS: usize = 4096;
+
+/// Marks an entry with no cached value.
+const NO_VALUE: u32 = u32::MAX;
+
+#[derive(Debug, Clone, Default)]
+struct SiteEntry {
+    /// Catalogue version the file answers were bound at (0: never).
+    version: u64,
+    files: Box<[Option<u64>]>,
+    /// Free count the value was computed for (or 0 for load-independent values); NO_VALUE: none.
+    free: u32,
+    value: i64,
+}
+
+/// One site as an expression sees it: its snapshot, its current free count, and the answers of
+/// the data functions for the expression being evaluated.
+struct Host<'a> {
+    base: &'a SiteSnapshot,
+    processors: u32,
+    free: u32,
+    files: &'a [Option<u64>],
+}
+
+impl HostVars for Host<'_> {
+    #[inline]
+    fn int(&self, var: IntVar) -> i64 {
+        match var {
+            IntVar::QueueFreeNodeCount => self.free as i64,
+            IntVar::CpuFree if self.processors > 0 => self.free as i64 * 100 / self.processors as i64,
+            _ => self.base.int(var),
+        }
+    }
+    #[inline]
+    fn str(&self, var: StrVar) -> &str {
+        self.base.str(var)
+    }
+    #[inline]
+    fn close_file(&self, file: usize) -> Option<u64> {
+        self.files.get(file).copied().flatten()
+    }
+    #[inline]
+    fn has_software(&self, _tag: usize) -> bool {
+        // Sites publish no software tags yet.
+        false
+    }
+}
+
+/// Counters of the matcher (for benchmarks and metrics).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MatchStats {
+    /// Expression programs run.
+    pub evaluations: u64,
+    /// Values served from the cache.
+    pub cached: u64,
+}
+
+/// Site snapshots and the per-(expression, site) value caches.
+#[derive(Debug, Clone)]
+pub struct Matcher {
+    base: Vec<SiteSnapshot>,
+    processors: Vec<u32>,
+    /// Catalogue version; bumped whenever the catalogue may have changed.
+    version: u64,
+    exprs: HashMap<String, Vec<SiteEntry>>,
+    stats: MatchStats,
+}
+
+impl Matcher {
+    pub fn new(sites: &[Site]) -> Self {
+        Matcher {
+            base: sites.iter().map(|s| SiteSnapshot::for_site(s, s.processors)).collect(),
+            processors: sites.iter().map(|s| s.processors).collect(),
+            version: 1,
+            exprs: HashMap::new(),
+            stats: MatchStats::default(),
+        }
+    }
+
+    /// The replica catalogue changed: every data function answer must be bound again.
+    pub fn catalogue_changed(&mut self) {
+        self.version += 1;
+    }
+
+    pub fn stats(&self) -> MatchStats {
+        self.stats
+    }
+
+    /// Distinct expression texts cached now.
+    pub fn cached_expressions(&self) -> usize {
+        self.exprs.len()
+    }
+
+    /// The site's snapshot (published attributes, all processors free).
+    pub fn snapshot(&self, site: SiteId) -> &SiteSnapshot {
+        &self.base[site.index()]
+    }
+
+    /// An evaluator of `expr` against the sites, reading data functions from `catalogue`.
+    pub fn evaluator<'a>(&'a mut self, expr: &'a Compiled, catalogue: &'a ReplicaCatalogue) -> Evaluator<'a> {
+        if !self.exprs.contains_key(expr.source()) && self.exprs.len() >= MAX_EXPRESSIONS {
+            self.exprs.clear();
+        }
+        let n = self.base.len();
+        let entries = self.exprs.entry(expr.source().to_string()).or_insert_with(|| {
+            vec![
+                SiteEntry {
+                    free: NO_VALUE,
+                    ..SiteEntry::default()
+                };
+                n
+            ]
+        });
+        Evaluator {
+            expr,
+            catalogue,
+            load: expr.depends_on_load(),
+            base: &self.base,
+            processors: &self.processors,
+            version: self.version,
+            entries,
+            stats: &mut self.stats,
+        }
+    }
+}
+
+/// Evaluates one expression at sites, through the cache.
+pub struct Evaluator<'a> {
+    expr: &'a Compiled,
+    catalogue: &'a ReplicaCatalogue,
+    load: bool,
+    base: &'a [SiteSnapshot],
+    processors: &'a [u32],
+    version: u64,
+    entries: &'a mut Vec<SiteEntry>,
+    stats: &'a mut MatchStats,
+}
+
+impl Evaluator<'_> {
+    /// The expression's value at `site` when `free` processors are free there (a boolean is
+    /// 1 or 0; the empty expression is 0).
+    pub fn value(&mut self, site: SiteId, free: u32) -> i64 {
+        let i = site.index();
+        let e = &mut self.entries[i];
+        if e.version != self.version {
+            e.version = self.version;
+            e.free = NO_VALUE;
+            let files = self.expr.files();
+            if e.files.len() != files.len() || !files.is_empty() {
+                e.files = files
+                    .iter()
+                    .map(|f| self.catalogue.get(f).filter(|x| x.replicas.contains(&site)).map(|x| x.size_bytes))
+                    .collect();
+            }
+        }
+        let key = if self.load { free.min(NO_VALUE - 1) } else { 0 };
+        if e.free == key {
+            self.stats.cached += 1;
+            return e.value;
+        }
+        let host = Host {
+            base: &self.base[i],
+            processors: self.processors[i],
+            free,
+            files: &e.files,
+        };
+        e.value = self.expr.eval(&host).as_int();
+        e.free = key;
+        self.stats.evaluations += 1;
+        e.value
+    }
+
+    /// As requirements: whether the site qualifies (the empty expression accepts every site).
+    pub fn matches(&mut self, site: SiteId, free: u32) -> bool {
+        self.expr.is_empty() || self.value(site, free) != 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::expr::Expr;
+    use crate::model::SiteAttributes;
+
+    fn sites() -> Vec<Site> {
+        [("a", 2800), ("b", 2800), ("c", 1001)]
+            .iter()
+            .map(|&(n, mhz)| Site {
+                name: n.into(),
+                processors: 50,
+                speed: 1.0,
+                supports_reservations: false,
+                attributes: SiteAttributes {
+                    cpu_mhz: mhz,
+                    ..Default::default()
+                },
+            })
+            .collect()
+    }
+
+    #[test]
+    fn cached_values_follow_load_and_catalogue() {
+        let mut m = Matcher::new(&sites());
+        let mut cat = ReplicaCatalogue::new();
+        cat.insert("myfile", 405_000_000, [SiteId(2)]);
+        let rank = Expr::compile("CPU_MHZ + QUEUE_FREENODECOUNT + SIZE_CLOSE_DATA(\"myfile\") / 135").unwrap();
+        let fixed = Expr::compile("CPU_MHZ > 2000 & HAS_CLOSE_DATA(\"myfile\") = 0").unwrap();
+        {
+            let mut ev = m.evaluator(&rank, &cat);
+            assert_eq!(ev.value(SiteId(2), 0), 4001); // 004 Table 3 (c), 405 MB at C
+            assert_eq!(ev.value(SiteId(0), 16), 2816);
+            assert_eq!(ev.value(SiteId(0), 16), 2816); // cached
+            assert_eq!(ev.value(SiteId(0), 15), 2815); // the load changed
+        }
+        assert_eq!(m.stats(), MatchStats { evaluations: 3, cached: 1 });
+        {
+            let mut ev = m.evaluator(&fixed, &cat);
+            assert!(ev.matches(SiteId(0), 3) && ev.matches(SiteId(0), 40)); // one evaluation
+            assert!(!ev.matches(SiteId(2), 3));
+        }
+        assert_eq!(m.stats().evaluations, 5);
+        // A replica appears at A: the data functions see it once the catalogue changed.
+        cat.add_replica("myfile", SiteId(0));
+        m.catalogue_changed();
+        let mut ev = m.evaluator(&fixed, &cat);
+        assert!(!ev.matches(SiteId(0), 3));
+        let mut ev = m.evaluator(&rank, &cat);
+        assert_eq!(ev.value(SiteId(0), 15), 2815 + 3000);
+    }
+
+    #[test]
+    fn the_cache_is_bounded() {
+        let mut m = Matcher::new(&sites());
+        let cat = ReplicaCatalogue::new();
+        for i in 0..MAX_EXPRESSIONS + 10 {
+            let e = Expr::compile(&format!("CPU_MHZ + {i}")).unwrap();
+            assert_eq!(m.evaluator(&e, &cat).value(SiteId(1), 0), 2800 + i as i64);
+            assert!(m.cached_expressions() <= MAX_EXPRESSIONS);
+        }
+    }
+}
