@@ -17,14 +17,26 @@ use std::collections::BTreeSet;
 use crate::model::{FileMode, FlexibleRequest, Millis, NetworkForecast, PolicyKind, ReplicaCatalogue, Site, SiteId};
 
 /// Processors a policy may still hand out per site during one placement attempt.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Capacity {
     available: Vec<u32>,
     /// The largest entry of `available`, kept up to date by `take`.
     max: u32,
     /// Whether some site is excluded (blacklisted) from this view.
     excluded: bool,
+    /// Sites with processors, by decreasing availability when first asked (built on demand by
+    /// [`Capacity::sites_with_room`]). Availability only falls afterwards, so the sites that
+    /// have at least n now are among the leading entries that had at least n then.
+    by_room: std::cell::OnceCell<std::sync::Arc<[(u32, SiteId)]>>,
 }
+
+impl PartialEq for Capacity {
+    fn eq(&self, other: &Self) -> bool {
+        (&self.available, self.max, self.excluded) == (&other.available, other.max, other.excluded)
+    }
+}
+
+impl Eq for Capacity {}
 
 impl Capacity {
     /// `available[i]` = idle processors at site i minus placed-unclaimed ones; 0 for an
@@ -35,6 +47,7 @@ impl Capacity {
             available,
             max,
             excluded: false,
+            by_room: std::cell::OnceCell::new(),
         }
     }
     /// The same, remembering that some sites were left out as unusable.
@@ -66,6 +79,28 @@ impl Capacity {
     /// The largest number of processors available at one site.
     pub fn max_available(&self) -> u32 {
         self.max
+    }
+    /// The sites with at least `n` available processors (`n` ≥ 1), most available first (as
+    /// of the first call; ties by id), without visiting the others: the index is built once per
+    /// view.
+    pub fn sites_with_room(&self, n: u32) -> impl Iterator<Item = SiteId> + '_ {
+        let index = self.by_room.get_or_init(|| {
+            let mut v: Vec<(u32, SiteId)> = self
+                .available
+                .iter()
+                .enumerate()
+                .filter(|(_, &a)| a > 0)
+                .map(|(i, &a)| (a, SiteId(i as u32)))
+                .collect();
+            v.sort_by_key(|&(a, s)| (std::cmp::Reverse(a), s));
+            v.into()
+        });
+        let n = n.max(1);
+        index
+            .iter()
+            .take_while(move |&&(a, _)| a >= n)
+            .map(|&(_, s)| s)
+            .filter(move |&s| self.available(s) >= n)
     }
     /// Processors available over all sites.
     pub fn total_available(&self) -> u64 {

@@ -484,3 +484,26 @@ proptest! {
         prop_assert!(h.all_terminal());
     }
 }
+
+proptest! {
+    /// The index of sites with room stays exact as processors are taken from the view.
+    #[test]
+    fn sites_with_room_lists_exactly_the_sites_with_room(
+        avail in proptest::collection::vec(0u32..20, 1..30),
+        takes in proptest::collection::vec((0usize..30, 0u32..20), 0..20),
+        n in 1u32..20,
+    ) {
+        use koalesce_core::placement::Capacity;
+        let mut c = Capacity::new(avail.clone());
+        let _ = c.sites_with_room(1).count(); // build the index before the takes
+        for (s, p) in takes {
+            let s = SiteId((s % avail.len()) as u32);
+            let p = p.min(c.available(s));
+            c.take(s, p);
+        }
+        let mut got: Vec<SiteId> = c.sites_with_room(n).collect();
+        got.sort();
+        let want: Vec<SiteId> = c.sites().filter(|&s| c.available(s) >= n).collect();
+        prop_assert_eq!(got, want);
+    }
+}

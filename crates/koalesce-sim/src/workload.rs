@@ -1,6 +1,7 @@
 //! Grid workloads: the KOALA generators (000 §4.2 W30/W50, 003 §5.2, 003 Table 6.1), Poisson
 //! arrivals scaled to a target utilization, and explicitly listed jobs.
 
+use koalesce_core::expr::JobExpr;
 use koalesce_core::model::{ComponentSpec, FileMode, JobSpec, Millis, Priority, ReplicaCatalogue, SiteId};
 
 use crate::rng::Rng;
@@ -148,6 +149,13 @@ pub fn build(scenario: &Scenario, rng: &mut Rng, catalogue: &mut ReplicaCatalogu
                     }
                 }
                 let runtime_ms = (j.runtime_s * 1000.0).round() as Millis;
+                let expr = |name: &str, text: &Option<String>| {
+                    text.as_deref()
+                        .map(JobExpr::new)
+                        .transpose()
+                        .map_err(|e| scenario.workload_error(&field(name), e.to_string()))
+                };
+                let (requirements, rank) = (expr("requirements", &j.requirements)?, expr("rank", &j.rank)?);
                 out.push(GridArrival {
                     submit_ms: (j.submit_s * 1000.0).round() as Millis,
                     spec: JobSpec {
@@ -160,6 +168,8 @@ pub fn build(scenario: &Scenario, rng: &mut Rng, catalogue: &mut ReplicaCatalogu
                         priority: j.priority,
                         policy: None,
                         min_components: None,
+                        requirements,
+                        rank,
                         ..JobSpec::default()
                     },
                     runtime_ms,

@@ -84,8 +84,20 @@ pub struct Matcher {
     processors: Vec<u32>,
     /// Catalogue version; bumped whenever the catalogue may have changed.
     version: u64,
-    exprs: HashMap<String, Vec<SiteEntry>>,
+    /// One slot of per-site values per distinct expression text.
+    slots: Vec<Slot>,
+    by_text: HashMap<String, usize>,
+    /// Compiled program address → slot: jobs share one compiled program per text, so the
+    /// text is hashed only the first time a program is seen (the slot's text is compared
+    /// on every use, so a reused address cannot alias another expression).
+    by_program: HashMap<usize, usize>,
     stats: MatchStats,
+}
+
+#[derive(Debug, Clone)]
+struct Slot {
+    source: String,
+    sites: Vec<SiteEntry>,
 }
 
 impl Matcher {
@@ -94,7 +106,9 @@ impl Matcher {
             base: sites.iter().map(|s| SiteSnapshot::for_site(s, s.processors)).collect(),
             processors: sites.iter().map(|s| s.processors).collect(),
             version: 1,
-            exprs: HashMap::new(),
+            slots: Vec::new(),
+            by_text: HashMap::new(),
+            by_program: HashMap::new(),
             stats: MatchStats::default(),
         }
     }
@@ -110,7 +124,7 @@ impl Matcher {
 
     /// Distinct expression texts cached now.
     pub fn cached_expressions(&self) -> usize {
-        self.exprs.len()
+        self.slots.len()
     }
 
     /// The site's snapshot (published attributes, all processors free).
@@ -120,19 +134,7 @@ impl Matcher {
 
     /// An evaluator of `expr` against the sites, reading data functions from `catalogue`.
     pub fn evaluator<'a>(&'a mut self, expr: &'a Compiled, catalogue: &'a ReplicaCatalogue) -> Evaluator<'a> {
-        if !self.exprs.contains_key(expr.source()) && self.exprs.len() >= MAX_EXPRESSIONS {
-            self.exprs.clear();
-        }
-        let n = self.base.len();
-        let entries = self.exprs.entry(expr.source().to_string()).or_insert_with(|| {
-            vec![
-                SiteEntry {
-                    free: NO_VALUE,
-                    ..SiteEntry::default()
-                };
-                n
-            ]
-        });
+        let slot = self.slot(expr);
         Evaluator {
             expr,
             catalogue,
@@ -140,9 +142,42 @@ impl Matcher {
             base: &self.base,
             processors: &self.processors,
             version: self.version,
-            entries,
+            entries: &mut self.slots[slot].sites,
             stats: &mut self.stats,
         }
+    }
+
+    fn slot(&mut self, expr: &Compiled) -> usize {
+        let address = expr as *const Compiled as usize;
+        if let Some(&i) = self.by_program.get(&address) {
+            if self.slots[i].source == expr.source() {
+                return i;
+            }
+        }
+        if self.slots.len() >= MAX_EXPRESSIONS || self.by_program.len() >= 64 * MAX_EXPRESSIONS {
+            self.slots.clear();
+            self.by_text.clear();
+            self.by_program.clear();
+        }
+        let i = match self.by_text.get(expr.source()) {
+            Some(&i) => i,
+            None => {
+                self.slots.push(Slot {
+                    source: expr.source().to_string(),
+                    sites: vec![
+                        SiteEntry {
+                            free: NO_VALUE,
+                            ..SiteEntry::default()
+                        };
+                        self.base.len()
+                    ],
+                });
+                self.by_text.insert(expr.source().to_string(), self.slots.len() - 1);
+                self.slots.len() - 1
+            }
+        };
+        self.by_program.insert(address, i);
+        i
     }
 }
 
@@ -154,7 +189,7 @@ pub struct Evaluator<'a> {
     base: &'a [SiteSnapshot],
     processors: &'a [u32],
     version: u64,
-    entries: &'a mut Vec<SiteEntry>,
+    entries: &'a mut [SiteEntry],
     stats: &'a mut MatchStats,
 }
 

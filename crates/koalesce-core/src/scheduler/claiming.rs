@@ -8,6 +8,7 @@ use crate::model::{FileMode, JobId, Millis, PolicyKind, Priority, SiteId};
 use crate::placement::{Capacity, ComponentPlacement, PlacementContext, PlacementRequest};
 use crate::state::{ComponentState, FailureReason, JobState};
 
+use super::gridway::SiteChoice;
 use super::release::Requeue;
 use super::scan::placement_at;
 use super::{Action, FileSourceRecord, Scheduler, TransferKey, TransferStatus};
@@ -146,7 +147,14 @@ impl Scheduler {
                     .collect(),
             );
             // REQUIREMENTS, RANK, GridWay's priority and bans hold here too (gridway.rs).
-            let choice = self.site_choice(now, id, &capacity);
+            let choice = match self.site_choice(now, id, &capacity) {
+                Ok(c) => c,
+                // No site qualifies: the policy has nothing to choose from.
+                Err(_) => Some(SiteChoice {
+                    capacity: Capacity::new(vec![0; self.sites.len()]),
+                    preference: vec![0; self.sites.len()],
+                }),
+            };
             if let Some(c) = &choice {
                 capacity = c.capacity.clone();
             }

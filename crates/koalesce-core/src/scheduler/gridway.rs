@@ -57,6 +57,10 @@ pub(super) struct SiteChoice {
     pub preference: Vec<i64>,
 }
 
+/// No site may take a component of the job now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct NoSite;
+
 impl SiteChoice {
     /// Takes what `placed` took out of the restricted view out of the full one too.
     pub fn apply(placed: &[crate::placement::ComponentPlacement], full: &mut Capacity) {
@@ -68,16 +72,17 @@ impl SiteChoice {
 
 impl Scheduler {
     /// For a job with REQUIREMENTS, a RANK or the `gridway` policy: the sites it may use now
-    /// and its preference among them; `None` for any other job (every site, no preference).
+    /// and its preference among them (`Ok(None)` for any other job: every site, no
+    /// preference; `Err(NoSite)` when no site qualifies, so the try can stop at once).
     ///
-    /// Only sites with room for the job's smallest free component (and the fixed sites) are
-    /// evaluated: the others could not take a component anyway.
-    pub(super) fn site_choice(&mut self, now: Millis, id: JobId, available: &Capacity) -> Option<SiteChoice> {
+    /// Only the sites with room for the job's smallest free component (and its fixed sites)
+    /// are visited and evaluated: the others could not take a component anyway.
+    pub(super) fn site_choice(&mut self, now: Millis, id: JobId, available: &Capacity) -> Result<Option<SiteChoice>, NoSite> {
         let job = &self.jobs[&id];
         let gridway = job.policy == PolicyKind::Gridway;
         let (req, rank) = (job.spec.requirements.as_ref(), job.spec.rank.as_ref());
         if req.is_none() && rank.is_none() && !gridway {
-            return None;
+            return Ok(None);
         }
         let need = if job.spec.flexible.is_some() {
             1
@@ -91,19 +96,21 @@ impl Scheduler {
         };
         let g = &mut self.gridway;
         let banning = gridway && g.bans.enabled();
-        let mut cands: Vec<SiteId> = (0..self.sites.len() as u32)
-            .map(SiteId)
-            .filter(|&s| {
-                let a = available.available(s);
-                a > 0
-                    && (a >= need || job.components.iter().any(|c| c.fixed_site == Some(s)))
-                    && !(banning && g.bans.is_banned(s, now))
-                    && !(gridway && g.site_fixed[s.index()] == 0)
-            })
-            .collect();
+        let mut cands: Vec<SiteId> = available.sites_with_room(need).collect();
+        for c in &job.components {
+            if let Some(s) = c.fixed_site {
+                if available.available(s) > 0 && !cands.contains(&s) {
+                    cands.push(s);
+                }
+            }
+        }
+        cands.retain(|&s| !(banning && g.bans.is_banned(s, now)) && !(gridway && g.site_fixed[s.index()] == 0));
         if let Some(e) = req {
             let mut ev = g.matcher.evaluator(e.compiled(), &self.catalogue);
             cands.retain(|&s| ev.matches(s, available.available(s)));
+        }
+        if cands.is_empty() {
+            return Err(NoSite);
         }
         let ranks: Vec<i64> = match rank {
             Some(e) => {
@@ -138,10 +145,10 @@ impl Scheduler {
         for &s in &cands {
             masked[s.index()] = available.available(s);
         }
-        Some(SiteChoice {
+        Ok(Some(SiteChoice {
             capacity: Capacity::with_excluded_sites(masked, available.has_excluded_sites()),
             preference,
-        })
+        }))
     }
 
     /// A scan under `queueing = "gridway"`: every queued job, in GridWay's job priority order.

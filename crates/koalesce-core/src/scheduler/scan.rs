@@ -180,7 +180,9 @@ impl Scheduler {
             return None;
         }
         // REQUIREMENTS, RANK, GridWay's priority and bans (gridway.rs).
-        let choice = self.site_choice(now, id, available);
+        let Ok(choice) = self.site_choice(now, id, available) else {
+            return None;
+        };
         let job = &self.jobs[&id];
         let mut capacity = choice.as_ref().map_or_else(|| available.clone(), |c| c.capacity.clone());
         let ctx = PlacementContext {
@@ -235,7 +237,9 @@ impl Scheduler {
     /// place components one at a time, largest first (fixed ones at their site, the others with
     /// the job's policy); succeed if at least `k` got a site. The rest are skipped in this run.
     fn place_bag(&mut self, now: Millis, id: JobId, k: usize, available: &mut Capacity) -> Option<Vec<ComponentPlacement>> {
-        let choice = self.site_choice(now, id, available);
+        let Ok(choice) = self.site_choice(now, id, available) else {
+            return None;
+        };
         let job = &self.jobs[&id];
         let mut capacity = choice.as_ref().map_or_else(|| available.clone(), |c| c.capacity.clone());
         let ctx = PlacementContext {

@@ -92,6 +92,7 @@ pub fn sites(table: &[(&str, u32)]) -> Vec<SiteSpec> {
             lan_mbps: None,
             local_policy: LocalPolicyName::Easy,
             background_trace: None,
+            attributes: Default::default(),
         })
         .collect()
 }
@@ -117,7 +118,7 @@ pub fn scenario(
             lan_mbps: net.lan_mbps,
             wan_mbps: net.wan_mbps,
             latency_ms: net.latency_ms,
-            links: Vec::new(),
+            ..NetworkSection::default()
         },
         files: Vec::new(),
         workload: WorkloadSpec::Generated(Box::new(workload)),
