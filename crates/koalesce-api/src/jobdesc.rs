@@ -360,6 +360,7 @@ impl JobDescription {
                 .map(parse_duration)
                 .transpose()
                 .map_err(DescriptionError::Invalid)?,
+            preferences: Default::default(),
             ..JobSpec::default()
         })
     }

@@ -2,8 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::broker::Augmentation;
 use crate::gridway::{GridwayConfig, Queueing};
-use crate::model::{Millis, PolicyKind, SiteId};
+use crate::model::{CoallocationMode, Millis, PolicyKind, SiteId};
 
 /// How the time between placement-queue scans is chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -69,6 +70,33 @@ impl Default for QueueWeights {
     }
 }
 
+/// The broker's parameters (001 §3): co-allocation by reservations and its windows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BrokerConfig {
+    /// How jobs that do not choose are co-allocated.
+    pub coallocation: CoallocationMode,
+    /// ε, the largest start deviation between components, for jobs that give none (001 §5.2.2
+    /// used 5 minutes; §3.2.2: "in the order of a half minute to a few minutes").
+    pub max_start_deviation_ms: Millis,
+    /// How far after a try the start window reaches for a job that gives no latest start
+    /// (001 §5.2.2 used four hours).
+    pub window_ms: Millis,
+    /// How Algorithm 1 searches augmenting paths.
+    pub augmentation: Augmentation,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        BrokerConfig {
+            coallocation: CoallocationMode::Claiming,
+            max_start_deviation_ms: 300_000,
+            window_ms: 4 * 3_600_000,
+            augmentation: Augmentation::Exhaustive,
+        }
+    }
+}
+
 /// All parameters of the scheduling core. `Default` gives the values of 003 §5.1.1.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -110,6 +138,8 @@ pub struct SchedulerConfig {
     pub queueing: Queueing,
     /// GridWay's job and resource priorities and banning (004; `sched.conf`).
     pub gridway: GridwayConfig,
+    /// The broker (TTD/TTS ranking, co-allocation by reservations).
+    pub broker: BrokerConfig,
 }
 
 impl Default for SchedulerConfig {
@@ -134,6 +164,7 @@ impl Default for SchedulerConfig {
             place_on_submit: false,
             queueing: Queueing::Koala,
             gridway: GridwayConfig::default(),
+            broker: BrokerConfig::default(),
         }
     }
 }
@@ -189,6 +220,9 @@ impl SchedulerConfig {
         }
         if let Err((field, reason)) = self.gridway.validate() {
             return Err(ConfigError { field, reason });
+        }
+        if self.broker.window_ms == 0 {
+            return err("broker.window_ms", "must be positive");
         }
         if self.anti_starvation_tries == Some(0) {
             return err("anti_starvation_tries", "P must be at least 1 (omit it for infinity)");

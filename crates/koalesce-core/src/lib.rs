@@ -14,8 +14,11 @@
 //! - [`queues`]: the four priority placement queues and their weighted round-robin.
 //! - [`placement`]: WF, CF (with history table H), CM and FCM behind [`PlacementPolicy`].
 //! - [`scheduler`]: placement scans, claiming (ICP, reservations), preemption, soft errors.
+//! - [`broker`]: the broker of 001: TTS/TTD ranking, reservation tables, co-allocation by
+//!   reservations (Algorithms 1 and 2).
 //! - [`nws`]: bandwidth forecasting as the Network Weather Service does, and the probe policy.
 
+pub mod broker;
 pub mod config;
 pub mod expr;
 pub mod gridway;

@@ -242,7 +242,8 @@ impl std::str::FromStr for Priority {
     }
 }
 
-/// The placement policies the core implements (003 §4.3; CM/FCM after Sonmez et al.).
+/// The placement policies the core implements (003 §4.3; CM/FCM after Sonmez et al.; TTD/TTS
+/// after 001 §3.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum PolicyKind {
@@ -255,6 +256,12 @@ pub enum PolicyKind {
     Cm,
     /// Flexible Cluster Minimization: split a flexible job's total over as few sites as possible.
     Fcm,
+    /// The broker's earliest completion (001 §3.1): the site with the least predicted Total Time
+    /// to Delivery = stage-in + queue wait + execution + stage-out (see [`crate::broker`]).
+    Ttd,
+    /// The broker's earliest start (001 §3.1): the site with the least predicted Total Time to
+    /// Start = stage-in + queue wait.
+    Tts,
     /// GridWay's resource prioritization (004 Eq. 1): each component to the site of highest
     /// priority among those meeting the job's REQUIREMENTS, with the job's RANK, fixed site
     /// priorities and usage history as weighted terms (see [`crate::gridway`]).
@@ -262,7 +269,15 @@ pub enum PolicyKind {
 }
 
 impl PolicyKind {
-    pub const ALL: [PolicyKind; 5] = [PolicyKind::Wf, PolicyKind::Cf, PolicyKind::Cm, PolicyKind::Fcm, PolicyKind::Gridway];
+    pub const ALL: [PolicyKind; 7] = [
+        PolicyKind::Wf,
+        PolicyKind::Cf,
+        PolicyKind::Cm,
+        PolicyKind::Fcm,
+        PolicyKind::Ttd,
+        PolicyKind::Tts,
+        PolicyKind::Gridway,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -270,8 +285,15 @@ impl PolicyKind {
             PolicyKind::Cf => "cf",
             PolicyKind::Cm => "cm",
             PolicyKind::Fcm => "fcm",
+            PolicyKind::Ttd => "ttd",
+            PolicyKind::Tts => "tts",
             PolicyKind::Gridway => "gridway",
         }
+    }
+
+    /// Whether the broker's ranking (001 §3.1) places jobs of this policy.
+    pub fn is_broker(self) -> bool {
+        matches!(self, PolicyKind::Ttd | PolicyKind::Tts)
     }
 }
 
@@ -288,7 +310,7 @@ impl std::str::FromStr for PolicyKind {
         PolicyKind::ALL
             .into_iter()
             .find(|p| p.name() == lower)
-            .ok_or_else(|| format!("unknown placement policy '{s}' (expected one of: wf, cf, cm, fcm, gridway)"))
+            .ok_or_else(|| format!("unknown placement policy '{s}' (expected one of: wf, cf, cm, fcm, ttd, tts, gridway)"))
     }
 }
 
@@ -363,6 +385,10 @@ pub struct JobSpec {
     /// Minimum number of components that must be placed and started (bag of tasks, 003 §3.3);
     /// `None` means all (co-allocation is atomic).
     pub min_components: Option<u32>,
+    /// The optional job preferences document of 001 §2.4: benchmarks for runtime prediction,
+    /// stage-in/out estimates, the start window and how to co-allocate.
+    #[serde(default)]
+    pub preferences: JobPreferences,
 }
 
 impl JobSpec {
@@ -384,6 +410,7 @@ impl JobSpec {
             priority: Priority::High,
             policy: None,
             min_components: None,
+            preferences: JobPreferences::default(),
             ..JobSpec::default()
         }
     }
@@ -407,6 +434,76 @@ impl JobSpec {
             None => self.components.iter().map(|c| c.processors).sum(),
         }
     }
+}
+
+/// One benchmark the user names for runtime prediction (001 §3.1): its score `p_b_ref` on some
+/// reference system, and the application's (predicted) execution time `t_ref` there. A site
+/// publishing score `p_b(R)` ([`SiteAttributes::benchmarks`]) is predicted to run the
+/// application in `t_b(R) = t_ref · p_b_ref / p_b(R)`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BenchmarkRef {
+    pub name: String,
+    pub reference_score: f64,
+    pub reference_time_ms: Millis,
+}
+
+/// How the components of a job are made to start together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum CoallocationMode {
+    /// KOALA's claiming without reservations (003 §4.2.2), with reservations right after
+    /// placement at sites that offer them.
+    #[default]
+    Claiming,
+    /// The broker's co-allocation by advance reservations (001 §3.2, Algorithms 1 and 2): one
+    /// reservation per component, all starting within ε of each other inside the start window.
+    Reservations,
+}
+
+impl CoallocationMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            CoallocationMode::Claiming => "claiming",
+            CoallocationMode::Reservations => "reservations",
+        }
+    }
+}
+
+impl std::str::FromStr for CoallocationMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "claiming" => Ok(CoallocationMode::Claiming),
+            "reservations" => Ok(CoallocationMode::Reservations),
+            _ => Err(format!("unknown co-allocation mode '{s}' (expected claiming or reservations)")),
+        }
+    }
+}
+
+/// The optional job preferences document (001 §2.4). Every field is optional; the defaults
+/// change nothing.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct JobPreferences {
+    /// Benchmarks relevant to the application; execution is predicted as the mean of
+    /// `t_b(R)` over them. Empty: the runtime estimate scaled by the site's speed.
+    pub benchmarks: Vec<BenchmarkRef>,
+    /// The user's stage-in time, used when the core cannot estimate transfers (the job names
+    /// no input file of the replica catalogue) (001 §3.1).
+    pub stage_in_ms: Option<Millis>,
+    /// The user's stage-out time (001 §3.1: only user input can predict it).
+    pub stage_out_ms: Millis,
+    /// How a job is co-allocated; `None`: the scheduler's default.
+    pub coallocation: Option<CoallocationMode>,
+    /// Earliest acceptable start T_e, in ms after submission (001 §2.4); `None`: at once.
+    pub earliest_start_ms: Option<Millis>,
+    /// Latest acceptable start T_l, in ms after submission; `None`: the scheduler's
+    /// co-allocation horizon after the time of each try.
+    pub latest_start_ms: Option<Millis>,
+    /// Maximum deviation ε between the components' starts (001 §3.2.2); `None`: the
+    /// scheduler's default.
+    pub max_start_deviation_ms: Option<Millis>,
 }
 
 /// The timeline of one job (003 §4.1, 000 Fig. 2). After a return to the placement queue,

@@ -1,4 +1,5 @@
-//! Placement policies: WF, CF, CM and FCM behind one trait (003 §4.3).
+//! Placement policies: WF, CF, CM, FCM (and the broker's ranking reduced to idle processors)
+//! behind one trait (003 §4.3).
 //!
 //! Every policy is *atomic* for co-allocated jobs: it returns a site for every component or
 //! nothing. Components are considered in decreasing size order, and several components of one
@@ -518,7 +519,52 @@ impl PlacementPolicy for FlexibleClusterMinimization {
     }
 }
 
-/// The four policies, owned by the scheduler (CF keeps its history table across jobs).
+/// The broker's ranking reduced to what a [`PlacementRequest`] carries, for the paths that
+/// place one component at a time against idle processors (bags of tasks, ICP re-placement):
+/// each component, largest first, to the site where it fits now with the least estimated
+/// transfer time, then the fastest (highest speed), then the lowest id. Whole jobs with
+/// `policy = "ttd"` / `"tts"` are placed by the broker with full predictions (queue waits,
+/// benchmarks, stage-out: `scheduler/broker.rs`).
+#[derive(Debug, Default, Clone)]
+pub struct TimeRank {
+    pub kind: Option<PolicyKind>,
+}
+
+impl PlacementPolicy for TimeRank {
+    fn kind(&self) -> PolicyKind {
+        self.kind.unwrap_or(PolicyKind::Ttd)
+    }
+
+    fn place(
+        &mut self,
+        req: &PlacementRequest<'_>,
+        capacity: &mut Capacity,
+        ctx: &PlacementContext<'_>,
+    ) -> Option<Vec<ComponentPlacement>> {
+        let needs = ctx.needs(req, req.job_components);
+        let mut trial = capacity.clone();
+        let mut out = Vec::with_capacity(req.components.len());
+        for (index, procs) in by_decreasing_size(req.components) {
+            let best = trial
+                .sites()
+                .filter(|&s| trial.fits(s, procs) && trial.available(s) > 0)
+                .map(|s| ctx.component(index, procs, s, &needs, None))
+                .min_by(|a, b| {
+                    let speed = |c: &ComponentPlacement| ctx.sites[c.site.index()].speed;
+                    a.ftt_ms
+                        .cmp(&b.ftt_ms)
+                        .then(speed(b).total_cmp(&speed(a)))
+                        .then(a.site.cmp(&b.site))
+                })?;
+            trial.take(best.site, procs);
+            out.push(best);
+        }
+        *capacity = trial;
+        Some(out)
+    }
+}
+
+/// The policies, owned by the scheduler (CF keeps its history table across jobs).
 #[derive(Debug, Clone)]
 pub struct Policies {
     pub wf: WorstFit,
@@ -526,6 +572,7 @@ pub struct Policies {
     pub cm: ClusterMinimization,
     pub fcm: FlexibleClusterMinimization,
     pub gridway: crate::gridway::GridwayPolicy,
+    pub rank: TimeRank,
 }
 
 impl Policies {
@@ -536,6 +583,7 @@ impl Policies {
             cm: ClusterMinimization,
             fcm: FlexibleClusterMinimization,
             gridway: crate::gridway::GridwayPolicy,
+            rank: TimeRank::default(),
         }
     }
 
@@ -546,6 +594,10 @@ impl Policies {
             PolicyKind::Cm => &mut self.cm,
             PolicyKind::Fcm => &mut self.fcm,
             PolicyKind::Gridway => &mut self.gridway,
+            PolicyKind::Ttd | PolicyKind::Tts => {
+                self.rank.kind = Some(kind);
+                &mut self.rank
+            }
         }
     }
 }

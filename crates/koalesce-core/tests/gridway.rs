@@ -76,6 +76,24 @@ fn requirements_restrict_every_policy() {
 }
 
 #[test]
+fn requirements_restrict_the_brokers_ranking_too() {
+    for policy in [PolicyKind::Ttd, PolicyKind::Tts] {
+        // a is twice as fast: the broker's own ranking prefers it.
+        let fast = Site {
+            speed: 2.0,
+            ..gsite("a", 16, 2800)
+        };
+        let mut s = sched(immediate(), vec![fast, gsite("b", 8, 2800)], ReplicaCatalogue::new());
+        let free = s.submit(0, job("free", &[2], None, None, Some(policy))).unwrap();
+        assert_eq!(placed_at(&s, free), [A], "{policy}");
+        let j = s
+            .submit(0, job("b-only", &[2], Some("HOSTNAME = \"b\""), None, Some(policy)))
+            .unwrap();
+        assert_eq!(placed_at(&s, j), [B], "{policy}");
+    }
+}
+
+#[test]
 fn a_fixed_component_at_a_site_failing_the_requirements_is_not_placed() {
     let mut s = sched(immediate(), vec![gsite("a", 8, 2800), gsite("b", 8, 2800)], ReplicaCatalogue::new());
     let mut spec = job("fixed", &[2, 2], Some("HOSTNAME = \"b\""), None, Some(PolicyKind::Wf));

@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use koalesce_core::model::{JobId, Millis, NetworkForecast, ReplicaCatalogue, Site, SiteId};
+use koalesce_core::model::{CoallocationMode, JobId, Millis, NetworkForecast, ReplicaCatalogue, Site, SiteId};
 use koalesce_core::scheduler::{Action, ComponentOutcome, Scheduler, TransferKey};
 use koalesce_core::state::JobState;
 use thiserror::Error;
@@ -89,6 +89,10 @@ pub struct JobRecord {
     /// Time the last launch spent copying local input to the worker node before running
     /// (`[network.worker_copy]`; the longest over components).
     pub worker_copy_ms: Millis,
+    /// The broker's predicted start and delivery (TTS / TTD from the placement), if it ranked
+    /// or co-allocated the job.
+    pub predicted_start: Option<Millis>,
+    pub predicted_delivery: Option<Millis>,
 }
 
 impl JobRecord {
@@ -125,6 +129,11 @@ pub struct SimResult {
     pub horizon_reached: bool,
     /// Broken invariants seen when checks were on (see [`Simulation::check_invariants`]).
     pub invariant_violations: Vec<String>,
+    /// Advance reservations the sites granted / refused, and granted ones that could not be
+    /// claimed at their start (a grid job before them overran its reservation).
+    pub reservations_granted: u64,
+    pub reservations_refused: u64,
+    pub reservation_claims_refused: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -167,6 +176,9 @@ pub struct Simulation {
     events: u64,
     blacklisted: Vec<(Millis, String)>,
     latency: Vec<Vec<Millis>>,
+    /// The (source, destination) pairs whose forecast placement can use: from a site holding a
+    /// replica to a site with processors.
+    forecast_pairs: Vec<(usize, usize)>,
     check_invariants: bool,
     violations: Vec<String>,
     /// Per-transfer stream throughputs to draw from (bits/s); empty: none.
@@ -176,6 +188,10 @@ pub struct Simulation {
     /// The draws of the network model, apart from the other randomness of the run.
     net_rng: Rng,
     worker_copy_of: BTreeMap<JobId, Millis>,
+    /// Some job is ranked by TTD/TTS or co-allocated by reservations: the core gets every
+    /// site's queue estimate before it decides.
+    broker: bool,
+    reservations: (u64, u64, u64),
 }
 
 const GB_BITS: f64 = 8e9;
@@ -235,6 +251,21 @@ impl Simulation {
         let mut catalogue = ReplicaCatalogue::new();
         let mut workload_rng = rng.fork();
         let arrivals = workload::build(scenario, &mut workload_rng, &mut catalogue)?;
+        let cfg = &scenario.scheduler;
+        let broker = cfg.default_policy.is_broker()
+            || cfg.broker.coallocation == CoallocationMode::Reservations
+            || arrivals.iter().any(|a| {
+                a.spec.policy.is_some_and(|p| p.is_broker()) || a.spec.preferences.coallocation == Some(CoallocationMode::Reservations)
+            });
+        // Transfers only ever start at a replica and end where a component runs, so only those
+        // pairs' forecasts are refreshed (with storage-only sites, 25 pairs of 90).
+        let holds: Vec<bool> = (0..n)
+            .map(|s| catalogue.iter().any(|(_, e)| e.replicas.contains(&SiteId(s as u32))))
+            .collect();
+        let forecast_pairs = (0..n)
+            .flat_map(|a| (0..n).map(move |b| (a, b)))
+            .filter(|&(a, b)| a != b && holds[a] && sites[b].processors > 0)
+            .collect();
         let scheduler = Scheduler::new(scenario.scheduler.clone(), sites.clone(), forecast, catalogue);
         let lrms = scenario
             .sites
@@ -289,12 +320,18 @@ impl Simulation {
                 continue;
             }
             traces.push(None);
+            let (low, high) = match &scenario.background {
+                BackgroundSpec::Band(b) => s.background_band.unwrap_or((b.low, b.high)),
+                BackgroundSpec::None => (0.0, 0.0),
+            };
             bands.push(match &scenario.background {
+                // A storage-only site runs nothing, local jobs included.
+                _ if s.storage_only => None,
                 BackgroundSpec::None => None,
                 BackgroundSpec::Band(b) => Some(BandGenerator::new(
                     BandSpec {
-                        low: b.low,
-                        high: b.high,
+                        low,
+                        high,
                         check_interval_ms: b.check_interval_s * 1000,
                         mean_runtime_ms: b.mean_runtime_s * 1000.0,
                         max_job_fraction: b.max_job_fraction,
@@ -345,6 +382,7 @@ impl Simulation {
             events: 0,
             blacklisted: Vec::new(),
             latency,
+            forecast_pairs,
             check_invariants: false,
             violations: Vec::new(),
             stream_bps: scenario.network.stream_mbps.iter().map(|m| m * mbps).collect(),
@@ -355,6 +393,8 @@ impl Simulation {
                 .map(|w| ((w.overhead_s * 1000.0).round() as Millis, w.s_per_gb.clone())),
             net_rng: Rng::seed_from(seed, 0x6e65_7477_6f72_6b),
             worker_copy_of: BTreeMap::new(),
+            broker,
+            reservations: (0, 0, 0),
         })
     }
 
@@ -536,6 +576,7 @@ impl Simulation {
         if self.arrivals.get(self.next_arrival).is_some_and(|a| a.submit_ms <= now) {
             self.refresh_idle();
             self.refresh_forecast();
+            self.refresh_queue_estimates();
         }
         while let Some(a) = self.arrivals.get(self.next_arrival) {
             if a.submit_ms > now {
@@ -554,6 +595,7 @@ impl Simulation {
         // (5) Timers: placement scans, claiming tries, reservation starts.
         if self.scheduler.poll_timeout().is_some_and(|t| t <= now) {
             self.refresh_forecast();
+            self.refresh_queue_estimates();
             self.scheduler.handle_timeout(now);
         }
         // (6) Decisions.
@@ -566,22 +608,28 @@ impl Simulation {
         }
     }
 
-    /// The information service's bandwidth forecast: what a new transfer would get now.
-    fn refresh_forecast(&mut self) {
-        let n = self.sites.len();
-        if n > 64 {
+    /// Every site's queue-wait estimate, from simulating its LRM's queue (only when the broker
+    /// is in use: it costs a plan of every local queue).
+    fn refresh_queue_estimates(&mut self) {
+        if !self.broker {
             return;
         }
-        for a in 0..n {
-            for b in 0..n {
-                if a == b {
-                    continue;
-                }
-                let lat = self.latency[a][b];
-                let ms = self.network.estimate_ms(a, b, 1_000_000_000).saturating_sub(lat).max(1);
-                let bps = GB_BITS * 1000.0 / ms as f64;
-                self.scheduler.update_forecast(SiteId(a as u32), SiteId(b as u32), bps, lat);
-            }
+        for (s, l) in self.lrms.iter().enumerate() {
+            let estimate = crate::broker::queue_estimate(l, self.now);
+            self.scheduler.update_site_queue_estimate(SiteId(s as u32), estimate);
+        }
+    }
+
+    /// The information service's bandwidth forecast: what a new transfer would get now.
+    fn refresh_forecast(&mut self) {
+        if self.sites.len() > 64 {
+            return;
+        }
+        for &(a, b) in &self.forecast_pairs {
+            let lat = self.latency[a][b];
+            let ms = self.network.estimate_ms(a, b, 1_000_000_000).saturating_sub(lat).max(1);
+            let bps = GB_BITS * 1000.0 / ms as f64;
+            self.scheduler.update_forecast(SiteId(a as u32), SiteId(b as u32), bps, lat);
         }
     }
 
@@ -613,6 +661,11 @@ impl Simulation {
                     let granted = self.lrms[site.index()]
                         .reserve(now, GridKey(job.0, component), processors, start, duration)
                         .is_ok();
+                    if granted {
+                        self.reservations.0 += 1;
+                    } else {
+                        self.reservations.1 += 1;
+                    }
                     self.scheduler.reservation_answer(now, job, component, granted);
                 }
                 Action::CancelReservation { job, component, site } => {
@@ -637,7 +690,15 @@ impl Simulation {
                             self.waiting[site.index()] += processors;
                             self.held.insert((job, component), Held::Waiting { site, procs: processors });
                         }
-                        Err(_) => self.scheduler.claim_rejected(now, job, component, false),
+                        Err(_) => {
+                            if reservation {
+                                // A reservation that cannot be claimed (an earlier job overran
+                                // its own) is of no more use: give it back.
+                                lrm.cancel_reservation(now, key);
+                                self.reservations.2 += 1;
+                            }
+                            self.scheduler.claim_rejected(now, job, component, false)
+                        }
                     }
                 }
                 Action::Launch { job } => self.launch(job),
@@ -765,6 +826,8 @@ impl Simulation {
                         .map(|c| c.sources.iter().filter(|s| Some(s.from) != c.site).count() as u32)
                         .sum(),
                     worker_copy_ms: self.worker_copy_of.get(&j.id).copied().unwrap_or(0),
+                    predicted_start: j.prediction.map(|p| p.start()),
+                    predicted_delivery: j.prediction.map(|p| p.delivery()),
                 }
             })
             .collect();
@@ -789,6 +852,9 @@ impl Simulation {
             transferred_bytes: self.network.bytes_delivered(),
             horizon_reached,
             invariant_violations: self.violations,
+            reservations_granted: self.reservations.0,
+            reservations_refused: self.reservations.1,
+            reservation_claims_refused: self.reservations.2,
         }
     }
 }

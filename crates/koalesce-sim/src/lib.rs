@@ -1,5 +1,7 @@
 pub mod background;
 pub mod bench;
+pub mod broker;
+pub mod broker_bench;
 pub mod engine;
 pub mod experiments;
 pub mod lrm;

@@ -75,6 +75,14 @@ pub struct SiteSpec {
     pub local_policy: LocalPolicyName,
     /// Replay an SWF trace as this site's background load (instead of `[background]`).
     pub background_trace: Option<TraceBackgroundSpec>,
+    /// A file server without processors (a storage element): it holds replicas and serves
+    /// transfers but runs no job and has no background load. `processors` must be 0. When a
+    /// scenario has storage-only sites, generated input files are stored only on them.
+    #[serde(default)]
+    pub storage_only: bool,
+    /// This site's own background band `[low, high]` (overrides `[background]`'s band edges;
+    /// the rest of the band method stays the same).
+    pub background_band: Option<(f64, f64)>,
     /// What the site publishes (GridWay's host variables: `cpu_mhz`, `architecture`, …).
     #[serde(default)]
     pub attributes: SiteAttributes,
@@ -323,8 +331,19 @@ impl Scenario {
             return Err(self.invalid("sites", "at least one site is needed"));
         }
         for (i, s) in self.sites.iter().enumerate() {
-            if s.processors == 0 {
+            if s.storage_only && s.processors != 0 {
+                return Err(self.invalid(format!("sites[{i}].processors"), "a storage-only site has no processors (give 0)"));
+            }
+            if !s.storage_only && s.processors == 0 {
                 return Err(self.invalid(format!("sites[{i}].processors"), "must be positive"));
+            }
+            if let Some((lo, hi)) = s.background_band {
+                if !(0.0 <= lo && lo <= hi && hi <= 1.0) {
+                    return Err(self.invalid(
+                        format!("sites[{i}].background_band"),
+                        format!("need 0 ≤ low ≤ high ≤ 1, got [{lo}, {hi}]"),
+                    ));
+                }
             }
             if !(s.speed.is_finite() && s.speed > 0.0) {
                 return Err(self.invalid(format!("sites[{i}].speed"), "must be a positive number"));

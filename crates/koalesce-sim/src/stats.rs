@@ -107,6 +107,22 @@ pub fn mean_ci95(samples: &[f64]) -> Option<(f64, f64)> {
     Some((m, t_quantile_975(n - 1) * s / (n as f64).sqrt()))
 }
 
+/// Wilson score interval of a binomial proportion `k / n` at the normal quantile `z` (1.96 for
+/// 95%), as fractions in `[0, 1]`. Unlike mean ± z·s it stays inside `[0, 1]` and does not
+/// collapse to zero width when every trial succeeds (or none does): 10 of 10 gives about
+/// `[0.72, 1]`. `None` for `n = 0`.
+pub fn wilson(k: u64, n: u64, z: f64) -> Option<(f64, f64)> {
+    if n == 0 || k > n {
+        return None;
+    }
+    let (k, n) = (k as f64, n as f64);
+    let p = k / n;
+    let z2 = z * z;
+    let centre = (p + z2 / (2.0 * n)) / (1.0 + z2 / n);
+    let half = z / (1.0 + z2 / n) * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt();
+    Some(((centre - half).max(0.0), (centre + half).min(1.0)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,6 +181,27 @@ mod tests {
         assert!(close(s.p90, 90.1)); // h = 89.1 -> 90 + 0.1
         assert!(close(s.p99, 99.01)); // h = 98.01 -> 99 + 0.01
         assert_eq!(s.max, 100.0);
+    }
+
+    #[test]
+    fn wilson_hand_computed() {
+        assert_eq!(wilson(0, 0, 1.96), None);
+        assert_eq!(wilson(3, 2, 1.96), None);
+        // 10 of 10: centre (1 + 1.9208/10)/(1 + 0.38416) = 0.86123, half = 1.96/1.38416 *
+        // sqrt(0 + 3.8416/400) = 0.13877 -> [0.72246, 1].
+        let (lo, hi) = wilson(10, 10, 1.96).unwrap();
+        assert!((lo - 0.72246).abs() < 1e-5, "{lo}");
+        assert_eq!(hi, 1.0);
+        // 0 of 10 mirrors it.
+        let (lo, hi) = wilson(0, 10, 1.96).unwrap();
+        assert_eq!(lo, 0.0);
+        assert!((hi - 0.27754).abs() < 1e-5, "{hi}");
+        // 5 of 10: symmetric around 0.5, [0.2366, 0.7634].
+        let (lo, hi) = wilson(5, 10, 1.96).unwrap();
+        assert!((lo - 0.23659).abs() < 1e-4 && (hi - 0.76341).abs() < 1e-4, "{lo} {hi}");
+        // Large n approaches p ± 1.96·sqrt(p(1-p)/n).
+        let (lo, hi) = wilson(300, 1000, 1.96).unwrap();
+        assert!((lo - 0.2724).abs() < 1e-3 && (hi - 0.3291).abs() < 1e-3, "{lo} {hi}");
     }
 
     #[test]

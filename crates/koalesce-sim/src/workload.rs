@@ -170,6 +170,7 @@ pub fn build(scenario: &Scenario, rng: &mut Rng, catalogue: &mut ReplicaCatalogu
                         min_components: None,
                         requirements,
                         rank,
+                        preferences: Default::default(),
                         ..JobSpec::default()
                     },
                     runtime_ms,
@@ -217,8 +218,18 @@ fn generate(
     };
     let files = spec.file_sizes_gb.clone().unwrap_or_default();
     let replicas = spec.replicas.unwrap_or(1).max(1) as usize;
-    if replicas > scenario.sites.len() {
-        return Err(scenario.workload_error("replicas", format!("{replicas} replicas but only {} sites", scenario.sites.len())));
+    // Files live on the storage-only sites when the scenario has any, else on every site.
+    let storage: Vec<usize> = (0..scenario.sites.len()).filter(|&i| scenario.sites[i].storage_only).collect();
+    let file_sites: Vec<usize> = if storage.is_empty() {
+        (0..scenario.sites.len()).collect()
+    } else {
+        storage
+    };
+    if replicas > file_sites.len() {
+        return Err(scenario.workload_error(
+            "replicas",
+            format!("{replicas} replicas but only {} sites can store files", file_sites.len()),
+        ));
     }
     let priorities = spec.priorities.clone().filter(|p| !p.is_empty()).unwrap_or(vec![Priority::High]);
     // Mean processor-seconds of one job, for the arrival rate.
@@ -246,7 +257,7 @@ fn generate(
         if !files.is_empty() {
             let gb = files[rng.choose_index(files.len())];
             let name = format!("input-{i:05}");
-            let mut sites: Vec<usize> = (0..scenario.sites.len()).collect();
+            let mut sites = file_sites.clone();
             rng.shuffle(&mut sites);
             catalogue.insert(
                 name.clone(),
@@ -273,6 +284,7 @@ fn generate(
                 priority,
                 policy: None,
                 min_components: None,
+                preferences: Default::default(),
                 ..JobSpec::default()
             },
             runtime_ms,

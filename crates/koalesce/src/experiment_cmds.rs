@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use koalesce_sim::experiments::koala::{self, Exp, Options, Verdict};
+use koalesce_sim::experiments::koala::{self, Exp, Options};
 
 #[derive(Debug, Subcommand)]
 pub enum ExperimentCommand {
@@ -21,11 +21,45 @@ pub enum ExperimentCommand {
 pub enum ExperimentWhich {
     /// KOALA on the DAS-2 (000 §4–5, 003 Ch. 5–6): stable system (W30/W50, CF/WF, replication),
     /// high background load, job spread, unreliable testbed, co-allocated vs single-component
-    /// workloads, and sensitivity studies (network, placement on submission, background).
+    /// workloads, the calibration of the transfer model, and sensitivity studies (network,
+    /// placement on submission, background, 000's rules, arrival rates, §5.2's load and scan rule).
     ///
     /// Writes DIR/koala.md (every table: configuration results, per-shape results, seed vs
     /// koalesce), DIR/runs.csv (one line per run) and the SVG plots.
     Koala(KoalaArgs),
+    /// The broker of 001: Tables I and II (co-allocation by reservations, Algorithms 1 and 2,
+    /// 001 §5.2.2) side by side with the seed, their sensitivity to the setup details the seed
+    /// leaves open, and co-allocation by reservations against KOALA's claiming on W30/W50.
+    ///
+    /// Writes DIR/broker.md (every table, seed vs koalesce with verdicts), DIR/runs.csv and the
+    /// SVG plots. Runs in parallel over seeds; the output is the same for any number of threads.
+    Broker(BrokerArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BrokerArgs {
+    /// Output directory.
+    #[arg(long)]
+    out: PathBuf,
+    /// Seeds (1, 2, …, N): each runs every table configuration `--runs` times and every
+    /// comparison configuration once.
+    #[arg(long, default_value_t = 10)]
+    seeds: usize,
+    /// Co-allocation requests per seed and table configuration (the seed ran 1000).
+    #[arg(long, default_value_t = 1000)]
+    runs: usize,
+    /// 200 requests per seed and a quarter of the W30/W50 jobs (a fast, noisier run).
+    #[arg(long)]
+    quick: bool,
+    /// Only these parts (comma-separated): tables, compare. Default: both.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Worker threads (default: one per core).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// No progress bar.
+    #[arg(long, short)]
+    quiet: bool,
 }
 
 #[derive(Debug, Args)]
@@ -34,13 +68,17 @@ pub struct KoalaArgs {
     #[arg(long)]
     out: PathBuf,
     /// Seeds per configuration (1, 2, …, N); means come with 95% confidence intervals.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 10)]
     seeds: usize,
+    /// Worker threads for the runs (default: one per core). The output is the same bytes for
+    /// any number.
+    #[arg(long)]
+    threads: Option<usize>,
     /// A quarter of the seeds' job counts (a fast, noisier run).
     #[arg(long)]
     quick: bool,
     /// Only these experiments (comma-separated): stable, high-background, spread, unreliable,
-    /// runners, sensitivity. Default: all.
+    /// runners, calibration, sensitivity. Default: all.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// No progress bar.
@@ -53,6 +91,9 @@ impl ExperimentCommand {
         match self {
             ExperimentCommand::Experiment {
                 which: ExperimentWhich::Koala(a),
+            } => a.run(),
+            ExperimentCommand::Experiment {
+                which: ExperimentWhich::Broker(a),
             } => a.run(),
         }
     }
@@ -94,24 +135,99 @@ impl KoalaArgs {
                 .expect("valid template")
                 .progress_chars("=> "),
         );
-        let outcome = koala::run(&exps, &opts, &mut |done, _, label| {
-            bar.set_position(done as u64);
-            bar.set_message(label.to_string());
+        let mut pool = rayon::ThreadPoolBuilder::new();
+        if let Some(n) = self.threads {
+            if n == 0 {
+                anyhow::bail!("--threads: at least 1 (got 0)");
+            }
+            pool = pool.num_threads(n);
+        }
+        let pool = pool.build().context("starting the worker threads")?;
+        let outcome = pool.install(|| {
+            koala::run(&exps, &opts, &|done, _, label| {
+                bar.set_position(done as u64);
+                bar.set_message(label.to_string());
+            })
         });
         bar.finish_and_clear();
         let files = koala::write_report(&outcome, &self.out).with_context(|| format!("writing results to {}", self.out.display()))?;
-        let checks = koala::checks(&outcome);
-        let count = |v: Verdict| checks.iter().filter(|c| c.verdict == v).count();
+        let (yes, partly, no, uncounted) = koala::tally(&koala::checks(&outcome));
         println!(
-            "{} runs ({} seeds{}); seed comparisons: {} yes, {} partly, {} no",
+            "{} runs ({} seeds{}); seed comparisons: {yes} yes, {partly} partly, {no} no ({uncounted} rows not counted)",
             total,
             opts.seeds.len(),
             if self.quick { ", quick" } else { "" },
-            count(Verdict::Yes),
-            count(Verdict::Partly),
-            count(Verdict::No)
         );
         println!("wrote {} files; tables in {}", files.len(), self.out.join("koala.md").display());
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+impl BrokerArgs {
+    fn run(self) -> anyhow::Result<ExitCode> {
+        use koalesce_sim::experiments::broker::{self, report};
+        if self.seeds < 2 {
+            anyhow::bail!("--seeds: at least 2 are needed for an interval (got {})", self.seeds);
+        }
+        if self.runs == 0 {
+            anyhow::bail!("--runs: at least one request per seed");
+        }
+        let mut opts = if self.quick {
+            broker::Options::quick(self.seeds)
+        } else {
+            broker::Options::full(self.seeds)
+        };
+        if !self.quick {
+            opts.runs = self.runs;
+        }
+        if !self.only.is_empty() {
+            opts.tables = false;
+            opts.compare = false;
+            for part in &self.only {
+                match part.trim() {
+                    "tables" => opts.tables = true,
+                    "compare" => opts.compare = true,
+                    other => anyhow::bail!("--only: unknown part '{other}' (expected tables or compare)"),
+                }
+            }
+        }
+        let bar = if self.quiet {
+            ProgressBar::hidden()
+        } else {
+            ProgressBar::new(opts.work() as u64)
+        };
+        bar.set_style(
+            ProgressStyle::with_template("runs [{bar:40}] {pos}/{len} {elapsed_precise}")
+                .expect("valid template")
+                .progress_chars("=> "),
+        );
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(self.threads.unwrap_or(0))
+            .build()
+            .context("starting the worker threads")?;
+        let outcome = pool.install(|| broker::run(&opts, &|done, _| bar.set_position(done as u64)));
+        bar.finish_and_clear();
+        let files = report::write(&outcome, &self.out).with_context(|| format!("writing results to {}", self.out.display()))?;
+        let checks = report::checks(&outcome);
+        let count = |v: report::Verdict| checks.iter().filter(|c| c.verdict == v).count();
+        for t in &outcome.tables {
+            let m = report::summarize(t);
+            println!(
+                "{:<55} success {:>5.1}% [{:.1}, {:.1}]{}",
+                t.setup.label,
+                m.success_pct,
+                m.wilson.0,
+                m.wilson.1,
+                m.feasible_pct.map_or(String::new(), |f| format!("  window exists {f:.1}%"))
+            );
+        }
+        println!(
+            "seed comparisons: {} yes, {} partly, {} no",
+            count(report::Verdict::Yes),
+            count(report::Verdict::Partly),
+            count(report::Verdict::No)
+        );
+        println!("wrote {} files; tables in {}", files.len(), self.out.join("broker.md").display());
         Ok(ExitCode::SUCCESS)
     }
 }

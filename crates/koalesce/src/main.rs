@@ -3,6 +3,7 @@
 use clap::{Parser, Subcommand};
 
 mod agent_cmds;
+mod broker_cmds;
 mod client_cmds;
 mod experiment_cmds;
 mod expr_bench;
@@ -60,6 +61,8 @@ enum BenchCommand {
     Submit(client_cmds::BenchSubmitArgs),
     /// One placement scan over many queued jobs and sites.
     Scan(server_cmds::BenchScanArgs),
+    /// The core's cost per TTD placement with one advance reservation per job (001 §5.2.1).
+    Ttd(broker_cmds::BenchTtdArgs),
     /// Cost of one REQUIREMENTS / RANK evaluation (compiled expression vs. hand-written Rust).
     Expr(expr_bench::BenchExprArgs),
 }
@@ -97,6 +100,7 @@ fn main() -> std::process::ExitCode {
             BenchCommand::Easy(a) => a.run(),
             BenchCommand::Submit(a) => a.run(),
             BenchCommand::Scan(a) => a.run(),
+            BenchCommand::Ttd(a) => a.run(),
             BenchCommand::Expr(a) => a.run(),
         },
     };

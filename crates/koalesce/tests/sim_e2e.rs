@@ -143,7 +143,7 @@ fn bad_input_is_named_and_never_panics() {
     );
     let text = std::fs::read_to_string(repo().join("scenarios/das2-w30.toml")).unwrap();
     let p = tmp("negative-bw").with_extension("toml");
-    std::fs::write(&p, text.replace("wan_mbps = 100", "wan_mbps = -100")).unwrap();
+    std::fs::write(&p, text.replace("wan_mbps = ", "wan_mbps = -")).unwrap();
     fails_with(&["sim", p.to_str().unwrap(), "-q"], &["network.wan_mbps", "positive"]);
     let p = tmp("too-large").with_extension("toml");
     std::fs::write(&p, text.replace("replicas = 3", "replicas = 3\nshapes = [[1, 500]]")).unwrap();

@@ -132,6 +132,23 @@ impl Matcher {
         &self.base[site.index()]
     }
 
+    /// `expr` at `site` with `free` processors free, evaluated now without the cache (for the
+    /// few candidates of a decision that cannot update it).
+    pub fn value_uncached(&self, expr: &Compiled, catalogue: &ReplicaCatalogue, site: SiteId, free: u32) -> i64 {
+        let files: Vec<Option<u64>> = expr
+            .files()
+            .iter()
+            .map(|f| catalogue.get(f).filter(|x| x.replicas.contains(&site)).map(|x| x.size_bytes))
+            .collect();
+        let host = Host {
+            base: &self.base[site.index()],
+            processors: self.processors[site.index()],
+            free,
+            files: &files,
+        };
+        expr.eval(&host).as_int()
+    }
+
     /// An evaluator of `expr` against the sites, reading data functions from `catalogue`.
     pub fn evaluator<'a>(&'a mut self, expr: &'a Compiled, catalogue: &'a ReplicaCatalogue) -> Evaluator<'a> {
         let slot = self.slot(expr);

@@ -47,4 +47,6 @@ pub enum SubmitError {
     InvalidFlexible { job: String, reason: String },
     #[error("job '{job}': min_components {min} is not in 1..={components}")]
     InvalidMinComponents { job: String, min: u32, components: usize },
+    #[error("job '{job}': preferences: {reason}")]
+    InvalidPreferences { job: String, reason: String },
 }

@@ -151,6 +151,15 @@ impl Scheduler {
         }))
     }
 
+    /// Whether job `id`'s REQUIREMENTS hold at `site` with `free` processors free (for the
+    /// broker's TTD/TTS candidates, which it ranks itself).
+    pub(super) fn requirements_hold(&self, id: JobId, site: SiteId, free: u32) -> bool {
+        match &self.jobs[&id].spec.requirements {
+            Some(r) => r.is_empty() || self.gridway.matcher.value_uncached(r.compiled(), &self.catalogue, site, free) != 0,
+            None => true,
+        }
+    }
+
     /// A scan under `queueing = "gridway"`: every queued job, in GridWay's job priority order.
     pub(super) fn gridway_scan(&mut self, now: Millis) {
         if self.queues.is_empty() {

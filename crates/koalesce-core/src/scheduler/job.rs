@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use crate::broker::Prediction;
 use crate::model::{JobId, JobSpec, Millis, PolicyKind, Priority, SiteId, Timeline};
 use crate::placement::FileSource;
 use crate::state::{ComponentState, JobState};
@@ -96,6 +97,10 @@ pub struct Job {
     pub transfers: BTreeMap<TransferKey, TransferStatus>,
     /// Whole files already copied to a site for this job (free to reuse after re-placement).
     pub staged: BTreeSet<(String, SiteId)>,
+    /// The broker's prediction for the latest placement (TTD/TTS ranking or co-allocation by
+    /// reservations): compare with the timeline for the prediction error.
+    #[serde(default)]
+    pub prediction: Option<Prediction>,
 }
 
 impl Job {

@@ -14,6 +14,7 @@
 //! - `scan`: placement scans, bags of tasks, committing a placement.
 //! - `claiming`: the claiming queue, ICP (re-placement, preemption), the launch.
 //! - `reservation`: claiming with advance reservations.
+//! - `broker`: placement by predicted TTD/TTS and co-allocation by reservations (001).
 //! - `release`: faults, ends, cancellation, blacklisting, returns to the placement queue.
 //! - `gridway`: REQUIREMENTS / RANK and GridWay's priorities and banning in placement tries,
 //!   the `queueing = "gridway"` scan, the GW_* environment.
@@ -23,6 +24,7 @@
 //! `handle_timeout`, `poll_action`).
 
 mod action;
+mod broker;
 mod claiming;
 mod error;
 mod gridway;
@@ -43,6 +45,7 @@ use crate::placement::{CloseToFiles, Policies};
 use crate::queues::PlacementQueues;
 
 pub use action::{Action, ComponentOutcome, TransferKey};
+pub use broker::BrokerStats;
 pub use error::SubmitError;
 pub use job::{Component, FileSourceRecord, Job, SchedulerStats, SiteView, TransferStatus};
 pub use release::transition;
@@ -68,6 +71,8 @@ pub struct Scheduler {
     stats: SchedulerStats,
     /// GridWay's matching caches, bans, usage and share history (`gridway.rs`).
     gridway: gridway::GridwayState,
+    /// Queue estimates, reservation plans and counters of the broker (`broker.rs`).
+    broker: broker::BrokerState,
 }
 
 impl Scheduler {
@@ -80,6 +85,7 @@ impl Scheduler {
             HistorySeed::Pairs { pairs } => CloseToFiles::with_history(pairs.iter().copied()),
         };
         let gridway = gridway::GridwayState::new(&config, &sites);
+        let sites_len = sites.len();
         let views = sites
             .iter()
             .map(|s| SiteView {
@@ -107,6 +113,7 @@ impl Scheduler {
             next_job: 1,
             stats: SchedulerStats::default(),
             gridway,
+            broker: broker::BrokerState::new(sites_len),
         }
     }
 

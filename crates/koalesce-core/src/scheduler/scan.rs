@@ -99,7 +99,13 @@ impl Scheduler {
             self.set_state(now, id, JobState::Failed(FailureReason::Unplaceable));
             return;
         }
-        let decision = self.decide_placement(now, id, capacity);
+        let decision = match self.broker_decide(now, id, capacity) {
+            Some(decision) => decision,
+            None => self.decide_placement(now, id, capacity),
+        };
+        if self.jobs[&id].state != JobState::Queued {
+            return; // the broker found it unplaceable
+        }
         let job = self.jobs.get_mut(&id).unwrap();
         job.placement_tries += 1;
         job.tries_at_level += 1;
@@ -289,6 +295,8 @@ impl Scheduler {
     }
 
     fn commit_placement(&mut self, now: Millis, id: JobId, placements: Vec<ComponentPlacement>) {
+        // The broker's reservations (start, duration) per component, if it decided them.
+        let plan = self.take_plan(id);
         let job = self.jobs.get_mut(&id).unwrap();
         if job.spec.flexible.is_some() {
             job.components = placements.iter().map(|p| Component::unplaced(p.processors, None)).collect();
@@ -302,7 +310,10 @@ impl Scheduler {
         let mut any_reserved = false;
         let mut any_claim = false;
         for p in &placements {
-            let reservable = self.sites[p.site.index()].supports_reservations;
+            let reservable = match &plan {
+                Some(plan) => plan.reserve[p.component].is_some(),
+                None => self.sites[p.site.index()].supports_reservations,
+            };
             let c = &mut job.components[p.component];
             c.site = Some(p.site);
             c.sources = p.sources.iter().map(FileSourceRecord::from).collect();
@@ -345,7 +356,7 @@ impl Scheduler {
         tl.first_placed.get_or_insert(now);
         tl.ftt_ms = ftt;
         tl.claimed = None;
-        let jst = now + ftt;
+        let jst = plan.as_ref().map_or(now + ftt, |plan| plan.start);
         tl.estimated_start = Some(jst);
         tl.first_estimated_start.get_or_insert(jst);
         job.placements += 1;
@@ -357,13 +368,16 @@ impl Scheduler {
             .iter()
             .enumerate()
             .filter(|(_, c)| c.reserved)
-            .map(|(i, c)| Action::Reserve {
-                job: id,
-                component: i as u32,
-                site: c.site.unwrap(),
-                processors: c.processors,
-                start: jst,
-                duration: duration.max(1),
+            .map(|(i, c)| {
+                let (start, duration) = plan.as_ref().and_then(|plan| plan.reserve[i]).unwrap_or((jst, duration.max(1)));
+                Action::Reserve {
+                    job: id,
+                    component: i as u32,
+                    site: c.site.unwrap(),
+                    processors: c.processors,
+                    start,
+                    duration,
+                }
             })
             .collect();
         self.set_state(now, id, JobState::Placed);

@@ -151,6 +151,7 @@ impl Scheduler {
             preemptions: 0,
             transfers: BTreeMap::new(),
             staged: BTreeSet::new(),
+            prediction: None,
         }
     }
 

@@ -99,6 +99,7 @@ impl Scheduler {
                 });
             }
         }
+        crate::broker::validate_preferences(&spec.preferences).map_err(|reason| SubmitError::InvalidPreferences { job: job(), reason })?;
         for f in &spec.input_files {
             match self.catalogue.get(f) {
                 None => {

@@ -58,6 +58,14 @@ pub struct Group {
     pub failure_pct: f64,
     /// Start delay (003 §4.2.2): final JST − first JST, s.
     pub start_delay_s: f64,
+    /// Percentiles of the (total) placement time over the group's jobs, s (003 Fig. 5.3).
+    pub placement_p25_s: f64,
+    pub placement_p50_s: f64,
+    pub placement_p90_s: f64,
+    /// Jobs that moved at least one file (estimated FTT of the last placement > 0), %.
+    pub transfer_pct: f64,
+    /// Soft-error failures per job (003 §6.2.5, Fig. 6.6).
+    pub failures_per_job: f64,
 }
 
 impl Group {
@@ -65,6 +73,9 @@ impl Group {
         let n = jobs.len().max(1) as f64;
         let mean = |f: &dyn Fn(&JobRecord) -> f64| jobs.iter().map(|j| f(j)).sum::<f64>() / n;
         let s = |ms: u64| ms as f64 / 1000.0;
+        let mut placement: Vec<f64> = jobs.iter().map(|j| s(j.total_placement_ms)).collect();
+        placement.sort_by(f64::total_cmp);
+        let pct = |p: f64| stats::percentile_sorted(&placement, p).unwrap_or(f64::NAN);
         Group {
             jobs: jobs.len(),
             placement_s: mean(&|j| s(j.total_placement_ms)),
@@ -76,6 +87,11 @@ impl Group {
             coallocated_pct: mean(&|j| if j.sites.len() > 1 { 100.0 } else { 0.0 }),
             failure_pct: mean(&|j| 100.0 * j.error_resubmissions as f64 / (j.error_resubmissions as f64 + 1.0)),
             start_delay_s: mean(&|j| s(j.start_delay_ms.unwrap_or(0))),
+            placement_p25_s: pct(25.0),
+            placement_p50_s: pct(50.0),
+            placement_p90_s: pct(90.0),
+            transfer_pct: mean(&|j| if j.ftt_ms > 0 { 100.0 } else { 0.0 }),
+            failures_per_job: mean(&|j| j.error_resubmissions as f64),
         }
     }
 }
@@ -92,10 +108,30 @@ pub struct RunMetrics {
     pub util: Util,
     /// Mean utilization over the whole run ([0, last grid job done]).
     pub util_run: Util,
-    /// Total utilization (background + grid + PWT) over the whole run of the sites that were
-    /// never blacklisted, in % of their processors.
-    pub util_usable_total: f64,
+    /// Utilization over the whole run of the sites that were never blacklisted, in % of *their*
+    /// processors (003 §5.2.3 reports the 250 processors left after Delft was taken out).
+    pub usable: Util,
     pub usable_processors: u64,
+    /// 10th and 90th percentile of the total utilization (background + grid + PWT) over
+    /// 5-minute windows of the arrival window, the first 10 minutes left out (the range a
+    /// figure of the utilization over time would show).
+    pub util_total_p10: f64,
+    pub util_total_p90: f64,
+    /// PWT split (s per started job, last placement): claimed before the estimated JST (JST −
+    /// JCT) and waiting past it for transfers that ran longer than estimated (start − JST).
+    pub pwt_before_jst_s: f64,
+    pub pwt_after_jst_s: f64,
+    /// Jobs still waiting for placement at the last arrival, by total size (003 §6.2.2: "at the
+    /// end of the job submissions, only jobs of size 48 are still in the queue").
+    pub queued_at_last_arrival: BTreeMap<u32, usize>,
+    /// Share of each size's jobs submitted by the last arrival that had started by then, %.
+    pub started_by_last_arrival_pct: BTreeMap<u32, f64>,
+    /// Start times of the started jobs by total size, s (cumulative-jobs plots).
+    pub starts_by_size: BTreeMap<u32, Vec<f64>>,
+    /// Failure rate (as [`Group::failure_pct`]) of the jobs that ran on several clusters and of
+    /// those that ran on one (003 §5.2.4: co-allocation increases the failure rate).
+    pub failure_pct_coallocated: f64,
+    pub failure_pct_single: f64,
     pub max_queue: usize,
     pub last_arrival_s: f64,
     pub end_s: f64,
@@ -136,16 +172,53 @@ impl RunMetrics {
         let util = Util::of(&r.timeline[..window], procs * (window as u64 * r.bucket_ms) as f64);
         let util_run = Util::of(&r.timeline, procs * r.end_ms as f64);
         let black: Vec<&str> = r.blacklisted.iter().map(|(_, s)| s.as_str()).collect();
-        let mut usable_busy = 0u64;
+        let mut usable_sum = UtilizationBucket::default();
         let mut usable_procs = 0u64;
         for (i, name) in r.site_names.iter().enumerate() {
             if black.contains(&name.as_str()) {
                 continue;
             }
             let t = &r.site_totals[i];
-            usable_busy += t.background + t.grid + t.pwt;
+            usable_sum.background += t.background;
+            usable_sum.grid += t.grid;
+            usable_sum.pwt += t.pwt;
+            usable_sum.pgt += t.pgt;
             usable_procs += r.site_processors[i] as u64;
         }
+        let usable = Util::of(&[usable_sum], usable_procs as f64 * r.end_ms as f64);
+        let (util_total_p10, util_total_p90) = total_range(r, window);
+        let started: Vec<&JobRecord> = r.jobs.iter().filter(|j| j.start.is_some() && j.placed.is_some()).collect();
+        let per_started = |f: &dyn Fn(&JobRecord) -> f64| started.iter().map(|j| f(j)).sum::<f64>() / started.len().max(1) as f64;
+        let pwt_before_jst_s = per_started(&|j| {
+            let jst = j.placed.unwrap() + j.ftt_ms;
+            jst.saturating_sub(j.claimed.unwrap_or(jst)) as f64 / 1000.0
+        });
+        let pwt_after_jst_s = per_started(&|j| j.start.unwrap().saturating_sub(j.placed.unwrap() + j.ftt_ms) as f64 / 1000.0);
+        let last = r.last_arrival_ms;
+        let mut queued_at_last_arrival = BTreeMap::new();
+        let mut started_by: BTreeMap<u32, (usize, usize)> = BTreeMap::new();
+        let mut starts_by_size: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
+        for j in &r.jobs {
+            let first_placed = j.placed.map(|p| p.min(j.start.unwrap_or(p)));
+            if first_placed.is_none_or(|p| p > last) {
+                *queued_at_last_arrival.entry(j.size).or_insert(0) += 1;
+            }
+            let e = started_by.entry(j.size).or_insert((0, 0));
+            e.1 += 1;
+            if j.start.is_some_and(|t| t <= last) {
+                e.0 += 1;
+            }
+            if let Some(t) = j.start {
+                starts_by_size.entry(j.size).or_default().push(t as f64 / 1000.0);
+            }
+        }
+        for v in starts_by_size.values_mut() {
+            v.sort_by(f64::total_cmp);
+        }
+        let started_by_last_arrival_pct = started_by
+            .into_iter()
+            .map(|(k, (a, n))| (k, 100.0 * a as f64 / n.max(1) as f64))
+            .collect();
         let mut by_shape: BTreeMap<String, Vec<&JobRecord>> = BTreeMap::new();
         let mut by_sp: BTreeMap<String, Vec<&JobRecord>> = BTreeMap::new();
         let mut by_zp: BTreeMap<String, Vec<&JobRecord>> = BTreeMap::new();
@@ -173,8 +246,17 @@ impl RunMetrics {
             unfinished: r.jobs.iter().filter(|j| !j.state.is_terminal()).count(),
             util,
             util_run,
-            util_usable_total: 100.0 * usable_busy as f64 / (usable_procs as f64 * r.end_ms as f64).max(1.0),
+            usable,
             usable_processors: usable_procs,
+            util_total_p10,
+            util_total_p90,
+            pwt_before_jst_s,
+            pwt_after_jst_s,
+            queued_at_last_arrival,
+            started_by_last_arrival_pct,
+            starts_by_size,
+            failure_pct_coallocated: Group::of(&done.iter().copied().filter(|j| j.sites.len() > 1).collect::<Vec<_>>()).failure_pct,
+            failure_pct_single: Group::of(&done.iter().copied().filter(|j| j.sites.len() <= 1).collect::<Vec<_>>()).failure_pct,
             max_queue: r.max_queue_length,
             last_arrival_s: r.last_arrival_ms as f64 / 1000.0,
             end_s: r.end_ms as f64 / 1000.0,
@@ -192,6 +274,68 @@ impl RunMetrics {
             by_shape_priority: groups(by_sp),
             by_size_priority: groups(by_zp),
         }
+    }
+}
+
+/// 10th and 90th percentile of the total utilization over 5-minute windows of the first
+/// `window` buckets, without the first 10 minutes (warm-up).
+fn total_range(r: &SimResult, window: usize) -> (f64, f64) {
+    let per = (300_000 / r.bucket_ms.max(1)).max(1) as usize;
+    let skip = (600_000 / r.bucket_ms.max(1)) as usize;
+    let buckets = &r.timeline[skip.min(window)..window];
+    let mut v: Vec<f64> = buckets
+        .chunks(per)
+        .filter(|c| c.len() == per)
+        .map(|c| Util::of(c, r.total_processors as f64 * (c.len() as u64 * r.bucket_ms) as f64).total())
+        .collect();
+    v.sort_by(f64::total_cmp);
+    (
+        stats::percentile_sorted(&v, 10.0).unwrap_or(f64::NAN),
+        stats::percentile_sorted(&v, 90.0).unwrap_or(f64::NAN),
+    )
+}
+
+/// A proportion `k / n` with its 95% Wilson interval (in %): the interval for shares near 0 or
+/// 100% (seeds that were stable, jobs that finished), where mean ± t·s would collapse to zero
+/// width or leave [0, 100].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Prop {
+    pub k: u64,
+    pub n: u64,
+    pub lo: f64,
+    pub hi: f64,
+}
+
+impl Prop {
+    pub fn new(k: u64, n: u64) -> Prop {
+        let (lo, hi) = stats::wilson(k, n, 1.96).unwrap_or((f64::NAN, f64::NAN));
+        Prop {
+            k,
+            n,
+            lo: 100.0 * lo,
+            hi: 100.0 * hi,
+        }
+    }
+
+    /// Over runs: how many satisfy `f`.
+    pub fn seeds(runs: &[RunMetrics], f: impl Fn(&RunMetrics) -> bool) -> Prop {
+        Prop::new(runs.iter().filter(|m| f(m)).count() as u64, runs.len() as u64)
+    }
+
+    pub fn pct(&self) -> f64 {
+        if self.n == 0 {
+            f64::NAN
+        } else {
+            100.0 * self.k as f64 / self.n as f64
+        }
+    }
+
+    /// "10/10 (95% CI 72–100%)".
+    pub fn fmt(&self) -> String {
+        if self.n == 0 {
+            return "–".to_string();
+        }
+        format!("{}/{} (95% CI {:.0}–{:.0}%)", self.k, self.n, self.lo, self.hi)
     }
 }
 

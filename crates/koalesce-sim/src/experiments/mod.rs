@@ -5,13 +5,20 @@
 //!   the unreliable testbed; co-allocated versus single-component workloads.
 //! - [`das2`]: the DAS-2 testbed and KOALA's parameters as scenarios.
 //! - [`measure`]: what a run measures, and means with 95% confidence intervals over seeds.
+//! - [`broker`]: the broker's co-allocation tests (001 §5.2.2, Tables I and II) and co-allocation
+//!   by reservations against KOALA's claiming.
 //!
 //! An experiment is a list of [`Config`]s (one scenario each), every one run under the same
 //! seeds; [`run_configs`] does that and keeps what the reports need.
 
+pub mod broker;
 pub mod das2;
 pub mod koala;
 pub mod measure;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use rayon::prelude::*;
 
 use crate::engine;
 use crate::metrics::UtilizationSeries;
@@ -38,24 +45,34 @@ pub struct ConfigResult {
     pub timeline: UtilizationSeries,
 }
 
-/// Runs every configuration under every seed, in order, calling `progress(done, total, label)`
-/// after each run. Runs are independent and deterministic: a (configuration, seed) pair always
-/// gives the same result.
-pub fn run_configs(configs: &[Config], seeds: &[u64], progress: &mut dyn FnMut(usize, usize, &str)) -> Vec<ConfigResult> {
+/// Runs every configuration under every seed, calling `progress(done, total, label)` after
+/// each run. Runs are independent and deterministic (a (configuration, seed) pair always gives
+/// the same result), so they run in parallel on the current rayon thread pool and are put back
+/// in (configuration, seed) order: the result does not depend on the number of threads.
+pub fn run_configs(configs: &[Config], seeds: &[u64], progress: &(dyn Fn(usize, usize, &str) + Sync)) -> Vec<ConfigResult> {
     let total = configs.len() * seeds.len();
-    let mut done = 0;
+    let done = AtomicUsize::new(0);
+    let pairs: Vec<(usize, usize)> = (0..configs.len()).flat_map(|c| (0..seeds.len()).map(move |s| (c, s))).collect();
+    let mut results: Vec<(RunMetrics, Option<UtilizationSeries>)> = pairs
+        .par_iter()
+        .map(|&(ci, si)| {
+            let c = &configs[ci];
+            let r = engine::run(&c.scenario, seeds[si], &mut |_| {}).unwrap_or_else(|e| panic!("experiment {}: {e}", c.key));
+            // The plots show the run with the first seed.
+            let timeline = (si == 0).then(|| measure::series(&r));
+            let m = RunMetrics::of(&r);
+            progress(done.fetch_add(1, Ordering::Relaxed) + 1, total, &c.label);
+            (m, timeline)
+        })
+        .collect();
     let mut out = Vec::with_capacity(configs.len());
-    for c in configs {
-        let mut runs = Vec::with_capacity(seeds.len());
+    for c in configs.iter().rev() {
+        let rest = results.split_off(results.len() - seeds.len());
         let mut timeline = None;
-        for &seed in seeds {
-            let r = engine::run(&c.scenario, seed, &mut |_| {}).unwrap_or_else(|e| panic!("experiment {}: {e}", c.key));
-            if timeline.is_none() {
-                timeline = Some(measure::series(&r));
-            }
-            runs.push(RunMetrics::of(&r));
-            done += 1;
-            progress(done, total, &c.label);
+        let mut runs = Vec::with_capacity(seeds.len());
+        for (m, t) in rest {
+            timeline = timeline.or(t);
+            runs.push(m);
         }
         out.push(ConfigResult {
             key: c.key.clone(),
@@ -70,5 +87,6 @@ pub fn run_configs(configs: &[Config], seeds: &[u64], progress: &mut dyn FnMut(u
             }),
         });
     }
+    out.reverse();
     out
 }

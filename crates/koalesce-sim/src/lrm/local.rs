@@ -141,7 +141,7 @@ impl LocalRm {
         // this small fits whatever its estimate). Both only change when a job starts.
         let min_procs = u64::from(min_procs);
         let mut free = prof.free_at(now);
-        let mut free_always = prof.cap.saturating_sub(prof.max_used(now, NEVER));
+        let mut free_always = prof.capacity().saturating_sub(prof.max_used(now, NEVER));
         let mut started = false;
         for i in first.max(1)..self.queue.len() {
             if free < min_procs {
@@ -157,7 +157,7 @@ impl LocalRm {
                 self.start_job(now, q.id);
                 prof.add(now, end, q.procs);
                 free = prof.free_at(now);
-                free_always = prof.cap.saturating_sub(prof.max_used(now, NEVER));
+                free_always = prof.capacity().saturating_sub(prof.max_used(now, NEVER));
                 started = true;
             }
         }

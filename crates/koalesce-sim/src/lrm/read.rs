@@ -75,7 +75,7 @@ impl LocalRm {
             return self.idle();
         }
         let prof = self.profile(self.now);
-        prof.cap.saturating_sub(prof.max_used(self.now, NEVER)) as u32
+        prof.capacity().saturating_sub(prof.max_used(self.now, NEVER)) as u32
     }
 
     /// The record of local job `id`, if it exists.

@@ -1,0 +1,398 @@
+//! Advance reservations as a service (001 §2.3), the decision part: a pure table of one site's
+//! reserved processors over time that answers requests.
+//!
+//! A request names the processors, the duration, the earliest and latest acceptable start and an
+//! optional *flexible* flag. The three replies of 001 §2.3 are
+//! [`ReservationReply::Granted`], [`ReservationReply::Rejected`] ("never possible") and
+//! [`ReservationReply::RejectedNext`] ("may be granted at a later time `T_next`"). *Modify* is
+//! release + create, as in 001 §3.3.2: when the new request is refused the old reservation is gone.
+//!
+//! The table knows only its own reservations. Everything else that holds the site's processors
+//! (running local jobs until their estimated end, claims, queued jobs the LRM has planned) comes
+//! in with every call as a [`Profile`] of *other* commitments, so the same table serves the
+//! daemon's local executor (which enforces it: no one else starts on reserved processors) and the
+//! simulated LRM (which plans its local jobs around it).
+//!
+//! Decisions:
+//! - A request is granted at the earliest start `s ≥ max(earliest, now)` where its processors fit
+//!   during `[s, s + duration)` next to the other commitments and the reservations held, provided
+//!   `s ≤ latest`. Otherwise it is rejected with `T_next = s` (the earliest start at which the very
+//!   same request would be granted now), or plainly rejected when it never fits (more processors
+//!   than the site has, or commitments that hold forever).
+//! - **Flexible reservations** may be moved by the table inside their own start window (001 §2.3:
+//!   "the local scheduler may alter the reservation start time within the start time window after
+//!   the reservation is created"). The table does so only for a request that would otherwise be
+//!   refused: it tries the request's earliest start and every instant of its window at which the
+//!   committed processors change (and the same instants less the duration), takes the flexible,
+//!   not yet started reservations overlapping the request out, places the request, and puts each
+//!   of them back at its earliest feasible start inside its window (by id); the first candidate
+//!   where all of them find room wins. Moves are reported by [`ReservationTable::take_relocations`].
+//!   `T_next` is computed without moving anything (it is exact for that definition).
+//!
+//! Invariant (property-tested): at no instant from `now` on do the other commitments plus the
+//! reservations exceed the capacity, provided the other commitments alone did not; every
+//! reservation starts inside its own window.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::profile::Profile;
+use crate::model::Millis;
+
+/// Identifier of a reservation, unique within one table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ReservationId(pub u64);
+
+/// A reservation request (001 §2.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReservationRequest {
+    pub processors: u32,
+    pub duration_ms: Millis,
+    /// Earliest acceptable start.
+    pub earliest_start: Millis,
+    /// Latest acceptable start.
+    pub latest_start: Millis,
+    /// The site may move the reservation inside `[earliest_start, latest_start]` later.
+    #[serde(default)]
+    pub flexible: bool,
+}
+
+impl ReservationRequest {
+    /// A request for exactly `start` (earliest = latest), not flexible.
+    pub fn at(processors: u32, start: Millis, duration_ms: Millis) -> Self {
+        ReservationRequest {
+            processors,
+            duration_ms,
+            earliest_start: start,
+            latest_start: start,
+            flexible: false,
+        }
+    }
+
+    /// A request for any start in `[earliest, latest]`, not flexible.
+    pub fn window(processors: u32, duration_ms: Millis, earliest: Millis, latest: Millis) -> Self {
+        ReservationRequest {
+            processors,
+            duration_ms,
+            earliest_start: earliest,
+            latest_start: latest,
+            flexible: false,
+        }
+    }
+}
+
+/// The three replies of 001 §2.3.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "reply")]
+pub enum ReservationReply {
+    /// `<granted>`: the reservation exists and starts at `start`.
+    Granted { id: ReservationId, start: Millis },
+    /// `<rejected>`: never possible (more processors than the site has, an invalid request, or
+    /// commitments that hold forever).
+    Rejected,
+    /// `<rejected, T_next>`: not in the requested window; the same request starting at `t_next`
+    /// would be granted now.
+    RejectedNext { t_next: Millis },
+}
+
+impl ReservationReply {
+    pub fn is_granted(&self) -> bool {
+        matches!(self, ReservationReply::Granted { .. })
+    }
+
+    /// `T_next` of a rejection with one.
+    pub fn t_next(&self) -> Option<Millis> {
+        match self {
+            ReservationReply::RejectedNext { t_next } => Some(*t_next),
+            _ => None,
+        }
+    }
+}
+
+/// A granted reservation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reservation {
+    pub id: ReservationId,
+    pub processors: u32,
+    pub start: Millis,
+    /// Exclusive end: `start + duration`.
+    pub end: Millis,
+    /// The window the requester accepted (a flexible reservation stays inside it).
+    pub earliest_start: Millis,
+    pub latest_start: Millis,
+    pub flexible: bool,
+}
+
+impl Reservation {
+    pub fn duration(&self) -> Millis {
+        self.end - self.start
+    }
+}
+
+/// A flexible reservation the table moved to make room for another request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Relocation {
+    pub id: ReservationId,
+    pub from: Millis,
+    pub to: Millis,
+}
+
+/// One site's reservations. See the module docs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReservationTable {
+    capacity: u32,
+    reservations: BTreeMap<ReservationId, Reservation>,
+    /// Processors held by the reservations, from time 0.
+    reserved: Profile,
+    next_id: u64,
+    relocations: Vec<Relocation>,
+}
+
+impl ReservationTable {
+    pub fn new(capacity: u32) -> Self {
+        ReservationTable {
+            capacity,
+            reservations: BTreeMap::new(),
+            reserved: Profile::empty(capacity, 0),
+            next_id: 1,
+            relocations: Vec::new(),
+        }
+    }
+
+    pub fn capacity(&self) -> u32 {
+        self.capacity
+    }
+
+    pub fn get(&self, id: ReservationId) -> Option<&Reservation> {
+        self.reservations.get(&id)
+    }
+
+    /// Reservations by id.
+    pub fn iter(&self) -> impl Iterator<Item = &Reservation> {
+        self.reservations.values()
+    }
+
+    pub fn len(&self) -> usize {
+        self.reservations.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.reservations.is_empty()
+    }
+
+    /// Processors held by reservations over time.
+    pub fn reserved(&self) -> &Profile {
+        &self.reserved
+    }
+
+    /// Reservations plus `others`, from `now` on.
+    pub fn committed(&self, now: Millis, others: Option<&Profile>) -> Profile {
+        let mut base = match others {
+            Some(o) => o.sum(&Profile::empty(self.capacity, now)),
+            None => Profile::empty(self.capacity, now),
+        };
+        for r in self.reservations.values().filter(|r| r.end > now) {
+            base.add(r.start, r.end, r.processors);
+        }
+        base
+    }
+
+    /// Answers a request (see the module docs); `others` are the site's other commitments
+    /// (`None`: nothing else holds processors).
+    pub fn request(&mut self, now: Millis, req: &ReservationRequest, others: Option<&Profile>) -> ReservationReply {
+        if req.processors == 0 || req.processors > self.capacity || req.duration_ms == 0 || req.latest_start < req.earliest_start {
+            return ReservationReply::Rejected;
+        }
+        let lo = req.earliest_start.max(now);
+        let committed = self.committed(now, others);
+        let plain = committed.earliest_fit(lo, req.duration_ms, req.processors);
+        match plain {
+            Some(s) if s <= req.latest_start => ReservationReply::Granted {
+                id: self.insert(req, s),
+                start: s,
+            },
+            _ => {
+                if let Some((s, moves)) = self.relocate_for(now, lo, req, &committed) {
+                    for (id, to) in moves {
+                        self.move_to(id, to);
+                    }
+                    return ReservationReply::Granted {
+                        id: self.insert(req, s),
+                        start: s,
+                    };
+                }
+                match plain {
+                    Some(t_next) => ReservationReply::RejectedNext { t_next },
+                    None => ReservationReply::Rejected,
+                }
+            }
+        }
+    }
+
+    /// Releases a reservation (unused, or ended early). Returns it, or `None` if unknown.
+    pub fn release(&mut self, id: ReservationId) -> Option<Reservation> {
+        let r = self.reservations.remove(&id)?;
+        self.reserved.remove(r.start, r.end, r.processors);
+        Some(r)
+    }
+
+    /// Modify = release + create (001 §3.3.2): the old reservation is released first, so a
+    /// refused modification loses it. An unknown `id` is just a create.
+    pub fn modify(&mut self, now: Millis, id: ReservationId, req: &ReservationRequest, others: Option<&Profile>) -> ReservationReply {
+        self.release(id);
+        self.request(now, req, others)
+    }
+
+    /// Drops the reservations that ended at or before `now`, returning them.
+    pub fn expire(&mut self, now: Millis) -> Vec<Reservation> {
+        let ended: Vec<ReservationId> = self.reservations.values().filter(|r| r.end <= now).map(|r| r.id).collect();
+        ended.into_iter().filter_map(|id| self.release(id)).collect()
+    }
+
+    /// Flexible reservations moved since the last call.
+    pub fn take_relocations(&mut self) -> Vec<Relocation> {
+        std::mem::take(&mut self.relocations)
+    }
+
+    fn insert(&mut self, req: &ReservationRequest, start: Millis) -> ReservationId {
+        let id = ReservationId(self.next_id);
+        self.next_id += 1;
+        let end = start.saturating_add(req.duration_ms);
+        self.reservations.insert(
+            id,
+            Reservation {
+                id,
+                processors: req.processors,
+                start,
+                end,
+                earliest_start: req.earliest_start,
+                latest_start: req.latest_start,
+                flexible: req.flexible,
+            },
+        );
+        self.reserved.add(start, end, req.processors);
+        id
+    }
+
+    fn move_to(&mut self, id: ReservationId, to: Millis) {
+        let r = self.release(id).expect("relocated reservation exists");
+        self.relocations.push(Relocation { id, from: r.start, to });
+        let end = to.saturating_add(r.duration());
+        self.reservations.insert(id, Reservation { start: to, end, ..r });
+        self.reserved.add(to, end, r.processors);
+    }
+
+    /// Where the request could start if flexible reservations moved, and the moves.
+    fn relocate_for(
+        &self,
+        now: Millis,
+        lo: Millis,
+        req: &ReservationRequest,
+        committed: &Profile,
+    ) -> Option<(Millis, Vec<(ReservationId, Millis)>)> {
+        let movable: Vec<&Reservation> = self.reservations.values().filter(|r| r.flexible && r.start > now).collect();
+        if movable.is_empty() || lo > req.latest_start {
+            return None;
+        }
+        let dur = req.duration_ms;
+        let mut candidates = vec![lo];
+        for &(t, _) in committed.steps() {
+            for c in [t, t.saturating_sub(dur)] {
+                if c > lo && c <= req.latest_start {
+                    candidates.push(c);
+                }
+            }
+        }
+        candidates.sort_unstable();
+        candidates.dedup();
+        for c in candidates {
+            let end = c.saturating_add(dur);
+            let conflicting: Vec<&Reservation> = movable.iter().copied().filter(|r| r.start < end && c < r.end).collect();
+            if conflicting.is_empty() {
+                continue;
+            }
+            let mut tmp = committed.clone();
+            for r in &conflicting {
+                tmp.remove(r.start, r.end, r.processors);
+            }
+            if !tmp.fits(c, end, req.processors) {
+                continue;
+            }
+            tmp.add(c, end, req.processors);
+            let mut moves = Vec::with_capacity(conflicting.len());
+            for r in &conflicting {
+                match tmp.earliest_fit(r.earliest_start.max(now), r.duration(), r.processors) {
+                    Some(s) if s <= r.latest_start => {
+                        tmp.add(s, s.saturating_add(r.duration()), r.processors);
+                        moves.push((r.id, s));
+                    }
+                    _ => break,
+                }
+            }
+            if moves.len() == conflicting.len() {
+                return Some((c, moves));
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn granted_rejected_and_t_next() {
+        let mut t = ReservationTable::new(8);
+        let a = t.request(0, &ReservationRequest::at(8, 10, 10), None);
+        assert!(matches!(a, ReservationReply::Granted { start: 10, .. }));
+        // Overlaps [10, 20): the earliest start is 20.
+        let b = t.request(0, &ReservationRequest::window(4, 5, 12, 15), None);
+        assert_eq!(b, ReservationReply::RejectedNext { t_next: 20 });
+        // Fits before it: [0, 10) is free.
+        let c = t.request(0, &ReservationRequest::window(4, 10, 0, 5), None);
+        assert!(matches!(c, ReservationReply::Granted { start: 0, .. }));
+        assert_eq!(t.request(0, &ReservationRequest::at(9, 0, 1), None), ReservationReply::Rejected);
+        // Other commitments forever leave no room.
+        let others = Profile::build(8, 0, [(0, super::super::profile::FOREVER, 5)]);
+        assert_eq!(
+            t.request(0, &ReservationRequest::at(4, 30, 1), Some(&others)),
+            ReservationReply::Rejected
+        );
+    }
+
+    #[test]
+    fn modify_is_release_then_create() {
+        let mut t = ReservationTable::new(4);
+        let ReservationReply::Granted { id, .. } = t.request(0, &ReservationRequest::at(4, 0, 10), None) else {
+            panic!()
+        };
+        let blocker = Profile::build(4, 0, [(10, 20, 4)]);
+        // Moving it to [15, 25) is refused by the other commitments, and the old one is gone.
+        let r = t.modify(0, id, &ReservationRequest::at(4, 15, 10), Some(&blocker));
+        assert_eq!(r, ReservationReply::RejectedNext { t_next: 20 });
+        assert!(t.is_empty());
+    }
+
+    #[test]
+    fn flexible_reservation_makes_room() {
+        let mut t = ReservationTable::new(4);
+        let flex = ReservationRequest {
+            flexible: true,
+            ..ReservationRequest::window(4, 10, 10, 40)
+        };
+        let ReservationReply::Granted { id, start: 10 } = t.request(0, &flex, None) else {
+            panic!()
+        };
+        // A rigid request for exactly [10, 20) only fits if the flexible one moves to 20.
+        let r = t.request(0, &ReservationRequest::at(4, 10, 10), None);
+        assert!(matches!(r, ReservationReply::Granted { start: 10, .. }), "{r:?}");
+        assert_eq!(t.get(id).unwrap().start, 20);
+        assert_eq!(t.take_relocations(), vec![Relocation { id, from: 10, to: 20 }]);
+        // [10, 30) is full; a rigid request of 25 ms starting by 29 cannot fit even if the
+        // flexible one moves (the rigid one is in the way): the first free start is 30.
+        let r = t.request(0, &ReservationRequest::window(4, 25, 5, 29), None);
+        assert_eq!(r, ReservationReply::RejectedNext { t_next: 30 });
+    }
+}
