@@ -5,6 +5,9 @@
 //!   the unreliable testbed; co-allocated versus single-component workloads.
 //! - [`das2`]: the DAS-2 testbed and KOALA's parameters as scenarios.
 //! - [`measure`]: what a run measures, and means with 95% confidence intervals over seeds.
+//! - [`gridway`]: GridWay's data-location-aware scheduling algorithms (004 §3.4.2, Tables 3 and
+//!   4): REQUIREMENTS and RANK with data functions in the core's scan, four algorithms on three
+//!   sites, side by side with the seed.
 //! - [`broker`]: the broker's co-allocation tests (001 §5.2.2, Tables I and II) and co-allocation
 //!   by reservations against KOALA's claiming.
 //!
@@ -13,6 +16,7 @@
 
 pub mod broker;
 pub mod das2;
+pub mod gridway;
 pub mod koala;
 pub mod measure;
 
