@@ -84,6 +84,9 @@ pub struct SiteAttributes {
     pub queue_max_walltime_ms: Option<Millis>,
     /// Benchmark scores p_b(R) by benchmark name (001 §3.1: higher is faster).
     pub benchmarks: BTreeMap<String, f64>,
+    /// Software / runtime environments the site offers (xRSL's runTimeEnvironment), as
+    /// `HAS_SOFTWARE("tag")` asks (compared ignoring ASCII case).
+    pub software: Vec<String>,
 }
 
 /// Forecast of the network between sites, as the information service provides it (003 §3.1).

@@ -30,6 +30,8 @@ struct SiteEntry {
     /// Catalogue version the file answers were bound at (0: never).
     version: u64,
     files: Box<[Option<u64>]>,
+    /// Whether the site offers each software tag the expression names.
+    software: Box<[bool]>,
     /// Free count the value was computed for (or 0 for load-independent values); NO_VALUE: none.
     free: u32,
     value: i64,
@@ -42,6 +44,7 @@ struct Host<'a> {
     processors: u32,
     free: u32,
     files: &'a [Option<u64>],
+    software: &'a [bool],
 }
 
 impl HostVars for Host<'_> {
@@ -62,10 +65,25 @@ impl HostVars for Host<'_> {
         self.files.get(file).copied().flatten()
     }
     #[inline]
-    fn has_software(&self, _tag: usize) -> bool {
-        // Sites publish no software tags yet.
-        false
+    fn has_software(&self, tag: usize) -> bool {
+        self.software.get(tag).copied().unwrap_or(false)
     }
+}
+
+/// The data functions' answers at `site`: the size of its replica of each file `expr` names.
+fn bind_files(expr: &Compiled, catalogue: &ReplicaCatalogue, site: SiteId) -> Box<[Option<u64>]> {
+    expr.files()
+        .iter()
+        .map(|f| catalogue.get(f).filter(|x| x.replicas.contains(&site)).map(|x| x.size_bytes))
+        .collect()
+}
+
+/// Whether a site offering `offers` has each software tag `expr` names.
+fn bind_software(expr: &Compiled, offers: &[String]) -> Box<[bool]> {
+    expr.software()
+        .iter()
+        .map(|t| offers.iter().any(|o| o.eq_ignore_ascii_case(t)))
+        .collect()
 }
 
 /// Counters of the matcher (for benchmarks and metrics).
@@ -82,6 +100,8 @@ pub struct MatchStats {
 pub struct Matcher {
     base: Vec<SiteSnapshot>,
     processors: Vec<u32>,
+    /// The software tags each site offers.
+    offers: Vec<Vec<String>>,
     /// Catalogue version; bumped whenever the catalogue may have changed.
     version: u64,
     /// One slot of per-site values per distinct expression text.
@@ -105,6 +125,7 @@ impl Matcher {
         Matcher {
             base: sites.iter().map(|s| SiteSnapshot::for_site(s, s.processors)).collect(),
             processors: sites.iter().map(|s| s.processors).collect(),
+            offers: sites.iter().map(|s| s.attributes.software.clone()).collect(),
             version: 1,
             slots: Vec::new(),
             by_text: HashMap::new(),
@@ -135,16 +156,14 @@ impl Matcher {
     /// `expr` at `site` with `free` processors free, evaluated now without the cache (for the
     /// few candidates of a decision that cannot update it).
     pub fn value_uncached(&self, expr: &Compiled, catalogue: &ReplicaCatalogue, site: SiteId, free: u32) -> i64 {
-        let files: Vec<Option<u64>> = expr
-            .files()
-            .iter()
-            .map(|f| catalogue.get(f).filter(|x| x.replicas.contains(&site)).map(|x| x.size_bytes))
-            .collect();
+        let files = bind_files(expr, catalogue, site);
+        let software = bind_software(expr, &self.offers[site.index()]);
         let host = Host {
             base: &self.base[site.index()],
             processors: self.processors[site.index()],
             free,
             files: &files,
+            software: &software,
         };
         expr.eval(&host).as_int()
     }
@@ -158,6 +177,7 @@ impl Matcher {
             load: expr.depends_on_load(),
             base: &self.base,
             processors: &self.processors,
+            offers: &self.offers,
             version: self.version,
             entries: &mut self.slots[slot].sites,
             stats: &mut self.stats,
@@ -205,6 +225,7 @@ pub struct Evaluator<'a> {
     load: bool,
     base: &'a [SiteSnapshot],
     processors: &'a [u32],
+    offers: &'a [Vec<String>],
     version: u64,
     entries: &'a mut [SiteEntry],
     stats: &'a mut MatchStats,
@@ -219,13 +240,8 @@ impl Evaluator<'_> {
         if e.version != self.version {
             e.version = self.version;
             e.free = NO_VALUE;
-            let files = self.expr.files();
-            if e.files.len() != files.len() || !files.is_empty() {
-                e.files = files
-                    .iter()
-                    .map(|f| self.catalogue.get(f).filter(|x| x.replicas.contains(&site)).map(|x| x.size_bytes))
-                    .collect();
-            }
+            e.files = bind_files(self.expr, self.catalogue, site);
+            e.software = bind_software(self.expr, &self.offers[i]);
         }
         let key = if self.load { free.min(NO_VALUE - 1) } else { 0 };
         if e.free == key {
@@ -237,6 +253,7 @@ impl Evaluator<'_> {
             processors: self.processors[i],
             free,
             files: &e.files,
+            software: &e.software,
         };
         e.value = self.expr.eval(&host).as_int();
         e.free = key;
@@ -266,6 +283,7 @@ mod tests {
                 supports_reservations: false,
                 attributes: SiteAttributes {
                     cpu_mhz: mhz,
+                    software: if n == "b" { vec!["APPS/BLAST-2.2".into()] } else { Vec::new() },
                     ..Default::default()
                 },
             })
@@ -286,13 +304,16 @@ mod tests {
             assert_eq!(ev.value(SiteId(0), 16), 2816); // cached
             assert_eq!(ev.value(SiteId(0), 15), 2815); // the load changed
         }
-        assert_eq!(m.stats(), MatchStats { evaluations: 3, cached: 1 });
+        let sw = Expr::compile("HAS_SOFTWARE(\"apps/blast-2.2\")").unwrap();
+        assert!(m.evaluator(&sw, &cat).matches(SiteId(1), 0));
+        assert!(!m.evaluator(&sw, &cat).matches(SiteId(0), 0));
+        assert_eq!(m.stats(), MatchStats { evaluations: 5, cached: 1 });
         {
             let mut ev = m.evaluator(&fixed, &cat);
             assert!(ev.matches(SiteId(0), 3) && ev.matches(SiteId(0), 40)); // one evaluation
             assert!(!ev.matches(SiteId(2), 3));
         }
-        assert_eq!(m.stats().evaluations, 5);
+        assert_eq!(m.stats().evaluations, 7);
         // A replica appears at A: the data functions see it once the catalogue changed.
         cat.add_replica("myfile", SiteId(0));
         m.catalogue_changed();
