@@ -4,6 +4,7 @@ use std::time::Instant;
 
 use koalesce_core::config::ScanInterval;
 use koalesce_core::expr::JobExpr;
+use koalesce_core::gridway::Queueing;
 use koalesce_core::model::{NetworkForecast, PolicyKind, ReplicaCatalogue, Site, SiteAttributes};
 use koalesce_core::{JobSpec, Priority, Scheduler, SchedulerConfig, SiteId};
 
@@ -22,16 +23,25 @@ pub enum ScanVariant {
     /// The same RANK and a REQUIREMENTS (`ARCH = "x86*" & CPU_MHZ >= 1500`) on every job, and
     /// no policy: every job is placed by the `gridway` policy (004 Eq. 1).
     Gridway,
+    /// As `Gridway`, under `queueing = "gridway"`: the scan orders all 100,000 jobs by GridWay's
+    /// job priority first.
+    GridwayQueueing,
 }
 
 impl ScanVariant {
-    pub const ALL: [ScanVariant; 3] = [ScanVariant::Plain, ScanVariant::Rank, ScanVariant::Gridway];
+    pub const ALL: [ScanVariant; 4] = [
+        ScanVariant::Plain,
+        ScanVariant::Rank,
+        ScanVariant::Gridway,
+        ScanVariant::GridwayQueueing,
+    ];
 
     pub fn describe(self) -> &'static str {
         match self {
             ScanVariant::Plain => "no expressions (WF/CF/CM)",
             ScanVariant::Rank => "RANK on every job (WF/CF/CM)",
             ScanVariant::Gridway => "REQUIREMENTS + RANK, gridway policy",
+            ScanVariant::GridwayQueueing => "the same, GridWay's job priority order",
         }
     }
 }
@@ -77,6 +87,11 @@ pub fn scan_bench_with(jobs: usize, sites: usize, variant: ScanVariant) -> ScanB
         .collect();
     let config = SchedulerConfig {
         scan_interval: ScanInterval::Fixed { interval_ms: 1000 },
+        queueing: if variant == ScanVariant::GridwayQueueing {
+            Queueing::Gridway
+        } else {
+            Queueing::Koala
+        },
         // A pairs table over 500 sites is 250,000 entries; CF runs on it all the same.
         ..SchedulerConfig::default()
     };
@@ -116,7 +131,7 @@ pub fn scan_bench_with(jobs: usize, sites: usize, variant: ScanVariant) -> ScanB
         if with_rank {
             spec.rank = Some(ranks[j % RANK_FILES].clone());
         }
-        if variant == ScanVariant::Gridway {
+        if matches!(variant, ScanVariant::Gridway | ScanVariant::GridwayQueueing) {
             spec.requirements = Some(requirements.clone());
             spec.policy = None;
         }

@@ -391,7 +391,7 @@ impl Simulation {
                 .worker_copy
                 .as_ref()
                 .map(|w| ((w.overhead_s * 1000.0).round() as Millis, w.s_per_gb.clone())),
-            net_rng: Rng::seed_from(seed, 0x6e65_7477_6f72_6b),
+            net_rng: Rng::seed_from(seed, 0x006e_6574_776f_726b),
             worker_copy_of: BTreeMap::new(),
             broker,
             reservations: (0, 0, 0),

@@ -104,7 +104,9 @@ impl Scheduler {
                 }
             }
         }
-        cands.retain(|&s| !(banning && g.bans.is_banned(s, now)) && !(gridway && g.site_fixed[s.index()] == 0));
+        let banned = |s: SiteId| banning && g.bans.is_banned(s, now);
+        let excluded = |s: SiteId| gridway && g.site_fixed[s.index()] == 0;
+        cands.retain(|&s| !banned(s) && !excluded(s));
         if let Some(e) = req {
             let mut ev = g.matcher.evaluator(e.compiled(), &self.catalogue);
             cands.retain(|&s| ev.matches(s, available.available(s)));

@@ -297,7 +297,7 @@ pub fn scenario(alg: Alg, setup: &Setup, seed: u64) -> Scenario {
             latency_ms: (COPY_OVERHEAD_S * 1000.0) as Millis,
             links: Vec::new(),
             stream_mbps: remote.iter().map(|mb| mb * 8.0).collect(),
-            worker_copy: setup.worker_copy.then(|| WorkerCopySpec {
+            worker_copy: setup.worker_copy.then_some(WorkerCopySpec {
                 overhead_s: COPY_OVERHEAD_S,
                 s_per_gb: local,
             }),
