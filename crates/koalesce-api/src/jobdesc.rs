@@ -345,21 +345,31 @@ impl JobDescription {
             flexible,
             input_files: self.inputs.iter().map(|f| f.file.clone()).collect(),
             file_mode: FileMode::Whole,
-            runtime_estimate_ms: match self.runtime_estimate.as_ref().or(self.walltime.as_ref()) {
-                Some(r) => parse_duration(r).map_err(DescriptionError::Invalid)?,
-                None => DEFAULT_RUNTIME_MS,
+            runtime_estimate_ms: match (&self.runtime_estimate, &self.walltime) {
+                (Some(r), _) => parse_duration(r).map_err(|e| DescriptionError::Invalid(format!("field 'runtime_estimate': {e}")))?,
+                (None, Some(w)) => parse_duration(w).map_err(|e| DescriptionError::Invalid(format!("field 'walltime': {e}")))?,
+                (None, None) => DEFAULT_RUNTIME_MS,
             },
-            priority: self.priority.as_deref().map(|p| p.parse().unwrap()).unwrap_or_default(),
-            policy: self.policy.as_deref().map(|p| p.parse().unwrap()),
-            min_components: self.min_components,
+            priority: match &self.priority {
+                Some(p) => p.parse().map_err(|e| DescriptionError::Invalid(format!("field 'priority': {e}")))?,
+                None => Priority::default(),
+            },
+            policy: match &self.policy {
+                Some(p) => Some(p.parse().map_err(|e| DescriptionError::Invalid(format!("field 'policy': {e}")))?),
+                None => None,
+            },
+            // A bag of tasks tells the core how many tasks must be placed and succeed (all of
+            // them unless `min_components` says otherwise); other runners are atomic.
+            min_components: match self.runner {
+                Runner::Bag => Some(self.min_components.unwrap_or(self.components.len() as u32)),
+                Runner::Independent | Runner::Coupled => None,
+            },
             requirements: expression("requirements", self.requirements.as_deref())?,
             rank: expression("rank", self.rank.as_deref())?,
-            deadline_ms: self
-                .deadline
-                .as_deref()
-                .map(parse_duration)
-                .transpose()
-                .map_err(DescriptionError::Invalid)?,
+            deadline_ms: match &self.deadline {
+                Some(d) => Some(parse_duration(d).map_err(|e| DescriptionError::Invalid(format!("field 'deadline': {e}")))?),
+                None => None,
+            },
             preferences: Default::default(),
             ..JobSpec::default()
         })
@@ -389,39 +399,9 @@ fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// "90s", "10m", "2h", "1d", "HH:MM:SS", "MM:SS" or plain seconds → milliseconds.
-pub fn parse_duration(s: &str) -> Result<Millis, String> {
-    let t = s.trim();
-    let bad = || format!("'{s}' is not a duration (use e.g. \"90s\", \"10m\", \"2h\" or \"HH:MM:SS\")");
-    if t.contains(':') {
-        let parts: Vec<&str> = t.split(':').collect();
-        if parts.len() > 3 {
-            return Err(bad());
-        }
-        let mut secs: u64 = 0;
-        for p in parts {
-            let v: u64 = p.parse().map_err(|_| bad())?;
-            secs = secs * 60 + v;
-        }
-        return Ok(secs * 1000);
-    }
-    let (num, unit) = match t.find(|c: char| !c.is_ascii_digit() && c != '.') {
-        Some(i) => (&t[..i], &t[i..]),
-        None => (t, "s"),
-    };
-    let v: f64 = num.parse().map_err(|_| bad())?;
-    let mult = match unit {
-        "ms" => 1.0,
-        "s" => 1000.0,
-        "m" | "min" => 60_000.0,
-        "h" => 3_600_000.0,
-        "d" => 86_400_000.0,
-        _ => return Err(bad()),
-    };
-    if !v.is_finite() || v < 0.0 {
-        return Err(bad());
-    }
-    Ok((v * mult).round() as Millis)
+/// A duration as the job description writes it, in milliseconds (see [`crate::duration`]).
+pub fn parse_duration(s: &str) -> Result<Millis, crate::duration::DurationError> {
+    crate::duration::parse_ms(s)
 }
 
 #[cfg(test)]
@@ -429,12 +409,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn durations() {
-        assert_eq!(parse_duration("90s").unwrap(), 90_000);
-        assert_eq!(parse_duration("10m").unwrap(), 600_000);
-        assert_eq!(parse_duration("2h").unwrap(), 7_200_000);
+    fn runtime_estimates_use_the_shared_syntax() {
         assert_eq!(parse_duration("01:00:05").unwrap(), 3_605_000);
-        assert!(parse_duration("soon").is_err());
+        let toml = |d: &str| format!("name='a'\nexecutable='/bin/true'\nruntime_estimate='{d}'\n[[components]]\nprocessors=1\n");
+        assert!(JobDescription::parse(&toml("2h")).is_ok());
+        let e = JobDescription::parse(&toml("99999999999999999999:00:00")).unwrap_err().to_string();
+        assert!(e.contains("runtime_estimate") && e.contains("too long"), "{e}");
     }
 
     #[test]

@@ -17,6 +17,23 @@ pub enum FailureReason {
     ApplicationError,
     /// No usable site can ever hold the job (e.g. every large enough site is blacklisted).
     Unplaceable,
+    /// A bag of tasks ended with fewer successful tasks than it needs.
+    TooFewTasks { succeeded: u32, needed: u32, tasks: u32 },
+}
+
+impl std::fmt::Display for FailureReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FailureReason::PlacementTries => f.write_str("placement tries exceeded the threshold"),
+            FailureReason::ClaimingTries => f.write_str("claiming tries exceeded the threshold"),
+            FailureReason::TooManyErrors => f.write_str("too many resubmissions after soft errors"),
+            FailureReason::ApplicationError => f.write_str("a component failed"),
+            FailureReason::Unplaceable => f.write_str("no usable site can hold the job"),
+            FailureReason::TooFewTasks { succeeded, needed, tasks } => {
+                write!(f, "bag: {succeeded} of {tasks} components succeeded, at least {needed} needed")
+            }
+        }
+    }
 }
 
 /// State of a grid job. Terminal states are `Succeeded`, `Failed` and `Cancelled`.
@@ -91,10 +108,37 @@ pub enum ComponentState {
     /// Processors claimed at the site; waiting at the start barrier.
     Claimed,
     Running,
+    /// Ended successfully.
     Finished,
+    /// The application failed (a bag of tasks goes on without it; any other job fails).
+    Failed,
+    /// Killed because its job ended (cancelled, or failed by another component).
+    Aborted,
     /// Not placed in this run of a bag-of-tasks job (placed with at least `min_components`);
     /// placed again if the job returns to the queue.
     Skipped,
+}
+
+impl ComponentState {
+    /// The state's name in the API and logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            ComponentState::Unplaced => "unplaced",
+            ComponentState::Placed => "placed",
+            ComponentState::Reserved => "reserved",
+            ComponentState::Claimed => "claimed",
+            ComponentState::Running => "running",
+            ComponentState::Finished => "finished",
+            ComponentState::Failed => "failed",
+            ComponentState::Aborted => "aborted",
+            ComponentState::Skipped => "skipped",
+        }
+    }
+
+    /// Whether the component ended in this run (successfully or not).
+    pub fn is_done(self) -> bool {
+        matches!(self, ComponentState::Finished | ComponentState::Failed | ComponentState::Aborted)
+    }
 }
 
 #[cfg(test)]

@@ -127,6 +127,9 @@ fn cf_with_empty_history_and_full_file_site_does_not_place_the_job() {
     s.handle_timeout(60_000);
     let acts = drain(&mut s);
     assert!(acts.is_empty(), "{acts:?}");
+    // A failed try changes nothing but the job's tries, which a driver can take.
+    assert_eq!(s.take_progress(), vec![(j, 1, 0, koalesce_core::Priority::High)]);
+    assert!(s.take_progress().is_empty());
     let job = s.job(j).unwrap();
     assert_eq!(job.state, JobState::Queued);
     assert_eq!(job.placement_tries, 1);

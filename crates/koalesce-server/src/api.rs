@@ -1,7 +1,6 @@
 //! The REST API of docs/server-contract.md (v1).
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -11,12 +10,15 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use koalesce_core::{JobId, JobState, Priority};
+use koalesce_core::{JobId, Priority};
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::json;
 
-use crate::backend::Backend;
-use crate::daemon::{self, JobRecord, Shared};
+use koalesce_api::dto::{FileInfo, JobDetail, JobSummary, NewFile, SiteInfo, Submitted};
+
+use crate::daemon::records::{self, CoreSnapshot, JobMeta};
+use crate::daemon::transfers::add_replica_mem;
+use crate::daemon::{self, Shared};
 use crate::jobdesc::{DescriptionError, JobDescription};
 use crate::{now_ms, store, transfer};
 
@@ -160,72 +162,6 @@ pub fn router(shared: S) -> Router {
 
 // ----- jobs ---------------------------------------------------------------------------
 
-/// The record with the core's live counters (tries and priority change without a state change).
-fn live(st: &daemon::State, r: &JobRecord) -> JobRecord {
-    let mut r = r.clone();
-    if !r.state.is_terminal() {
-        if let Some(j) = st.core.job(JobId(r.id)) {
-            r.placement_tries = j.placement_tries;
-            r.claiming_tries = j.claiming_tries;
-            r.priority = j.priority;
-        }
-    }
-    r
-}
-
-pub fn summary(r: &JobRecord) -> Value {
-    json!({
-        "id": r.id,
-        "name": r.name,
-        "user": r.user,
-        "state": r.state.name(),
-        "priority": r.priority.name(),
-        "components": r.components.len(),
-        "size": r.size(),
-        "sites": r.sites(),
-        "submitted_ms": r.submitted_ms,
-        "started_ms": r.started_ms,
-        "finished_ms": r.finished_ms,
-        "exit_ok": r.exit_ok,
-    })
-}
-
-pub fn detail(r: &JobRecord) -> Value {
-    let mut v = summary(r);
-    let t = &r.timeline;
-    let o = v.as_object_mut().unwrap();
-    o.insert(
-        "timeline".into(),
-        json!({
-            "submitted": r.submitted_ms,
-            "placed": t.placed,
-            "claimed": t.claimed,
-            "started": r.started_ms.or(t.started),
-            "finished": r.finished_ms.or(t.finished),
-            "ftt_ms": t.ftt_ms,
-            "pgt_ms": t.pgt_ms(),
-            "pwt_ms": t.pwt_ms(),
-            "twt_ms": r.started_ms.map(|s| s.saturating_sub(r.submitted_ms)),
-        }),
-    );
-    o.insert("placement_tries".into(), json!(r.placement_tries));
-    o.insert("claiming_tries".into(), json!(r.claiming_tries));
-    o.insert("failure".into(), json!(r.failure));
-    o.insert(
-        "components".into(),
-        json!(r
-            .components
-            .iter()
-            .map(|c| json!({
-                "index": c.index, "processors": c.processors, "site": c.site, "state": c.state,
-                "exit_code": c.exit_code, "stdout": c.stdout, "stderr": c.stderr,
-            }))
-            .collect::<Vec<_>>()),
-    );
-    o.insert("outputs".into(), json!(r.outputs));
-    v
-}
-
 async fn submit(AxState(s): AxState<S>, req: Request) -> R<Response> {
     let caller = authenticate(&s, req.headers())?;
     let body = read_body(&s, req).await?;
@@ -235,45 +171,40 @@ async fn submit(AxState(s): AxState<S>, req: Request) -> R<Response> {
         DescriptionError::Invalid(m) => err(StatusCode::UNPROCESSABLE_ENTITY, m),
     })?;
     let (id, rx) = {
-        let mut guard = s.state.lock().unwrap();
+        let mut guard = s.lock();
         let st = &mut *guard;
         let spec = desc
             .to_spec(|n| st.site_id(n))
             .map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
         let id = st.next_id;
-        let now = now_ms();
         st.core
-            .submit_with_id(now, JobId(id), spec.clone())
+            .submit_with_id(now_ms(), JobId(id), spec.clone())
             .map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
         st.next_id += 1;
-        let rec = JobRecord {
+        let meta = JobMeta::new(caller.user.clone(), desc);
+        let job = st
+            .core
+            .job(JobId(id))
+            .ok_or_else(|| err(StatusCode::INTERNAL_SERVER_ERROR, "job vanished at submission"))?;
+        let row = store::NewJob {
             id,
             user: caller.user.clone(),
-            name: desc.name.clone(),
-            state: JobState::Queued,
-            priority: spec.priority,
-            failure: None,
-            submitted_ms: now,
-            started_ms: None,
-            finished_ms: None,
-            exit_ok: None,
-            placement_tries: 0,
-            claiming_tries: 0,
-            error_resubmissions: 0,
-            attempt: 0,
-            timeline: Default::default(),
-            components: spec
-                .components
-                .iter()
-                .enumerate()
-                .map(|(i, c)| daemon::ComponentRecord::unplaced(i as u32, c.processors))
-                .collect(),
-            outputs: Vec::new(),
-            desc,
+            name: meta.desc.name.clone(),
+            description: text.to_string(),
+            spec: records::json(&spec),
+            update: store::JobUpdate {
+                id,
+                state: job.state.name().to_string(),
+                core: records::json(&CoreSnapshot::of(job)),
+                meta: records::json(&meta.stored()),
+                // Live jobs are rendered from the core; the rendering is stored when they end.
+                detail: String::new(),
+            },
+            submitted_ms: job.timeline.submitted,
         };
         // Enqueued before any later write about this job (the writer keeps order).
-        let rx = s.store.submit(daemon::insert_job_op(&rec, text.to_string(), &spec));
-        st.jobs.insert(id, rec);
+        let rx = s.store.submit(store::insert_job_op(row));
+        st.meta.insert(id, meta);
         daemon::process_actions(&s, st);
         (id, rx)
     };
@@ -281,18 +212,19 @@ async fn submit(AxState(s): AxState<S>, req: Request) -> R<Response> {
     match rx.await {
         Ok(Ok(())) => {
             s.wake.notify_one();
-            Ok((StatusCode::CREATED, Json(json!({ "id": id }))).into_response())
+            Ok((StatusCode::CREATED, Json(Submitted { id })).into_response())
         }
         other => {
             let msg = match other {
-                Ok(Err(e)) => e,
+                Ok(Err(e)) => e.reason,
                 _ => "database writer stopped".into(),
             };
             // Not durable: withdraw it.
-            let mut guard = s.state.lock().unwrap();
+            let mut guard = s.lock();
             let st = &mut *guard;
             st.core.cancel(now_ms(), JobId(id));
-            st.jobs.remove(&id);
+            st.core.forget(JobId(id));
+            st.meta.remove(&id);
             daemon::process_actions(&s, st);
             Err(err(StatusCode::INTERNAL_SERVER_ERROR, format!("job not stored: {msg}")))
         }
@@ -307,11 +239,30 @@ struct ListQuery {
 
 const STATES: [&str; 7] = ["queued", "placed", "claimed", "running", "succeeded", "failed", "cancelled"];
 
+/// Renders the jobs the core holds (live ones, and ended ones not yet forgotten).
+fn live_details(s: &Shared, filter: impl Fn(u64, &JobMeta) -> bool) -> Vec<JobDetail> {
+    let st = s.lock();
+    st.meta
+        .iter()
+        .filter(|(id, m)| filter(**id, m))
+        .filter_map(|(id, m)| Some(records::render(*id, st.core.job(JobId(*id))?, m, &s.sites)))
+        .collect()
+}
+
+/// Reads from the store on the blocking pool.
+async fn read_store<T: Send + 'static>(s: &S, f: impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<T> + Send + 'static) -> R<T> {
+    let store = s.store.clone();
+    tokio::task::spawn_blocking(move || store.read(f))
+        .await
+        .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
+        .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
+}
+
 async fn list_jobs(
     AxState(s): AxState<S>,
     headers: HeaderMap,
     q: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
-) -> R<Json<Vec<Value>>> {
+) -> R<Json<Vec<JobSummary>>> {
     let caller = authenticate(&s, &headers)?;
     let Query(q) = q.map_err(|e| err(StatusCode::BAD_REQUEST, format!("query: {e}")))?;
     if let Some(st) = &q.state {
@@ -323,15 +274,27 @@ async fn list_jobs(
         }
     }
     let all = caller.admin && q.all.unwrap_or(false);
-    let st = s.state.lock().unwrap();
-    Ok(Json(
-        st.jobs
-            .values()
-            .filter(|r| all || r.user == caller.user)
-            .filter(|r| q.state.as_deref().is_none_or(|want| r.state.name() == want))
-            .map(|r| summary(&live(&st, r)))
-            .collect(),
-    ))
+    let live: Vec<JobSummary> = live_details(&s, |_, m| all || m.user == caller.user)
+        .into_iter()
+        .filter(|d| q.state.as_deref().is_none_or(|want| d.state == want))
+        .map(|d| d.summary())
+        .collect();
+    // Ended jobs the core let go are in the store (a job in both is shown as the core has it).
+    let wanted_ended = q.state.as_deref().is_none_or(|w| store::ENDED.contains(&w));
+    let mut out: std::collections::BTreeMap<u64, JobSummary> = std::collections::BTreeMap::new();
+    if wanted_ended {
+        let (user, state) = ((!all).then(|| caller.user.clone()), q.state.clone());
+        let rows = read_store(&s, move |c| store::load_ended(c, user.as_deref(), state.as_deref())).await?;
+        for (id, detail) in rows {
+            if let Ok(d) = serde_json::from_str::<JobDetail>(&detail) {
+                out.insert(id, d.summary());
+            }
+        }
+    }
+    for j in live {
+        out.insert(j.id, j);
+    }
+    Ok(Json(out.into_values().collect()))
 }
 
 fn parse_id(raw: &str) -> R<u64> {
@@ -339,40 +302,80 @@ fn parse_id(raw: &str) -> R<u64> {
         .map_err(|_| err(StatusCode::NOT_FOUND, format!("job '{raw}' not found")))
 }
 
-async fn get_job(AxState(s): AxState<S>, headers: HeaderMap, Path(raw): Path<String>) -> R<Json<Value>> {
-    let caller = authenticate(&s, &headers)?;
-    let id = parse_id(&raw)?;
-    let st = s.state.lock().unwrap();
-    match st.jobs.get(&id) {
-        Some(r) if caller.admin || r.user == caller.user => Ok(Json(detail(&live(&st, r)))),
-        _ => Err(err(StatusCode::NOT_FOUND, format!("job {id} not found"))),
+/// A job as the caller may see it: from the core, else from the store; 404 for another
+/// user's job (so ids do not leak).
+async fn find_job(s: &S, caller: &Caller, id: u64) -> R<JobDetail> {
+    let not_found = || err(StatusCode::NOT_FOUND, format!("job {id} not found"));
+    if let Some(d) = live_details(s, |j, _| j == id).pop() {
+        return if caller.admin || d.user == caller.user {
+            Ok(d)
+        } else {
+            Err(not_found())
+        };
+    }
+    match read_store(s, move |c| store::load_detail(c, id)).await? {
+        Some((user, _, detail)) if caller.admin || user == caller.user => {
+            serde_json::from_str(&detail).map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, format!("job {id}: stored rendering: {e}")))
+        }
+        _ => Err(not_found()),
     }
 }
 
-async fn cancel_job(AxState(s): AxState<S>, headers: HeaderMap, Path(raw): Path<String>) -> R<Json<Value>> {
+async fn get_job(AxState(s): AxState<S>, headers: HeaderMap, Path(raw): Path<String>) -> R<Json<JobDetail>> {
     let caller = authenticate(&s, &headers)?;
     let id = parse_id(&raw)?;
-    let mut guard = s.state.lock().unwrap();
-    let st = &mut *guard;
-    // Another user's job answers exactly like a missing one (as GET does): ids do not leak.
-    let Some(r) = st.jobs.get(&id).filter(|r| caller.admin || r.user == caller.user) else {
-        return Err(err(StatusCode::NOT_FOUND, format!("job {id} not found")));
+    Ok(Json(find_job(&s, &caller, id).await?))
+}
+
+async fn cancel_job(AxState(s): AxState<S>, headers: HeaderMap, Path(raw): Path<String>) -> R<Json<JobSummary>> {
+    let caller = authenticate(&s, &headers)?;
+    let id = parse_id(&raw)?;
+    let cancelled = {
+        let mut guard = s.lock();
+        let st = &mut *guard;
+        let found = st
+            .meta
+            .get(&id)
+            .map(|m| m.user.clone())
+            .zip(st.core.job(JobId(id)).map(|j| j.state));
+        match found {
+            // Another user's job answers exactly like a missing one (as GET does): ids do
+            // not leak.
+            Some((user, _)) if !caller.admin && user != caller.user => {
+                return Err(err(StatusCode::NOT_FOUND, format!("job {id} not found")));
+            }
+            Some((_, state)) => {
+                if state.is_terminal() || !st.core.cancel(now_ms(), JobId(id)) {
+                    return Err(err(StatusCode::CONFLICT, format!("job {id} already finished ({})", state.name())));
+                }
+                // Rendered before the actions run: an ended job may be let go right after.
+                let d = st
+                    .core
+                    .job(JobId(id))
+                    .zip(st.meta.get(&id))
+                    .map(|(j, m)| records::render(id, j, m, &s.sites));
+                daemon::process_actions(&s, st);
+                d
+            }
+            None => None,
+        }
     };
-    if r.state.is_terminal() {
-        return Err(err(StatusCode::CONFLICT, format!("job {id} already finished ({})", r.state.name())));
+    if let Some(d) = cancelled {
+        return Ok(Json(d.summary()));
     }
-    if !st.core.cancel(now_ms(), JobId(id)) {
-        return Err(err(StatusCode::CONFLICT, format!("job {id} already finished")));
+    // Not in the core: ended (or unknown).
+    match read_store(&s, move |c| store::load_detail(c, id)).await? {
+        Some((user, _, _)) if !caller.admin && user != caller.user => Err(err(StatusCode::NOT_FOUND, format!("job {id} not found"))),
+        Some((_, state, _)) => Err(err(StatusCode::CONFLICT, format!("job {id} already finished ({state})"))),
+        None => Err(err(StatusCode::NOT_FOUND, format!("job {id} not found"))),
     }
-    daemon::process_actions(&s, st);
-    Ok(Json(summary(&live(st, &st.jobs[&id]))))
 }
 
 // ----- sites and files ----------------------------------------------------------------
 
-async fn sites(AxState(s): AxState<S>, headers: HeaderMap) -> R<Json<Vec<Value>>> {
+async fn sites(AxState(s): AxState<S>, headers: HeaderMap) -> R<Json<Vec<SiteInfo>>> {
     authenticate(&s, &headers)?;
-    let st = s.state.lock().unwrap();
+    let st = s.lock();
     let out = st
         .core
         .sites()
@@ -380,40 +383,42 @@ async fn sites(AxState(s): AxState<S>, headers: HeaderMap) -> R<Json<Vec<Value>>
         .enumerate()
         .map(|(i, site)| {
             let view = st.core.site_view(koalesce_core::SiteId(i as u32));
-            let p = s.backend.processors(&site.name).unwrap_or_default();
-            json!({
-                "name": site.name, "processors": site.processors, "idle": p.idle, "used": p.used,
-                "placed_unclaimed": view.placed_unclaimed, "blacklisted": view.blacklisted,
-                "supports_reservations": site.supports_reservations,
-            })
+            let h = &s.sites[i];
+            SiteInfo {
+                name: site.name.clone(),
+                kind: h.backend.kind().to_string(),
+                processors: site.processors as u64,
+                idle: h.idle.load(Ordering::Relaxed) as u64,
+                used: h.used.load(Ordering::Relaxed) as u64,
+                placed_unclaimed: view.placed_unclaimed as u64,
+                blacklisted: view.blacklisted,
+                supports_reservations: site.supports_reservations,
+            }
         })
         .collect();
     Ok(Json(out))
 }
 
-fn file_json(name: &str, f: &daemon::FileInfo) -> Value {
-    json!({ "name": name, "size_bytes": f.size_bytes, "sha256": f.sha256, "replicas": f.replicas.keys().collect::<Vec<_>>() })
+fn file_json(name: &str, f: &daemon::FileInfo) -> FileInfo {
+    FileInfo {
+        name: name.to_string(),
+        size_bytes: f.size_bytes,
+        sha256: f.sha256.clone(),
+        replicas: f.replicas.keys().cloned().collect(),
+    }
 }
 
-async fn list_files(AxState(s): AxState<S>, headers: HeaderMap) -> R<Json<Vec<Value>>> {
+async fn list_files(AxState(s): AxState<S>, headers: HeaderMap) -> R<Json<Vec<FileInfo>>> {
     authenticate(&s, &headers)?;
-    let st = s.state.lock().unwrap();
+    let st = s.lock();
     Ok(Json(st.files.iter().map(|(n, f)| file_json(n, f)).collect()))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct AddFile {
-    name: String,
-    path: PathBuf,
-    site: String,
 }
 
 async fn add_file(AxState(s): AxState<S>, req: Request) -> R<Response> {
     authenticate(&s, req.headers())?;
     let body = read_body(&s, req).await?;
-    let raw: Value = serde_json::from_slice(&body).map_err(|e| err(StatusCode::BAD_REQUEST, format!("malformed JSON: {e}")))?;
-    let add: AddFile = serde_json::from_value(raw).map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
+    let raw: serde_json::Value = serde_json::from_slice(&body).map_err(|e| err(StatusCode::BAD_REQUEST, format!("malformed JSON: {e}")))?;
+    let add: NewFile = serde_json::from_value(raw).map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
     let chars = add.name.chars().count();
     if chars == 0 || chars > 255 || add.name.chars().any(char::is_control) {
         return Err(err(
@@ -421,7 +426,7 @@ async fn add_file(AxState(s): AxState<S>, req: Request) -> R<Response> {
             format!("field 'name': must be 1 to 255 characters without control characters (got {chars})"),
         ));
     }
-    let Some(local) = s.backend.site(&add.site).cloned() else {
+    let Some(storage) = s.site_by_name(&add.site).map(|h| h.paths.storage.clone()) else {
         return Err(err(
             StatusCode::UNPROCESSABLE_ENTITY,
             format!("field 'site': site '{}' does not exist", add.site),
@@ -435,7 +440,7 @@ async fn add_file(AxState(s): AxState<S>, req: Request) -> R<Response> {
     }
     // A name already registered gets one more replica, if the content is the same file.
     let expected = {
-        let st = s.state.lock().unwrap();
+        let st = s.lock();
         match st.files.get(&add.name) {
             Some(f) if f.replicas.contains_key(&add.site) => {
                 return Err(err(
@@ -447,7 +452,7 @@ async fn add_file(AxState(s): AxState<S>, req: Request) -> R<Response> {
             None => None,
         }
     };
-    let dest = transfer::storage_path(&local.storage, &add.name);
+    let dest = transfer::storage_path(&storage, &add.name);
     let (src, d, want) = (add.path.clone(), dest.clone(), expected.clone());
     let copied =
         tokio::task::spawn_blocking(move || transfer::copy_verified(&src, &d, want.as_ref().map(|(sha, size)| (sha.as_str(), *size))))
@@ -461,7 +466,7 @@ async fn add_file(AxState(s): AxState<S>, req: Request) -> R<Response> {
                 None => err(StatusCode::UNPROCESSABLE_ENTITY, format!("field 'path': {e}")),
             })?;
     s.store
-        .write(daemon::register_replica_op(
+        .write(store::register_replica_op(
             add.name.clone(),
             copied.bytes,
             copied.sha256.clone(),
@@ -471,8 +476,8 @@ async fn add_file(AxState(s): AxState<S>, req: Request) -> R<Response> {
         .await
         .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
     s.metrics.transfer_bytes.fetch_add(copied.bytes, Ordering::Relaxed);
-    let mut st = s.state.lock().unwrap();
-    daemon::add_replica_mem(&mut st, &add.name, copied.bytes, &copied.sha256, &add.site, dest);
+    let mut st = s.lock();
+    add_replica_mem(&mut st, &add.name, copied.bytes, &copied.sha256, &add.site, dest);
     let entry = file_json(&add.name, &st.files[&add.name]);
     Ok((StatusCode::CREATED, Json(entry)).into_response())
 }
@@ -480,31 +485,26 @@ async fn add_file(AxState(s): AxState<S>, req: Request) -> R<Response> {
 async fn delete_file(AxState(s): AxState<S>, headers: HeaderMap, Path(name): Path<String>) -> R<Response> {
     authenticate(&s, &headers)?;
     let paths = {
-        let mut st = s.state.lock().unwrap();
-        if !st.files.contains_key(&name) {
-            return Err(err(StatusCode::NOT_FOUND, format!("file '{name}' not found")));
-        }
+        let mut st = s.lock();
         if let Some(j) = st
-            .jobs
-            .values()
-            .find(|j| !j.state.is_terminal() && j.desc.inputs.iter().any(|f| f.logical() == name))
+            .core
+            .jobs()
+            .find(|j| !j.state.is_terminal() && j.spec.input_files.contains(&name))
         {
             return Err(err(
                 StatusCode::CONFLICT,
-                format!("file '{name}' is an input of job {} ({})", j.id, j.state.name()),
+                format!("file '{name}' is an input of job {} ({})", j.id.0, j.state.name()),
             ));
         }
-        let info = st.files.remove(&name).unwrap();
+        let Some(info) = st.files.remove(&name) else {
+            return Err(err(StatusCode::NOT_FOUND, format!("file '{name}' not found")));
+        };
         st.core.catalogue_mut().remove(&name);
         info.replicas.into_values().collect::<Vec<_>>()
     };
     let n = name.clone();
     s.store
-        .write(Box::new(move |tx| {
-            tx.execute("DELETE FROM replicas WHERE name = ?1", [&n])?;
-            tx.execute("DELETE FROM files WHERE name = ?1", [&n])?;
-            Ok(())
-        }))
+        .write(store::delete_file_op(n))
         .await
         .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
     for p in paths {
@@ -572,10 +572,14 @@ async fn metrics(AxState(s): AxState<S>) -> Response {
 pub fn render_metrics(s: &Shared) -> String {
     use std::fmt::Write;
     let mut o = String::new();
-    let st = s.state.lock().unwrap();
+    let st = s.lock();
     let mut by_state: HashMap<&str, u64> = STATES.iter().map(|k| (*k, 0)).collect();
-    for j in st.jobs.values() {
+    // Live jobs from the core; ended ones are counted when they end (and loaded at startup).
+    for j in st.core.jobs().filter(|j| !j.state.is_terminal()) {
         *by_state.entry(j.state.name()).or_default() += 1;
+    }
+    for (k, n) in &st.ended {
+        *by_state.entry(k).or_default() += n;
     }
     let _ = writeln!(o, "# HELP koalesce_jobs Jobs by state.\n# TYPE koalesce_jobs gauge");
     for k in STATES {
@@ -661,10 +665,14 @@ pub fn render_metrics(s: &Shared) -> String {
     let _ = writeln!(o, "# TYPE koalesce_db_writes_total counter\nkoalesce_db_writes_total {}", w.ops);
     let _ = writeln!(o, "# TYPE koalesce_site_processors gauge");
     for (i, site) in st.core.sites().iter().enumerate() {
-        let p = s.backend.processors(&site.name).unwrap_or_default();
+        let used = s.sites[i].used.load(Ordering::Relaxed);
         let v = st.core.site_view(koalesce_core::SiteId(i as u32));
-        let _ = writeln!(o, "koalesce_site_processors{{site=\"{}\",kind=\"total\"}} {}", site.name, p.total);
-        let _ = writeln!(o, "koalesce_site_processors{{site=\"{}\",kind=\"used\"}} {}", site.name, p.used);
+        let _ = writeln!(
+            o,
+            "koalesce_site_processors{{site=\"{}\",kind=\"total\"}} {}",
+            site.name, site.processors
+        );
+        let _ = writeln!(o, "koalesce_site_processors{{site=\"{}\",kind=\"used\"}} {}", site.name, used);
         let _ = writeln!(
             o,
             "koalesce_site_processors{{site=\"{}\",kind=\"placed_unclaimed\"}} {}",

@@ -2,11 +2,23 @@
 //!
 //! Shaped after Slurm (sbatch / squeue / scontrol / scancel): jobs are identified by opaque
 //! strings, status is asked for a batch of ids at once, states follow Slurm's names. The
-//! daemon calls these methods from its driver; they must be quick (a Slurm implementation
-//! would shell out in a blocking thread and cache).
+//! daemon holds one backend per site (`Arc<dyn Backend>`, kinds may be mixed) and calls these
+//! methods only from its blocking pool, never under its state lock, so an implementation may
+//! block (a Slurm one shells out to `sbatch`/`squeue`/`scontrol`).
+//!
+//! Recovery after a daemon restart goes through the trait as well: [`Backend::adopt`] re-attaches
+//! to a component, [`Backend::barrier_state`] tells where a launch stands at the start barrier
+//! and [`Backend::abort_held`] makes a held component give up. Every implementation answers
+//! these from the component's supervisor records (see `supervise.rs`).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::config::{SiteConfig, SiteKind};
+use crate::local::LocalBackend;
+use crate::slurm::{SlurmBackend, SlurmOptions, SlurmSiteSpec};
+use crate::supervisor_cmd::{JobSandbox, SupervisorCommand};
 
 /// Processors of a site as the LRM reports them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -78,6 +90,19 @@ pub enum BackendError {
     Exhausted { site: String, reason: String },
 }
 
+/// Where a launched component stands at the start barrier (for recovery).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BarrierState {
+    /// No supervisor took the component's directory (it is fenced, now or earlier): the
+    /// component can never start there.
+    Fenced,
+    /// A supervisor took it and has not been let through: it never ran the program. `alive`:
+    /// it still waits (else it died or gave up).
+    Held { alive: bool },
+    /// It was let through (or the program was spawned): the component may have run.
+    Released,
+}
+
 /// An advance reservation (Slurm `scontrol create reservation`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReservationRequest {
@@ -87,9 +112,16 @@ pub struct ReservationRequest {
     pub duration_ms: u64,
 }
 
-/// Optional capability: advance reservations.
+/// Optional capability: advance reservations (003 §4.2.2 "claiming with reservations").
 pub trait Reservations: Send + Sync {
+    /// Asks for `req`; the returned id names the granted reservation. Refused with
+    /// [`BackendError::Busy`] when the processors are not free during the whole window.
     fn reserve(&self, req: &ReservationRequest) -> Result<String, BackendError>;
+    /// Claims the processors of a granted reservation (at or after its start); the returned
+    /// claim id is used like one of [`Backend::claim`] (passed to `submit`, given back with
+    /// [`Backend::release`]). Slurm: a held job with `--reservation`.
+    fn claim_reserved(&self, reservation: &str) -> Result<String, BackendError>;
+    /// Gives a reservation back (unused, or no longer needed).
     fn cancel_reservation(&self, id: &str) -> Result<(), BackendError>;
 }
 
@@ -123,8 +155,62 @@ pub trait Backend: Send + Sync + 'static {
     /// After a daemon restart: re-attaches to a component submitted by a previous instance,
     /// holding its processors again; returns the claim id to release when it ends.
     fn adopt(&self, id: &str, site: &str, processors: u32) -> Result<String, BackendError>;
+    /// After a daemon restart: where the launch of component `id` stands at the start barrier.
+    /// A component no supervisor has taken is fenced first, so the answer cannot change under
+    /// the caller by a late supervisor (a `Held` one only becomes `Released` by
+    /// [`Backend::start`], or gives up by [`Backend::abort_held`]).
+    fn barrier_state(&self, id: &str) -> Result<BarrierState, BackendError>;
+    /// After a daemon restart: makes a component held at the start barrier give up without
+    /// running its program. Only for a launch that was never released.
+    fn abort_held(&self, id: &str) -> Result<(), BackendError>;
     /// Advance reservations, when the LRM supports them.
     fn reservations(&self) -> Option<&dyn Reservations> {
         None
     }
+}
+
+/// What every backend of a server shares: how supervisors are started and confined, and
+/// where a backend may keep files of its own.
+#[derive(Debug, Clone)]
+pub struct BuildContext {
+    pub supervisor: SupervisorCommand,
+    pub sandbox: JobSandbox,
+    /// The server's data directory (a Slurm site keeps its client configuration under
+    /// `sites/<site>/slurm/`).
+    pub data_dir: PathBuf,
+}
+
+/// Builds the backend of one site from its configuration: the one place that names the
+/// backend types (adding a kind of LRM is one match arm). A Slurm site's cluster is not asked
+/// anything yet (a server starts while a cluster is down).
+pub fn build(site: &SiteConfig, ctx: &BuildContext) -> Result<Arc<dyn Backend>, BackendError> {
+    let fault = |reason: String| BackendError::Site {
+        site: site.name.clone(),
+        reason,
+    };
+    match (site.kind, &site.slurm) {
+        (SiteKind::Local, _) => Ok(Arc::new(
+            LocalBackend::new(&site.name, site.processors, site.reservations, ctx.supervisor.clone()).with_sandbox(ctx.sandbox.clone()),
+        )),
+        (SiteKind::Slurm, Some(slurm)) => {
+            let spec = SlurmSiteSpec {
+                name: site.name.clone(),
+                processors: site.processors,
+                slurm: slurm.clone(),
+            };
+            let scratch = slurm_scratch(&ctx.data_dir, &site.name);
+            std::fs::create_dir_all(&scratch).map_err(|e| fault(format!("cannot create {}: {e}", scratch.display())))?;
+            let b = SlurmBackend::new(vec![spec], &scratch, ctx.supervisor.clone(), SlurmOptions::default())
+                .map_err(|e| fault(format!("{e:#}")))?
+                .with_sandbox(ctx.sandbox.clone())
+                .with_reservations(site.reservations);
+            Ok(Arc::new(b))
+        }
+        (SiteKind::Slurm, None) => Err(fault("kind = \"slurm\" needs a [sites.slurm] table".into())),
+    }
+}
+
+/// Where a Slurm site's backend keeps its client configuration.
+pub fn slurm_scratch(data_dir: &Path, site: &str) -> PathBuf {
+    data_dir.join("sites").join(site).join("slurm")
 }

@@ -4,10 +4,20 @@
 //! listen = "127.0.0.1:7878"      # overridden by --listen
 //! body_limit = 1048576           # bytes; larger request bodies answer 413
 //! poll_interval_ms = 100         # how often running components are checked
-//! # Sites of the local executor; default: the five DAS-2 clusters.
+//! # Sites; default: the five DAS-2 clusters on the local executor.
 //! [[sites]]
 //! name = "vu"
 //! processors = 144
+//! kind = "local"                 # the site's LRM: "local" (default) or "slurm"
+//! reservations = false           # whether it grants advance reservations
+//! # A Slurm site (what `koalesce testbed up` writes into DIR/server.toml):
+//! # [[sites]]
+//! # name = "alpha"
+//! # processors = 64
+//! # kind = "slurm"
+//! # [sites.slurm]
+//! # conf = "/tmp/bed/alpha/slurm.conf"
+//! # partition = "debug"          # also: account, qos, sbatch_args = [...], command_timeout_ms
 //! # Or scale the default grid down (e.g. 0.1 → vu 14, leiden 5, ...; never below 1).
 //! # site_scale = 0.1
 //! [scheduler]                    # koalesce_core::SchedulerConfig; daemon defaults below
@@ -37,7 +47,27 @@ use koalesce_core::config::ScanInterval;
 use koalesce_core::SchedulerConfig;
 use serde::{Deserialize, Serialize};
 
-/// One site of the local executor.
+/// Which local resource manager runs a site.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SiteKind {
+    /// The embedded local executor (slot pool on this machine).
+    #[default]
+    Local,
+    /// A partition of a Slurm cluster (`[sites.slurm]`, see [`crate::slurm`]).
+    Slurm,
+}
+
+impl SiteKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            SiteKind::Local => "local",
+            SiteKind::Slurm => "slurm",
+        }
+    }
+}
+
+/// One site.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SiteConfig {
@@ -46,10 +76,32 @@ pub struct SiteConfig {
     pub processors: u32,
     #[serde(default = "one")]
     pub speed: f64,
+    /// The site's LRM: `"local"` (default) or `"slurm"` (with a `[sites.slurm]` table).
+    #[serde(default)]
+    pub kind: SiteKind,
+    /// Whether the site grants advance reservations (local sites: off by default). The
+    /// scheduler then reserves processors for [JST, JST + runtime estimate) right after
+    /// placement instead of claiming them.
+    #[serde(default)]
+    pub reservations: bool,
     /// `[sites.slurm]`: the site is a partition of a Slurm cluster (see
     /// [`crate::slurm::SlurmSiteConfig`]); absent for a site of the local executor.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slurm: Option<crate::slurm::SlurmSiteConfig>,
+}
+
+impl SiteConfig {
+    /// A local site without reservations.
+    pub fn local(name: &str, processors: u32) -> Self {
+        SiteConfig {
+            name: name.to_string(),
+            processors,
+            speed: 1.0,
+            kind: SiteKind::Local,
+            reservations: false,
+            slurm: None,
+        }
+    }
 }
 
 fn one() -> f64 {
@@ -147,8 +199,16 @@ impl ServerConfig {
                 s.name
             );
             anyhow::ensure!(names.insert(s.name.clone()), "config: site '{}' appears twice", s.name);
-            if let Some(slurm) = &s.slurm {
-                slurm.validate(&s.name).map_err(|e| anyhow::anyhow!("config: {e}"))?;
+            match (s.kind, &s.slurm) {
+                (SiteKind::Slurm, Some(slurm)) => slurm.validate(&s.name).map_err(|e| anyhow::anyhow!("config: {e}"))?,
+                (SiteKind::Slurm, None) => anyhow::bail!("config: site '{}' has kind = \"slurm\" but no [sites.slurm] table", s.name),
+                (SiteKind::Local, Some(_)) => {
+                    anyhow::bail!(
+                        "config: site '{}' has a [sites.slurm] table but kind = \"local\" (set kind = \"slurm\")",
+                        s.name
+                    )
+                }
+                (SiteKind::Local, None) => {}
             }
         }
         anyhow::ensure!(self.body_limit > 0, "config: 'body_limit' must be positive");
@@ -179,12 +239,7 @@ impl ServerConfig {
             return self.sites.clone();
         }
         DAS2.iter()
-            .map(|&(name, p)| SiteConfig {
-                name: name.into(),
-                processors: ((p as f64 * self.site_scale).round() as u32).max(1),
-                speed: 1.0,
-                slurm: None,
-            })
+            .map(|&(name, p)| SiteConfig::local(name, ((p as f64 * self.site_scale).round() as u32).max(1)))
             .collect()
     }
 }

@@ -94,30 +94,38 @@ pub mod sandbox;
 pub mod slurm;
 pub mod store;
 pub mod supervise;
+pub mod supervised;
+pub mod supervisor_cmd;
 pub mod transfer;
 pub mod users;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::AtomicU32;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 
 pub use config::ServerConfig;
-pub use local::SupervisorCommand;
 pub use store::create_token;
+pub use supervisor_cmd::SupervisorCommand;
 
 /// Name of the database file in the data dir.
 pub const DB_FILE: &str = "koalesce.db";
 /// File the server writes its bound address to.
 pub const ADDR_FILE: &str = "server.addr";
 
-/// Wall clock in Unix milliseconds (the core's `now`).
+/// The daemon's clock in Unix milliseconds (the core's `now`): a monotonic clock anchored once
+/// to the wall clock, so it never goes backwards when the wall clock is stepped.
 pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+    static ANCHOR: OnceLock<(Instant, u64)> = OnceLock::new();
+    let (at, epoch_ms) = ANCHOR.get_or_init(|| {
+        // Before 1970 only on a broken clock; the anchor is then 0 and times are relative.
+        let epoch_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+        (Instant::now(), epoch_ms)
+    });
+    epoch_ms + at.elapsed().as_millis() as u64
 }
 
 /// Installs the `tracing` subscriber (env filter `RUST_LOG`, default `info`). Idempotent.
@@ -196,34 +204,54 @@ pub async fn start(opts: ServerOptions) -> anyhow::Result<RunningServer> {
     listener::raise_nofile_limit();
     let lock = lock_data_dir(&opts.data_dir)?;
     let store = store::Store::open(&opts.data_dir.join(DB_FILE))?;
-    let sites: Vec<(String, u32)> = opts
+    let build = backend::BuildContext {
+        supervisor: opts.supervisor.clone(),
+        sandbox: supervisor_cmd::JobSandbox::from_config(&opts.config, &opts.data_dir),
+        data_dir: opts.data_dir.clone(),
+    };
+    let sites = opts
         .config
         .effective_sites()
         .iter()
-        .map(|s| (s.name.clone(), s.processors))
-        .collect();
-    let backend = Arc::new(
-        local::LocalBackend::new(&opts.data_dir, &sites, opts.supervisor.clone())?
-            .with_sandbox(local::LocalSandbox::from_config(&opts.config)),
-    );
-    let (st, store, backend) = {
-        let (config, b) = (opts.config.clone(), backend.clone());
-        tokio::task::spawn_blocking(move || daemon::recover(&config, &store, &b).map(|st| (st, store, b))).await??
+        .map(|s| -> anyhow::Result<daemon::SiteHandle> {
+            Ok(daemon::SiteHandle {
+                name: s.name.clone(),
+                backend: backend::build(s, &build).with_context(|| format!("site '{}'", s.name))?,
+                paths: local::SitePaths::create(&opts.data_dir, &s.name).with_context(|| format!("site '{}' directories", s.name))?,
+                idle: AtomicU32::new(0),
+                used: AtomicU32::new(0),
+            })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let (st, store, sites) = {
+        let config = opts.config.clone();
+        tokio::task::spawn_blocking(move || {
+            for h in &sites {
+                if let Ok(p) = h.backend.processors(&h.name) {
+                    h.idle.store(p.idle, std::sync::atomic::Ordering::Relaxed);
+                    h.used.store(p.used, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+            daemon::recover(&config, &store, &sites).map(|st| (st, store, sites))
+        })
+        .await??
     };
+    let (lrm, lrm_rx) = daemon::lrm::LrmQueue::new();
     let shared = Arc::new(daemon::Shared {
         state: Mutex::new(st),
         store,
-        backend,
+        sites,
+        lrm,
         wake: tokio::sync::Notify::new(),
         config: opts.config.clone(),
         data_dir: opts.data_dir.clone(),
         metrics: Default::default(),
     });
     {
-        let mut guard = shared.state.lock().unwrap();
+        let mut guard = shared.lock();
         daemon::process_actions(&shared, &mut guard);
-        daemon::poll_running(&shared, &mut guard);
     }
+    daemon::lrm::poll_running(shared.clone()).await;
     let listen = opts.listen.clone().unwrap_or_else(|| opts.config.listen.clone());
     let listener = tokio::net::TcpListener::bind(&listen)
         .await
@@ -232,6 +260,7 @@ pub async fn start(opts: ServerOptions) -> anyhow::Result<RunningServer> {
     supervise::write_atomic(&opts.data_dir.join(ADDR_FILE), addr.to_string().as_bytes())?;
     let (tx, rx) = tokio::sync::watch::channel(false);
     let driver = tokio::spawn(daemon::drive(shared.clone(), rx.clone()));
+    let worker = tokio::spawn(daemon::lrm::worker(shared.clone(), lrm_rx, rx.clone()));
     let app = api::router(shared.clone());
     let http = tokio::spawn(listener::serve(
         listener,
@@ -239,12 +268,12 @@ pub async fn start(opts: ServerOptions) -> anyhow::Result<RunningServer> {
         listener::Limits::from_config(&opts.config),
         rx.clone(),
     ));
-    tracing::info!(%addr, data_dir = %opts.data_dir.display(), sites = sites.len(), "koalesce server listening");
+    tracing::info!(%addr, data_dir = %opts.data_dir.display(), sites = shared.sites.len(), "koalesce server listening");
     Ok(RunningServer {
         addr,
         shared,
         shutdown: tx,
-        tasks: vec![driver, http],
+        tasks: vec![driver, http, worker],
         _lock: lock,
     })
 }
@@ -266,8 +295,8 @@ pub fn run_blocking(opts: ServerOptions) -> anyhow::Result<()> {
     })
 }
 
-/// A minimal HTTP/1.1 client for tests and tools: one request per connection. Returns
-/// (status, body). `token` adds a bearer header.
+/// One request to a server, for tests and tools (ureq; no error for 4xx/5xx answers).
+/// Returns (status, body); `token` adds a bearer header.
 pub fn http_request(
     addr: SocketAddr,
     method: &str,
@@ -275,44 +304,25 @@ pub fn http_request(
     token: Option<&str>,
     content_type: Option<&str>,
     body: &[u8],
-) -> std::io::Result<(u16, String)> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr)?;
-    s.set_read_timeout(Some(std::time::Duration::from_secs(30)))?;
-    let mut req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
+) -> Result<(u16, String), ureq::Error> {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(std::time::Duration::from_secs(30)))
+        .build()
+        .into();
+    let url = format!("http://{addr}{path}");
+    let mut req = ureq::http::Request::builder().method(method).uri(&url);
     if let Some(t) = token {
-        req.push_str(&format!("Authorization: Bearer {t}\r\n"));
+        req = req.header("Authorization", format!("Bearer {t}"));
     }
     if let Some(ct) = content_type {
-        req.push_str(&format!("Content-Type: {ct}\r\n"));
+        req = req.header("Content-Type", ct);
     }
-    req.push_str("\r\n");
-    s.write_all(req.as_bytes())?;
-    let _ = s.write_all(body);
-    let mut raw = Vec::new();
-    let _ = s.read_to_end(&mut raw);
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let chunked = head.to_ascii_lowercase().contains("transfer-encoding: chunked");
-    let body = if chunked { dechunk(rest) } else { rest.to_string() };
-    Ok((status, body))
-}
-
-fn dechunk(mut s: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = s.split_once("\r\n") {
-        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-        if n == 0 || rest.len() < n {
-            break;
-        }
-        out.push_str(&rest[..n]);
-        s = rest[n..].strip_prefix("\r\n").unwrap_or(&rest[n..]);
-    }
-    out
+    let req = req.body(body.to_vec()).map_err(ureq::Error::from)?;
+    let mut resp = agent.run(req)?;
+    let status = resp.status().as_u16();
+    let text = resp.body_mut().with_config().limit(64 << 20).read_to_string()?;
+    Ok((status, text))
 }
 
 /// A server on its own tokio runtime, for tests and tools that are not async themselves.
@@ -327,6 +337,9 @@ pub struct BackgroundServer {
 impl BackgroundServer {
     /// Starts `opts` on a new 2-thread runtime and waits until it listens.
     pub fn start(opts: ServerOptions) -> anyhow::Result<Self> {
+        if std::env::var_os("RUST_LOG").is_some() {
+            init_tracing();
+        }
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
         let data_dir = opts.data_dir.clone();
         let server = runtime.block_on(start(opts))?;
@@ -342,9 +355,12 @@ impl BackgroundServer {
         format!("http://{}", self.addr)
     }
 
-    /// The server's shared state (core, records, backend), for white-box checks.
+    /// The server's shared state (core, daemon data, sites), for white-box checks.
     pub fn shared(&self) -> Arc<daemon::Shared> {
-        self.server.as_ref().unwrap().shared.clone()
+        match &self.server {
+            Some(s) => s.shared.clone(),
+            None => unreachable!("the server is there until stop() consumes it"),
+        }
     }
 
     /// One request (see [`http_request`]).
@@ -383,15 +399,7 @@ pub fn test_options(data_dir: &Path, sites: &[(&str, u32)], supervisor: Supervis
     let mut config = ServerConfig {
         listen: "127.0.0.1:0".into(),
         poll_interval_ms: 20,
-        sites: sites
-            .iter()
-            .map(|(n, p)| config::SiteConfig {
-                name: n.to_string(),
-                processors: *p,
-                speed: 1.0,
-                slurm: None,
-            })
-            .collect(),
+        sites: sites.iter().map(|(n, p)| config::SiteConfig::local(n, *p)).collect(),
         ..ServerConfig::default()
     };
     config.scheduler.scan_interval = koalesce_core::config::ScanInterval::Fixed { interval_ms: 50 };

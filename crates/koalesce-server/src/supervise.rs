@@ -1,8 +1,9 @@
 //! The component supervisor: `koalesce supervise --dir DIR [OPTIONS] -- PROGRAM ARGS...`
 //! (hidden; [`SuperviseOptions`]).
 //!
-//! The daemon spawns one supervisor per component, in a new session (setsid), so the daemon's
-//! death does not kill it. The supervisor keeps durable records in the component's *record
+//! The daemon spawns one supervisor per component, in a process group of its own (it then
+//! leaves the daemon's controlling terminal, see `detach_from_terminal`), so the daemon's
+//! death, even a kill of the daemon's process group, does not kill it. The supervisor keeps durable records in the component's *record
 //! directory* `DIR`, each written to a temporary name, fsynced, then linked/renamed into place
 //! (and the directory fsynced). The program runs in `DIR/work/`, its working directory, and is
 //! confined there ([`crate::sandbox`]): it can neither read nor write the records, so it can
@@ -235,6 +236,75 @@ impl SuperviseOptions {
             ..Default::default()
         }
     }
+
+    /// The command line that parses back to these options (`--dir DIR` first, the program
+    /// last after `--`); see [`crate::supervisor_cmd`].
+    pub fn to_args(&self) -> Vec<std::ffi::OsString> {
+        use std::ffi::OsString;
+        let mut a: Vec<OsString> = vec!["--dir".into(), self.dir.clone().into()];
+        let mut opt = |name: &str, value: OsString| {
+            a.push(name.into());
+            a.push(value);
+        };
+        if let Some(u) = &self.user {
+            opt("--user", u.into());
+        }
+        for p in &self.read_only {
+            opt("--read-only", p.into());
+        }
+        for p in &self.read_write {
+            opt("--read-write", p.into());
+        }
+        for p in &self.inputs {
+            opt("--input", p.into());
+        }
+        if let Some(h) = &self.hide {
+            opt("--hide", h.into());
+        }
+        opt("--cgroup-parent", (&self.cgroup_parent).into());
+        if let Some(m) = self.memory_limit {
+            opt("--memory-limit", m.to_string().into());
+        }
+        if self.allow_root {
+            a.push("--allow-root".into());
+        }
+        a.push("--".into());
+        a.extend(self.command.iter().map(OsString::from));
+        a
+    }
+}
+
+/// Leaves the terminal of whoever started the supervisor, so that neither it nor the program
+/// can read or write it (`/dev/tty`, `TIOCSTI`) or be stopped by its job control. Under Slurm,
+/// or started by hand, the supervisor starts a session of its own. The local executor starts it
+/// as the leader of a process group of its own in the daemon's session (posix_spawn cannot
+/// start a session), and a group leader cannot start a session: it gives up the daemon's
+/// controlling terminal instead (`TIOCNOTTY`, which for a process that does not lead its
+/// session detaches that process alone), and the program inherits none. Its process group
+/// stays what `cancel` kills.
+fn detach_from_terminal() {
+    use nix::fcntl::{open, OFlag};
+    use std::os::fd::AsRawFd;
+    if nix::unistd::setsid().is_ok() {
+        return;
+    }
+    if nix::unistd::getsid(None).ok() == Some(nix::unistd::getpid()) {
+        // Already leads its session (and its terminal, if any, is its own).
+        return;
+    }
+    // Fails when there is no controlling terminal: nothing to leave.
+    let Ok(tty) = open(
+        "/dev/tty",
+        OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    ) else {
+        return;
+    };
+    nix::ioctl_none_bad!(tiocnotty, nix::libc::TIOCNOTTY);
+    // SAFETY: TIOCNOTTY takes no argument; `tty` is an open descriptor owned here.
+    if let Err(e) = unsafe { tiocnotty(tty.as_raw_fd()) } {
+        eprintln!("supervise: warning: cannot leave the controlling terminal: {e}");
+    }
 }
 
 /// How long leftovers of a component may take to die after SIGKILL before the supervisor
@@ -245,9 +315,7 @@ const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 pub fn supervise_main(opts: &SuperviseOptions) -> i32 {
     use std::os::unix::fs::DirBuilderExt;
     let dir = opts.dir.as_path();
-    // A session of our own (already one when the daemon spawned us with setsid; then this
-    // fails harmlessly).
-    let _ = nix::unistd::setsid();
+    detach_from_terminal();
     if let Err(e) = fs::DirBuilder::new().recursive(true).mode(0o700).create(dir) {
         eprintln!("supervise: cannot create {}: {e}", dir.display());
         return 2;

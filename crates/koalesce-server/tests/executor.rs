@@ -5,8 +5,8 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use koalesce_server::backend::{Backend, ComponentSubmission, LrmState};
-use koalesce_server::local::{BarrierState, LocalBackend};
+use koalesce_server::backend::{Backend, BarrierState, ComponentSubmission, LrmState};
+use koalesce_server::local::LocalBackend;
 use koalesce_server::supervise::{self, ExitRecord, SupervisorRecord};
 use koalesce_server::transfer;
 
@@ -50,7 +50,7 @@ fn start_when_ready(b: &LocalBackend, id: &str) {
 #[test]
 fn supervisor_records_survive_and_a_launch_never_runs_twice() {
     let tmp = tempfile::tempdir().unwrap();
-    let b = LocalBackend::new(tmp.path(), &[("a".into(), 4)], common::supervisor()).unwrap();
+    let b = LocalBackend::new("a", 4, false, common::supervisor());
     let claim = b.claim("a", 2).unwrap();
     let dir = tmp.path().join("sites/a/jobs/1/a1-c0");
     let id = b
@@ -65,7 +65,7 @@ fn supervisor_records_survive_and_a_launch_never_runs_twice() {
     let exit: ExitRecord = supervise::read_json(&dir.join(supervise::EXIT_FILE)).unwrap();
     assert_eq!(exit.exit_code, Some(3));
     assert_eq!(std::fs::read_to_string(dir.join("stdout")).unwrap(), "hello\n");
-    let b2 = LocalBackend::new(tmp.path(), &[("a".into(), 4)], common::supervisor()).unwrap();
+    let b2 = LocalBackend::new("a", 4, false, common::supervisor());
     assert!(matches!(
         b2.status(std::slice::from_ref(&id)).pop().unwrap().1,
         LrmState::Failed { exit_code: Some(3), .. }
@@ -83,7 +83,7 @@ fn supervisor_records_survive_and_a_launch_never_runs_twice() {
 #[test]
 fn a_fenced_directory_never_starts_and_reports_a_soft_error() {
     let tmp = tempfile::tempdir().unwrap();
-    let b = LocalBackend::new(tmp.path(), &[("a".into(), 4)], common::supervisor()).unwrap();
+    let b = LocalBackend::new("a", 4, false, common::supervisor());
     let dir = tmp.path().join("sites/a/jobs/9/a1-c0");
     // A restarted daemon finds an intent without a record: it fences.
     let st = b.status(&[dir.display().to_string()]).pop().unwrap().1;
@@ -99,7 +99,7 @@ fn a_fenced_directory_never_starts_and_reports_a_soft_error() {
 #[test]
 fn a_held_component_runs_only_once_started_and_gives_up_on_abort() {
     let tmp = tempfile::tempdir().unwrap();
-    let b = LocalBackend::new(tmp.path(), &[("a".into(), 4)], common::supervisor()).unwrap();
+    let b = LocalBackend::new("a", 4, false, common::supervisor());
     let (go_dir, abort_dir) = (tmp.path().join("sites/a/jobs/3/a1-c0"), tmp.path().join("sites/a/jobs/3/a1-c1"));
     let go = b.submit(&sub(&go_dir, b.claim("a", 2).unwrap(), "touch ran")).unwrap();
     let abort = b.submit(&sub(&abort_dir, b.claim("a", 2).unwrap(), "touch ran")).unwrap();
@@ -138,8 +138,7 @@ fn a_held_component_runs_only_once_started_and_gives_up_on_abort() {
 
 #[test]
 fn claims_never_exceed_slots() {
-    let tmp = tempfile::tempdir().unwrap();
-    let b = LocalBackend::new(tmp.path(), &[("a".into(), 4)], common::supervisor()).unwrap();
+    let b = LocalBackend::new("a", 4, false, common::supervisor());
     let c1 = b.claim("a", 3).unwrap();
     assert!(b.claim("a", 2).is_err());
     let c2 = b.claim("a", 1).unwrap();
@@ -147,13 +146,13 @@ fn claims_never_exceed_slots() {
     b.release(&c1);
     assert_eq!(b.processors("a").unwrap().idle, 3);
     b.release(&c2);
-    assert_eq!(b.peak_used("a"), 4);
+    assert_eq!(b.peak_used(), 4);
 }
 
 #[test]
 fn cancel_kills_the_component() {
     let tmp = tempfile::tempdir().unwrap();
-    let b = LocalBackend::new(tmp.path(), &[("a".into(), 4)], common::supervisor()).unwrap();
+    let b = LocalBackend::new("a", 4, false, common::supervisor());
     let claim = b.claim("a", 2).unwrap();
     let dir = tmp.path().join("sites/a/jobs/2/a1-c0");
     let id = b.submit(&sub(&dir, claim, "sleep 30")).unwrap();

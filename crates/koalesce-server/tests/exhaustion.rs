@@ -11,7 +11,7 @@ use nix::sys::resource::{getrlimit, setrlimit, Resource};
 #[test]
 fn out_of_descriptors_at_launch_is_exhaustion_not_a_site_fault() {
     let tmp = tempfile::tempdir().unwrap();
-    let b = LocalBackend::new(tmp.path(), &[("a".into(), 2)], common::supervisor()).unwrap();
+    let b = LocalBackend::new("a", 2, false, common::supervisor());
     let sub = |i: u32, claim: String| ComponentSubmission {
         site: "a".into(),
         user: "tester".into(),

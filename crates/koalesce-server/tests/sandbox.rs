@@ -51,7 +51,7 @@ fn a_component_over_its_memory_limit_is_oom_killed_and_that_is_recorded() {
     assert!(child.wait().unwrap().success());
     let exit: ExitRecord = supervise::read_json(&dir.join(supervise::EXIT_FILE)).unwrap();
     assert!(exit.oom_killed && exit.signal == Some(9) && !exit.success(), "{exit:?}");
-    let b = LocalBackend::new(tmp.path(), &[("a".into(), 1)], common::supervisor()).unwrap();
+    let b = LocalBackend::new("a", 1, false, common::supervisor());
     match b.status(&[dir.display().to_string()]).pop().unwrap().1 {
         LrmState::Failed { reason, .. } => assert!(reason.contains("OOM killer"), "{reason}"),
         other => panic!("{other:?}"),
@@ -99,5 +99,54 @@ fn connections_are_capped_and_idle_ones_time_out() {
     for mut i in idle {
         i.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
         assert_eq!(i.read(&mut buf).unwrap_or(0), 0, "an idle connection was not closed");
+    }
+}
+
+/// The local executor starts supervisors in a process group of their own (posix_spawn), not a
+/// session, so they are still in the daemon's session. A daemon run from a terminal must not
+/// hand that terminal to jobs: the supervisor gives up the controlling terminal before the
+/// program starts (the program could otherwise open /dev/tty, type into the admin's shell
+/// with TIOCSTI where the kernel allows it, or be stopped by the terminal's job control).
+/// Here `script` gives a shell a terminal, and the shell's job control puts the supervisor in
+/// a process group of its own, as the daemon does.
+#[test]
+fn a_supervisor_in_a_process_group_gives_its_program_no_controlling_terminal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("sites/a/jobs/1/a1-c0");
+    let run = tmp.path().join("run.sh");
+    std::fs::write(
+        &run,
+        "set -m\n\"$SUP\" --dir \"$DIR\" --cgroup-parent \"$CG\" -- /bin/sh -c 'exec cat /proc/self/stat' &\nwait\n",
+    )
+    .unwrap();
+    let cmd = format!("bash {}", run.display());
+    let parent = format!("ksec1-tty-{}", std::process::id());
+    let mut script = std::process::Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .env("SUP", env!("CARGO_BIN_EXE_koalesce-supervise"))
+        .env("DIR", &dir)
+        .env("CG", &parent)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("script(1) from util-linux");
+    wait_for("the supervisor's record", 20, || {
+        supervise::read_json::<SupervisorRecord>(&dir.join(supervise::SUPERVISOR_FILE)).is_some()
+    });
+    let rec: SupervisorRecord = supervise::read_json(&dir.join(supervise::SUPERVISOR_FILE)).unwrap();
+    let pgid = nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(rec.pid as i32))).unwrap();
+    let sid = nix::unistd::getsid(Some(nix::unistd::Pid::from_raw(rec.pid as i32))).unwrap();
+    assert_eq!(pgid.as_raw(), rec.pid as i32, "the supervisor leads its process group");
+    assert_ne!(sid.as_raw(), rec.pid as i32, "…but not a session (the case under test)");
+    supervise::release(&dir).unwrap();
+    wait_for("the component's end", 20, || dir.join(supervise::EXIT_FILE).exists());
+    assert!(script.wait().unwrap().success());
+    let exit: ExitRecord = supervise::read_json(&dir.join(supervise::EXIT_FILE)).unwrap();
+    assert!(exit.success(), "{exit:?}");
+    let stat = std::fs::read_to_string(dir.join(supervise::STDOUT_FILE)).unwrap();
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split_whitespace().collect();
+    // Field 7 of /proc/PID/stat (the 5th after the command name): the controlling terminal.
+    assert_eq!(fields[4], "0", "the program has a controlling terminal: {stat}");
+    for c in ["memory", "pids", "freezer"] {
+        let _ = std::fs::remove_dir(Path::new("/sys/fs/cgroup").join(c).join(&parent));
     }
 }

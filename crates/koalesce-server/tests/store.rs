@@ -8,7 +8,8 @@ use rusqlite::params;
 fn insert(id: i64) -> store::WriteOp {
     Box::new(move |tx| {
         tx.execute(
-            "INSERT INTO jobs (id, user, name, description, spec, state, record, submitted_ms) VALUES (?1, 'u', 'n', 'd', 's', 'queued', '{}', ?1)",
+            "INSERT INTO jobs (id, user, name, description, spec, state, core, meta, detail, submitted_ms) \
+             VALUES (?1, 'u', 'n', 'd', 's', 'queued', '{}', '{}', '{}', ?1)",
             params![id],
         )?;
         Ok(())

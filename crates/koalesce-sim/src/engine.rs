@@ -156,6 +156,8 @@ pub struct Simulation {
     arrivals: Vec<GridArrival>,
     next_arrival: usize,
     runtime_of: BTreeMap<JobId, Millis>,
+    /// Components whose program fails (application error) whenever they run.
+    failing: BTreeMap<JobId, Vec<u32>>,
     transfers: BTreeMap<TransferId, (JobId, TransferKey)>,
     transfer_ids: BTreeMap<(JobId, TransferKey), TransferId>,
     held: BTreeMap<(JobId, u32), Held>,
@@ -362,6 +364,7 @@ impl Simulation {
             arrivals,
             next_arrival: 0,
             runtime_of: BTreeMap::new(),
+            failing: BTreeMap::new(),
             transfers: BTreeMap::new(),
             transfer_ids: BTreeMap::new(),
             held: BTreeMap::new(),
@@ -587,6 +590,9 @@ impl Simulation {
             match self.scheduler.submit(now, a.spec) {
                 Ok(id) => {
                     self.runtime_of.insert(id, a.runtime_ms);
+                    if !a.failing_components.is_empty() {
+                        self.failing.insert(id, a.failing_components);
+                    }
                 }
                 Err(e) => self.rejected.push(e.to_string()),
             }
@@ -753,6 +759,9 @@ impl Simulation {
                 self.outcomes.insert((job, comp), ComponentOutcome::SoftError);
                 now + self.rng.range_inclusive_u64(1, run)
             } else {
+                if self.failing.get(&job).is_some_and(|f| f.contains(&comp)) {
+                    self.outcomes.insert((job, comp), ComponentOutcome::ApplicationError);
+                }
                 now + run
             };
             self.seq += 1;

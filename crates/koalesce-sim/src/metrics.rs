@@ -17,44 +17,77 @@ fn opt(v: Option<u64>) -> String {
     v.map(|v| v.to_string()).unwrap_or_default()
 }
 
+/// A CSV writer (the csv crate quotes fields that need it, e.g. a job name with a comma).
+fn csv_writer<W: Write>(w: W) -> csv::Writer<W> {
+    csv::WriterBuilder::new().terminator(csv::Terminator::Any(b'\n')).from_writer(w)
+}
+
+fn csv_err(e: csv::Error) -> io::Error {
+    match e.into_kind() {
+        csv::ErrorKind::Io(e) => e,
+        other => io::Error::other(format!("{other:?}")),
+    }
+}
+
 /// Writes one line per job, times in milliseconds.
 pub fn write_jobs_csv<W: Write>(w: &mut W, r: &SimResult) -> io::Result<()> {
-    writeln!(
-        w,
-        "job_id,name,state,priority,submit,placed,claimed,start,end,ftt_ms,components,size,sites,placement_tries,claiming_tries,placement_ms,pgt_ms,pwt_ms,twt_ms,error_resubmissions,preemptions,start_delay_ms"
-    )?;
+    let mut out = csv_writer(w);
+    out.write_record([
+        "job_id",
+        "name",
+        "state",
+        "priority",
+        "submit",
+        "placed",
+        "claimed",
+        "start",
+        "end",
+        "ftt_ms",
+        "components",
+        "size",
+        "sites",
+        "placement_tries",
+        "claiming_tries",
+        "placement_ms",
+        "pgt_ms",
+        "pwt_ms",
+        "twt_ms",
+        "error_resubmissions",
+        "preemptions",
+        "start_delay_ms",
+    ])
+    .map_err(csv_err)?;
     for j in &r.jobs {
         let pgt = j.placed.zip(j.claimed).map(|(p, c)| c.saturating_sub(p));
         let pwt = j.claimed.zip(j.start).map(|(c, s)| s.saturating_sub(c));
         let twt = j.start.map(|s| s.saturating_sub(j.submit));
-        writeln!(
-            w,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
-            j.id,
-            j.name,
-            j.state.name(),
-            j.priority,
-            j.submit,
+        out.write_record([
+            j.id.to_string(),
+            j.name.clone(),
+            j.state.name().to_string(),
+            j.priority.to_string(),
+            j.submit.to_string(),
             opt(j.placed),
             opt(j.claimed),
             opt(j.start),
             opt(j.end),
-            j.ftt_ms,
-            j.components,
-            j.size,
+            j.ftt_ms.to_string(),
+            j.components.to_string(),
+            j.size.to_string(),
             j.sites.join(";"),
-            j.placement_tries,
-            j.claiming_tries,
-            j.total_placement_ms,
+            j.placement_tries.to_string(),
+            j.claiming_tries.to_string(),
+            j.total_placement_ms.to_string(),
             opt(pgt),
             opt(pwt),
             opt(twt),
-            j.error_resubmissions,
-            j.preemptions,
+            j.error_resubmissions.to_string(),
+            j.preemptions.to_string(),
             opt(j.start_delay_ms),
-        )?;
+        ])
+        .map_err(csv_err)?;
     }
-    Ok(())
+    out.flush()
 }
 
 /// Utilization per bucket as percentages of all processors.
@@ -81,17 +114,24 @@ pub fn utilization_series(r: &SimResult) -> UtilizationSeries {
 
 pub fn write_utilization_csv<W: Write>(w: &mut W, r: &SimResult) -> io::Result<()> {
     let u = utilization_series(r);
-    writeln!(w, "start_s,background_pct,grid_pct,pwt_pct,pgt_pct,total_pct")?;
+    let mut out = csv_writer(w);
+    out.write_record(["start_s", "background_pct", "grid_pct", "pwt_pct", "pgt_pct", "total_pct"])
+        .map_err(csv_err)?;
     for k in 0..u.start_s.len() {
         // The seeds' total: PGT processors are idle or used by local jobs, not extra load.
         let total = u.background[k] + u.grid[k] + u.pwt[k];
-        writeln!(
-            w,
-            "{},{:.3},{:.3},{:.3},{:.3},{:.3}",
-            u.start_s[k], u.background[k], u.grid[k], u.pwt[k], u.pgt[k], total
-        )?;
+        let pct = |v: f64| format!("{v:.3}");
+        out.write_record([
+            u.start_s[k].to_string(),
+            pct(u.background[k]),
+            pct(u.grid[k]),
+            pct(u.pwt[k]),
+            pct(u.pgt[k]),
+            pct(total),
+        ])
+        .map_err(csv_err)?;
     }
-    Ok(())
+    out.flush()
 }
 
 /// The stacked utilization plot (background, grid load, PWT, PGT), as in 003 Fig. 5.1.

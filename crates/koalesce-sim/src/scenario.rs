@@ -175,6 +175,12 @@ pub struct ExplicitJob {
     pub requirements: Option<String>,
     #[serde(default)]
     pub rank: Option<String>,
+    /// A bag of tasks: at least this many components must be placed and succeed.
+    #[serde(default)]
+    pub min_components: Option<u32>,
+    /// Components whose program fails (an application error) every time they run.
+    #[serde(default)]
+    pub failing_components: Vec<u32>,
 }
 
 /// Generated workload parameters (KOALA's experiments; `preset` fills the seeds' values).

@@ -232,21 +232,15 @@ pub fn write_jobs_csv(path: &Path, result: &SingleResult) -> io::Result<()> {
 
 /// Like [`write_jobs_csv`] but to any writer.
 pub fn write_jobs_csv_to<W: Write>(w: &mut W, result: &SingleResult) -> io::Result<()> {
-    writeln!(w, "job_id,submit,start,end,procs,wait,runtime")?;
+    let mut out = csv::WriterBuilder::new().terminator(csv::Terminator::Any(b'\n')).from_writer(w);
+    let err = |e: csv::Error| io::Error::other(e.to_string());
+    out.write_record(["job_id", "submit", "start", "end", "procs", "wait", "runtime"])
+        .map_err(err)?;
     for j in &result.jobs {
-        writeln!(
-            w,
-            "{},{},{},{},{},{},{}",
-            j.job_id,
-            j.submit,
-            j.start,
-            j.end,
-            j.procs,
-            j.wait(),
-            j.runtime()
-        )?;
+        out.serialize((j.job_id, j.submit, j.start, j.end, j.procs, j.wait(), j.runtime()))
+            .map_err(err)?;
     }
-    Ok(())
+    out.flush()
 }
 
 /// Simulation parameters of one job, derived from its SWF record.

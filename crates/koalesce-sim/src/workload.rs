@@ -16,6 +16,8 @@ pub struct GridArrival {
     pub spec: JobSpec,
     /// Actual runtime of every component on a site of speed 1.
     pub runtime_ms: Millis,
+    /// Components that end with an application error.
+    pub failing_components: Vec<u32>,
 }
 
 /// The seeds' workload parameters, filled into a [`GeneratedSpec`] where it leaves them out.
@@ -167,13 +169,14 @@ pub fn build(scenario: &Scenario, rng: &mut Rng, catalogue: &mut ReplicaCatalogu
                         runtime_estimate_ms: runtime_ms,
                         priority: j.priority,
                         policy: None,
-                        min_components: None,
                         requirements,
                         rank,
+                        min_components: j.min_components,
                         preferences: Default::default(),
                         ..JobSpec::default()
                     },
                     runtime_ms,
+                    failing_components: j.failing_components.clone(),
                 });
             }
             out.sort_by_key(|a| a.submit_ms);
@@ -288,6 +291,7 @@ fn generate(
                 ..JobSpec::default()
             },
             runtime_ms,
+            failing_components: Vec::new(),
         });
     }
     Ok(out)

@@ -80,7 +80,7 @@ proptest! {
             }
             lrm.take_events();
             if let Err(e) = lrm.check_invariants() {
-                prop_assert!(e.contains("profile commits"), "{}", e);
+                prop_assert!(e.0.contains("profile commits"), "{}", e);
             }
         }
     }

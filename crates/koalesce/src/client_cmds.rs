@@ -17,14 +17,19 @@ use clap::{Args, Subcommand};
 pub mod api;
 #[path = "client/bench.rs"]
 mod bench;
+#[path = "client/bench_e2e.rs"]
+mod bench_e2e;
 #[path = "client/demo.rs"]
 mod demo;
 #[path = "client/format.rs"]
 pub mod format;
 #[path = "client/local_server.rs"]
 pub mod local_server;
+#[path = "client/output.rs"]
+pub mod output;
 
 use api::{error_is_transient, Client};
+use output::{Output, OutputArgs};
 
 /// Where the server listens when `--url` / `KOALESCE_URL` is not given.
 pub const DEFAULT_URL: &str = "http://127.0.0.1:7878";
@@ -104,9 +109,9 @@ pub struct SubmitArgs {
     /// standard input.
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
-    /// Print the answer as JSON (`{"id": N}`) instead of the bare id.
-    #[arg(long)]
-    pub json: bool,
+    /// `--json`: the answer (`{"id": N}`) instead of the bare id.
+    #[command(flatten)]
+    pub output: OutputArgs,
     /// Format, GridWay array tasks (JSDL, GridWay templates, RSL, xRSL: docs/job-formats.md).
     #[command(flatten)]
     pub formats: crate::format_cmds::FormatArgs,
@@ -118,7 +123,7 @@ impl SubmitArgs {
     pub fn run(self) -> anyhow::Result<ExitCode> {
         let text = crate::format_cmds::read_job_file(&self.file)?;
         let ids = crate::format_cmds::submit(&self.conn.client(), &self.file, &text, &self.formats)?;
-        crate::format_cmds::print_ids(&ids, self.json);
+        crate::format_cmds::print_ids(&ids, Output::from(self.output))?;
         Ok(ExitCode::SUCCESS)
     }
 }
@@ -132,9 +137,8 @@ pub struct JobsArgs {
     /// Ask for all jobs (`all=true`): for an admin, every user's jobs.
     #[arg(long)]
     pub all: bool,
-    /// Print the server's JSON instead of a table.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
     #[command(flatten)]
     pub conn: Connection,
 }
@@ -143,12 +147,10 @@ impl JobsArgs {
     pub fn run(self) -> anyhow::Result<ExitCode> {
         let client = self.conn.client();
         let v = client.jobs_json(self.state.as_deref(), self.all)?;
-        if self.json {
-            println!("{}", serde_json::to_string_pretty(&v)?);
-        } else {
-            let jobs: Vec<api::JobSummary> = serde_json::from_value(v).context("reading the job list")?;
-            print!("{}", format::jobs_table(&jobs));
-        }
+        Output::from(self.output).print(&v, || {
+            let jobs: Vec<api::JobSummary> = serde_json::from_value(v.clone()).context("reading the job list")?;
+            Ok(format::jobs_table(&jobs))
+        })?;
         Ok(ExitCode::SUCCESS)
     }
 }
@@ -159,9 +161,8 @@ pub struct StatusArgs {
     /// Job id.
     #[arg(value_name = "ID")]
     pub id: u64,
-    /// Print the server's JSON instead of a report.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
     #[command(flatten)]
     pub conn: Connection,
 }
@@ -169,12 +170,10 @@ pub struct StatusArgs {
 impl StatusArgs {
     pub fn run(self) -> anyhow::Result<ExitCode> {
         let v = self.conn.client().job_json(self.id)?;
-        if self.json {
-            println!("{}", serde_json::to_string_pretty(&v)?);
-        } else {
-            let d: api::JobDetail = serde_json::from_value(v).context("reading the job")?;
-            print!("{}", format::status_report(&d));
-        }
+        Output::from(self.output).print(&v, || {
+            let d: api::JobDetail = serde_json::from_value(v.clone()).context("reading the job")?;
+            Ok(format::status_report(&d))
+        })?;
         Ok(ExitCode::SUCCESS)
     }
 }
@@ -189,12 +188,9 @@ pub struct WaitArgs {
     /// Default: wait forever.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub timeout: Option<Duration>,
-    /// Print the finished job (the server's JSON job detail).
-    #[arg(long)]
-    pub json: bool,
-    /// Do not print the final state.
-    #[arg(long, short)]
-    pub quiet: bool,
+    /// `--json`: the finished job (the server's job detail); `--quiet`: nothing.
+    #[command(flatten)]
+    pub output: OutputArgs,
     #[command(flatten)]
     pub conn: Connection,
 }
@@ -213,17 +209,14 @@ impl WaitArgs {
                 Ok(v) => {
                     let state = v.get("state").and_then(|s| s.as_str()).unwrap_or("").to_string();
                     if api::is_final_state(&state) {
-                        if self.json {
-                            println!("{}", serde_json::to_string_pretty(&v)?);
-                        } else if !self.quiet {
-                            let failure = v.get("failure").and_then(|f| f.as_str());
-                            match failure {
+                        Output::from(self.output).print(&v, || {
+                            Ok(match v.get("failure").and_then(|f| f.as_str()) {
                                 Some(f) if state != "succeeded" => {
-                                    println!("job {} {}: {}", self.id, format::escape(&state), format::escape(f))
+                                    format!("job {} {}: {}\n", self.id, format::escape(&state), format::escape(f))
                                 }
-                                _ => println!("job {} {}", self.id, format::escape(&state)),
-                            }
-                        }
+                                _ => format!("job {} {}\n", self.id, format::escape(&state)),
+                            })
+                        })?;
                         return Ok(if state == "succeeded" {
                             ExitCode::SUCCESS
                         } else {
@@ -243,7 +236,7 @@ impl WaitArgs {
             if let Some(limit) = self.timeout {
                 let elapsed = t0.elapsed();
                 if elapsed >= limit {
-                    if !self.quiet {
+                    if Output::from(self.output) != Output::Quiet {
                         eprintln!("timed out after {limit:?} waiting for job {}", self.id);
                     }
                     return Ok(ExitCode::from(WAIT_TIMEOUT_EXIT));
@@ -267,9 +260,9 @@ pub struct CancelArgs {
     /// Job id.
     #[arg(value_name = "ID")]
     pub id: u64,
-    /// Print the server's JSON answer (the job summary).
-    #[arg(long)]
-    pub json: bool,
+    /// `--json`: the server's answer (the job summary).
+    #[command(flatten)]
+    pub output: OutputArgs,
     #[command(flatten)]
     pub conn: Connection,
 }
@@ -277,12 +270,10 @@ pub struct CancelArgs {
 impl CancelArgs {
     pub fn run(self) -> anyhow::Result<ExitCode> {
         let v = self.conn.client().cancel_json(self.id)?;
-        if self.json {
-            println!("{}", serde_json::to_string_pretty(&v)?);
-        } else {
+        Output::from(self.output).print(&v, || {
             let state = v.get("state").and_then(|s| s.as_str()).unwrap_or("cancelled");
-            println!("job {} {}", self.id, format::escape(state));
-        }
+            Ok(format!("job {} {}\n", self.id, format::escape(state)))
+        })?;
         Ok(ExitCode::SUCCESS)
     }
 }
@@ -290,9 +281,8 @@ impl CancelArgs {
 /// Arguments of `koalesce sites`.
 #[derive(Debug, Args)]
 pub struct SitesArgs {
-    /// Print the server's JSON instead of a table.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
     #[command(flatten)]
     pub conn: Connection,
 }
@@ -300,12 +290,10 @@ pub struct SitesArgs {
 impl SitesArgs {
     pub fn run(self) -> anyhow::Result<ExitCode> {
         let v = self.conn.client().sites_json()?;
-        if self.json {
-            println!("{}", serde_json::to_string_pretty(&v)?);
-        } else {
-            let sites: Vec<api::SiteInfo> = serde_json::from_value(v).context("reading the site list")?;
-            print!("{}", format::sites_table(&sites));
-        }
+        Output::from(self.output).print(&v, || {
+            let sites: Vec<api::SiteInfo> = serde_json::from_value(v.clone()).context("reading the site list")?;
+            Ok(format::sites_table(&sites))
+        })?;
         Ok(ExitCode::SUCCESS)
     }
 }
@@ -325,17 +313,16 @@ pub enum FilesCommand {
         /// Site whose storage receives the replica.
         #[arg(long, value_name = "SITE")]
         site: String,
-        /// Print the server's JSON answer (the catalogue entry).
-        #[arg(long)]
-        json: bool,
+        /// `--json`: the server's answer (the catalogue entry).
+        #[command(flatten)]
+        output: OutputArgs,
         #[command(flatten)]
         conn: Connection,
     },
     /// List the catalogue: name, size, checksum, replica sites.
     Ls {
-        /// Print the server's JSON instead of a table.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        output: OutputArgs,
         #[command(flatten)]
         conn: Connection,
     },
@@ -356,35 +343,31 @@ impl FilesCommand {
                 name,
                 path,
                 site,
-                json,
+                output,
                 conn,
             } => {
                 let abs = std::path::absolute(&path).with_context(|| format!("resolving {}", path.display()))?;
                 let path_str = abs.to_str().with_context(|| format!("{} is not valid UTF-8", abs.display()))?;
                 let v = conn.client().add_file_json(&name, path_str, &site)?;
-                if json {
-                    println!("{}", serde_json::to_string_pretty(&v)?);
-                } else {
-                    match serde_json::from_value::<api::FileInfo>(v) {
-                        Ok(f) if !f.name.is_empty() => println!(
-                            "registered {} ({}, sha256 {}) at {}",
+                Output::from(output).print(&v, || {
+                    Ok(match serde_json::from_value::<api::FileInfo>(v.clone()) {
+                        Ok(f) if !f.name.is_empty() => format!(
+                            "registered {} ({}, sha256 {}) at {}\n",
                             format::escape(&f.name),
                             format::format_bytes(f.size_bytes),
                             format::escape(&f.sha256),
                             format::escape(&f.replicas.join(","))
                         ),
-                        _ => println!("registered {} at {}", format::escape(&name), format::escape(&site)),
-                    }
-                }
+                        _ => format!("registered {} at {}\n", format::escape(&name), format::escape(&site)),
+                    })
+                })?;
             }
-            FilesCommand::Ls { json, conn } => {
+            FilesCommand::Ls { output, conn } => {
                 let v = conn.client().files_json()?;
-                if json {
-                    println!("{}", serde_json::to_string_pretty(&v)?);
-                } else {
-                    let files: Vec<api::FileInfo> = serde_json::from_value(v).context("reading the catalogue")?;
-                    print!("{}", format::files_table(&files));
-                }
+                Output::from(output).print(&v, || {
+                    let files: Vec<api::FileInfo> = serde_json::from_value(v.clone()).context("reading the catalogue")?;
+                    Ok(format::files_table(&files))
+                })?;
             }
             FilesCommand::Rm { name, conn } => {
                 conn.client().remove_file(&name)?;
@@ -396,39 +379,12 @@ impl FilesCommand {
 }
 
 pub use bench::BenchSubmitArgs;
+pub use bench_e2e::BenchE2eArgs;
 
-/// Parses `90s`, `10m`, `2h`, `500ms`, `HH:MM:SS`, `MM:SS` or plain seconds (`1.5`).
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let bad = || format!("invalid duration '{s}' (use e.g. 90s, 10m, 2h, 01:30:00 or seconds)");
-    if s.contains(':') {
-        let parts: Vec<&str> = s.split(':').collect();
-        if parts.len() > 3 {
-            return Err(bad());
-        }
-        let mut secs = 0u64;
-        for p in parts {
-            let n: u64 = p.parse().map_err(|_| bad())?;
-            secs = secs * 60 + n;
-        }
-        return Ok(Duration::from_secs(secs));
-    }
-    let (num, mult) = if let Some(n) = s.strip_suffix("ms") {
-        (n, 0.001)
-    } else if let Some(n) = s.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = s.strip_suffix('m') {
-        (n, 60.0)
-    } else if let Some(n) = s.strip_suffix('h') {
-        (n, 3600.0)
-    } else {
-        (s, 1.0)
-    };
-    let v: f64 = num.trim().parse().map_err(|_| bad())?;
-    if !v.is_finite() || v < 0.0 {
-        return Err(bad());
-    }
-    Ok(Duration::from_secs_f64(v * mult))
+/// Parses a duration for a flag: the same syntax as job descriptions
+/// ([`koalesce_api::duration`]: `90s`, `10m`, `2h`, `500ms`, `HH:MM:SS`, `MM:SS`, seconds).
+pub fn parse_duration(s: &str) -> Result<Duration, koalesce_api::duration::DurationError> {
+    koalesce_api::duration::parse(s)
 }
 
 #[cfg(test)]
@@ -488,21 +444,34 @@ mod tests {
     fn listings_take_json() {
         assert!(matches!(
             parse(&["jobs", "--json", "--state", "running"]),
-            ClientCommand::Jobs(JobsArgs { json: true, .. })
+            ClientCommand::Jobs(JobsArgs {
+                output: OutputArgs { json: true, .. },
+                ..
+            })
         ));
         assert!(matches!(
             parse(&["sites", "--json"]),
-            ClientCommand::Sites(SitesArgs { json: true, .. })
+            ClientCommand::Sites(SitesArgs {
+                output: OutputArgs { json: true, .. },
+                ..
+            })
         ));
         assert!(matches!(
             parse(&["files", "ls", "--json"]),
             ClientCommand::Files {
-                command: FilesCommand::Ls { json: true, .. }
+                command: FilesCommand::Ls {
+                    output: OutputArgs { json: true, .. },
+                    ..
+                }
             }
         ));
         assert!(matches!(
             parse(&["status", "4", "--json"]),
-            ClientCommand::Status(StatusArgs { id: 4, json: true, .. })
+            ClientCommand::Status(StatusArgs {
+                id: 4,
+                output: OutputArgs { json: true, .. },
+                ..
+            })
         ));
         assert!(TestCli::try_parse_from(["koalesce", "jobs", "--state", "bogus"]).is_err());
     }
@@ -537,6 +506,7 @@ mod tests {
         assert_eq!(parse_duration("1.5").unwrap(), Duration::from_millis(1500));
         assert!(parse_duration("soon").is_err());
         assert!(parse_duration("-3s").is_err());
+        assert!(parse_duration("99999999999999999999:00:00").is_err(), "a huge HH:MM:SS is an error");
     }
 
     #[test]

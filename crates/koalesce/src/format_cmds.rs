@@ -108,18 +108,12 @@ pub fn submit(client: &Client, file: &Path, text: &str, args: &FormatArgs) -> an
 }
 
 /// Prints the ids `submit` returned: one per line, or `{"id": first, "ids": [...]}`.
-pub fn print_ids(ids: &[u64], json: bool) {
-    if json {
-        let mut v = serde_json::json!({ "id": ids.first() });
-        if ids.len() > 1 {
-            v["ids"] = serde_json::json!(ids);
-        }
-        println!("{v}");
-    } else {
-        for id in ids {
-            println!("{id}");
-        }
+pub fn print_ids(ids: &[u64], output: crate::client_cmds::output::Output) -> anyhow::Result<()> {
+    let mut v = serde_json::json!({ "id": ids.first() });
+    if ids.len() > 1 {
+        v["ids"] = serde_json::json!(ids);
     }
+    output.print(&v, || Ok(ids.iter().map(|id| format!("{id}\n")).collect()))
 }
 
 /// Arguments of `koalesce convert`.

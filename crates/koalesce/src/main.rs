@@ -61,6 +61,8 @@ enum BenchCommand {
     Submit(client_cmds::BenchSubmitArgs),
     /// One placement scan over many queued jobs and sites.
     Scan(server_cmds::BenchScanArgs),
+    /// Throughput while jobs run: submit many trivial jobs to a fresh server and wait until all ended.
+    E2e(client_cmds::BenchE2eArgs),
     /// The core's cost per TTD placement with one advance reservation per job (001 §5.2.1).
     Ttd(broker_cmds::BenchTtdArgs),
     /// Cost of one REQUIREMENTS / RANK evaluation (compiled expression vs. hand-written Rust).
@@ -100,6 +102,7 @@ fn main() -> std::process::ExitCode {
             BenchCommand::Easy(a) => a.run(),
             BenchCommand::Submit(a) => a.run(),
             BenchCommand::Scan(a) => a.run(),
+            BenchCommand::E2e(a) => a.run(),
             BenchCommand::Ttd(a) => a.run(),
             BenchCommand::Expr(a) => a.run(),
         },

@@ -25,6 +25,7 @@ fn slurm_backend_on_a_real_bed() {
     cancel_held_and_pending(&bed, &b);
     status_is_one_squeue_per_cluster(&bed, &b);
     reservations(&bed, &b);
+    server_on_slurm_sites(&bed);
     controller_faults(&bed, &b);
     job_run_twice_after_controller_crash(&bed, &b);
 }
@@ -278,6 +279,96 @@ fn reservations(bed: &Bed, b: &SlurmBackend) {
         })
         .unwrap_err();
     assert!(matches!(e, BackendError::Busy { wanted: 1000, .. }), "{e:?}");
+}
+
+/// The daemon with the bed's `server.toml` (`kind = "slurm"` sites built by `backend::build`):
+/// a coupled job too large for one cluster runs across two, its components start together,
+/// confined as local components are (the job's user's account, a clean environment); the
+/// server is stopped while the job runs and the next one re-adopts it through the recorded
+/// Slurm ids, so each component runs once and the job succeeds.
+fn server_on_slurm_sites(bed: &Bed) {
+    let data = bed.tmp.path().join("server");
+    let config = koalesce_server::ServerConfig::load(&bed.bed.server_toml()).unwrap();
+    assert!(config.sites.iter().all(|s| s.kind == koalesce_server::config::SiteKind::Slurm));
+    let options = || {
+        let mut o = koalesce_server::test_options(&data, &[], Bed::supervisor());
+        o.config.sites = config.sites.clone();
+        o.config.users.insert("*".into(), "nobody".into());
+        o.config.allow_root_jobs = false;
+        o
+    };
+    let mut srv = koalesce_server::BackgroundServer::start(options()).unwrap();
+    let tok = koalesce_server::create_token(&data, "alice", false).unwrap();
+    let (code, sites) = srv.request("GET", "/api/v1/sites", Some(&tok), b"");
+    assert_eq!(code, 200, "{sites}");
+    assert!(sites.contains("\"kind\":\"slurm\""), "{sites}");
+    // 40 + 40 processors: no cluster of 64 holds both.
+    let job = "name = 'span'\nexecutable = '/bin/sh'\nrunner = 'coupled'\nruntime_estimate = '2m'\n\
+               arguments = ['-c', 'date +%s%N > start; echo site=$KOALESCE_SITE user=$(id -un) home=$HOME slurm=${SLURM_JOB_ID:+yes}; sleep 4']\n\
+               [[components]]\nprocessors = 40\n[[components]]\nprocessors = 40\n";
+    let (code, body) = srv.request("POST", "/api/v1/jobs", Some(&tok), job.as_bytes());
+    assert_eq!(code, 201, "{body}");
+    let id: u64 = serde_json::from_str::<serde_json::Value>(&body).unwrap()["id"].as_u64().unwrap();
+    let get = |srv: &koalesce_server::BackgroundServer| -> serde_json::Value {
+        let (code, body) = srv.request("GET", &format!("/api/v1/jobs/{id}"), Some(&tok), b"");
+        assert_eq!(code, 200, "{body}");
+        serde_json::from_str(&body).unwrap()
+    };
+    // Restart while both programs run.
+    let dirs: Vec<std::path::PathBuf> = wait_for("both programs to start", T, || {
+        let j = get(&srv);
+        let dirs: Vec<std::path::PathBuf> = j["components"]
+            .as_array()?
+            .iter()
+            .filter_map(|c| Some(Path::new(c["stdout"].as_str()?).parent()?.to_path_buf()))
+            .collect();
+        (dirs.len() == 2 && dirs.iter().all(|d| d.join("work/start").exists())).then_some(dirs)
+    });
+    srv.stop();
+    srv = koalesce_server::BackgroundServer::start(options()).unwrap();
+    let j = wait_for("the job to end", T, || {
+        let j = get(&srv);
+        matches!(j["state"].as_str(), Some("succeeded" | "failed")).then_some(j)
+    });
+    assert_eq!(j["state"], "succeeded", "{j}");
+    let sites: Vec<&str> = j["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["site"].as_str().unwrap())
+        .collect();
+    assert_ne!(sites[0], sites[1], "the job spans two clusters: {j}");
+    let last: Vec<&str> = j["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["stdout"].as_str().unwrap())
+        .collect();
+    assert!(
+        last.iter().zip(&dirs).all(|(o, d)| Path::new(o).parent() == Some(d.as_path())),
+        "the launch was re-adopted, not run again: {j}"
+    );
+    let mut starts = Vec::new();
+    for (d, site) in dirs.iter().zip(&sites) {
+        let out = std::fs::read_to_string(d.join(supervise::STDOUT_FILE)).unwrap();
+        let home = d.join("work");
+        assert_eq!(
+            out,
+            format!("site={site} user=nobody home={} slurm=yes\n", home.display()),
+            "ran once, as the mapped account, with a clean environment"
+        );
+        starts.push(
+            std::fs::read_to_string(d.join("work/start"))
+                .unwrap()
+                .trim()
+                .parse::<i128>()
+                .unwrap(),
+        );
+    }
+    let spread_ms = (starts[0] - starts[1]).abs() as f64 / 1e6;
+    eprintln!("server on Slurm sites: job {id} at {sites:?}, start spread {spread_ms:.1} ms, re-adopted after a restart");
+    assert!(spread_ms < 1000.0, "{spread_ms} ms");
+    srv.stop();
 }
 
 /// A stopped controller: the calls for its site fail as site errors within a few seconds, the

@@ -11,7 +11,7 @@ use crate::state::{ComponentState, FailureReason, JobState};
 use super::gridway::SiteChoice;
 use super::release::Requeue;
 use super::scan::placement_at;
-use super::{Action, FileSourceRecord, Scheduler, TransferKey, TransferStatus};
+use super::{known, Action, FileSourceRecord, Scheduler, TransferKey, TransferStatus};
 
 impl Scheduler {
     /// A transfer the core asked for has completed.
@@ -26,7 +26,7 @@ impl Scheduler {
     }
 
     pub(super) fn schedule_claim(&mut self, id: JobId, at: Millis) {
-        let job = self.jobs.get_mut(&id).unwrap();
+        let job = known(&mut self.jobs, id);
         if let Some(old) = job.next_claim.take() {
             self.claiming.remove(&(old, id));
         }
@@ -44,9 +44,7 @@ impl Scheduler {
         job.claiming_tries += 1;
         self.stats.claiming_tries += 1;
         if self.config.max_claiming_tries.is_some_and(|m| job.claiming_tries > m) {
-            self.release_placement(id);
-            self.jobs.get_mut(&id).unwrap().timeline.finished = Some(now);
-            self.set_state(now, id, JobState::Failed(FailureReason::ClaimingTries));
+            self.end_job(now, id, JobState::Failed(FailureReason::ClaimingTries));
             return;
         }
         let jst = job.estimated_start();
@@ -60,7 +58,7 @@ impl Scheduler {
             match c.state {
                 ComponentState::Claimed | ComponentState::Running | ComponentState::Reserved => prev += 1,
                 ComponentState::Placed => {
-                    let s = c.site.unwrap().index();
+                    let s = c.site.expect("a placed component has a site").index();
                     if idle[s] >= c.processors {
                         idle[s] -= c.processors;
                         now_set.push(i);
@@ -94,7 +92,7 @@ impl Scheduler {
         });
         if all_secured {
             if job.claimed_count() == n {
-                self.jobs.get_mut(&id).unwrap().timeline.claimed = Some(now);
+                known(&mut self.jobs, id).timeline.claimed = Some(now);
                 self.set_state(now, id, JobState::Claimed);
                 self.maybe_launch(now, id);
             }
@@ -111,7 +109,7 @@ impl Scheduler {
         match self.config.on_jst_reached {
             OnJstReached::ReturnToPlacement => self.return_to_queue(now, id, Requeue::JstReached),
             OnJstReached::ExtendJst { interval_ms } => {
-                let job = self.jobs.get_mut(&id).unwrap();
+                let job = known(&mut self.jobs, id);
                 let new_jst = jst + interval_ms.max(1);
                 job.timeline.estimated_start = Some(new_jst);
                 job.jst_returns += 1;
@@ -129,7 +127,7 @@ impl Scheduler {
         let job = &self.jobs[&id];
         let comp = &job.components[i];
         let procs = comp.processors;
-        let old_site = comp.site.unwrap();
+        let old_site = comp.site.expect("a placed component has a site");
         let mut target = old_site;
         if comp.fixed_site.is_none() {
             // Line 5: Place(j) with the job's policy against what is idle now.
@@ -188,7 +186,7 @@ impl Scheduler {
                 if now + p.ftt_ms < jst && !self.sites[p.site.index()].supports_reservations {
                     idle[p.site.index()] -= procs;
                     self.move_component(id, i, p);
-                    return Some(self.jobs[&id].components[i].site.unwrap());
+                    return Some(self.jobs[&id].components[i].site.expect("a component just moved has a site"));
                 }
                 target = p.site;
             }
@@ -226,10 +224,10 @@ impl Scheduler {
                 break;
             }
             self.stats.preemptions += 1;
-            self.jobs.get_mut(&vid).unwrap().preemptions += 1;
+            known(&mut self.jobs, vid).preemptions += 1;
             let before = self.views[target.index()].idle;
             self.return_to_queue(now, vid, Requeue::Preempted);
-            // Claims the driver never pulled were already given back by release_placement.
+            // Claims the driver never pulled were already given back by release.
             let restored = self.views[target.index()].idle - before;
             idle[target.index()] += held;
             self.views[target.index()].idle += held - restored;
@@ -252,9 +250,9 @@ impl Scheduler {
 
     /// Moves a placed component to a new site (ICP re-placement), starting its transfers.
     pub(super) fn move_component(&mut self, id: JobId, i: usize, p: ComponentPlacement) {
-        let job = self.jobs.get_mut(&id).unwrap();
+        let job = known(&mut self.jobs, id);
         let c = &mut job.components[i];
-        let old = c.site.replace(p.site).unwrap();
+        let old = c.site.replace(p.site).expect("a placed component has a site");
         self.views[old.index()].placed_unclaimed -= c.processors;
         self.views[p.site.index()].placed_unclaimed += c.processors;
         c.sources = p.sources.iter().map(FileSourceRecord::from).collect();
@@ -298,9 +296,9 @@ impl Scheduler {
     }
 
     pub(super) fn claim_component(&mut self, id: JobId, i: usize) {
-        let job = self.jobs.get_mut(&id).unwrap();
+        let job = known(&mut self.jobs, id);
         let c = &mut job.components[i];
-        let site = c.site.unwrap();
+        let site = c.site.expect("a placed component has a site");
         let reservation = c.reserved;
         c.state = ComponentState::Claimed;
         let v = &mut self.views[site.index()];
@@ -320,7 +318,7 @@ impl Scheduler {
         if job.state != JobState::Claimed || !job.data_ready() {
             return;
         }
-        let job = self.jobs.get_mut(&id).unwrap();
+        let job = known(&mut self.jobs, id);
         for c in job.components.iter_mut().filter(|c| c.state != ComponentState::Skipped) {
             c.state = ComponentState::Running;
         }

@@ -97,6 +97,9 @@ pub struct Job {
     pub transfers: BTreeMap<TransferKey, TransferStatus>,
     /// Whole files already copied to a site for this job (free to reuse after re-placement).
     pub staged: BTreeSet<(String, SiteId)>,
+    /// Tries changed since a driver last took them ([`super::Scheduler::take_progress`]).
+    #[serde(skip)]
+    pub progress_pending: bool,
     /// The broker's prediction for the latest placement (TTD/TTS ranking or co-allocation by
     /// reservations): compare with the timeline for the prediction error.
     #[serde(default)]
@@ -104,6 +107,12 @@ pub struct Job {
 }
 
 impl Job {
+    /// A bag of tasks (003 §3.3): placed with at least `min_components` components, and a
+    /// failed task does not fail the job (see [`super::Scheduler::component_finished`]).
+    pub fn is_bag(&self) -> bool {
+        self.spec.min_components.is_some() && self.spec.flexible.is_none()
+    }
+
     /// Distinct sites of the current placement (job spread).
     pub fn sites(&self) -> BTreeSet<SiteId> {
         self.components.iter().filter_map(|c| c.site).collect()

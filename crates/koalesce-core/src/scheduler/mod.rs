@@ -50,6 +50,18 @@ pub use error::SubmitError;
 pub use job::{Component, FileSourceRecord, Job, SchedulerStats, SiteView, TransferStatus};
 pub use release::transition;
 
+/// A job the scheduler is working on. Internal methods are only called for ids they took from
+/// the scheduler's own tables in the same call (queues, claiming queue, a job's own actions),
+/// and jobs are removed only by [`Scheduler::forget`] once ended, so the id is always there; a
+/// missing one is a bug of the scheduler, not a condition to handle.
+#[inline]
+fn known(jobs: &mut BTreeMap<JobId, Job>, id: JobId) -> &mut Job {
+    match jobs.get_mut(&id) {
+        Some(job) => job,
+        None => panic!("scheduler bug: job {id} is not in the scheduler's table"),
+    }
+}
+
 /// The scheduling core.
 #[derive(Debug, Clone)]
 pub struct Scheduler {
@@ -67,6 +79,8 @@ pub struct Scheduler {
     reservation_starts: BTreeSet<(Millis, JobId)>,
     next_scan: Option<Millis>,
     actions: VecDeque<Action>,
+    /// Queued jobs whose tries changed without a change of state, for `take_progress`.
+    progress: Vec<JobId>,
     next_job: u64,
     stats: SchedulerStats,
     /// GridWay's matching caches, bans, usage and share history (`gridway.rs`).
@@ -110,6 +124,7 @@ impl Scheduler {
             reservation_starts: BTreeSet::new(),
             next_scan: None,
             actions: VecDeque::new(),
+            progress: Vec::new(),
             next_job: 1,
             stats: SchedulerStats::default(),
             gridway,
@@ -118,6 +133,7 @@ impl Scheduler {
     }
 
     /// When the scheduler next wants [`Scheduler::handle_timeout`] to be called.
+    #[must_use]
     pub fn poll_timeout(&self) -> Option<Millis> {
         [
             self.next_scan,
@@ -162,8 +178,25 @@ impl Scheduler {
     }
 
     /// Pulls the next decision to carry out.
+    #[must_use = "a decision the driver does not carry out is lost"]
     pub fn poll_action(&mut self) -> Option<Action> {
         self.actions.pop_front()
+    }
+
+    /// Jobs still queued whose tries (and, after an anti-starvation promotion, priority)
+    /// changed without a change of state since the last call: (job, placement tries, claiming
+    /// tries, priority). For drivers that persist the queue (the daemon, so a restart keeps
+    /// them); each job is listed once however many tries it had, so a driver that never asks
+    /// (the simulator) holds at most one entry per job.
+    pub fn take_progress(&mut self) -> Vec<(JobId, u32, u32, crate::model::Priority)> {
+        let ids = std::mem::take(&mut self.progress);
+        ids.into_iter()
+            .filter_map(|id| {
+                let job = self.jobs.get_mut(&id)?;
+                job.progress_pending = false;
+                Some((id, job.placement_tries, job.claiming_tries, job.priority))
+            })
+            .collect()
     }
 
     /// Pulls every pending decision.

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use crate::model::{JobId, Millis, SiteId};
 use crate::state::{ComponentState, FailureReason, IllegalTransition, JobState};
 
-use super::{Action, ComponentOutcome, Scheduler, TransferKey, TransferStatus};
+use super::{known, Action, ComponentOutcome, Job, Scheduler, TransferKey, TransferStatus};
 
 impl Scheduler {
     /// A transfer failed at the destination or source site: a soft error of the destination;
@@ -16,7 +16,7 @@ impl Scheduler {
             return;
         }
         // The failed transfer is over: not one to cancel when the job is released.
-        self.jobs.get_mut(&job).unwrap().transfers.remove(key);
+        known(&mut self.jobs, job).transfers.remove(key);
         self.record_soft_error(now, key.to);
         self.return_to_queue(now, job, Requeue::SoftError);
     }
@@ -43,12 +43,16 @@ impl Scheduler {
         self.return_to_queue(now, job, if soft_error { Requeue::SoftError } else { Requeue::ClaimRejected });
     }
 
-    /// A component ended.
+    /// A component ended. A bag of tasks (a job with `min_components`) goes on when a task
+    /// fails with an application error and ends once every task it started is done: it
+    /// succeeds when at least `min_components` of them succeeded. Any other job fails at its
+    /// first application error. A soft error returns the job to the placement queue.
     pub fn component_finished(&mut self, now: Millis, job: JobId, component: u32, outcome: ComponentOutcome) {
         let Some(j) = self.jobs.get_mut(&job) else { return };
         if j.state != JobState::Running {
             return;
         }
+        let bag = j.is_bag();
         let Some(c) = j.components.get_mut(component as usize) else {
             return;
         };
@@ -56,30 +60,65 @@ impl Scheduler {
             return;
         }
         let site = c.site.expect("running component has a site");
-        c.state = ComponentState::Finished;
         match outcome {
             ComponentOutcome::Success => {
+                c.state = ComponentState::Finished;
                 self.views[site.index()].consecutive_errors = 0;
                 self.gridway_on_success(now, job, site);
-                let j = &self.jobs[&job];
-                if j.components
-                    .iter()
-                    .all(|c| matches!(c.state, ComponentState::Finished | ComponentState::Skipped))
-                {
-                    self.jobs.get_mut(&job).unwrap().timeline.finished = Some(now);
-                    self.set_state(now, job, JobState::Succeeded);
-                }
+                self.maybe_finish(now, job);
             }
             ComponentOutcome::SoftError => {
+                c.state = ComponentState::Finished;
                 self.record_soft_error(now, site);
                 self.return_to_queue(now, job, Requeue::SoftError);
             }
+            ComponentOutcome::ApplicationError if bag => {
+                c.state = ComponentState::Failed;
+                self.maybe_finish(now, job);
+            }
             ComponentOutcome::ApplicationError => {
-                self.release_placement(job);
-                self.jobs.get_mut(&job).unwrap().timeline.finished = Some(now);
-                self.set_state(now, job, JobState::Failed(FailureReason::ApplicationError));
+                c.state = ComponentState::Failed;
+                self.end_job(now, job, JobState::Failed(FailureReason::ApplicationError));
             }
         }
+    }
+
+    /// Ends a running job whose every started component is done: it succeeds when all of
+    /// them (a bag: at least `min_components`) succeeded.
+    fn maybe_finish(&mut self, now: Millis, job: JobId) {
+        let j = &self.jobs[&job];
+        if !j.components.iter().all(|c| c.state.is_done() || c.state == ComponentState::Skipped) {
+            return;
+        }
+        let tasks = j.components.len() as u32;
+        let succeeded = j.components.iter().filter(|c| c.state == ComponentState::Finished).count() as u32;
+        let needed = j.spec.min_components.unwrap_or(tasks).min(tasks);
+        let to = if succeeded >= needed {
+            JobState::Succeeded
+        } else {
+            JobState::Failed(FailureReason::TooFewTasks { succeeded, needed, tasks })
+        };
+        known(&mut self.jobs, job).timeline.finished = Some(now);
+        self.set_state(now, job, to);
+    }
+
+    /// Ends a job before its time: gives back what it holds (killing its components) and
+    /// moves it to the terminal state `to`.
+    pub(super) fn end_job(&mut self, now: Millis, job: JobId, to: JobState) {
+        self.release(job, Release::Ending);
+        self.queues.remove(job);
+        known(&mut self.jobs, job).timeline.finished = Some(now);
+        self.set_state(now, job, to);
+    }
+
+    /// Removes a job in a terminal state from the core (a driver that persisted its final
+    /// state need not keep it in memory). Returns the job; `None` if it is unknown or still
+    /// active.
+    pub fn forget(&mut self, job: JobId) -> Option<Job> {
+        if !self.jobs.get(&job)?.state.is_terminal() {
+            return None;
+        }
+        self.jobs.remove(&job)
     }
 
     /// Cancels a job in any non-terminal state. Returns false when it is unknown or finished.
@@ -88,11 +127,7 @@ impl Scheduler {
         if j.state.is_terminal() {
             return false;
         }
-        self.release_placement(job);
-        self.queues.remove(job);
-        let j = self.jobs.get_mut(&job).unwrap();
-        j.timeline.finished = Some(now);
-        self.set_state(now, job, JobState::Cancelled);
+        self.end_job(now, job, JobState::Cancelled);
         true
     }
 
@@ -113,7 +148,7 @@ impl Scheduler {
 
     /// Aborts claimed/running components and gives back placed processors, reservations and
     /// transfers of a job.
-    pub(super) fn release_placement(&mut self, id: JobId) {
+    pub(super) fn release(&mut self, id: JobId, how: Release) {
         if let Some(&(at, _)) = self.claiming.iter().find(|&&(_, j)| j == id) {
             self.claiming.remove(&(at, id));
         }
@@ -141,7 +176,7 @@ impl Scheduler {
             Action::Launch { job } => *job != id,
             _ => true,
         });
-        let job = self.jobs.get_mut(&id).unwrap();
+        let job = known(&mut self.jobs, id);
         job.next_claim = None;
         for (i, c) in job.components.iter_mut().enumerate() {
             let Some(site) = c.site else { continue };
@@ -178,12 +213,25 @@ impl Scheduler {
                         site,
                     });
                 }
-                ComponentState::Unplaced | ComponentState::Finished | ComponentState::Skipped => {}
+                ComponentState::Unplaced
+                | ComponentState::Finished
+                | ComponentState::Failed
+                | ComponentState::Aborted
+                | ComponentState::Skipped => {}
             }
-            if job.spec.flexible.is_none() {
-                c.site = None;
+            // A job that ends keeps the record of what ran where (and how it ended); one that
+            // goes back to the queue starts over.
+            let ran = matches!(c.state, ComponentState::Claimed | ComponentState::Running) && issued(&unissued_claims);
+            match how {
+                Release::Ending if c.state.is_done() => continue,
+                Release::Ending if ran => c.state = ComponentState::Aborted,
+                _ => {
+                    if job.spec.flexible.is_none() {
+                        c.site = None;
+                    }
+                    c.state = ComponentState::Unplaced;
+                }
             }
-            c.state = ComponentState::Unplaced;
             c.reserved = false;
         }
         let in_flight: Vec<TransferKey> = job
@@ -203,10 +251,10 @@ impl Scheduler {
         if job.state.is_terminal() || job.state == JobState::Queued {
             return;
         }
-        self.release_placement(id);
+        self.release(id, Release::Requeue);
         let step = self.config.claim_fraction_step;
         let max_errors = self.config.max_error_resubmissions;
-        let job = self.jobs.get_mut(&id).unwrap();
+        let job = known(&mut self.jobs, id);
         match why {
             Requeue::JstReached => {
                 job.claim_fraction = (job.claim_fraction - step).max(0.0);
@@ -234,7 +282,7 @@ impl Scheduler {
     }
 
     pub(super) fn set_state(&mut self, now: Millis, id: JobId, to: JobState) {
-        let job = self.jobs.get_mut(&id).unwrap();
+        let job = known(&mut self.jobs, id);
         let from = job.state;
         if let Err(e) = transition(from, to) {
             panic!("scheduler bug: job {id}: {e}");
@@ -247,6 +295,15 @@ impl Scheduler {
             at: now,
         });
     }
+}
+
+/// What becomes of a job whose placement is given back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Release {
+    /// It returns to the placement queue: every component starts over, unplaced.
+    Requeue,
+    /// It ends: components that ran keep their site and end as aborted (or as they ended).
+    Ending,
 }
 
 /// Why a job goes back to the placement queue.

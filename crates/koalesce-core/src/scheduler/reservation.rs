@@ -5,7 +5,7 @@ use crate::model::{JobId, Millis};
 use crate::state::{ComponentState, JobState};
 
 use super::release::Requeue;
-use super::Scheduler;
+use super::{known, Scheduler};
 
 impl Scheduler {
     /// The LRM answered a reservation request.
@@ -17,7 +17,7 @@ impl Scheduler {
         if !granted {
             // Treat as an unsuccessful placement: try again at a later scan. The refused
             // reservation does not exist, so it is not cancelled (only un-placed).
-            if let Some(c) = self.jobs.get_mut(&job).unwrap().components.get_mut(component as usize) {
+            if let Some(c) = known(&mut self.jobs, job).components.get_mut(component as usize) {
                 if c.state == ComponentState::Reserved {
                     c.state = ComponentState::Placed;
                 }
@@ -52,7 +52,7 @@ impl Scheduler {
         }
         let job = &self.jobs[&id];
         if job.claimed_count() == job.active_count() {
-            self.jobs.get_mut(&id).unwrap().timeline.claimed = Some(now);
+            known(&mut self.jobs, id).timeline.claimed = Some(now);
             self.set_state(now, id, JobState::Claimed);
             self.maybe_launch(now, id);
         }

@@ -10,7 +10,7 @@ use crate::placement::{Capacity, ComponentPlacement, FileSource, PlacementContex
 use crate::state::{ComponentState, FailureReason, JobState};
 
 use super::gridway::SiteChoice;
-use super::{Action, Component, FileSourceRecord, Scheduler, TransferKey, TransferStatus};
+use super::{known, Action, Component, FileSourceRecord, Scheduler, TransferKey, TransferStatus};
 
 impl Scheduler {
     pub(super) fn arm_scan(&mut self, now: Millis) {
@@ -93,7 +93,7 @@ impl Scheduler {
         // Only a blacklisted site can make a job that passed validation impossible to hold.
         if self.config.blacklist_expiry_ms.is_none() && capacity.has_excluded_sites() && !self.could_ever_fit(id) {
             self.queues.remove(id);
-            let job = self.jobs.get_mut(&id).unwrap();
+            let job = known(&mut self.jobs, id);
             job.placement_tries += 1;
             job.timeline.finished = Some(now);
             self.set_state(now, id, JobState::Failed(FailureReason::Unplaceable));
@@ -103,34 +103,38 @@ impl Scheduler {
             Some(decision) => decision,
             None => self.decide_placement(now, id, capacity),
         };
-        if self.jobs[&id].state != JobState::Queued {
+        // One lookup of the job for the whole outcome (a scan tries every queued job).
+        let job = known(&mut self.jobs, id);
+        if job.state != JobState::Queued {
             return; // the broker found it unplaceable
         }
-        let job = self.jobs.get_mut(&id).unwrap();
         job.placement_tries += 1;
         job.tries_at_level += 1;
-        match decision {
-            Some(placements) => self.commit_placement(now, id, placements),
-            None => {
-                let job = self.jobs.get_mut(&id).unwrap();
-                if self.config.max_placement_tries.is_some_and(|max| job.placement_tries >= max) {
-                    job.timeline.finished = Some(now);
+        let Some(placements) = decision else {
+            if self.config.max_placement_tries.is_some_and(|max| job.placement_tries >= max) {
+                job.timeline.finished = Some(now);
+                self.queues.remove(id);
+                self.set_state(now, id, JobState::Failed(FailureReason::PlacementTries));
+                return;
+            }
+            if let Some(p) = self.config.anti_starvation_tries {
+                if job.tries_at_level >= p && matches!(job.priority, Priority::Low | Priority::High) {
+                    job.priority = job.priority.promoted();
+                    job.tries_at_level = 0;
+                    let new = job.priority;
                     self.queues.remove(id);
-                    self.set_state(now, id, JobState::Failed(FailureReason::PlacementTries));
-                    return;
-                }
-                if let Some(p) = self.config.anti_starvation_tries {
-                    let job = self.jobs.get_mut(&id).unwrap();
-                    if job.tries_at_level >= p && matches!(job.priority, Priority::Low | Priority::High) {
-                        job.priority = job.priority.promoted();
-                        job.tries_at_level = 0;
-                        let new = job.priority;
-                        self.queues.remove(id);
-                        self.queues.push(new, id);
-                    }
+                    self.queues.push(new, id);
                 }
             }
-        }
+            // The tries changed without a change of state: noted for drivers that persist
+            // the queue (once per job until they take it).
+            if !job.progress_pending {
+                job.progress_pending = true;
+                self.progress.push(id);
+            }
+            return;
+        };
+        self.commit_placement(now, id, placements);
     }
 
     /// Whether the sites that are not blacklisted could hold the job if they were empty.
@@ -297,7 +301,7 @@ impl Scheduler {
     fn commit_placement(&mut self, now: Millis, id: JobId, placements: Vec<ComponentPlacement>) {
         // The broker's reservations (start, duration) per component, if it decided them.
         let plan = self.take_plan(id);
-        let job = self.jobs.get_mut(&id).unwrap();
+        let job = known(&mut self.jobs, id);
         if job.spec.flexible.is_some() {
             job.components = placements.iter().map(|p| Component::unplaced(p.processors, None)).collect();
         }
@@ -373,7 +377,7 @@ impl Scheduler {
                 Action::Reserve {
                     job: id,
                     component: i as u32,
-                    site: c.site.unwrap(),
+                    site: c.site.expect("a placed component has a site"),
                     processors: c.processors,
                     start,
                     duration,

@@ -112,7 +112,7 @@ impl Scheduler {
             })
             .collect::<Vec<_>>();
         for c in components.iter().filter(|c| c.state == ComponentState::Running) {
-            let v = &mut self.views[c.site.unwrap().index()];
+            let v = &mut self.views[c.site.expect("a placed component has a site").index()];
             v.idle = v.idle.saturating_sub(c.processors);
         }
         let mut job = self.new_job(id, spec, components, JobState::Running, timeline);
@@ -151,6 +151,7 @@ impl Scheduler {
             preemptions: 0,
             transfers: BTreeMap::new(),
             staged: BTreeSet::new(),
+            progress_pending: false,
             prediction: None,
         }
     }

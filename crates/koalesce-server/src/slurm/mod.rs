@@ -14,7 +14,13 @@
 //! | `start` | none: `go` files, renamed into place back to back | |
 //! | `status` | one `squeue -h -t all -j IDS` per cluster, with the supervisors' records | cached for [`SlurmOptions::status_ttl`] |
 //! | `cancel` | `abort` (or a fence) in the directory, then `scancel` | one per component |
+//! | `barrier_state` / `abort_held` | none: the supervisor's records ([`crate::supervised`]) | |
 //! | `reserve` / `cancel_reservation` | `scontrol create` / `delete reservation` | |
+//! | `claim_reserved` | none: the reservation id is the claim (`sbatch --reservation`) | |
+//!
+//! The supervisor is started exactly as the local executor starts it (the same command line
+//! from [`crate::supervisor_cmd`]: account, Landlock paths, hidden data directory, control
+//! group), so a component is confined the same way on every kind of site.
 //!
 //! **The start barrier across clusters.** A component's Slurm job runs the supervisor once
 //! Slurm has allocated its processors; the supervisor checks in (creates `supervisor.json`
@@ -49,9 +55,10 @@ use std::time::{Duration, Instant};
 pub use cmd::{CmdError, SlurmClient};
 pub use config::SlurmSiteConfig;
 
-use crate::backend::{Backend, BackendError, ComponentSubmission, LrmState, ProcessorCount, Reservations};
-use crate::local::SupervisorCommand;
+use crate::backend::{Backend, BackendError, BarrierState, ComponentSubmission, LrmState, ProcessorCount, Reservations};
 use crate::supervise;
+use crate::supervised;
+use crate::supervisor_cmd::{JobSandbox, SupervisorCommand};
 use query::{Cache, JobsAnswer};
 use state::{combine, Records, SlurmView, Verdict};
 
@@ -174,6 +181,10 @@ pub struct SlurmBackend {
     clusters: Vec<Cluster>,
     options: SlurmOptions,
     user: String,
+    sandbox: JobSandbox,
+    /// Offer advance reservations to the scheduler (`reservations = true` in the site config;
+    /// creating them needs Slurm operator rights).
+    reservations: bool,
     inner: Mutex<Inner>,
 }
 
@@ -242,8 +253,22 @@ impl SlurmBackend {
             clusters,
             options,
             user: current_user(),
+            sandbox: JobSandbox::default(),
+            reservations: true,
             inner: Mutex::new(Inner::default()),
         })
+    }
+
+    /// Confines components as `sandbox` says (as the local executor does).
+    pub fn with_sandbox(mut self, sandbox: JobSandbox) -> Self {
+        self.sandbox = sandbox;
+        self
+    }
+
+    /// Whether [`Backend::reservations`] offers advance reservations (default: yes).
+    pub fn with_reservations(mut self, on: bool) -> Self {
+        self.reservations = on;
+        self
     }
 
     fn site(&self, name: &str) -> Result<(usize, &Site), BackendError> {
@@ -400,8 +425,15 @@ impl Backend for SlurmBackend {
                 }
             }
         };
-        let script = script::batch_script(&s.supervisor, sub).map_err(err)?;
-        fs::create_dir_all(&sub.dir).map_err(|e| err(format!("cannot create {}: {e}", sub.dir.display())))?;
+        let script = script::batch_script(&s.supervisor.program, &s.supervisor.arguments(&self.sandbox, sub), sub).map_err(err)?;
+        {
+            use std::os::unix::fs::DirBuilderExt;
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&sub.dir)
+                .map_err(|e| err(format!("cannot create {}: {e}", sub.dir.display())))?;
+        }
         let path = sub.dir.join(script::SCRIPT_FILE);
         fs::write(&path, script).map_err(|e| err(format!("cannot write {}: {e}", path.display())))?;
         let args = script::sbatch_args(&s.spec.slurm, sub, reservation.as_deref(), &path);
@@ -582,9 +614,25 @@ impl Backend for SlurmBackend {
         Ok(Self::new_claim(&mut inner, si, processors, Some(key)))
     }
 
-    fn reservations(&self) -> Option<&dyn Reservations> {
-        Some(self)
+    fn barrier_state(&self, id: &str) -> Result<BarrierState, BackendError> {
+        let dir = component_dir(id);
+        supervised::barrier_state(&dir).map_err(|e| site_err("slurm", format!("cannot read the start barrier of {id}: {e}")))
     }
+
+    fn abort_held(&self, id: &str) -> Result<(), BackendError> {
+        let dir = component_dir(id);
+        supervise::abort(&dir).map_err(|e| site_err("slurm", format!("cannot abort {id}: {e}")))
+    }
+
+    fn reservations(&self) -> Option<&dyn Reservations> {
+        self.reservations.then_some(self as &dyn Reservations)
+    }
+}
+
+/// The record directory of a component from its LRM id (`CLUSTER:JOB:DIR`), or the id itself
+/// when it is a bare directory (what a launch intent records before the job has its Slurm id).
+fn component_dir(id: &str) -> PathBuf {
+    SlurmJobRef::parse(id).map_or_else(|| PathBuf::from(id), |r| r.dir)
 }
 
 #[cfg(test)]

@@ -109,6 +109,23 @@ impl Reservations for SlurmBackend {
         Ok(format!("{RESERVATION_PREFIX}{}:{name}", client.cluster()))
     }
 
+    /// The reservation id is the claim: a component submitted with it runs in the reservation
+    /// (`sbatch --reservation`), and releasing it deletes the reservation.
+    fn claim_reserved(&self, reservation: &str) -> Result<String, BackendError> {
+        let (cluster, name) =
+            parse_reservation_id(reservation).ok_or_else(|| site_err("slurm", format!("'{reservation}' is not a Slurm reservation id")))?;
+        let ci = self
+            .cluster_index(cluster)
+            .ok_or_else(|| site_err(cluster, "no site of this backend is on that cluster"))?;
+        if !self.inner.lock().unwrap().reservations.contains_key(&(ci, name.to_string())) {
+            return Err(site_err(
+                cluster,
+                format!("reservation '{name}' does not exist (expired or cancelled)"),
+            ));
+        }
+        Ok(reservation.to_string())
+    }
+
     fn cancel_reservation(&self, id: &str) -> Result<(), BackendError> {
         let (cluster, name) = parse_reservation_id(id).ok_or_else(|| site_err("slurm", format!("'{id}' is not a Slurm reservation id")))?;
         let ci = self

@@ -1,15 +1,19 @@
 //! What koalesce hands to `sbatch`: the batch script and the options (pure functions).
 //!
-//! The batch script only sets the component's environment and `exec`s the supervisor (the
-//! local executor's, through its command line: `koalesce supervise --dir DIR -- PROGRAM
-//! ARGS...`). The supervisor takes the component's directory exclusively (`supervisor.json`:
-//! a second run of the same Slurm job, after a controller crash, stops there), holds at the
-//! start barrier until the daemon writes `go`, runs the program and records `exit.json`.
+//! The batch script only sets the component's environment and `exec`s the supervisor with the
+//! same command line as the local executor's (`koalesce supervise --dir DIR [sandbox options]
+//! -- PROGRAM ARGS...`, built by [`crate::supervisor_cmd`]): the same account mapping,
+//! Landlock rules, hidden data directory, control group and limits. The job is submitted with
+//! `--export=NONE`, so the supervisor sees the job's variables and Slurm's `SLURM_*` ones,
+//! never the daemon's environment. The supervisor takes the component's directory exclusively
+//! (`supervisor.json`: a second run of the same Slurm job, after a controller crash, stops
+//! there), holds at the start barrier until the daemon writes `go`, runs the program and
+//! records `exit.json`.
 
+use std::ffi::OsString;
 use std::path::Path;
 
 use crate::backend::ComponentSubmission;
-use crate::local::SupervisorCommand;
 
 use super::config::SlurmSiteConfig;
 
@@ -33,27 +37,37 @@ fn quote(s: &str) -> Result<String, String> {
         .map_err(|_| format!("'{}' cannot be passed to a shell (NUL byte)", s.escape_debug()))
 }
 
-/// The batch script of a component: exports its environment and execs the supervisor.
-pub fn batch_script(supervisor: &SupervisorCommand, sub: &ComponentSubmission) -> Result<String, String> {
+/// Drops every variable but Slurm's from the batch script's environment. Even with
+/// `--export=NONE`, Slurm 22.05 loads the submitting account's login environment into the
+/// batch job (HOME, USER, PATH, shell settings): the supervisor must see the job's variables
+/// and Slurm's alone, as under the local executor. (`command` keeps a variable that cannot be
+/// unset from ending the script.)
+const CLEAR_ENVIRONMENT: &str = "for v in $(env | sed -n 's/^\\([A-Za-z_][A-Za-z0-9_]*\\)=.*/\\1/p'); do\n  \
+     case $v in SLURM*) ;; *) command unset \"$v\" 2>/dev/null ;; esac\n\
+     done\n";
+
+/// The batch script of a component: clears the environment but for Slurm's variables, exports
+/// the job's and execs `program` with `args` (the supervisor's command line, see
+/// [`crate::supervisor_cmd`]).
+pub fn batch_script(program: &Path, args: &[OsString], sub: &ComponentSubmission) -> Result<String, String> {
     let mut s = String::from(
         "#!/bin/sh\n\
          # A koalesce component, written by koalesce's Slurm backend. Slurm runs it once it has\n\
          # allocated the processors; the supervisor then checks in (supervisor.json), holds at the\n\
          # start barrier until koalesce writes `go`, runs the program and records exit.json.\n",
     );
+    s.push_str(CLEAR_ENVIRONMENT);
     for (k, v) in &sub.environment {
         if !env_name_ok(k) {
             return Err(format!("environment variable name '{}' is not valid", k.escape_debug()));
         }
         s.push_str(&format!("export {k}={}\n", quote(v)?));
     }
-    let mut words: Vec<String> = vec![supervisor.program.to_string_lossy().into_owned()];
-    words.extend(supervisor.args.iter().cloned());
-    words.push("--dir".into());
-    words.push(sub.dir.to_string_lossy().into_owned());
-    words.push("--".into());
-    words.push(sub.executable.clone());
-    words.extend(sub.arguments.iter().cloned());
+    let words: Vec<String> = std::iter::once(program.as_os_str())
+        .chain(args.iter().map(|a| a.as_os_str()))
+        .map(|w| w.to_str().map(str::to_string))
+        .collect::<Option<_>>()
+        .ok_or_else(|| "the supervisor's command line is not valid UTF-8".to_string())?;
     let quoted: Vec<String> = words.iter().map(|w| quote(w)).collect::<Result<_, _>>()?;
     s.push_str("exec ");
     s.push_str(&quoted.join(" "));
@@ -101,6 +115,8 @@ pub fn sbatch_args(site: &SlurmSiteConfig, sub: &ComponentSubmission, reservatio
         format!("--output={}", sub.dir.join(SLURM_OUTPUT).display()),
         "--open-mode=append".into(),
         format!("--comment={}", comment(&sub.dir)),
+        // The job's environment is in the script: nothing of the daemon's reaches the job.
+        "--export=NONE".into(),
     ];
     if let Some(m) = time_limit_minutes(sub.time_limit_ms) {
         a.push(format!("--time={m}"));
@@ -122,6 +138,7 @@ pub fn sbatch_args(site: &SlurmSiteConfig, sub: &ComponentSubmission, reservatio
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::supervisor_cmd::{JobSandbox, SupervisorCommand};
     use std::collections::BTreeMap;
     use std::path::PathBuf;
 
@@ -146,15 +163,20 @@ mod tests {
         }
     }
 
+    /// The script for `sub` run by `supervisor`, with the sandbox options of `sandbox`.
+    fn script(supervisor: &SupervisorCommand, sandbox: &JobSandbox, sub: &ComponentSubmission) -> Result<String, String> {
+        batch_script(&supervisor.program, &supervisor.arguments(sandbox, sub), sub)
+    }
+
     #[test]
     fn script_quotes_everything_and_runs_the_supervisor() {
         let s = sub(&[("KOALESCE_RANK", "0"), ("X", "a'b $HOME `id`")], &["it's", "$(reboot)", ""]);
-        let text = batch_script(&sup(), &s).unwrap();
+        let text = script(&sup(), &JobSandbox::default(), &s).unwrap();
         assert!(text.starts_with("#!/bin/sh\n"));
         assert!(text.contains("export KOALESCE_RANK=0\n"), "{text}");
         let last = text.lines().last().unwrap();
         assert!(
-            last.starts_with("exec /opt/koalesce supervise --dir '/data/jobs/3/a1 c0' -- /bin/echo "),
+            last.starts_with("exec /opt/koalesce supervise --dir '/data/jobs/3/a1 c0' --cgroup-parent koalesce -- /bin/echo "),
             "{last}"
         );
         // Run it through a real shell with `echo` in place of the supervisor: every word
@@ -166,7 +188,7 @@ mod tests {
         };
         let mut s2 = s.clone();
         s2.executable = "/bin/true".into();
-        let text = batch_script(&printer, &s2)
+        let text = script(&printer, &JobSandbox::default(), &s2)
             .unwrap()
             .replace("exec ", "printf '%s\\n' \"$X\"; exec ");
         let path = dir.path().join("s.sh");
@@ -175,16 +197,99 @@ mod tests {
         let out = String::from_utf8(out.stdout).unwrap();
         assert_eq!(
             out,
-            "a'b $HOME `id`\n[--dir]\n[/data/jobs/3/a1 c0]\n[--]\n[/bin/true]\n[it's]\n[$(reboot)]\n[]\n"
+            "a'b $HOME `id`\n[--dir]\n[/data/jobs/3/a1 c0]\n[--cgroup-parent]\n[koalesce]\n[--]\n[/bin/true]\n[it's]\n[$(reboot)]\n[]\n"
         );
+    }
+
+    /// A Slurm component is confined exactly as a local one: the script execs the command line
+    /// the local executor spawns (account, hidden data directory, Landlock paths, inputs,
+    /// control group).
+    #[test]
+    fn the_script_passes_the_local_executors_sandbox_options() {
+        let sandbox = JobSandbox {
+            users: [("alice".to_string(), "nobody".to_string())].into_iter().collect(),
+            allow_root_jobs: false,
+            config: crate::sandbox::SandboxConfig {
+                read_only: vec!["/opt/sw".into()],
+                read_write: vec!["/scratch".into()],
+                cgroup_parent: "koalesce-slurm".into(),
+            },
+            switch_users: true,
+            data_dir: "/data".into(),
+        };
+        let s = sub(&[("KOALESCE_INPUT_IN", "/data/sites/alpha/storage/in.0a1b2c3d")], &["x"]);
+        let text = script(&sup(), &sandbox, &s).unwrap();
+        let last = text.lines().last().unwrap();
+        let local: Vec<String> = sup()
+            .arguments(&sandbox, &s)
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let words = shlex::split(last.strip_prefix("exec ").unwrap()).unwrap();
+        assert_eq!(words[0], "/opt/koalesce");
+        assert_eq!(words[1..], local[..], "the same command line as the local executor's");
+        for want in [
+            "--user nobody",
+            "--hide /data",
+            "--read-only /opt/sw",
+            "--read-write /scratch",
+            "--input /data/sites/alpha/storage/in.0a1b2c3d",
+            "--cgroup-parent koalesce-slurm",
+        ] {
+            assert!(last.contains(want), "{want} missing: {last}");
+        }
+        let a = sbatch_args(&SlurmSiteConfig::new("/c", "p"), &s, None, Path::new("/s"));
+        assert!(
+            a.contains(&"--export=NONE".to_string()),
+            "the daemon's environment stays out: {a:?}"
+        );
+    }
+
+    /// What the supervisor is started with: the job's variables and Slurm's, nothing of the
+    /// login environment Slurm loads (run through a real shell, `env` in place of the
+    /// supervisor).
+    #[test]
+    fn the_supervisor_sees_the_jobs_and_slurms_variables_only() {
+        let printer = SupervisorCommand {
+            program: PathBuf::from("/bin/sh"),
+            args: vec!["-c".into(), "env".into(), "supervise".into()],
+        };
+        let s = sub(&[("KOALESCE_RANK", "1"), ("MODE", "a b\nc")], &[]);
+        let text = script(&printer, &JobSandbox::default(), &s).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sh");
+        std::fs::write(&path, text).unwrap();
+        let out = std::process::Command::new("/bin/sh")
+            .arg(&path)
+            .env_clear()
+            .env("HOME", "/root")
+            .env("USER", "root")
+            .env("PATH", "/usr/bin:/bin")
+            .env("SECRET", "x\nSLURM_FAKE=1")
+            .env("SLURM_JOB_ID", "7")
+            .env("SLURMD_NODENAME", "a1")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let env = String::from_utf8(out.stdout).unwrap();
+        let mut names: Vec<&str> = env
+            .lines()
+            .filter_map(|l| l.split_once('=').map(|(k, _)| k))
+            .filter(|k| k.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'))
+            .collect();
+        names.sort();
+        // (PWD is the shell's own; the supervisor replaces it with the working directory.)
+        assert_eq!(names, ["KOALESCE_RANK", "MODE", "PWD", "SLURMD_NODENAME", "SLURM_JOB_ID"], "{env}");
+        assert!(env.contains("MODE=a b\nc\n"), "{env}");
     }
 
     #[test]
     fn bad_environment_names_and_nul_bytes_are_refused() {
-        assert!(batch_script(&sup(), &sub(&[("A=B", "x")], &[])).unwrap_err().contains("A=B"));
-        assert!(batch_script(&sup(), &sub(&[("1X", "x")], &[])).is_err());
-        assert!(batch_script(&sup(), &sub(&[("X; rm -rf /", "x")], &[])).is_err());
-        assert!(batch_script(&sup(), &sub(&[], &["a\0b"])).unwrap_err().contains("NUL"));
+        let sb = JobSandbox::default();
+        assert!(script(&sup(), &sb, &sub(&[("A=B", "x")], &[])).unwrap_err().contains("A=B"));
+        assert!(script(&sup(), &sb, &sub(&[("1X", "x")], &[])).is_err());
+        assert!(script(&sup(), &sb, &sub(&[("X; rm -rf /", "x")], &[])).is_err());
+        assert!(script(&sup(), &sb, &sub(&[], &["a\0b"])).unwrap_err().contains("NUL"));
     }
 
     #[test]

@@ -6,8 +6,8 @@
 use std::path::Path;
 
 use crate::backend::LrmState;
-use crate::local::exit_state;
 use crate::supervise::{self, ExitRecord, SupervisorRecord};
+use crate::supervised::exit_state;
 
 use super::parse::{JobRow, JobState};
 

@@ -52,3 +52,36 @@ pub fn wait_state(srv: &BackgroundServer, tok: &str, id: u64, states: &[&str], s
 pub fn shell_job(name: &str, script: &str, procs: u32, extra: &str) -> String {
     format!("name = {name:?}\nexecutable = \"/bin/sh\"\narguments = [\"-c\", {script:?}]\n{extra}\n[[components]]\nprocessors = {procs}\n")
 }
+
+/// POSTs a job body of `bytes` bytes while reading the answer at the same time: a server that
+/// refuses an oversized body answers before reading it, which an HTTP client that first sends
+/// the whole body (ureq) sees as a broken connection. Returns (status, body).
+pub fn post_oversized(addr: std::net::SocketAddr, token: &str, bytes: usize) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let head = format!(
+        "POST /api/v1/jobs HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/toml\r\nContent-Length: {bytes}\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    let mut w = stream.try_clone().unwrap();
+    let writer = std::thread::spawn(move || {
+        let chunk = vec![b'#'; 64 * 1024];
+        let mut left = bytes;
+        while left > 0 {
+            let n = left.min(chunk.len());
+            if w.write_all(&chunk[..n]).is_err() {
+                break;
+            }
+            left -= n;
+        }
+    });
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    let _ = writer.join();
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    (status, body.to_string())
+}

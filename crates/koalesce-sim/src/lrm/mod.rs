@@ -80,6 +80,7 @@ mod types;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+pub use invariants::InvariantViolation;
 pub use types::*;
 
 /// A queued job's shape, kept inline in the queue for a cache-friendly scan.

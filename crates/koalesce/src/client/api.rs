@@ -7,7 +7,6 @@
 use std::fmt;
 use std::time::Duration;
 
-use serde::Deserialize;
 use serde_json::Value;
 
 /// Why a request failed.
@@ -76,119 +75,8 @@ fn http_reason(status: u16) -> Option<&'static str> {
     })
 }
 
-/// One job as `GET /api/v1/jobs` lists it.
-#[derive(Debug, Clone, Deserialize, Default)]
-#[serde(default)]
-pub struct JobSummary {
-    pub id: u64,
-    pub name: String,
-    pub user: String,
-    pub state: String,
-    pub priority: String,
-    pub components: u64,
-    pub size: u64,
-    pub sites: Vec<String>,
-    pub submitted_ms: Option<i64>,
-    pub started_ms: Option<i64>,
-    pub finished_ms: Option<i64>,
-    pub exit_ok: Option<bool>,
-}
-
-impl JobSummary {
-    /// Whether the job reached a final state.
-    pub fn is_finished(&self) -> bool {
-        is_final_state(&self.state)
-    }
-}
-
-/// Whether a job state is final (`succeeded`, `failed`, `cancelled`).
-pub fn is_final_state(state: &str) -> bool {
-    matches!(state, "succeeded" | "failed" | "cancelled")
-}
-
-/// The job's timeline (003 §4.1): Unix-ms instants and the derived durations.
-#[derive(Debug, Clone, Deserialize, Default)]
-#[serde(default)]
-pub struct Timeline {
-    pub submitted: Option<i64>,
-    pub placed: Option<i64>,
-    pub claimed: Option<i64>,
-    pub started: Option<i64>,
-    pub finished: Option<i64>,
-    pub ftt_ms: Option<i64>,
-    pub pgt_ms: Option<i64>,
-    pub pwt_ms: Option<i64>,
-    pub twt_ms: Option<i64>,
-}
-
-/// One component of a job in `JobDetail`.
-#[derive(Debug, Clone, Deserialize, Default)]
-#[serde(default)]
-pub struct ComponentDetail {
-    pub index: u64,
-    pub processors: u64,
-    pub site: Option<String>,
-    pub state: Option<String>,
-    pub exit_code: Option<i64>,
-    pub stdout: Option<String>,
-    pub stderr: Option<String>,
-}
-
-/// `GET /api/v1/jobs/{id}`: the summary fields plus timeline, tries, components and outputs.
-#[derive(Debug, Clone, Deserialize, Default)]
-#[serde(default)]
-pub struct JobDetail {
-    pub id: u64,
-    pub name: String,
-    pub user: String,
-    pub state: String,
-    pub priority: String,
-    #[serde(deserialize_with = "components_or_count")]
-    pub components: Vec<ComponentDetail>,
-    pub size: u64,
-    pub sites: Vec<String>,
-    pub submitted_ms: Option<i64>,
-    pub started_ms: Option<i64>,
-    pub finished_ms: Option<i64>,
-    pub exit_ok: Option<bool>,
-    pub timeline: Timeline,
-    pub placement_tries: Option<u64>,
-    pub claiming_tries: Option<u64>,
-    pub failure: Option<String>,
-    pub outputs: Vec<Value>,
-}
-
-/// JobDetail's `components` is the component list (the summary's count is superseded).
-fn components_or_count<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<ComponentDetail>, D::Error> {
-    let v = Value::deserialize(d)?;
-    match v {
-        Value::Array(_) => serde_json::from_value(v).map_err(serde::de::Error::custom),
-        _ => Ok(Vec::new()),
-    }
-}
-
-/// A site as `GET /api/v1/sites` lists it.
-#[derive(Debug, Clone, Deserialize, Default)]
-#[serde(default)]
-pub struct SiteInfo {
-    pub name: String,
-    pub processors: u64,
-    pub idle: u64,
-    pub used: u64,
-    pub placed_unclaimed: u64,
-    pub blacklisted: bool,
-    pub supports_reservations: bool,
-}
-
-/// A catalogue entry as `GET /api/v1/files` lists it.
-#[derive(Debug, Clone, Deserialize, Default)]
-#[serde(default)]
-pub struct FileInfo {
-    pub name: String,
-    pub size_bytes: u64,
-    pub sha256: String,
-    pub replicas: Vec<String>,
-}
+// The API's bodies are defined once, in koalesce-api, and shared with the server.
+pub use koalesce_api::dto::{is_final_state, FileInfo, JobDetail, JobSummary, SiteInfo};
 
 /// A connection to one koalesce server.
 #[derive(Clone)]

@@ -354,7 +354,7 @@ impl DemoArgs {
             .files()
             .map(|f| f.iter().filter(|f| f.name.contains('/')).count())
             .unwrap_or(0);
-        let twts: Vec<i64> = details.iter().filter_map(|(_, d)| d.timeline.twt_ms).collect();
+        let twts: Vec<i64> = details.iter().filter_map(|(_, d)| d.timeline.twt_ms.map(|t| t as i64)).collect();
         let mean_twt = if twts.is_empty() {
             0
         } else {
@@ -390,7 +390,7 @@ fn is_conflict(e: &anyhow::Error) -> bool {
 
 /// Placement time: submission to the last component placed.
 fn placement_ms(d: &JobDetail) -> Option<i64> {
-    Some(d.timeline.placed? - d.timeline.submitted.or(d.submitted_ms)?)
+    Some(d.timeline.placed?.saturating_sub(d.timeline.submitted.max(d.submitted_ms)) as i64)
 }
 
 /// The demo's per-job summary table.
@@ -413,8 +413,8 @@ pub fn summary_table(details: &[(DemoKind, JobDetail)]) -> String {
             d.size.to_string(),
             if d.sites.is_empty() { "-".into() } else { d.sites.join(",") },
             d_or(placement_ms(d)),
-            d_or(d.timeline.ftt_ms),
-            d_or(d.timeline.twt_ms),
+            d_or(Some(d.timeline.ftt_ms as i64)),
+            d_or(d.timeline.twt_ms.map(|t| t as i64)),
             d.state.clone(),
         ]);
     }

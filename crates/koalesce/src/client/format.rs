@@ -186,7 +186,7 @@ pub fn jobs_table(jobs: &[JobSummary]) -> String {
             j.components.to_string(),
             j.size.to_string(),
             sites_cell(&j.sites),
-            j.submitted_ms.map(format_unix_ms).unwrap_or_else(|| "-".to_string()),
+            format_unix_ms(j.submitted_ms as i64),
         ]);
     }
     t.render()
@@ -255,14 +255,15 @@ pub fn status_report(d: &JobDetail) -> String {
         escape(&sites_cell(&d.sites))
     );
     let tl = &d.timeline;
-    let submitted = tl.submitted.or(d.submitted_ms);
+    let ms = |t: Option<u64>| t.map(|t| t as i64);
+    let submitted = Some(tl.submitted.max(d.submitted_ms) as i64);
     let _ = writeln!(out, "timeline (UTC):");
     let events = [
         ("submitted", submitted),
-        ("placed", tl.placed),
-        ("claimed", tl.claimed),
-        ("started", tl.started.or(d.started_ms)),
-        ("finished", tl.finished.or(d.finished_ms)),
+        ("placed", ms(tl.placed)),
+        ("claimed", ms(tl.claimed)),
+        ("started", ms(tl.started.or(d.started_ms))),
+        ("finished", ms(tl.finished.or(d.finished_ms))),
     ];
     for (label, at) in events {
         match at {
@@ -286,17 +287,17 @@ pub fn status_report(d: &JobDetail) -> String {
     let _ = writeln!(
         out,
         "  FTT {}   PGT {}   PWT {}   TWT {}",
-        opt_duration(tl.ftt_ms),
-        opt_duration(tl.pgt_ms),
-        opt_duration(tl.pwt_ms),
-        opt_duration(tl.twt_ms)
+        opt_duration(Some(tl.ftt_ms as i64)),
+        opt_duration(ms(tl.pgt_ms)),
+        opt_duration(ms(tl.pwt_ms)),
+        opt_duration(ms(tl.twt_ms))
     );
     let tries = |t: Option<u64>| t.map(|n| n.to_string()).unwrap_or_else(|| "-".to_string());
     let _ = writeln!(
         out,
         "tries: placement {}, claiming {}",
-        tries(d.placement_tries),
-        tries(d.claiming_tries)
+        tries(Some(d.placement_tries)),
+        tries(Some(d.claiming_tries))
     );
     if let Some(f) = &d.failure {
         let _ = writeln!(out, "failure: {}", escape(f));
@@ -308,7 +309,7 @@ pub fn status_report(d: &JobDetail) -> String {
                 c.index.to_string(),
                 c.processors.to_string(),
                 c.site.clone().unwrap_or_else(|| "-".into()),
-                c.state.clone().unwrap_or_else(|| "-".into()),
+                c.state.clone(),
                 c.exit_code.map(|e| e.to_string()).unwrap_or_else(|| "-".into()),
             ]);
         }
@@ -350,20 +351,7 @@ pub fn status_report(d: &JobDetail) -> String {
         }
     }
     if !d.outputs.is_empty() {
-        let names: Vec<String> = d
-            .outputs
-            .iter()
-            .map(|o| match o {
-                serde_json::Value::String(s) => s.clone(),
-                serde_json::Value::Object(m) => m
-                    .get("name")
-                    .and_then(|n| n.as_str())
-                    .map(str::to_string)
-                    .unwrap_or_else(|| o.to_string()),
-                other => other.to_string(),
-            })
-            .collect();
-        let _ = writeln!(out, "outputs: {}", escape(&names.join(", ")));
+        let _ = writeln!(out, "outputs: {}", escape(&d.outputs.join(", ")));
     }
     out
 }
@@ -419,7 +407,7 @@ mod tests {
             components: 2,
             size: 12,
             sites: vec!["vu".into(), "leiden".into()],
-            submitted_ms: Some(1_700_000_000_000),
+            submitted_ms: 1_700_000_000_000,
             ..Default::default()
         }
     }
@@ -470,6 +458,7 @@ mod tests {
             placed_unclaimed: 4,
             blacklisted: false,
             supports_reservations: true,
+            ..Default::default()
         }]);
         assert!(s.lines().next().unwrap().contains("PLACED"));
         assert!(s.contains("vu      144   100    40       4  no           yes"), "{s}");
@@ -484,19 +473,19 @@ mod tests {
             state: "succeeded".into(),
             priority: "low".into(),
             size: 4,
-            timeline: super::super::api::Timeline {
-                submitted: Some(1_000_000),
+            timeline: koalesce_api::dto::Timeline {
+                submitted: 1_000_000,
                 placed: Some(1_000_500),
                 claimed: Some(1_001_000),
                 started: Some(1_002_000),
                 finished: Some(1_005_000),
-                ftt_ms: Some(1500),
+                ftt_ms: 1500,
                 pgt_ms: Some(500),
                 pwt_ms: Some(1000),
                 twt_ms: Some(2000),
             },
-            placement_tries: Some(1),
-            claiming_tries: Some(2),
+            placement_tries: 1,
+            claiming_tries: 2,
             ..Default::default()
         };
         let s = status_report(&d);
@@ -536,9 +525,9 @@ mod tests {
             state: "failed".into(),
             failure: Some(evil.into()),
             sites: vec![evil.into()],
-            components: vec![super::super::api::ComponentDetail {
+            components: vec![koalesce_api::dto::ComponentDetail {
                 site: Some(evil.into()),
-                state: Some(evil.into()),
+                state: evil.into(),
                 stdout: Some(format!("{evil}\nsecond")),
                 ..Default::default()
             }],

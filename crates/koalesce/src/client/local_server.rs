@@ -198,9 +198,9 @@ impl LocalServer {
         if let Ok(Some(_)) = child.try_wait() {
             return;
         }
-        // SAFETY: kill(2) on the pid of our own child, which has not been reaped yet.
-        unsafe {
-            libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+        // Our own child, not reaped yet: the pid cannot have been reused.
+        if let Ok(pid) = i32::try_from(child.id()) {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM);
         }
         let t0 = Instant::now();
         while t0.elapsed() < grace {

@@ -1,0 +1,188 @@
+//! The REST API's answer and request bodies (docs/server-contract.md), defined once: the
+//! server renders them, the client reads them, and the OpenAPI document describes them.
+//!
+//! The OpenAPI document's schemas are generated from these types (utoipa). Times are Unix
+//! milliseconds. Readers accept missing fields (`#[serde(default)]`) so that a
+//! newer server with more fields, or an older one with fewer, still reads.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// One job as `GET /api/v1/jobs` lists it (and `POST /api/v1/jobs/{id}/cancel` answers).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(default)]
+pub struct JobSummary {
+    pub id: u64,
+    pub name: String,
+    pub user: String,
+    /// queued, placed, claimed, running, succeeded, failed, cancelled.
+    pub state: String,
+    /// super-high, high, low, super-low (anti-starvation may have raised it).
+    pub priority: String,
+    /// Number of components.
+    pub components: u64,
+    /// Processors of all components.
+    pub size: u64,
+    /// Distinct sites of the current (or last) placement.
+    pub sites: Vec<String>,
+    pub submitted_ms: u64,
+    pub started_ms: Option<u64>,
+    pub finished_ms: Option<u64>,
+    /// Whether the job succeeded, once it ended.
+    pub exit_ok: Option<bool>,
+}
+
+impl JobSummary {
+    /// Whether the job reached a final state.
+    pub fn is_finished(&self) -> bool {
+        is_final_state(&self.state)
+    }
+}
+
+/// Whether a job state is final (`succeeded`, `failed`, `cancelled`).
+pub fn is_final_state(state: &str) -> bool {
+    matches!(state, "succeeded" | "failed" | "cancelled")
+}
+
+/// The job's timeline (003 §4.1): instants and the derived durations.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(default)]
+pub struct Timeline {
+    pub submitted: u64,
+    /// JPT: the last component was placed.
+    pub placed: Option<u64>,
+    /// JCT: every component was claimed.
+    pub claimed: Option<u64>,
+    pub started: Option<u64>,
+    pub finished: Option<u64>,
+    /// File transfer time (estimate at placement).
+    pub ftt_ms: u64,
+    /// Processor gained time, JCT − JPT.
+    pub pgt_ms: Option<u64>,
+    /// Processor wasted time, JST − JCT.
+    pub pwt_ms: Option<u64>,
+    /// Total waiting time, submission to start.
+    pub twt_ms: Option<u64>,
+}
+
+/// One component of a job.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(default)]
+pub struct ComponentDetail {
+    pub index: u64,
+    pub processors: u64,
+    pub site: Option<String>,
+    /// unplaced, placed, reserved, claimed, running, finished, failed, aborted, skipped.
+    pub state: String,
+    pub exit_code: Option<i64>,
+    /// Path of the component's stdout file on the server.
+    pub stdout: Option<String>,
+    pub stderr: Option<String>,
+}
+
+/// `GET /api/v1/jobs/{id}`: the summary's fields (with `components` as the component list
+/// instead of its count) plus timeline, tries, failure and outputs.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(default)]
+pub struct JobDetail {
+    pub id: u64,
+    pub name: String,
+    pub user: String,
+    pub state: String,
+    pub priority: String,
+    pub components: Vec<ComponentDetail>,
+    pub size: u64,
+    pub sites: Vec<String>,
+    pub submitted_ms: u64,
+    pub started_ms: Option<u64>,
+    pub finished_ms: Option<u64>,
+    pub exit_ok: Option<bool>,
+    pub timeline: Timeline,
+    pub placement_tries: u64,
+    pub claiming_tries: u64,
+    /// Why the job failed (or the last fault it recovered from), for people.
+    pub failure: Option<String>,
+    /// Logical names of the registered outputs (`<job-id>/<name>`).
+    pub outputs: Vec<String>,
+}
+
+impl JobDetail {
+    /// The job as the list shows it.
+    pub fn summary(&self) -> JobSummary {
+        JobSummary {
+            id: self.id,
+            name: self.name.clone(),
+            user: self.user.clone(),
+            state: self.state.clone(),
+            priority: self.priority.clone(),
+            components: self.components.len() as u64,
+            size: self.size,
+            sites: self.sites.clone(),
+            submitted_ms: self.submitted_ms,
+            started_ms: self.started_ms,
+            finished_ms: self.finished_ms,
+            exit_ok: self.exit_ok,
+        }
+    }
+}
+
+/// A site as `GET /api/v1/sites` lists it.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(default)]
+pub struct SiteInfo {
+    pub name: String,
+    /// "local", "slurm", ...
+    pub kind: String,
+    pub processors: u64,
+    pub idle: u64,
+    pub used: u64,
+    pub placed_unclaimed: u64,
+    pub blacklisted: bool,
+    pub supports_reservations: bool,
+}
+
+/// A catalogue entry as `GET /api/v1/files` lists it.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(default)]
+pub struct FileInfo {
+    pub name: String,
+    pub size_bytes: u64,
+    pub sha256: String,
+    pub replicas: Vec<String>,
+}
+
+/// `POST /api/v1/files`: register the server-side file `path` at `site` as `name`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewFile {
+    pub name: String,
+    /// Path of the file on the server's machine.
+    #[schema(value_type = String)]
+    pub path: std::path::PathBuf,
+    pub site: String,
+}
+
+/// `POST /api/v1/jobs` answer: the new job's id (sent once the job is durable).
+/// A bearer token as `GET /api/v1/tokens` lists it (never the token itself).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(default)]
+pub struct TokenInfo {
+    /// Public id: the first 16 hex digits of the token's SHA-256 (`DELETE /api/v1/tokens/{id}`).
+    pub id: String,
+    pub user: String,
+    pub admin: bool,
+    pub created_ms: u64,
+    /// After this instant the token is refused; none: never expires.
+    pub expires_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Submitted {
+    pub id: u64,
+}
+
+/// Every 4xx/5xx answer: a message naming the field and the reason.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ErrorBody {
+    pub error: String,
+}

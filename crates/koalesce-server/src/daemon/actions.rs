@@ -1,0 +1,186 @@
+//! Carrying out the core's actions. Called with the state lock held, after every input given
+//! to the core, so decisions are carried out in the order the core made them; nothing here
+//! blocks: calls into a site's LRM are queued for the LRM worker ([`super::lrm`]), copies run
+//! in tasks, writes are enqueued for the group-commit writer.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use koalesce_core::{Action, JobId, JobState};
+
+use super::lrm::LrmOp;
+use super::{records, transfers, Exec, Shared, State};
+use crate::backend::ReservationRequest;
+use crate::now_ms;
+use crate::store;
+
+/// Pulls and carries out every pending core action, then gives the core the sites' idle
+/// processors as last reported (less claims not carried out yet).
+pub fn process_actions(shared: &Arc<Shared>, st: &mut State) {
+    let mut done_launches = Vec::new();
+    // Live jobs whose state changed: persisted once each, after the loop (a job placed, claimed
+    // and launched in one scan is one write).
+    let mut changed = std::collections::BTreeSet::new();
+    while let Some(action) = st.core.poll_action() {
+        match action {
+            Action::StateChanged { job, from, to, .. } => {
+                tracing::info!(job = job.0, from = from.name(), to = to.name(), "job state");
+                if to.is_terminal() {
+                    changed.remove(&job.0);
+                    on_end(shared, st, job, to);
+                } else {
+                    changed.insert(job.0);
+                }
+            }
+            Action::Claim {
+                job,
+                component,
+                site,
+                processors,
+                reservation,
+            } => {
+                let reservation = if reservation {
+                    st.reservations.remove(&(job.0, component))
+                } else {
+                    None
+                };
+                st.exec.insert(
+                    (job.0, component),
+                    Exec {
+                        site,
+                        processors,
+                        claim: None,
+                        reservation: reservation.clone(),
+                        attempt: 0,
+                        dir: None,
+                        lrm_id: None,
+                    },
+                );
+                shared.lrm.send(LrmOp::Claim {
+                    job: job.0,
+                    component,
+                    site,
+                    processors,
+                    reservation,
+                });
+            }
+            Action::Launch { job } => super::lrm::prepare_launch(shared, st, job.0),
+            Action::Abort { job, component, .. } => {
+                if let Some(e) = st.exec.remove(&(job.0, component)) {
+                    if e.attempt > 0 {
+                        done_launches.push((job.0, e.attempt, component));
+                    }
+                    shared.lrm.send(LrmOp::Kill {
+                        site: e.site,
+                        lrm_id: e.lrm_id,
+                        claim: e.claim,
+                    });
+                }
+            }
+            Action::StartTransfer { job, key, from, .. } => transfers::start_transfer(shared, st, job.0, key, from),
+            Action::CancelTransfer { .. } => {
+                // Copies are short and land under a temporary name; an unneeded one is simply
+                // ignored when it completes (and its replica kept as a cache).
+            }
+            Action::Reserve {
+                job,
+                component,
+                site,
+                processors,
+                start,
+                duration,
+            } => {
+                let handle = shared.site(site);
+                if handle.backend.reservations().is_some() {
+                    shared.lrm.send(LrmOp::Reserve {
+                        job: job.0,
+                        component,
+                        site,
+                        request: ReservationRequest {
+                            site: handle.name.clone(),
+                            processors,
+                            start_ms: start,
+                            duration_ms: duration,
+                        },
+                    });
+                } else {
+                    // The core asks only sites that said they reserve; refuse to be safe.
+                    st.core.reservation_answer(now_ms(), job, component, false);
+                }
+            }
+            Action::CancelReservation { job, component, site } => {
+                if let Some(id) = st.reservations.remove(&(job.0, component)) {
+                    shared.lrm.send(LrmOp::CancelReservation { site, id });
+                }
+            }
+            Action::Blacklist { site } => {
+                shared.metrics.blacklisted.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(site = %shared.site(site).name, "site blacklisted after consecutive soft errors");
+            }
+        }
+    }
+    if !done_launches.is_empty() {
+        shared.store.enqueue(store::launches_done_op(done_launches));
+    }
+    for (job, placement_tries, claiming_tries, priority) in st.core.take_progress() {
+        st.progress.insert(job.0, (placement_tries, claiming_tries, priority));
+    }
+    for id in changed {
+        if let Some(job) = st.core.job(JobId(id)) {
+            records::persist_state(shared, id, job);
+        }
+    }
+    refresh_idle(shared, st);
+}
+
+/// The core's view of idle processors: what each site last reported, less the processors of
+/// claims the LRM worker has not carried out yet.
+pub fn refresh_idle(shared: &Shared, st: &mut State) {
+    let mut pending = vec![0u32; shared.sites.len()];
+    for e in st.exec.values().filter(|e| e.claim.is_none() && e.lrm_id.is_none()) {
+        pending[e.site.index()] += e.processors;
+    }
+    for (i, site) in shared.sites.iter().enumerate() {
+        let idle = site.idle.load(Ordering::Relaxed).saturating_sub(pending[i]);
+        st.core.update_site_idle(koalesce_core::SiteId(i as u32), idle);
+    }
+}
+
+/// A job ended: its final row (with the API rendering) is written, then the core and the
+/// daemon let it go (after stage-out, for a job with outputs).
+fn on_end(shared: &Arc<Shared>, st: &mut State, job: JobId, to: JobState) {
+    let id = job.0;
+    let (Some(core_job), Some(meta)) = (st.core.job(job), st.meta.get(&id)) else {
+        return;
+    };
+    let stage_out = to == JobState::Succeeded && !meta.desc.outputs.is_empty();
+    let update = records::update(id, core_job, meta, &shared.sites);
+    *st.ended.entry(to.name()).or_default() += 1;
+    st.progress.remove(&id);
+    let committed = shared.store.submit(store::update_job_op(update));
+    if stage_out {
+        transfers::stage_out(shared, st, id);
+    } else {
+        forget_when_committed(shared, id, committed);
+    }
+}
+
+/// Once the final row of an ended job is committed, the store answers for it: the core and
+/// the daemon's data let it go.
+pub fn forget_when_committed(
+    shared: &Arc<Shared>,
+    id: u64,
+    committed: tokio::sync::oneshot::Receiver<Result<(), crate::store::WriteFailed>>,
+) {
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        if !matches!(committed.await, Ok(Ok(()))) {
+            // Not durable: keep it in memory, where the API still finds it.
+            tracing::error!(job = id, "the final state of the job could not be stored");
+            return;
+        }
+        let mut st = shared.lock();
+        st.core.forget(JobId(id));
+        st.meta.remove(&id);
+    });
+}

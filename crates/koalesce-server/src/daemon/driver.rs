@@ -1,0 +1,87 @@
+//! The driver task: the core's timers, polling of running components, the bulk write of
+//! queued jobs' tries, and refreshing the sites' processor counts.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{lrm, process_actions, Shared};
+use crate::{now_ms, store};
+
+/// How often queued jobs' tries (from the core's `take_progress`) are written.
+pub const PROGRESS_FLUSH: Duration = Duration::from_secs(2);
+
+/// Writes the tries and priorities the core reported since the last flush (one bulk write).
+pub fn flush_progress(shared: &Shared) {
+    let rows: Vec<(u64, u32, u32, String)> = {
+        let mut st = shared.lock();
+        st.progress
+            .drain()
+            .map(|(id, (p, c, prio))| (id, p, c, prio.name().to_string()))
+            .collect()
+    };
+    if !rows.is_empty() {
+        shared.store.enqueue(store::progress_op(rows));
+    }
+}
+
+/// Refreshes every site's idle/used counts (off the lock).
+async fn refresh_sites(shared: &Arc<Shared>) {
+    let s = shared.clone();
+    let _ = tokio::task::spawn_blocking(move || {
+        for h in &s.sites {
+            if let Ok(p) = h.backend.processors(&h.name) {
+                h.idle.store(p.idle, Ordering::Relaxed);
+                h.used.store(p.used, Ordering::Relaxed);
+            }
+        }
+    })
+    .await;
+}
+
+/// The driver task.
+pub async fn drive(shared: Arc<Shared>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+    let poll = Duration::from_millis(shared.config.poll_interval_ms.max(10));
+    let mut last_poll = Instant::now();
+    let mut last_flush = Instant::now();
+    loop {
+        let wait = {
+            let st = shared.lock();
+            match st.core.poll_timeout() {
+                Some(t) => Duration::from_millis(t.saturating_sub(now_ms())).min(poll),
+                None => poll,
+            }
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = shared.wake.notified() => {}
+            _ = shutdown.changed() => return,
+        }
+        {
+            let mut guard = shared.lock();
+            let st = &mut *guard;
+            let now = now_ms();
+            if st.core.poll_timeout().is_some_and(|t| t <= now) {
+                let scans_before = st.core.stats().scans;
+                let t0 = Instant::now();
+                st.core.handle_timeout(now);
+                let us = t0.elapsed().as_micros() as u64;
+                if st.core.stats().scans > scans_before {
+                    shared.metrics.scans.fetch_add(1, Ordering::Relaxed);
+                    shared.metrics.scan_micros_total.fetch_add(us, Ordering::Relaxed);
+                    shared.metrics.last_scan_micros.store(us, Ordering::Relaxed);
+                }
+                process_actions(&shared, st);
+            }
+        }
+        if last_poll.elapsed() >= poll {
+            last_poll = Instant::now();
+            refresh_sites(&shared).await;
+            lrm::poll_running(shared.clone()).await;
+        }
+        if last_flush.elapsed() >= PROGRESS_FLUSH {
+            last_flush = Instant::now();
+            flush_progress(&shared);
+        }
+    }
+}

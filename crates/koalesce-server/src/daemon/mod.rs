@@ -1,0 +1,135 @@
+//! The driver: one [`koalesce_core::Scheduler`] fed with real time, its [`Action`]s carried out
+//! against the sites' backends, every change persisted through the group-commit store.
+//!
+//! **One source of truth.** Job and component state live in the core. The daemon keeps only
+//! what the core does not know, keyed by job id ([`records::JobMeta`]: user, description,
+//! launch attempt, exit codes, outputs) and its LRM bookkeeping ([`Exec`]: claim and LRM ids).
+//! It persists what the core says (`StateChanged` actions, `take_progress`) and renders the API
+//! from the core (live jobs) and the store (ended jobs, which the core then forgets).
+//!
+//! **No blocking call under the lock.** All mutable state is in [`State`] behind one mutex,
+//! held only to change state. Calls into a site's LRM ([`crate::backend::Backend`]) run on the
+//! LRM worker ([`lrm`]) and tokio's blocking pool; their results come back as core inputs.
+//!
+//! Modules: [`records`] (daemon data and rendering), [`actions`] (carrying out core actions),
+//! [`lrm`] (LRM calls off the lock: claims, launches, the start barrier, status polling),
+//! [`transfers`] (stage-in and stage-out), [`recovery`] (rebuilding state at startup),
+//! [`driver`] (timers).
+
+pub(crate) mod actions;
+pub(crate) mod driver;
+pub(crate) mod lrm;
+pub(crate) mod records;
+pub(crate) mod recovery;
+pub(crate) mod transfers;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, AtomicU64};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use koalesce_core::{Priority, Scheduler, SiteId};
+use tokio::sync::Notify;
+
+use crate::backend::Backend;
+use crate::config::ServerConfig;
+use crate::local::SitePaths;
+use crate::store::Store;
+
+pub(crate) use actions::process_actions;
+pub(crate) use driver::drive;
+pub use records::{FileInfo, JobMeta};
+pub(crate) use recovery::recover;
+
+/// One site: its backend (any kind), its directories and the last idle count it reported.
+pub struct SiteHandle {
+    pub name: String,
+    pub backend: Arc<dyn Backend>,
+    pub paths: SitePaths,
+    /// Idle and used processors as the backend last reported them (refreshed off the lock).
+    pub idle: AtomicU32,
+    pub used: AtomicU32,
+}
+
+/// A claimed or running component: the daemon's LRM bookkeeping.
+#[derive(Debug, Clone)]
+pub struct Exec {
+    pub site: SiteId,
+    pub processors: u32,
+    /// The claim id once the LRM granted it.
+    pub claim: Option<String>,
+    /// The reservation the claim is made in, if any.
+    pub reservation: Option<String>,
+    pub attempt: u32,
+    pub dir: Option<PathBuf>,
+    /// LRM id once submitted.
+    pub lrm_id: Option<String>,
+}
+
+/// Counters for /metrics.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    pub transfer_bytes: AtomicU64,
+    pub transfers: AtomicU64,
+    pub transfer_failures: AtomicU64,
+    pub scans: AtomicU64,
+    pub scan_micros_total: AtomicU64,
+    pub last_scan_micros: AtomicU64,
+    pub submissions: AtomicU64,
+    pub launches: AtomicU64,
+    pub blacklisted: AtomicU64,
+}
+
+/// Everything that changes, behind one mutex.
+pub struct State {
+    pub core: Scheduler,
+    /// Daemon data of the jobs the core knows (live ones, and ended ones until their final
+    /// row is committed).
+    pub meta: BTreeMap<u64, JobMeta>,
+    pub next_id: u64,
+    pub site_ids: HashMap<String, SiteId>,
+    pub files: BTreeMap<String, FileInfo>,
+    pub exec: HashMap<(u64, u32), Exec>,
+    /// Granted reservations by (job, component).
+    pub reservations: HashMap<(u64, u32), String>,
+    /// Tries and priority of queued jobs from the core's `take_progress`, written in bulk
+    /// by the driver.
+    pub progress: HashMap<u64, (u32, u32, Priority)>,
+    /// Ended jobs by state name (for /metrics; the jobs themselves are in the store).
+    pub ended: BTreeMap<&'static str, u64>,
+}
+
+impl State {
+    pub fn site_id(&self, name: &str) -> Option<SiteId> {
+        self.site_ids.get(name).copied()
+    }
+}
+
+/// What the HTTP handlers, the driver and the LRM worker share.
+pub struct Shared {
+    pub state: Mutex<State>,
+    pub store: Store,
+    pub sites: Vec<SiteHandle>,
+    pub(crate) lrm: lrm::LrmQueue,
+    pub wake: Notify,
+    pub config: ServerConfig,
+    pub data_dir: PathBuf,
+    pub metrics: Metrics,
+}
+
+impl Shared {
+    /// The state lock. A panic while it was held cannot leave a half-changed state behind
+    /// that is worse than stopping: the poisoned lock is taken over, so that the server keeps
+    /// answering (the panic itself is logged by the task that had it).
+    pub fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn site(&self, s: SiteId) -> &SiteHandle {
+        &self.sites[s.index()]
+    }
+
+    pub fn site_by_name(&self, name: &str) -> Option<&SiteHandle> {
+        self.sites.iter().find(|s| s.name == name)
+    }
+}

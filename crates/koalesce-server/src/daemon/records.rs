@@ -1,0 +1,224 @@
+//! What the daemon knows beyond the core, keyed by job id, and how a job is rendered for the
+//! API and persisted: from the core's job (state, priority, tries, timeline, components) plus
+//! this data (user, description, attempt, exit codes, outputs). Nothing here repeats the
+//! core's state.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use koalesce_api::dto::{ComponentDetail, JobDetail, Timeline as TimelineDto};
+use koalesce_core::model::Timeline;
+use koalesce_core::scheduler::Job;
+use koalesce_core::state::FailureReason;
+use koalesce_core::{JobState, Priority};
+use serde::{Deserialize, Serialize};
+
+use super::SiteHandle;
+use crate::jobdesc::JobDescription;
+use crate::store::{self, JobUpdate};
+use crate::supervise;
+
+/// The daemon's data about one job: what the core does not know. Stored as [`StoredMeta`]
+/// (the user and the description have columns of their own).
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobMeta {
+    pub user: String,
+    pub desc: JobDescription,
+    /// Launches so far; component directories are `a<attempt>-c<index>`.
+    pub attempt: u32,
+    /// What went wrong last, as observed at the site (a component's exit, a failed copy).
+    pub failure: Option<String>,
+    pub components: Vec<ComponentMeta>,
+    /// Registered outputs (`<job-id>/<name>`).
+    pub outputs: Vec<String>,
+}
+
+/// The daemon's data about one component.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ComponentMeta {
+    pub exit_code: Option<i32>,
+    /// Working directory of its latest launch (stdout, stderr, supervisor records).
+    pub dir: Option<String>,
+}
+
+/// The part of [`JobMeta`] kept in `jobs.meta`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct StoredMeta {
+    pub attempt: u32,
+    pub failure: Option<String>,
+    pub components: Vec<ComponentMeta>,
+    pub outputs: Vec<String>,
+}
+
+impl JobMeta {
+    /// The stored part.
+    pub fn stored(&self) -> StoredMeta {
+        StoredMeta {
+            attempt: self.attempt,
+            failure: self.failure.clone(),
+            components: self.components.clone(),
+            outputs: self.outputs.clone(),
+        }
+    }
+
+    /// Back from the database: the user and description columns with the stored part.
+    pub fn restore(user: String, desc: JobDescription, m: StoredMeta) -> Self {
+        JobMeta {
+            user,
+            desc,
+            attempt: m.attempt,
+            failure: m.failure,
+            components: m.components,
+            outputs: m.outputs,
+        }
+    }
+
+    pub fn new(user: String, desc: JobDescription) -> Self {
+        let n = desc.components.len();
+        JobMeta {
+            user,
+            desc,
+            attempt: 0,
+            failure: None,
+            components: vec![ComponentMeta::default(); n],
+            outputs: Vec::new(),
+        }
+    }
+
+    pub fn component_mut(&mut self, i: usize) -> &mut ComponentMeta {
+        if self.components.len() <= i {
+            self.components.resize(i + 1, ComponentMeta::default());
+        }
+        &mut self.components[i]
+    }
+}
+
+/// What recovery needs of the core's job, as its last state change left it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CoreSnapshot {
+    pub state: JobState,
+    pub priority: Priority,
+    pub timeline: Timeline,
+    pub placement_tries: u32,
+    pub claiming_tries: u32,
+    pub error_resubmissions: u32,
+}
+
+impl CoreSnapshot {
+    pub fn of(job: &Job) -> Self {
+        CoreSnapshot {
+            state: job.state,
+            priority: job.priority,
+            timeline: job.timeline,
+            placement_tries: job.placement_tries,
+            claiming_tries: job.claiming_tries,
+            error_resubmissions: job.error_resubmissions,
+        }
+    }
+}
+
+/// A catalogue file: size, checksum and replica paths per site.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FileInfo {
+    pub size_bytes: u64,
+    pub sha256: String,
+    pub replicas: BTreeMap<String, PathBuf>,
+}
+
+/// Why the job failed, or the last fault it recovered from.
+fn failure(job: &Job, meta: &JobMeta) -> Option<String> {
+    match job.state {
+        JobState::Failed(r @ FailureReason::TooFewTasks { .. }) => Some(r.to_string()),
+        JobState::Failed(r) => Some(meta.failure.clone().unwrap_or_else(|| r.to_string())),
+        JobState::Cancelled => Some(meta.failure.clone().unwrap_or_else(|| "cancelled".into())),
+        _ => meta.failure.clone(),
+    }
+}
+
+/// The job as `GET /api/v1/jobs/{id}` shows it.
+pub fn render(id: u64, job: &Job, meta: &JobMeta, sites: &[SiteHandle]) -> JobDetail {
+    let t = &job.timeline;
+    let site_name = |s: koalesce_core::SiteId| sites.get(s.index()).map(|h| h.name.clone());
+    let mut site_names: Vec<String> = job.sites().into_iter().filter_map(site_name).collect();
+    site_names.dedup();
+    let components = job
+        .components
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let m = meta.components.get(i).cloned().unwrap_or_default();
+            let file = |name: &str| m.dir.as_ref().map(|d| PathBuf::from(d).join(name).display().to_string());
+            ComponentDetail {
+                index: i as u64,
+                processors: c.processors as u64,
+                site: c.site.and_then(site_name),
+                state: c.state.name().to_string(),
+                exit_code: m.exit_code.map(i64::from),
+                stdout: file(supervise::STDOUT_FILE),
+                stderr: file(supervise::STDERR_FILE),
+            }
+        })
+        .collect();
+    JobDetail {
+        id,
+        name: job.spec.name.clone(),
+        user: meta.user.clone(),
+        state: job.state.name().to_string(),
+        priority: job.priority.name().to_string(),
+        components,
+        size: job.total_processors() as u64,
+        sites: site_names,
+        submitted_ms: t.submitted,
+        started_ms: t.started,
+        finished_ms: t.finished,
+        exit_ok: job.state.is_terminal().then_some(job.state == JobState::Succeeded),
+        timeline: TimelineDto {
+            submitted: t.submitted,
+            placed: t.placed,
+            claimed: t.claimed,
+            started: t.started,
+            finished: t.finished,
+            ftt_ms: t.ftt_ms,
+            pgt_ms: t.pgt_ms(),
+            pwt_ms: t.pwt_ms(),
+            twt_ms: t.twt_ms(),
+        },
+        placement_tries: job.placement_tries as u64,
+        claiming_tries: job.claiming_tries as u64,
+        failure: failure(job, meta),
+        outputs: meta.outputs.clone(),
+    }
+}
+
+/// The full row update (state, core snapshot, daemon data, API rendering): written when the
+/// job ends, after which the store answers for it.
+pub fn update(id: u64, job: &Job, meta: &JobMeta, sites: &[SiteHandle]) -> JobUpdate {
+    JobUpdate {
+        id,
+        state: job.state.name().to_string(),
+        core: json(&CoreSnapshot::of(job)),
+        meta: json(&meta.stored()),
+        detail: json(&render(id, job, meta, sites)),
+    }
+}
+
+/// JSON of a value whose serialization cannot fail (plain structs with string keys).
+pub fn json<T: Serialize>(v: &T) -> String {
+    serde_json::to_string(v).unwrap_or_else(|e| unreachable!("serializing a plain record: {e}"))
+}
+
+/// Persists a state change of a live job: its state and the core's snapshot (small; the
+/// API renders live jobs from the core).
+pub fn persist_state(shared: &super::Shared, id: u64, job: &Job) {
+    shared.store.enqueue(store::update_state_op(
+        id,
+        job.state.name().to_string(),
+        json(&CoreSnapshot::of(job)),
+    ));
+}
+
+/// Persists the daemon's data of a live job (after it changed: a new launch).
+pub fn persist_meta(shared: &super::Shared, id: u64, meta: &JobMeta) {
+    shared.store.enqueue(store::update_meta_op(id, json(&meta.stored())));
+}

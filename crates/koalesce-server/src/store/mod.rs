@@ -1,0 +1,647 @@
+//! Durable state in SQLite (WAL, `synchronous=FULL`) with group commit.
+//!
+//! One writer thread owns the write connection. Callers enqueue [`WriteOp`]s; the writer takes
+//! every op pending at that moment, applies them in one transaction (each inside its own
+//! savepoint, so one failing op does not undo the others), commits once (one fsync for the
+//! whole group) and then answers every waiter. An op is acknowledged only after its commit.
+//! Ops are applied in the order they were enqueued.
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+mod migrate;
+mod tokens;
+use rusqlite::{params, Connection, OptionalExtension, Transaction};
+use serde::{Deserialize, Serialize};
+pub use tokens::*;
+use tokio::sync::oneshot;
+
+/// A unit of work for the writer; runs inside the group's transaction.
+pub type WriteOp = Box<dyn FnOnce(&Transaction<'_>) -> rusqlite::Result<()> + Send>;
+
+struct Request {
+    op: WriteOp,
+    done: Option<oneshot::Sender<Result<(), WriteFailed>>>,
+}
+
+/// Why one enqueued write did not commit (its own statement failed, or the group's commit).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}")]
+pub struct WriteFailed {
+    pub reason: String,
+}
+
+impl WriteFailed {
+    fn new(reason: impl std::fmt::Display) -> Self {
+        WriteFailed {
+            reason: reason.to_string(),
+        }
+    }
+}
+
+/// Statistics of the writer, for metrics and tests.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct WriterStats {
+    pub commits: u64,
+    pub ops: u64,
+    pub largest_group: u64,
+}
+
+/// Handle to the database: the group-commit writer and a read connection.
+#[derive(Clone)]
+pub struct Store {
+    tx: mpsc::Sender<Request>,
+    read: Arc<Mutex<Connection>>,
+    stats: Arc<Mutex<WriterStats>>,
+    path: PathBuf,
+}
+
+/// The schema version this build writes (`PRAGMA user_version`). Version 0 is the first
+/// schema (jobs with one `record` column holding the daemon's copy of the job); version 2
+/// keeps the core's snapshot, the daemon's data and the API rendering apart; version 3 gives
+/// tokens an expiry (`tokens.expires_ms`) and launch intents the LRM's id of their component
+/// (`launches.lrm_id`, when it is not the directory). See [`migrate`].
+pub const SCHEMA_VERSION: i64 = 3;
+
+const SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS jobs (
+    id INTEGER PRIMARY KEY,
+    user TEXT NOT NULL,
+    name TEXT NOT NULL,
+    description TEXT NOT NULL,
+    spec TEXT NOT NULL,
+    state TEXT NOT NULL,
+    core TEXT NOT NULL,
+    meta TEXT NOT NULL,
+    detail TEXT NOT NULL,
+    submitted_ms INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS jobs_by_user_state ON jobs (user, state);
+CREATE TABLE IF NOT EXISTS tokens (
+    hash TEXT PRIMARY KEY,
+    user TEXT NOT NULL,
+    admin INTEGER NOT NULL,
+    created_ms INTEGER NOT NULL,
+    expires_ms INTEGER
+);
+CREATE TABLE IF NOT EXISTS files (
+    name TEXT PRIMARY KEY,
+    size_bytes INTEGER NOT NULL,
+    sha256 TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS replicas (
+    name TEXT NOT NULL,
+    site TEXT NOT NULL,
+    path TEXT NOT NULL,
+    PRIMARY KEY (name, site)
+);
+CREATE TABLE IF NOT EXISTS progress (
+    id INTEGER PRIMARY KEY,
+    placement_tries INTEGER NOT NULL,
+    claiming_tries INTEGER NOT NULL,
+    error_resubmissions INTEGER NOT NULL,
+    priority TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS launches (
+    job INTEGER NOT NULL,
+    attempt INTEGER NOT NULL,
+    component INTEGER NOT NULL,
+    site TEXT NOT NULL,
+    processors INTEGER NOT NULL,
+    dir TEXT NOT NULL,
+    done INTEGER NOT NULL DEFAULT 0,
+    lrm_id TEXT,
+    PRIMARY KEY (job, attempt, component)
+);
+"#;
+
+fn open_conn(path: &Path) -> rusqlite::Result<Connection> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    Ok(conn)
+}
+
+/// Creates the database file if needed and makes it and its WAL/SHM files private (0600):
+/// SQLite gives the WAL and SHM files the database file's permissions.
+fn make_private(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    std::fs::OpenOptions::new().create(true).append(true).mode(0o600).open(path)?;
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let mut p = path.as_os_str().to_owned();
+        p.push(suffix);
+        match std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Opens the database (private, 0600), creating the schema or migrating an older one to
+/// [`SCHEMA_VERSION`] (in one transaction); used by `token create` too. A database of a newer
+/// version is refused.
+pub fn open_db(path: &Path) -> Result<Connection, StoreError> {
+    let open = |e| StoreError::Open {
+        path: path.to_path_buf(),
+        source: e,
+    };
+    make_private(path).map_err(|e| StoreError::Private {
+        path: path.to_path_buf(),
+        source: e,
+    })?;
+    let mut conn = open_conn(path).map_err(open)?;
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(open)?;
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::TooNew {
+            path: path.to_path_buf(),
+            version,
+        });
+    }
+    let tx = conn.transaction().map_err(open)?;
+    migrate::migrate(&tx, version).map_err(|e| StoreError::Migrate {
+        path: path.to_path_buf(),
+        from: version,
+        reason: e.to_string(),
+    })?;
+    tx.execute_batch(SCHEMA).map_err(open)?;
+    tx.pragma_update(None, "user_version", SCHEMA_VERSION).map_err(open)?;
+    tx.commit().map_err(open)?;
+    Ok(conn)
+}
+
+/// Why the database cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("opening database {path}: {source}")]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("making database {path} private: {source}")]
+    Private {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("database {path} has schema version {version}, newer than this koalesce ({SCHEMA_VERSION}); use a newer koalesce")]
+    TooNew { path: PathBuf, version: i64 },
+    #[error("migrating database {path} from schema version {from}: {reason}")]
+    Migrate { path: PathBuf, from: i64, reason: String },
+    #[error("starting the database writer: {0}")]
+    Writer(#[source] std::io::Error),
+    #[error("database write failed: {0}")]
+    Write(String),
+    #[error("database writer stopped")]
+    Stopped,
+    #[error("database read failed: {0}")]
+    Read(#[from] rusqlite::Error),
+}
+
+impl Store {
+    /// Opens (creating if needed) the database at `path` and starts the writer thread.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        let write = open_db(path)?;
+        let read = open_conn(path).map_err(|e| StoreError::Open {
+            path: path.to_path_buf(),
+            source: e,
+        })?;
+        let (tx, rx) = mpsc::channel::<Request>();
+        let stats = Arc::new(Mutex::new(WriterStats::default()));
+        let st = stats.clone();
+        std::thread::Builder::new()
+            .name("koalesce-db-writer".into())
+            .spawn(move || writer_loop(write, rx, st))
+            .map_err(StoreError::Writer)?;
+        Ok(Store {
+            tx,
+            read: Arc::new(Mutex::new(read)),
+            stats,
+            path: path.to_path_buf(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Enqueues an op and returns a receiver answered after its group commits.
+    pub fn submit(&self, op: WriteOp) -> oneshot::Receiver<Result<(), WriteFailed>> {
+        let (done, rx) = oneshot::channel();
+        if let Err(mpsc::SendError(req)) = self.tx.send(Request { op, done: Some(done) }) {
+            if let Some(d) = req.done {
+                let _ = d.send(Err(WriteFailed::new("database writer stopped")));
+            }
+        }
+        rx
+    }
+
+    /// Enqueues an op nobody waits for (still applied in order, committed with its group).
+    pub fn enqueue(&self, op: WriteOp) {
+        let _ = self.tx.send(Request { op, done: None });
+    }
+
+    /// Enqueues and waits (async) for the commit.
+    pub async fn write(&self, op: WriteOp) -> Result<(), StoreError> {
+        match self.submit(op).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(StoreError::Write(e.reason)),
+            Err(_) => Err(StoreError::Stopped),
+        }
+    }
+
+    /// Enqueues and blocks the thread until the commit (not for async contexts).
+    pub fn write_blocking(&self, op: WriteOp) -> Result<(), StoreError> {
+        let rx = self.submit(op);
+        match rx.blocking_recv() {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(StoreError::Write(e.reason)),
+            Err(_) => Err(StoreError::Stopped),
+        }
+    }
+
+    /// Runs a read-only closure on the read connection (sees every committed group).
+    pub fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T, StoreError> {
+        // A reader that panicked left the connection as it was (reads change nothing).
+        let conn = self.read.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(f(&conn)?)
+    }
+
+    pub fn stats(&self) -> WriterStats {
+        *self.stats.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Waits until everything enqueued so far is committed.
+    pub async fn flush(&self) -> Result<(), StoreError> {
+        self.write(Box::new(|_| Ok(()))).await
+    }
+}
+
+fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Request>, stats: Arc<Mutex<WriterStats>>) {
+    const MAX_GROUP: usize = 4096;
+    while let Ok(first) = rx.recv() {
+        let mut group = vec![first];
+        while group.len() < MAX_GROUP {
+            match rx.try_recv() {
+                Ok(r) => group.push(r),
+                Err(_) => break,
+            }
+        }
+        let started = Instant::now();
+        let n = group.len();
+        let mut results: Vec<Result<(), WriteFailed>> = Vec::with_capacity(n);
+        let mut waiters = Vec::with_capacity(n);
+        let outcome = (|| -> rusqlite::Result<()> {
+            let tx = conn.transaction()?;
+            for req in group {
+                waiters.push(req.done);
+                let r = (|| -> rusqlite::Result<()> {
+                    let sp_tx = &tx;
+                    sp_tx.execute_batch("SAVEPOINT op")?;
+                    match (req.op)(sp_tx) {
+                        Ok(()) => sp_tx.execute_batch("RELEASE op"),
+                        Err(e) => {
+                            let _ = sp_tx.execute_batch("ROLLBACK TO op; RELEASE op");
+                            Err(e)
+                        }
+                    }
+                })();
+                results.push(r.map_err(WriteFailed::new));
+            }
+            tx.commit()
+        })();
+        if let Err(e) = &outcome {
+            tracing::error!(error = %e, ops = n, "group commit failed");
+        }
+        {
+            let mut s = stats.lock().unwrap_or_else(|p| p.into_inner());
+            s.commits += 1;
+            s.ops += n as u64;
+            s.largest_group = s.largest_group.max(n as u64);
+        }
+        for (i, done) in waiters.into_iter().enumerate() {
+            let r = match &outcome {
+                Ok(()) => results.get(i).cloned().unwrap_or(Ok(())),
+                Err(e) => Err(WriteFailed::new(format!("commit failed: {e}"))),
+            };
+            if let Some(d) = done {
+                let _ = d.send(r);
+            }
+        }
+        tracing::trace!(ops = n, ms = started.elapsed().as_secs_f64() * 1e3, "group committed");
+    }
+}
+
+// ----- rows ------------------------------------------------------------------------------
+
+/// A new job's row (inserted before the submission is acknowledged).
+#[derive(Debug, Clone)]
+pub struct NewJob {
+    pub id: u64,
+    pub user: String,
+    pub name: String,
+    pub description: String,
+    pub spec: String,
+    pub update: JobUpdate,
+    pub submitted_ms: u64,
+}
+
+/// What a state change writes: the state, the core's snapshot, the daemon's data and the API
+/// rendering (all JSON).
+#[derive(Debug, Clone)]
+pub struct JobUpdate {
+    pub id: u64,
+    pub state: String,
+    pub core: String,
+    pub meta: String,
+    pub detail: String,
+}
+
+pub fn insert_job_op(j: NewJob) -> WriteOp {
+    Box::new(move |tx| {
+        tx.prepare_cached(
+            "INSERT INTO jobs (id, user, name, description, spec, state, core, meta, detail, submitted_ms) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+        )?
+        .execute(params![
+            j.id as i64,
+            j.user,
+            j.name,
+            j.description,
+            j.spec,
+            j.update.state,
+            j.update.core,
+            j.update.meta,
+            j.update.detail,
+            j.submitted_ms as i64
+        ])?;
+        Ok(())
+    })
+}
+
+pub fn update_job_op(u: JobUpdate) -> WriteOp {
+    Box::new(move |tx| update_job(tx, &u))
+}
+
+fn update_job(tx: &Transaction<'_>, u: &JobUpdate) -> rusqlite::Result<()> {
+    tx.prepare_cached("UPDATE jobs SET state = ?2, core = ?3, meta = ?4, detail = ?5 WHERE id = ?1")?
+        .execute(params![u.id as i64, u.state, u.core, u.meta, u.detail])?;
+    Ok(())
+}
+
+/// A live job's state change: its state and the core's snapshot.
+pub fn update_state_op(id: u64, state: String, core: String) -> WriteOp {
+    Box::new(move |tx| {
+        tx.prepare_cached("UPDATE jobs SET state = ?2, core = ?3 WHERE id = ?1")?
+            .execute(params![id as i64, state, core])?;
+        Ok(())
+    })
+}
+
+/// A live job's daemon data.
+pub fn update_meta_op(id: u64, meta: String) -> WriteOp {
+    Box::new(move |tx| {
+        tx.prepare_cached("UPDATE jobs SET meta = ?2 WHERE id = ?1")?
+            .execute(params![id as i64, meta])?;
+        Ok(())
+    })
+}
+
+/// Several updates in one op (recovery).
+pub fn update_jobs_op(us: Vec<JobUpdate>) -> WriteOp {
+    Box::new(move |tx| us.iter().try_for_each(|u| update_job(tx, u)))
+}
+
+/// Names of the states in which a job has ended.
+pub const ENDED: [&str; 3] = ["succeeded", "failed", "cancelled"];
+
+/// A job row that is not ended, as recovery loads it.
+#[derive(Debug, Clone)]
+pub struct LiveJobRow {
+    pub id: u64,
+    pub user: String,
+    pub description: String,
+    pub spec: String,
+    pub core: String,
+    pub meta: String,
+}
+
+/// Every job that has not ended, in id order, and the largest id ever given.
+pub fn load_live_jobs(conn: &Connection) -> rusqlite::Result<(Vec<LiveJobRow>, u64)> {
+    let mut st = conn.prepare(
+        "SELECT id, user, description, spec, core, meta FROM jobs WHERE state NOT IN ('succeeded', 'failed', 'cancelled') ORDER BY id",
+    )?;
+    let rows = st
+        .query_map([], |r| {
+            Ok(LiveJobRow {
+                id: r.get::<_, i64>(0)? as u64,
+                user: r.get(1)?,
+                description: r.get(2)?,
+                spec: r.get(3)?,
+                core: r.get(4)?,
+                meta: r.get(5)?,
+            })
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let max: i64 = conn.query_row("SELECT COALESCE(MAX(id), 0) FROM jobs", [], |r| r.get(0))?;
+    Ok((rows, max as u64))
+}
+
+/// Ended jobs' API renderings (JSON), in id order: of `user` (all users: `None`), in `state`
+/// (any ended state: `None`).
+pub fn load_ended(conn: &Connection, user: Option<&str>, state: Option<&str>) -> rusqlite::Result<Vec<(u64, String)>> {
+    let mut st = conn.prepare_cached(
+        "SELECT id, detail FROM jobs WHERE state IN ('succeeded', 'failed', 'cancelled') \
+         AND (?1 IS NULL OR user = ?1) AND (?2 IS NULL OR state = ?2) ORDER BY id",
+    )?;
+    let rows = st.query_map(params![user, state], |r| Ok((r.get::<_, i64>(0)? as u64, r.get(1)?)))?;
+    rows.collect()
+}
+
+/// One job's owner, state and API rendering.
+pub fn load_detail(conn: &Connection, id: u64) -> rusqlite::Result<Option<(String, String, String)>> {
+    conn.prepare_cached("SELECT user, state, detail FROM jobs WHERE id = ?1")?
+        .query_row([id as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .optional()
+}
+
+/// Ended jobs per state.
+pub fn count_ended(conn: &Connection) -> rusqlite::Result<Vec<(String, u64)>> {
+    let mut st = conn.prepare("SELECT state, COUNT(*) FROM jobs WHERE state IN ('succeeded', 'failed', 'cancelled') GROUP BY state")?;
+    let rows = st.query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))?;
+    rows.collect()
+}
+
+/// Tries and priority of queued jobs (a failed placement try changes no state).
+pub fn progress_op(rows: Vec<(u64, u32, u32, String)>) -> WriteOp {
+    Box::new(move |tx| {
+        let mut stmt = tx.prepare_cached(
+            "INSERT INTO progress (id, placement_tries, claiming_tries, error_resubmissions, priority) VALUES (?1, ?2, ?3, 0, ?4) \
+             ON CONFLICT(id) DO UPDATE SET placement_tries = excluded.placement_tries, claiming_tries = excluded.claiming_tries, \
+             priority = excluded.priority",
+        )?;
+        for (id, p, c, prio) in &rows {
+            stmt.execute(params![*id as i64, p, c, prio])?;
+        }
+        Ok(())
+    })
+}
+
+/// A launch intent (recorded durably before the component's supervisor is spawned).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LaunchRow {
+    pub job: u64,
+    pub attempt: u32,
+    pub component: u32,
+    pub site: String,
+    pub processors: u32,
+    pub dir: String,
+    pub done: bool,
+    /// The component's LRM id once submitted, when it is not `dir` (a Slurm job:
+    /// `CLUSTER:JOB:DIR`); recovery hands it to the site's backend.
+    pub lrm_id: Option<String>,
+}
+
+impl LaunchRow {
+    /// The id the site's backend knows the component by: its LRM id, else its directory (the
+    /// local executor's id; or a launch that crashed before its LRM answered).
+    pub fn backend_id(&self) -> &str {
+        self.lrm_id.as_deref().unwrap_or(&self.dir)
+    }
+}
+
+pub fn insert_launch(tx: &Transaction<'_>, l: &LaunchRow) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT OR REPLACE INTO launches (job, attempt, component, site, processors, dir, done, lrm_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        params![l.job as i64, l.attempt, l.component, l.site, l.processors, l.dir, l.done as i64, l.lrm_id],
+    )?;
+    Ok(())
+}
+
+/// Records the launch intents of one attempt (all rows in one op: any row means all).
+pub fn insert_launches_op(rows: Vec<LaunchRow>) -> WriteOp {
+    Box::new(move |tx| rows.iter().try_for_each(|r| insert_launch(tx, r)))
+}
+
+/// Marks launch intents as done (the component ended, or will never run).
+pub fn launches_done_op(done: Vec<(u64, u32, u32)>) -> WriteOp {
+    Box::new(move |tx| {
+        let mut stmt = tx.prepare_cached("UPDATE launches SET done = 1 WHERE job = ?1 AND attempt = ?2 AND component = ?3")?;
+        for (job, attempt, comp) in &done {
+            stmt.execute(params![*job as i64, attempt, comp])?;
+        }
+        Ok(())
+    })
+}
+
+/// Records the LRM ids of submitted components: (job, attempt, component, id).
+pub fn launches_submitted_op(ids: Vec<(u64, u32, u32, String)>) -> WriteOp {
+    Box::new(move |tx| {
+        let mut stmt = tx.prepare_cached("UPDATE launches SET lrm_id = ?4 WHERE job = ?1 AND attempt = ?2 AND component = ?3")?;
+        for (j, a, c, id) in &ids {
+            stmt.execute(params![*j as i64, a, c, id])?;
+        }
+        Ok(())
+    })
+}
+
+pub fn load_open_launches(conn: &Connection) -> rusqlite::Result<Vec<LaunchRow>> {
+    let mut st = conn.prepare(
+        "SELECT job, attempt, component, site, processors, dir, done, lrm_id FROM launches WHERE done = 0 ORDER BY job, attempt, component",
+    )?;
+    let rows = st.query_map([], launch_row)?;
+    rows.collect()
+}
+
+/// Every launch row (done or not) of one attempt of a job.
+pub fn load_attempt(conn: &Connection, job: u64, attempt: u32) -> rusqlite::Result<Vec<LaunchRow>> {
+    let mut st = conn.prepare_cached(
+        "SELECT job, attempt, component, site, processors, dir, done, lrm_id FROM launches WHERE job = ?1 AND attempt = ?2 ORDER BY component",
+    )?;
+    let rows = st.query_map(params![job as i64, attempt], launch_row)?;
+    rows.collect()
+}
+
+fn launch_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<LaunchRow> {
+    Ok(LaunchRow {
+        job: r.get::<_, i64>(0)? as u64,
+        attempt: r.get(1)?,
+        component: r.get(2)?,
+        site: r.get(3)?,
+        processors: r.get(4)?,
+        dir: r.get(5)?,
+        done: r.get::<_, i64>(6)? != 0,
+        lrm_id: r.get(7)?,
+    })
+}
+
+/// A catalogue file with its replicas (site → path).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FileRow {
+    pub name: String,
+    pub size_bytes: u64,
+    pub sha256: String,
+    pub replicas: Vec<(String, String)>,
+}
+
+/// Registers a file (or updates its size and checksum) and one replica of it.
+pub fn register_replica_op(name: String, size: u64, sha: String, site: String, path: String) -> WriteOp {
+    Box::new(move |tx| {
+        tx.execute(
+            "INSERT INTO files (name, size_bytes, sha256) VALUES (?1, ?2, ?3) \
+             ON CONFLICT(name) DO UPDATE SET size_bytes = excluded.size_bytes, sha256 = excluded.sha256",
+            params![name, size as i64, sha],
+        )?;
+        tx.execute(
+            "INSERT OR REPLACE INTO replicas (name, site, path) VALUES (?1, ?2, ?3)",
+            params![name, site, path],
+        )?;
+        Ok(())
+    })
+}
+
+/// Removes a file and its replicas from the catalogue.
+pub fn delete_file_op(name: String) -> WriteOp {
+    Box::new(move |tx| {
+        tx.execute("DELETE FROM replicas WHERE name = ?1", [&name])?;
+        tx.execute("DELETE FROM files WHERE name = ?1", [&name])?;
+        Ok(())
+    })
+}
+
+pub fn load_files(conn: &Connection) -> rusqlite::Result<Vec<FileRow>> {
+    let mut st = conn.prepare("SELECT name, size_bytes, sha256 FROM files ORDER BY name")?;
+    let mut files: Vec<FileRow> = st
+        .query_map([], |r| {
+            Ok(FileRow {
+                name: r.get(0)?,
+                size_bytes: r.get::<_, i64>(1)? as u64,
+                sha256: r.get(2)?,
+                replicas: Vec::new(),
+            })
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut st = conn.prepare("SELECT site, path FROM replicas WHERE name = ?1 ORDER BY site")?;
+    for f in &mut files {
+        f.replicas = st
+            .query_map([&f.name], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+    }
+    Ok(files)
+}
+
+/// Tries and current priority of queued jobs, flushed in bulk (a failed placement try changes
+/// no state, so it is not in `jobs.record`): id → (placement, claiming, error resubmissions,
+/// priority).
+pub fn load_progress(conn: &Connection) -> rusqlite::Result<std::collections::HashMap<u64, (u32, u32, u32, String)>> {
+    let mut st = conn.prepare("SELECT id, placement_tries, claiming_tries, error_resubmissions, priority FROM progress")?;
+    let rows = st.query_map([], |r| {
+        Ok((r.get::<_, i64>(0)? as u64, (r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
+    })?;
+    rows.collect()
+}

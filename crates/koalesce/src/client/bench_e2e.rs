@@ -1,0 +1,140 @@
+//! `koalesce bench e2e`: throughput while jobs run. C clients submit N trivial jobs
+//! (`/bin/true`, one processor) to a fresh server on the default local sites, which places,
+//! claims, launches (each component under its own supervisor) and watches them while the
+//! submissions go on. Measured: the time from the first submission until every job ended,
+//! jobs per second over that time, and the acknowledgement latency of the submissions (all of
+//! them made while earlier jobs run).
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use clap::Args;
+
+use super::api::Client;
+use super::bench::{percentile, run_submissions};
+use super::local_server::{LocalServer, LocalServerOptions};
+
+/// HyperQueue v0.26.2 on this machine (issue 9: 2,000 jobs, 16 clients, one worker, durable
+/// journal): 139 jobs/s. The target is twice that.
+pub const HYPERQUEUE_JOBS_PER_SEC: f64 = 139.0;
+pub const TARGET_JOBS_PER_SEC: f64 = 280.0;
+pub const TARGET_P99_MS: f64 = 20.0;
+
+/// Arguments of `koalesce bench e2e`.
+#[derive(Debug, Args)]
+pub struct BenchE2eArgs {
+    /// Jobs to submit and run.
+    #[arg(long, default_value_t = 2000)]
+    pub jobs: usize,
+    /// Concurrent client threads, each with its own connection.
+    #[arg(long, default_value_t = 16)]
+    pub clients: usize,
+    /// Give up waiting for the jobs to end after this many seconds.
+    #[arg(long, default_value_t = 300)]
+    pub timeout_s: u64,
+    /// Exit 1 unless the target is met (>= 280 jobs/s and submit p99 <= 20 ms).
+    #[arg(long)]
+    pub check: bool,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Jobs in each final state, from the server's Prometheus metrics.
+fn ended(client: &Client) -> anyhow::Result<(u64, u64)> {
+    let text = client.get_text("/metrics")?;
+    let count = |state: &str| -> u64 {
+        let key = format!("koalesce_jobs{{state=\"{state}\"}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(&key))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    Ok((count("succeeded"), count("failed") + count("cancelled")))
+}
+
+impl BenchE2eArgs {
+    pub fn run(self) -> anyhow::Result<ExitCode> {
+        if self.clients == 0 || self.jobs == 0 {
+            bail!("--clients and --jobs must be at least 1");
+        }
+        // The server's defaults: the five DAS-2 sites on the local executor.
+        let prepared = LocalServer::prepare(&LocalServerOptions::default())?;
+        let token = prepared.create_token("bench", false)?;
+        let server = prepared.start(Duration::from_secs(30))?;
+        let url = server.url.clone();
+        if !self.json {
+            eprintln!(
+                "bench e2e: {} clients submit {} jobs (/bin/true, 1 processor) to a fresh server at {url} (default sites); they run meanwhile",
+                self.clients, self.jobs
+            );
+        }
+        let client = Client::new(&url, Some(token.clone()), Duration::from_secs(30));
+        let t0 = Instant::now();
+        let watcher = {
+            let (client, jobs, timeout) = (client.clone(), self.jobs as u64, Duration::from_secs(self.timeout_s));
+            std::thread::spawn(move || -> anyhow::Result<(Duration, u64, u64)> {
+                loop {
+                    let (ok, bad) = ended(&client)?;
+                    if ok + bad >= jobs {
+                        return Ok((t0.elapsed(), ok, bad));
+                    }
+                    if t0.elapsed() > timeout {
+                        bail!("only {} of {jobs} jobs ended in {} s", ok + bad, timeout.as_secs());
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            })
+        };
+        let submitted = run_submissions(&url, &token, self.clients, self.jobs, 0)?;
+        let (elapsed, ok, bad) = watcher
+            .join()
+            .map_err(|_| anyhow::anyhow!("the watcher thread panicked"))?
+            .context("waiting for the jobs to end")?;
+        let lat = &submitted.latencies;
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        let rate = self.jobs as f64 / elapsed.as_secs_f64().max(1e-9);
+        let p50 = ms(percentile(lat, 50.0));
+        let p99 = ms(percentile(lat, 99.0));
+        let met = rate >= TARGET_JOBS_PER_SEC && p99 <= TARGET_P99_MS && bad == 0;
+        if self.json {
+            let v = serde_json::json!({
+                "jobs": self.jobs,
+                "clients": self.clients,
+                "elapsed_s": elapsed.as_secs_f64(),
+                "submit_s": submitted.elapsed.as_secs_f64(),
+                "jobs_per_sec": rate,
+                "succeeded": ok,
+                "failed": bad,
+                "submit_p50_ms": p50,
+                "submit_p99_ms": p99,
+                "submit_max_ms": ms(lat.last().copied().unwrap_or_default()),
+                "ratio_to_hyperqueue": rate / HYPERQUEUE_JOBS_PER_SEC,
+                "target_met": met,
+            });
+            println!("{}", serde_json::to_string_pretty(&v)?);
+        } else {
+            println!("jobs                 {} ({ok} succeeded, {bad} failed)", self.jobs);
+            println!(
+                "all ended after      {:.2} s (submissions took {:.2} s)",
+                elapsed.as_secs_f64(),
+                submitted.elapsed.as_secs_f64()
+            );
+            println!(
+                "throughput           {rate:.0} jobs/s ({:.2}x HyperQueue's {HYPERQUEUE_JOBS_PER_SEC:.0})",
+                rate / HYPERQUEUE_JOBS_PER_SEC
+            );
+            println!(
+                "submit latency       p50 {p50:.2} ms   p99 {p99:.2} ms   max {:.2} ms (while jobs run)",
+                ms(lat.last().copied().unwrap_or_default())
+            );
+            println!(
+                "target               >= {TARGET_JOBS_PER_SEC:.0} jobs/s and p99 <= {TARGET_P99_MS:.0} ms: {}",
+                if met { "met" } else { "NOT met" }
+            );
+        }
+        drop(server);
+        Ok(if self.check && !met { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    }
+}
