@@ -295,8 +295,25 @@ fn data_functions_read_catalogue_answers_given_later() {
     );
     s.handle_timeout(s.poll_timeout().unwrap());
     assert_eq!(placed_at(&s, j), [B]);
-    s.set_catalogue_entry("late", None);
+    // The answers are the data functions' own: the placement catalogue is untouched, and a
+    // file it gains is not seen by the data functions until the cache answers for it.
     assert!(s.catalogue().get("late").is_none());
+    assert!(s.data_catalogue().get("late").is_some());
+    s.catalogue_mut().insert("fresh", MB, [A]);
+    let k = s.submit(1, job("fresh", &[1], Some("CLOSE_DATA(\"fresh\")"), None, None)).unwrap();
+    s.handle_timeout(s.poll_timeout().unwrap());
+    assert_eq!(state(&s, k), JobState::Queued);
+    s.set_catalogue_entry(
+        "fresh",
+        Some(FileEntry {
+            size_bytes: MB,
+            replicas: [A].into_iter().collect(),
+        }),
+    );
+    s.handle_timeout(s.poll_timeout().unwrap());
+    assert_eq!(placed_at(&s, k), [A]);
+    s.set_catalogue_entry("late", None);
+    assert!(s.data_catalogue().get("late").is_none());
 }
 
 fn gridway_harness(sites: Vec<Site>, config: SchedulerConfig) -> Harness {

@@ -173,9 +173,11 @@ async fn submit(AxState(s): AxState<S>, req: Request) -> R<Response> {
     let (id, rx) = {
         let mut guard = s.lock();
         let st = &mut *guard;
-        let spec = desc
+        let mut spec = desc
             .to_spec(|n| st.site_id(n))
             .map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
+        // GridWay's share policy balances dispatches between owners.
+        spec.owner = Some(caller.user.clone());
         let id = st.next_id;
         st.core
             .submit_with_id(now_ms(), JobId(id), spec.clone())
@@ -382,8 +384,10 @@ async fn sites(AxState(s): AxState<S>, headers: HeaderMap) -> R<Json<Vec<SiteInf
         .iter()
         .enumerate()
         .map(|(i, site)| {
-            let view = st.core.site_view(koalesce_core::SiteId(i as u32));
+            let sid = koalesce_core::SiteId(i as u32);
+            let view = st.core.site_view(sid);
             let h = &s.sites[i];
+            let now = now_ms();
             SiteInfo {
                 name: site.name.clone(),
                 kind: h.backend.kind().to_string(),
@@ -393,6 +397,10 @@ async fn sites(AxState(s): AxState<S>, headers: HeaderMap) -> R<Json<Vec<SiteInf
                 placed_unclaimed: view.placed_unclaimed as u64,
                 blacklisted: view.blacklisted,
                 supports_reservations: site.supports_reservations,
+                banned_until_ms: st.core.is_banned(sid, now).then(|| st.core.ban(sid).until),
+                failure_streak: st.core.ban(sid).failures,
+                host: crate::gridway::sites::host_variables(site, view.idle),
+                software: site.attributes.software.clone(),
             }
         })
         .collect();
@@ -476,6 +484,7 @@ async fn add_file(AxState(s): AxState<S>, req: Request) -> R<Response> {
         .await
         .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
     s.metrics.transfer_bytes.fetch_add(copied.bytes, Ordering::Relaxed);
+    s.data_catalogue.invalidate(&add.name);
     let mut st = s.lock();
     add_replica_mem(&mut st, &add.name, copied.bytes, &copied.sha256, &add.site, dest);
     let entry = file_json(&add.name, &st.files[&add.name]);
@@ -507,6 +516,7 @@ async fn delete_file(AxState(s): AxState<S>, headers: HeaderMap, Path(name): Pat
         .write(store::delete_file_op(n))
         .await
         .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    s.data_catalogue.invalidate(&name);
     for p in paths {
         let _ = std::fs::remove_file(p);
     }
@@ -664,6 +674,7 @@ pub fn render_metrics(s: &Shared) -> String {
     );
     let _ = writeln!(o, "# TYPE koalesce_db_writes_total counter\nkoalesce_db_writes_total {}", w.ops);
     let _ = writeln!(o, "# TYPE koalesce_site_processors gauge");
+    crate::gridway::render_metrics(&st, &s.data_catalogue, &mut o);
     for (i, site) in st.core.sites().iter().enumerate() {
         let used = s.sites[i].used.load(Ordering::Relaxed);
         let v = st.core.site_view(koalesce_core::SiteId(i as u32));

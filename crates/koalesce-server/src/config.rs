@@ -20,8 +20,15 @@
 //! # partition = "debug"          # also: account, qos, sbatch_args = [...], command_timeout_ms
 //! # Or scale the default grid down (e.g. 0.1 → vu 14, leiden 5, ...; never below 1).
 //! # site_scale = 0.1
+//! # [sites.attributes]           # GridWay host variables (ARCH, CPU_MHZ, software tags, ...)
+//! # cpu_mhz = 2800               # unset ones are discovered (see crate::gridway::sites)
 //! [scheduler]                    # koalesce_core::SchedulerConfig; daemon defaults below
 //! scan_interval = { kind = "fixed", interval_ms = 500 }
+//! queueing = "koala"             # or "gridway": GridWay's job priority (fixed, share, deadline, waiting)
+//! # [scheduler.gridway.banning]  # max_ms = 3600000, constant_ms = 650000 (GridWay's defaults)
+//! [catalogue]                    # the data functions' catalogue cache (004 §3.3)
+//! cache_entries = 1024           # files held at most (least recently used dropped first)
+//! cache_max_age_ms = 60000       # an answer older than this is asked again
 //!
 //! # HTTP limits (see listener.rs)
 //! max_connections = 4096         # open connections at once; more wait to be accepted
@@ -88,6 +95,10 @@ pub struct SiteConfig {
     /// [`crate::slurm::SlurmSiteConfig`]); absent for a site of the local executor.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slurm: Option<crate::slurm::SlurmSiteConfig>,
+    /// `[sites.attributes]`: the site's GridWay host variables for REQUIREMENTS and RANK
+    /// (what it leaves empty is discovered, see [`crate::gridway::sites`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attributes: Option<koalesce_core::model::SiteAttributes>,
 }
 
 impl SiteConfig {
@@ -100,6 +111,7 @@ impl SiteConfig {
             kind: SiteKind::Local,
             reservations: false,
             slurm: None,
+            attributes: None,
         }
     }
 }
@@ -132,6 +144,8 @@ pub struct ServerConfig {
     /// Jobs may run as root (uid 0).
     pub allow_root_jobs: bool,
     pub sandbox: crate::sandbox::SandboxConfig,
+    /// `[catalogue]`: the catalogue cache of the data functions (004 §3.3).
+    pub catalogue: crate::gridway::CatalogueConfig,
 }
 
 /// The five DAS-2 clusters (003 §5.1).
@@ -153,6 +167,7 @@ impl Default for ServerConfig {
             users: Default::default(),
             allow_root_jobs: false,
             sandbox: Default::default(),
+            catalogue: Default::default(),
         }
     }
 }
@@ -188,6 +203,7 @@ impl ServerConfig {
 
     pub fn validate(&self) -> anyhow::Result<()> {
         self.scheduler.validate()?;
+        self.catalogue.validate()?;
         let sites = self.effective_sites();
         anyhow::ensure!(!sites.is_empty(), "config: 'sites' is empty");
         let mut names = std::collections::BTreeSet::new();

@@ -86,6 +86,7 @@ pub mod cgroup;
 pub mod config;
 pub mod daemon;
 pub mod dataplane;
+pub mod gridway;
 pub use koalesce_api::jobdesc;
 pub mod listener;
 pub mod local;
@@ -246,6 +247,7 @@ pub async fn start(opts: ServerOptions) -> anyhow::Result<RunningServer> {
         config: opts.config.clone(),
         data_dir: opts.data_dir.clone(),
         metrics: Default::default(),
+        data_catalogue: gridway::DataCatalogue::new(&opts.config.catalogue),
     });
     {
         let mut guard = shared.lock();

@@ -12,7 +12,7 @@ use crate::gridway::banning::Ban;
 use crate::gridway::jobprio::{self, JobPriority, Pending, ShareHistory};
 use crate::gridway::priority::{priority_key, resource_priorities, Candidate, UsageHistory};
 use crate::gridway::{BanTable, MatchStats, Matcher};
-use crate::model::{FileEntry, JobId, Millis, PolicyKind, Priority, Site, SiteId};
+use crate::model::{FileEntry, JobId, Millis, PolicyKind, Priority, ReplicaCatalogue, Site, SiteId};
 use crate::placement::Capacity;
 use crate::state::JobState;
 
@@ -27,6 +27,9 @@ pub(super) struct GridwayState {
     shares: ShareHistory,
     /// Fixed priority per site (RP_HOST / RP_IM[DEFAULT]); 0: never used by `gridway` jobs.
     site_fixed: Vec<u32>,
+    /// The answers a driver's catalogue cache gave ([`Scheduler::set_catalogue_entry`]); once
+    /// there, the data functions read only these, never the placement catalogue.
+    data: Option<ReplicaCatalogue>,
 }
 
 impl GridwayState {
@@ -41,6 +44,7 @@ impl GridwayState {
                 .iter()
                 .map(|s| rp.site_priority.get(&s.name).copied().unwrap_or(rp.default_site_priority))
                 .collect(),
+            data: None,
         }
     }
 
@@ -107,8 +111,9 @@ impl Scheduler {
         let banned = |s: SiteId| banning && g.bans.is_banned(s, now);
         let excluded = |s: SiteId| gridway && g.site_fixed[s.index()] == 0;
         cands.retain(|&s| !banned(s) && !excluded(s));
+        let catalogue = g.data.as_ref().unwrap_or(&self.catalogue);
         if let Some(e) = req {
-            let mut ev = g.matcher.evaluator(e.compiled(), &self.catalogue);
+            let mut ev = g.matcher.evaluator(e.compiled(), catalogue);
             cands.retain(|&s| ev.matches(s, available.available(s)));
         }
         if cands.is_empty() {
@@ -116,7 +121,7 @@ impl Scheduler {
         }
         let ranks: Vec<i64> = match rank {
             Some(e) => {
-                let mut ev = g.matcher.evaluator(e.compiled(), &self.catalogue);
+                let mut ev = g.matcher.evaluator(e.compiled(), catalogue);
                 cands.iter().map(|&s| ev.value(s, available.available(s))).collect()
             }
             None => vec![0; cands.len()],
@@ -157,7 +162,7 @@ impl Scheduler {
     /// broker's TTD/TTS candidates, which it ranks itself).
     pub(super) fn requirements_hold(&self, id: JobId, site: SiteId, free: u32) -> bool {
         match &self.jobs[&id].spec.requirements {
-            Some(r) => r.is_empty() || self.gridway.matcher.value_uncached(r.compiled(), &self.catalogue, site, free) != 0,
+            Some(r) => r.is_empty() || self.gridway.matcher.value_uncached(r.compiled(), self.data_catalogue(), site, free) != 0,
             None => true,
         }
     }
@@ -243,7 +248,7 @@ impl Scheduler {
         let site = j.components.get(component as usize)?.site?;
         Some(gridway_data_environment(
             &exprs,
-            &self.catalogue,
+            self.data_catalogue(),
             site,
             &self.sites[site.index()].name,
         ))
@@ -261,16 +266,26 @@ impl Scheduler {
             .collect()
     }
 
-    /// The catalogue's answer for one file (`None`: not in the catalogue), e.g. from the
-    /// daemon's catalogue cache.
+    /// The catalogue's answer for one file (`None`: not in the catalogue), from a driver's
+    /// catalogue cache (004 §3.3). From the first answer on, the data functions (CLOSE_DATA,
+    /// HAS_CLOSE_DATA, SIZE_CLOSE_DATA, the GW_* environment) read only the answers given
+    /// here, as GridWay reads its cache, and no longer the placement catalogue (which keeps
+    /// serving CF and staging, always current). The simulator never calls this.
     pub fn set_catalogue_entry(&mut self, name: &str, entry: Option<FileEntry>) {
+        let data = self.gridway.data.get_or_insert_with(ReplicaCatalogue::new);
         match entry {
-            Some(e) => self.catalogue.insert(name, e.size_bytes, e.replicas),
+            Some(e) => data.insert(name, e.size_bytes, e.replicas),
             None => {
-                self.catalogue.remove(name);
+                data.remove(name);
             }
         }
         self.gridway.catalogue_changed();
+    }
+
+    /// The catalogue the data functions read: the cache's answers once a driver gave one,
+    /// else the placement catalogue.
+    pub fn data_catalogue(&self) -> &ReplicaCatalogue {
+        self.gridway.data.as_ref().unwrap_or(&self.catalogue)
     }
 
     /// The failure-rate state of a site.
