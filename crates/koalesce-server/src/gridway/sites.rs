@@ -92,7 +92,7 @@ impl HostFacts {
         let cpuinfo = read("/proc/cpuinfo");
         let (cpu_model, cpu_mhz) = parse_cpuinfo(&cpuinfo);
         let disk_mb = nix::sys::statvfs::statvfs(storage)
-            .map(|s| (s.blocks_available() as u64).saturating_mul(s.fragment_size() as u64) >> 20)
+            .map(|s| s.blocks_available().saturating_mul(s.fragment_size()) >> 20)
             .unwrap_or(0);
         HostFacts {
             os_name: read("/proc/sys/kernel/ostype").trim().to_string(),
