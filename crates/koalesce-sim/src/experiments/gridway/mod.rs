@@ -277,6 +277,8 @@ pub fn scenario(alg: Alg, setup: &Setup, seed: u64) -> Scenario {
                 priority: Default::default(),
                 requirements,
                 rank: Some(rank),
+                min_components: None,
+                failing_components: Vec::new(),
             }
         })
         .collect();
