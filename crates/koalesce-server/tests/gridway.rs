@@ -293,3 +293,29 @@ cache_max_age_ms = 5000
         assert!(e.contains(named), "{bad}: {e}");
     }
 }
+
+#[test]
+fn gridway_queueing_shares_dispatches_between_users() {
+    let tmp = tempfile::tempdir().unwrap();
+    let alice = token(tmp.path(), "alice", false);
+    let bob = token(tmp.path(), "bob", false);
+    let mut opts = options(tmp.path(), &[("one", 1)]);
+    opts.config.scheduler.queueing = Queueing::Gridway;
+    // One job per share unit (GridWay counts an owner's jobs in units of its share).
+    opts.config.scheduler.gridway.job_priority.default_share = 1;
+    let srv = BackgroundServer::start(opts).unwrap();
+    // alice has had the processor; her second and third jobs queue before bob's first.
+    let blocker = submit(&srv, &alice, &shell_job("blocker", "sleep 1", 1, ""));
+    wait_state(&srv, &alice, blocker, &["running"], 20);
+    let a1 = submit(&srv, &alice, &shell_job("a1", "true", 1, ""));
+    let a2 = submit(&srv, &alice, &shell_job("a2", "true", 1, ""));
+    let b1 = submit(&srv, &bob, &shell_job("b1", "true", 1, ""));
+    let started = |tok: &str, id| {
+        let j = wait_state(&srv, tok, id, &["succeeded", "failed"], 30);
+        assert_eq!(j["state"], "succeeded", "{j}");
+        j["timeline"]["started"].as_u64().unwrap()
+    };
+    let (t1, t2, tb) = (started(&alice, a1), started(&alice, a2), started(&bob, b1));
+    // GridWay's share policy: bob, who has had nothing, goes before alice's queued jobs.
+    assert!(tb < t1 && tb < t2, "bob {tb}, alice {t1} and {t2}");
+}
