@@ -239,7 +239,7 @@ impl Cgroup {
 
     /// Writes the record `cgroup.json` into a component's record directory.
     pub fn record(&self, record_dir: &Path) -> io::Result<()> {
-        crate::supervise::write_atomic(&record_dir.join(CGROUP_FILE), &serde_json::to_vec(self).map_err(io::Error::other)?)
+        crate::supervise::publish(&record_dir.join(CGROUP_FILE), &serde_json::to_vec(self).map_err(io::Error::other)?)
     }
 
     /// The group recorded in a component's record directory, if any.

@@ -3,9 +3,9 @@
 //!
 //! The daemon spawns one supervisor per component, in a process group of its own (it then
 //! leaves the daemon's controlling terminal, see `detach_from_terminal`), so the daemon's
-//! death, even a kill of the daemon's process group, does not kill it. The supervisor keeps durable records in the component's *record
-//! directory* `DIR`, each written to a temporary name, fsynced, then linked/renamed into place
-//! (and the directory fsynced). The program runs in `DIR/work/`, its working directory, and is
+//! death, even a kill of the daemon's process group, does not kill it. The supervisor keeps records in the component's *record
+//! directory* `DIR`, each written to a temporary name, then linked/renamed into place, so a
+//! reader sees a record whole or not at all. The program runs in `DIR/work/`, its working directory, and is
 //! confined there ([`crate::sandbox`]): it can neither read nor write the records, so it can
 //! neither forge its own outcome nor disturb the start barrier.
 //!
@@ -38,6 +38,16 @@
 //!   running (daemonized descendants too) is killed and the supervisor waits until the group
 //!   is empty before it records `exit.json`: a component has ended only when all its
 //!   processes have. A kill by the OOM killer (past `--memory-limit`) is recorded as such.
+//!
+//! **Durability.** The records are messages between a supervisor and the daemon on one machine:
+//! they must outlive the death of either process (they do: written files are the kernel's),
+//! not a crash of the machine, which ends every supervisor and program too. After such a crash
+//! a launch whose records are incomplete counts as not run (no record: fenced; no `go`: held
+//! and dead; no `exit.json`: a soft error) and its job is requeued, as Slurm requeues the jobs
+//! of a node that failed. So only `exit.json`, the outcome of a program that ran, is fsynced
+//! ([`write_atomic`]); the others are published without waiting for the disk ([`publish`],
+//! [`create_exclusive`]). That keeps a launch from costing eight journal commits, which shared
+//! the disk's journal with the server's SQLite group commits (`koalesce bench e2e`).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -135,19 +145,23 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     fsync_dir(path.parent().unwrap_or(Path::new(".")))
 }
 
-/// Creates `path` with `bytes` only if it does not exist (atomic, durable). Returns
-/// `ErrorKind::AlreadyExists` when it does.
+/// Writes `bytes` to `path` atomically (temp file, rename), without waiting for the disk: the
+/// file survives the death of any process, not a crash of the machine (see "Durability" above).
+pub fn publish(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let tmp = tmp_name(path);
+    fs::write(&tmp, bytes)?;
+    fs::rename(&tmp, path)
+}
+
+/// Creates `path` with `bytes` only if it does not exist (atomic: a hard link of a complete
+/// temp file; not fsynced, see "Durability" above). Returns `ErrorKind::AlreadyExists` when it
+/// does.
 pub fn create_exclusive(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let tmp = tmp_name(path);
-    {
-        let mut f = File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-    }
+    fs::write(&tmp, bytes)?;
     let r = fs::hard_link(&tmp, path);
     let _ = fs::remove_file(&tmp);
-    r?;
-    fsync_dir(path.parent().unwrap_or(Path::new(".")))
+    r
 }
 
 pub fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Option<T> {
@@ -495,7 +509,7 @@ fn run(opts: &SuperviseOptions, account: Option<&crate::users::Account>) -> Resu
         child_pid: child.id(),
         started_ms: crate::now_ms(),
     };
-    let _ = write_atomic(&dir.join(RUNNING_FILE), &serde_json::to_vec(&running).unwrap());
+    let _ = publish(&dir.join(RUNNING_FILE), &serde_json::to_vec(&running).unwrap());
     let status = loop {
         match child.wait() {
             Ok(s) => break Some(s),
@@ -656,15 +670,15 @@ impl DirWatch {
 }
 
 /// The daemon's side of the barrier: lets the supervisor in `dir` run its program (`go`,
-/// written atomically and durably).
+/// written atomically; see "Durability" above).
 pub fn release(dir: &Path) -> io::Result<()> {
     let body = format!("{{\"go_ms\":{}}}", crate::now_ms());
-    write_atomic(&dir.join(GO_FILE), body.as_bytes())
+    publish(&dir.join(GO_FILE), body.as_bytes())
 }
 
 /// The daemon's side of the barrier: makes the supervisor held in `dir` give up without
-/// running its program (`abort`, written atomically and durably).
+/// running its program (`abort`, written atomically).
 pub fn abort(dir: &Path) -> io::Result<()> {
     let body = format!("{{\"abort_ms\":{}}}", crate::now_ms());
-    write_atomic(&dir.join(ABORT_FILE), body.as_bytes())
+    publish(&dir.join(ABORT_FILE), body.as_bytes())
 }

@@ -21,6 +21,10 @@ pub const HYPERQUEUE_JOBS_PER_SEC: f64 = 139.0;
 pub const TARGET_JOBS_PER_SEC: f64 = 280.0;
 pub const TARGET_P99_MS: f64 = 20.0;
 
+/// The bench server's config: the server's defaults, every user's jobs run as `nobody` (when
+/// the server runs as root; ignored with a warning otherwise).
+const SERVER_CONFIG: &str = "[users]\n\"*\" = \"nobody\"\n";
+
 /// Arguments of `koalesce bench e2e`.
 #[derive(Debug, Args)]
 pub struct BenchE2eArgs {
@@ -59,8 +63,13 @@ impl BenchE2eArgs {
         if self.clients == 0 || self.jobs == 0 {
             bail!("--clients and --jobs must be at least 1");
         }
-        // The server's defaults: the five DAS-2 sites on the local executor.
-        let prepared = LocalServer::prepare(&LocalServerOptions::default())?;
+        // The server's defaults (the five DAS-2 sites on the local executor), its users mapped
+        // to `nobody`: a server run as root refuses jobs of users without an account, which
+        // would make every job a quick failure instead of a run.
+        let prepared = LocalServer::prepare(&LocalServerOptions {
+            config_toml: Some(SERVER_CONFIG.into()),
+            ..Default::default()
+        })?;
         let token = prepared.create_token("bench", false)?;
         let server = prepared.start(Duration::from_secs(30))?;
         let url = server.url.clone();
