@@ -15,7 +15,7 @@ pub struct JobSummary {
     pub id: u64,
     pub name: String,
     pub user: String,
-    /// queued, placed, claimed, running, succeeded, failed, cancelled.
+    /// queued, placed, claimed, running, succeeded, failed, timeout, out_of_memory, cancelled.
     pub state: String,
     /// super-high, high, low, super-low (anti-starvation may have raised it).
     pub priority: String,
@@ -30,6 +30,12 @@ pub struct JobSummary {
     pub finished_ms: Option<u64>,
     /// Whether the job succeeded, once it ended.
     pub exit_ok: Option<bool>,
+    /// Why a held job waits (`held by its user`, `waiting for afterok:12`), as squeue's REASON.
+    pub reason: Option<String>,
+    /// The array the job is a task of (`submit --array`): the array's id (its first task's).
+    pub array_id: Option<u64>,
+    /// The task's index in its array (`KOALESCE_TASK_ID`).
+    pub task_id: Option<u64>,
 }
 
 impl JobSummary {
@@ -39,9 +45,10 @@ impl JobSummary {
     }
 }
 
-/// Whether a job state is final (`succeeded`, `failed`, `cancelled`).
+/// Whether a job state is final (`succeeded`, `failed`, `timeout`, `out_of_memory`,
+/// `cancelled`).
 pub fn is_final_state(state: &str) -> bool {
-    matches!(state, "succeeded" | "failed" | "cancelled")
+    koalesce_core::JobState::TERMINAL_NAMES.contains(&state)
 }
 
 /// The job's timeline (003 §4.1): instants and the derived durations.
@@ -55,7 +62,7 @@ pub struct Timeline {
     pub claimed: Option<u64>,
     pub started: Option<u64>,
     pub finished: Option<u64>,
-    /// File transfer time (estimate at placement).
+    /// File transfer time (estimate at placement); 0 and meaningless until `placed` is set.
     pub ftt_ms: u64,
     /// Processor gained time, JCT − JPT.
     pub pgt_ms: Option<u64>,
@@ -104,6 +111,61 @@ pub struct JobDetail {
     pub failure: Option<String>,
     /// Logical names of the registered outputs (`<job-id>/<name>`).
     pub outputs: Vec<String>,
+    /// Why a held job waits (`held by its user`, `waiting for afterok:12`).
+    pub reason: Option<String>,
+    /// The array the job is a task of: the array's id (its first task's).
+    pub array_id: Option<u64>,
+    /// The task's index in its array.
+    pub task_id: Option<u64>,
+    /// For an array's id: every task of the array with its state.
+    pub tasks: Vec<ArrayTask>,
+    /// The broker's prediction for a `ttd`/`tts` job (001 §3.1) and, once known, the actual
+    /// times; absent for other policies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub broker: Option<BrokerTimes>,
+}
+
+/// Predicted and actual Total Time to Start / to Delivery of a broker job (001 §3.1), in ms
+/// from the moment of the prediction (`made_ms`, the placement).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(default)]
+pub struct BrokerTimes {
+    /// The site the prediction chose.
+    pub site: String,
+    pub made_ms: u64,
+    pub stage_in_ms: u64,
+    pub queue_wait_ms: u64,
+    pub execution_ms: u64,
+    pub stage_out_ms: u64,
+    /// The queue wait is an advance reservation's start.
+    pub reserved: bool,
+    pub predicted_tts_ms: u64,
+    pub predicted_ttd_ms: u64,
+    /// Start − `made_ms`, once the job started.
+    pub actual_tts_ms: Option<u64>,
+    /// End − `made_ms`, once the job ended.
+    pub actual_ttd_ms: Option<u64>,
+}
+
+impl BrokerTimes {
+    /// Actual minus predicted TTD (ms; positive: later than predicted), once the job ended.
+    pub fn ttd_error_ms(&self) -> Option<i64> {
+        self.actual_ttd_ms.map(|a| a as i64 - self.predicted_ttd_ms as i64)
+    }
+    /// Actual minus predicted TTS (ms), once the job started.
+    pub fn tts_error_ms(&self) -> Option<i64> {
+        self.actual_tts_ms.map(|a| a as i64 - self.predicted_tts_ms as i64)
+    }
+}
+
+/// One task of an array, as `GET /api/v1/jobs/{array-id}` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(default)]
+pub struct ArrayTask {
+    pub task_id: u64,
+    /// The task's own job id.
+    pub id: u64,
+    pub state: String,
 }
 
 impl JobDetail {
@@ -122,6 +184,9 @@ impl JobDetail {
             started_ms: self.started_ms,
             finished_ms: self.finished_ms,
             exit_ok: self.exit_ok,
+            reason: self.reason.clone(),
+            array_id: self.array_id,
+            task_id: self.task_id,
         }
     }
 }
@@ -187,13 +252,56 @@ pub struct TokenInfo {
     pub expires_ms: Option<u64>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Submitted {
+    /// The job's id; for an array, the array's id (its first task's).
     pub id: u64,
+    /// For an array: every task's job id, in task order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ids: Vec<u64>,
 }
 
 /// Every 4xx/5xx answer: a message naming the field and the reason.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ErrorBody {
     pub error: String,
+}
+
+/// `POST /api/v1/reservations` and `PUT /api/v1/reservations/{id}`: an advance reservation
+/// request (001 §2.3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewReservation {
+    pub site: String,
+    pub processors: u32,
+    /// How long the processors are held (`90s`, `2h`, `HH:MM:SS`).
+    pub duration: String,
+    /// Earliest acceptable start, Unix ms (default: now).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub earliest_start_ms: Option<u64>,
+    /// Latest acceptable start, Unix ms (default: the earliest start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latest_start_ms: Option<u64>,
+    /// The site may move the reservation inside the window later (001 §2.3).
+    #[serde(default)]
+    pub flexible: bool,
+}
+
+/// A granted advance reservation.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(default)]
+pub struct ReservationInfo {
+    /// `R<n>`.
+    pub id: String,
+    pub user: String,
+    pub site: String,
+    pub processors: u32,
+    pub start_ms: u64,
+    pub end_ms: u64,
+    pub earliest_start_ms: u64,
+    pub latest_start_ms: u64,
+    pub flexible: bool,
+    pub created_ms: u64,
+    /// waiting, active, ended (cancelled in the answer to a cancel).
+    pub state: String,
 }

@@ -51,6 +51,11 @@ pub fn parse(text: &str) -> Result<Duration, DurationError> {
     Ok(d)
 }
 
+/// Milliseconds the way people write them (`humantime`: `3s`, `1h 30m`, `500ms`).
+pub fn format_ms(ms: u64) -> String {
+    humantime::format_duration(Duration::from_millis(ms)).to_string()
+}
+
 /// Parses a duration into whole milliseconds (rounded).
 pub fn parse_ms(text: &str) -> Result<u64, DurationError> {
     let d = parse(text)?;

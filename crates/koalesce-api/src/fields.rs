@@ -290,8 +290,11 @@ pub fn format_seconds(secs: u64) -> String {
 /// stdin/stdout/stderr, the working directory, component executables and output targets:
 /// values known only when a component starts (the same values as its `KOALESCE_*`
 /// environment).
-pub const RUNTIME_VARIABLES: [&str; 8] = [
+pub const RUNTIME_VARIABLES: [&str; 11] = [
     "KOALESCE_JOB_ID",
+    "KOALESCE_TASK_ID",
+    "KOALESCE_ARRAY_JOB_ID",
+    "KOALESCE_ARRAY_TASK_COUNT",
     "KOALESCE_RANK",
     "KOALESCE_SIZE",
     "KOALESCE_SITE",

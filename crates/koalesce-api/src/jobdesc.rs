@@ -5,9 +5,11 @@ use std::collections::BTreeMap;
 
 use koalesce_core::expr::{Expr, JobExpr};
 use koalesce_core::model::{ComponentSpec, FileMode, FlexibleRequest, PolicyKind};
-use koalesce_core::{JobSpec, Millis, Priority, SiteId};
+use koalesce_core::scheduler::{Dependency, DependencyKind};
+use koalesce_core::{JobId, JobSpec, Millis, Priority, SiteId};
 use serde::{Deserialize, Serialize};
 
+use crate::broker_fields::BrokerDescription;
 use crate::fields::{check_relative_path, check_runtime_refs, expand_runtime, parse_size};
 pub use crate::fields::{FlexibleDescription, InputFile, Limits, OutputFile};
 
@@ -131,6 +133,21 @@ pub struct JobDescription {
     pub flexible: Option<FlexibleDescription>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub components: Vec<ComponentDescription>,
+    /// The broker's job preferences (001 §2.4): benchmarks, stage-in/out, start window.
+    #[serde(default, skip_serializing_if = "BrokerDescription::is_empty")]
+    pub broker: BrokerDescription,
+    /// Start once these jobs started (Slurm's `--dependency=after:ID`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<u64>,
+    /// Start once these jobs ended, however (`afterany`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub afterany: Vec<u64>,
+    /// Start once these jobs succeeded (`afterok`); if one does not, this job fails.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub afterok: Vec<u64>,
+    /// Start once these jobs ended without success (`afternotok`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub afternotok: Vec<u64>,
 }
 
 /// What one component runs, with overrides applied and runtime variables expanded.
@@ -152,6 +169,9 @@ pub enum DescriptionError {
 
 /// Default runtime estimate when the user gives none.
 pub const DEFAULT_RUNTIME_MS: Millis = 3_600_000;
+
+/// The smallest `memory` accepted (a process does not start in less).
+pub const MIN_MEMORY_BYTES: u64 = 1 << 20;
 
 impl JobDescription {
     /// Parses TOML text: syntax errors are `Malformed`, schema errors (unknown key, wrong type,
@@ -236,9 +256,28 @@ impl JobDescription {
             }
         }
         if let Some(m) = &self.memory {
-            parse_size(m).map_err(|e| format!("field 'memory': {e}"))?;
+            let bytes = parse_size(m).map_err(|e| format!("field 'memory': {e}"))?;
+            if bytes < MIN_MEMORY_BYTES {
+                return Err(format!("field 'memory': '{m}' is below the least a process needs (1M)"));
+            }
         }
+        if let Some(w) = &self.walltime {
+            if parse_duration(w).map_err(|e| format!("field 'walltime': {e}"))? == 0 {
+                return Err("field 'walltime': must be longer than 0".into());
+            }
+        }
+        self.broker.preferences()?;
         self.limits.check()?;
+        for (field, ids) in [
+            ("after", &self.after),
+            ("afterany", &self.afterany),
+            ("afterok", &self.afterok),
+            ("afternotok", &self.afternotok),
+        ] {
+            if ids.contains(&0) {
+                return Err(format!("field '{field}': job ids start at 1"));
+            }
+        }
         for (field, v) in [("requirements", &self.requirements), ("rank", &self.rank)] {
             if let Some(v) = v {
                 Expr::compile(v).map_err(|e| format!("field '{field}': {e}"))?;
@@ -313,6 +352,47 @@ impl JobDescription {
         }
     }
 
+    /// The job's dependencies as the fields `after`, `afterany`, `afterok`, `afternotok` give
+    /// them (duplicates dropped).
+    pub fn dependencies(&self) -> Vec<Dependency> {
+        let mut out: Vec<Dependency> = [
+            (DependencyKind::After, &self.after),
+            (DependencyKind::AfterAny, &self.afterany),
+            (DependencyKind::AfterOk, &self.afterok),
+            (DependencyKind::AfterNotOk, &self.afternotok),
+        ]
+        .into_iter()
+        .flat_map(|(kind, ids)| ids.iter().map(move |&id| Dependency { job: JobId(id), kind }))
+        .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// The wall-time limit of each component: `walltime`, else the runtime estimate (the
+    /// default one when none is given) times `factor`, as a site's default time limit. `None`
+    /// when `factor` is 0 or less and no `walltime` is given (no limit).
+    pub fn walltime_ms(&self, factor: f64) -> Option<Millis> {
+        if let Some(w) = self.walltime.as_deref().and_then(|w| parse_duration(w).ok()) {
+            return Some(w);
+        }
+        if factor.is_nan() || factor <= 0.0 {
+            return None;
+        }
+        let estimate = self
+            .runtime_estimate
+            .as_deref()
+            .and_then(|r| parse_duration(r).ok())
+            .unwrap_or(DEFAULT_RUNTIME_MS);
+        Some((estimate as f64 * factor).ceil().min(Millis::MAX as f64) as Millis)
+    }
+
+    /// The memory limit of a component of `processors` processors: `memory` per processor.
+    pub fn memory_limit(&self, processors: u32) -> Option<u64> {
+        let per = parse_size(self.memory.as_deref()?).ok()?;
+        Some(per.saturating_mul(u64::from(processors.max(1))))
+    }
+
     /// The description as native TOML (what `koalesce convert` prints).
     pub fn to_toml(&self) -> String {
         toml::to_string(self).expect("a job description always serializes")
@@ -370,7 +450,7 @@ impl JobDescription {
                 Some(d) => Some(parse_duration(d).map_err(|e| DescriptionError::Invalid(format!("field 'deadline': {e}")))?),
                 None => None,
             },
-            preferences: Default::default(),
+            preferences: self.broker.preferences().map_err(DescriptionError::Invalid)?,
             ..JobSpec::default()
         })
     }
@@ -486,6 +566,24 @@ arguments = ["--worker"]
     }
 
     #[test]
+    fn walltime_defaults_to_the_estimate_times_the_factor() {
+        let base = "name='a'\nexecutable='/bin/true'\n";
+        let comp = "[[components]]\nprocessors=4\n";
+        let d = |line: &str| JobDescription::parse(&format!("{base}{line}\n{comp}")).unwrap();
+        assert_eq!(d("walltime = '90s'").walltime_ms(2.0), Some(90_000), "walltime wins");
+        assert_eq!(d("runtime_estimate = '3s'").walltime_ms(2.0), Some(6_000));
+        assert_eq!(d("runtime_estimate = '3s'").walltime_ms(1.5), Some(4_500));
+        assert_eq!(d("").walltime_ms(2.0), Some(2 * DEFAULT_RUNTIME_MS));
+        assert_eq!(d("").walltime_ms(0.0), None, "factor 0: no default limit");
+        assert_eq!(d("memory = '2G'").memory_limit(4), Some(8 << 30), "memory is per processor");
+        assert_eq!(d("").memory_limit(4), None);
+        for (line, want) in [("memory = '0'", "memory"), ("walltime = '0s'", "walltime")] {
+            let e = JobDescription::parse(&format!("{base}{line}\n{comp}")).unwrap_err().to_string();
+            assert!(e.contains(want), "{line}: {e}");
+        }
+    }
+
+    #[test]
     fn flexible_request_reaches_the_core() {
         let d = JobDescription::parse("name='f'\nexecutable='/bin/true'\n[flexible]\ntotal = 32\nmin_component = 4\n").unwrap();
         let spec = d.to_spec(|_| None).unwrap();
@@ -516,6 +614,143 @@ arguments = ["--worker"]
         ] {
             let e = JobDescription::parse(&format!("{base}{line}\n{comp}")).unwrap_err().to_string();
             assert!(e.contains(want), "{line}: {e}");
+        }
+    }
+}
+
+/// Parses Slurm's dependency syntax, `KIND:ID[:ID...][,KIND:ID...]` (`afterok:12:13,after:9`;
+/// kinds after, afterany, afterok, afternotok; `?` as Slurm's "any of" is not supported).
+pub fn parse_dependency_list(text: &str) -> Result<Vec<Dependency>, String> {
+    let mut out = Vec::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let mut fields = part.split(':');
+        let kind_name = fields.next().unwrap_or_default();
+        let kind = DependencyKind::ALL
+            .into_iter()
+            .find(|k| k.name() == kind_name.to_ascii_lowercase())
+            .ok_or_else(|| format!("dependency '{part}': unknown kind '{kind_name}' (after, afterany, afterok, afternotok)"))?;
+        let mut any = false;
+        for id in fields {
+            let job: u64 = id
+                .trim()
+                .parse()
+                .ok()
+                .filter(|&n| n > 0)
+                .ok_or_else(|| format!("dependency '{part}': '{id}' is not a job id"))?;
+            out.push(Dependency { job: JobId(job), kind });
+            any = true;
+        }
+        if !any {
+            return Err(format!("dependency '{part}': no job id (e.g. {kind_name}:12)"));
+        }
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod dependency_tests {
+    use super::*;
+
+    #[test]
+    fn slurm_syntax_and_fields_agree() {
+        let d = parse_dependency_list("afterok:12:13, after:9,afterok:12").unwrap();
+        let names: Vec<String> = d.iter().map(|d| d.to_string()).collect();
+        assert_eq!(names, ["after:9", "afterok:12", "afterok:13"]);
+        for bad in ["afterok", "later:3", "afterok:x", "afterok:0"] {
+            assert!(parse_dependency_list(bad).is_err(), "{bad}");
+        }
+        let desc =
+            JobDescription::parse("name='a'\nexecutable='/bin/true'\nafterok=[13,12]\nafter=[9]\n[[components]]\nprocessors=1\n").unwrap();
+        assert_eq!(desc.dependencies(), d);
+        let e = JobDescription::parse("name='a'\nexecutable='/bin/true'\nafterany=[0]\n[[components]]\nprocessors=1\n").unwrap_err();
+        assert!(e.to_string().contains("afterany"), "{e}");
+    }
+}
+
+/// A job array as `submit --array` gives it (Slurm's `--array`): task indices `1-100`,
+/// `0-30:10` (a step), `1,3,7-9` (a list), optionally `%M`: at most M tasks active at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArraySpec {
+    /// Task indices in submission order (no duplicates).
+    pub tasks: Vec<u64>,
+    /// At most this many tasks queued or running at once (`%M`).
+    pub max_active: Option<u32>,
+}
+
+/// Most tasks in one array.
+pub const MAX_ARRAY_TASKS: usize = 10_000;
+
+/// Parses an array specification (see [`ArraySpec`]).
+pub fn parse_array(text: &str) -> Result<ArraySpec, String> {
+    let t = text.trim();
+    let (list, max) = match t.split_once('%') {
+        Some((l, m)) => {
+            let m: u32 = m
+                .trim()
+                .parse()
+                .ok()
+                .filter(|&m| m > 0)
+                .ok_or_else(|| format!("array '{text}': '%{m}' is not a positive number of tasks"))?;
+            (l, Some(m))
+        }
+        None => (t, None),
+    };
+    let num = |s: &str| -> Result<u64, String> {
+        s.trim()
+            .parse()
+            .map_err(|_| format!("array '{text}': '{s}' is not a task index (e.g. 1-100, 0-30:10, 1,3,5, 1-100%10)"))
+    };
+    let mut tasks = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for part in list.split(',').filter(|p| !p.trim().is_empty()) {
+        let (range, step) = match part.split_once(':') {
+            Some((r, s)) => (r, num(s)?),
+            None => (part, 1),
+        };
+        if step == 0 {
+            return Err(format!("array '{text}': a step of 0"));
+        }
+        let (a, b) = match range.split_once('-') {
+            Some((a, b)) => (num(a)?, num(b)?),
+            None => (num(range)?, num(range)?),
+        };
+        if a > b {
+            return Err(format!("array '{text}': {a}-{b} is empty"));
+        }
+        let mut i = a;
+        while i <= b {
+            if seen.insert(i) {
+                tasks.push(i);
+            }
+            if tasks.len() > MAX_ARRAY_TASKS {
+                return Err(format!("array '{text}': more than {MAX_ARRAY_TASKS} tasks"));
+            }
+            i = match i.checked_add(step) {
+                Some(n) => n,
+                None => break,
+            };
+        }
+    }
+    if tasks.is_empty() {
+        return Err(format!("array '{text}': no tasks (e.g. 1-100)"));
+    }
+    Ok(ArraySpec { tasks, max_active: max })
+}
+
+#[cfg(test)]
+mod array_tests {
+    use super::*;
+
+    #[test]
+    fn slurm_array_syntax() {
+        assert_eq!(parse_array("1-5").unwrap().tasks, [1, 2, 3, 4, 5]);
+        let a = parse_array("0-30:10%2").unwrap();
+        assert_eq!((a.tasks.as_slice(), a.max_active), (&[0, 10, 20, 30][..], Some(2)));
+        assert_eq!(parse_array("7,1-3,2").unwrap().tasks, [7, 1, 2, 3]);
+        for bad in ["", "5-1", "1-3:0", "x", "1-3%0", "1-100000"] {
+            assert!(parse_array(bad).is_err(), "{bad}");
         }
     }
 }

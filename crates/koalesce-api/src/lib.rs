@@ -6,6 +6,7 @@
 //! Both sides use these types, so the
 //! server, the CLI and the OpenAPI document cannot drift apart.
 
+pub mod broker_fields;
 pub mod dto;
 pub mod duration;
 pub mod fields;

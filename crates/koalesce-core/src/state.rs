@@ -19,6 +19,13 @@ pub enum FailureReason {
     Unplaceable,
     /// A bag of tasks ended with fewer successful tasks than it needs.
     TooFewTasks { succeeded: u32, needed: u32, tasks: u32 },
+    /// A component reached its wall-time limit and was killed (Slurm's TIMEOUT).
+    Timeout,
+    /// A component went over its memory limit and was killed (Slurm's OUT_OF_MEMORY).
+    OutOfMemory,
+    /// A job it depends on ended so that the dependency can never be satisfied (Slurm's
+    /// DependencyNeverSatisfied).
+    DependencyNeverSatisfied,
 }
 
 impl std::fmt::Display for FailureReason {
@@ -32,16 +39,24 @@ impl std::fmt::Display for FailureReason {
             FailureReason::TooFewTasks { succeeded, needed, tasks } => {
                 write!(f, "bag: {succeeded} of {tasks} components succeeded, at least {needed} needed")
             }
+            FailureReason::Timeout => f.write_str("a component reached its wall-time limit"),
+            FailureReason::OutOfMemory => f.write_str("a component went over its memory limit"),
+            FailureReason::DependencyNeverSatisfied => f.write_str("a dependency can never be satisfied"),
         }
     }
 }
 
-/// State of a grid job. Terminal states are `Succeeded`, `Failed` and `Cancelled`.
+/// State of a grid job. Terminal states are `Succeeded`, `Failed` and `Cancelled`; a job that
+/// failed by reaching its wall time or its memory limit is named `timeout` / `out_of_memory`
+/// (as Slurm's TIMEOUT and OUT_OF_MEMORY) instead of `failed`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", tag = "state", content = "reason")]
 pub enum JobState {
     /// In a placement queue, waiting for a successful placement.
     Queued,
+    /// Not eligible for placement: held by its user, or waiting for jobs it depends on (see
+    /// [`crate::scheduler::Gate`]). Released into the placement queue.
+    Held,
     /// Placed; in the claiming queue (or holding reservations) until every component is claimed.
     Placed,
     /// Every component holds its processors; waiting for input files / the start barrier.
@@ -54,6 +69,23 @@ pub enum JobState {
 }
 
 impl JobState {
+    /// Every state name [`JobState::name`] gives, in lifecycle order (the API's `state` values).
+    pub const NAMES: [&'static str; 10] = [
+        "held",
+        "queued",
+        "placed",
+        "claimed",
+        "running",
+        "succeeded",
+        "failed",
+        "timeout",
+        "out_of_memory",
+        "cancelled",
+    ];
+
+    /// Names of the terminal states.
+    pub const TERMINAL_NAMES: [&'static str; 5] = ["succeeded", "failed", "timeout", "out_of_memory", "cancelled"];
+
     pub fn is_terminal(self) -> bool {
         matches!(self, JobState::Succeeded | JobState::Failed(_) | JobState::Cancelled)
     }
@@ -61,10 +93,13 @@ impl JobState {
     pub fn name(self) -> &'static str {
         match self {
             JobState::Queued => "queued",
+            JobState::Held => "held",
             JobState::Placed => "placed",
             JobState::Claimed => "claimed",
             JobState::Running => "running",
             JobState::Succeeded => "succeeded",
+            JobState::Failed(FailureReason::Timeout) => "timeout",
+            JobState::Failed(FailureReason::OutOfMemory) => "out_of_memory",
             JobState::Failed(_) => "failed",
             JobState::Cancelled => "cancelled",
         }
@@ -78,7 +113,7 @@ impl JobState {
             (s, _) if s.is_terminal() => false,
             (_, Cancelled) => true,
             (_, Failed(_)) => true,
-            (Queued, Placed) => true,
+            (Queued, Placed) | (Queued, Held) | (Held, Queued) => true,
             (Placed, Claimed) | (Placed, Queued) => true,
             (Claimed, Running) | (Claimed, Queued) => true,
             (Running, Succeeded) | (Running, Queued) => true,

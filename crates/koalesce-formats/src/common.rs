@@ -244,6 +244,11 @@ pub(crate) fn blank_job(name: String, executable: String) -> koalesce_api::JobDe
         outputs: Vec::new(),
         flexible: None,
         components: Vec::new(),
+        broker: Default::default(),
+        after: Vec::new(),
+        afterany: Vec::new(),
+        afterok: Vec::new(),
+        afternotok: Vec::new(),
     }
 }
 

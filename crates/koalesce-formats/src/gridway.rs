@@ -610,6 +610,11 @@ pub fn convert(text: &str, name_hint: Option<&str>, task: Option<&TaskContext>) 
         outputs,
         flexible: None,
         components,
+        broker: Default::default(),
+        after: Vec::new(),
+        afterany: Vec::new(),
+        afterok: Vec::new(),
+        afternotok: Vec::new(),
     })
 }
 

@@ -22,7 +22,7 @@ use crate::daemon::{self, Shared};
 use crate::jobdesc::{DescriptionError, JobDescription};
 use crate::{now_ms, store, transfer};
 
-type S = Arc<Shared>;
+pub(crate) type S = Arc<Shared>;
 
 /// An error answer: status and `{"error": message}`.
 #[derive(Debug)]
@@ -52,18 +52,18 @@ impl IntoResponse for ApiError {
     }
 }
 
-fn err(code: StatusCode, msg: impl Into<String>) -> ApiError {
+pub(crate) fn err(code: StatusCode, msg: impl Into<String>) -> ApiError {
     ApiError(code, msg.into())
 }
 
-type R<T> = Result<T, ApiError>;
+pub(crate) type R<T> = Result<T, ApiError>;
 
 pub struct Caller {
     pub user: String,
     pub admin: bool,
 }
 
-fn authenticate(s: &Shared, headers: &HeaderMap) -> R<Caller> {
+pub(crate) fn authenticate(s: &Shared, headers: &HeaderMap) -> R<Caller> {
     let unauthorized = || {
         err(
             StatusCode::UNAUTHORIZED,
@@ -95,7 +95,7 @@ fn authenticate(s: &Shared, headers: &HeaderMap) -> R<Caller> {
     }
 }
 
-async fn read_body(s: &Shared, req: Request) -> R<Bytes> {
+pub(crate) async fn read_body(s: &Shared, req: Request) -> R<Bytes> {
     let limit = s.config.body_limit;
     let declared = req
         .headers()
@@ -141,14 +141,27 @@ pub fn router(shared: S) -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route("/metrics", get(metrics))
         .route("/api/v1/openapi.json", get(|| async { Json(crate::openapi::document()) }))
-        .route("/api/v1/jobs", post(submit).get(list_jobs))
+        .route("/api/v1/jobs", post(submit).get(crate::job_list::list_jobs))
         .route("/api/v1/jobs/{id}", get(get_job))
         .route("/api/v1/jobs/{id}/cancel", post(cancel_job))
+        .route("/api/v1/jobs/{id}/logs", get(crate::api_output::job_logs))
+        .route("/api/v1/jobs/{id}/hold", post(crate::api_jobctl::hold_job))
+        .route("/api/v1/jobs/{id}/release", post(crate::api_jobctl::release_job))
         .route("/api/v1/sites", get(sites))
         .route("/api/v1/files", get(list_files).post(add_file))
-        .route("/api/v1/files/{*name}", axum::routing::delete(delete_file))
+        .route("/api/v1/files/{*name}", get(crate::api_output::get_file).delete(delete_file))
         .route("/api/v1/tokens", get(list_tokens))
         .route("/api/v1/tokens/{id}", axum::routing::delete(revoke_token))
+        .route(
+            "/api/v1/reservations",
+            get(crate::reservations::list).post(crate::reservations::create),
+        )
+        .route(
+            "/api/v1/reservations/{id}",
+            get(crate::reservations::get_one)
+                .put(crate::reservations::modify)
+                .delete(crate::reservations::cancel),
+        )
         .fallback(|| async { err(StatusCode::NOT_FOUND, "no such endpoint") })
         .method_not_allowed_fallback(|req: Request| async move {
             err(
@@ -162,15 +175,54 @@ pub fn router(shared: S) -> Router {
 
 // ----- jobs ---------------------------------------------------------------------------
 
+/// `POST /api/v1/jobs?hold=true&dependency=afterok:12`: the query's options of a submission.
+#[derive(Deserialize, Default)]
+struct SubmitQuery {
+    hold: Option<bool>,
+    dependency: Option<String>,
+    /// A job array: `1-100`, `0-30:10`, `1,3,5`, with `%M` at most M active tasks.
+    array: Option<String>,
+}
+
 async fn submit(AxState(s): AxState<S>, req: Request) -> R<Response> {
     let caller = authenticate(&s, req.headers())?;
+    let q: SubmitQuery = match req.uri().query() {
+        Some(text) => Query::<SubmitQuery>::try_from_uri(req.uri())
+            .map(|Query(q)| q)
+            .map_err(|e| err(StatusCode::BAD_REQUEST, format!("query '{text}': {e}")))?,
+        None => SubmitQuery::default(),
+    };
+    let extra = koalesce_api::jobdesc::parse_dependency_list(q.dependency.as_deref().unwrap_or(""))
+        .map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, format!("parameter 'dependency': {e}")))?;
     let body = read_body(&s, req).await?;
     let text = std::str::from_utf8(&body).map_err(|_| err(StatusCode::BAD_REQUEST, "body: not UTF-8 text"))?;
     let desc = JobDescription::parse(text).map_err(|e| match e {
         DescriptionError::Malformed(m) => err(StatusCode::BAD_REQUEST, format!("malformed TOML: {m}")),
         DescriptionError::Invalid(m) => err(StatusCode::UNPROCESSABLE_ENTITY, m),
     })?;
-    let (id, rx) = {
+    let mut deps = desc.dependencies();
+    deps.extend(extra);
+    deps.sort();
+    deps.dedup();
+    let stored = if deps.is_empty() {
+        Default::default()
+    } else {
+        let d = deps.clone();
+        read_store(&s, move |c| crate::api_jobctl::stored_jobs(c, &d)).await?
+    };
+    let array = match q.array.as_deref() {
+        Some(a) => Some(
+            koalesce_api::jobdesc::parse_array(a).map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, format!("parameter 'array': {e}")))?,
+        ),
+        None => None,
+    };
+    let tasks: Vec<Option<u64>> = match &array {
+        Some(a) => a.tasks.iter().map(|&t| Some(t)).collect(),
+        None => vec![None],
+    };
+    let mut ids: Vec<u64> = Vec::with_capacity(tasks.len());
+    let mut receivers = Vec::with_capacity(tasks.len());
+    {
         let mut guard = s.lock();
         let st = &mut *guard;
         let mut spec = desc
@@ -178,71 +230,101 @@ async fn submit(AxState(s): AxState<S>, req: Request) -> R<Response> {
             .map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
         // GridWay's share policy balances dispatches between owners.
         spec.owner = Some(caller.user.clone());
-        let id = st.next_id;
-        st.core
-            .submit_with_id(now_ms(), JobId(id), spec.clone())
-            .map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
-        st.next_id += 1;
-        let meta = JobMeta::new(caller.user.clone(), desc);
-        let job = st
-            .core
-            .job(JobId(id))
-            .ok_or_else(|| err(StatusCode::INTERNAL_SERVER_ERROR, "job vanished at submission"))?;
-        let row = store::NewJob {
-            id,
-            user: caller.user.clone(),
-            name: meta.desc.name.clone(),
-            description: text.to_string(),
-            spec: records::json(&spec),
-            update: store::JobUpdate {
+        let gate = crate::api_jobctl::gate(st, &stored, &caller.user, caller.admin, &deps, q.hold.unwrap_or(false))
+            .map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, e))?;
+        // An array's tasks have consecutive ids (allocated under this one lock); with `%M`,
+        // task k waits for the end of task k-M, so at most M are active at once.
+        let first = st.next_id;
+        for (k, task) in tasks.iter().enumerate() {
+            let id = first + k as u64;
+            let mut gate = gate.clone();
+            let throttle = array.as_ref().and_then(|a| a.max_active).map(|m| m as usize).filter(|&m| k >= m);
+            let mut job_deps = deps.clone();
+            if let Some(m) = throttle {
+                let d = koalesce_core::scheduler::Dependency {
+                    job: JobId(ids[k - m]),
+                    kind: koalesce_core::scheduler::DependencyKind::AfterAny,
+                };
+                gate.after.push(d);
+                job_deps.push(d);
+            }
+            let submitted = st.core.submit_gated(now_ms(), JobId(id), spec.clone(), gate);
+            if let Err(e) = submitted {
+                // Only the first task can be refused (they are alike): nothing to withdraw.
+                return Err(err(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()));
+            }
+            st.next_id = id + 1;
+            let mut meta = JobMeta::new(caller.user.clone(), desc.clone());
+            meta.dependencies = job_deps;
+            meta.array = task.map(|task_id| records::ArrayTaskMeta {
+                array_id: first,
+                task_id,
+                count: tasks.len() as u64,
+            });
+            let job = st
+                .core
+                .job(JobId(id))
+                .ok_or_else(|| err(StatusCode::INTERNAL_SERVER_ERROR, "job vanished at submission"))?;
+            let row = store::NewJob {
                 id,
-                state: job.state.name().to_string(),
-                core: records::json(&CoreSnapshot::of(job)),
-                meta: records::json(&meta.stored()),
-                // Live jobs are rendered from the core; the rendering is stored when they end.
-                detail: String::new(),
-            },
-            submitted_ms: job.timeline.submitted,
-        };
-        // Enqueued before any later write about this job (the writer keeps order).
-        let rx = s.store.submit(store::insert_job_op(row));
-        st.meta.insert(id, meta);
-        daemon::process_actions(&s, st);
-        (id, rx)
-    };
-    s.metrics.submissions.fetch_add(1, Ordering::Relaxed);
-    match rx.await {
-        Ok(Ok(())) => {
-            s.wake.notify_one();
-            Ok((StatusCode::CREATED, Json(Submitted { id })).into_response())
-        }
-        other => {
-            let msg = match other {
-                Ok(Err(e)) => e.reason,
-                _ => "database writer stopped".into(),
+                user: caller.user.clone(),
+                name: meta.desc.name.clone(),
+                description: text.to_string(),
+                spec: records::json(&spec),
+                update: store::JobUpdate {
+                    id,
+                    state: job.state.name().to_string(),
+                    core: records::json(&CoreSnapshot::of(job)),
+                    meta: records::json(&meta.stored()),
+                    // Live jobs are rendered from the core; the rendering is stored when they end.
+                    detail: String::new(),
+                },
+                submitted_ms: job.timeline.submitted,
             };
-            // Not durable: withdraw it.
+            // Enqueued before any later write about this job (the writer keeps order).
+            receivers.push(s.store.submit(store::insert_job_op(row)));
+            st.meta.insert(id, meta);
+            ids.push(id);
+        }
+        daemon::process_actions(&s, st);
+    }
+    s.metrics.submissions.fetch_add(ids.len() as u64, Ordering::Relaxed);
+    let mut failure = None;
+    for rx in receivers {
+        match rx.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => failure = Some(e.reason),
+            Err(_) => failure = Some("database writer stopped".into()),
+        }
+    }
+    match failure {
+        None => {
+            s.wake.notify_one();
+            let answer = Submitted {
+                id: ids[0],
+                ids: if array.is_some() { ids } else { Vec::new() },
+            };
+            Ok((StatusCode::CREATED, Json(answer)).into_response())
+        }
+        Some(msg) => {
+            // Not durable: withdraw them.
             let mut guard = s.lock();
             let st = &mut *guard;
-            st.core.cancel(now_ms(), JobId(id));
-            st.core.forget(JobId(id));
-            st.meta.remove(&id);
+            for id in ids {
+                st.core.cancel(now_ms(), JobId(id));
+                st.core.forget(JobId(id));
+                st.meta.remove(&id);
+            }
             daemon::process_actions(&s, st);
             Err(err(StatusCode::INTERNAL_SERVER_ERROR, format!("job not stored: {msg}")))
         }
     }
 }
 
-#[derive(Deserialize)]
-struct ListQuery {
-    state: Option<String>,
-    all: Option<bool>,
-}
-
-const STATES: [&str; 7] = ["queued", "placed", "claimed", "running", "succeeded", "failed", "cancelled"];
+const STATES: &[&str] = &koalesce_core::JobState::NAMES;
 
 /// Renders the jobs the core holds (live ones, and ended ones not yet forgotten).
-fn live_details(s: &Shared, filter: impl Fn(u64, &JobMeta) -> bool) -> Vec<JobDetail> {
+pub(crate) fn live_details(s: &Shared, filter: impl Fn(u64, &JobMeta) -> bool) -> Vec<JobDetail> {
     let st = s.lock();
     st.meta
         .iter()
@@ -252,51 +334,15 @@ fn live_details(s: &Shared, filter: impl Fn(u64, &JobMeta) -> bool) -> Vec<JobDe
 }
 
 /// Reads from the store on the blocking pool.
-async fn read_store<T: Send + 'static>(s: &S, f: impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<T> + Send + 'static) -> R<T> {
+pub(crate) async fn read_store<T: Send + 'static>(
+    s: &S,
+    f: impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<T> + Send + 'static,
+) -> R<T> {
     let store = s.store.clone();
     tokio::task::spawn_blocking(move || store.read(f))
         .await
         .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
         .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
-}
-
-async fn list_jobs(
-    AxState(s): AxState<S>,
-    headers: HeaderMap,
-    q: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
-) -> R<Json<Vec<JobSummary>>> {
-    let caller = authenticate(&s, &headers)?;
-    let Query(q) = q.map_err(|e| err(StatusCode::BAD_REQUEST, format!("query: {e}")))?;
-    if let Some(st) = &q.state {
-        if !STATES.contains(&st.as_str()) {
-            return Err(err(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                format!("parameter 'state': unknown state '{st}' (expected one of {})", STATES.join(", ")),
-            ));
-        }
-    }
-    let all = caller.admin && q.all.unwrap_or(false);
-    let live: Vec<JobSummary> = live_details(&s, |_, m| all || m.user == caller.user)
-        .into_iter()
-        .filter(|d| q.state.as_deref().is_none_or(|want| d.state == want))
-        .map(|d| d.summary())
-        .collect();
-    // Ended jobs the core let go are in the store (a job in both is shown as the core has it).
-    let wanted_ended = q.state.as_deref().is_none_or(|w| store::ENDED.contains(&w));
-    let mut out: std::collections::BTreeMap<u64, JobSummary> = std::collections::BTreeMap::new();
-    if wanted_ended {
-        let (user, state) = ((!all).then(|| caller.user.clone()), q.state.clone());
-        let rows = read_store(&s, move |c| store::load_ended(c, user.as_deref(), state.as_deref())).await?;
-        for (id, detail) in rows {
-            if let Ok(d) = serde_json::from_str::<JobDetail>(&detail) {
-                out.insert(id, d.summary());
-            }
-        }
-    }
-    for j in live {
-        out.insert(j.id, j);
-    }
-    Ok(Json(out.into_values().collect()))
 }
 
 fn parse_id(raw: &str) -> R<u64> {
@@ -306,7 +352,7 @@ fn parse_id(raw: &str) -> R<u64> {
 
 /// A job as the caller may see it: from the core, else from the store; 404 for another
 /// user's job (so ids do not leak).
-async fn find_job(s: &S, caller: &Caller, id: u64) -> R<JobDetail> {
+pub(crate) async fn find_job(s: &S, caller: &Caller, id: u64) -> R<JobDetail> {
     let not_found = || err(StatusCode::NOT_FOUND, format!("job {id} not found"));
     if let Some(d) = live_details(s, |j, _| j == id).pop() {
         return if caller.admin || d.user == caller.user {
@@ -326,7 +372,11 @@ async fn find_job(s: &S, caller: &Caller, id: u64) -> R<JobDetail> {
 async fn get_job(AxState(s): AxState<S>, headers: HeaderMap, Path(raw): Path<String>) -> R<Json<JobDetail>> {
     let caller = authenticate(&s, &headers)?;
     let id = parse_id(&raw)?;
-    Ok(Json(find_job(&s, &caller, id).await?))
+    let mut d = find_job(&s, &caller, id).await?;
+    if d.array_id == Some(id) {
+        d.tasks = crate::api_jobctl::array_tasks(&s, id).await?;
+    }
+    Ok(Json(d))
 }
 
 async fn cancel_job(AxState(s): AxState<S>, headers: HeaderMap, Path(raw): Path<String>) -> R<Json<JobSummary>> {
@@ -636,6 +686,26 @@ pub fn render_metrics(s: &Shared) -> String {
         r(&m.scan_micros_total) as f64 / 1e6,
         r(&m.scans)
     );
+    let _ = writeln!(
+        o,
+        "# HELP koalesce_reservations_granted_total Advance reservations the sites granted.\n# TYPE koalesce_reservations_granted_total counter\nkoalesce_reservations_granted_total {}\n# HELP koalesce_reservations_refused_total Advance reservations the sites refused.\n# TYPE koalesce_reservations_refused_total counter\nkoalesce_reservations_refused_total {}",
+        r(&m.reservations_granted),
+        r(&m.reservations_refused)
+    );
+    let secs = |ms: i64| ms as f64 / 1e3;
+    let n = r(&m.broker_finished);
+    for (what, sum, abs) in [
+        ("ttd", &m.broker_ttd_error_ms, &m.broker_ttd_abs_error_ms),
+        ("tts", &m.broker_tts_error_ms, &m.broker_tts_abs_error_ms),
+    ] {
+        let _ = writeln!(
+            o,
+            "# HELP koalesce_broker_{what}_error_seconds Actual minus predicted {} of the broker's jobs that succeeded (001 §3.1).\n# TYPE koalesce_broker_{what}_error_seconds summary\nkoalesce_broker_{what}_error_seconds_sum {}\nkoalesce_broker_{what}_error_seconds_count {n}\n# HELP koalesce_broker_{what}_abs_error_seconds Absolute prediction error, summed.\n# TYPE koalesce_broker_{what}_abs_error_seconds summary\nkoalesce_broker_{what}_abs_error_seconds_sum {}\nkoalesce_broker_{what}_abs_error_seconds_count {n}",
+            if what == "ttd" { "Total Time to Delivery" } else { "Total Time to Start" },
+            secs(sum.load(Ordering::Relaxed)),
+            r(abs) as f64 / 1e3,
+        );
+    }
     let _ = writeln!(
         o,
         "# TYPE koalesce_last_scan_duration_seconds gauge\nkoalesce_last_scan_duration_seconds {}",

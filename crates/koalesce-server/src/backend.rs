@@ -40,6 +40,14 @@ pub enum LrmState {
         reason: String,
     },
     Cancelled,
+    /// Killed at its wall-time limit (Slurm's TIMEOUT): the job ends as `timeout`.
+    Timeout {
+        reason: String,
+    },
+    /// Killed over its memory limit (Slurm's OUT_OF_MEMORY): the job ends as `out_of_memory`.
+    OutOfMemory {
+        reason: String,
+    },
     /// The site failed under the component (node failure, lost supervisor, launch fenced):
     /// a soft error in 003's terms.
     NodeFail {
@@ -70,8 +78,13 @@ pub struct ComponentSubmission {
     pub executable: String,
     pub arguments: Vec<String>,
     pub environment: BTreeMap<String, String>,
-    /// Wall-time limit for the LRM (Slurm `--time`).
+    /// Wall-time limit of the component (its supervisor kills it there; Slurm `--time` gets a
+    /// margin above it); 0: none.
     pub time_limit_ms: u64,
+    /// Memory limit of the whole component in bytes (its control group; Slurm `--mem`).
+    pub memory_limit: Option<u64>,
+    /// Directory the program starts in, relative to its working directory.
+    pub working_directory: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -112,8 +125,50 @@ pub struct ReservationRequest {
     pub duration_ms: u64,
 }
 
+/// A reservation asked for any start in `[earliest_ms, latest_ms]` (001 §2.3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WindowRequest {
+    pub site: String,
+    pub processors: u32,
+    pub duration_ms: u64,
+    pub earliest_ms: u64,
+    pub latest_ms: u64,
+}
+
+/// The replies of 001 §2.3 to a [`WindowRequest`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WindowAnswer {
+    /// `<granted>`: reservation `id` starts at `start_ms`.
+    Granted { id: String, start_ms: u64 },
+    /// `<rejected>` (`t_next_ms: None`) or `<rejected, T_next>`: the same request starting at
+    /// `t_next_ms` would be granted now.
+    Rejected { t_next_ms: Option<u64>, reason: String },
+}
+
 /// Optional capability: advance reservations (003 §4.2.2 "claiming with reservations").
 pub trait Reservations: Send + Sync {
+    /// 001 §2.3: a reservation starting anywhere in the window, at the earliest start the site
+    /// can grant. The default asks [`Reservations::reserve`] for the window's first instant
+    /// and knows no `T_next` (an LRM that can say more overrides it).
+    fn reserve_window(&self, req: &WindowRequest) -> Result<WindowAnswer, BackendError> {
+        let at = ReservationRequest {
+            site: req.site.clone(),
+            processors: req.processors,
+            start_ms: req.earliest_ms,
+            duration_ms: req.duration_ms,
+        };
+        match self.reserve(&at) {
+            Ok(id) => Ok(WindowAnswer::Granted {
+                id,
+                start_ms: req.earliest_ms,
+            }),
+            Err(e @ BackendError::Busy { .. }) => Ok(WindowAnswer::Rejected {
+                t_next_ms: None,
+                reason: e.to_string(),
+            }),
+            Err(e) => Err(e),
+        }
+    }
     /// Asks for `req`; the returned id names the granted reservation. Refused with
     /// [`BackendError::Busy`] when the processors are not free during the whole window.
     fn reserve(&self, req: &ReservationRequest) -> Result<String, BackendError>;

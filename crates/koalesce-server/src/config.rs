@@ -4,6 +4,7 @@
 //! listen = "127.0.0.1:7878"      # overridden by --listen
 //! body_limit = 1048576           # bytes; larger request bodies answer 413
 //! poll_interval_ms = 100         # how often running components are checked
+//! walltime_factor = 2.0          # a job without `walltime` may run its runtime estimate × this (0: no limit)
 //! # Sites; default: the five DAS-2 clusters on the local executor.
 //! [[sites]]
 //! name = "vu"
@@ -146,7 +147,13 @@ pub struct ServerConfig {
     pub sandbox: crate::sandbox::SandboxConfig,
     /// `[catalogue]`: the catalogue cache of the data functions (004 §3.3).
     pub catalogue: crate::gridway::CatalogueConfig,
+    /// A job without `walltime` is killed after its runtime estimate (default 1 h) times this
+    /// (TIMEOUT), as a site's default time limit; 0: no limit unless the job gives one.
+    pub walltime_factor: f64,
 }
+
+/// Default [`ServerConfig::walltime_factor`].
+pub const DEFAULT_WALLTIME_FACTOR: f64 = 2.0;
 
 /// The five DAS-2 clusters (003 §5.1).
 pub const DAS2: [(&str, u32); 5] = [("vu", 144), ("leiden", 56), ("uva", 56), ("delft", 64), ("utrecht", 64)];
@@ -168,6 +175,7 @@ impl Default for ServerConfig {
             allow_root_jobs: false,
             sandbox: Default::default(),
             catalogue: Default::default(),
+            walltime_factor: DEFAULT_WALLTIME_FACTOR,
         }
     }
 }
@@ -204,6 +212,11 @@ impl ServerConfig {
     pub fn validate(&self) -> anyhow::Result<()> {
         self.scheduler.validate()?;
         self.catalogue.validate()?;
+        anyhow::ensure!(
+            self.walltime_factor.is_finite() && self.walltime_factor >= 0.0,
+            "config: 'walltime_factor' must be 0 (no default limit) or more, not {}",
+            self.walltime_factor
+        );
         let sites = self.effective_sites();
         anyhow::ensure!(!sites.is_empty(), "config: 'sites' is empty");
         let mut names = std::collections::BTreeSet::new();

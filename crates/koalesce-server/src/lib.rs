@@ -80,17 +80,22 @@
 
 pub mod agent;
 pub mod api;
+pub mod api_jobctl;
+pub mod api_output;
 pub mod backend;
+pub mod backup;
 pub mod bench;
 pub mod cgroup;
 pub mod config;
 pub mod daemon;
 pub mod dataplane;
 pub mod gridway;
+pub mod job_list;
 pub use koalesce_api::jobdesc;
 pub mod listener;
 pub mod local;
 pub mod openapi;
+pub mod reservations;
 pub mod sandbox;
 pub mod slurm;
 pub mod store;
@@ -131,11 +136,31 @@ pub fn now_ms() -> u64 {
 
 /// Installs the `tracing` subscriber (env filter `RUST_LOG`, default `info`). Idempotent.
 pub fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+    init_tracing_as(LogFormat::Text);
+}
+
+/// How the server's log lines look.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One human-readable line per event; ANSI colours only on a terminal without NO_COLOR.
+    #[default]
+    Text,
+    /// One JSON object per line (timestamp, level, target, fields), for log collectors.
+    Json,
+}
+
+/// Logging to standard error at `RUST_LOG`'s levels (default info), in `format`. The first
+/// call wins.
+pub fn init_tracing_as(format: LogFormat) {
+    use std::io::IsTerminal;
+    let filter = || tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter()).with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Json => builder.json().try_init(),
+        LogFormat::Text => builder
+            .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()))
+            .try_init(),
+    };
 }
 
 /// How to start a server.
@@ -233,6 +258,8 @@ pub async fn start(opts: ServerOptions) -> anyhow::Result<RunningServer> {
                     h.used.store(p.used, std::sync::atomic::Ordering::Relaxed);
                 }
             }
+            // Reservations first: no job may claim what they hold.
+            reservations::restore(&store, &sites)?;
             daemon::recover(&config, &store, &sites).map(|st| (st, store, sites))
         })
         .await??

@@ -2,7 +2,10 @@
 //! `koalesce-api::dto` (utoipa), so they cannot drift from what the server sends and the client
 //! reads; the paths (which route answers which type) are listed here, next to `api::router`.
 
-use koalesce_api::dto::{ComponentDetail, ErrorBody, FileInfo, JobDetail, JobSummary, NewFile, SiteInfo, Submitted, Timeline, TokenInfo};
+use koalesce_api::dto::{
+    ArrayTask, BrokerTimes, ComponentDetail, ErrorBody, FileInfo, JobDetail, JobSummary, NewFile, NewReservation, ReservationInfo,
+    SiteInfo, Submitted, Timeline, TokenInfo,
+};
 use serde_json::{json, Value};
 use utoipa::OpenApi;
 
@@ -12,6 +15,7 @@ use utoipa::OpenApi;
     components(schemas(
         JobSummary,
         JobDetail,
+        ArrayTask,
         Timeline,
         ComponentDetail,
         SiteInfo,
@@ -19,7 +23,10 @@ use utoipa::OpenApi;
         NewFile,
         Submitted,
         TokenInfo,
-        ErrorBody
+        ErrorBody,
+        BrokerTimes,
+        NewReservation,
+        ReservationInfo
     ))
 )]
 struct Schemas;
@@ -36,6 +43,9 @@ pub fn document() -> Value {
 fn paths() -> Value {
     let err = json!({"description": "error", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}});
     let job_id = json!({"name": "id", "in": "path", "required": true, "schema": {"type": "integer"}});
+    let q = |name: &str, ty: &str, about: &str| json!({"name": name, "in": "query", "schema": {"type": ty}, "description": about});
+    let summary =
+        json!({"description": "the job", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/JobSummary"}}}});
     json!({
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
@@ -44,18 +54,40 @@ fn paths() -> Value {
         "security": [{"bearer": []}],
         "paths": {
             "/api/v1/jobs": {
-                "post": {"summary": "Submit a job (TOML job description)",
+                "post": {"summary": "Submit a job (TOML job description), held, with dependencies, or as an array",
+                    "parameters": [
+                        q("hold", "boolean", "submit held (placed after release)"),
+                        q("dependency", "string", "Slurm syntax: afterok:12:13,afterany:9 (after, afterany, afterok, afternotok)"),
+                        q("array", "string", "one job per task: 1-100, 0-30:10, 1,3,5; %M at most M active")
+                    ],
                     "requestBody": {"required": true, "content": {"application/toml": {"schema": {"type": "string"}}}},
                     "responses": {"201": {"description": "committed", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Submitted"}}}},
                         "400": err, "401": err, "408": err, "413": err, "422": err}},
                 "get": {"summary": "List jobs",
-                    "parameters": [{"name": "state", "in": "query", "schema": {"type": "string"}}, {"name": "all", "in": "query", "schema": {"type": "boolean"}}],
+                    "parameters": [
+                        q("state", "string", "state or comma-separated states"),
+                        q("name", "string", "shell wildcard, case ignored"),
+                        q("site", "string", "placed at this site"),
+                        q("since", "integer", "submitted at or after (Unix ms)"),
+                        q("user", "string", "admins: this user's jobs"),
+                        q("all", "boolean", "admins: every user's jobs (403 for others)"),
+                        q("limit", "integer", "at most this many (X-Koalesce-Next-After: the next page's after)"),
+                        q("after", "integer", "ids above this one")
+                    ],
                     "responses": {"200": {"description": "jobs", "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/JobSummary"}}}}}, "401": err}}
             },
             "/api/v1/jobs/{id}": {"get": {"summary": "One job", "parameters": [job_id],
                 "responses": {"200": {"description": "job", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/JobDetail"}}}}, "401": err, "404": err}}},
             "/api/v1/jobs/{id}/cancel": {"post": {"summary": "Cancel a job", "parameters": [job_id],
                 "responses": {"200": {"description": "cancelled", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/JobSummary"}}}}, "401": err, "404": err, "409": err}}},
+            "/api/v1/jobs/{id}/logs": {"get": {"summary": "A component's stdout or stderr from a byte offset, or its last lines",
+                "parameters": [job_id, q("component", "integer", "component index (default 0)"), q("stream", "string", "stdout (default) or stderr"),
+                    q("offset", "integer", "from this byte (X-Koalesce-Log-Size: the next offset)"), q("tail", "integer", "only the last lines (X-Koalesce-Lines-Cut: lines before them)")],
+                "responses": {"200": {"description": "output", "content": {"text/plain": {"schema": {"type": "string"}}}}, "401": err, "404": err, "422": err}}},
+            "/api/v1/jobs/{id}/hold": {"post": {"summary": "Hold a queued job", "parameters": [job_id],
+                "responses": {"200": summary, "401": err, "404": err, "409": err}}},
+            "/api/v1/jobs/{id}/release": {"post": {"summary": "Release a held job", "parameters": [job_id],
+                "responses": {"200": summary, "401": err, "404": err, "409": err}}},
             "/api/v1/tokens": {"get": {"summary": "The caller's tokens (all=true: everyone's, admins only)",
                 "parameters": [{"name": "all", "in": "query", "schema": {"type": "boolean"}}],
                 "responses": {"200": {"description": "tokens", "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/TokenInfo"}}}}}, "401": err, "403": err}}},
@@ -69,9 +101,28 @@ fn paths() -> Value {
                     "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/NewFile"}}}},
                     "responses": {"201": {"description": "registered", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/FileInfo"}}}}, "400": err, "401": err, "409": err, "413": err, "422": err}}
             },
-            "/api/v1/files/{name}": {"delete": {"summary": "Delete a file and its replicas",
+            "/api/v1/files/{name}": {
+                "get": {"summary": "A file's content (X-Checksum-Sha256: its SHA-256)",
+                "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}}],
+                "responses": {"200": {"description": "content", "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}, "401": err, "404": err, "503": err}},
+                "delete": {"summary": "Delete a file and its replicas",
                 "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}}],
                 "responses": {"204": {"description": "deleted"}, "401": err, "404": err, "409": err}}},
+            "/api/v1/reservations": {
+                "get": {"summary": "The caller's advance reservations (admins: everyone's)", "responses": {"200": {"description": "reservations", "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/ReservationInfo"}}}}}, "401": err}},
+                "post": {"summary": "Ask for an advance reservation (001 §2.3): granted, rejected, or rejected with t_next_ms",
+                    "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/NewReservation"}}}},
+                    "responses": {"201": {"description": "granted: {answer, reservation}"}, "401": err, "409": {"description": "rejected: {answer, error, t_next_ms?}"}, "413": err, "422": err}}
+            },
+            "/api/v1/reservations/{id}": {
+                "get": {"summary": "One reservation", "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
+                    "responses": {"200": {"description": "reservation", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ReservationInfo"}}}}, "401": err, "404": err}},
+                "put": {"summary": "Modify = release + create (001 §3.3.2)", "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
+                    "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/NewReservation"}}}},
+                    "responses": {"200": {"description": "granted: {answer, reservation}"}, "401": err, "404": err, "409": {"description": "rejected: {answer, error, t_next_ms?, kept}"}, "422": err}},
+                "delete": {"summary": "Cancel: the processors are free at once", "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
+                    "responses": {"200": {"description": "cancelled", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ReservationInfo"}}}}, "401": err, "404": err}}
+            },
             "/api/v1/openapi.json": {"get": {"summary": "This document", "security": [], "responses": {"200": {"description": "OpenAPI"}}}},
             "/metrics": {"get": {"summary": "Prometheus metrics", "security": [], "responses": {"200": {"description": "text"}}}},
             "/healthz": {"get": {"summary": "Liveness", "security": [], "responses": {"200": {"description": "ok"}}}}

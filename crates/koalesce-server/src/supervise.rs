@@ -15,7 +15,7 @@
 //!   go, abort         written by the daemon (the start barrier)
 //!   cgroup.json       the component's control group (see crate::cgroup), before the program starts
 //!   running.json      {child_pid, started_ms}
-//!   exit.json         {exit_code, signal, spawn_error, finished_ms, never_started, oom_killed, site_fault}
+//!   exit.json         {exit_code, signal, spawn_error, finished_ms, never_started, oom_killed, timed_out, site_fault}
 //!   stdout, stderr    the program's output (it writes them through its descriptors)
 //!   supervisor.log    the supervisor's own diagnostics
 //!   inputs/           copies of input files for a job that runs under another account
@@ -38,6 +38,10 @@
 //!   running (daemonized descendants too) is killed and the supervisor waits until the group
 //!   is empty before it records `exit.json`: a component has ended only when all its
 //!   processes have. A kill by the OOM killer (past `--memory-limit`) is recorded as such.
+//! - With `--time-limit MS` the program runs at most that long (its wall time, as Slurm's
+//!   `--time`): at the limit every process of the component gets SIGTERM, and SIGKILL
+//!   [`KILL_WAIT`] later; the exit is recorded with `timed_out`. The supervisor enforces it, so
+//!   the limit holds while the daemon is down.
 //!
 //! **Durability.** The records are messages between a supervisor and the daemon on one machine:
 //! they must outlive the death of either process (they do: written files are the kernel's),
@@ -106,6 +110,9 @@ pub struct ExitRecord {
     /// The kernel's OOM killer killed a process of the component (over its memory limit).
     #[serde(default)]
     pub oom_killed: bool,
+    /// The component reached its wall-time limit (`--time-limit`) and was killed.
+    #[serde(default)]
+    pub timed_out: bool,
     /// The supervisor could not set the component up (working directory, sandbox, control
     /// group): a fault of the site, not of the job.
     #[serde(default)]
@@ -114,7 +121,7 @@ pub struct ExitRecord {
 
 impl ExitRecord {
     pub fn success(&self) -> bool {
-        self.exit_code == Some(0) && self.spawn_error.is_none() && !self.never_started && !self.oom_killed
+        self.exit_code == Some(0) && self.spawn_error.is_none() && !self.never_started && !self.oom_killed && !self.timed_out
     }
 }
 
@@ -235,6 +242,12 @@ pub struct SuperviseOptions {
     /// Memory limit of the component (bytes; its control group's).
     #[arg(long, value_name = "BYTES")]
     pub memory_limit: Option<u64>,
+    /// Wall-time limit of the program in milliseconds (SIGTERM at the limit, SIGKILL later).
+    #[arg(long, value_name = "MS")]
+    pub time_limit: Option<u64>,
+    /// Directory the program starts in, relative to its working directory (created).
+    #[arg(long, value_name = "DIR")]
+    pub chdir: Option<String>,
     /// The program and its arguments.
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
@@ -278,6 +291,12 @@ impl SuperviseOptions {
         opt("--cgroup-parent", (&self.cgroup_parent).into());
         if let Some(m) = self.memory_limit {
             opt("--memory-limit", m.to_string().into());
+        }
+        if let Some(t) = self.time_limit {
+            opt("--time-limit", t.to_string().into());
+        }
+        if let Some(d) = &self.chdir {
+            opt("--chdir", d.into());
         }
         if self.allow_root {
             a.push("--allow-root".into());
@@ -376,6 +395,7 @@ pub fn supervise_main(opts: &SuperviseOptions) -> i32 {
                 finished_ms: crate::now_ms(),
                 never_started: true,
                 oom_killed: false,
+                timed_out: false,
                 site_fault: false,
             },
         );
@@ -392,6 +412,7 @@ struct Outcome {
     signal: Option<i32>,
     error: Option<String>,
     oom_killed: bool,
+    timed_out: bool,
     site_fault: bool,
 }
 
@@ -432,6 +453,11 @@ fn run(opts: &SuperviseOptions, account: Option<&crate::users::Account>) -> Resu
         (Err(e), _) | (_, Err(e)) => return Err(site("cannot open output files", e)),
     };
     let inputs = stage_inputs(dir, opts, account).map_err(|e| site("cannot provide the input files", e))?;
+    // The job's `working_directory`: a directory inside work/ (checked relative by the API).
+    let start_dir = match opts.chdir.as_deref().filter(|d| !d.is_empty() && *d != ".") {
+        Some(rel) => Some(make_start_dir(&work, rel, account).map_err(|e| Outcome::failed(format!("working directory '{rel}': {e}")))?),
+        None => None,
+    };
     let cgroup = match crate::cgroup::Cgroup::create(&opts.cgroup_parent, &crate::cgroup::name_for(dir)) {
         Ok(cg) => {
             if let Some(bytes) = opts.memory_limit {
@@ -450,11 +476,18 @@ fn run(opts: &SuperviseOptions, account: Option<&crate::users::Account>) -> Resu
     }
     let (program, args) = (&opts.command[0], &opts.command[1..]);
     let given: Vec<(std::ffi::OsString, std::ffi::OsString)> = std::env::vars_os().collect();
-    let env = crate::sandbox::job_environment(given, &work, account);
+    let mut env = crate::sandbox::job_environment(given, &work, account);
+    if let Some(d) = &start_dir {
+        for (k, v) in env.iter_mut() {
+            if k == "PWD" {
+                *v = d.as_os_str().to_owned();
+            }
+        }
+    }
     let path_var = env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone()).unwrap_or_default();
     let request = crate::sandbox::Request {
         work: work.clone(),
-        program: crate::sandbox::resolve_program(program, &work, &path_var),
+        program: crate::sandbox::resolve_program(program, start_dir.as_deref().unwrap_or(&work), &path_var),
         outputs: vec![dir.join(STDOUT_FILE), dir.join(STDERR_FILE)],
         inputs,
         read_only: opts.read_only.clone(),
@@ -472,12 +505,22 @@ fn run(opts: &SuperviseOptions, account: Option<&crate::users::Account>) -> Resu
             .stdout(out.try_clone()?)
             .stderr(err.try_clone()?);
         let mut confinement = confinement;
-        // SAFETY: the closure runs in the forked child before exec; `Confinement::enter` only
-        // makes system calls on descriptors and strings prepared before the fork (no
-        // allocation, no locks), and this supervisor is single-threaded.
+        let cwd = start_dir
+            .as_ref()
+            .map(|d| std::ffi::CString::new(d.as_os_str().as_encoded_bytes()))
+            .transpose()?;
+        // SAFETY: the closure runs in the forked child before exec; `Confinement::enter` and
+        // `chdir` only make system calls on descriptors and strings prepared before the fork
+        // (no allocation, no locks), and this supervisor is single-threaded.
         unsafe {
             use std::os::unix::process::CommandExt;
-            cmd.pre_exec(move || confinement.enter());
+            cmd.pre_exec(move || {
+                confinement.enter()?;
+                if let Some(c) = &cwd {
+                    nix::unistd::chdir(c.as_c_str())?;
+                }
+                Ok(())
+            });
         }
         cmd.spawn()
     };
@@ -510,6 +553,7 @@ fn run(opts: &SuperviseOptions, account: Option<&crate::users::Account>) -> Resu
         started_ms: crate::now_ms(),
     };
     let _ = publish(&dir.join(RUNNING_FILE), &serde_json::to_vec(&running).unwrap());
+    let timer = opts.time_limit.map(|ms| WallClock::start(ms, child.id(), cgroup.clone()));
     let status = loop {
         match child.wait() {
             Ok(s) => break Some(s),
@@ -520,6 +564,7 @@ fn run(opts: &SuperviseOptions, account: Option<&crate::users::Account>) -> Resu
             }
         }
     };
+    let timed_out = timer.is_some_and(|t| t.stop());
     let mut oom_killed = false;
     if let Some(cg) = &cgroup {
         // Whatever the program left behind ends with it.
@@ -537,10 +582,116 @@ fn run(opts: &SuperviseOptions, account: Option<&crate::users::Account>) -> Resu
             signal: s.signal(),
             error: None,
             oom_killed,
+            timed_out,
             site_fault: false,
         },
         None => Outcome::site("lost track of the program".into()),
     })
+}
+
+/// How long a component that reached its wall time has between SIGTERM and SIGKILL (Slurm's
+/// `KillWait`, shorter).
+pub const KILL_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Enforces a wall-time limit: a thread that sleeps until the limit, then signals every
+/// process of the component (its control group, else the program): SIGTERM, and SIGKILL
+/// [`KILL_WAIT`] later.
+struct WallClock {
+    state: std::sync::Arc<(std::sync::Mutex<WallState>, std::sync::Condvar)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WallState {
+    Running,
+    /// The program ended before the limit: the thread signals nothing.
+    Ended,
+    /// The limit was reached and the component signalled.
+    Expired,
+}
+
+impl WallClock {
+    fn start(limit_ms: u64, pid: u32, cgroup: Option<crate::cgroup::Cgroup>) -> WallClock {
+        use nix::sys::signal::{kill, Signal};
+        use nix::unistd::Pid;
+        let state = std::sync::Arc::new((std::sync::Mutex::new(WallState::Running), std::sync::Condvar::new()));
+        let shared = state.clone();
+        let signal_all = move |sig: Signal| match &cgroup {
+            Some(cg) if sig == Signal::SIGKILL => cg.kill_all(),
+            Some(cg) => {
+                for p in cg.pids() {
+                    let _ = kill(Pid::from_raw(p), sig);
+                }
+            }
+            None => {
+                let _ = kill(Pid::from_raw(pid as i32), sig);
+            }
+        };
+        std::thread::spawn(move || {
+            let (lock, cv) = &*shared;
+            let deadline = std::time::Instant::now() + std::time::Duration::from_millis(limit_ms);
+            let mut st = lock.lock().unwrap_or_else(|p| p.into_inner());
+            // Sleeps until the limit unless the program ends first (the pid is not signalled
+            // once it may have been reaped and reused).
+            while *st == WallState::Running {
+                let now = std::time::Instant::now();
+                if now >= deadline {
+                    *st = WallState::Expired;
+                    signal_all(Signal::SIGTERM);
+                    break;
+                }
+                st = cv.wait_timeout(st, deadline - now).unwrap_or_else(|p| p.into_inner()).0;
+            }
+            if *st != WallState::Expired {
+                return;
+            }
+            let kill_at = std::time::Instant::now() + KILL_WAIT;
+            while *st == WallState::Expired {
+                let now = std::time::Instant::now();
+                if now >= kill_at {
+                    signal_all(Signal::SIGKILL);
+                    return;
+                }
+                st = cv.wait_timeout(st, kill_at - now).unwrap_or_else(|p| p.into_inner()).0;
+            }
+        });
+        WallClock { state }
+    }
+
+    /// The program ended: stops the clock. Returns whether the limit had been reached.
+    fn stop(self) -> bool {
+        let (lock, cv) = &*self.state;
+        let mut st = lock.lock().unwrap_or_else(|p| p.into_inner());
+        let expired = *st == WallState::Expired;
+        *st = WallState::Ended;
+        cv.notify_all();
+        expired
+    }
+}
+
+/// Creates the program's start directory `rel` inside `work` (owned by the job's account).
+/// `rel` must stay inside `work`: no absolute path, no `..`, no symbolic link on the way.
+fn make_start_dir(work: &Path, rel: &str, account: Option<&crate::users::Account>) -> io::Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let mut at = work.to_path_buf();
+    for part in Path::new(rel).components() {
+        match part {
+            std::path::Component::Normal(p) => at.push(p),
+            std::path::Component::CurDir => continue,
+            _ => return Err(io::Error::other("must be a relative path inside the working directory")),
+        }
+        match fs::symlink_metadata(&at) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Err(io::Error::other(format!("{} is not a directory", at.display()))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                fs::DirBuilder::new().mode(0o700).create(&at)?;
+                if let Some(a) = account {
+                    nix::unistd::chown(&at, Some(a.uid), Some(a.gid))?;
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(at)
 }
 
 /// The input files as the program sees them: `(path it uses, file behind it)`. A program that
@@ -579,6 +730,7 @@ fn record_exit(dir: &Path, o: Outcome) -> i32 {
         finished_ms: crate::now_ms(),
         never_started: false,
         oom_killed: o.oom_killed,
+        timed_out: o.timed_out,
         site_fault: o.site_fault,
     };
     write_exit(dir, rec)

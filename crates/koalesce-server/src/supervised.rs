@@ -98,9 +98,13 @@ pub fn exit_state(exit: &ExitRecord) -> LrmState {
         };
     }
     if exit.oom_killed {
-        return LrmState::Failed {
-            exit_code: exit.exit_code,
+        return LrmState::OutOfMemory {
             reason: "killed by the OOM killer: the component went over its memory limit".into(),
+        };
+    }
+    if exit.timed_out {
+        return LrmState::Timeout {
+            reason: "killed at its wall-time limit".into(),
         };
     }
     if exit.never_started {

@@ -92,6 +92,9 @@ impl JobSandbox {
             .map(|(_, v)| PathBuf::from(v))
             .collect();
         o.cgroup_parent = self.config.cgroup_parent.clone();
+        o.memory_limit = sub.memory_limit;
+        o.time_limit = (sub.time_limit_ms > 0).then_some(sub.time_limit_ms);
+        o.chdir = sub.working_directory.clone();
         o
     }
 }
@@ -123,6 +126,8 @@ mod tests {
             .into_iter()
             .collect(),
             time_limit_ms: 1000,
+            memory_limit: Some(2 << 30),
+            working_directory: Some("run".into()),
         }
     }
 
@@ -146,8 +151,12 @@ mod tests {
             program: "/usr/bin/koalesce".into(),
             args: vec!["supervise".into()],
         };
-        let mut expected = sandbox.options(&sub());
-        expected.memory_limit = Some(1 << 30);
+        let expected = sandbox.options(&sub());
+        assert_eq!(
+            (expected.memory_limit, expected.time_limit, expected.chdir.as_deref()),
+            (Some(2 << 30), Some(1000), Some("run")),
+            "the job's limits and working directory reach the supervisor"
+        );
         let args = {
             let mut a: Vec<OsString> = cmd.args.iter().map(OsString::from).collect();
             a.extend(expected.to_args());

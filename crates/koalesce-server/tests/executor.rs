@@ -21,6 +21,8 @@ fn sub(dir: &Path, claim: String, script: &str) -> ComponentSubmission {
         arguments: vec!["-c".into(), script.into()],
         environment: [("GREETING".to_string(), "hello".to_string())].into(),
         time_limit_ms: 60_000,
+        memory_limit: None,
+        working_directory: None,
     }
 }
 

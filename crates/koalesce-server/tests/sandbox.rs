@@ -53,7 +53,7 @@ fn a_component_over_its_memory_limit_is_oom_killed_and_that_is_recorded() {
     assert!(exit.oom_killed && exit.signal == Some(9) && !exit.success(), "{exit:?}");
     let b = LocalBackend::new("a", 1, false, common::supervisor());
     match b.status(&[dir.display().to_string()]).pop().unwrap().1 {
-        LrmState::Failed { reason, .. } => assert!(reason.contains("OOM killer"), "{reason}"),
+        LrmState::OutOfMemory { reason } => assert!(reason.contains("OOM killer"), "{reason}"),
         other => panic!("{other:?}"),
     }
     // The group is gone with the component.

@@ -21,15 +21,21 @@ mod bench;
 mod bench_e2e;
 #[path = "client/demo.rs"]
 mod demo;
+#[path = "client/download.rs"]
+pub mod download;
 #[path = "client/format.rs"]
 pub mod format;
 #[path = "client/local_server.rs"]
 pub mod local_server;
+#[path = "client/logs.rs"]
+pub mod logs;
 #[path = "client/output.rs"]
 pub mod output;
+#[path = "client/reservations.rs"]
+pub mod reservations;
 
 use api::{error_is_transient, Client};
-use output::{Output, OutputArgs};
+pub use output::{Output, OutputArgs};
 
 /// Where the server listens when `--url` / `KOALESCE_URL` is not given.
 pub const DEFAULT_URL: &str = "http://127.0.0.1:7878";
@@ -74,6 +80,13 @@ pub enum ClientCommand {
     Wait(WaitArgs),
     /// Cancel a job.
     Cancel(CancelArgs),
+    /// Print a component's standard output (or --stderr) through the API; --follow keeps
+    /// printing until the job ends.
+    Logs(logs::LogsArgs),
+    /// Hold a queued job: it is not placed until `koalesce release` (scontrol hold).
+    Hold(HoldArgs),
+    /// Release a held job into the placement queue (it still waits for its dependencies).
+    Release(HoldArgs),
     /// Per site: processors idle / used / placed-but-unclaimed, and whether it is blacklisted.
     Sites(SitesArgs),
     /// The replica catalogue: register, list and remove files.
@@ -85,6 +98,12 @@ pub enum ClientCommand {
     /// dozen jobs (single, co-allocated, with data) with live progress, print a per-job summary;
     /// exit 0 only if every job succeeded.
     Demo(demo::DemoArgs),
+    /// Advance reservations (001 §2.3): create (granted / rejected / rejected with T_next),
+    /// list, show, modify, cancel.
+    Reservations {
+        #[command(subcommand)]
+        command: reservations::ReservationsCommand,
+    },
 }
 
 impl ClientCommand {
@@ -95,9 +114,13 @@ impl ClientCommand {
             ClientCommand::Status(a) => a.run(),
             ClientCommand::Wait(a) => a.run(),
             ClientCommand::Cancel(a) => a.run(),
+            ClientCommand::Logs(a) => a.run(),
+            ClientCommand::Hold(a) => a.run(true),
+            ClientCommand::Release(a) => a.run(false),
             ClientCommand::Sites(a) => a.run(),
             ClientCommand::Files { command } => command.run(),
             ClientCommand::Demo(a) => a.run(),
+            ClientCommand::Reservations { command } => command.run(),
         }
     }
 }
@@ -115,14 +138,68 @@ pub struct SubmitArgs {
     /// Format, GridWay array tasks (JSDL, GridWay templates, RSL, xRSL: docs/job-formats.md).
     #[command(flatten)]
     pub formats: crate::format_cmds::FormatArgs,
+    /// Submit held: the job is not placed until `koalesce release ID` (sbatch --hold).
+    #[arg(long)]
+    pub hold: bool,
+    /// Start only after other jobs, in Slurm's syntax: `afterok:12:13,afterany:9` (also
+    /// `after`, `afternotok`; or the job file's `afterok = [12, 13]` fields).
+    #[arg(long, short = 'd', value_name = "KIND:ID[:ID...][,...]", value_parser = check_dependency)]
+    pub dependency: Option<String>,
+    /// A job array (sbatch --array): one job per task index, `1-100`, `0-30:10`, `1,3,5`;
+    /// `%M` at the end: at most M tasks queued or running at once. Each task sees its index in
+    /// KOALESCE_TASK_ID; the array's id (printed) is its first task's, and `koalesce status`
+    /// of it lists every task.
+    #[arg(long, value_name = "SPEC", value_parser = check_array, conflicts_with = "tasks")]
+    pub array: Option<String>,
     #[command(flatten)]
     pub conn: Connection,
+}
+
+fn check_array(s: &str) -> Result<String, String> {
+    koalesce_api::jobdesc::parse_array(s).map(|_| s.to_string())
+}
+
+fn check_dependency(s: &str) -> Result<String, String> {
+    koalesce_api::jobdesc::parse_dependency_list(s).map(|_| s.to_string())
+}
+
+/// Arguments of `koalesce hold` and `koalesce release`.
+#[derive(Debug, Args)]
+pub struct HoldArgs {
+    /// Job id.
+    #[arg(value_name = "ID")]
+    pub id: u64,
+    /// `--json`: the server's answer (the job summary).
+    #[command(flatten)]
+    pub output: OutputArgs,
+    #[command(flatten)]
+    pub conn: Connection,
+}
+
+impl HoldArgs {
+    pub fn run(self, hold: bool) -> anyhow::Result<ExitCode> {
+        let v = self.conn.client().hold_json(self.id, hold)?;
+        Output::from(self.output).print(&v, || {
+            let state = v.get("state").and_then(|s| s.as_str()).unwrap_or("?");
+            let reason = v
+                .get("reason")
+                .and_then(|s| s.as_str())
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default();
+            Ok(format!("job {} {}{}\n", self.id, format::escape(state), format::escape(&reason)))
+        })?;
+        Ok(ExitCode::SUCCESS)
+    }
 }
 
 impl SubmitArgs {
     pub fn run(self) -> anyhow::Result<ExitCode> {
         let text = crate::format_cmds::read_job_file(&self.file)?;
-        let ids = crate::format_cmds::submit(&self.conn.client(), &self.file, &text, &self.formats)?;
+        let client = self
+            .conn
+            .client()
+            .with_submit_options(self.hold, self.dependency.as_deref(), self.array.as_deref());
+        let ids = crate::format_cmds::submit(&client, &self.file, &text, &self.formats)?;
         crate::format_cmds::print_ids(&ids, Output::from(self.output))?;
         Ok(ExitCode::SUCCESS)
     }
@@ -131,12 +208,31 @@ impl SubmitArgs {
 /// Arguments of `koalesce jobs`.
 #[derive(Debug, Args)]
 pub struct JobsArgs {
-    /// Only jobs in this state.
-    #[arg(long, value_parser = ["queued", "placed", "claimed", "running", "succeeded", "failed", "cancelled"])]
-    pub state: Option<String>,
-    /// Ask for all jobs (`all=true`): for an admin, every user's jobs.
+    /// Only jobs in these states (comma-separated): queued, placed, claimed, running,
+    /// succeeded, failed, timeout, out_of_memory, cancelled.
+    #[arg(long, value_delimiter = ',', value_parser = koalesce_core::JobState::NAMES, value_name = "STATE[,STATE...]")]
+    pub state: Vec<String>,
+    /// Only jobs whose name matches this shell wildcard (`sweep-*`; case ignored).
+    #[arg(long, value_name = "PATTERN")]
+    pub name: Option<String>,
+    /// Only jobs placed at this site.
+    #[arg(long, value_name = "SITE")]
+    pub site: Option<String>,
+    /// Only jobs submitted within this long (`2h`, `1d`, `90m`).
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub since: Option<Duration>,
+    /// Only this user's jobs (admins; others may name only themselves).
+    #[arg(long, value_name = "USER")]
+    pub user: Option<String>,
+    /// Every user's jobs (admins only: anyone else is refused, with the reason).
     #[arg(long)]
     pub all: bool,
+    /// At most this many jobs (the next page: --after the last id shown).
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+    /// Only jobs with an id above this one (paging with --limit).
+    #[arg(long, value_name = "ID")]
+    pub after: Option<u64>,
     #[command(flatten)]
     pub output: OutputArgs,
     #[command(flatten)]
@@ -146,11 +242,36 @@ pub struct JobsArgs {
 impl JobsArgs {
     pub fn run(self) -> anyhow::Result<ExitCode> {
         let client = self.conn.client();
-        let v = client.jobs_json(self.state.as_deref(), self.all)?;
+        let mut query: Vec<(&str, String)> = Vec::new();
+        if !self.state.is_empty() {
+            query.push(("state", self.state.join(",")));
+        }
+        if self.all {
+            query.push(("all", "true".into()));
+        }
+        for (key, v) in [("name", &self.name), ("site", &self.site), ("user", &self.user)] {
+            if let Some(v) = v {
+                query.push((key, v.clone()));
+            }
+        }
+        if let Some(d) = self.since {
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?;
+            query.push(("since", now.saturating_sub(d).as_millis().to_string()));
+        }
+        if let Some(l) = self.limit {
+            query.push(("limit", l.to_string()));
+        }
+        if let Some(a) = self.after {
+            query.push(("after", a.to_string()));
+        }
+        let (v, next) = client.jobs_query(&query)?;
         Output::from(self.output).print(&v, || {
             let jobs: Vec<api::JobSummary> = serde_json::from_value(v.clone()).context("reading the job list")?;
             Ok(format::jobs_table(&jobs))
         })?;
+        if let Some(after) = next {
+            eprintln!("(more jobs: koalesce jobs --after {after} ...)");
+        }
         Ok(ExitCode::SUCCESS)
     }
 }
@@ -169,10 +290,35 @@ pub struct StatusArgs {
 
 impl StatusArgs {
     pub fn run(self) -> anyhow::Result<ExitCode> {
-        let v = self.conn.client().job_json(self.id)?;
+        let client = self.conn.client();
+        let v = client.job_json(self.id)?;
         Output::from(self.output).print(&v, || {
             let d: api::JobDetail = serde_json::from_value(v.clone()).context("reading the job")?;
-            Ok(format::status_report(&d))
+            let mut tails = Vec::new();
+            for c in &d.components {
+                for (stream, path) in [("stdout", &c.stdout), ("stderr", &c.stderr)] {
+                    if path.is_none() {
+                        continue;
+                    }
+                    let q = api::LogRequest {
+                        component: c.index,
+                        stderr: stream == "stderr",
+                        offset: 0,
+                        tail: Some(format::STATUS_TAIL_LINES),
+                    };
+                    let mut text = Vec::new();
+                    // A server without the logs endpoint (older) shows no output here.
+                    if let Ok(chunk) = client.logs_to(self.id, &q, &mut text) {
+                        tails.push(format::OutputTail {
+                            component: c.index,
+                            stream,
+                            text: String::from_utf8_lossy(&text).into_owned(),
+                            lines_cut: chunk.lines_cut,
+                        });
+                    }
+                }
+            }
+            Ok(format::status_report(&d, &tails))
         })?;
         Ok(ExitCode::SUCCESS)
     }
@@ -207,8 +353,32 @@ impl WaitArgs {
         loop {
             match client.job_json(self.id) {
                 Ok(v) => {
-                    let state = v.get("state").and_then(|s| s.as_str()).unwrap_or("").to_string();
-                    if api::is_final_state(&state) {
+                    // An array's id: wait for every task; it succeeded when all of them did.
+                    let tasks: Vec<api::ArrayTask> = v
+                        .get("tasks")
+                        .and_then(|t| serde_json::from_value(t.clone()).ok())
+                        .unwrap_or_default();
+                    if !tasks.is_empty() {
+                        if tasks.iter().all(|t| api::is_final_state(&t.state)) {
+                            let ok = tasks.iter().all(|t| t.state == "succeeded");
+                            Output::from(self.output).print(&v, || {
+                                let states: Vec<api::JobSummary> = tasks
+                                    .iter()
+                                    .map(|t| api::JobSummary {
+                                        state: t.state.clone(),
+                                        ..Default::default()
+                                    })
+                                    .collect();
+                                Ok(format!("array {}: {}\n", self.id, format::state_counts(&states)))
+                            })?;
+                            return Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) });
+                        }
+                    } else if let Some(state) = v
+                        .get("state")
+                        .and_then(|s| s.as_str())
+                        .map(str::to_string)
+                        .filter(|s| api::is_final_state(s))
+                    {
                         Output::from(self.output).print(&v, || {
                             Ok(match v.get("failure").and_then(|f| f.as_str()) {
                                 Some(f) if state != "succeeded" => {
@@ -301,8 +471,10 @@ impl SitesArgs {
 /// `koalesce files ...`: the replica catalogue.
 #[derive(Debug, Subcommand)]
 pub enum FilesCommand {
-    /// Register a file: the server copies the local file PATH into SITE's storage, checksums
-    /// it and registers it as NAME (a name already in the catalogue answers 409).
+    /// Register a file: the server copies the file PATH (on the server's machine) into SITE's
+    /// storage, checksums it and registers it as NAME. A NAME already registered gets one more
+    /// replica at SITE if PATH has the same content (checksum and size); a different content,
+    /// or SITE already holding a replica, answers 409.
     Add {
         /// Logical file name, as jobs name it in `inputs`.
         #[arg(value_name = "NAME")]
@@ -316,6 +488,22 @@ pub enum FilesCommand {
         /// `--json`: the server's answer (the catalogue entry).
         #[command(flatten)]
         output: OutputArgs,
+        #[command(flatten)]
+        conn: Connection,
+    },
+    /// Download a file, or a job's output (`JOB/NAME`), streamed and checked against the
+    /// server's SHA-256 before it is written to PATH.
+    Get {
+        /// Logical file name (`koalesce files ls`; a job's outputs are `JOB-ID/NAME`).
+        #[arg(value_name = "NAME")]
+        name: String,
+        /// Where to write it (an existing directory: into it; `-`: standard output). Default:
+        /// the last part of NAME in the current directory.
+        #[arg(short, long, value_name = "PATH")]
+        output: Option<PathBuf>,
+        /// Print nothing on success.
+        #[arg(long, short)]
+        quiet: bool,
         #[command(flatten)]
         conn: Connection,
     },
@@ -361,6 +549,23 @@ impl FilesCommand {
                         _ => format!("registered {} at {}\n", format::escape(&name), format::escape(&site)),
                     })
                 })?;
+            }
+            FilesCommand::Get { name, output, quiet, conn } => {
+                let target = match output {
+                    Some(p) if p.is_dir() => p.join(download::default_target(&name)),
+                    Some(p) => p,
+                    None => download::default_target(&name),
+                };
+                let (bytes, sha) = download::download(&conn.client(), &name, &target)?;
+                if !quiet && target != std::path::Path::new("-") {
+                    eprintln!(
+                        "{} → {} ({}, sha256 {} verified)",
+                        format::escape(&name),
+                        target.display(),
+                        format::format_bytes(bytes),
+                        sha
+                    );
+                }
             }
             FilesCommand::Ls { output, conn } => {
                 let v = conn.client().files_json()?;

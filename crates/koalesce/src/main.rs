@@ -51,6 +51,51 @@ enum Command {
         #[command(subcommand)]
         which: BenchCommand,
     },
+    /// Print a shell completion script: `koalesce completions bash > /etc/bash_completion.d/koalesce`
+    /// (zsh: into a directory of $fpath as `_koalesce`; fish: ~/.config/fish/completions/koalesce.fish).
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        #[arg(value_enum, value_name = "SHELL")]
+        shell: clap_complete::Shell,
+    },
+    /// Print the koalesce(1) man page (`koalesce man | man -l -`), or with --dir write one page
+    /// per command there (koalesce.1, koalesce-submit.1, ...).
+    Man {
+        /// Write every command's page into this directory instead.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<std::path::PathBuf>,
+    },
+}
+
+/// `koalesce completions SHELL`.
+fn completions(shell: clap_complete::Shell) -> anyhow::Result<std::process::ExitCode> {
+    use clap::CommandFactory;
+    clap_complete::generate(shell, &mut Cli::command(), "koalesce", &mut std::io::stdout());
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// `koalesce man [--dir DIR]`.
+fn man(dir: Option<std::path::PathBuf>) -> anyhow::Result<std::process::ExitCode> {
+    use anyhow::Context;
+    use clap::CommandFactory;
+    let cmd = Cli::command();
+    match dir {
+        None => clap_mangen::Man::new(cmd).render(&mut std::io::stdout())?,
+        Some(dir) => {
+            std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+            fn write(cmd: &clap::Command, name: &str, dir: &std::path::Path) -> anyhow::Result<()> {
+                let mut out = Vec::new();
+                clap_mangen::Man::new(cmd.clone()).title(name.to_string()).render(&mut out)?;
+                std::fs::write(dir.join(format!("{name}.1")), out)?;
+                for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+                    write(sub, &format!("{name}-{}", sub.get_name()), dir)?;
+                }
+                Ok(())
+            }
+            write(&cmd, "koalesce", &dir)?;
+        }
+    }
+    Ok(std::process::ExitCode::SUCCESS)
 }
 
 #[derive(Debug, Subcommand)]
@@ -106,6 +151,8 @@ fn main() -> std::process::ExitCode {
             BenchCommand::Ttd(a) => a.run(),
             BenchCommand::Expr(a) => a.run(),
         },
+        Command::Completions { shell } => completions(shell),
+        Command::Man { dir } => man(dir),
     };
     match result {
         Ok(code) => code,

@@ -18,6 +18,25 @@ pub enum ServerCommand {
     /// Supervise one component (started by the server; not for direct use).
     #[command(hide = true)]
     Supervise(koalesce_server::supervise::SuperviseOptions),
+    /// Administration on the server's machine.
+    Admin {
+        #[command(subcommand)]
+        which: AdminCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AdminCommand {
+    /// Copy the database of a running (or stopped) server to FILE with SQLite's online backup:
+    /// a consistent snapshot, integrity-checked, written only if complete.
+    Backup {
+        /// The new file to write (must not exist).
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+        /// The server's data directory.
+        #[arg(long, value_name = "DIR")]
+        data_dir: PathBuf,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -32,12 +51,20 @@ pub struct ServerArgs {
     /// Server configuration (TOML): sites, scheduler parameters, body limit.
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// Log lines as text (ANSI colours only on a terminal, never with NO_COLOR) or one JSON
+    /// object per line; RUST_LOG chooses the levels (default info).
+    #[arg(long, value_enum, default_value_t = koalesce_server::LogFormat::Text, value_name = "FORMAT")]
+    pub log_format: koalesce_server::LogFormat,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum TokenCommand {
-    /// Create a token for USER and print it (only its SHA-256 is stored).
+    /// Create a token for USER and print it (only its SHA-256 is stored), on the server's
+    /// machine: `koalesce token create alice --data-dir /var/lib/koalesce [--admin]
+    /// [--expires 30d]`. Give it to the user as KOALESCE_TOKEN.
     Create {
+        /// The koalesce user the token acts as (jobs and tokens belong to users).
+        #[arg(value_name = "USER")]
         user: String,
         /// The token may see and act on every user's jobs and tokens.
         #[arg(long)]
@@ -45,7 +72,9 @@ pub enum TokenCommand {
         /// The token stops working after this long (e.g. 30d, 12h, 1w); default: never.
         #[arg(long, value_name = "DURATION", value_parser = parse_lifetime)]
         expires: Option<std::time::Duration>,
-        #[arg(long)]
+        /// The server's data directory (its database holds the tokens; a running server sees
+        /// a new token at once).
+        #[arg(long, value_name = "DIR")]
         data_dir: PathBuf,
     },
     /// List tokens (id, user, admin, created, expires; never the tokens themselves): from
@@ -140,6 +169,7 @@ impl ServerCommand {
                     Some(p) => koalesce_server::ServerConfig::load(p)?,
                     None => koalesce_server::ServerConfig::default(),
                 };
+                koalesce_server::init_tracing_as(a.log_format);
                 koalesce_server::run_blocking(koalesce_server::ServerOptions {
                     data_dir: a.data_dir,
                     listen: a.listen,
@@ -149,6 +179,34 @@ impl ServerCommand {
                 Ok(ExitCode::SUCCESS)
             }
             ServerCommand::Token { which } => which.run(),
+            ServerCommand::Admin {
+                which: AdminCommand::Backup { file, data_dir },
+            } => {
+                let bar = (std::io::IsTerminal::is_terminal(&std::io::stderr())).then(|| {
+                    let b = indicatif::ProgressBar::new(0);
+                    b.set_style(
+                        indicatif::ProgressStyle::with_template("backup {bar:40} {pos}/{len} pages")
+                            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+                    );
+                    b
+                });
+                let bytes = koalesce_server::backup::backup(&data_dir, &file, |done, total| {
+                    if let Some(b) = &bar {
+                        b.set_length(total);
+                        b.set_position(done);
+                    }
+                })?;
+                if let Some(b) = bar {
+                    b.finish_and_clear();
+                }
+                println!(
+                    "backed up {} to {} ({})",
+                    data_dir.join(koalesce_server::DB_FILE).display(),
+                    file.display(),
+                    crate::client_cmds::format::format_bytes(bytes)
+                );
+                Ok(ExitCode::SUCCESS)
+            }
             ServerCommand::Supervise(a) => {
                 let code = koalesce_server::supervise::supervise_main(&a);
                 Ok(ExitCode::from(code.clamp(0, 255) as u8))

@@ -73,4 +73,10 @@ pub enum ComponentOutcome {
     SoftError,
     /// The application failed: reported to the user, the job fails.
     ApplicationError,
+    /// The component reached its wall-time limit and was killed: the job ends as
+    /// [`crate::state::FailureReason::Timeout`] (a bag of tasks counts it as a failed task).
+    Timeout,
+    /// The component went over its memory limit and was killed: the job ends as
+    /// [`crate::state::FailureReason::OutOfMemory`] (a bag counts it as a failed task).
+    OutOfMemory,
 }

@@ -49,4 +49,6 @@ pub enum SubmitError {
     InvalidMinComponents { job: String, min: u32, components: usize },
     #[error("job '{job}': preferences: {reason}")]
     InvalidPreferences { job: String, reason: String },
+    #[error("job '{job}': {reason}")]
+    Invalid { job: String, reason: String },
 }

@@ -104,6 +104,13 @@ pub struct Job {
     /// reservations): compare with the timeline for the prediction error.
     #[serde(default)]
     pub prediction: Option<Prediction>,
+    /// Held by its user (`hold`); placed only after `release`.
+    #[serde(default)]
+    pub user_hold: bool,
+    /// Dependencies not satisfied yet; the job is [`crate::state::JobState::Held`] while any
+    /// is left.
+    #[serde(default)]
+    pub waiting_on: Vec<super::Dependency>,
 }
 
 impl Job {

@@ -27,6 +27,7 @@ mod action;
 mod broker;
 mod claiming;
 mod error;
+mod gate;
 mod gridway;
 mod info;
 mod job;
@@ -47,6 +48,7 @@ use crate::queues::PlacementQueues;
 pub use action::{Action, ComponentOutcome, TransferKey};
 pub use broker::BrokerStats;
 pub use error::SubmitError;
+pub use gate::{Dependency, DependencyKind, Gate, GateError};
 pub use job::{Component, FileSourceRecord, Job, SchedulerStats, SiteView, TransferStatus};
 pub use release::transition;
 
@@ -73,6 +75,8 @@ pub struct Scheduler {
     policies: Policies,
     jobs: BTreeMap<JobId, Job>,
     queues: PlacementQueues,
+    /// Jobs waiting on each job (the reverse of their dependencies).
+    dependents: BTreeMap<JobId, BTreeSet<JobId>>,
     /// Claiming queue ordered by JCT.
     claiming: BTreeSet<(Millis, JobId)>,
     /// Jobs holding reservations, by the JST at which the reservations are claimed.
@@ -121,6 +125,7 @@ impl Scheduler {
             policies: Policies::new(cf),
             jobs: BTreeMap::new(),
             claiming: BTreeSet::new(),
+            dependents: BTreeMap::new(),
             reservation_starts: BTreeSet::new(),
             next_scan: None,
             actions: VecDeque::new(),

@@ -72,13 +72,18 @@ impl Scheduler {
                 self.record_soft_error(now, site);
                 self.return_to_queue(now, job, Requeue::SoftError);
             }
-            ComponentOutcome::ApplicationError if bag => {
+            ComponentOutcome::ApplicationError | ComponentOutcome::Timeout | ComponentOutcome::OutOfMemory if bag => {
                 c.state = ComponentState::Failed;
                 self.maybe_finish(now, job);
             }
-            ComponentOutcome::ApplicationError => {
+            ComponentOutcome::ApplicationError | ComponentOutcome::Timeout | ComponentOutcome::OutOfMemory => {
                 c.state = ComponentState::Failed;
-                self.end_job(now, job, JobState::Failed(FailureReason::ApplicationError));
+                let reason = match outcome {
+                    ComponentOutcome::Timeout => FailureReason::Timeout,
+                    ComponentOutcome::OutOfMemory => FailureReason::OutOfMemory,
+                    _ => FailureReason::ApplicationError,
+                };
+                self.end_job(now, job, JobState::Failed(reason));
             }
         }
     }
@@ -118,6 +123,7 @@ impl Scheduler {
         if !self.jobs.get(&job)?.state.is_terminal() {
             return None;
         }
+        self.dependents.remove(&job);
         self.jobs.remove(&job)
     }
 
@@ -294,6 +300,9 @@ impl Scheduler {
             to,
             at: now,
         });
+        if to == JobState::Running || to.is_terminal() {
+            self.dependency_event(now, id, to);
+        }
     }
 }
 

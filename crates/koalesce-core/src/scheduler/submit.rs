@@ -153,6 +153,8 @@ impl Scheduler {
             staged: BTreeSet::new(),
             progress_pending: false,
             prediction: None,
+            user_hold: false,
+            waiting_on: Vec::new(),
         }
     }
 

@@ -155,6 +155,9 @@ fn on_end(shared: &Arc<Shared>, st: &mut State, job: JobId, to: JobState) {
     };
     let stage_out = to == JobState::Succeeded && !meta.desc.outputs.is_empty();
     let update = records::update(id, core_job, meta, &shared.sites);
+    if let Some(times) = records::broker_times(core_job, &shared.sites) {
+        shared.metrics.record_prediction(&times);
+    }
     *st.ended.entry(to.name()).or_default() += 1;
     st.progress.remove(&id);
     let committed = shared.store.submit(store::update_job_op(update));

@@ -163,10 +163,12 @@ pub async fn worker(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<LrmOp>,
                 let granted = match r {
                     Ok(id) => {
                         st.reservations.insert((job, component), id);
+                        shared.metrics.reservations_granted.fetch_add(1, Ordering::Relaxed);
                         true
                     }
                     Err(e) => {
                         tracing::info!(job, component, error = %e, "reservation refused");
+                        shared.metrics.reservations_refused.fetch_add(1, Ordering::Relaxed);
                         false
                     }
                 };
@@ -293,6 +295,11 @@ pub fn prepare_launch(shared: &Arc<Shared>, st: &mut State, job: u64) {
             env.insert("KOALESCE_PEERS".into(), peers.join(","));
         }
         env.insert("KOALESCE_JOB_DIR".into(), dir.display().to_string());
+        if let Some(a) = meta.array {
+            env.insert("KOALESCE_TASK_ID".into(), a.task_id.to_string());
+            env.insert("KOALESCE_ARRAY_JOB_ID".into(), a.array_id.to_string());
+            env.insert("KOALESCE_ARRAY_TASK_COUNT".into(), a.count.to_string());
+        }
         let arch = st.core.sites().get(site.index()).map(|s| s.attributes.architecture.clone());
         env.insert("KOALESCE_ARCH".into(), arch.unwrap_or_default());
         // GW_CLOSE_SE and GW_REMOTE_FILES_i (004 §3.2) for a job with REQUIREMENTS or RANK.
@@ -309,6 +316,11 @@ pub fn prepare_launch(shared: &Arc<Shared>, st: &mut State, job: u64) {
         let process = meta.desc.process(i, &env);
         let mut environment = process.environment;
         environment.extend(env);
+        let working_directory = meta
+            .desc
+            .working_directory
+            .as_deref()
+            .map(|w| koalesce_api::fields::expand_runtime(w, |n| environment.get(n).cloned()));
         let Some(exec) = st.exec.get_mut(&(job, i as u32)) else { continue };
         exec.attempt = attempt;
         exec.dir = Some(dir.clone());
@@ -325,7 +337,9 @@ pub fn prepare_launch(shared: &Arc<Shared>, st: &mut State, job: u64) {
                 executable: process.executable,
                 arguments: process.arguments,
                 environment,
-                time_limit_ms: core_job.spec.runtime_estimate_ms,
+                time_limit_ms: meta.desc.walltime_ms(shared.config.walltime_factor).unwrap_or(0),
+                memory_limit: meta.desc.memory_limit(c.processors),
+                working_directory,
             },
         ));
         rows.push(LaunchRow {
@@ -614,13 +628,35 @@ pub async fn poll_running(shared: Arc<Shared>) {
         let (outcome, exit_code, note) = match state {
             LrmState::Completed => (ComponentOutcome::Success, Some(0), None),
             LrmState::Failed { exit_code, reason } => (ComponentOutcome::ApplicationError, exit_code.or(Some(-1)), Some(reason.clone())),
+            LrmState::Timeout { reason } => {
+                let limit = st
+                    .meta
+                    .get(&job)
+                    .and_then(|m| m.desc.walltime_ms(shared.config.walltime_factor))
+                    .map(|ms| format!(" ({})", koalesce_api::duration::format_ms(ms)))
+                    .unwrap_or_default();
+                (ComponentOutcome::Timeout, None, Some(format!("{reason}{limit}")))
+            }
+            LrmState::OutOfMemory { reason } => {
+                let limit = st
+                    .meta
+                    .get(&job)
+                    .and_then(|m| m.desc.memory.clone())
+                    .map(|m| format!(" ({m} per processor)"))
+                    .unwrap_or_default();
+                (ComponentOutcome::OutOfMemory, None, Some(format!("{reason}{limit}")))
+            }
             LrmState::NodeFail { reason } => (ComponentOutcome::SoftError, None, Some(reason.clone())),
             other => (ComponentOutcome::SoftError, None, Some(format!("{other:?}"))),
         };
         let site_name = &shared.site(site).name;
         if let Some(meta) = st.meta.get_mut(&job) {
             meta.component_mut(comp as usize).exit_code = exit_code;
-            if outcome == ComponentOutcome::ApplicationError && meta.failure.is_none() && meta.desc.runner != Runner::Bag {
+            let fails_job = matches!(
+                outcome,
+                ComponentOutcome::ApplicationError | ComponentOutcome::Timeout | ComponentOutcome::OutOfMemory
+            );
+            if fails_job && meta.failure.is_none() && meta.desc.runner != Runner::Bag {
                 meta.failure = Some(format!("component {comp} at {site_name}: {}", note.clone().unwrap_or_default()));
             }
         }

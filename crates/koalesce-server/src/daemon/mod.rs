@@ -25,7 +25,7 @@ pub(crate) mod transfers;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, AtomicU64};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use koalesce_core::{Priority, Scheduler, SiteId};
@@ -78,6 +78,30 @@ pub struct Metrics {
     pub submissions: AtomicU64,
     pub launches: AtomicU64,
     pub blacklisted: AtomicU64,
+    /// Advance reservations the sites granted / refused (for jobs and through the API).
+    pub reservations_granted: AtomicU64,
+    pub reservations_refused: AtomicU64,
+    /// Broker jobs (`ttd`/`tts`) that succeeded, with the sums of their prediction errors
+    /// (actual − predicted, ms) and of the errors' absolute values.
+    pub broker_finished: AtomicU64,
+    pub broker_ttd_error_ms: std::sync::atomic::AtomicI64,
+    pub broker_ttd_abs_error_ms: AtomicU64,
+    pub broker_tts_error_ms: std::sync::atomic::AtomicI64,
+    pub broker_tts_abs_error_ms: AtomicU64,
+}
+
+impl Metrics {
+    /// Counts a broker job's prediction errors (once, when it ended).
+    pub fn record_prediction(&self, times: &koalesce_api::dto::BrokerTimes) {
+        let (Some(ttd), Some(tts)) = (times.ttd_error_ms(), times.tts_error_ms()) else {
+            return;
+        };
+        self.broker_finished.fetch_add(1, Ordering::Relaxed);
+        self.broker_ttd_error_ms.fetch_add(ttd, Ordering::Relaxed);
+        self.broker_ttd_abs_error_ms.fetch_add(ttd.unsigned_abs(), Ordering::Relaxed);
+        self.broker_tts_error_ms.fetch_add(tts, Ordering::Relaxed);
+        self.broker_tts_abs_error_ms.fetch_add(tts.unsigned_abs(), Ordering::Relaxed);
+    }
 }
 
 /// Everything that changes, behind one mutex.

@@ -6,9 +6,9 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use koalesce_api::dto::{ComponentDetail, JobDetail, Timeline as TimelineDto};
+use koalesce_api::dto::{BrokerTimes, ComponentDetail, JobDetail, Timeline as TimelineDto};
 use koalesce_core::model::Timeline;
-use koalesce_core::scheduler::Job;
+use koalesce_core::scheduler::{Dependency, Job};
 use koalesce_core::state::FailureReason;
 use koalesce_core::{JobState, Priority};
 use serde::{Deserialize, Serialize};
@@ -31,6 +31,22 @@ pub struct JobMeta {
     pub components: Vec<ComponentMeta>,
     /// Registered outputs (`<job-id>/<name>`).
     pub outputs: Vec<String>,
+    /// Every dependency the job was submitted with (its description's and `--dependency`'s),
+    /// resolved again after a restart.
+    pub dependencies: Vec<Dependency>,
+    /// The array the job is a task of.
+    pub array: Option<ArrayTaskMeta>,
+}
+
+/// A task of an array (`submit --array`): its tasks have consecutive job ids from the array's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArrayTaskMeta {
+    /// The array's id (its first task's job id).
+    pub array_id: u64,
+    /// The task's index (`KOALESCE_TASK_ID`).
+    pub task_id: u64,
+    /// Tasks in the array.
+    pub count: u64,
 }
 
 /// The daemon's data about one component.
@@ -49,6 +65,8 @@ pub struct StoredMeta {
     pub failure: Option<String>,
     pub components: Vec<ComponentMeta>,
     pub outputs: Vec<String>,
+    pub dependencies: Vec<Dependency>,
+    pub array: Option<ArrayTaskMeta>,
 }
 
 impl JobMeta {
@@ -59,6 +77,8 @@ impl JobMeta {
             failure: self.failure.clone(),
             components: self.components.clone(),
             outputs: self.outputs.clone(),
+            dependencies: self.dependencies.clone(),
+            array: self.array,
         }
     }
 
@@ -71,12 +91,17 @@ impl JobMeta {
             failure: m.failure,
             components: m.components,
             outputs: m.outputs,
+            dependencies: m.dependencies,
+            array: m.array,
         }
     }
 
     pub fn new(user: String, desc: JobDescription) -> Self {
         let n = desc.components.len();
+        let dependencies = desc.dependencies();
         JobMeta {
+            dependencies,
+            array: None,
             user,
             desc,
             attempt: 0,
@@ -103,6 +128,9 @@ pub struct CoreSnapshot {
     pub placement_tries: u32,
     pub claiming_tries: u32,
     pub error_resubmissions: u32,
+    /// Held by its user (`koalesce hold`).
+    #[serde(default)]
+    pub held: bool,
 }
 
 impl CoreSnapshot {
@@ -114,6 +142,7 @@ impl CoreSnapshot {
             placement_tries: job.placement_tries,
             claiming_tries: job.claiming_tries,
             error_resubmissions: job.error_resubmissions,
+            held: job.user_hold,
         }
     }
 }
@@ -124,6 +153,19 @@ pub struct FileInfo {
     pub size_bytes: u64,
     pub sha256: String,
     pub replicas: BTreeMap<String, PathBuf>,
+}
+
+/// Why a held job is not placed (squeue's REASON).
+fn waiting_reason(job: &Job) -> Option<String> {
+    if job.state != JobState::Held {
+        return None;
+    }
+    let deps: Vec<String> = job.waiting_on.iter().map(|d| d.to_string()).collect();
+    Some(match (job.user_hold, deps.is_empty()) {
+        (true, true) => "held by its user (koalesce release)".into(),
+        (true, false) => format!("held by its user, and waiting for {}", deps.join(", ")),
+        (false, _) => format!("waiting for {}", deps.join(", ")),
+    })
 }
 
 /// Why the job failed, or the last fault it recovered from.
@@ -188,7 +230,34 @@ pub fn render(id: u64, job: &Job, meta: &JobMeta, sites: &[SiteHandle]) -> JobDe
         claiming_tries: job.claiming_tries as u64,
         failure: failure(job, meta),
         outputs: meta.outputs.clone(),
+        broker: broker_times(job, sites),
+        reason: waiting_reason(job),
+        array_id: meta.array.map(|a| a.array_id),
+        task_id: meta.array.map(|a| a.task_id),
+        tasks: Vec::new(),
     }
+}
+
+/// The broker's prediction of a `ttd`/`tts` job beside what happened (001 §3.1).
+pub fn broker_times(job: &Job, sites: &[SiteHandle]) -> Option<BrokerTimes> {
+    let p = job.prediction?;
+    let t = &job.timeline;
+    Some(BrokerTimes {
+        site: sites.get(p.site.index()).map(|h| h.name.clone()).unwrap_or_default(),
+        made_ms: p.made_at,
+        stage_in_ms: p.stage_in_ms,
+        queue_wait_ms: p.queue_wait_ms,
+        execution_ms: p.execution_ms,
+        stage_out_ms: p.stage_out_ms,
+        reserved: p.reserved,
+        predicted_tts_ms: p.tts_ms(),
+        predicted_ttd_ms: p.ttd_ms(),
+        actual_tts_ms: t.started.map(|s| s.saturating_sub(p.made_at)),
+        actual_ttd_ms: (job.state == JobState::Succeeded)
+            .then_some(t.finished)
+            .flatten()
+            .map(|f| f.saturating_sub(p.made_at)),
+    })
 }
 
 /// The full row update (state, core snapshot, daemon data, API rendering): written when the

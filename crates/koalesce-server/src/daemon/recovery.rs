@@ -119,8 +119,16 @@ pub fn recover(config: &ServerConfig, store: &Store, sites: &[SiteHandle]) -> an
                 continue;
             }
         }
-        // Anything else that was not finished goes back to its queue, in id order.
-        match st.core.submit_with_id(now, JobId(id), spec) {
+        // Anything else that was not finished goes back to its queue (or is held again), in id
+        // order: the jobs it depends on are back in the core, or ended and in the store.
+        let stored_deps = store.read(|c| crate::api_jobctl::stored_jobs(c, &meta.dependencies))?;
+        let submitted = crate::api_jobctl::gate(&st, &stored_deps, &meta.user, true, &meta.dependencies, snap.held)
+            .map_err(|reason| koalesce_core::SubmitError::Invalid {
+                job: spec.name.clone(),
+                reason,
+            })
+            .and_then(|gate| st.core.submit_gated(now, JobId(id), spec, gate));
+        match submitted {
             Ok(_) => {
                 st.core.restore_progress(
                     JobId(id),

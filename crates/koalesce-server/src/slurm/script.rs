@@ -153,6 +153,8 @@ mod tests {
             arguments: args.iter().map(|s| s.to_string()).collect(),
             environment: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>(),
             time_limit_ms: 90_000,
+            memory_limit: None,
+            working_directory: None,
         }
     }
 
@@ -176,7 +178,9 @@ mod tests {
         assert!(text.contains("export KOALESCE_RANK=0\n"), "{text}");
         let last = text.lines().last().unwrap();
         assert!(
-            last.starts_with("exec /opt/koalesce supervise --dir '/data/jobs/3/a1 c0' --cgroup-parent koalesce -- /bin/echo "),
+            last.starts_with(
+                "exec /opt/koalesce supervise --dir '/data/jobs/3/a1 c0' --cgroup-parent koalesce --time-limit 90000 -- /bin/echo "
+            ),
             "{last}"
         );
         // Run it through a real shell with `echo` in place of the supervisor: every word
@@ -197,7 +201,7 @@ mod tests {
         let out = String::from_utf8(out.stdout).unwrap();
         assert_eq!(
             out,
-            "a'b $HOME `id`\n[--dir]\n[/data/jobs/3/a1 c0]\n[--cgroup-parent]\n[koalesce]\n[--]\n[/bin/true]\n[it's]\n[$(reboot)]\n[]\n"
+            "a'b $HOME `id`\n[--dir]\n[/data/jobs/3/a1 c0]\n[--cgroup-parent]\n[koalesce]\n[--time-limit]\n[90000]\n[--]\n[/bin/true]\n[it's]\n[$(reboot)]\n[]\n"
         );
     }
 

@@ -162,6 +162,7 @@ mod tests {
             finished_ms: 2,
             never_started: false,
             oom_killed: false,
+            timed_out: false,
             site_fault: false,
         }
     }

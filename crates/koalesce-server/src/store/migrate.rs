@@ -143,6 +143,7 @@ fn v0_to_v2(tx: &Transaction<'_>) -> Result<(), Box<dyn std::error::Error>> {
             placement_tries: rec.placement_tries,
             claiming_tries: rec.claiming_tries,
             error_resubmissions: rec.error_resubmissions,
+            held: false,
         };
         // The description column is what recovery parses; a record's copy must agree.
         let _ = desc;
@@ -158,6 +159,8 @@ fn v0_to_v2(tx: &Transaction<'_>) -> Result<(), Box<dyn std::error::Error>> {
                 })
                 .collect(),
             outputs: rec.outputs.clone(),
+            dependencies: Vec::new(),
+            array: None,
         };
         let mut sites: Vec<String> = rec.components.iter().filter_map(|c| c.site.clone()).collect();
         sites.sort();
@@ -203,6 +206,11 @@ fn v0_to_v2(tx: &Transaction<'_>) -> Result<(), Box<dyn std::error::Error>> {
             claiming_tries: rec.claiming_tries as u64,
             failure: rec.failure,
             outputs: rec.outputs,
+            broker: None,
+            reason: None,
+            array_id: None,
+            task_id: None,
+            tasks: Vec::new(),
         };
         insert.execute(params![
             id,

@@ -418,7 +418,13 @@ pub fn update_jobs_op(us: Vec<JobUpdate>) -> WriteOp {
 }
 
 /// Names of the states in which a job has ended.
-pub const ENDED: [&str; 3] = ["succeeded", "failed", "cancelled"];
+pub const ENDED: [&str; 5] = koalesce_core::JobState::TERMINAL_NAMES;
+
+/// [`ENDED`] as an SQL list: `('succeeded', 'failed', ...)` (the names are plain words).
+pub fn ended_sql() -> String {
+    let names: Vec<String> = ENDED.iter().map(|s| format!("'{s}'")).collect();
+    format!("({})", names.join(", "))
+}
 
 /// A job row that is not ended, as recovery loads it.
 #[derive(Debug, Clone)]
@@ -433,9 +439,10 @@ pub struct LiveJobRow {
 
 /// Every job that has not ended, in id order, and the largest id ever given.
 pub fn load_live_jobs(conn: &Connection) -> rusqlite::Result<(Vec<LiveJobRow>, u64)> {
-    let mut st = conn.prepare(
-        "SELECT id, user, description, spec, core, meta FROM jobs WHERE state NOT IN ('succeeded', 'failed', 'cancelled') ORDER BY id",
-    )?;
+    let mut st = conn.prepare(&format!(
+        "SELECT id, user, description, spec, core, meta FROM jobs WHERE state NOT IN {} ORDER BY id",
+        ended_sql()
+    ))?;
     let rows = st
         .query_map([], |r| {
             Ok(LiveJobRow {
@@ -455,10 +462,10 @@ pub fn load_live_jobs(conn: &Connection) -> rusqlite::Result<(Vec<LiveJobRow>, u
 /// Ended jobs' API renderings (JSON), in id order: of `user` (all users: `None`), in `state`
 /// (any ended state: `None`).
 pub fn load_ended(conn: &Connection, user: Option<&str>, state: Option<&str>) -> rusqlite::Result<Vec<(u64, String)>> {
-    let mut st = conn.prepare_cached(
-        "SELECT id, detail FROM jobs WHERE state IN ('succeeded', 'failed', 'cancelled') \
-         AND (?1 IS NULL OR user = ?1) AND (?2 IS NULL OR state = ?2) ORDER BY id",
-    )?;
+    let mut st = conn.prepare_cached(&format!(
+        "SELECT id, detail FROM jobs WHERE state IN {} AND (?1 IS NULL OR user = ?1) AND (?2 IS NULL OR state = ?2) ORDER BY id",
+        ended_sql()
+    ))?;
     let rows = st.query_map(params![user, state], |r| Ok((r.get::<_, i64>(0)? as u64, r.get(1)?)))?;
     rows.collect()
 }
@@ -472,7 +479,10 @@ pub fn load_detail(conn: &Connection, id: u64) -> rusqlite::Result<Option<(Strin
 
 /// Ended jobs per state.
 pub fn count_ended(conn: &Connection) -> rusqlite::Result<Vec<(String, u64)>> {
-    let mut st = conn.prepare("SELECT state, COUNT(*) FROM jobs WHERE state IN ('succeeded', 'failed', 'cancelled') GROUP BY state")?;
+    let mut st = conn.prepare(&format!(
+        "SELECT state, COUNT(*) FROM jobs WHERE state IN {} GROUP BY state",
+        ended_sql()
+    ))?;
     let rows = st.query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))?;
     rows.collect()
 }

@@ -76,7 +76,7 @@ fn http_reason(status: u16) -> Option<&'static str> {
 }
 
 // The API's bodies are defined once, in koalesce-api, and shared with the server.
-pub use koalesce_api::dto::{is_final_state, FileInfo, JobDetail, JobSummary, SiteInfo};
+pub use koalesce_api::dto::{is_final_state, ArrayTask, FileInfo, JobDetail, JobSummary, SiteInfo};
 
 /// A connection to one koalesce server.
 #[derive(Clone)]
@@ -84,6 +84,8 @@ pub struct Client {
     agent: ureq::Agent,
     base: String,
     token: Option<String>,
+    /// Query string every submission carries (`hold=true&dependency=...`).
+    submit_query: String,
 }
 
 impl fmt::Debug for Client {
@@ -106,7 +108,29 @@ impl Client {
         if !base.contains("://") {
             base = format!("http://{base}");
         }
-        Client { agent, base, token }
+        Client {
+            agent,
+            base,
+            token,
+            submit_query: String::new(),
+        }
+    }
+
+    /// Submissions through this client are held (`submit --hold`) and/or depend on other jobs
+    /// (`--dependency afterok:12`, Slurm's syntax).
+    pub fn with_submit_options(mut self, hold: bool, dependency: Option<&str>, array: Option<&str>) -> Self {
+        let mut q = Vec::new();
+        if let Some(a) = array {
+            q.push(format!("array={}", encode_path_segment(a)));
+        }
+        if hold {
+            q.push("hold=true".to_string());
+        }
+        if let Some(d) = dependency {
+            q.push(format!("dependency={}", encode_path_segment(d)));
+        }
+        self.submit_query = q.join("&");
+        self
     }
 
     fn url(&self, path: &str) -> String {
@@ -178,6 +202,46 @@ impl Client {
         self.finish(&url, req.send(body))
     }
 
+    /// Sends `body` (JSON) with `method` to `path` and returns the status and body of any
+    /// answer, 2xx or not (for answers whose error bodies carry data, such as a reservation's
+    /// `t_next_ms`).
+    pub fn exchange(&self, method: &str, path: &str, body: Option<&Value>) -> anyhow::Result<(u16, Value)> {
+        let url = self.url(path);
+        let result = match (method, body) {
+            ("GET", _) => {
+                let mut req = self.agent.get(&url);
+                if let Some(a) = self.auth() {
+                    req = req.header("Authorization", a);
+                }
+                req.call()
+            }
+            ("DELETE", _) => {
+                let mut req = self.agent.delete(&url);
+                if let Some(a) = self.auth() {
+                    req = req.header("Authorization", a);
+                }
+                req.call()
+            }
+            (m, b) => {
+                let mut req = if m == "PUT" { self.agent.put(&url) } else { self.agent.post(&url) };
+                if let Some(a) = self.auth() {
+                    req = req.header("Authorization", a);
+                }
+                req.header("Content-Type", "application/json")
+                    .send(b.map(|v| v.to_string()).unwrap_or_default())
+            }
+        };
+        let mut resp = result.map_err(|e| connect_error(&url, e))?;
+        let status = resp.status().as_u16();
+        let text = resp.body_mut().read_to_string().map_err(|e| connect_error(&url, e))?;
+        let v = if text.trim().is_empty() {
+            Value::Null
+        } else {
+            parse_json(&url, &text)?
+        };
+        Ok((status, v))
+    }
+
     /// `GET /healthz`.
     pub fn health(&self) -> anyhow::Result<()> {
         self.get_text("/healthz").map(|_| ())
@@ -185,7 +249,12 @@ impl Client {
 
     /// `POST /api/v1/jobs` with a job description; returns the new job's id.
     pub fn submit(&self, toml_text: &str) -> anyhow::Result<u64> {
-        let (_, body) = self.send("POST", "/api/v1/jobs", Some("application/toml"), toml_text.as_bytes())?;
+        let path = if self.submit_query.is_empty() {
+            "/api/v1/jobs".to_string()
+        } else {
+            format!("/api/v1/jobs?{}", self.submit_query)
+        };
+        let (_, body) = self.send("POST", &path, Some("application/toml"), toml_text.as_bytes())?;
         let url = self.url("/api/v1/jobs");
         let v = parse_json(&url, &body)?;
         v.get("id").and_then(Value::as_u64).ok_or_else(|| {
@@ -214,6 +283,31 @@ impl Client {
         self.get_json(&path)
     }
 
+    /// `GET /api/v1/jobs?KEY=VALUE&...` (values percent-encoded), raw JSON, and the `after`
+    /// of the next page when `limit` cut the list.
+    pub fn jobs_query(&self, query: &[(&str, String)]) -> anyhow::Result<(Value, Option<u64>)> {
+        let q: Vec<String> = query.iter().map(|(k, v)| format!("{k}={}", encode_path_segment(v))).collect();
+        let path = if q.is_empty() {
+            "/api/v1/jobs".to_string()
+        } else {
+            format!("/api/v1/jobs?{}", q.join("&"))
+        };
+        let url = self.url(&path);
+        let mut resp = self.get_stream(&path)?;
+        let next = resp
+            .headers()
+            .get("x-koalesce-next-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok());
+        let text = resp
+            .body_mut()
+            .with_config()
+            .limit(256 * 1024 * 1024)
+            .read_to_string()
+            .map_err(|e| connect_error(&url, e))?;
+        Ok((parse_json(&url, &text)?, next))
+    }
+
     /// `GET /api/v1/jobs`.
     pub fn jobs(&self, state: Option<&str>, all: bool) -> anyhow::Result<Vec<JobSummary>> {
         typed(&self.url("/api/v1/jobs"), self.jobs_json(state, all)?)
@@ -236,6 +330,13 @@ impl Client {
         if body.trim().is_empty() {
             return Ok(Value::Null);
         }
+        parse_json(&self.url(&path), &body)
+    }
+
+    /// `POST /api/v1/jobs/{id}/hold` or `.../release`, raw JSON of the job summary.
+    pub fn hold_json(&self, id: u64, hold: bool) -> anyhow::Result<Value> {
+        let path = format!("/api/v1/jobs/{id}/{}", if hold { "hold" } else { "release" });
+        let (_, body) = self.send("POST", &path, None, b"")?;
         parse_json(&self.url(&path), &body)
     }
 
@@ -282,11 +383,84 @@ impl Client {
         parse_json(&self.url(&path), &body)
     }
 
+    /// GET `path` answered with a 2xx status: the response, its body not read yet (for
+    /// streaming a log or a file). Other statuses are errors as for every call.
+    pub fn get_stream(&self, path: &str) -> anyhow::Result<ureq::http::Response<ureq::Body>> {
+        let url = self.url(path);
+        let mut req = self.agent.get(&url);
+        if let Some(a) = self.auth() {
+            req = req.header("Authorization", a);
+        }
+        let mut resp = req.call().map_err(|e| connect_error(&url, e))?;
+        let status = resp.status().as_u16();
+        if (200..300).contains(&status) {
+            return Ok(resp);
+        }
+        let body = resp.body_mut().with_config().limit(1 << 20).read_to_string().unwrap_or_default();
+        Err(ApiError::Status {
+            status,
+            message: error_message(&body),
+        }
+        .into())
+    }
+
+    /// `GET /api/v1/jobs/{id}/logs`: component `component`'s stdout (or stderr) from byte
+    /// `offset`, or its last `tail` lines, copied to `out`.
+    pub fn logs_to(&self, id: u64, q: &LogRequest, out: &mut dyn std::io::Write) -> anyhow::Result<LogChunk> {
+        let mut path = format!(
+            "/api/v1/jobs/{id}/logs?component={}&stream={}",
+            q.component,
+            if q.stderr { "stderr" } else { "stdout" }
+        );
+        match q.tail {
+            Some(t) => path.push_str(&format!("&tail={t}")),
+            None => path.push_str(&format!("&offset={}", q.offset)),
+        }
+        let url = self.url(&path);
+        let mut resp = self.get_stream(&path)?;
+        let header = |name: &str| resp.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
+        let size = header("x-koalesce-log-size").and_then(|v| v.parse().ok()).unwrap_or(0);
+        let lines_cut = header("x-koalesce-lines-cut").and_then(|v| v.parse().ok()).unwrap_or(0);
+        let state = header("x-koalesce-job-state").unwrap_or_default();
+        let mut reader = resp.body_mut().with_config().limit(u64::MAX).reader();
+        let written = std::io::copy(&mut reader, out).map_err(|e| connect_error(&url, ureq::Error::Io(e)))?;
+        Ok(LogChunk {
+            written,
+            size,
+            lines_cut,
+            state,
+        })
+    }
+
     /// `DELETE /api/v1/files/{name}`.
     pub fn remove_file(&self, name: &str) -> anyhow::Result<()> {
         self.send("DELETE", &format!("/api/v1/files/{}", encode_path_segment(name)), None, b"")?;
         Ok(())
     }
+}
+
+/// Which part of a component's output [`Client::logs_to`] asks for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LogRequest {
+    pub component: u64,
+    pub stderr: bool,
+    /// From this byte on (ignored with `tail`).
+    pub offset: u64,
+    /// Only the last this many lines.
+    pub tail: Option<usize>,
+}
+
+/// What [`Client::logs_to`] got.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogChunk {
+    /// Bytes copied.
+    pub written: u64,
+    /// The log's size when the server answered (the next offset).
+    pub size: u64,
+    /// Lines before a `tail` answer's.
+    pub lines_cut: u64,
+    /// The job's state when the server answered.
+    pub state: String,
 }
 
 fn typed<T: serde::de::DeserializeOwned>(url: &str, v: Value) -> anyhow::Result<T> {

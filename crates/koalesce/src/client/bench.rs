@@ -17,6 +17,9 @@ use super::local_server::{LocalServer, LocalServerOptions};
 
 /// Seed 001 (§5): just over 250 jobs/min with 7 clients on GT4, the best of its services.
 pub const SEED_001_JOBS_PER_MIN: f64 = 250.0;
+/// Seed 001 §5.2.1: "for jobs submitted with advance reservations, the job submission service
+/// and the WSAG services can serve around 40 submitted jobs per minute".
+pub const SEED_001_RESERVED_JOBS_PER_MIN: f64 = 40.0;
 /// Target of this benchmark with 16 clients.
 pub const TARGET_JOBS_PER_SEC: f64 = 2000.0;
 pub const TARGET_P99_MS: f64 = 20.0;
@@ -46,6 +49,45 @@ pub struct BenchSubmitArgs {
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Placement policy of the submitted jobs. `ttd`/`tts` measure the broker's path with one
+    /// advance reservation per job (001 §5.2.1): the fresh server's sites grant reservations,
+    /// jobs are placed at submission and reserve one processor an hour ahead, and the
+    /// benchmark also waits until every job holds its reservation.
+    #[arg(long, value_parser = ["wf", "cf", "cm", "fcm", "ttd", "tts"], value_name = "POLICY")]
+    pub policy: Option<String>,
+}
+
+impl BenchSubmitArgs {
+    fn broker(&self) -> bool {
+        matches!(self.policy.as_deref(), Some("ttd" | "tts"))
+    }
+}
+
+/// The fresh server of `bench submit --policy ttd`: four sites (the seed's test bed had four)
+/// that grant advance reservations, big enough that every job's reservation fits in the same
+/// window, and placement at submission.
+pub fn broker_config() -> String {
+    let mut c = super::demo::server_config(3_600_000, true);
+    for name in ["umu", "hpc2n", "pdc", "nsc"] {
+        c.push_str(&format!("[[sites]]\nname = \"{name}\"\nprocessors = 100000\nreservations = true\n"));
+    }
+    c
+}
+
+/// A job of `bench submit --policy P`: the plain job with the policy; for the broker, one
+/// processor reserved an hour ahead for a minute (so nothing runs while the benchmark lasts).
+pub fn policy_job(i: usize, policy: Option<&str>) -> String {
+    let Some(p) = policy else {
+        return bench_job(i);
+    };
+    let broker = if matches!(p, "ttd" | "tts") {
+        "\n[broker]\nearliest_start = \"1h\"\nlatest_start = \"2h\"\n"
+    } else {
+        ""
+    };
+    format!(
+        "name = \"bench-{i}\"\nexecutable = \"/bin/true\"\npriority = \"low\"\nruntime_estimate = \"1m\"\npolicy = \"{p}\"\n{broker}\n[[components]]\nprocessors = 1\n"
+    )
 }
 
 /// A server config for the fresh server: the default sites, and a scan interval so long that
@@ -97,6 +139,18 @@ fn ms(d: Duration) -> f64 {
 
 /// Submits `jobs` jobs from `clients` threads; job names start at `first`.
 pub fn run_submissions(url: &str, token: &str, clients: usize, jobs: usize, first: usize) -> anyhow::Result<BenchResult> {
+    run_submissions_of(url, token, clients, jobs, first, Arc::new(bench_job))
+}
+
+/// [`run_submissions`] with the job body of each request made by `job`.
+pub fn run_submissions_of(
+    url: &str,
+    token: &str,
+    clients: usize,
+    jobs: usize,
+    first: usize,
+    job: Arc<dyn Fn(usize) -> String + Send + Sync>,
+) -> anyhow::Result<BenchResult> {
     let next = Arc::new(AtomicUsize::new(0));
     let failed = Arc::new(AtomicBool::new(false));
     let first_error: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
@@ -107,6 +161,7 @@ pub fn run_submissions(url: &str, token: &str, clients: usize, jobs: usize, firs
         let next = next.clone();
         let failed = failed.clone();
         let first_error = first_error.clone();
+        let job = job.clone();
         handles.push(std::thread::spawn(move || {
             let mut lat = Vec::with_capacity(jobs / clients.max(1) + 1);
             loop {
@@ -117,7 +172,7 @@ pub fn run_submissions(url: &str, token: &str, clients: usize, jobs: usize, firs
                 if i >= jobs {
                     break;
                 }
-                let body = bench_job(first + i);
+                let body = job(first + i);
                 let t = Instant::now();
                 match client.submit(&body) {
                     Ok(_) => lat.push(t.elapsed()),
@@ -161,7 +216,7 @@ impl BenchSubmitArgs {
             }
             None => {
                 let opts = LocalServerOptions {
-                    config_toml: Some(queue_only_config()),
+                    config_toml: Some(if self.broker() { broker_config() } else { queue_only_config() }),
                     ..Default::default()
                 };
                 let prepared = LocalServer::prepare(&opts)?;
@@ -179,10 +234,19 @@ impl BenchSubmitArgs {
                 self.clients, self.jobs, self.warmup
             );
         }
+        let policy = self.policy.clone();
+        let job: Arc<dyn Fn(usize) -> String + Send + Sync> = Arc::new(move |i| policy_job(i, policy.as_deref()));
         if self.warmup > 0 {
-            run_submissions(&url, &token, self.clients, self.warmup, 0).context("warm-up")?;
+            run_submissions_of(&url, &token, self.clients, self.warmup, 0, job.clone()).context("warm-up")?;
         }
-        let r = run_submissions(&url, &token, self.clients, self.jobs, self.warmup)?;
+        let reserved_before = if self.broker() { reservations_granted(&url)? } else { 0 };
+        let r = run_submissions_of(&url, &token, self.clients, self.jobs, self.warmup, job)?;
+        // The broker's path ends when every job holds its reservation.
+        let reserved = if self.broker() {
+            Some(wait_reserved(&url, reserved_before + self.jobs as u64, r.elapsed)?)
+        } else {
+            None
+        };
 
         // Every acknowledged job must be listed (it was committed before the 201).
         let mut listed = None;
@@ -212,6 +276,9 @@ impl BenchSubmitArgs {
                 "max_ms": ms(r.latencies.last().copied().unwrap_or_default()),
                 "ratio_to_seed_001": rate / seed_rate,
                 "listed_after_run": listed,
+                "policy": self.policy,
+                "reserved_jobs_per_sec": reserved.map(|d| self.jobs as f64 / d.as_secs_f64()),
+                "reserved_ratio_to_seed_001": reserved.map(|d| self.jobs as f64 / d.as_secs_f64() / (SEED_001_RESERVED_JOBS_PER_MIN / 60.0)),
                 "target_met": r.target_met(),
             });
             println!("{}", serde_json::to_string_pretty(&v)?);
@@ -230,6 +297,17 @@ impl BenchSubmitArgs {
                 "vs seed 001          {:.0}x its peak of ~{SEED_001_JOBS_PER_MIN:.0} jobs/min ({seed_rate:.1} jobs/s)",
                 rate / seed_rate
             );
+            if let Some(d) = reserved {
+                let rate = self.jobs as f64 / d.as_secs_f64();
+                println!(
+                    "reserved             every job holds its reservation after {:.2} s: {rate:.0} jobs/s",
+                    d.as_secs_f64()
+                );
+                println!(
+                    "vs seed 001 §5.2.1   {:.0}x its ~{SEED_001_RESERVED_JOBS_PER_MIN:.0} jobs/min with advance reservations",
+                    rate / (SEED_001_RESERVED_JOBS_PER_MIN / 60.0)
+                );
+            }
             if let Some(n) = listed {
                 println!("listed after run     {n} jobs (all acknowledged submissions are there)");
             }
@@ -242,6 +320,40 @@ impl BenchSubmitArgs {
             return Ok(ExitCode::from(1));
         }
         Ok(ExitCode::SUCCESS)
+    }
+}
+
+/// `koalesce_reservations_granted_total` from the server's /metrics.
+fn reservations_granted(url: &str) -> anyhow::Result<u64> {
+    let body = ureq::get(&format!("{}/metrics", url.trim_end_matches('/')))
+        .call()
+        .context("reading /metrics")?
+        .into_body()
+        .read_to_string()
+        .context("reading /metrics")?;
+    let line = body
+        .lines()
+        .find(|l| l.starts_with("koalesce_reservations_granted_total "))
+        .context("/metrics has no koalesce_reservations_granted_total (an older server?)")?;
+    line.rsplit(' ')
+        .next()
+        .unwrap_or_default()
+        .parse()
+        .context("koalesce_reservations_granted_total")
+}
+
+/// Waits until `want` reservations were granted; returns the time since the submissions began.
+fn wait_reserved(url: &str, want: u64, submitted_after: Duration) -> anyhow::Result<Duration> {
+    let t0 = Instant::now();
+    loop {
+        let n = reservations_granted(url)?;
+        if n >= want {
+            return Ok(submitted_after + t0.elapsed());
+        }
+        if t0.elapsed() > Duration::from_secs(120) {
+            bail!("only {n} of {want} reservations granted two minutes after the last submission");
+        }
+        std::thread::sleep(Duration::from_millis(5));
     }
 }
 

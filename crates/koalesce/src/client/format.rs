@@ -103,6 +103,32 @@ impl Table {
     }
 }
 
+/// The broker's predicted and actual TTS/TTD (001 §3.1), for `koalesce status`.
+fn broker_lines(b: &koalesce_api::dto::BrokerTimes) -> String {
+    let d = |ms: u64| format_duration_ms(ms as i64);
+    let actual = |a: Option<u64>, err: Option<i64>| match (a, err) {
+        (Some(a), Some(e)) => {
+            let sign = if e < 0 { "-" } else { "+" };
+            format!("{} ({sign}{})", d(a), format_duration_ms(e.abs()))
+        }
+        _ => "-".to_string(),
+    };
+    format!(
+        "broker at {} ({}): predicted TTS {} (stage-in {}, {} {}), TTD {} (execution {}, stage-out {})\n  actual TTS {}, TTD {}\n",
+        escape(&b.site),
+        format_time_of_day_ms(b.made_ms as i64),
+        d(b.predicted_tts_ms),
+        d(b.stage_in_ms),
+        if b.reserved { "reservation starts after" } else { "queue wait" },
+        d(b.queue_wait_ms),
+        d(b.predicted_ttd_ms),
+        d(b.execution_ms),
+        d(b.stage_out_ms),
+        actual(b.actual_tts_ms, b.tts_error_ms()),
+        actual(b.actual_ttd_ms, b.ttd_error_ms()),
+    )
+}
+
 /// Unix milliseconds as a UTC date and time, `YYYY-MM-DD HH:MM:SS`.
 pub fn format_unix_ms(ms: i64) -> String {
     let secs = ms.div_euclid(1000);
@@ -243,8 +269,23 @@ pub fn files_table(files: &[FileInfo]) -> String {
     t.render()
 }
 
-/// The `koalesce status` report: state, timeline with the derived times, tries, components.
-pub fn status_report(d: &JobDetail) -> String {
+/// The last lines of one component's stdout or stderr, as `koalesce status` shows them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutputTail {
+    pub component: u64,
+    /// "stdout" or "stderr".
+    pub stream: &'static str,
+    pub text: String,
+    /// Lines before the shown ones.
+    pub lines_cut: u64,
+}
+
+/// Lines of output `koalesce status` shows per stream.
+pub const STATUS_TAIL_LINES: usize = 10;
+
+/// The `koalesce status` report: state, timeline with the derived times, tries, components and
+/// the last lines of their output (`tails`, read through the API).
+pub fn status_report(d: &JobDetail, tails: &[OutputTail]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -292,14 +333,19 @@ pub fn status_report(d: &JobDetail) -> String {
             }
         }
     }
+    // The FTT is the placement's estimate: unknown before the job was placed.
+    let ftt = tl.placed.map(|_| tl.ftt_ms as i64);
     let _ = writeln!(
         out,
         "  FTT {}   PGT {}   PWT {}   TWT {}",
-        opt_duration(Some(tl.ftt_ms as i64)),
+        opt_duration(ftt),
         opt_duration(ms(tl.pgt_ms)),
         opt_duration(ms(tl.pwt_ms)),
         opt_duration(ms(tl.twt_ms))
     );
+    if let Some(b) = &d.broker {
+        let _ = write!(out, "{}", broker_lines(b));
+    }
     let tries = |t: Option<u64>| t.map(|n| n.to_string()).unwrap_or_else(|| "-".to_string());
     let _ = writeln!(
         out,
@@ -307,6 +353,9 @@ pub fn status_report(d: &JobDetail) -> String {
         tries(Some(d.placement_tries)),
         tries(Some(d.claiming_tries))
     );
+    if let Some(r) = &d.reason {
+        let _ = writeln!(out, "reason: {}", escape(r));
+    }
     if let Some(f) = &d.failure {
         let _ = writeln!(out, "failure: {}", escape(f));
     }
@@ -325,41 +374,48 @@ pub fn status_report(d: &JobDetail) -> String {
         for l in t.render().lines() {
             let _ = writeln!(out, "  {l}");
         }
-        for c in &d.components {
-            for (what, value) in [("stdout", &c.stdout), ("stderr", &c.stderr)] {
-                let Some(value) = value.as_deref().filter(|s| !s.trim().is_empty()) else {
-                    continue;
-                };
-                // The server gives the path of the component's stdout/stderr file; when it is
-                // readable here (same machine), show its last lines.
-                let path = std::path::Path::new(value);
-                if path.is_absolute() && !value.contains('\n') {
-                    match std::fs::read_to_string(path) {
-                        // Empty output: nothing to show.
-                        Ok(text) if text.trim().is_empty() => {}
-                        Ok(text) => {
-                            let _ = writeln!(out, "component {} {what} ({}):", c.index, escape(value));
-                            let lines: Vec<&str> = text.trim_end().lines().collect();
-                            for l in &lines[lines.len().saturating_sub(10)..] {
-                                let _ = writeln!(out, "  | {}", escape(l));
-                            }
-                        }
-                        Err(_) => {
-                            let _ = writeln!(out, "component {} {what}: {}", c.index, escape(value));
-                        }
-                    }
-                } else {
-                    let _ = writeln!(out, "component {} {what}:", c.index);
-                    let lines: Vec<&str> = value.trim_end().lines().collect();
-                    for l in &lines[lines.len().saturating_sub(10)..] {
-                        let _ = writeln!(out, "  | {}", escape(l));
-                    }
-                }
-            }
+    }
+    for t in tails.iter().filter(|t| !t.text.trim().is_empty()) {
+        let shown = t.text.trim_end().lines().count();
+        let note = if t.lines_cut > 0 {
+            format!(
+                " (last {shown} of {} lines; all: koalesce logs {} --component {}{})",
+                t.lines_cut + shown as u64,
+                d.id,
+                t.component,
+                if t.stream == "stderr" { " --stderr" } else { "" }
+            )
+        } else {
+            String::new()
+        };
+        let _ = writeln!(out, "component {} {}{note}:", t.component, t.stream);
+        for l in t.text.trim_end().lines() {
+            let _ = writeln!(out, "  | {}", escape(l));
         }
     }
     if !d.outputs.is_empty() {
         let _ = writeln!(out, "outputs: {}", escape(&d.outputs.join(", ")));
+    }
+    if let (Some(array), Some(task)) = (d.array_id, d.task_id) {
+        let _ = writeln!(out, "task {task} of array {array}");
+    }
+    if !d.tasks.is_empty() {
+        let summaries: Vec<JobSummary> = d
+            .tasks
+            .iter()
+            .map(|t| JobSummary {
+                state: t.state.clone(),
+                ..Default::default()
+            })
+            .collect();
+        let _ = writeln!(out, "array of {} tasks: {}", d.tasks.len(), state_counts(&summaries));
+        let mut t = Table::new(&["TASK", "JOB", "STATE"]).right_align(&["TASK", "JOB"]);
+        for task in &d.tasks {
+            t.push(vec![task.task_id.to_string(), task.id.to_string(), task.state.clone()]);
+        }
+        for l in t.render().lines() {
+            let _ = writeln!(out, "  {l}");
+        }
     }
     out
 }
@@ -386,10 +442,10 @@ pub fn tokens_table(tokens: &[koalesce_server::store::TokenInfo], now_ms: u64) -
 
 /// Counts of jobs by state, in lifecycle order, e.g. `queued 3, running 2, succeeded 10`.
 pub fn state_counts(jobs: &[JobSummary]) -> String {
-    const ORDER: [&str; 7] = ["queued", "placed", "claimed", "running", "succeeded", "failed", "cancelled"];
+    const ORDER: &[&str] = &koalesce_core::JobState::NAMES;
     let mut parts = Vec::new();
     for s in ORDER {
-        let n = jobs.iter().filter(|j| j.state == s).count();
+        let n = jobs.iter().filter(|j| j.state == *s).count();
         if n > 0 {
             parts.push(format!("{s} {n}"));
         }
@@ -504,11 +560,58 @@ mod tests {
             claiming_tries: 2,
             ..Default::default()
         };
-        let s = status_report(&d);
+        let s = status_report(&d, &[]);
         assert!(s.contains("SUCCEEDED"));
         assert!(s.contains("placed     00:16:40.500  (+500ms)"), "{s}");
         assert!(s.contains("FTT 1.50s   PGT 500ms   PWT 1.00s   TWT 2.00s"), "{s}");
         assert!(s.contains("tries: placement 1, claiming 2"));
+        let queued = JobDetail {
+            state: "queued".into(),
+            timeline: koalesce_api::dto::Timeline {
+                submitted: 1_000_000,
+                ..Default::default()
+            },
+            ..d.clone()
+        };
+        let s = status_report(&queued, &[]);
+        assert!(s.contains("FTT -   PGT -"), "a queued job's FTT is not known yet: {s}");
+        let tail = OutputTail {
+            component: 0,
+            stream: "stderr",
+            text: "l16\nl17\n".into(),
+            lines_cut: 15,
+        };
+        let s = status_report(&d, &[tail]);
+        assert!(
+            s.contains("component 0 stderr (last 2 of 17 lines; all: koalesce logs 5 --component 0 --stderr):\n  | l16\n  | l17\n"),
+            "{s}"
+        );
+        assert!(!s.contains("broker"), "{s}");
+    }
+
+    #[test]
+    fn status_report_shows_the_brokers_prediction_beside_the_actual_times() {
+        let d = JobDetail {
+            id: 6,
+            state: "succeeded".into(),
+            broker: Some(koalesce_api::dto::BrokerTimes {
+                site: "vu".into(),
+                made_ms: 1_000_000,
+                stage_in_ms: 2_000,
+                queue_wait_ms: 1_000,
+                execution_ms: 10_000,
+                stage_out_ms: 500,
+                reserved: false,
+                predicted_tts_ms: 3_000,
+                predicted_ttd_ms: 13_500,
+                actual_tts_ms: Some(2_500),
+                actual_ttd_ms: Some(14_000),
+            }),
+            ..Default::default()
+        };
+        let s = status_report(&d, &[]);
+        assert!(s.contains("broker at vu (00:16:40.000): predicted TTS 3.00s (stage-in 2.00s, queue wait 1.00s), TTD 13.50s (execution 10.00s, stage-out 500ms)"), "{s}");
+        assert!(s.contains("actual TTS 2.50s (-500ms), TTD 14.00s (+500ms)"), "{s}");
     }
 
     #[test]
@@ -549,7 +652,13 @@ mod tests {
             }],
             ..Default::default()
         };
-        let status = status_report(&detail);
+        let tail = OutputTail {
+            component: 0,
+            stream: "stdout",
+            text: format!("{evil}\nsecond"),
+            lines_cut: 0,
+        };
+        let status = status_report(&detail, &[tail]);
         for (what, text, rows) in [("jobs", &jobs, 2), ("sites", &sites, 2), ("files", &files, 2)] {
             assert!(!text.chars().any(|c| c.is_control() && c != '\n'), "{what}: {text:?}");
             assert_eq!(text.lines().count(), rows, "{what}: a name forged a row: {text}");

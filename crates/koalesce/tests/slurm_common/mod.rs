@@ -83,6 +83,8 @@ pub fn component(site: &str, processors: u32, claim: &str, dir: &Path, exe: &str
         arguments: args.iter().map(|s| s.to_string()).collect(),
         environment: BTreeMap::from([("KOALESCE_TEST".to_string(), "it's \"quoted\" $HOME".to_string())]),
         time_limit_ms: 60_000,
+        memory_limit: None,
+        working_directory: None,
     }
 }
 

@@ -1,0 +1,255 @@
+//! Jobs that may not be placed yet: held by their user (`hold` / `release`, Slurm's
+//! `scontrol hold|release`) or waiting for other jobs (dependencies, Slurm's `--dependency`).
+//! Such a job is [`JobState::Held`]: known to the core, in no placement queue, and moved to
+//! the queue once it is released and every dependency is satisfied.
+//!
+//! A dependency that can never be satisfied (`afterok` on a job that failed) ends the dependent
+//! job as failed with [`FailureReason::DependencyNeverSatisfied`] (Slurm leaves such a job
+//! pending forever unless `kill_invalid_depend` is set; ending it tells the user at once), and
+//! that end may in turn decide its own dependents.
+//!
+//! The core only knows jobs it has not forgotten: a driver resolves dependencies on jobs that
+//! ended earlier itself ([`DependencyKind::decided_by`]) and passes only the open ones.
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{JobId, Millis};
+use crate::state::{FailureReason, JobState};
+
+use super::{known, Scheduler};
+
+/// Slurm's dependency kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DependencyKind {
+    /// The other job started running (or ended without starting).
+    After,
+    /// The other job ended, however.
+    AfterAny,
+    /// The other job succeeded.
+    AfterOk,
+    /// The other job ended without success (failed, timeout, out of memory, cancelled).
+    AfterNotOk,
+}
+
+impl DependencyKind {
+    pub const ALL: [DependencyKind; 4] = [
+        DependencyKind::After,
+        DependencyKind::AfterAny,
+        DependencyKind::AfterOk,
+        DependencyKind::AfterNotOk,
+    ];
+
+    /// The name in job descriptions (`after`, `afterany`, `afterok`, `afternotok`).
+    pub fn name(self) -> &'static str {
+        match self {
+            DependencyKind::After => "after",
+            DependencyKind::AfterAny => "afterany",
+            DependencyKind::AfterOk => "afterok",
+            DependencyKind::AfterNotOk => "afternotok",
+        }
+    }
+
+    /// What the other job being in `state` means for the dependency: `Some(true)` satisfied,
+    /// `Some(false)` never satisfiable, `None` not decided yet.
+    pub fn decided_by(self, state: JobState) -> Option<bool> {
+        match (self, state) {
+            (DependencyKind::After, JobState::Running) => Some(true),
+            (_, s) if !s.is_terminal() => None,
+            (DependencyKind::After | DependencyKind::AfterAny, _) => Some(true),
+            (DependencyKind::AfterOk, s) => Some(s == JobState::Succeeded),
+            (DependencyKind::AfterNotOk, s) => Some(s != JobState::Succeeded),
+        }
+    }
+}
+
+/// One dependency of a job on another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Dependency {
+    pub job: JobId,
+    pub kind: DependencyKind,
+}
+
+impl std::fmt::Display for Dependency {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.kind.name(), self.job)
+    }
+}
+
+/// What keeps a job from the placement queue at submission.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Gate {
+    /// Submitted held (`submit --hold`).
+    pub hold: bool,
+    /// Dependencies on jobs the core knows (the driver resolved those on forgotten jobs).
+    pub after: Vec<Dependency>,
+}
+
+impl Gate {
+    pub fn is_open(&self) -> bool {
+        !self.hold && self.after.is_empty()
+    }
+}
+
+/// Why `hold` or `release` was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GateError {
+    #[error("job {0} not found")]
+    Unknown(JobId),
+    #[error("job {job} is {state}: only a queued or held job can be held")]
+    NotPending { job: JobId, state: &'static str },
+    #[error("job {0} is not held")]
+    NotHeld(JobId),
+}
+
+impl Scheduler {
+    /// Enters a job behind `gate` (see the module docs): placed only once released and its
+    /// dependencies are satisfied. A dependency on a job the core does not know is an error
+    /// of the driver's (it resolves those), reported as a submission error naming it.
+    pub fn submit_gated(&mut self, now: Millis, id: JobId, spec: crate::model::JobSpec, gate: Gate) -> Result<JobId, super::SubmitError> {
+        if let Some(d) = gate.after.iter().find(|d| !self.jobs.contains_key(&d.job) || d.job == id) {
+            return Err(super::SubmitError::Invalid {
+                job: spec.name.clone(),
+                reason: format!("dependency {d}: no such job"),
+            });
+        }
+        if gate.is_open() {
+            return self.submit_with_id(now, id, spec);
+        }
+        self.validate(&spec)?;
+        self.next_job = self.next_job.max(id.0 + 1);
+        let components = spec
+            .components
+            .iter()
+            .map(|c| super::Component::unplaced(c.processors, c.fixed_site))
+            .collect();
+        let timeline = crate::model::Timeline {
+            submitted: now,
+            queued: now,
+            ..Default::default()
+        };
+        let mut job = self.new_job(id, spec, components, JobState::Held, timeline);
+        job.user_hold = gate.hold;
+        self.jobs.insert(id, job);
+        let mut decided = Vec::new();
+        for d in gate.after {
+            match d.kind.decided_by(self.jobs[&d.job].state) {
+                Some(ok) => decided.push((d, ok)),
+                None => {
+                    known(&mut self.jobs, id).waiting_on.push(d);
+                    self.dependents.entry(d.job).or_default().insert(id);
+                }
+            }
+        }
+        if decided.iter().any(|(_, ok)| !ok) {
+            self.never_satisfied(now, id);
+        } else {
+            self.maybe_unblock(now, id);
+        }
+        Ok(id)
+    }
+
+    /// Holds a queued job (Slurm's `scontrol hold`): it leaves the placement queue until
+    /// [`Scheduler::release_hold`].
+    pub fn hold(&mut self, now: Millis, id: JobId) -> Result<(), GateError> {
+        let j = self.jobs.get_mut(&id).ok_or(GateError::Unknown(id))?;
+        match j.state {
+            JobState::Held => {
+                j.user_hold = true;
+                Ok(())
+            }
+            JobState::Queued => {
+                j.user_hold = true;
+                self.queues.remove(id);
+                self.set_state(now, id, JobState::Held);
+                Ok(())
+            }
+            s => Err(GateError::NotPending { job: id, state: s.name() }),
+        }
+    }
+
+    /// Releases a user hold; the job is queued unless it still waits for dependencies.
+    pub fn release_hold(&mut self, now: Millis, id: JobId) -> Result<(), GateError> {
+        let j = self.jobs.get_mut(&id).ok_or(GateError::Unknown(id))?;
+        if !j.user_hold || j.state != JobState::Held {
+            return Err(GateError::NotHeld(id));
+        }
+        j.user_hold = false;
+        self.maybe_unblock(now, id);
+        Ok(())
+    }
+
+    /// Job `id` reached `to` (running or an end): decides the dependencies on it.
+    pub(super) fn dependency_event(&mut self, now: Millis, id: JobId, to: JobState) {
+        let Some(waiting) = self.dependents.get(&id).cloned() else { return };
+        for w in waiting {
+            let Some(j) = self.jobs.get_mut(&w) else { continue };
+            if j.state != JobState::Held {
+                continue;
+            }
+            let mut never = false;
+            j.waiting_on
+                .retain(|d| match (d.job == id).then(|| d.kind.decided_by(to)).flatten() {
+                    None => true,
+                    Some(ok) => {
+                        never |= !ok;
+                        false
+                    }
+                });
+            if never {
+                self.never_satisfied(now, w);
+            } else {
+                self.maybe_unblock(now, w);
+            }
+        }
+        if to.is_terminal() {
+            self.dependents.remove(&id);
+        }
+    }
+
+    /// Ends a held job one of whose dependencies can never be satisfied.
+    fn never_satisfied(&mut self, now: Millis, id: JobId) {
+        let j = known(&mut self.jobs, id);
+        j.waiting_on.clear();
+        j.timeline.finished = Some(now);
+        self.set_state(now, id, JobState::Failed(FailureReason::DependencyNeverSatisfied));
+    }
+
+    /// Queues a held job that is released and waits for nothing more.
+    fn maybe_unblock(&mut self, now: Millis, id: JobId) {
+        let j = known(&mut self.jobs, id);
+        if j.state != JobState::Held || j.user_hold || !j.waiting_on.is_empty() {
+            return;
+        }
+        j.timeline.queued = now;
+        let priority = j.priority;
+        self.set_state(now, id, JobState::Queued);
+        // Placed at the next scan (not here: this may run inside another job's transition).
+        self.queues.push(priority, id);
+        self.note_queue_length();
+        self.arm_scan(now);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_decide_as_slurm_does() {
+        use DependencyKind::*;
+        use JobState::*;
+        let failed = Failed(FailureReason::Timeout);
+        assert_eq!(After.decided_by(Running), Some(true));
+        assert_eq!(After.decided_by(Queued), None);
+        assert_eq!(After.decided_by(Cancelled), Some(true), "ended without starting");
+        assert_eq!(AfterAny.decided_by(Running), None);
+        assert_eq!(AfterAny.decided_by(failed), Some(true));
+        assert_eq!(AfterOk.decided_by(Succeeded), Some(true));
+        assert_eq!(AfterOk.decided_by(failed), Some(false));
+        assert_eq!(AfterOk.decided_by(Cancelled), Some(false));
+        assert_eq!(AfterNotOk.decided_by(failed), Some(true));
+        assert_eq!(AfterNotOk.decided_by(Succeeded), Some(false));
+        assert_eq!(AfterNotOk.decided_by(Held), None);
+    }
+}

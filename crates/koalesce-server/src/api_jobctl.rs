@@ -1,0 +1,166 @@
+//! Jobs as people script them: dependencies resolved at submission (and again after a
+//! restart), `POST /api/v1/jobs/{id}/hold` and `.../release` (Slurm's `scontrol hold|release`).
+//!
+//! The core knows live jobs only ([`koalesce_core::scheduler::Gate`]): a dependency on a job
+//! that ended earlier is decided here from the job's stored state. Dependencies name the
+//! caller's own jobs (an admin's: anyone's); another user's job is "no such job", as a missing
+//! one (ids do not leak).
+
+use axum::extract::{Path, State as AxState};
+use axum::http::{HeaderMap, StatusCode};
+use axum::Json;
+use koalesce_api::dto::JobSummary;
+use koalesce_core::scheduler::{Dependency, Gate, GateError};
+use koalesce_core::state::FailureReason;
+use koalesce_core::{JobId, JobState};
+
+use crate::api::{authenticate, err, ApiError};
+use crate::daemon::{records, Shared, State};
+use crate::{now_ms, store};
+
+type S = std::sync::Arc<Shared>;
+
+/// A job's stored owner and state name, for jobs the core may have let go.
+pub type StoredJobs = std::collections::BTreeMap<u64, (String, String)>;
+
+/// Reads the stored owner and state of the jobs `deps` name.
+pub fn stored_jobs(conn: &rusqlite::Connection, deps: &[Dependency]) -> rusqlite::Result<StoredJobs> {
+    let mut out = StoredJobs::new();
+    for d in deps {
+        if let Some((user, state, _)) = store::load_detail(conn, d.job.0)? {
+            out.insert(d.job.0, (user, state));
+        }
+    }
+    Ok(out)
+}
+
+/// A state like the stored `name` of an ended job, for deciding dependencies on it.
+fn ended_state(name: &str) -> Option<JobState> {
+    match name {
+        "succeeded" => Some(JobState::Succeeded),
+        "cancelled" => Some(JobState::Cancelled),
+        "timeout" => Some(JobState::Failed(FailureReason::Timeout)),
+        "out_of_memory" => Some(JobState::Failed(FailureReason::OutOfMemory)),
+        "failed" => Some(JobState::Failed(FailureReason::ApplicationError)),
+        _ => None,
+    }
+}
+
+/// The gate of a job of `user` (`admin`: may depend on anyone's jobs) with `deps`: the
+/// dependencies on jobs the core knows, the others decided from `stored`. Refused, naming the
+/// dependency, when one names no (visible) job or can never be satisfied.
+pub fn gate(st: &State, stored: &StoredJobs, user: &str, admin: bool, deps: &[Dependency], hold: bool) -> Result<Gate, String> {
+    let mut after = Vec::new();
+    for d in deps {
+        let owner = st
+            .meta
+            .get(&d.job.0)
+            .map(|m| m.user.as_str())
+            .or(stored.get(&d.job.0).map(|(u, _)| u.as_str()));
+        if owner.is_none_or(|o| o != user && !admin) {
+            return Err(format!("dependency {d}: job {} not found", d.job));
+        }
+        if st.core.job(d.job).is_some() {
+            after.push(*d);
+            continue;
+        }
+        let state = stored.get(&d.job.0).and_then(|(_, s)| ended_state(s));
+        match state.map(|s| (s, d.kind.decided_by(s))) {
+            Some((_, Some(true))) => {}
+            Some((s, _)) => {
+                return Err(format!(
+                    "dependency {d}: job {} ended {}, so it can never be satisfied",
+                    d.job,
+                    s.name()
+                ))
+            }
+            // Live in the store but no longer in the core: it ended a moment ago.
+            None => return Err(format!("dependency {d}: job {} is ending right now; submit again", d.job)),
+        }
+    }
+    Ok(Gate { hold, after })
+}
+
+fn control(s: &S, headers: &HeaderMap, raw: &str, hold: bool) -> Result<Json<JobSummary>, ApiError> {
+    let caller = authenticate(s, headers)?;
+    let not_found = || err(StatusCode::NOT_FOUND, format!("job '{raw}' not found"));
+    let id: u64 = raw.parse().map_err(|_| not_found())?;
+    let mut guard = s.lock();
+    let st = &mut *guard;
+    match st.meta.get(&id) {
+        Some(m) if caller.admin || m.user == caller.user => {}
+        // Ended jobs (and other users') cannot be held; an ended one of the caller's answers
+        // as the core would.
+        _ => {
+            drop(guard);
+            return match s.store.read(|c| store::load_detail(c, id)) {
+                Ok(Some((user, state, _))) if caller.admin || user == caller.user => Err(err(
+                    StatusCode::CONFLICT,
+                    format!("job {id} is {state}: only a queued or held job can be held or released"),
+                )),
+                _ => Err(not_found()),
+            };
+        }
+    }
+    let now = now_ms();
+    let r = if hold {
+        st.core.hold(now, JobId(id))
+    } else {
+        st.core.release_hold(now, JobId(id))
+    };
+    r.map_err(|e| match e {
+        GateError::Unknown(_) => not_found(),
+        GateError::NotPending { .. } | GateError::NotHeld(_) => err(StatusCode::CONFLICT, e.to_string()),
+    })?;
+    // The hold flag is state too: persisted even when the job's state did not change (a
+    // job released while it still waits for a dependency).
+    let rendered = match (st.core.job(JobId(id)), st.meta.get(&id)) {
+        (Some(j), Some(m)) => {
+            records::persist_state(s, id, j);
+            Some(records::render(id, j, m, &s.sites).summary())
+        }
+        _ => None,
+    };
+    crate::daemon::process_actions(s, st);
+    s.wake.notify_one();
+    rendered.map(Json).ok_or_else(not_found)
+}
+
+/// `POST /api/v1/jobs/{id}/hold`: a queued job leaves the placement queue until released.
+pub async fn hold_job(AxState(s): AxState<S>, headers: HeaderMap, Path(raw): Path<String>) -> Result<Json<JobSummary>, ApiError> {
+    control(&s, &headers, &raw, true)
+}
+
+/// `POST /api/v1/jobs/{id}/release`: a held job goes back to the placement queue (or keeps
+/// waiting for its dependencies).
+pub async fn release_job(AxState(s): AxState<S>, headers: HeaderMap, Path(raw): Path<String>) -> Result<Json<JobSummary>, ApiError> {
+    control(&s, &headers, &raw, false)
+}
+
+/// The tasks of the array `array_id` (consecutive job ids from it) with their states: live
+/// ones as the core has them, ended ones as stored.
+pub async fn array_tasks(s: &S, array_id: u64) -> Result<Vec<koalesce_api::dto::ArrayTask>, ApiError> {
+    let rows = crate::api::read_store(s, move |c| {
+        let mut st = c.prepare_cached("SELECT id, state, meta FROM jobs WHERE id >= ?1 AND id <= ?2 ORDER BY id")?;
+        let last = array_id.saturating_add(koalesce_api::jobdesc::MAX_ARRAY_TASKS as u64);
+        let rows = st.query_map(rusqlite::params![array_id as i64, last as i64], |r| {
+            Ok((r.get::<_, i64>(0)? as u64, r.get::<_, String>(1)?, r.get::<_, String>(2)?))
+        })?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+    })
+    .await?;
+    let st = s.lock();
+    Ok(rows
+        .into_iter()
+        .filter_map(|(id, state, meta)| {
+            let m: records::StoredMeta = serde_json::from_str(&meta).ok()?;
+            let a = m.array.filter(|a| a.array_id == array_id)?;
+            let state = st.core.job(JobId(id)).map_or(state, |j| j.state.name().to_string());
+            Some(koalesce_api::dto::ArrayTask {
+                task_id: a.task_id,
+                id,
+                state,
+            })
+        })
+        .collect())
+}

@@ -1,0 +1,266 @@
+//! `GET /api/v1/jobs`: the job list, filtered and paged as `squeue`/`sacct` users expect.
+//!
+//! Query parameters (all optional): `state` (one state or a comma-separated list), `name` (a
+//! shell wildcard, `*` / `?` / `[..]`, ASCII case ignored), `site` (jobs placed at that site),
+//! `since` (submitted at or after this Unix time in ms), `user` (admins: that user's jobs;
+//! others may only name themselves), `all=true` (admins: every user's jobs; refused with 403
+//! for others, saying why), `limit` (at most that many jobs) and `after` (only ids above it).
+//! Jobs come in id order; when `limit` cut the list, the `X-Koalesce-Next-After` header holds
+//! the `after` of the next page.
+//!
+//! Live jobs are rendered from the core, ended ones read from the store (a job in both is
+//! shown as the core has it).
+
+use std::collections::BTreeMap;
+
+use axum::extract::{Query, State as AxState};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use koalesce_api::dto::{JobDetail, JobSummary};
+use koalesce_core::expr::glob_match;
+use koalesce_core::JobState;
+use rusqlite::params;
+use serde::Deserialize;
+
+use crate::api::{authenticate, err, live_details, read_store, ApiError};
+use crate::daemon::Shared;
+use crate::store;
+
+type S = std::sync::Arc<Shared>;
+
+/// Header: the `after` of the next page when `limit` cut the list.
+pub const NEXT_AFTER_HEADER: &str = "x-koalesce-next-after";
+/// Largest `limit`.
+pub const MAX_LIMIT: usize = 100_000;
+
+#[derive(Debug, Default, Deserialize)]
+pub struct ListQuery {
+    state: Option<String>,
+    all: Option<bool>,
+    user: Option<String>,
+    name: Option<String>,
+    site: Option<String>,
+    since: Option<u64>,
+    limit: Option<usize>,
+    after: Option<u64>,
+}
+
+/// A checked [`ListQuery`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Filter {
+    /// Wanted states (empty: any).
+    pub states: Vec<String>,
+    /// Only this user's jobs (`None`: everyone's, admins only).
+    pub user: Option<String>,
+    pub name: Option<String>,
+    pub site: Option<String>,
+    pub since: Option<u64>,
+    pub limit: Option<usize>,
+    pub after: u64,
+}
+
+impl Filter {
+    /// Checks the query against the caller's rights.
+    pub fn from_query(q: ListQuery, user: &str, admin: bool) -> Result<Filter, ApiError> {
+        let mut states = Vec::new();
+        for st in q.state.iter().flat_map(|s| s.split(',')).map(str::trim).filter(|s| !s.is_empty()) {
+            if !JobState::NAMES.contains(&st) {
+                return Err(err(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    format!(
+                        "parameter 'state': unknown state '{st}' (expected one of {})",
+                        JobState::NAMES.join(", ")
+                    ),
+                ));
+            }
+            states.push(st.to_string());
+        }
+        if q.all.unwrap_or(false) && !admin {
+            return Err(err(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "parameter 'all': only an admin may list other users' jobs ('{user}' is not an admin); without it you see your own"
+                ),
+            ));
+        }
+        let who = match q.user {
+            Some(u) if u != user && !admin => {
+                return Err(err(
+                    StatusCode::FORBIDDEN,
+                    format!("parameter 'user': only an admin may list another user's jobs ('{user}' is not an admin)"),
+                ))
+            }
+            Some(u) => Some(u),
+            None if admin && q.all.unwrap_or(false) => None,
+            None => Some(user.to_string()),
+        };
+        if q.limit == Some(0) || q.limit.is_some_and(|l| l > MAX_LIMIT) {
+            return Err(err(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!("parameter 'limit': must be in 1..={MAX_LIMIT}"),
+            ));
+        }
+        Ok(Filter {
+            states,
+            user: who,
+            name: q.name.filter(|n| !n.is_empty()),
+            site: q.site.filter(|n| !n.is_empty()),
+            since: q.since,
+            limit: q.limit,
+            after: q.after.unwrap_or(0),
+        })
+    }
+
+    /// Whether a job (its summary) passes the filter.
+    pub fn matches(&self, j: &JobSummary) -> bool {
+        j.id > self.after
+            && (self.states.is_empty() || self.states.contains(&j.state))
+            && self.user.as_ref().is_none_or(|u| *u == j.user)
+            && self.name.as_ref().is_none_or(|n| glob_match(n.as_bytes(), j.name.as_bytes()))
+            && self.site.as_ref().is_none_or(|s| j.sites.contains(s))
+            && self.since.is_none_or(|t| j.submitted_ms >= t)
+    }
+
+    /// Whether ended jobs can pass at all.
+    fn wants_ended(&self) -> bool {
+        self.states.is_empty() || self.states.iter().any(|s| store::ENDED.contains(&s.as_str()))
+    }
+}
+
+/// Ended jobs that pass `f`, in id order, at most `max` of them.
+pub fn load_ended(conn: &rusqlite::Connection, f: &Filter, max: usize) -> rusqlite::Result<Vec<JobSummary>> {
+    let states = (!f.states.is_empty()).then(|| format!(",{},", f.states.join(",")));
+    let mut st = conn.prepare_cached(&format!(
+        "SELECT detail FROM jobs WHERE state IN {} AND id > ?1 AND (?2 IS NULL OR user = ?2) \
+         AND (?3 IS NULL OR instr(?3, ',' || state || ',') > 0) AND (?4 IS NULL OR submitted_ms >= ?4) \
+         AND (?5 IS NULL OR EXISTS (SELECT 1 FROM json_each(detail, '$.sites') WHERE value = ?5)) ORDER BY id",
+        store::ended_sql()
+    ))?;
+    let mut rows = st.query(params![f.after as i64, f.user, states, f.since.map(|t| t as i64), f.site])?;
+    let mut out = Vec::new();
+    while out.len() < max {
+        let Some(row) = rows.next()? else { break };
+        let detail: String = row.get(0)?;
+        // A rendering that does not parse (written by a future version) is left out.
+        if let Ok(d) = serde_json::from_str::<JobDetail>(&detail) {
+            let j = d.summary();
+            if f.matches(&j) {
+                out.push(j);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `GET /api/v1/jobs`.
+pub async fn list_jobs(
+    AxState(s): AxState<S>,
+    headers: HeaderMap,
+    q: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, ApiError> {
+    let caller = authenticate(&s, &headers)?;
+    let Query(q) = q.map_err(|e| err(StatusCode::BAD_REQUEST, format!("query: {e}")))?;
+    let f = Filter::from_query(q, &caller.user, caller.admin)?;
+    let want = f.limit.map_or(usize::MAX, |l| l + 1);
+    let mut out: BTreeMap<u64, JobSummary> = BTreeMap::new();
+    if f.wants_ended() {
+        let fe = f.clone();
+        for j in read_store(&s, move |c| load_ended(c, &fe, want)).await? {
+            out.insert(j.id, j);
+        }
+    }
+    let user = f.user.clone();
+    for j in live_details(&s, |_, m| user.as_ref().is_none_or(|u| *u == m.user))
+        .into_iter()
+        .map(|d| d.summary())
+        .filter(|j| f.matches(j))
+    {
+        out.insert(j.id, j);
+    }
+    let mut jobs: Vec<JobSummary> = out.into_values().take(want).collect();
+    let mut h = HeaderMap::new();
+    if let Some(limit) = f.limit {
+        if jobs.len() > limit {
+            jobs.truncate(limit);
+            if let Some(last) = jobs.last() {
+                h.insert(
+                    NEXT_AFTER_HEADER,
+                    HeaderValue::from_str(&last.id.to_string()).unwrap_or_else(|_| HeaderValue::from_static("0")),
+                );
+            }
+        }
+    }
+    Ok((StatusCode::OK, h, Json(jobs)).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(pairs: &[(&str, &str)]) -> ListQuery {
+        let text: Vec<String> = pairs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        serde_urlencoded_like(&text.join("&"))
+    }
+
+    /// Parses a query string the way axum's `Query` does (through serde).
+    fn serde_urlencoded_like(s: &str) -> ListQuery {
+        let uri: axum::http::Uri = format!("/?{s}").parse().unwrap();
+        Query::<ListQuery>::try_from_uri(&uri).unwrap().0
+    }
+
+    #[test]
+    fn rights_and_values_are_checked() {
+        let f = Filter::from_query(q(&[]), "bob", false).unwrap();
+        assert_eq!(f.user.as_deref(), Some("bob"), "a user sees their own jobs");
+        let e = Filter::from_query(q(&[("all", "true")]), "bob", false).unwrap_err();
+        assert_eq!(e.0, StatusCode::FORBIDDEN);
+        assert!(e.1.contains("only an admin"), "{}", e.1);
+        assert_eq!(
+            Filter::from_query(q(&[("user", "alice")]), "bob", false).unwrap_err().0,
+            StatusCode::FORBIDDEN
+        );
+        assert_eq!(
+            Filter::from_query(q(&[("user", "bob")]), "bob", false).unwrap().user.as_deref(),
+            Some("bob")
+        );
+        assert_eq!(Filter::from_query(q(&[("all", "true")]), "root", true).unwrap().user, None);
+        assert_eq!(
+            Filter::from_query(q(&[("user", "alice")]), "root", true).unwrap().user.as_deref(),
+            Some("alice")
+        );
+        let e = Filter::from_query(q(&[("state", "running,bogus")]), "bob", false).unwrap_err();
+        assert!(e.1.contains("'bogus'") && e.1.contains("timeout"), "{}", e.1);
+        assert_eq!(
+            Filter::from_query(q(&[("limit", "0")]), "bob", false).unwrap_err().0,
+            StatusCode::UNPROCESSABLE_ENTITY
+        );
+        let f = Filter::from_query(q(&[("state", "timeout,failed")]), "bob", false).unwrap();
+        assert_eq!(f.states, ["timeout", "failed"]);
+    }
+
+    #[test]
+    fn jobs_match_every_filter() {
+        let j = JobSummary {
+            id: 7,
+            name: "Sweep-12".into(),
+            user: "bob".into(),
+            state: "timeout".into(),
+            sites: vec!["vu".into(), "delft".into()],
+            submitted_ms: 1000,
+            ..Default::default()
+        };
+        let f = |pairs: &[(&str, &str)]| Filter::from_query(q(pairs), "bob", false).unwrap();
+        assert!(f(&[]).matches(&j));
+        assert!(f(&[("name", "sweep-*")]).matches(&j), "wildcards, case ignored");
+        assert!(!f(&[("name", "sweep")]).matches(&j));
+        assert!(f(&[("site", "delft")]).matches(&j));
+        assert!(!f(&[("site", "uva")]).matches(&j));
+        assert!(f(&[("since", "1000")]).matches(&j));
+        assert!(!f(&[("since", "1001")]).matches(&j));
+        assert!(f(&[("after", "6")]).matches(&j));
+        assert!(!f(&[("after", "7")]).matches(&j));
+        assert!(f(&[("state", "running,timeout")]).matches(&j));
+        assert!(!f(&[("state", "failed")]).matches(&j), "a timeout is not listed as failed");
+    }
+}

@@ -1,0 +1,227 @@
+//! The broker of seed 001 in the server: TTS/TTD predictions beside the actual times, their
+//! error in /metrics, and advance reservations as a service.
+
+mod common;
+
+use common::*;
+
+/// A `ttd` job gets the broker's prediction (001 §3.1) at placement; once it ran, the job shows
+/// the actual TTS/TTD beside it and /metrics counts the error.
+#[test]
+fn a_ttd_job_shows_its_prediction_and_the_actual_times_and_metrics_count_the_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tok = token(tmp.path(), "alice", false);
+    let srv = server(tmp.path(), &[("vu", 8), ("leiden", 4)]);
+    let id = submit(
+        &srv,
+        &tok,
+        &shell_job(
+            "predicted",
+            "sleep 0.3",
+            2,
+            "policy = \"ttd\"\nruntime_estimate = \"2s\"\n[broker]\nstage_out = \"1s\"",
+        ),
+    );
+    let j = wait_state(&srv, &tok, id, &["succeeded", "failed"], 30);
+    assert_eq!(j["state"], "succeeded", "{j}");
+    let b = &j["broker"];
+    assert!(b.is_object(), "no prediction: {j}");
+    assert_eq!(b["site"], j["components"][0]["site"], "{j}");
+    // Idle sites of speed 1: no stage-in, no wait; execution = the estimate; stage-out as asked.
+    assert_eq!(b["stage_in_ms"], 0, "{b}");
+    assert_eq!(b["queue_wait_ms"], 0, "{b}");
+    assert_eq!(b["execution_ms"], 2000, "{b}");
+    assert_eq!(b["stage_out_ms"], 1000, "{b}");
+    assert_eq!(b["predicted_tts_ms"], 0, "{b}");
+    assert_eq!(b["predicted_ttd_ms"], 3000, "{b}");
+    let tts = b["actual_tts_ms"].as_u64().expect("actual TTS");
+    let ttd = b["actual_ttd_ms"].as_u64().expect("actual TTD");
+    assert!((300..3000).contains(&ttd) && tts <= ttd, "{b}");
+    let (_, m) = srv.request("GET", "/metrics", None, b"");
+    assert!(m.contains("koalesce_broker_ttd_error_seconds_count 1"), "{m}");
+    let err_line = m.lines().find(|l| l.starts_with("koalesce_broker_ttd_error_seconds_sum ")).unwrap();
+    let err: f64 = err_line.split(' ').nth(1).unwrap().parse().unwrap();
+    assert!((err - (ttd as f64 - 3000.0) / 1e3).abs() < 1e-6, "{err_line} vs {b}");
+
+    // A job of another policy carries no prediction.
+    let other = submit(&srv, &tok, &shell_job("plain", "true", 1, "policy = \"wf\""));
+    let j = wait_state(&srv, &tok, other, &["succeeded", "failed"], 30);
+    assert!(j.get("broker").is_none(), "{j}");
+}
+
+fn reservation_server(dir: &std::path::Path) -> koalesce_server::BackgroundServer {
+    let mut opts = koalesce_server::test_options(dir, &[("res", 4), ("plain", 4)], supervisor());
+    opts.config.sites[0].reservations = true;
+    koalesce_server::BackgroundServer::start(opts).unwrap()
+}
+
+fn reserve(srv: &koalesce_server::BackgroundServer, tok: &str, body: serde_json::Value) -> (u16, serde_json::Value) {
+    let (code, text) = srv.request("POST", "/api/v1/reservations", Some(tok), body.to_string().as_bytes());
+    (code, json(&text))
+}
+
+/// 001 §2.3 over the local executor: granted at the earliest free start in the window,
+/// rejected with T_next when the window is taken, rejected outright when it can never be;
+/// reserved processors are kept from jobs until the reservation is cancelled; reservations
+/// are private to their user and survive a restart.
+#[test]
+fn reservations_are_granted_rejected_with_t_next_enforced_private_and_durable() {
+    let tmp = tempfile::tempdir().unwrap();
+    let alice = token(tmp.path(), "alice", false);
+    let bob = token(tmp.path(), "bob", false);
+    let srv = reservation_server(tmp.path());
+    let now = koalesce_server::now_ms();
+    let hour = 3_600_000;
+    let t0 = now + hour;
+    let (code, a) = reserve(
+        &srv,
+        &alice,
+        serde_json::json!({"site": "res", "processors": 3, "duration": "10m", "earliest_start_ms": t0}),
+    );
+    assert_eq!(code, 201, "{a}");
+    assert_eq!(a["answer"], "granted");
+    let first = a["reservation"].clone();
+    assert_eq!(first["start_ms"], t0, "{a}");
+    assert_eq!(first["end_ms"], t0 + 600_000, "{a}");
+    assert_eq!(first["state"], "waiting");
+    // The same instant for 2 more: the site has 4; T_next = the first one's end.
+    let (code, r) = reserve(
+        &srv,
+        &bob,
+        serde_json::json!({"site": "res", "processors": 2, "duration": "5m", "earliest_start_ms": t0}),
+    );
+    assert_eq!(code, 409, "{r}");
+    assert_eq!(r["answer"], "rejected");
+    assert_eq!(r["t_next_ms"], t0 + 600_000, "{r}");
+    // A window that reaches T_next is granted there.
+    let (code, g) = reserve(
+        &srv,
+        &bob,
+        serde_json::json!({"site": "res", "processors": 2, "duration": "5m", "earliest_start_ms": t0, "latest_start_ms": t0 + hour}),
+    );
+    assert_eq!(code, 201, "{g}");
+    assert_eq!(g["reservation"]["start_ms"], t0 + 600_000, "{g}");
+    // Never possible, and wrong requests, each with a clear answer.
+    let (code, r) = reserve(&srv, &alice, serde_json::json!({"site": "res", "processors": 5, "duration": "1m"}));
+    assert_eq!(code, 422, "{r}");
+    assert!(r["error"].as_str().unwrap().contains("processors"), "{r}");
+    let (code, r) = reserve(
+        &srv,
+        &alice,
+        serde_json::json!({"site": "plain", "processors": 1, "duration": "1m"}),
+    );
+    assert_eq!(code, 409, "{r}");
+    assert!(r["error"].as_str().unwrap().contains("does not take advance reservations"), "{r}");
+    let (code, r) = reserve(
+        &srv,
+        &alice,
+        serde_json::json!({"site": "nowhere", "processors": 1, "duration": "1m"}),
+    );
+    assert_eq!((code, r["error"].as_str().unwrap().contains("unknown site")), (422, true), "{r}");
+    let (code, r) = reserve(
+        &srv,
+        &alice,
+        serde_json::json!({"site": "res", "processors": 1, "duration": "soon"}),
+    );
+    assert_eq!((code, r["error"].as_str().unwrap().contains("duration")), (422, true), "{r}");
+    let (code, r) = reserve(&srv, &alice, serde_json::json!({"site": "res", "cpus": 1, "duration": "1m"}));
+    assert_eq!(code, 422, "{r}");
+    let (code, _) = srv.request("POST", "/api/v1/reservations", None, b"{}");
+    assert_eq!(code, 401);
+
+    // Private: bob sees only his; alice's is 404 to him, also for cancel.
+    let (_, list) = srv.request("GET", "/api/v1/reservations", Some(&bob), b"");
+    let list = json(&list);
+    assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
+    assert_eq!(list[0]["user"], "bob");
+    let first_id = first["id"].as_str().unwrap().to_string();
+    let (code, _) = srv.request("DELETE", &format!("/api/v1/reservations/{first_id}"), Some(&bob), b"");
+    assert_eq!(code, 404);
+
+    // Enforced: claims hold processors until released, so the 3 reserved an hour ahead leave
+    // one now; a 2-processor job pinned to the site waits.
+    let job = submit(
+        &srv,
+        &alice,
+        "name = \"pinned\"\nexecutable = \"/bin/true\"\n[[components]]\nprocessors = 2\nsite = \"res\"\n",
+    );
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let j = common::job(&srv, &alice, job);
+    assert_eq!(j["state"], "queued", "a job took reserved processors: {j}");
+
+    // Durable: after a restart both reservations are there and still enforced (T_next again).
+    drop(srv);
+    let srv = reservation_server(tmp.path());
+    let (_, list) = srv.request("GET", "/api/v1/reservations", Some(&alice), b"");
+    assert_eq!(json(&list).as_array().unwrap().len(), 1, "{list}");
+    let (code, r) = reserve(
+        &srv,
+        &alice,
+        serde_json::json!({"site": "res", "processors": 2, "duration": "5m", "earliest_start_ms": t0}),
+    );
+    assert_eq!((code, r["t_next_ms"].clone()), (409, serde_json::json!(t0 + 600_000)), "{r}");
+    let j = common::job(&srv, &alice, job);
+    assert_eq!(j["state"], "queued", "{j}");
+
+    // Cancelling both frees the processors: the job runs.
+    for (tok, id) in [
+        (&alice, first_id.clone()),
+        (&bob, g["reservation"]["id"].as_str().unwrap().to_string()),
+    ] {
+        let (code, c) = srv.request("DELETE", &format!("/api/v1/reservations/{id}"), Some(tok), b"");
+        assert_eq!(code, 200, "{c}");
+        assert_eq!(json(&c)["state"], "cancelled");
+    }
+    let j = wait_state(&srv, &alice, job, &["succeeded", "failed"], 30);
+    assert_eq!(j["state"], "succeeded", "{j}");
+    let (_, m) = srv.request("GET", "/metrics", None, b"");
+    assert!(m.contains("koalesce_reservations_granted_total"), "{m}");
+}
+
+/// Modify = release + create (001 §3.3.2): a granted modification moves the reservation; a
+/// refused one keeps the old reservation (its processors were still free).
+#[test]
+fn modify_releases_and_creates_and_a_refused_modification_keeps_the_old_reservation() {
+    let tmp = tempfile::tempdir().unwrap();
+    let alice = token(tmp.path(), "alice", false);
+    let srv = reservation_server(tmp.path());
+    let t0 = koalesce_server::now_ms() + 3_600_000;
+    let (_, a) = reserve(
+        &srv,
+        &alice,
+        serde_json::json!({"site": "res", "processors": 2, "duration": "10m", "earliest_start_ms": t0}),
+    );
+    let id = a["reservation"]["id"].as_str().unwrap().to_string();
+    let body = serde_json::json!({"site": "res", "processors": 4, "duration": "10m", "earliest_start_ms": t0 + 60_000});
+    let (code, m) = srv.request(
+        "PUT",
+        &format!("/api/v1/reservations/{id}"),
+        Some(&alice),
+        body.to_string().as_bytes(),
+    );
+    let m = json(&m);
+    assert_eq!(code, 200, "{m}");
+    assert_eq!(m["reservation"]["start_ms"], t0 + 60_000);
+    assert_eq!(m["reservation"]["processors"], 4);
+    let new_id = m["reservation"]["id"].as_str().unwrap().to_string();
+    // Another reservation takes 1 processor at t0 + 2h; modifying ours to 4 there is refused.
+    let (code, _) = reserve(
+        &srv,
+        &alice,
+        serde_json::json!({"site": "res", "processors": 1, "duration": "10m", "earliest_start_ms": t0 + 7_200_000}),
+    );
+    assert_eq!(code, 201);
+    let body = serde_json::json!({"site": "res", "processors": 4, "duration": "10m", "earliest_start_ms": t0 + 7_200_000});
+    let (code, m) = srv.request(
+        "PUT",
+        &format!("/api/v1/reservations/{new_id}"),
+        Some(&alice),
+        body.to_string().as_bytes(),
+    );
+    let m = json(&m);
+    assert_eq!(code, 409, "{m}");
+    assert_eq!(m["kept"]["start_ms"], t0 + 60_000, "{m}");
+    assert_eq!(m["kept"]["processors"], 4, "{m}");
+    let (_, list) = srv.request("GET", "/api/v1/reservations", Some(&alice), b"");
+    assert_eq!(json(&list).as_array().unwrap().len(), 2, "{list}");
+}
