@@ -207,6 +207,17 @@ pub struct SiteInfo {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub blacklisted_until_ms: Option<u64>,
     pub supports_reservations: bool,
+    /// Until when (Unix ms) the site takes no component of a `gridway` job, after failures
+    /// there (GridWay's failure-rate policy); absent when it is not banned.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub banned_until_ms: Option<u64>,
+    /// Failures (soft errors) at the site since its last success.
+    pub failure_streak: u32,
+    /// GridWay's host variables as REQUIREMENTS and RANK see them now (ARCH, CPU_MHZ,
+    /// QUEUE_FREENODECOUNT, ...), by name.
+    pub host: std::collections::BTreeMap<String, String>,
+    /// Software tags the site offers (HAS_SOFTWARE).
+    pub software: Vec<String>,
 }
 
 /// A catalogue entry as `GET /api/v1/files` lists it.

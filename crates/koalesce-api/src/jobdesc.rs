@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use koalesce_core::expr::Expr;
+use koalesce_core::expr::{Expr, JobExpr};
 use koalesce_core::model::{ComponentSpec, FileMode, FlexibleRequest, PolicyKind};
 use koalesce_core::scheduler::{Dependency, DependencyKind};
 use koalesce_core::{JobId, JobSpec, Millis, Priority, SiteId};
@@ -444,9 +444,22 @@ impl JobDescription {
                 Runner::Bag => Some(self.min_components.unwrap_or(self.components.len() as u32)),
                 Runner::Independent | Runner::Coupled => None,
             },
+            requirements: expression("requirements", self.requirements.as_deref())?,
+            rank: expression("rank", self.rank.as_deref())?,
+            deadline_ms: match &self.deadline {
+                Some(d) => Some(parse_duration(d).map_err(|e| DescriptionError::Invalid(format!("field 'deadline': {e}")))?),
+                None => None,
+            },
             preferences: self.broker.preferences().map_err(DescriptionError::Invalid)?,
+            ..JobSpec::default()
         })
     }
+}
+
+/// A REQUIREMENTS or RANK field compiled for the core (the error names the field and column).
+fn expression(field: &str, text: Option<&str>) -> Result<Option<JobExpr>, DescriptionError> {
+    text.map(|t| JobExpr::new(t).map_err(|e| DescriptionError::Invalid(format!("field '{field}': {e}"))))
+        .transpose()
 }
 
 fn check_environment(field: &str, env: &BTreeMap<String, String>) -> Result<(), String> {

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::broker::Augmentation;
+use crate::gridway::{GridwayConfig, Queueing};
 use crate::model::{CoallocationMode, Millis, PolicyKind, SiteId};
 
 /// How the time between placement-queue scans is chosen.
@@ -133,6 +134,10 @@ pub struct SchedulerConfig {
     pub history: HistorySeed,
     /// Try to place a job as soon as it is submitted instead of at the next scan.
     pub place_on_submit: bool,
+    /// How a scan orders the queued jobs: KOALA's four queues or GridWay's job priority.
+    pub queueing: Queueing,
+    /// GridWay's job and resource priorities and banning (004; `sched.conf`).
+    pub gridway: GridwayConfig,
     /// The broker (TTD/TTS ranking, co-allocation by reservations).
     pub broker: BrokerConfig,
 }
@@ -157,6 +162,8 @@ impl Default for SchedulerConfig {
             max_error_resubmissions: None,
             history: HistorySeed::AllPairs,
             place_on_submit: false,
+            queueing: Queueing::Koala,
+            gridway: GridwayConfig::default(),
             broker: BrokerConfig::default(),
         }
     }
@@ -210,6 +217,9 @@ impl SchedulerConfig {
         }
         if self.blacklist_threshold == 0 {
             return err("blacklist_threshold", "must be at least 1");
+        }
+        if let Err((field, reason)) = self.gridway.validate() {
+            return Err(ConfigError { field, reason });
         }
         if self.broker.window_ms == 0 {
             return err("broker.window_ms", "must be positive");

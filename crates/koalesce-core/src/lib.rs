@@ -9,6 +9,8 @@
 //! - [`config`]: every parameter, with the seeds' values as defaults.
 //! - [`expr`]: GridWay's REQUIREMENTS / RANK expressions with 004's data functions, compiled
 //!   once per job and evaluated per site.
+//! - [`gridway`]: GridWay's matching (REQUIREMENTS/RANK in the scan), resource priority (004
+//!   Eq. 1), banning, job priority policies and the replica-catalogue cache.
 //! - [`queues`]: the four priority placement queues and their weighted round-robin.
 //! - [`placement`]: WF, CF (with history table H), CM and FCM behind [`PlacementPolicy`].
 //! - [`scheduler`]: placement scans, claiming (ICP, reservations), preemption, soft errors.
@@ -22,6 +24,7 @@ pub mod broker;
 pub mod config;
 pub mod expr;
 pub mod federation;
+pub mod gridway;
 pub mod model;
 pub mod nws;
 pub mod placement;

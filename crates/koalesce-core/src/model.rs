@@ -8,6 +8,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::expr::JobExpr;
+
 /// Time in milliseconds. The core never reads a clock: every entry point takes `now`.
 pub type Millis = u64;
 
@@ -82,6 +84,9 @@ pub struct SiteAttributes {
     pub queue_max_walltime_ms: Option<Millis>,
     /// Benchmark scores p_b(R) by benchmark name (001 §3.1: higher is faster).
     pub benchmarks: BTreeMap<String, f64>,
+    /// Software / runtime environments the site offers (xRSL's runTimeEnvironment), as
+    /// `HAS_SOFTWARE("tag")` asks (compared ignoring ASCII case).
+    pub software: Vec<String>,
 }
 
 /// Forecast of the network between sites, as the information service provides it (003 §3.1).
@@ -260,16 +265,21 @@ pub enum PolicyKind {
     /// The broker's earliest start (001 §3.1): the site with the least predicted Total Time to
     /// Start = stage-in + queue wait.
     Tts,
+    /// GridWay's resource prioritization (004 Eq. 1): each component to the site of highest
+    /// priority among those meeting the job's REQUIREMENTS, with the job's RANK, fixed site
+    /// priorities and usage history as weighted terms (see [`crate::gridway`]).
+    Gridway,
 }
 
 impl PolicyKind {
-    pub const ALL: [PolicyKind; 6] = [
+    pub const ALL: [PolicyKind; 7] = [
         PolicyKind::Wf,
         PolicyKind::Cf,
         PolicyKind::Cm,
         PolicyKind::Fcm,
         PolicyKind::Ttd,
         PolicyKind::Tts,
+        PolicyKind::Gridway,
     ];
 
     pub fn name(self) -> &'static str {
@@ -280,6 +290,7 @@ impl PolicyKind {
             PolicyKind::Fcm => "fcm",
             PolicyKind::Ttd => "ttd",
             PolicyKind::Tts => "tts",
+            PolicyKind::Gridway => "gridway",
         }
     }
 
@@ -302,7 +313,7 @@ impl std::str::FromStr for PolicyKind {
         PolicyKind::ALL
             .into_iter()
             .find(|p| p.name() == lower)
-            .ok_or_else(|| format!("unknown placement policy '{s}' (expected one of: wf, cf, cm, fcm, ttd, tts)"))
+            .ok_or_else(|| format!("unknown placement policy '{s}' (expected one of: wf, cf, cm, fcm, ttd, tts, gridway)"))
     }
 }
 
@@ -344,7 +355,7 @@ pub enum FileMode {
 }
 
 /// What a user submits: the job as the core sees it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct JobSpec {
     pub name: String,
     /// Components of a rigid job; empty when `flexible` is set.
@@ -353,6 +364,22 @@ pub struct JobSpec {
     /// Logical names of input files (must be in the replica catalogue).
     pub input_files: Vec<String>,
     pub file_mode: FileMode,
+    /// GridWay's REQUIREMENTS (004 §3.2): only sites where it holds may take a component, under
+    /// every placement policy. Compiled once, evaluated per site in the placement scan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requirements: Option<JobExpr>,
+    /// GridWay's RANK: preference among qualifying sites, highest first. With no policy chosen
+    /// the job is placed by the `gridway` policy (004 Eq. 1); with a KOALA policy it breaks that
+    /// policy's ties (see [`crate::gridway`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<JobExpr>,
+    /// GridWay's DEADLINE: the job should start within this time of its submission (drives
+    /// the deadline job-priority policy under `queueing = "gridway"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_ms: Option<Millis>,
+    /// Who submitted the job (GridWay's share policy divides dispatches among owners).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
     /// The user's runtime estimate, used for reservations.
     pub runtime_estimate_ms: Millis,
     pub priority: Priority,
@@ -387,6 +414,7 @@ impl JobSpec {
             policy: None,
             min_components: None,
             preferences: JobPreferences::default(),
+            ..JobSpec::default()
         }
     }
 

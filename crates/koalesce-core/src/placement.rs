@@ -18,14 +18,26 @@ use std::collections::BTreeSet;
 use crate::model::{FileMode, FlexibleRequest, Millis, NetworkForecast, PolicyKind, ReplicaCatalogue, Site, SiteId};
 
 /// Processors a policy may still hand out per site during one placement attempt.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Capacity {
     available: Vec<u32>,
     /// The largest entry of `available`, kept up to date by `take`.
     max: u32,
     /// Whether some site is excluded (blacklisted) from this view.
     excluded: bool,
+    /// Sites with processors, by decreasing availability when first asked (built on demand by
+    /// [`Capacity::sites_with_room`]). Availability only falls afterwards, so the sites that
+    /// have at least n now are among the leading entries that had at least n then.
+    by_room: std::cell::OnceCell<std::sync::Arc<[(u32, SiteId)]>>,
 }
+
+impl PartialEq for Capacity {
+    fn eq(&self, other: &Self) -> bool {
+        (&self.available, self.max, self.excluded) == (&other.available, other.max, other.excluded)
+    }
+}
+
+impl Eq for Capacity {}
 
 impl Capacity {
     /// `available[i]` = idle processors at site i minus placed-unclaimed ones; 0 for an
@@ -36,6 +48,7 @@ impl Capacity {
             available,
             max,
             excluded: false,
+            by_room: std::cell::OnceCell::new(),
         }
     }
     /// The same, remembering that some sites were left out as unusable.
@@ -67,6 +80,28 @@ impl Capacity {
     /// The largest number of processors available at one site.
     pub fn max_available(&self) -> u32 {
         self.max
+    }
+    /// The sites with at least `n` available processors (`n` ≥ 1), most available first (as
+    /// of the first call; ties by id), without visiting the others: the index is built once per
+    /// view.
+    pub fn sites_with_room(&self, n: u32) -> impl Iterator<Item = SiteId> + '_ {
+        let index = self.by_room.get_or_init(|| {
+            let mut v: Vec<(u32, SiteId)> = self
+                .available
+                .iter()
+                .enumerate()
+                .filter(|(_, &a)| a > 0)
+                .map(|(i, &a)| (a, SiteId(i as u32)))
+                .collect();
+            v.sort_by_key(|&(a, s)| (std::cmp::Reverse(a), s));
+            v.into()
+        });
+        let n = n.max(1);
+        index
+            .iter()
+            .take_while(move |&&(a, _)| a >= n)
+            .map(|&(_, s)| s)
+            .filter(move |&s| self.available(s) >= n)
     }
     /// Processors available over all sites.
     pub fn total_available(&self) -> u64 {
@@ -131,10 +166,19 @@ pub struct PlacementContext<'a> {
     pub forecast: &'a NetworkForecast,
     /// Files already copied to a site for this job (their transfer time is zero there).
     pub staged: &'a BTreeSet<(String, SiteId)>,
+    /// The job's preference per site, higher first (its RANK, or its GridWay resource priority
+    /// for the `gridway` policy); `None`: no preference. KOALA's policies use it only to break
+    /// their ties (see [`crate::gridway`]).
+    pub preference: Option<&'a [i64]>,
 }
 
 impl PlacementContext<'_> {
-    fn needs(&self, req: &PlacementRequest<'_>, parts: usize) -> Vec<FileNeed> {
+    /// The job's preference for `site` (0 without one).
+    pub fn preference(&self, site: SiteId) -> i64 {
+        self.preference.map_or(0, |p| p[site.index()])
+    }
+
+    pub(crate) fn needs(&self, req: &PlacementRequest<'_>, parts: usize) -> Vec<FileNeed> {
         req.files
             .iter()
             .filter_map(|name| {
@@ -197,7 +241,14 @@ impl PlacementContext<'_> {
         (sources, total)
     }
 
-    fn component(&self, index: usize, processors: u32, site: SiteId, needs: &[FileNeed], preferred: Option<SiteId>) -> ComponentPlacement {
+    pub(crate) fn component(
+        &self,
+        index: usize,
+        processors: u32,
+        site: SiteId,
+        needs: &[FileNeed],
+        preferred: Option<SiteId>,
+    ) -> ComponentPlacement {
         let (sources, ftt_ms) = self.sources(needs, site, preferred);
         ComponentPlacement {
             component: index,
@@ -218,18 +269,19 @@ pub trait PlacementPolicy {
 }
 
 /// Components in decreasing size order, ties by index (003 Alg. 1 line 1).
-fn by_decreasing_size(components: &[(usize, u32)]) -> Vec<(usize, u32)> {
+pub(crate) fn by_decreasing_size(components: &[(usize, u32)]) -> Vec<(usize, u32)> {
     let mut sorted = components.to_vec();
     sorted.sort_by_key(|&(i, p)| (std::cmp::Reverse(p), i));
     sorted
 }
 
-/// The usable site with the most available processors that fits `processors`; ties → lowest id.
-fn worst_fit_site(capacity: &Capacity, processors: u32) -> Option<SiteId> {
+/// The usable site with the most available processors that fits `processors`; ties → the
+/// job's preference, then the lowest id.
+fn worst_fit_site(capacity: &Capacity, processors: u32, ctx: &PlacementContext<'_>) -> Option<SiteId> {
     capacity
         .sites()
         .filter(|&s| capacity.fits(s, processors) && capacity.available(s) > 0)
-        .max_by_key(|&s| (capacity.available(s), std::cmp::Reverse(s)))
+        .max_by_key(|&s| (capacity.available(s), ctx.preference(s), std::cmp::Reverse(s)))
 }
 
 /// Worst-Fit (003 §4.3.2): each component, largest first, to the site with the largest
@@ -253,7 +305,7 @@ impl PlacementPolicy for WorstFit {
         let mut trial = capacity.clone();
         let mut out = Vec::with_capacity(req.components.len());
         for (index, procs) in by_decreasing_size(req.components) {
-            let site = worst_fit_site(&trial, procs)?;
+            let site = worst_fit_site(&trial, procs, ctx)?;
             trial.take(site, procs);
             out.push(ctx.component(index, procs, site, &needs, None));
         }
@@ -265,13 +317,14 @@ impl PlacementPolicy for WorstFit {
 /// Close-to-Files (003 Alg. 1, 000 Fig. 1) with its history table H of (execution site, file
 /// site) pairs.
 ///
-/// For each component, largest first: if a file site of the job has enough available
-/// processors, the alphabetically first such site (by name) is chosen and the file is local.
-/// Otherwise, among the pairs (E, F) in H with E having enough processors and F a file site of
-/// the job, the pair with the least estimated transfer time T(E, F) wins (ties: lowest E, then
-/// F), and (E, F') is added to H for every file site F' of the job. No such pair: the job
-/// cannot be placed now. A job without input files has no file sites; every site is equally
-/// close, so its components go where Worst-Fit would put them.
+/// For each component, largest first: if a file site of the job has enough available processors,
+/// the alphabetically first such site (by name) is chosen and the file is local (with a RANK: the
+/// highest-ranked such site, then alphabetically). Otherwise, among the pairs (E, F) in H with E
+/// having enough processors and F a file site of the job, the pair with the least estimated
+/// transfer time T(E, F) wins (ties: highest-ranked E, lowest E, then F), and (E, F') is added to H
+/// for every file site F' of the job. No such pair: the job cannot be placed now. A job without
+/// input files has no file sites; every site is equally close, so its components go where Worst-Fit
+/// would put them.
 #[derive(Debug, Default, Clone)]
 pub struct CloseToFiles {
     history: BTreeSet<(SiteId, SiteId)>,
@@ -312,17 +365,19 @@ impl PlacementPolicy for CloseToFiles {
         let mut out = Vec::with_capacity(req.components.len());
         for (index, procs) in by_decreasing_size(req.components) {
             if file_sites.is_empty() {
-                let site = worst_fit_site(&trial, procs)?;
+                let site = worst_fit_site(&trial, procs, ctx)?;
                 trial.take(site, procs);
                 out.push(ctx.component(index, procs, site, &needs, None));
                 continue;
             }
-            // Line 3–5: a file site with enough processors, alphabetically first.
-            let local = file_sites
-                .iter()
-                .copied()
-                .filter(|&s| trial.fits(s, procs))
-                .min_by(|a, b| ctx.sites[a.index()].name.cmp(&ctx.sites[b.index()].name).then(a.cmp(b)));
+            // Line 3–5: a file site with enough processors, alphabetically first (after the
+            // job's preference, when it has one).
+            let local = file_sites.iter().copied().filter(|&s| trial.fits(s, procs)).min_by(|a, b| {
+                ctx.preference(*b)
+                    .cmp(&ctx.preference(*a))
+                    .then(ctx.sites[a.index()].name.cmp(&ctx.sites[b.index()].name))
+                    .then(a.cmp(b))
+            });
             if let Some(site) = local {
                 trial.take(site, procs);
                 out.push(ctx.component(index, procs, site, &needs, Some(site)));
@@ -337,7 +392,7 @@ impl PlacementPolicy for CloseToFiles {
                     let c = ctx.component(index, procs, e, &needs, Some(f));
                     (c.ftt_ms, e, f, c)
                 })
-                .min_by_key(|(ms, e, f, _)| (*ms, *e, *f))?;
+                .min_by_key(|(ms, e, f, _)| (*ms, std::cmp::Reverse(ctx.preference(*e)), *e, *f))?;
             let (_, e, _, placement) = best;
             for &f2 in &file_sites {
                 self.history.insert((e, f2));
@@ -353,11 +408,11 @@ impl PlacementPolicy for CloseToFiles {
 /// Cluster Minimization (after Sonmez et al. 2006; only named in 003): place a non-fixed
 /// job's components on as few sites as possible.
 ///
-/// Definition used here: order usable sites by available processors, largest first (ties:
-/// lowest id). Take components largest first; put each on the first site *already used by
-/// this job* (in that order) where it still fits; only when none fits, open the first unused
-/// site where it fits (first-fit decreasing into bins ordered by capacity). Files come from
-/// the fastest replica.
+/// Definition used here: order usable sites by available processors, largest first (ties: highest
+/// RANK, then lowest id). Take components largest first; put each on the first site *already used
+/// by this job* (in that order) where it still fits; only when none fits, open the first unused
+/// site where it fits (first-fit decreasing into bins ordered by capacity). Files come from the
+/// fastest replica.
 #[derive(Debug, Default, Clone)]
 pub struct ClusterMinimization;
 
@@ -375,7 +430,7 @@ impl PlacementPolicy for ClusterMinimization {
         let needs = ctx.needs(req, req.job_components);
         let mut trial = capacity.clone();
         let mut order: Vec<SiteId> = trial.sites().filter(|&s| trial.available(s) > 0).collect();
-        order.sort_by_key(|&s| (std::cmp::Reverse(trial.available(s)), s));
+        order.sort_by_key(|&s| (std::cmp::Reverse(trial.available(s)), std::cmp::Reverse(ctx.preference(s)), s));
         let mut used: Vec<SiteId> = Vec::new();
         let mut out = Vec::with_capacity(req.components.len());
         for (index, procs) in by_decreasing_size(req.components) {
@@ -399,11 +454,11 @@ impl PlacementPolicy for ClusterMinimization {
 /// Flexible Cluster Minimization (after Sonmez et al.; only named in 003): split a flexible
 /// job's total over as few sites as possible.
 ///
-/// Definition used here: order usable sites by available processors, largest first (ties:
-/// lowest id); take `min(available, remaining)` from each in turn until the total is covered,
-/// but never so much that the rest would be a piece smaller than `min_component` (then take
-/// `remaining − min_component`). A piece smaller than `min_component` is not taken (the site is
-/// skipped) unless it is the whole job; more than `max_components` pieces fails. The pieces
+/// Definition used here: order usable sites by available processors, largest first (ties: highest
+/// RANK, then lowest id); take `min(available, remaining)` from each in turn until the total is
+/// covered, but never so much that the rest would be a piece smaller than `min_component` (then
+/// take `remaining − min_component`). A piece smaller than `min_component` is not taken (the site
+/// is skipped) unless it is the whole job; more than `max_components` pieces fails. The pieces
 /// become the job's components. A rigid (non-flexible) job given to FCM is placed as by CM.
 #[derive(Debug, Default, Clone)]
 pub struct FlexibleClusterMinimization;
@@ -424,7 +479,7 @@ impl PlacementPolicy for FlexibleClusterMinimization {
         };
         let mut trial = capacity.clone();
         let mut order: Vec<SiteId> = trial.sites().filter(|&s| trial.available(s) > 0).collect();
-        order.sort_by_key(|&s| (std::cmp::Reverse(trial.available(s)), s));
+        order.sort_by_key(|&s| (std::cmp::Reverse(trial.available(s)), std::cmp::Reverse(ctx.preference(s)), s));
         let mut remaining = flex.total;
         let mut pieces: Vec<(SiteId, u32)> = Vec::new();
         for site in order {
@@ -516,6 +571,7 @@ pub struct Policies {
     pub cf: CloseToFiles,
     pub cm: ClusterMinimization,
     pub fcm: FlexibleClusterMinimization,
+    pub gridway: crate::gridway::GridwayPolicy,
     pub rank: TimeRank,
 }
 
@@ -526,6 +582,7 @@ impl Policies {
             cf,
             cm: ClusterMinimization,
             fcm: FlexibleClusterMinimization,
+            gridway: crate::gridway::GridwayPolicy,
             rank: TimeRank::default(),
         }
     }
@@ -536,6 +593,7 @@ impl Policies {
             PolicyKind::Cf => &mut self.cf,
             PolicyKind::Cm => &mut self.cm,
             PolicyKind::Fcm => &mut self.fcm,
+            PolicyKind::Gridway => &mut self.gridway,
             PolicyKind::Ttd | PolicyKind::Tts => {
                 self.rank.kind = Some(kind);
                 &mut self.rank

@@ -298,6 +298,7 @@ fn build(sc: &Scenario) -> Harness {
             policy: (g.policy < 3).then(|| policy(g.policy)),
             min_components: None,
             preferences: Default::default(),
+            ..JobSpec::default()
         };
         h.at(g.at, Script::Submit(Box::new(spec)));
     }

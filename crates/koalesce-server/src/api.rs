@@ -255,9 +255,11 @@ async fn submit_query(
     {
         let mut guard = s.lock();
         let st = &mut *guard;
-        let spec = desc
+        let mut spec = desc
             .to_spec(|n| st.site_id(n))
             .map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
+        // GridWay's share policy balances dispatches between owners.
+        spec.owner = Some(caller.user.clone());
         let gate = crate::api_jobctl::gate(st, &stored, &caller.user, caller.admin, &deps, q.hold.unwrap_or(false))
             .map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, e))?;
         // An array's tasks have consecutive ids (allocated under this one lock); with `%M`,
@@ -467,7 +469,9 @@ async fn cancel_job(AxState(s): AxState<S>, headers: HeaderMap, Path(raw): Path<
 
 fn site_info(s: &Shared, st: &daemon::State, i: usize) -> SiteInfo {
     let site = &st.core.sites()[i];
-    let view = st.core.site_view(koalesce_core::SiteId(i as u32));
+    let sid = koalesce_core::SiteId(i as u32);
+    let view = st.core.site_view(sid);
+    let now = now_ms();
     let h = &s.sites[i];
     SiteInfo {
         name: site.name.clone(),
@@ -479,6 +483,10 @@ fn site_info(s: &Shared, st: &daemon::State, i: usize) -> SiteInfo {
         blacklisted: view.blacklisted,
         blacklisted_until_ms: view.blacklisted_until,
         supports_reservations: site.supports_reservations,
+        banned_until_ms: st.core.is_banned(sid, now).then(|| st.core.ban(sid).until),
+        failure_streak: st.core.ban(sid).failures,
+        host: crate::gridway::sites::host_variables(site, view.idle),
+        software: site.attributes.software.clone(),
     }
 }
 
@@ -693,6 +701,7 @@ pub fn render_metrics(s: &Shared) -> String {
     );
     let _ = writeln!(o, "# TYPE koalesce_db_writes_total counter\nkoalesce_db_writes_total {}", w.ops);
     let _ = writeln!(o, "# TYPE koalesce_site_processors gauge");
+    crate::gridway::render_metrics(&st, &s.data_catalogue, &mut o);
     for (i, site) in st.core.sites().iter().enumerate() {
         let used = s.sites[i].used.load(Ordering::Relaxed);
         let v = st.core.site_view(koalesce_core::SiteId(i as u32));

@@ -163,6 +163,7 @@ async fn register(s: &S, caller: &Caller, p: Prepared, copied: transfer::Copied)
         .await
         .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
     s.metrics.transfer_bytes.fetch_add(copied.bytes, Ordering::Relaxed);
+    s.data_catalogue.invalidate(&p.name);
     transfer::note_verified(&p.dest);
     let mut st = s.lock();
     add_replica_mem(
@@ -400,6 +401,7 @@ pub(crate) async fn delete_file(AxState(s): AxState<S>, headers: HeaderMap, Path
         st.core.catalogue_mut().remove(&name);
         info.into_values().collect::<Vec<_>>()
     };
+    s.data_catalogue.invalidate(&name);
     s.store
         .write(store::delete_file_op(name))
         .await

@@ -21,8 +21,15 @@
 //! # partition = "debug"          # also: account, qos, sbatch_args = [...], command_timeout_ms
 //! # Or scale the default grid down (e.g. 0.1 → vu 14, leiden 5, ...; never below 1).
 //! # site_scale = 0.1
+//! # [sites.attributes]           # GridWay host variables (ARCH, CPU_MHZ, software tags, ...)
+//! # cpu_mhz = 2800               # unset ones are discovered (see crate::gridway::sites)
 //! [scheduler]                    # koalesce_core::SchedulerConfig; daemon defaults below
 //! scan_interval = { kind = "fixed", interval_ms = 500 }
+//! queueing = "koala"             # or "gridway": GridWay's job priority (fixed, share, deadline, waiting)
+//! # [scheduler.gridway.banning]  # max_ms = 3600000, constant_ms = 650000 (GridWay's defaults)
+//! [catalogue]                    # the data functions' catalogue cache (004 §3.3)
+//! cache_entries = 1024           # files held at most (least recently used dropped first)
+//! cache_max_age_ms = 60000       # an answer older than this is asked again
 //!
 //! # HTTP limits (see listener.rs)
 //! max_connections = 4096         # open connections at once; more wait to be accepted
@@ -109,6 +116,10 @@ pub struct SiteConfig {
     /// [`crate::slurm::SlurmSiteConfig`]); absent for a site of the local executor.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slurm: Option<crate::slurm::SlurmSiteConfig>,
+    /// `[sites.attributes]`: the site's GridWay host variables for REQUIREMENTS and RANK
+    /// (what it leaves empty is discovered, see [`crate::gridway::sites`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attributes: Option<koalesce_core::model::SiteAttributes>,
 }
 
 impl SiteConfig {
@@ -121,6 +132,7 @@ impl SiteConfig {
             kind: SiteKind::Local,
             reservations: false,
             slurm: None,
+            attributes: None,
         }
     }
 }
@@ -168,6 +180,8 @@ pub struct ServerConfig {
     pub files: crate::file_import::FilesConfig,
     /// `[quotas]`: per-user limits (queued jobs, stored bytes).
     pub quotas: crate::quotas::QuotaConfig,
+    /// `[catalogue]`: the catalogue cache of the data functions (004 §3.3).
+    pub catalogue: crate::gridway::CatalogueConfig,
     /// A job without `walltime` is killed after its runtime estimate (default 1 h) times this
     /// (TIMEOUT), as a site's default time limit; 0: no limit unless the job gives one.
     pub walltime_factor: f64,
@@ -201,6 +215,7 @@ impl Default for ServerConfig {
             site_down_ms: 10_000,
             files: Default::default(),
             quotas: Default::default(),
+            catalogue: Default::default(),
             walltime_factor: DEFAULT_WALLTIME_FACTOR,
         }
     }
@@ -247,6 +262,7 @@ impl ServerConfig {
 
     pub fn validate(&self) -> anyhow::Result<()> {
         self.scheduler.validate()?;
+        self.catalogue.validate()?;
         anyhow::ensure!(
             self.walltime_factor.is_finite() && self.walltime_factor >= 0.0,
             "config: 'walltime_factor' must be 0 (no default limit) or more, not {}",

@@ -93,6 +93,7 @@ pub mod config;
 pub mod daemon;
 pub mod dataplane;
 pub mod file_import;
+pub mod gridway;
 pub mod job_list;
 pub use koalesce_api::jobdesc;
 pub mod listener;
@@ -291,6 +292,7 @@ pub async fn start(opts: ServerOptions) -> anyhow::Result<RunningServer> {
         config: opts.config.clone(),
         data_dir: opts.data_dir.clone(),
         metrics: Default::default(),
+        data_catalogue: gridway::DataCatalogue::new(&opts.config.catalogue),
     });
     {
         let mut guard = shared.lock();

@@ -87,6 +87,11 @@ pub struct JobRecord {
     pub jst_returns: u32,
     /// Final JST minus the first JST estimated (003 §4.2.2 start delay).
     pub start_delay_ms: Option<Millis>,
+    /// Input files of the last placement fetched from another site (transfers).
+    pub transfers: u32,
+    /// Time the last launch spent copying local input to the worker node before running
+    /// (`[network.worker_copy]`; the longest over components).
+    pub worker_copy_ms: Millis,
     /// The broker's predicted start and delivery (TTS / TTD from the placement), if it ranked
     /// or co-allocated the job.
     pub predicted_start: Option<Millis>,
@@ -193,6 +198,13 @@ pub struct Simulation {
     forecast_pairs: Vec<(usize, usize)>,
     check_invariants: bool,
     violations: Vec<String>,
+    /// Per-transfer stream throughputs to draw from (bits/s); empty: none.
+    stream_bps: Vec<f64>,
+    /// Worker-node copy: fixed start-up (ms) and seconds per GB to draw from.
+    worker_copy: Option<(Millis, Vec<f64>)>,
+    /// The draws of the network model, apart from the other randomness of the run.
+    net_rng: Rng,
+    worker_copy_of: BTreeMap<JobId, Millis>,
     /// Some job is ranked by TTD/TTS or co-allocated by reservations: the core gets every
     /// site's queue estimate before it decides.
     broker: bool,
@@ -214,7 +226,7 @@ impl Simulation {
                 processors: s.processors,
                 speed: s.speed,
                 supports_reservations: s.reservations,
-                attributes: Default::default(),
+                attributes: s.attributes.clone(),
             })
             .collect();
         let mbps = 1e6;
@@ -391,6 +403,14 @@ impl Simulation {
             forecast_pairs,
             check_invariants: false,
             violations: Vec::new(),
+            stream_bps: scenario.network.stream_mbps.iter().map(|m| m * mbps).collect(),
+            worker_copy: scenario
+                .network
+                .worker_copy
+                .as_ref()
+                .map(|w| ((w.overhead_s * 1000.0).round() as Millis, w.s_per_gb.clone())),
+            net_rng: Rng::seed_from(seed, 0x006e_6574_776f_726b),
+            worker_copy_of: BTreeMap::new(),
             broker,
             reservations: (0, 0, 0),
         })
@@ -642,7 +662,9 @@ impl Simulation {
         while let Some(action) = self.scheduler.poll_action() {
             match action {
                 Action::StartTransfer { job, key, from, bytes } => {
-                    let id = self.network.start(now, from.index(), key.to.index(), bytes);
+                    let cap = (from != key.to && !self.stream_bps.is_empty())
+                        .then(|| self.stream_bps[self.net_rng.choose_index(self.stream_bps.len())]);
+                    let id = self.network.start_capped(now, from.index(), key.to.index(), bytes, cap);
                     self.transfer_ids.insert((job, key.clone()), id);
                     self.transfers.insert(id, (job, key));
                 }
@@ -732,15 +754,22 @@ impl Simulation {
         let now = self.now;
         let runtime = self.runtime_of.get(&job).copied().unwrap_or(0);
         let Some(j) = self.scheduler.job(job) else { return };
-        let comps: Vec<(u32, SiteId, u32)> = j
+        let comps: Vec<(u32, SiteId, u32, u64)> = j
             .components
             .iter()
             .enumerate()
-            .filter_map(|(i, c)| Some((i as u32, c.site?, c.processors)))
+            .filter_map(|(i, c)| {
+                let site = c.site?;
+                let local: u64 = c.sources.iter().filter(|s| s.from == site).map(|s| s.bytes).sum();
+                Some((i as u32, site, c.processors, local))
+            })
             .collect();
-        for (comp, site, procs) in comps {
+        for (comp, site, procs, local_bytes) in comps {
             let speed = self.sites[site.index()].speed;
-            let run = ((runtime as f64 / speed).round() as Millis).max(1);
+            let copy = self.worker_copy_ms(local_bytes);
+            let slot = self.worker_copy_of.entry(job).or_default();
+            *slot = (*slot).max(copy);
+            let run = ((runtime as f64 / speed).round() as Millis).max(1) + copy;
             let p = self.soft_error_p[site.index()];
             let faulty = p > 0.0 && self.soft_errors_until.is_none_or(|u| now < u) && self.rng.bernoulli(p);
             let end = if faulty {
@@ -769,6 +798,21 @@ impl Simulation {
             );
             self.ends.insert((end, self.seq, job, comp));
         }
+    }
+
+    /// The worker-node copy of `bytes` of local input (0 without `[network.worker_copy]` or
+    /// local input).
+    fn worker_copy_ms(&mut self, bytes: u64) -> Millis {
+        let Some((overhead, s_per_gb)) = &self.worker_copy else { return 0 };
+        if bytes == 0 {
+            return 0;
+        }
+        let per_gb = if s_per_gb.is_empty() {
+            0.0
+        } else {
+            s_per_gb[self.net_rng.choose_index(s_per_gb.len())]
+        };
+        overhead + (bytes as f64 / 1e9 * per_gb * 1000.0).round() as Millis
     }
 
     fn result(self, horizon_reached: bool) -> SimResult {
@@ -803,6 +847,12 @@ impl Simulation {
                         (Some(last), Some(first), Some(_)) => Some(last.saturating_sub(first)),
                         _ => None,
                     },
+                    transfers: j
+                        .components
+                        .iter()
+                        .map(|c| c.sources.iter().filter(|s| Some(s.from) != c.site).count() as u32)
+                        .sum(),
+                    worker_copy_ms: self.worker_copy_of.get(&j.id).copied().unwrap_or(0),
                     predicted_start: j.prediction.map(|p| p.start()),
                     predicted_delivery: j.prediction.map(|p| p.delivery()),
                     placement: j

@@ -131,6 +131,9 @@ struct Flow {
     remaining_bits: f64,
     /// Current rate in bits per second (0 while in the latency phase).
     rate: f64,
+    /// The most this transfer can reach on its own (one TCP stream), bits per second;
+    /// infinite when only the links limit it.
+    cap: f64,
 }
 
 /// Mutable part of the network state (cloned to look ahead).
@@ -236,6 +239,25 @@ impl Core {
                 match best {
                     Some((_, s)) if s <= share => {}
                     _ => best = Some((l, share)),
+                }
+            }
+            // A flow's own cap is a private link: frozen at it when it is the smallest share
+            // (ties to the lowest id).
+            let capped = streaming
+                .iter()
+                .enumerate()
+                .filter(|(_, f)| f.rate < 0.0 && f.cap.is_finite())
+                .min_by(|a, b| a.1.cap.total_cmp(&b.1.cap))
+                .map(|(k, f)| (k, f.cap));
+            if let Some((k, cap)) = capped {
+                if best.is_none_or(|(_, share)| cap <= share) {
+                    let f = &mut streaming[k];
+                    f.rate = cap;
+                    for &l in f.links.links() {
+                        remaining[l] -= cap;
+                        count[l] -= 1;
+                    }
+                    continue;
                 }
             }
             let Some((bottleneck, share)) = best else {
@@ -403,6 +425,13 @@ impl Network {
     /// # Panics
     /// If `from` or `to` is not a site.
     pub fn start(&mut self, now: Millis, from: usize, to: usize, bytes: u64) -> TransferId {
+        self.start_capped(now, from, to, bytes, None)
+    }
+
+    /// Like [`Network::start`], for a transfer that cannot exceed `cap_bps` on its own (one
+    /// TCP stream limited by its window and the path's loss): it shares the links max-min
+    /// fairly as every transfer does, but never streams faster than its cap.
+    pub fn start_capped(&mut self, now: Millis, from: usize, to: usize, bytes: u64, cap_bps: Option<f64>) -> TransferId {
         let (links, latency) = self.path(from, to);
         self.sync(now);
         self.next_cache.set(None);
@@ -416,6 +445,7 @@ impl Network {
             stream_at,
             remaining_bits: bytes as f64 * 8.0,
             rate: 0.0,
+            cap: cap_bps.filter(|c| c.is_finite() && *c > 0.0).unwrap_or(f64::INFINITY),
         });
         if stream_at <= self.core.now {
             self.core.recompute_rates(&self.caps);
@@ -722,6 +752,26 @@ mod tests {
         // f3 done 25 s later (75 s), f1 50 s later (100 s).
         let out = drain(&mut n);
         assert_eq!(out, vec![(50_000, f2), (75_000, f3), (100_000, f1)]);
+    }
+
+    #[test]
+    fn a_capped_flow_leaves_the_rest_to_the_others() {
+        // Two flows over one 40 Mb/s WAN: one capped at 10 Mb/s (its own stream), the other
+        // takes the remaining 30 instead of an equal 20.
+        let mut n = net(2, 800.0 * MBPS, 40.0 * MBPS, 0);
+        let slow = n.start_capped(0, 0, 1, 125 * MB, Some(10.0 * MBPS)); // 1e9 bits
+        let fast = n.start(0, 0, 1, 375 * MB); // 3e9 bits
+        assert_eq!(n.rate_bps(slow), Some(10.0 * MBPS));
+        assert_eq!(n.rate_bps(fast), Some(30.0 * MBPS));
+        // Both take 100 s. Alone, a capped flow streams at its cap even on an idle link.
+        assert_eq!(drain(&mut n), vec![(100_000, slow), (100_000, fast)]);
+        let alone = n.start_capped(200_000, 1, 0, 125 * MB, Some(8.0 * MBPS));
+        assert_eq!(drain(&mut n), vec![(325_000, alone)]);
+        // A cap above the fair share changes nothing.
+        let a = n.start_capped(400_000, 0, 1, 125 * MB, Some(1000.0 * MBPS));
+        let b = n.start(400_000, 0, 1, 125 * MB);
+        assert_eq!(n.rate_bps(a), Some(20.0 * MBPS));
+        assert_eq!(drain(&mut n), vec![(450_000, a), (450_000, b)]);
     }
 
     #[test]

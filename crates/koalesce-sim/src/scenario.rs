@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use koalesce_core::config::SchedulerConfig;
-use koalesce_core::model::{Millis, Priority};
+use koalesce_core::model::{Millis, Priority, SiteAttributes};
 use serde::Deserialize;
 use thiserror::Error;
 
@@ -83,6 +83,9 @@ pub struct SiteSpec {
     /// This site's own background band `[low, high]` (overrides `[background]`'s band edges;
     /// the rest of the band method stays the same).
     pub background_band: Option<(f64, f64)>,
+    /// What the site publishes (GridWay's host variables: `cpu_mhz`, `architecture`, …).
+    #[serde(default)]
+    pub attributes: SiteAttributes,
 }
 
 /// A WAN link whose parameters differ from the default.
@@ -108,6 +111,24 @@ pub struct NetworkSection {
     pub latency_ms: Millis,
     #[serde(default)]
     pub links: Vec<LinkSpec>,
+    /// The throughput one transfer can reach on its own (one GridFTP/TCP stream), drawn per
+    /// transfer uniformly from these values (Mbit/s); empty: only the links limit it.
+    #[serde(default)]
+    pub stream_mbps: Vec<f64>,
+    /// The copy of a job's input from its site's own storage to the worker node before it runs
+    /// (004 §3.4.2's "transfer time" of the jobs that ran where their file was).
+    pub worker_copy: Option<WorkerCopySpec>,
+}
+
+/// The worker-node copy: a fixed start-up plus a time per GB drawn per job.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerCopySpec {
+    #[serde(default)]
+    pub overhead_s: f64,
+    /// Seconds per GB, one drawn uniformly per job (empty: 0).
+    #[serde(default)]
+    pub s_per_gb: Vec<f64>,
 }
 
 impl Default for NetworkSection {
@@ -117,6 +138,8 @@ impl Default for NetworkSection {
             wan_mbps: default_wan(),
             latency_ms: default_latency(),
             links: Vec::new(),
+            stream_mbps: Vec::new(),
+            worker_copy: None,
         }
     }
 }
@@ -147,6 +170,11 @@ pub struct ExplicitJob {
     pub files: Vec<String>,
     #[serde(default)]
     pub priority: Priority,
+    /// GridWay's REQUIREMENTS and RANK (004 §3.2), as in a native job description.
+    #[serde(default)]
+    pub requirements: Option<String>,
+    #[serde(default)]
+    pub rank: Option<String>,
     /// A bag of tasks: at least this many components must be placed and succeed.
     #[serde(default)]
     pub min_components: Option<u32>,
@@ -352,6 +380,14 @@ impl Scenario {
                 if self.site_index(name).is_none() {
                     return Err(self.invalid(format!("network.links[{i}].{end}"), format!("unknown site '{name}'")));
                 }
+            }
+        }
+        if let Some(v) = n.stream_mbps.iter().find(|v| !(v.is_finite() && **v > 0.0)) {
+            return Err(self.invalid("network.stream_mbps", format!("throughputs must be positive, got {v}")));
+        }
+        if let Some(w) = &n.worker_copy {
+            if !(w.overhead_s.is_finite() && w.overhead_s >= 0.0) || w.s_per_gb.iter().any(|v| !(v.is_finite() && *v >= 0.0)) {
+                return Err(self.invalid("network.worker_copy", "times must be non-negative numbers"));
             }
         }
         for (i, f) in self.files.iter().enumerate() {

@@ -1,6 +1,7 @@
 //! Grid workloads: the KOALA generators (000 §4.2 W30/W50, 003 §5.2, 003 Table 6.1), Poisson
 //! arrivals scaled to a target utilization, and explicitly listed jobs.
 
+use koalesce_core::expr::JobExpr;
 use koalesce_core::model::{ComponentSpec, FileMode, JobSpec, Millis, Priority, ReplicaCatalogue, SiteId};
 
 use crate::rng::Rng;
@@ -150,6 +151,13 @@ pub fn build(scenario: &Scenario, rng: &mut Rng, catalogue: &mut ReplicaCatalogu
                     }
                 }
                 let runtime_ms = (j.runtime_s * 1000.0).round() as Millis;
+                let expr = |name: &str, text: &Option<String>| {
+                    text.as_deref()
+                        .map(JobExpr::new)
+                        .transpose()
+                        .map_err(|e| scenario.workload_error(&field(name), e.to_string()))
+                };
+                let (requirements, rank) = (expr("requirements", &j.requirements)?, expr("rank", &j.rank)?);
                 out.push(GridArrival {
                     submit_ms: (j.submit_s * 1000.0).round() as Millis,
                     spec: JobSpec {
@@ -161,8 +169,11 @@ pub fn build(scenario: &Scenario, rng: &mut Rng, catalogue: &mut ReplicaCatalogu
                         runtime_estimate_ms: runtime_ms,
                         priority: j.priority,
                         policy: None,
+                        requirements,
+                        rank,
                         min_components: j.min_components,
                         preferences: Default::default(),
+                        ..JobSpec::default()
                     },
                     runtime_ms,
                     failing_components: j.failing_components.clone(),
@@ -277,6 +288,7 @@ fn generate(
                 policy: None,
                 min_components: None,
                 preferences: Default::default(),
+                ..JobSpec::default()
             },
             runtime_ms,
             failing_components: Vec::new(),

@@ -28,12 +28,14 @@
 
 mod compile;
 mod glob;
+mod job;
 mod parser;
 mod site;
 mod vars;
 mod vm;
 
 pub use glob::glob_match;
+pub use job::JobExpr;
 pub use site::gridway_data_environment;
 pub use vars::{Function, IntVar, StrVar, Var};
 

@@ -166,6 +166,7 @@ impl Scheduler {
             catalogue: &self.catalogue,
             forecast: &self.forecast,
             staged: &job.staged,
+            preference: None,
         };
         let sites: Vec<SiteId> = match comp.fixed_site {
             Some(s) => vec![s],
@@ -175,7 +176,11 @@ impl Scheduler {
         let mut out = Vec::new();
         for s in sites {
             let site = &self.sites[s.index()];
-            if self.views[s.index()].blacklisted || site.processors < procs || (reserving_only && !site.supports_reservations) {
+            if self.views[s.index()].blacklisted
+                || site.processors < procs
+                || (reserving_only && !site.supports_reservations)
+                || !self.requirements_hold(id, s, capacity.available(s))
+            {
                 continue;
             }
             let placement = placement_at(&ctx, spec, job.components.len(), i, s, procs);

@@ -8,6 +8,7 @@ use crate::model::{FileMode, JobId, Millis, PolicyKind, Priority, SiteId};
 use crate::placement::{Capacity, ComponentPlacement, PlacementContext, PlacementRequest};
 use crate::state::{ComponentState, FailureReason, JobState};
 
+use super::gridway::SiteChoice;
 use super::release::Requeue;
 use super::scan::placement_at;
 use super::{known, Action, FileSourceRecord, Scheduler, TransferKey, TransferStatus};
@@ -143,11 +144,25 @@ impl Scheduler {
                     })
                     .collect(),
             );
+            // REQUIREMENTS, RANK, GridWay's priority and bans hold here too (gridway.rs).
+            let choice = match self.site_choice(now, id, &capacity) {
+                Ok(c) => c,
+                // No site qualifies: the policy has nothing to choose from.
+                Err(_) => Some(SiteChoice {
+                    capacity: Capacity::new(vec![0; self.sites.len()]),
+                    preference: vec![0; self.sites.len()],
+                }),
+            };
+            if let Some(c) = &choice {
+                capacity = c.capacity.clone();
+            }
+            let job = &self.jobs[&id];
             let ctx = PlacementContext {
                 sites: &self.sites,
                 catalogue: &self.catalogue,
                 forecast: &self.forecast,
                 staged: &job.staged,
+                preference: choice.as_ref().map(|c| c.preference.as_slice()),
             };
             let one = [(i, procs)];
             let req = PlacementRequest {
@@ -224,6 +239,7 @@ impl Scheduler {
                 catalogue: &self.catalogue,
                 forecast: &self.forecast,
                 staged: &job.staged,
+                preference: None,
             };
             let placement = placement_at(&ctx, &job.spec, job.components.len(), i, target, procs);
             self.move_component(id, i, placement);

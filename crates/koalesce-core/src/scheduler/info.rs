@@ -18,6 +18,7 @@ impl Scheduler {
 
     /// The replica catalogue changed (a file registered or a replica added).
     pub fn catalogue_mut(&mut self) -> &mut ReplicaCatalogue {
+        self.gridway.catalogue_changed();
         &mut self.catalogue
     }
 

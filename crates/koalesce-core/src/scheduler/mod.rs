@@ -16,6 +16,8 @@
 //! - `reservation`: claiming with advance reservations.
 //! - `broker`: placement by predicted TTD/TTS and co-allocation by reservations (001).
 //! - `release`: faults, ends, cancellation, blacklisting, returns to the placement queue.
+//! - `gridway`: REQUIREMENTS / RANK and GridWay's priorities and banning in placement tries,
+//!   the `queueing = "gridway"` scan, the GW_* environment.
 //! - `read`: read access for drivers, metrics and tests.
 //!
 //! This file holds the [`Scheduler`] itself and the timer interface (`poll_timeout`,
@@ -26,6 +28,7 @@ mod broker;
 mod claiming;
 mod error;
 mod gate;
+mod gridway;
 mod info;
 mod job;
 mod read;
@@ -84,6 +87,8 @@ pub struct Scheduler {
     progress: Vec<JobId>,
     next_job: u64,
     stats: SchedulerStats,
+    /// GridWay's matching caches, bans, usage and share history (`gridway.rs`).
+    gridway: gridway::GridwayState,
     /// Queue estimates, reservation plans and counters of the broker (`broker.rs`).
     broker: broker::BrokerState,
 }
@@ -97,6 +102,7 @@ impl Scheduler {
             HistorySeed::Empty => CloseToFiles::default(),
             HistorySeed::Pairs { pairs } => CloseToFiles::with_history(pairs.iter().copied()),
         };
+        let gridway = gridway::GridwayState::new(&config, &sites);
         let sites_len = sites.len();
         let views = sites
             .iter()
@@ -127,6 +133,7 @@ impl Scheduler {
             progress: Vec::new(),
             next_job: 1,
             stats: SchedulerStats::default(),
+            gridway,
             broker: broker::BrokerState::new(sites_len),
         }
     }

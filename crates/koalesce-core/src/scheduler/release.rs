@@ -84,6 +84,7 @@ impl Scheduler {
                 let v = &mut self.views[site.index()];
                 v.consecutive_errors = 0;
                 v.bans = 0;
+                self.gridway_on_success(now, job, site);
                 self.maybe_finish(now, job);
             }
             ComponentOutcome::SoftError => {
@@ -158,6 +159,7 @@ impl Scheduler {
 
     pub(super) fn record_soft_error(&mut self, now: Millis, site: SiteId) {
         self.stats.soft_errors += 1;
+        self.gridway_on_failure(now, site);
         let threshold = self.config.blacklist_threshold;
         let expiry = self.config.blacklist_expiry_ms;
         let v = &mut self.views[site.index()];

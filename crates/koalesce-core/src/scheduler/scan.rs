@@ -4,10 +4,12 @@
 use std::collections::VecDeque;
 
 use crate::config::ScanInterval;
+use crate::gridway::Queueing;
 use crate::model::{FileMode, JobId, JobSpec, Millis, Priority, SiteId};
 use crate::placement::{Capacity, ComponentPlacement, FileSource, PlacementContext, PlacementRequest};
 use crate::state::{ComponentState, FailureReason, JobState};
 
+use super::gridway::SiteChoice;
 use super::{known, Action, Component, FileSourceRecord, Scheduler, TransferKey, TransferStatus};
 
 impl Scheduler {
@@ -37,6 +39,9 @@ impl Scheduler {
 
     /// One scan: pick a queue by weighted round-robin, walk it head to tail, place what fits.
     pub(super) fn scan(&mut self, now: Millis) {
+        if self.config.queueing == Queueing::Gridway {
+            return self.gridway_scan(now);
+        }
         let Some(priority) = self.queues.next_queue() else { return };
         self.stats.scans += 1;
         let snapshot: Vec<JobId> = self.queues.queue(priority).iter().copied().collect();
@@ -96,7 +101,7 @@ impl Scheduler {
         }
         let decision = match self.broker_decide(now, id, capacity) {
             Some(decision) => decision,
-            None => self.decide_placement(id, capacity),
+            None => self.decide_placement(now, id, capacity),
         };
         // One lookup of the job for the whole outcome (a scan tries every queued job).
         let job = known(&mut self.jobs, id);
@@ -164,7 +169,7 @@ impl Scheduler {
     }
 
     /// Asks the job's policy for a placement of every component (fixed ones at their site).
-    fn decide_placement(&mut self, id: JobId, available: &mut Capacity) -> Option<Vec<ComponentPlacement>> {
+    fn decide_placement(&mut self, now: Millis, id: JobId, available: &mut Capacity) -> Option<Vec<ComponentPlacement>> {
         let job = &self.jobs[&id];
         // Fast rejection without asking a policy: a component larger than every site's
         // available processors, or a flexible total larger than their sum.
@@ -184,12 +189,18 @@ impl Scheduler {
         {
             return None;
         }
-        let mut capacity = available.clone();
+        // REQUIREMENTS, RANK, GridWay's priority and bans (gridway.rs).
+        let Ok(choice) = self.site_choice(now, id, available) else {
+            return None;
+        };
+        let job = &self.jobs[&id];
+        let mut capacity = choice.as_ref().map_or_else(|| available.clone(), |c| c.capacity.clone());
         let ctx = PlacementContext {
             sites: &self.sites,
             catalogue: &self.catalogue,
             forecast: &self.forecast,
             staged: &job.staged,
+            preference: choice.as_ref().map(|c| c.preference.as_slice()),
         };
         let mut out = Vec::new();
         let mut free: Vec<(usize, u32)> = Vec::new();
@@ -200,7 +211,7 @@ impl Scheduler {
                 Some(site) => {
                     if !capacity.fits(site, c.processors) || self.views[site.index()].blacklisted {
                         if let Some(k) = bag_minimum {
-                            return self.place_bag(id, k as usize, available);
+                            return self.place_bag(now, id, k as usize, available);
                         }
                         return None;
                     }
@@ -221,25 +232,32 @@ impl Scheduler {
             let policy = self.policies.get_mut(job.policy);
             match policy.place(&req, &mut capacity, &ctx) {
                 Some(placed) => out.extend(placed),
-                None => return bag_minimum.and_then(|k| self.place_bag(id, k as usize, available)),
+                None => return bag_minimum.and_then(|k| self.place_bag(now, id, k as usize, available)),
             }
         }
         out.sort_by_key(|c| c.component);
-        *available = capacity;
+        match choice {
+            Some(_) => SiteChoice::apply(&out, available),
+            None => *available = capacity,
+        }
         Some(out)
     }
 
     /// Bag of tasks (003 §3.3, "at least k components placed"): when the whole bag does not fit,
     /// place components one at a time, largest first (fixed ones at their site, the others with
     /// the job's policy); succeed if at least `k` got a site. The rest are skipped in this run.
-    fn place_bag(&mut self, id: JobId, k: usize, available: &mut Capacity) -> Option<Vec<ComponentPlacement>> {
+    fn place_bag(&mut self, now: Millis, id: JobId, k: usize, available: &mut Capacity) -> Option<Vec<ComponentPlacement>> {
+        let Ok(choice) = self.site_choice(now, id, available) else {
+            return None;
+        };
         let job = &self.jobs[&id];
-        let mut capacity = available.clone();
+        let mut capacity = choice.as_ref().map_or_else(|| available.clone(), |c| c.capacity.clone());
         let ctx = PlacementContext {
             sites: &self.sites,
             catalogue: &self.catalogue,
             forecast: &self.forecast,
             staged: &job.staged,
+            preference: choice.as_ref().map(|c| c.preference.as_slice()),
         };
         let n = job.components.len();
         let mut order: Vec<usize> = (0..n).collect();
@@ -273,7 +291,10 @@ impl Scheduler {
             return None;
         }
         out.sort_by_key(|c| c.component);
-        *available = capacity;
+        match choice {
+            Some(_) => SiteChoice::apply(&out, available),
+            None => *available = capacity,
+        }
         Some(out)
     }
 
@@ -364,6 +385,7 @@ impl Scheduler {
             })
             .collect();
         self.set_state(now, id, JobState::Placed);
+        self.gridway_on_placed(now, id);
         self.actions.extend(new_transfers);
         self.actions.extend(reserve);
         if any_reserved {

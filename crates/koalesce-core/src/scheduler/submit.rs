@@ -128,6 +128,8 @@ impl Scheduler {
         let policy = match (&spec.flexible, spec.policy) {
             (Some(_), _) => PolicyKind::Fcm,
             (None, Some(p)) => p,
+            // A RANK without a policy asks for GridWay's ranking (see crate::gridway).
+            (None, None) if spec.rank.is_some() => PolicyKind::Gridway,
             (None, None) => self.config.default_policy,
         };
         Job {

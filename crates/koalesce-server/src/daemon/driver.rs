@@ -69,6 +69,10 @@ pub async fn drive(shared: Arc<Shared>, mut shutdown: tokio::sync::watch::Receiv
             _ = shared.wake.notified() => {}
             _ = shutdown.changed() => return,
         }
+        if shared.lock().core.poll_timeout().is_some_and(|t| t <= now_ms()) {
+            // The data functions' answers for this scan (004 §3.3's catalogue cache).
+            crate::gridway::catalogue::refresh(&shared).await;
+        }
         {
             let mut guard = shared.lock();
             let st = &mut *guard;

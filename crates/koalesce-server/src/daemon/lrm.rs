@@ -317,6 +317,8 @@ pub fn prepare_launch(shared: &Arc<Shared>, st: &mut State, job: u64) {
         }
         let arch = st.core.sites().get(site.index()).map(|s| s.attributes.architecture.clone());
         env.insert("KOALESCE_ARCH".into(), arch.unwrap_or_default());
+        // GW_CLOSE_SE and GW_REMOTE_FILES_i (004 §3.2) for a job with REQUIREMENTS or RANK.
+        env.extend(st.core.gridway_environment(JobId(job), i as u32).into_iter().flatten());
         for f in meta.desc.inputs.iter().map(|f| f.logical()) {
             let fi = st.files.get(f);
             let path = fi

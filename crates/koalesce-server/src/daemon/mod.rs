@@ -142,6 +142,8 @@ pub struct Shared {
     pub config: ServerConfig,
     pub data_dir: PathBuf,
     pub metrics: Metrics,
+    /// The data functions' catalogue cache (004 §3.3).
+    pub data_catalogue: crate::gridway::DataCatalogue,
 }
 
 impl Shared {

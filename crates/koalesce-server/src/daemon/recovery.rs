@@ -61,7 +61,7 @@ pub fn recover(config: &ServerConfig, store: &Store, sites: &[SiteHandle]) -> an
             processors: s.processors,
             speed: s.speed,
             supports_reservations: h.backend.reservations().is_some(),
-            attributes: Default::default(),
+            attributes: crate::gridway::sites::attributes(s, &h.paths.storage),
         })
         .collect();
     let site_ids: HashMap<String, SiteId> = sites.iter().enumerate().map(|(i, h)| (h.name.clone(), SiteId(i as u32))).collect();

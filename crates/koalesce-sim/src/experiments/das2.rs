@@ -134,6 +134,7 @@ pub fn sites(table: &[(&str, u32)], net: Net) -> Vec<SiteSpec> {
         background_trace: None,
         storage_only,
         background_band: None,
+        attributes: Default::default(),
     };
     let mut v: Vec<SiteSpec> = table.iter().map(|&(name, p)| site(name.to_string(), p, false)).collect();
     if net.file_servers_mbps.is_some() {
@@ -176,6 +177,7 @@ pub fn scenario(
             wan_mbps: net.wan_mbps,
             latency_ms: net.latency_ms,
             links,
+            ..NetworkSection::default()
         },
         files: Vec::new(),
         workload: WorkloadSpec::Generated(Box::new(workload)),

@@ -7,6 +7,9 @@
 //! - [`measure`]: what a run measures, and means with 95% confidence intervals over seeds.
 //! - [`p2p`], [`p2p_checks`], [`p2p_report`]: seed 002's peer-to-peer experiments (Figs. 2–6)
 //!   on the [`crate::p2p`] simulator, the seed-versus-koalesce checks and the report files.
+//! - [`gridway`]: GridWay's data-location-aware scheduling algorithms (004 §3.4.2, Tables 3 and
+//!   4): REQUIREMENTS and RANK with data functions in the core's scan, four algorithms on three
+//!   sites, side by side with the seed.
 //! - [`broker`]: the broker's co-allocation tests (001 §5.2.2, Tables I and II) and co-allocation
 //!   by reservations against KOALA's claiming.
 //!
@@ -15,6 +18,7 @@
 
 pub mod broker;
 pub mod das2;
+pub mod gridway;
 pub mod koala;
 pub mod measure;
 pub mod p2p;

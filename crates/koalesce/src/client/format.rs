@@ -220,8 +220,11 @@ pub fn jobs_table(jobs: &[JobSummary]) -> String {
 
 /// The `koalesce sites` table.
 pub fn sites_table(sites: &[SiteInfo]) -> String {
-    let mut t = Table::new(&["SITE", "PROCS", "IDLE", "USED", "PLACED", "BLACKLISTED", "RESERVATIONS"])
+    let mut t = Table::new(&["SITE", "PROCS", "IDLE", "USED", "PLACED", "BLACKLISTED", "RESERVATIONS", "BANNED"])
         .right_align(&["PROCS", "IDLE", "USED", "PLACED"]);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
     for s in sites {
         t.push(vec![
             s.name.clone(),
@@ -239,6 +242,11 @@ pub fn sites_table(sites: &[SiteInfo]) -> String {
                 ),
             },
             if s.supports_reservations { "yes" } else { "no" }.to_string(),
+            // GridWay's failure-rate policy: banned for gridway jobs, seconds left.
+            match s.banned_until_ms {
+                Some(until) => format!("{}s ({} failures)", until.saturating_sub(now).div_ceil(1000), s.failure_streak),
+                None => "no".to_string(),
+            },
         ]);
     }
     t.render()
@@ -525,6 +533,14 @@ mod tests {
             ..Default::default()
         }]);
         assert!(s.lines().next().unwrap().contains("PLACED"));
+        assert!(s.lines().nth(1).unwrap().ends_with("no"), "{s}");
+        let banned = sites_table(&[SiteInfo {
+            name: "uva".into(),
+            banned_until_ms: Some(u64::MAX),
+            failure_streak: 2,
+            ..Default::default()
+        }]);
+        assert!(banned.contains("(2 failures)"), "{banned}");
         assert!(s.contains("vu      144   100    40       4  no           yes"), "{s}");
     }
 

@@ -135,6 +135,7 @@ pub(super) fn policy_name(p: PolicyKind) -> &'static str {
         PolicyKind::Fcm => "FCM",
         PolicyKind::Ttd => "TTD",
         PolicyKind::Tts => "TTS",
+        PolicyKind::Gridway => "GridWay",
     }
 }
 
