@@ -26,8 +26,11 @@ fn metric(srv: &BackgroundServer, name: &str) -> f64 {
         .unwrap_or_else(|| panic!("no metric {name} in:\n{text}"))
 }
 
-fn register(srv: &BackgroundServer, tok: &str, dir: &std::path::Path, name: &str, site: &str, bytes: &[u8]) -> Value {
-    let src = dir.join(format!("src-{name}-{site}"));
+/// Registers `bytes` as `name` at `site` from a server-local file outside the data directory
+/// (which the server refuses to read from).
+fn register(srv: &BackgroundServer, tok: &str, name: &str, site: &str, bytes: &[u8]) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join(format!("src-{name}-{site}"));
     std::fs::write(&src, bytes).unwrap();
     let body = format!(r#"{{"name":"{name}","path":"{}","site":"{site}"}}"#, src.display());
     let (code, f) = srv.request("POST", "/api/v1/files", Some(tok), body.as_bytes());
@@ -58,8 +61,8 @@ fn data_functions_go_through_the_catalogue_cache_and_jobs_get_gw_close_se_and_re
     let tmp = tempfile::tempdir().unwrap();
     let tok = token(tmp.path(), "alice", false);
     let srv = BackgroundServer::start(options(tmp.path(), &[("a", 2), ("b", 2), ("c", 2)])).unwrap();
-    register(&srv, &tok, tmp.path(), "near.dat", "b", &[1; 1000]);
-    register(&srv, &tok, tmp.path(), "far.dat", "c", &[2; 3000]);
+    register(&srv, &tok, "near.dat", "b", &[1; 1000]);
+    register(&srv, &tok, "far.dat", "c", &[2; 3000]);
     let data_job = shell_job(
         "data",
         "echo \"$GW_CLOSE_SE $GW_REMOTE_FILES_0 ${GW_REMOTE_FILES_1:-none}\"",
@@ -92,7 +95,7 @@ fn data_functions_go_through_the_catalogue_cache_and_jobs_get_gw_close_se_and_re
     });
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(job(&srv, &tok, id3)["state"], "queued");
-    register(&srv, &tok, tmp.path(), "late.dat", "a", &[3; 10]);
+    register(&srv, &tok, "late.dat", "a", &[3; 10]);
     let j3 = wait_state(&srv, &tok, id3, &["succeeded", "failed"], 20);
     assert_eq!(
         (j3["state"].as_str(), j3["components"][0]["site"].as_str()),
@@ -139,7 +142,7 @@ fn a_site_that_fails_a_component_is_banned_for_gridway_jobs_until_its_ban_ends_a
     opts.config.scheduler.gridway.banning.max_ms = 40_000;
     let srv = BackgroundServer::start(opts).unwrap();
     let good = vec![5u8; 50_000];
-    register(&srv, &tok, tmp.path(), "in.dat", "a", &good);
+    register(&srv, &tok, "in.dat", "a", &good);
     // The replica at a goes bad on disk: copying it to b fails verification there.
     let replica = srv.shared().lock().files["in.dat"].replicas["a"].clone();
     std::fs::write(&replica, vec![6u8; 50_000]).unwrap();
