@@ -143,9 +143,12 @@ fn a_site_that_fails_a_component_is_banned_for_gridway_jobs_until_its_ban_ends_a
     let srv = BackgroundServer::start(opts).unwrap();
     let good = vec![5u8; 50_000];
     register(&srv, &tok, "in.dat", "a", &good);
-    // The replica at a goes bad on disk: copying it to b fails verification there.
-    let replica = srv.shared().lock().files["in.dat"].replicas["a"].clone();
-    std::fs::write(&replica, vec![6u8; 50_000]).unwrap();
+    // Site b cannot store anything (its storage is not a directory): the copy of the input
+    // there fails, a fault of b. (A corrupt source replica would blame nobody: it is
+    // quarantined.)
+    let storage = tmp.path().join("sites/b/storage");
+    std::fs::remove_dir_all(&storage).unwrap();
+    std::fs::write(&storage, b"not a directory").unwrap();
     let needs_b = shell_job(
         "needs-b",
         "cat \"$KOALESCE_INPUT_IN_DAT\" | wc -c",
@@ -167,8 +170,9 @@ fn a_site_that_fails_a_component_is_banned_for_gridway_jobs_until_its_ban_ends_a
         "b was tried while banned"
     );
     assert_eq!(job(&srv, &tok, id)["state"], "queued");
-    // The replica is repaired; once the ban ends the job runs at b and the success clears it.
-    std::fs::write(&replica, &good).unwrap();
+    // b's storage is repaired; once the ban ends the job runs at b and the success clears it.
+    std::fs::remove_file(&storage).unwrap();
+    std::fs::create_dir_all(&storage).unwrap();
     let j = wait_state(&srv, &tok, id, &["succeeded", "failed"], 20);
     assert_eq!(j["state"], "succeeded", "{j}");
     assert!(j["timeline"]["placed"].as_u64().unwrap() >= until, "placed during the ban: {j}");
