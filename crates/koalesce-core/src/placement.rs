@@ -275,6 +275,28 @@ pub(crate) fn by_decreasing_size(components: &[(usize, u32)]) -> Vec<(usize, u32
     sorted
 }
 
+/// The all-or-nothing loop of the policies that place one component at a time: components,
+/// largest first, each placed by `choose` on the capacity its predecessors left (given the
+/// component's index, processors and the job's file needs); `None` from `choose` fails the job
+/// and leaves `capacity` as it was.
+pub(crate) fn place_one_by_one(
+    req: &PlacementRequest<'_>,
+    capacity: &mut Capacity,
+    ctx: &PlacementContext<'_>,
+    mut choose: impl FnMut(&Capacity, usize, u32, &[FileNeed]) -> Option<ComponentPlacement>,
+) -> Option<Vec<ComponentPlacement>> {
+    let needs = ctx.needs(req, req.job_components);
+    let mut trial = capacity.clone();
+    let mut out = Vec::with_capacity(req.components.len());
+    for (index, procs) in by_decreasing_size(req.components) {
+        let placed = choose(&trial, index, procs, &needs)?;
+        trial.take(placed.site, procs);
+        out.push(placed);
+    }
+    *capacity = trial;
+    Some(out)
+}
+
 /// The usable site with the most available processors that fits `processors`; ties → the
 /// job's preference, then the lowest id.
 fn worst_fit_site(capacity: &Capacity, processors: u32, ctx: &PlacementContext<'_>) -> Option<SiteId> {
@@ -301,16 +323,10 @@ impl PlacementPolicy for WorstFit {
         capacity: &mut Capacity,
         ctx: &PlacementContext<'_>,
     ) -> Option<Vec<ComponentPlacement>> {
-        let needs = ctx.needs(req, req.job_components);
-        let mut trial = capacity.clone();
-        let mut out = Vec::with_capacity(req.components.len());
-        for (index, procs) in by_decreasing_size(req.components) {
-            let site = worst_fit_site(&trial, procs, ctx)?;
-            trial.take(site, procs);
-            out.push(ctx.component(index, procs, site, &needs, None));
-        }
-        *capacity = trial;
-        Some(out)
+        place_one_by_one(req, capacity, ctx, |trial, index, procs, needs| {
+            let site = worst_fit_site(trial, procs, ctx)?;
+            Some(ctx.component(index, procs, site, needs, None))
+        })
     }
 }
 
@@ -541,26 +557,19 @@ impl PlacementPolicy for TimeRank {
         capacity: &mut Capacity,
         ctx: &PlacementContext<'_>,
     ) -> Option<Vec<ComponentPlacement>> {
-        let needs = ctx.needs(req, req.job_components);
-        let mut trial = capacity.clone();
-        let mut out = Vec::with_capacity(req.components.len());
-        for (index, procs) in by_decreasing_size(req.components) {
-            let best = trial
+        place_one_by_one(req, capacity, ctx, |trial, index, procs, needs| {
+            trial
                 .sites()
                 .filter(|&s| trial.fits(s, procs) && trial.available(s) > 0)
-                .map(|s| ctx.component(index, procs, s, &needs, None))
+                .map(|s| ctx.component(index, procs, s, needs, None))
                 .min_by(|a, b| {
                     let speed = |c: &ComponentPlacement| ctx.sites[c.site.index()].speed;
                     a.ftt_ms
                         .cmp(&b.ftt_ms)
                         .then(speed(b).total_cmp(&speed(a)))
                         .then(a.site.cmp(&b.site))
-                })?;
-            trial.take(best.site, procs);
-            out.push(best);
-        }
-        *capacity = trial;
-        Some(out)
+                })
+        })
     }
 }
 

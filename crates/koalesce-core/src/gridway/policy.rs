@@ -11,7 +11,7 @@
 //! of one job all see the same ranking.
 
 use crate::model::PolicyKind;
-use crate::placement::{by_decreasing_size, Capacity, ComponentPlacement, PlacementContext, PlacementPolicy, PlacementRequest};
+use crate::placement::{place_one_by_one, Capacity, ComponentPlacement, PlacementContext, PlacementPolicy, PlacementRequest};
 
 /// GridWay's resource prioritization as a placement policy.
 #[derive(Debug, Default, Clone)]
@@ -28,18 +28,12 @@ impl PlacementPolicy for GridwayPolicy {
         capacity: &mut Capacity,
         ctx: &PlacementContext<'_>,
     ) -> Option<Vec<ComponentPlacement>> {
-        let needs = ctx.needs(req, req.job_components);
-        let mut trial = capacity.clone();
-        let mut out = Vec::with_capacity(req.components.len());
-        for (index, procs) in by_decreasing_size(req.components) {
+        place_one_by_one(req, capacity, ctx, |trial, index, procs, needs| {
             let site = trial
                 .sites()
                 .filter(|&s| trial.available(s) > 0 && trial.fits(s, procs))
                 .max_by_key(|&s| (ctx.preference(s), trial.available(s), std::cmp::Reverse(s)))?;
-            trial.take(site, procs);
-            out.push(ctx.component(index, procs, site, &needs, None));
-        }
-        *capacity = trial;
-        Some(out)
+            Some(ctx.component(index, procs, site, needs, None))
+        })
     }
 }
