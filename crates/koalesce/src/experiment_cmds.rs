@@ -207,24 +207,8 @@ impl KoalaArgs {
             Options::full(self.seeds)
         };
         let total = koala::run_count(&exps, &opts);
-        let bar = if self.quiet {
-            ProgressBar::hidden()
-        } else {
-            ProgressBar::new(total as u64)
-        };
-        bar.set_style(
-            ProgressStyle::with_template("runs [{bar:40}] {pos}/{len} {elapsed_precise} {msg}")
-                .expect("valid template")
-                .progress_chars("=> "),
-        );
-        let mut pool = rayon::ThreadPoolBuilder::new();
-        if let Some(n) = self.threads {
-            if n == 0 {
-                anyhow::bail!("--threads: at least 1 (got 0)");
-            }
-            pool = pool.num_threads(n);
-        }
-        let pool = pool.build().context("starting the worker threads")?;
+        let bar = runs_bar(total, self.quiet, " {msg}");
+        let pool = worker_pool(self.threads)?;
         let outcome = pool.install(|| {
             koala::run(&exps, &opts, &|done, _, label| {
                 bar.set_position(done as u64);
@@ -276,20 +260,8 @@ impl BrokerArgs {
                 }
             }
         }
-        let bar = if self.quiet {
-            ProgressBar::hidden()
-        } else {
-            ProgressBar::new(opts.work() as u64)
-        };
-        bar.set_style(
-            ProgressStyle::with_template("runs [{bar:40}] {pos}/{len} {elapsed_precise}")
-                .expect("valid template")
-                .progress_chars("=> "),
-        );
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(self.threads.unwrap_or(0))
-            .build()
-            .context("starting the worker threads")?;
+        let bar = runs_bar(opts.work(), self.quiet, "");
+        let pool = worker_pool(self.threads)?;
         let outcome = pool.install(|| broker::run(&opts, &|done, _| bar.set_position(done as u64)));
         bar.finish_and_clear();
         let mut files = report::write(&outcome, &self.out).with_context(|| format!("writing results to {}", self.out.display()))?;
@@ -326,24 +298,9 @@ impl GridwayArgs {
         if self.seeds < 2 {
             anyhow::bail!("--seeds: at least 2 are needed for a confidence interval (got {})", self.seeds);
         }
-        if self.threads == Some(0) {
-            anyhow::bail!("--threads: at least 1 (got 0)");
-        }
         let opts = gridway::Options::full(self.seeds);
-        let bar = if self.quiet {
-            ProgressBar::hidden()
-        } else {
-            ProgressBar::new(opts.runs() as u64)
-        };
-        bar.set_style(
-            ProgressStyle::with_template("runs [{bar:40}] {pos}/{len} {elapsed_precise}")
-                .expect("valid template")
-                .progress_chars("=> "),
-        );
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(self.threads.unwrap_or(0))
-            .build()
-            .context("starting the worker threads")?;
+        let bar = runs_bar(opts.runs(), self.quiet, "");
+        let pool = worker_pool(self.threads)?;
         let outcome = pool.install(|| gridway::run(&opts, &|done, _| bar.set_position(done as u64)));
         bar.finish_and_clear();
         let files = report::write(&outcome, &self.out).with_context(|| format!("writing results to {}", self.out.display()))?;
@@ -383,9 +340,6 @@ impl P2pArgs {
         if self.seeds < 2 {
             anyhow::bail!("--seeds: at least 2 are needed for a confidence interval (got {})", self.seeds);
         }
-        if self.threads == Some(0) {
-            anyhow::bail!("--threads: at least 1");
-        }
         let started = std::time::Instant::now();
         let traces = Traces::load(&self.traces).with_context(|| format!("reading the traces in {}", self.traces.display()))?;
         let mut opts = p2p::Options::full(self.seeds);
@@ -393,27 +347,14 @@ impl P2pArgs {
             opts.work_per_mille = 100;
         }
         let total = p2p::run_count(&opts);
-        let bar = if self.quiet || !std::io::stderr().is_terminal() {
-            ProgressBar::hidden()
-        } else {
-            ProgressBar::new(total as u64)
-        };
-        bar.set_style(
-            ProgressStyle::with_template("runs [{bar:40}] {pos}/{len} {elapsed_precise} (eta {eta}) {msg}")
-                .expect("valid template")
-                .progress_chars("=> "),
-        );
+        let bar = runs_bar(total, self.quiet || !std::io::stderr().is_terminal(), " (eta {eta}) {msg}");
         let times: std::sync::Mutex<std::collections::BTreeMap<String, f64>> = Default::default();
         let progress = |label: &str, took: std::time::Duration| {
             bar.inc(1);
             bar.set_message(label.to_string());
             *times.lock().expect("not poisoned").entry(label.to_string()).or_default() += took.as_secs_f64();
         };
-        let mut pool = rayon::ThreadPoolBuilder::new();
-        if let Some(n) = self.threads {
-            pool = pool.num_threads(n);
-        }
-        let pool = pool.build().context("starting the worker threads")?;
+        let pool = worker_pool(self.threads)?;
         let outcome = pool.install(|| p2p::run(&traces, &opts, &progress));
         bar.finish_and_clear();
         let files = p2p_report::write_report(&outcome, &self.out).with_context(|| format!("writing results to {}", self.out.display()))?;
@@ -459,4 +400,31 @@ impl BenchP2pArgs {
         print!("{}", koalesce_sim::p2p::bench::bench(traces.as_ref()));
         Ok(ExitCode::SUCCESS)
     }
+}
+
+/// The runs' progress bar (hidden with `--quiet`); `extra` follows the elapsed time in its
+/// template (`" {msg}"`, `" (eta {eta}) {msg}"`).
+fn runs_bar(total: usize, quiet: bool, extra: &str) -> ProgressBar {
+    let bar = if quiet {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(total as u64)
+    };
+    bar.set_style(
+        ProgressStyle::with_template(&format!("runs [{{bar:40}}] {{pos}}/{{len}} {{elapsed_precise}}{extra}"))
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    bar
+}
+
+/// The experiment's worker threads: `--threads N` (at least 1), or one per core.
+fn worker_pool(threads: Option<usize>) -> anyhow::Result<rayon::ThreadPool> {
+    if threads == Some(0) {
+        anyhow::bail!("--threads: at least 1 (got 0)");
+    }
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads.unwrap_or(0))
+        .build()
+        .context("starting the worker threads")
 }
