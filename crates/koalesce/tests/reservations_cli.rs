@@ -59,49 +59,15 @@ fn create_list_modify_and_cancel_from_the_command_line() {
     let end = v["reservation"]["end_ms"].as_u64().unwrap();
 
     // 4 more at the same time do not fit in 8: rejected, T_next = the end of the first; exit 1.
-    let (code, out, err) = cli(
-        &url,
-        &tok,
-        &["create", "--site", "vu", "--cpus", "4", "--duration", "10m", "--start", "2h"],
-    );
+    let four = ["create", "--site", "vu", "--cpus", "4", "--duration", "10m", "--start", "2h"];
+    let (code, out, err) = cli(&url, &tok, &four);
     assert_eq!(code, 1, "{out}{err}");
     assert!(err.starts_with("rejected, T_next "), "{err}");
-    let (code, out, _) = cli(
-        &url,
-        &tok,
-        &[
-            "create",
-            "--site",
-            "vu",
-            "--cpus",
-            "4",
-            "--duration",
-            "10m",
-            "--start",
-            "2h",
-            "--json",
-        ],
-    );
+    let (code, out, _) = cli(&url, &tok, &[&four[..], &["--json"]].concat());
     assert_eq!(code, 1);
     assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["t_next_ms"], end, "{out}");
     // A window wide enough is granted.
-    let (code, out, err) = cli(
-        &url,
-        &tok,
-        &[
-            "create",
-            "--site",
-            "vu",
-            "--cpus",
-            "4",
-            "--duration",
-            "10m",
-            "--start",
-            "2h",
-            "--latest",
-            "4h",
-        ],
-    );
+    let (code, out, err) = cli(&url, &tok, &[&four[..], &["--latest", "4h"]].concat());
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.starts_with("granted R2 at vu: 4 processor(s)"), "{out}");
 
