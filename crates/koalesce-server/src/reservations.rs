@@ -11,104 +11,29 @@
 
 use std::sync::atomic::Ordering;
 
-use axum::body::Bytes;
 use axum::extract::{Path, Request, State as AxState};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use koalesce_api::dto::{NewReservation, ReservationInfo};
-use rusqlite::{params, Connection, OptionalExtension};
-use serde_json::json;
+use serde_json::{json, Value};
 
-use crate::api::{authenticate, err, read_body, Caller, R, S};
+use crate::api::{authenticate, err, read_body, ApiError, Caller, R, S};
 use crate::backend::{WindowAnswer, WindowRequest};
 use crate::daemon::SiteHandle;
 use crate::now_ms;
-use crate::store::Store;
+use crate::store::{self, ReservationRow, Store};
 
-const TABLE: &str = "CREATE TABLE IF NOT EXISTS reservations (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    user TEXT NOT NULL,
-    site TEXT NOT NULL,
-    processors INTEGER NOT NULL,
-    start_ms INTEGER NOT NULL,
-    end_ms INTEGER NOT NULL,
-    earliest_ms INTEGER NOT NULL,
-    latest_ms INTEGER NOT NULL,
-    flexible INTEGER NOT NULL,
-    created_ms INTEGER NOT NULL,
-    backend_id TEXT NOT NULL
-)";
-
-/// A stored reservation.
-#[derive(Debug, Clone)]
-struct Row {
-    id: i64,
-    info: ReservationInfo,
-    backend_id: String,
-}
-
-fn public_id(id: i64) -> String {
-    format!("R{id}")
-}
-
-fn parse_public_id(raw: &str) -> Option<i64> {
-    raw.strip_prefix('R')
-        .or_else(|| raw.strip_prefix('r'))
-        .unwrap_or(raw)
-        .parse()
-        .ok()
-        .filter(|&n| n > 0)
-}
-
-fn row(r: &rusqlite::Row<'_>, now: u64) -> rusqlite::Result<Row> {
-    let id: i64 = r.get(0)?;
-    let start = r.get::<_, i64>(4)? as u64;
-    let end = r.get::<_, i64>(5)? as u64;
-    Ok(Row {
-        id,
-        info: ReservationInfo {
-            id: public_id(id),
-            user: r.get(1)?,
-            site: r.get(2)?,
-            processors: r.get::<_, i64>(3)? as u32,
-            start_ms: start,
-            end_ms: end,
-            earliest_start_ms: r.get::<_, i64>(6)? as u64,
-            latest_start_ms: r.get::<_, i64>(7)? as u64,
-            flexible: r.get::<_, i64>(8)? != 0,
-            created_ms: r.get::<_, i64>(9)? as u64,
-            state: state_at(start, end, now).to_string(),
-        },
-        backend_id: r.get(10)?,
-    })
-}
-
-fn state_at(start: u64, end: u64, now: u64) -> &'static str {
-    if now < start {
-        "waiting"
-    } else if now < end {
-        "active"
-    } else {
-        "ended"
+/// The same reservation asked for again at its granted start (after a restart, or when a
+/// refused modification gives it back).
+fn same_again(info: &ReservationInfo, now: u64) -> WindowRequest {
+    WindowRequest {
+        site: info.site.clone(),
+        processors: info.processors,
+        duration_ms: info.end_ms.saturating_sub(info.start_ms.max(now)).max(1),
+        earliest_ms: info.start_ms,
+        latest_ms: info.start_ms,
     }
-}
-
-const COLUMNS: &str = "id, user, site, processors, start_ms, end_ms, earliest_ms, latest_ms, flexible, created_ms, backend_id";
-
-fn load(conn: &Connection, user: Option<&str>, now: u64) -> rusqlite::Result<Vec<Row>> {
-    conn.execute(TABLE, [])?;
-    let mut st = conn.prepare(&format!(
-        "SELECT {COLUMNS} FROM reservations WHERE ?1 IS NULL OR user = ?1 ORDER BY id"
-    ))?;
-    let rows = st.query_map([user], |r| row(r, now))?;
-    rows.collect()
-}
-
-fn load_one(conn: &Connection, id: i64, now: u64) -> rusqlite::Result<Option<Row>> {
-    conn.execute(TABLE, [])?;
-    conn.query_row(&format!("SELECT {COLUMNS} FROM reservations WHERE id = ?1"), [id], |r| row(r, now))
-        .optional()
 }
 
 /// Re-creates the stored reservations that have not ended at their sites (at their granted
@@ -116,7 +41,7 @@ fn load_one(conn: &Connection, id: i64, now: u64) -> rusqlite::Result<Option<Row
 /// reservation its site can no longer grant is dropped with an error in the log.
 pub fn restore(store: &Store, sites: &[SiteHandle]) -> anyhow::Result<()> {
     let now = now_ms();
-    let rows = store.read(|c| load(c, None, now))?;
+    let rows = store.read(|c| store::load_reservations(c, None, now))?;
     let mut updates = Vec::new();
     for r in rows {
         let keep = r.info.end_ms > now;
@@ -124,15 +49,7 @@ pub fn restore(store: &Store, sites: &[SiteHandle]) -> anyhow::Result<()> {
             .then(|| sites.iter().find(|h| h.name == r.info.site))
             .flatten()
             .and_then(|h| h.backend.reservations())
-            .map(|res| {
-                res.reserve_window(&WindowRequest {
-                    site: r.info.site.clone(),
-                    processors: r.info.processors,
-                    duration_ms: r.info.end_ms - r.info.start_ms.max(now),
-                    earliest_ms: r.info.start_ms,
-                    latest_ms: r.info.start_ms,
-                })
-            });
+            .map(|res| res.reserve_window(&same_again(&r.info, now)));
         match granted {
             Some(Ok(WindowAnswer::Granted { id, .. })) => updates.push((r.id, Some(id))),
             other => {
@@ -146,29 +63,45 @@ pub fn restore(store: &Store, sites: &[SiteHandle]) -> anyhow::Result<()> {
     store.write_blocking(Box::new(move |tx| {
         for (id, backend) in updates {
             match backend {
-                Some(b) => tx.execute("UPDATE reservations SET backend_id = ?2 WHERE id = ?1", params![id, b])?,
-                None => tx.execute("DELETE FROM reservations WHERE id = ?1", [id])?,
-            };
+                Some(b) => store::set_reservation_backend_id(tx, id, &b)?,
+                None => store::delete_reservation(tx, id)?,
+            }
         }
         Ok(())
     }))?;
     Ok(())
 }
 
-fn parse_body(bytes: &Bytes) -> R<NewReservation> {
-    serde_json::from_slice(bytes).map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, format!("reservation: {e}")))
+fn unprocessable(m: String) -> ApiError {
+    err(StatusCode::UNPROCESSABLE_ENTITY, m)
+}
+
+fn internal(e: impl std::fmt::Display) -> ApiError {
+    err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+}
+
+/// Reads a request's body.
+async fn read_request(s: &S, req: Request) -> R<NewReservation> {
+    let body = read_body(s, req).await?;
+    serde_json::from_slice(&body).map_err(|e| unprocessable(format!("reservation: {e}")))
 }
 
 /// Checks a request and makes it a [`WindowRequest`] at `now`.
 fn window(s: &S, req: &NewReservation, now: u64) -> R<WindowRequest> {
-    let unprocessable = |m: String| err(StatusCode::UNPROCESSABLE_ENTITY, m);
     let Some(site) = s.site_by_name(&req.site) else {
         return Err(unprocessable(format!("field 'site': unknown site '{}'", req.site)));
     };
     if req.processors == 0 {
         return Err(unprocessable("field 'processors': must be at least 1".into()));
     }
-    let total = site.backend.processors(&site.name).map(|p| p.total).unwrap_or(u32::MAX);
+    // The configured size, as the scheduler knows it (no LRM call on this thread).
+    let total = s
+        .lock()
+        .core
+        .sites()
+        .iter()
+        .find(|c| c.name == req.site)
+        .map_or(u32::MAX, |c| c.processors);
     if req.processors > total {
         return Err(unprocessable(format!(
             "field 'processors': site '{}' has {total} processors, {} cannot be reserved",
@@ -207,24 +140,6 @@ fn window(s: &S, req: &NewReservation, now: u64) -> R<WindowRequest> {
     })
 }
 
-/// Asks the site (off the async threads: an LRM call may block).
-async fn ask(s: &S, w: WindowRequest) -> R<WindowAnswer> {
-    let s2 = s.clone();
-    let answer = tokio::task::spawn_blocking(move || {
-        let site = s2.site_by_name(&w.site).expect("checked in window()");
-        site.backend.reservations().expect("checked in window()").reserve_window(&w)
-    })
-    .await
-    .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, format!("reservation: {e}")))?
-    .map_err(|e| err(StatusCode::BAD_GATEWAY, format!("site: {e}")))?;
-    let counter = match answer {
-        WindowAnswer::Granted { .. } => &s.metrics.reservations_granted,
-        WindowAnswer::Rejected { .. } => &s.metrics.reservations_refused,
-    };
-    counter.fetch_add(1, Ordering::Relaxed);
-    Ok(answer)
-}
-
 /// Gives a reservation back at its site.
 async fn give_back(s: &S, site: String, backend_id: String) {
     let s2 = s.clone();
@@ -236,75 +151,70 @@ async fn give_back(s: &S, site: String, backend_id: String) {
     .await;
 }
 
-fn rejected(t_next: Option<u64>, reason: String) -> Response {
-    let body = match t_next {
-        Some(t) => json!({ "answer": "rejected", "t_next_ms": t, "error": reason }),
-        None => json!({ "answer": "rejected", "error": reason }),
-    };
-    (StatusCode::CONFLICT, Json(body)).into_response()
+/// A site's refusal (001 §2.3: rejected, or rejected with `T_next`).
+struct Rejection {
+    t_next_ms: Option<u64>,
+    reason: String,
 }
 
-/// Stores a granted reservation; gives it back at the site when the store fails.
-async fn store_granted(s: &S, caller: &Caller, w: &WindowRequest, flexible: bool, id: String, start: u64) -> R<ReservationInfo> {
-    let now = now_ms();
-    let (user, site, backend_id) = (caller.user.clone(), w.site.clone(), id.clone());
-    let (p, end, e, l) = (w.processors, start + w.duration_ms, w.earliest_ms, w.latest_ms);
-    let (tx_out, rx) = tokio::sync::oneshot::channel();
-    let written = s
-        .store
-        .write(Box::new(move |tx| {
-            tx.execute(TABLE, [])?;
-            tx.execute(
-                &format!(
-                    "INSERT INTO reservations ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-                    &COLUMNS[4..]
-                ),
-                params![
-                    user,
-                    site,
-                    p as i64,
-                    start as i64,
-                    end as i64,
-                    e as i64,
-                    l as i64,
-                    flexible as i64,
-                    now as i64,
-                    backend_id
-                ],
-            )?;
-            let _ = tx_out.send(tx.last_insert_rowid());
-            Ok(())
-        }))
-        .await;
-    let row_id = match (written, rx.await) {
-        (Ok(()), Ok(row_id)) => row_id,
-        (written, _) => {
-            give_back(s, w.site.clone(), id).await;
-            let why = written.err().map(|e| e.to_string()).unwrap_or_else(|| "no row id".into());
-            return Err(err(StatusCode::INTERNAL_SERVER_ERROR, format!("reservation not stored: {why}")));
+impl Rejection {
+    fn body(&self) -> Value {
+        match self.t_next_ms {
+            Some(t) => json!({ "answer": "rejected", "t_next_ms": t, "error": self.reason }),
+            None => json!({ "answer": "rejected", "error": self.reason }),
+        }
+    }
+}
+
+/// Asks the site for `w` (off the async threads: an LRM call may block) and stores what it
+/// grants, owned by `user`; a grant that cannot be stored is given back at the site.
+async fn grant(s: &S, user: &str, w: WindowRequest, flexible: bool) -> R<Result<ReservationInfo, Rejection>> {
+    let s2 = s.clone();
+    let w2 = w.clone();
+    let answer = tokio::task::spawn_blocking(move || {
+        let site = s2.site_by_name(&w2.site).expect("checked in window()");
+        site.backend.reservations().expect("checked in window()").reserve_window(&w2)
+    })
+    .await
+    .map_err(|e| internal(format!("reservation: {e}")))?
+    .map_err(|e| err(StatusCode::BAD_GATEWAY, format!("site: {e}")))?;
+    let (id, start) = match answer {
+        WindowAnswer::Granted { id, start_ms } => (id, start_ms),
+        WindowAnswer::Rejected { t_next_ms, reason } => {
+            s.metrics.reservations_refused.fetch_add(1, Ordering::Relaxed);
+            return Ok(Err(Rejection { t_next_ms, reason }));
         }
     };
-    Ok(ReservationInfo {
-        id: public_id(row_id),
-        user: caller.user.clone(),
+    s.metrics.reservations_granted.fetch_add(1, Ordering::Relaxed);
+    let info = ReservationInfo {
+        id: String::new(),
+        user: user.to_string(),
         site: w.site.clone(),
         processors: w.processors,
         start_ms: start,
-        end_ms: end,
-        earliest_start_ms: e,
-        latest_start_ms: l,
+        end_ms: start + w.duration_ms,
+        earliest_start_ms: w.earliest_ms,
+        latest_start_ms: w.latest_ms,
         flexible,
-        created_ms: now,
-        state: state_at(start, end, now).to_string(),
-    })
-}
-
-/// Asks the site for `w` and stores what it grants: 201 with the reservation, or 409 with
-/// the rejection (and `t_next_ms` when the site knows one).
-async fn grant(s: &S, caller: &Caller, w: WindowRequest, flexible: bool) -> R<Result<ReservationInfo, Response>> {
-    match ask(s, w.clone()).await? {
-        WindowAnswer::Granted { id, start_ms } => Ok(Ok(store_granted(s, caller, &w, flexible, id, start_ms).await?)),
-        WindowAnswer::Rejected { t_next_ms, reason } => Ok(Err(rejected(t_next_ms, reason))),
+        created_ms: now_ms(),
+        state: String::new(),
+    };
+    let (tx_out, rx) = tokio::sync::oneshot::channel();
+    let (row, backend_id) = (info, id.clone());
+    let written = s
+        .store
+        .write(Box::new(move |tx| {
+            let _ = tx_out.send(store::insert_reservation(tx, &row, &backend_id)?);
+            Ok(())
+        }))
+        .await;
+    match (written, rx.await) {
+        (Ok(()), Ok(stored)) => Ok(Ok(stored)),
+        (written, _) => {
+            give_back(s, w.site, id).await;
+            let why = written.err().map(|e| e.to_string()).unwrap_or_else(|| "no row".into());
+            Err(internal(format!("reservation not stored: {why}")))
+        }
     }
 }
 
@@ -312,28 +222,28 @@ fn granted(status: StatusCode, info: ReservationInfo) -> Response {
     (status, Json(json!({ "answer": "granted", "reservation": info }))).into_response()
 }
 
-/// `POST /api/v1/reservations`.
-pub(crate) async fn create(AxState(s): AxState<S>, req: Request) -> R<Response> {
-    let caller = authenticate(&s, req.headers())?;
-    let body = read_body(&s, req).await?;
-    let new = parse_body(&body)?;
-    let w = window(&s, &new, now_ms())?;
-    Ok(match grant(&s, &caller, w, new.flexible).await? {
-        Ok(info) => granted(StatusCode::CREATED, info),
-        Err(rejection) => rejection,
-    })
+fn rejected(body: Value) -> Response {
+    (StatusCode::CONFLICT, Json(body)).into_response()
 }
 
-fn internal(e: impl std::fmt::Display) -> crate::api::ApiError {
-    err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+/// `POST /api/v1/reservations`: 201 with the reservation, or 409 with the rejection (and
+/// `t_next_ms` when the site knows one).
+pub(crate) async fn create(AxState(s): AxState<S>, req: Request) -> R<Response> {
+    let caller = authenticate(&s, req.headers())?;
+    let new = read_request(&s, req).await?;
+    let w = window(&s, &new, now_ms())?;
+    Ok(match grant(&s, &caller.user, w, new.flexible).await? {
+        Ok(info) => granted(StatusCode::CREATED, info),
+        Err(rejection) => rejected(rejection.body()),
+    })
 }
 
 /// The caller's reservation `raw` (an admin: anyone's); another user's answers 404 like a
 /// missing one.
-fn find(s: &S, caller: &Caller, raw: &str) -> R<Row> {
+fn find(s: &S, caller: &Caller, raw: &str) -> R<ReservationRow> {
     let not_found = || err(StatusCode::NOT_FOUND, format!("reservation '{raw}' not found"));
-    let id = parse_public_id(raw).ok_or_else(not_found)?;
-    let row = s.store.read(|c| load_one(c, id, now_ms())).map_err(internal)?;
+    let id = store::parse_reservation_id(raw).ok_or_else(not_found)?;
+    let row = s.store.read(|c| store::load_reservation(c, id, now_ms())).map_err(internal)?;
     row.filter(|r| caller.admin || r.info.user == caller.user).ok_or_else(not_found)
 }
 
@@ -341,7 +251,10 @@ fn find(s: &S, caller: &Caller, raw: &str) -> R<Row> {
 pub(crate) async fn list(AxState(s): AxState<S>, headers: HeaderMap) -> R<Json<Vec<ReservationInfo>>> {
     let caller = authenticate(&s, &headers)?;
     let user = (!caller.admin).then_some(caller.user.clone());
-    let rows = s.store.read(|c| load(c, user.as_deref(), now_ms())).map_err(internal)?;
+    let rows = s
+        .store
+        .read(|c| store::load_reservations(c, user.as_deref(), now_ms()))
+        .map_err(internal)?;
     Ok(Json(rows.into_iter().map(|r| r.info).collect()))
 }
 
@@ -351,13 +264,12 @@ pub(crate) async fn get_one(AxState(s): AxState<S>, headers: HeaderMap, Path(raw
     Ok(Json(find(&s, &caller, &raw)?.info))
 }
 
-async fn delete_row(s: &S, row: &Row) -> R<()> {
+/// Gives the reservation back at its site and forgets it.
+async fn delete_row(s: &S, row: &ReservationRow) -> R<()> {
     give_back(s, row.info.site.clone(), row.backend_id.clone()).await;
     let id = row.id;
     s.store
-        .write(Box::new(move |tx| {
-            tx.execute("DELETE FROM reservations WHERE id = ?1", [id]).map(drop)
-        }))
+        .write(Box::new(move |tx| store::delete_reservation(tx, id)))
         .await
         .map_err(internal)
 }
@@ -375,38 +287,22 @@ pub(crate) async fn cancel(AxState(s): AxState<S>, headers: HeaderMap, Path(raw)
 /// `PUT /api/v1/reservations/{id}`: modify = release + create (001 §3.3.2). When the new
 /// request is refused, the old reservation is asked for again at its old start, so a refused
 /// modification keeps it whenever its processors are still free (they are, unless another
-/// request took them in between); the answer says which.
+/// request took them in between); the answer says which (`kept`).
 pub(crate) async fn modify(AxState(s): AxState<S>, Path(raw): Path<String>, req: Request) -> R<Response> {
     let caller = authenticate(&s, req.headers())?;
-    let body = read_body(&s, req).await?;
-    let new = parse_body(&body)?;
+    let new = read_request(&s, req).await?;
     let old = find(&s, &caller, &raw)?;
     let w = window(&s, &new, now_ms())?;
     delete_row(&s, &old).await?;
-    let owner = Caller {
-        user: old.info.user.clone(),
-        admin: false,
-    };
-    match grant(&s, &owner, w, new.flexible).await? {
+    let owner = &old.info.user;
+    match grant(&s, owner, w, new.flexible).await? {
         Ok(info) => Ok(granted(StatusCode::OK, info)),
         Err(rejection) => {
-            let now = now_ms();
-            let back = WindowRequest {
-                site: old.info.site.clone(),
-                processors: old.info.processors,
-                duration_ms: old.info.end_ms.saturating_sub(old.info.start_ms.max(now)).max(1),
-                earliest_ms: old.info.start_ms,
-                latest_ms: old.info.start_ms,
-            };
-            let kept = match grant(&s, &owner, back, old.info.flexible).await? {
-                Ok(info) => json!(info),
-                Err(_) => serde_json::Value::Null,
-            };
-            let (parts, body) = rejection.into_parts();
-            let bytes = axum::body::to_bytes(body, 1 << 16).await.unwrap_or_default();
-            let mut v: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_else(|_| json!({}));
-            v["kept"] = kept;
-            Ok((parts.status, Json(v)).into_response())
+            let back = same_again(&old.info, now_ms());
+            let kept = grant(&s, owner, back, old.info.flexible).await?.ok();
+            let mut body = rejection.body();
+            body["kept"] = json!(kept);
+            Ok(rejected(body))
         }
     }
 }

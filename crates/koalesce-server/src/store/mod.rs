@@ -12,7 +12,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 mod migrate;
+mod reservations;
 mod tokens;
+pub use reservations::*;
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use serde::{Deserialize, Serialize};
 pub use tokens::*;
@@ -109,6 +111,19 @@ CREATE TABLE IF NOT EXISTS progress (
     claiming_tries INTEGER NOT NULL,
     error_resubmissions INTEGER NOT NULL,
     priority TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS reservations (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    user TEXT NOT NULL,
+    site TEXT NOT NULL,
+    processors INTEGER NOT NULL,
+    start_ms INTEGER NOT NULL,
+    end_ms INTEGER NOT NULL,
+    earliest_ms INTEGER NOT NULL,
+    latest_ms INTEGER NOT NULL,
+    flexible INTEGER NOT NULL,
+    created_ms INTEGER NOT NULL,
+    backend_id TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS launches (
     job INTEGER NOT NULL,
