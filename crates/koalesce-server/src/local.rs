@@ -402,9 +402,8 @@ impl Reservations for LocalBackend {
                 reason: why,
             })
         };
-        if req.latest_ms < earliest && req.latest_ms < now {
-            return never(format!("the latest start is in the past (now {now}, latest {})", req.latest_ms));
-        }
+        // A window whose latest start passed while the request travelled (milliseconds: the
+        // API checks windows against its own clock) starts now.
         let free_ever = self.slots.saturating_sub(inner.used);
         if req.processors > free_ever {
             return never(format!(

@@ -24,15 +24,16 @@ use crate::daemon::SiteHandle;
 use crate::now_ms;
 use crate::store::{self, ReservationRow, Store};
 
-/// The same reservation asked for again at its granted start (after a restart, or when a
-/// refused modification gives it back).
+/// The same reservation asked for again (after a restart, or when a refused modification
+/// gives it back): at its granted start, or now for the rest of its time if it has begun.
 fn same_again(info: &ReservationInfo, now: u64) -> WindowRequest {
+    let start = info.start_ms.max(now);
     WindowRequest {
         site: info.site.clone(),
         processors: info.processors,
-        duration_ms: info.end_ms.saturating_sub(info.start_ms.max(now)).max(1),
-        earliest_ms: info.start_ms,
-        latest_ms: info.start_ms,
+        duration_ms: info.end_ms.saturating_sub(start).max(1),
+        earliest_ms: start,
+        latest_ms: start,
     }
 }
 

@@ -225,3 +225,24 @@ fn modify_releases_and_creates_and_a_refused_modification_keeps_the_old_reservat
     let (_, list) = srv.request("GET", "/api/v1/reservations", Some(&alice), b"");
     assert_eq!(json(&list).as_array().unwrap().len(), 2, "{list}");
 }
+
+/// A reservation that has already begun when the server restarts is held again for the rest
+/// of its time, not dropped.
+#[test]
+fn an_active_reservation_survives_a_restart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let alice = token(tmp.path(), "alice", false);
+    let srv = reservation_server(tmp.path());
+    let (code, a) = reserve(&srv, &alice, serde_json::json!({"site": "res", "processors": 3, "duration": "10m"}));
+    assert_eq!(code, 201, "{a}");
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    drop(srv);
+    let srv = reservation_server(tmp.path());
+    let (_, list) = srv.request("GET", "/api/v1/reservations", Some(&alice), b"");
+    let list = json(&list);
+    assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
+    assert_eq!(list[0]["state"], "active", "{list}");
+    // Still held: 2 of the site's 4 processors cannot be reserved now.
+    let (code, r) = reserve(&srv, &alice, serde_json::json!({"site": "res", "processors": 2, "duration": "1m"}));
+    assert_eq!(code, 409, "{r}");
+}
