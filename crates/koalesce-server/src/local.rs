@@ -139,6 +139,14 @@ impl Inner {
         most as u32
     }
 
+    /// Records a granted reservation; returns its id.
+    fn add_reservation(&mut self, processors: u32, start: u64, end: u64) -> String {
+        self.next_id += 1;
+        let id = format!("resv-{}", self.next_id);
+        self.reservations.insert(id.clone(), Reservation { processors, start, end });
+        id
+    }
+
     fn take(&mut self, processors: u32) -> String {
         self.next_id += 1;
         let id = format!("claim-{}", self.next_id);
@@ -402,8 +410,6 @@ impl Reservations for LocalBackend {
                 reason: why,
             })
         };
-        // A window whose latest start passed while the request travelled (milliseconds: the
-        // API checks windows against its own clock) starts now.
         let free_ever = self.slots.saturating_sub(inner.used);
         if req.processors > free_ever {
             return never(format!(
@@ -420,22 +426,15 @@ impl Reservations for LocalBackend {
         let Some(start) = starts.into_iter().find(|&t| fits(t)) else {
             return never("no start after the window has the processors free".into());
         };
+        // A window whose latest start passed while the request travelled (milliseconds: the
+        // API checks windows against its own clock) starts now.
         if start > req.latest_ms.max(earliest) {
             return Ok(WindowAnswer::Rejected {
                 t_next_ms: Some(start),
                 reason: format!("the processors are reserved during the whole window; free from {start}"),
             });
         }
-        inner.next_id += 1;
-        let id = format!("resv-{}", inner.next_id);
-        inner.reservations.insert(
-            id.clone(),
-            Reservation {
-                processors: req.processors,
-                start,
-                end: start.saturating_add(duration),
-            },
-        );
+        let id = inner.add_reservation(req.processors, start, start.saturating_add(duration));
         Ok(WindowAnswer::Granted { id, start_ms: start })
     }
 
@@ -449,17 +448,7 @@ impl Reservations for LocalBackend {
         if req.processors > free {
             return Err(self.busy(req.processors, free));
         }
-        inner.next_id += 1;
-        let id = format!("resv-{}", inner.next_id);
-        inner.reservations.insert(
-            id.clone(),
-            Reservation {
-                processors: req.processors,
-                start,
-                end,
-            },
-        );
-        Ok(id)
+        Ok(inner.add_reservation(req.processors, start, end))
     }
 
     fn claim_reserved(&self, reservation: &str) -> Result<String, BackendError> {
