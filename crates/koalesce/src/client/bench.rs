@@ -59,8 +59,13 @@ pub struct BenchSubmitArgs {
 
 impl BenchSubmitArgs {
     fn broker(&self) -> bool {
-        matches!(self.policy.as_deref(), Some("ttd" | "tts"))
+        is_broker(self.policy.as_deref())
     }
+}
+
+/// Whether jobs of `policy` take the broker's path (one reservation each).
+fn is_broker(policy: Option<&str>) -> bool {
+    matches!(policy, Some("ttd" | "tts"))
 }
 
 /// The fresh server of `bench submit --policy ttd`: four sites (the seed's test bed had four)
@@ -77,16 +82,14 @@ pub fn broker_config() -> String {
 /// A job of `bench submit --policy P`: the plain job with the policy; for the broker, one
 /// processor reserved an hour ahead for a minute (so nothing runs while the benchmark lasts).
 pub fn policy_job(i: usize, policy: Option<&str>) -> String {
-    let Some(p) = policy else {
-        return bench_job(i);
-    };
-    let broker = if matches!(p, "ttd" | "tts") {
+    let policy_line = policy.map(|p| format!("policy = \"{p}\"\n")).unwrap_or_default();
+    let broker = if is_broker(policy) {
         "\n[broker]\nearliest_start = \"1h\"\nlatest_start = \"2h\"\n"
     } else {
         ""
     };
     format!(
-        "name = \"bench-{i}\"\nexecutable = \"/bin/true\"\npriority = \"low\"\nruntime_estimate = \"1m\"\npolicy = \"{p}\"\n{broker}\n[[components]]\nprocessors = 1\n"
+        "name = \"bench-{i}\"\nexecutable = \"/bin/true\"\npriority = \"low\"\nruntime_estimate = \"1m\"\n{policy_line}{broker}\n[[components]]\nprocessors = 1\n"
     )
 }
 
@@ -98,9 +101,7 @@ pub fn queue_only_config() -> String {
 
 /// The job each request submits: one processor, `/bin/true`.
 pub fn bench_job(i: usize) -> String {
-    format!(
-        "name = \"bench-{i}\"\nexecutable = \"/bin/true\"\npriority = \"low\"\nruntime_estimate = \"1m\"\n\n[[components]]\nprocessors = 1\n"
-    )
+    policy_job(i, None)
 }
 
 /// Latency percentiles over a sample (nearest-rank).
