@@ -176,6 +176,9 @@ pub struct ServerConfig {
     /// A site whose LRM has not answered (`processors` a site error) for this long is
     /// blacklisted (and then probed). 0: only soft errors of jobs blacklist a site.
     pub site_down_ms: u64,
+    /// Longest advance reservation a user may ask for through the API (ms): a longer one is
+    /// refused (422), so nobody holds a site's processors indefinitely.
+    pub max_reservation_ms: u64,
     /// `[files]`: uploads, and which server-local directories users may register from.
     pub files: crate::file_import::FilesConfig,
     /// `[quotas]`: per-user limits (queued jobs, stored bytes).
@@ -213,6 +216,7 @@ impl Default for ServerConfig {
             site_probe_ms: 5_000,
             site_probe_max_ms: 300_000,
             site_down_ms: 10_000,
+            max_reservation_ms: 7 * 24 * 3_600_000,
             files: Default::default(),
             quotas: Default::default(),
             catalogue: Default::default(),

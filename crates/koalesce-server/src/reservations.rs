@@ -113,6 +113,13 @@ fn window(s: &S, req: &NewReservation, now: u64) -> R<WindowRequest> {
     if duration == 0 {
         return Err(unprocessable("field 'duration': must be longer than 0".into()));
     }
+    let max = s.config.max_reservation_ms;
+    if duration > max {
+        return Err(unprocessable(format!(
+            "field 'duration': {} is longer than this server allows ({} ms, max_reservation_ms)",
+            req.duration, max
+        )));
+    }
     let earliest = req.earliest_start_ms.unwrap_or(now).max(now);
     let latest = req.latest_start_ms.unwrap_or(earliest);
     if latest < earliest {

@@ -246,3 +246,73 @@ fn an_active_reservation_survives_a_restart() {
     let (code, r) = reserve(&srv, &alice, serde_json::json!({"site": "res", "processors": 2, "duration": "1m"}));
     assert_eq!(code, 409, "{r}");
 }
+
+/// Hostile requests to the reservation service: each gets a clear 4xx naming what is wrong,
+/// and nothing is reserved or changed.
+#[test]
+fn hostile_reservation_requests_get_clear_errors_and_change_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let alice = token(tmp.path(), "alice", false);
+    let mallory = token(tmp.path(), "mallory", false);
+    let srv = reservation_server(tmp.path());
+    let t0 = koalesce_server::now_ms() + 3_600_000;
+    let (code, a) = reserve(
+        &srv,
+        &alice,
+        serde_json::json!({"site": "res", "processors": 2, "duration": "10m", "earliest_start_ms": t0}),
+    );
+    assert_eq!(code, 201, "{a}");
+    let id = a["reservation"]["id"].as_str().unwrap().to_string();
+    let post = |body: &[u8]| {
+        let (code, text) = srv.request("POST", "/api/v1/reservations", Some(&mallory), body);
+        (code, text)
+    };
+    for (body, want, says) in [
+        (&b"{not json"[..], 422, "reservation"),
+        (b"[1, 2]", 422, "reservation"),
+        (
+            br#"{"site": "res", "processors": 4294967296, "duration": "1m"}"#,
+            422,
+            "reservation",
+        ),
+        (br#"{"site": "res", "processors": -1, "duration": "1m"}"#, 422, "reservation"),
+        (
+            br#"{"site": "res", "processors": 1, "duration": "1m", "earliest_start_ms": 18446744073709551615}"#,
+            422,
+            "duration",
+        ),
+        (br#"{"site": "res", "processors": 1, "duration": "99999999999h"}"#, 422, "duration"),
+        (
+            br#"{"site": "res", "processors": 4, "duration": "365d"}"#,
+            422,
+            "max_reservation_ms",
+        ),
+        (br#"{"site": "../../etc", "processors": 1, "duration": "1m"}"#, 422, "unknown site"),
+        (
+            br#"{"site": "res", "processors": 1, "duration": "1m", "user": "alice"}"#,
+            422,
+            "user",
+        ),
+    ] {
+        let (code, text) = post(body);
+        assert_eq!(code, want, "{}: {text}", String::from_utf8_lossy(body));
+        assert!(text.contains(says), "{}: {text}", String::from_utf8_lossy(body));
+    }
+    // Ids that are not theirs, or not ids at all: 404 for every method, alice's untouched.
+    let body = serde_json::json!({"site": "res", "processors": 1, "duration": "1m"}).to_string();
+    for raw in [id.as_str(), "R0", "R-1", "R18446744073709551616", "..%2F..%2Fetc", "R1%00"] {
+        for method in ["GET", "PUT", "DELETE"] {
+            let (code, text) = srv.request(method, &format!("/api/v1/reservations/{raw}"), Some(&mallory), body.as_bytes());
+            assert_eq!(code, 404, "{method} {raw}: {text}");
+        }
+    }
+    let (_, list) = srv.request("GET", "/api/v1/reservations", Some(&mallory), b"");
+    assert_eq!(json(&list), serde_json::json!([]));
+    let (_, list) = srv.request("GET", "/api/v1/reservations", Some(&alice), b"");
+    let list = json(&list);
+    assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
+    assert_eq!(
+        (list[0]["id"].as_str(), list[0]["start_ms"].as_u64()),
+        (Some(id.as_str()), Some(t0))
+    );
+}
