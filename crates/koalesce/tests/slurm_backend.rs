@@ -66,7 +66,10 @@ fn lifecycle(bed: &Bed, b: &SlurmBackend) {
     let checkin = t0.elapsed();
     assert_eq!(state(b, &id), LrmState::Running, "allocated and held");
     std::thread::sleep(Duration::from_millis(300));
-    assert!(!dir.join("ran").exists(), "the program must not run before start");
+    assert!(
+        !supervise::work_dir(&dir).join("ran").exists(),
+        "the program must not run before start"
+    );
     b.start(std::slice::from_ref(&id)).unwrap();
     assert_eq!(wait_terminal(b, &id, T), LrmState::Completed);
     let out = std::fs::read_to_string(dir.join(supervise::STDOUT_FILE)).unwrap();
@@ -120,7 +123,7 @@ fn cancel_held_and_pending(bed: &Bed, b: &SlurmBackend) {
     b.cancel(&id_big).unwrap();
     let s = wait_terminal(b, &id_big, T);
     assert!(matches!(s, LrmState::Cancelled | LrmState::NodeFail { .. }), "{s:?}");
-    assert!(!dir_big.join("ran").exists());
+    assert!(!supervise::work_dir(&dir_big).join("ran").exists());
     b.release(&big);
 
     // A local user's job takes alpha between koalesce's claim and its submission: the
@@ -151,7 +154,7 @@ fn cancel_held_and_pending(bed: &Bed, b: &SlurmBackend) {
     assert!(matches!(wait_terminal(b, &id, T), LrmState::NodeFail { .. }));
     ra.run_args("scancel", &[&blocker.to_string()]).unwrap();
     std::thread::sleep(Duration::from_millis(1500));
-    assert!(!dir_of(&id).join("ran").exists());
+    assert!(!supervise::work_dir(&dir_of(&id)).join("ran").exists());
     b.release(&claim);
 }
 
@@ -461,7 +464,10 @@ fn controller_faults(bed: &Bed, b: &SlurmBackend) {
             None => None,
         }
     });
-    assert!(!dir.join("ran").exists(), "the orphan job must not run the program");
+    assert!(
+        !supervise::work_dir(&dir).join("ran").exists(),
+        "the orphan job must not run the program"
+    );
     eprintln!(
         "hung controller: sbatch failed after {:.0} ms; the woken controller {}",
         took_hung.as_secs_f64() * 1000.0,
@@ -502,7 +508,10 @@ fn job_run_twice_after_controller_crash(bed: &Bed, b: &SlurmBackend) {
     } else {
         wait_terminal(b, &id, T)
     };
-    let runs = std::fs::read_to_string(dir.join("runs")).unwrap_or_default().lines().count();
+    let runs = std::fs::read_to_string(supervise::work_dir(&dir).join("runs"))
+        .unwrap_or_default()
+        .lines()
+        .count();
     assert!(runs <= 1, "the program ran {runs} times");
     match (&s, runs) {
         (LrmState::Completed, 1) | (LrmState::NodeFail { .. }, 0) => {}
