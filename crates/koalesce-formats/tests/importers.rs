@@ -172,6 +172,7 @@ fn gridway_array_tasks_substitute_per_task() {
             array_id,
             param_start: 10,
             param_increment: 5,
+            deferred: false,
         }),
         sites: vec![],
     };

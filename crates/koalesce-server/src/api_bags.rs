@@ -86,6 +86,9 @@ pub async fn fill_detail(s: &crate::api::S, d: &mut JobDetail) -> Result<(), Api
     d.tasks = crate::api_jobctl::array_tasks(s, d.id).await?;
     if let Some(b) = d.bag.as_mut() {
         *b = bag_status(&d.tasks, b.needed);
+        // The id is the bag's: its state is the bag's (task 0's is in `tasks`).
+        d.state = b.state.clone();
+        d.exit_ok = koalesce_api::dto::is_final_state(&b.state).then(|| b.state == "succeeded");
     }
     Ok(())
 }
@@ -96,7 +99,10 @@ pub async fn fill_summary(s: &crate::api::S, j: &mut JobSummary) -> Result<(), A
         return Ok(());
     };
     let tasks = crate::api_jobctl::array_tasks(s, j.id).await?;
-    j.bag = Some(bag_status(&tasks, needed));
+    let b = bag_status(&tasks, needed);
+    j.state = b.state.clone();
+    j.exit_ok = koalesce_api::dto::is_final_state(&b.state).then(|| b.state == "succeeded");
+    j.bag = Some(b);
     Ok(())
 }
 
