@@ -233,6 +233,61 @@ fn bans_and_usage_history_survive_a_restart() {
     assert_eq!(metric(&srv, "koalesce_transfer_failures_total"), 0.0, "b was tried while banned");
 }
 
+/// A bag of tasks (`?tasks=N`): each task is matched and placed on its own, with its own
+/// task variables in its inputs and RANK, so each goes to its own data; bad bag parameters
+/// are refused with the parameter named.
+#[test]
+fn each_task_of_a_bag_is_placed_by_its_own_data() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tok = token(tmp.path(), "alice", false);
+    let srv = BackgroundServer::start(options(tmp.path(), &[("a", 2), ("b", 2)])).unwrap();
+    register(&srv, &tok, "in.0", "a", &[1u8; 20_000]);
+    register(&srv, &tok, "in.1", "b", &[2u8; 20_000]);
+    let bag = shell_job(
+        "by-data",
+        "wc -c < \"$KOALESCE_INPUT_IN_${KOALESCE_TASK_ID}\"; echo $GW_CLOSE_SE",
+        1,
+        "inputs = [\"in.${KOALESCE_TASK_ID}\"]\nrank = 'SIZE_CLOSE_DATA(\"in.${KOALESCE_TASK_ID}\")'",
+    );
+    let (code, body) = srv.request("POST", "/api/v1/jobs?tasks=2", Some(&tok), bag.as_bytes());
+    assert_eq!(code, 201, "{body}");
+    let id = json(&body)["id"].as_u64().unwrap();
+    wait_until(30, "the bag to end", || job(&srv, &tok, id)["bag"]["state"] == "succeeded");
+    let d = job(&srv, &tok, id);
+    assert_eq!(d["state"], "succeeded", "{d}");
+    for (task, site) in [(0u64, "a"), (1, "b")] {
+        let t = job(&srv, &tok, id + task);
+        assert_eq!((t["task_id"].as_u64(), t["array_id"].as_u64()), (Some(task), Some(id)), "{t}");
+        assert_eq!(t["name"], "by-data", "{t}");
+        assert_eq!(t["sites"][0], site, "task {task} went to its data: {t}");
+        assert_eq!(stdout_of(&t), format!("20000\n{site}\n"), "{t}");
+    }
+    for (query, named) in [
+        ("tasks=0", "'tasks'"),
+        ("tasks=10001", "'tasks'"),
+        ("tasks=3&min_tasks=4", "'min_tasks'"),
+        ("tasks=3&min_tasks=0", "'min_tasks'"),
+        ("tasks=3&array=1-3", "exclude"),
+        ("min_tasks=2", "need 'tasks'"),
+        ("tasks=x", "tasks"),
+    ] {
+        let (code, body) = srv.request("POST", &format!("/api/v1/jobs?{query}"), Some(&tok), bag.as_bytes());
+        assert!(code == 400 || code == 422, "{query}: {code} {body}");
+        assert!(body.contains(named), "{query}: {body}");
+    }
+    // Two tasks whose inputs would be staged under one name are refused before any is made.
+    let (code, body) = srv.request(
+        "POST",
+        "/api/v1/jobs?tasks=2",
+        Some(&tok),
+        shell_job("dup", "true", 1, "inputs = [\"in.${KOALESCE_TASK_ID}\", \"x/in.0\"]").as_bytes(),
+    );
+    assert_eq!(code, 422, "{body}");
+    assert!(body.contains("task 0") && body.contains("two inputs"), "{body}");
+    let (_, list) = srv.request("GET", "/api/v1/jobs", Some(&tok), b"");
+    assert_eq!(json(&list).as_array().unwrap().len(), 2, "nothing of the refused bags was made: {list}");
+}
+
 #[test]
 fn site_attributes_drive_requirements_and_rank_and_show_in_the_sites_list() {
     let tmp = tempfile::tempdir().unwrap();
