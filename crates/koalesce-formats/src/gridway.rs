@@ -348,15 +348,25 @@ pub fn convert(text: &str, name_hint: Option<&str>, task: Option<&TaskContext>) 
     };
 
     // Keywords koalesce cannot honour: refused unless empty (or at the value that means off).
-    for kw in ["RESTART_FILES", "CHECKPOINT_URL", "MONITOR", "PRE_WRAPPER", "JOB_DEPENDENCIES"] {
+    for kw in ["RESTART_FILES", "CHECKPOINT_URL", "MONITOR", "PRE_WRAPPER"] {
         if let Some(e) = entries.get(kw).filter(|e| !e.value.trim().is_empty()) {
             let why = match kw {
                 "RESTART_FILES" | "CHECKPOINT_URL" => "koalesce does not checkpoint jobs (a restarted job starts afresh)",
                 "MONITOR" => "koalesce runs no per-job monitor program",
-                "PRE_WRAPPER" => "koalesce runs no pre-wrapper on the front end",
-                _ => "koalesce has no job dependencies; submit the dependent job after the first succeeds (koalesce wait)",
+                _ => "koalesce runs no pre-wrapper on the front end",
             };
             return Err(err(e, format!("{kw} cannot be honoured: {why}")));
+        }
+    }
+    // JOB_DEPENDENCIES (gwsubmit -d): job ids, blank- or comma-separated; the job starts once
+    // all of them finished successfully (koalesce's `afterok`).
+    let mut afterok = Vec::new();
+    if let Some((v, e)) = value("JOB_DEPENDENCIES")? {
+        for id in v.split(|c: char| c.is_whitespace() || c == ',').filter(|w| !w.is_empty()) {
+            match id.parse::<u64>() {
+                Ok(n) if n > 0 => afterok.push(n),
+                _ => return Err(err(e, format!("JOB_DEPENDENCIES: '{id}' is not a job id"))),
+            }
         }
     }
     if let Some(e) = entries.get("RESCHEDULING_INTERVAL") {
@@ -649,7 +659,7 @@ pub fn convert(text: &str, name_hint: Option<&str>, task: Option<&TaskContext>) 
         broker: Default::default(),
         after: Vec::new(),
         afterany: Vec::new(),
-        afterok: Vec::new(),
+        afterok,
         afternotok: Vec::new(),
     })
 }
