@@ -106,29 +106,69 @@ pub async fn fill_summary(s: &crate::api::S, j: &mut JobSummary) -> Result<(), A
     Ok(())
 }
 
+/// The tasks of bag `id` the daemon still holds in memory (not ended, or ended and not yet
+/// let go): `None` when there are none (or `id` is no bag's), `Some(Err)` (404, as for any
+/// job) when the bag is another user's.
+fn live_tasks(st: &State, caller: &Caller, id: u64) -> Option<Result<Vec<u64>, ApiError>> {
+    let last = id.saturating_add(MAX_ARRAY_TASKS as u64);
+    let tasks: Vec<(u64, &str)> = st
+        .meta
+        .range(id..=last)
+        .filter(|(_, m)| m.array.is_some_and(|a| a.array_id == id && a.bag.is_some()))
+        .map(|(t, m)| (*t, m.user.as_str()))
+        .collect();
+    let owner = tasks.first()?.1;
+    if !caller.admin && owner != caller.user {
+        return Some(Err(err(StatusCode::NOT_FOUND, format!("job {id} not found"))));
+    }
+    Some(Ok(tasks.into_iter().map(|(t, _)| t).collect()))
+}
+
 /// `cancel` of a bag's id: cancels every task of the bag not ended yet. `None` when `id` is
 /// not a bag with a task still in memory (the caller goes on as for any job); `Some(Ok(n))`
 /// with the tasks cancelled.
 pub fn cancel(s: &std::sync::Arc<Shared>, st: &mut State, caller: &Caller, id: u64) -> Option<Result<usize, ApiError>> {
-    let last = id.saturating_add(MAX_ARRAY_TASKS as u64);
-    let tasks: Vec<(u64, String)> = st
-        .meta
-        .range(id..=last)
-        .filter(|(_, m)| m.array.is_some_and(|a| a.array_id == id && a.bag.is_some()))
-        .map(|(t, m)| (*t, m.user.clone()))
-        .collect();
-    let owner = tasks.first().map(|(_, u)| u.clone())?;
-    if !caller.admin && owner != caller.user {
-        // As for any job: another user's bag answers like a missing one.
-        return Some(Err(err(StatusCode::NOT_FOUND, format!("job {id} not found"))));
-    }
+    let tasks = match live_tasks(st, caller, id)? {
+        Ok(t) => t,
+        Err(e) => return Some(Err(e)),
+    };
     let now = now_ms();
-    let cancelled = tasks.iter().filter(|(t, _)| st.core.cancel(now, JobId(*t))).count();
+    let cancelled = tasks.iter().filter(|t| st.core.cancel(now, JobId(**t))).count();
     daemon::process_actions(s, st);
     if cancelled == 0 {
         return Some(Err(err(StatusCode::CONFLICT, format!("bag {id} already finished"))));
     }
     Some(Ok(cancelled))
+}
+
+/// `hold` / `release` of a bag's id: holds (releases) every task of the bag that can be (the
+/// queued or held ones); the answer is the first such task's summary. `None` as for
+/// [`cancel`].
+pub fn hold(s: &std::sync::Arc<Shared>, st: &mut State, caller: &Caller, id: u64, hold: bool) -> Option<Result<JobSummary, ApiError>> {
+    let tasks = match live_tasks(st, caller, id)? {
+        Ok(t) => t,
+        Err(e) => return Some(Err(e)),
+    };
+    let now = now_ms();
+    let mut first = None;
+    for t in tasks {
+        let r = if hold {
+            st.core.hold(now, JobId(t))
+        } else {
+            st.core.release_hold(now, JobId(t))
+        };
+        if r.is_err() {
+            // A task already placed, running or ended (or not held) stays as it is.
+            continue;
+        }
+        if let (Some(j), Some(m)) = (st.core.job(JobId(t)), st.meta.get(&t)) {
+            crate::daemon::records::persist_state(s, t, j);
+            first.get_or_insert_with(|| crate::daemon::records::render(t, j, m, &s.sites).summary());
+        }
+    }
+    daemon::process_actions(s, st);
+    let what = if hold { "held" } else { "released" };
+    Some(first.ok_or_else(|| err(StatusCode::CONFLICT, format!("bag {id}: no task can be {what} (only queued or held tasks)"))))
 }
 
 /// The descriptions of the tasks of an array or bag, with their task variables substituted

@@ -87,6 +87,10 @@ fn control(s: &S, headers: &HeaderMap, raw: &str, hold: bool) -> Result<Json<Job
     let id: u64 = raw.parse().map_err(|_| not_found())?;
     let mut guard = s.lock();
     let st = &mut *guard;
+    // A bag's id holds or releases the whole bag.
+    if let Some(r) = crate::api_bags::hold(s, st, &caller, id, hold) {
+        return r.map(Json);
+    }
     match st.meta.get(&id) {
         Some(m) if caller.admin || m.user == caller.user => {}
         // Ended jobs (and other users') cannot be held; an ended one of the caller's answers

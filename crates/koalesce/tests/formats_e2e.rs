@@ -244,6 +244,16 @@ fn a_gridway_bag_is_one_job_from_submit_to_cancel() {
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stdout));
     assert!(String::from_utf8_lossy(&out.stdout).contains("failed, 1 succeeded, 1 failed"));
 
+    // A bag submitted held: release of the bag's id releases every task.
+    let held = s.submit(&jt, &["--tasks", "3", "--min-tasks", "2", "--hold"])[0].to_string();
+    std::thread::sleep(Duration::from_millis(300));
+    let d: Value = serde_json::from_str(&s.ok(&["status", &held, "--json"])).unwrap();
+    assert!(d["tasks"].as_array().unwrap().iter().all(|t| t["state"] == "held"), "{d:#}");
+    assert_eq!(d["bag"]["waiting"], 3, "{d:#}");
+    s.ok(&["release", &held]);
+    let out = s.cli(&["wait", &held, "--timeout", "60s"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+
     // A bag of long tasks: 3 run (4 + 4 processors, 3 needed), cancel stops them all.
     let long = s.file("long.jt", "EXECUTABLE = /bin/sleep\nARGUMENTS = 60\n");
     let bag = s.submit(&long, &["--tasks", "3"])[0].to_string();
