@@ -136,7 +136,11 @@ mod tests {
         assert_eq!(p.state(), Running);
         assert_eq!(p.describe(), "1 succeeded, 1 failed, 1 running, 1 waiting (of 4; 3 needed)");
         let done = BagProgress::of([Succeeded, Succeeded, Succeeded, failed()], 3);
-        assert_eq!(done.outcome(), Some(Succeeded), "one failed task does not fail a bag needing 3 of 4");
+        assert_eq!(
+            done.outcome(),
+            Some(Succeeded),
+            "one failed task does not fail a bag needing 3 of 4"
+        );
         let short = BagProgress::of([Succeeded, failed(), Succeeded, failed()], 3);
         let too_few = FailureReason::TooFewTasks {
             succeeded: 2,
@@ -148,6 +152,9 @@ mod tests {
         assert_eq!(BagProgress::of([Held, Queued], 5).needed, 2, "needed is capped at the tasks");
         assert_eq!(BagProgress::of([Held, Queued], 0).state(), Queued);
         let named = BagProgress::of_names(["timeout", "out_of_memory", "succeeded", "claimed", "running", "cancelled"], 1);
-        assert_eq!((named.failed, named.succeeded, named.waiting, named.running, named.cancelled), (2, 1, 1, 1, 1));
+        assert_eq!(
+            (named.failed, named.succeeded, named.waiting, named.running, named.cancelled),
+            (2, 1, 1, 1, 1)
+        );
     }
 }

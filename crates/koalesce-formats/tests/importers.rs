@@ -224,7 +224,10 @@ fn a_gridway_bag_is_one_description_whose_task_copies_are_the_tasks() {
         .map(|(a, b)| (a.to_string(), b))
         .collect();
         let copy = bag.for_task(&vars).unwrap();
-        let alone = convert(&text, Format::GridWay, &opts(TaskContext::new(k, 4))).unwrap().pop().unwrap();
+        let alone = convert(&text, Format::GridWay, &opts(TaskContext::new(k, 4)))
+            .unwrap()
+            .pop()
+            .unwrap();
         assert_eq!(copy, alone, "task {k}");
     }
 }

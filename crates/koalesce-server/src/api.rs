@@ -258,7 +258,10 @@ async fn submit_query(
         param_start: q.param_start,
         param_increment: q.param_increment,
     };
-    let bag = match bag_query.bag(array.is_some()).map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, e))? {
+    let bag = match bag_query
+        .bag(array.is_some())
+        .map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, e))?
+    {
         Some((tasks, bag)) => {
             array = Some(tasks);
             Some(bag)
@@ -340,7 +343,11 @@ async fn submit_query(
                 user: caller.user.clone(),
                 name: meta.desc.name.clone(),
                 // A task's own description (its variables substituted) is what a restart reads.
-                description: if meta.array.is_some() { meta.desc.to_toml() } else { text.to_string() },
+                description: if meta.array.is_some() {
+                    meta.desc.to_toml()
+                } else {
+                    text.to_string()
+                },
                 spec: records::spec_json(&spec, &s.sites),
                 update: store::JobUpdate {
                     id,

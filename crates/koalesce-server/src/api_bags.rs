@@ -168,7 +168,12 @@ pub fn hold(s: &std::sync::Arc<Shared>, st: &mut State, caller: &Caller, id: u64
     }
     daemon::process_actions(s, st);
     let what = if hold { "held" } else { "released" };
-    Some(first.ok_or_else(|| err(StatusCode::CONFLICT, format!("bag {id}: no task can be {what} (only queued or held tasks)"))))
+    Some(first.ok_or_else(|| {
+        err(
+            StatusCode::CONFLICT,
+            format!("bag {id}: no task can be {what} (only queued or held tasks)"),
+        )
+    }))
 }
 
 /// The descriptions of the tasks of an array or bag, with their task variables substituted

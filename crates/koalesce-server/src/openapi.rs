@@ -3,8 +3,8 @@
 //! reads; the paths (which route answers which type) are listed here, next to `api::router`.
 
 use koalesce_api::dto::{
-    ArrayTask, BagStatus, BrokerTimes, ComponentDetail, ErrorBody, FileInfo, JobDetail, JobSummary, NewFile, NewReservation, ReservationInfo,
-    SiteInfo, Submitted, Timeline, TokenInfo,
+    ArrayTask, BagStatus, BrokerTimes, ComponentDetail, ErrorBody, FileInfo, JobDetail, JobSummary, NewFile, NewReservation,
+    ReservationInfo, SiteInfo, Submitted, Timeline, TokenInfo,
 };
 use serde_json::{json, Value};
 use utoipa::OpenApi;

@@ -285,7 +285,11 @@ fn each_task_of_a_bag_is_placed_by_its_own_data() {
     assert_eq!(code, 422, "{body}");
     assert!(body.contains("task 0") && body.contains("two inputs"), "{body}");
     let (_, list) = srv.request("GET", "/api/v1/jobs", Some(&tok), b"");
-    assert_eq!(json(&list).as_array().unwrap().len(), 2, "nothing of the refused bags was made: {list}");
+    assert_eq!(
+        json(&list).as_array().unwrap().len(),
+        2,
+        "nothing of the refused bags was made: {list}"
+    );
 }
 
 #[test]

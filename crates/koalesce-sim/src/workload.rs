@@ -199,7 +199,10 @@ pub fn build(scenario: &Scenario, rng: &mut Rng, catalogue: &mut ReplicaCatalogu
                     Some(n) => {
                         let needed = j.min_tasks.unwrap_or(n);
                         if n == 0 || needed == 0 || needed > n {
-                            return Err(scenario.workload_error(&field("min_tasks"), format!("tasks must be at least 1 and min_tasks in 1..=tasks ({n})")));
+                            return Err(scenario.workload_error(
+                                &field("min_tasks"),
+                                format!("tasks must be at least 1 and min_tasks in 1..=tasks ({n})"),
+                            ));
                         }
                         if let Some(t) = j.failing_tasks.iter().find(|&&t| t >= n) {
                             return Err(scenario.workload_error(&field("failing_tasks"), format!("task {t} is not one of the {n} tasks")));
@@ -211,10 +214,7 @@ pub fn build(scenario: &Scenario, rng: &mut Rng, catalogue: &mut ReplicaCatalogu
                             if j.failing_tasks.contains(&t) {
                                 task.failing_components = (0..j.components.len() as u32).collect();
                             }
-                            task.bag = Some(BagTask {
-                                bag: name.clone(),
-                                needed,
-                            });
+                            task.bag = Some(BagTask { bag: name.clone(), needed });
                             out.push(task);
                         }
                     }

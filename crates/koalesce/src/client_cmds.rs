@@ -195,11 +195,11 @@ impl HoldArgs {
 impl SubmitArgs {
     pub fn run(self) -> anyhow::Result<ExitCode> {
         let text = crate::format_cmds::read_job_file(&self.file)?;
-        let client = self.formats.bag_client(
-            self.conn
-                .client()
-                .with_submit_options(self.hold, self.dependency.as_deref(), self.array.as_deref()),
-        );
+        let client = self.formats.bag_client(self.conn.client().with_submit_options(
+            self.hold,
+            self.dependency.as_deref(),
+            self.array.as_deref(),
+        ));
         let ids = crate::format_cmds::submit(&client, &self.file, &text, &self.formats)?;
         crate::format_cmds::print_ids(&ids, Output::from(self.output))?;
         Ok(ExitCode::SUCCESS)
@@ -359,9 +359,18 @@ impl WaitArgs {
                     let bag: Option<api::BagStatus> = v.get("bag").and_then(|b| serde_json::from_value(b.clone()).ok());
                     if let Some(b) = bag.filter(|b| api::is_final_state(&b.state)) {
                         Output::from(self.output).print(&v, || {
-                            Ok(format!("bag {}: {}, {}\n", self.id, format::escape(&b.state), format::bag_progress(&b)))
+                            Ok(format!(
+                                "bag {}: {}, {}\n",
+                                self.id,
+                                format::escape(&b.state),
+                                format::bag_progress(&b)
+                            ))
                         })?;
-                        return Ok(if b.state == "succeeded" { ExitCode::SUCCESS } else { ExitCode::from(1) });
+                        return Ok(if b.state == "succeeded" {
+                            ExitCode::SUCCESS
+                        } else {
+                            ExitCode::from(1)
+                        });
                     }
                     let bag_running = v.get("bag").is_some();
                     // An array's id: wait for every task; it succeeded when all of them did.

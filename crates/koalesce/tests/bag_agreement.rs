@@ -161,7 +161,14 @@ fn sim_task_bags() -> Vec<BagEnd> {
     let mut out: Vec<BagEnd> = result
         .bags
         .iter()
-        .map(|b| (b.name.clone(), b.progress.state().name().to_string(), b.progress.succeeded, b.progress.failed))
+        .map(|b| {
+            (
+                b.name.clone(),
+                b.progress.state().name().to_string(),
+                b.progress.succeeded,
+                b.progress.failed,
+            )
+        })
         .collect();
     out.sort();
     out
@@ -185,8 +192,14 @@ fn daemon_task_bags() -> Vec<BagEnd> {
             } else {
                 format!("sleep 0.3; ! {{ {}; }}", cond.join(" || "))
             };
-            let toml = format!("name = \"{name}\"\nexecutable = \"/bin/sh\"\narguments = [\"-c\", {script:?}]\n[[components]]\nprocessors = 1\n");
-            let (code, body) = srv.request("POST", &format!("/api/v1/jobs?tasks={n}&min_tasks={k}"), Some(&tok), toml.as_bytes());
+            let toml =
+                format!("name = \"{name}\"\nexecutable = \"/bin/sh\"\narguments = [\"-c\", {script:?}]\n[[components]]\nprocessors = 1\n");
+            let (code, body) = srv.request(
+                "POST",
+                &format!("/api/v1/jobs?tasks={n}&min_tasks={k}"),
+                Some(&tok),
+                toml.as_bytes(),
+            );
             assert_eq!(code, 201, "{body}");
             serde_json::from_str::<serde_json::Value>(&body).unwrap()["id"].as_u64().unwrap()
         })

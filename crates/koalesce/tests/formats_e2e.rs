@@ -167,7 +167,11 @@ fn other_formats_run_on_a_real_server() {
     let jsdl_id = s.submit(&jsdl, &[])[0];
 
     let d = s.succeeded(bag[0]);
-    assert_eq!((d["bag"]["tasks"].as_u64(), d["bag"]["succeeded"].as_u64()), (Some(3), Some(3)), "{d:#}");
+    assert_eq!(
+        (d["bag"]["tasks"].as_u64(), d["bag"]["succeeded"].as_u64()),
+        (Some(3), Some(3)),
+        "{d:#}"
+    );
     let files: Value = serde_json::from_str(&s.ok(&["files", "ls", "--json"])).unwrap();
     let names: Vec<&str> = files.as_array().unwrap().iter().filter_map(|f| f["name"].as_str()).collect();
     for i in 0..3 {

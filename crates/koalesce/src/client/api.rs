@@ -136,7 +136,10 @@ impl Client {
     /// Submissions make one bag of `tasks` tasks (`tasks=N`), at least `min_tasks` of which
     /// must succeed, with KOALESCE_PARAM = `param_start` + `param_increment` × task index.
     pub fn with_bag(mut self, tasks: u32, min_tasks: Option<u32>, param_start: i64, param_increment: i64) -> Self {
-        let mut q: Vec<String> = (!self.submit_query.is_empty()).then(|| self.submit_query.clone()).into_iter().collect();
+        let mut q: Vec<String> = (!self.submit_query.is_empty())
+            .then(|| self.submit_query.clone())
+            .into_iter()
+            .collect();
         q.push(format!("tasks={tasks}"));
         if let Some(k) = min_tasks {
             q.push(format!("min_tasks={k}"));

@@ -209,7 +209,10 @@ pub fn jobs_table(jobs: &[JobSummary]) -> String {
             j.user.clone(),
             match &j.bag {
                 // A bag's row: its state and progress.
-                Some(b) => format!("{} [bag: {}/{} succeeded, {} failed, {} running]", j.state, b.succeeded, b.tasks, b.failed, b.running),
+                Some(b) => format!(
+                    "{} [bag: {}/{} succeeded, {} failed, {} running]",
+                    j.state, b.succeeded, b.tasks, b.failed, b.running
+                ),
                 None => j.state.clone(),
             },
             j.priority.clone(),
