@@ -110,11 +110,12 @@ pub async fn fill_summary(s: &crate::api::S, j: &mut JobSummary) -> Result<(), A
 /// let go): `None` when there are none (or `id` is no bag's), `Some(Err)` (404, as for any
 /// job) when the bag is another user's.
 fn live_tasks(st: &State, caller: &Caller, id: u64) -> Option<Result<Vec<u64>, ApiError>> {
-    let last = id.saturating_add(MAX_ARRAY_TASKS as u64);
+    // A bag's ids are consecutive (given under one lock): its tasks still in memory are the
+    // entries from `id` on up to the first one of another job.
     let tasks: Vec<(u64, &str)> = st
         .meta
-        .range(id..=last)
-        .filter(|(_, m)| m.array.is_some_and(|a| a.array_id == id && a.bag.is_some()))
+        .range(id..)
+        .take_while(|(_, m)| m.array.is_some_and(|a| a.array_id == id && a.bag.is_some()))
         .map(|(t, m)| (*t, m.user.as_str()))
         .collect();
     let owner = tasks.first()?.1;

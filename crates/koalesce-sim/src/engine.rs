@@ -158,7 +158,7 @@ pub struct SimResult {
     /// The scheduler's bandwidth forecast at the end of the run, Mbit/s from (row) → to
     /// (column); 0 on the diagonal.
     pub forecast_mbps: Vec<Vec<f64>>,
-    /// Bags of tasks, by name.
+    /// Bags of tasks, in workload order.
     pub bags: Vec<BagRecord>,
 }
 
@@ -184,8 +184,8 @@ pub struct Simulation {
     runtime_of: BTreeMap<JobId, Millis>,
     /// Components whose program fails (application error) whenever they run.
     failing: BTreeMap<JobId, Vec<u32>>,
-    /// Bags of tasks by name: the tasks needed and the tasks' ids.
-    bags: BTreeMap<String, (u32, Vec<JobId>)>,
+    /// Bags of tasks by explicit job: name, the tasks needed and the tasks' ids.
+    bags: BTreeMap<usize, (String, u32, Vec<JobId>)>,
     transfers: BTreeMap<TransferId, (JobId, TransferKey)>,
     transfer_ids: BTreeMap<(JobId, TransferKey), TransferId>,
     held: BTreeMap<(JobId, u32), Held>,
@@ -626,7 +626,7 @@ impl Simulation {
                         self.failing.insert(id, a.failing_components);
                     }
                     if let Some(b) = a.bag {
-                        self.bags.entry(b.bag).or_insert_with(|| (b.needed, Vec::new())).1.push(id);
+                        self.bags.entry(b.job).or_insert_with(|| (b.bag, b.needed, Vec::new())).2.push(id);
                     }
                 }
                 Err(e) => self.rejected.push(e.to_string()),
@@ -900,8 +900,8 @@ impl Simulation {
             .collect();
         let bags = self
             .bags
-            .iter()
-            .map(|(name, (needed, tasks))| {
+            .values()
+            .map(|(name, needed, tasks)| {
                 let states = tasks.iter().map(|t| self.scheduler.job(*t).map_or(JobState::Queued, |j| j.state));
                 BagRecord {
                     name: name.clone(),

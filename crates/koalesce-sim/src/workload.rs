@@ -25,6 +25,8 @@ pub struct GridArrival {
 /// A task's bag (an explicit job with `tasks`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BagTask {
+    /// The explicit job the bag is (its index in the workload's list).
+    pub job: usize,
     /// The bag's name (its job's).
     pub bag: String,
     /// Successful tasks the bag needs.
@@ -214,7 +216,11 @@ pub fn build(scenario: &Scenario, rng: &mut Rng, catalogue: &mut ReplicaCatalogu
                             if j.failing_tasks.contains(&t) {
                                 task.failing_components = (0..j.components.len() as u32).collect();
                             }
-                            task.bag = Some(BagTask { bag: name.clone(), needed });
+                            task.bag = Some(BagTask {
+                                job: i,
+                                bag: name.clone(),
+                                needed,
+                            });
                             out.push(task);
                         }
                     }
