@@ -142,7 +142,8 @@ pub async fn release_job(AxState(s): AxState<S>, headers: HeaderMap, Path(raw): 
 }
 
 /// The tasks of the array `array_id` (consecutive job ids from it) with their states: live
-/// ones as the core has them, ended ones as stored.
+/// ones as the core has them (a succeeded one still staging out its outputs as `running`),
+/// ended ones as stored.
 pub async fn array_tasks(s: &S, array_id: u64) -> Result<Vec<koalesce_api::dto::ArrayTask>, ApiError> {
     let rows = crate::api::read_store(s, move |c| {
         let mut st = c.prepare_cached("SELECT id, state, meta FROM jobs WHERE id >= ?1 AND id <= ?2 ORDER BY id")?;
@@ -159,7 +160,15 @@ pub async fn array_tasks(s: &S, array_id: u64) -> Result<Vec<koalesce_api::dto::
         .filter_map(|(id, state, meta)| {
             let m: records::StoredMeta = serde_json::from_str(&meta).ok()?;
             let a = m.array.filter(|a| a.array_id == array_id)?;
-            let state = st.core.job(JobId(id)).map_or(state, |j| j.state.name().to_string());
+            let state = match (st.core.job(JobId(id)), st.meta.get(&id)) {
+                // Succeeded but its outputs still being staged out (the job is let go once they
+                // are registered): not done yet, so a bag or array that ends has its outputs.
+                (Some(j), Some(m)) if j.state == koalesce_core::JobState::Succeeded && !m.desc.outputs.is_empty() => {
+                    koalesce_core::JobState::Running.name().to_string()
+                }
+                (Some(j), _) => j.state.name().to_string(),
+                (None, _) => state,
+            };
             Some(koalesce_api::dto::ArrayTask {
                 task_id: a.task_id,
                 id,
