@@ -100,7 +100,6 @@ pub mod listener;
 pub mod local;
 pub mod openapi;
 pub mod peer;
-pub mod priority;
 pub mod quotas;
 pub mod reservations;
 pub mod sandbox;

@@ -361,8 +361,6 @@ pub fn supervise_main(opts: &SuperviseOptions) -> i32 {
     use std::os::unix::fs::DirBuilderExt;
     let dir = opts.dir.as_path();
     detach_from_terminal();
-    // Its own work yields to the daemon's; the program gets the priority back (see there).
-    crate::priority::lower_for_setup();
     if let Err(e) = fs::DirBuilder::new().recursive(true).mode(0o700).create(dir) {
         eprintln!("supervise: cannot create {}: {e}", dir.display());
         return 2;
@@ -529,7 +527,6 @@ fn run(opts: &SuperviseOptions, account: Option<&crate::users::Account>) -> Resu
         unsafe {
             use std::os::unix::process::CommandExt;
             cmd.pre_exec(move || {
-                crate::priority::restore()?;
                 confinement.enter()?;
                 if let Some(c) = &cwd {
                     nix::unistd::chdir(c.as_c_str())?;

@@ -187,40 +187,24 @@ fn checksum_verified_copy_refuses_a_corrupted_source() {
     assert!(leftovers.is_empty(), "temporary not removed");
 }
 
-/// The nice value (field 19 of /proc/PID/stat) of a process.
-fn nice_of(pid: &str) -> Option<i32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 2..];
-    rest.split_whitespace().nth(16)?.parse().ok()
-}
-
-/// A supervisor's own work runs below the daemon's priority (as root), its program at exactly
-/// the priority it would have had; `go` is the supervisor record under a second name (no new
-/// inode per launch).
+/// `go` is the supervisor record under a second name: letting a component run costs no new
+/// inode (the largest per-launch cost on this machine's file system, see docs/operations.md).
 #[test]
-fn the_supervisor_yields_but_its_program_runs_at_full_priority() {
+fn go_is_the_supervisor_record_under_a_second_name() {
+    use std::os::unix::fs::MetadataExt;
     let tmp = tempfile::tempdir().unwrap();
     let b = LocalBackend::new("a", 4, false, common::supervisor());
     let dir = tmp.path().join("sites/a/jobs/9/a1-c0");
-    let script = "set -- $(cat /proc/$$/stat); echo ${19}; sleep 2";
-    let id = b.submit(&sub(&dir, b.claim("a", 2).unwrap(), script)).unwrap();
+    let id = b.submit(&sub(&dir, b.claim("a", 2).unwrap(), "echo ran")).unwrap();
     start_when_ready(&b, &id);
-    let mine = nice_of("self").unwrap();
-    let rec: SupervisorRecord = supervise::read_json(&dir.join(supervise::SUPERVISOR_FILE)).unwrap();
-    let supervisor = nice_of(&rec.pid.to_string()).expect("the supervisor runs while its program does");
-    let expected = if nix::unistd::geteuid().is_root() {
-        (mine + koalesce_server::priority::SETUP_NICE).min(19)
-    } else {
-        mine
-    };
-    assert_eq!(supervisor, expected, "the supervisor's own priority");
     assert_eq!(wait_terminal(&b, &id), LrmState::Completed);
-    let program: i32 = std::fs::read_to_string(dir.join("stdout")).unwrap().trim().parse().unwrap();
-    assert_eq!(program, mine, "the program must run at the priority it would have had");
-    use std::os::unix::fs::MetadataExt;
+    assert_eq!(std::fs::read_to_string(dir.join("stdout")).unwrap(), "ran\n");
     let (go, rec) = (
         std::fs::metadata(dir.join(supervise::GO_FILE)).unwrap(),
         std::fs::metadata(dir.join(supervise::SUPERVISOR_FILE)).unwrap(),
     );
     assert_eq!(go.ino(), rec.ino(), "go is a hard link of the supervisor record");
+    // Released twice (recovery writes missing go files): still fine, still the same record.
+    supervise::release(&dir).unwrap();
+    assert_eq!(std::fs::metadata(dir.join(supervise::GO_FILE)).unwrap().ino(), rec.ino());
 }
