@@ -57,16 +57,21 @@ pub fn parse_holding(out: &str) -> Result<Vec<Holding>, parse::ParseError> {
         .collect()
 }
 
+/// Slurm's end times are inclusive at its 1 s resolution: a job that ends at `E` holds its
+/// cores through `E` (a reservation starting at `E` is refused, at `E + 1 s` granted; checked
+/// on Slurm 22.05).
+const INCLUSIVE_END_MS: u64 = 1000;
+
 /// The profile of a partition of `capacity` usable cores from `now` on: `jobs` until their
 /// end (a job whose end passed is still finishing: one more second), reservations for their
-/// time (a job inside a listed reservation is not counted twice).
+/// time (a job inside a listed reservation is not counted twice); every end is inclusive.
 pub fn partition_profile(capacity: u32, now: u64, jobs: &[Holding], reservations: &[(String, u64, u64, u32)]) -> Profile {
     let in_listed = |r: &Option<String>| r.as_ref().is_some_and(|r| reservations.iter().any(|(n, ..)| n == r));
     let job_items = jobs
         .iter()
         .filter(|(_, _, r)| !in_listed(r))
-        .map(|&(cpus, end, _)| (now, end.map_or(FOREVER, |e| e.max(now + 1000)), cpus));
-    let resv_items = reservations.iter().map(|&(_, s, e, c)| (s, e, c));
+        .map(|&(cpus, end, _)| (now, end.map_or(FOREVER, |e| e.max(now) + INCLUSIVE_END_MS), cpus));
+    let resv_items = reservations.iter().map(|&(_, s, e, c)| (s, e + INCLUSIVE_END_MS, c));
     Profile::build(capacity, now, job_items.chain(resv_items))
 }
 
@@ -293,8 +298,11 @@ mod tests {
         let resv = vec![("koalesce-x-1".to_string(), end, end + 600_000, 4)];
         let p = partition_profile(16, now, &jobs, &resv);
         assert_eq!(p.used_at(now), 7);
-        assert_eq!(p.used_at(end), 5);
-        assert_eq!(p.used_at(end + 600_000), 1);
+        // Ends are inclusive: the 6 cores are free one second after `end`.
+        assert_eq!(p.used_at(end), 11);
+        assert_eq!(p.used_at(end + 1_000), 5);
+        assert_eq!(p.used_at(end + 600_000), 5);
+        assert_eq!(p.used_at(end + 601_000), 1);
         // A job past its end still holds its cores for a second.
         let p = partition_profile(16, end + 5_000, &jobs[..1], &[]);
         assert_eq!((p.used_at(end + 5_000), p.used_at(end + 6_000)), (6, 0));

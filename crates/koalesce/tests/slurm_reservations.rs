@@ -1,0 +1,112 @@
+//! Advance reservations on a real Slurm bed (001 §2.3 over `scontrol create reservation`):
+//! the start is planned on the partition's running jobs and reservations, a window that
+//! cannot be met is `<rejected, T_next>` with the start Slurm would grant, and the service
+//! (`POST /api/v1/reservations`) works on a Slurm site as on a local one.
+
+mod slurm_common;
+
+use std::time::Duration;
+
+use koalesce_server::backend::{Backend, WindowAnswer, WindowRequest};
+use koalesce_server::slurm::parse::{parse_show_reservation, SlurmTime};
+use slurm_common::*;
+
+const MIN: u64 = 60_000;
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
+}
+
+fn window(processors: u32, duration_ms: u64, earliest_ms: u64, latest_ms: u64) -> WindowRequest {
+    WindowRequest {
+        site: "alpha".into(),
+        processors,
+        duration_ms,
+        earliest_ms,
+        latest_ms,
+    }
+}
+
+/// Unix ms of a reservation's start as Slurm shows it.
+fn slurm_start(b: &koalesce_server::slurm::SlurmBackend, id: &str) -> u64 {
+    let name = id.rsplit(':').next().unwrap();
+    let out = b.client("alpha").unwrap().run_args("scontrol", &["show", "reservation", name]).unwrap();
+    let r = parse_show_reservation(&out.stdout).unwrap().remove(0);
+    r.start.unwrap().to_unix_ms_local().unwrap()
+}
+
+#[test]
+fn reservations_with_t_next_on_a_real_bed() {
+    let bed = Bed::up(1, 2, 0);
+    let b = bed.backend("scratch");
+    let r = b.reservations().expect("Slurm sites take reservations");
+    let client = b.client("alpha").unwrap();
+    // Someone else's job holds 60 of the 64 cores for 3 minutes.
+    client
+        .run_args("sbatch", &["-n", "60", "-t", "3", "-p", "debug", "--wrap", "sleep 600"])
+        .unwrap();
+    let job_end = wait_for("the blocking job to run", Duration::from_secs(30), || {
+        let out = client.run_args("squeue", &["-h", "-t", "R", "-o", "%e"]).ok()?;
+        SlurmTime::parse(out.stdout.trim())?.to_unix_ms_local()
+    });
+
+    // 8 cores within the next 30 s: not before the job ends; T_next is its end.
+    let t0 = now_ms();
+    let a = r.reserve_window(&window(8, MIN, t0, t0 + 30_000)).unwrap();
+    let WindowAnswer::Rejected { t_next_ms: Some(t_next), .. } = a else {
+        panic!("expected <rejected, T_next>: {a:?}")
+    };
+    // Slurm's end times are inclusive: the cores are free one second after the job's end.
+    assert_eq!(t_next, job_end + 1_000, "T_next is the second after the blocking job's end");
+    assert!(b.reservations_held().is_empty());
+
+    // Within 10 minutes: granted at the job's end, as Slurm booked it.
+    let a = r.reserve_window(&window(8, MIN, t0, t0 + 10 * MIN)).unwrap();
+    let WindowAnswer::Granted { id: first, start_ms } = a else {
+        panic!("expected granted: {a:?}")
+    };
+    assert_eq!(start_ms, slurm_start(&b, &first));
+    assert!(
+        start_ms == t_next,
+        "granted at {start_ms}, the job ends at {job_end}"
+    );
+
+    // 4 cores now: they are free now.
+    let t1 = now_ms();
+    let a = r.reserve_window(&window(4, MIN, t1, t1 + 5_000)).unwrap();
+    let WindowAnswer::Granted { id: now_id, start_ms } = a else {
+        panic!("expected granted now: {a:?}")
+    };
+    assert!(start_ms <= t1 + 6_000, "granted at {start_ms}, asked from {t1}");
+
+    // 60 cores after the job: the first reservation holds 8 of 64 for a minute, so they fit
+    // only once it ends (reservations are in the plan, not only jobs).
+    let a = r.reserve_window(&window(60, MIN, t0, t0 + 20 * MIN)).unwrap();
+    let WindowAnswer::Granted { id: big, start_ms } = a else {
+        panic!("expected granted after the first reservation: {a:?}")
+    };
+    let first_end = slurm_start(&b, &first) + MIN;
+    assert!(
+        start_ms == first_end + 1_000,
+        "granted at {start_ms}, the first reservation ends at {first_end}"
+    );
+
+    // More cores than the partition has: plainly rejected.
+    let a = r.reserve_window(&window(65, MIN, t0, t0 + 60 * MIN)).unwrap();
+    assert!(matches!(a, WindowAnswer::Rejected { t_next_ms: None, .. }), "{a:?}");
+    // An unknown site is an error, not an answer.
+    assert!(r
+        .reserve_window(&WindowRequest {
+            site: "nowhere".into(),
+            ..window(1, MIN, t0, t0)
+        })
+        .is_err());
+
+    for id in [&first, &now_id, &big] {
+        r.cancel_reservation(id).unwrap();
+    }
+    assert!(b.reservations_held().is_empty());
+    let out = client.run_args("scontrol", &["show", "reservation"]).unwrap();
+    assert!(out.stdout.contains("No reservations"), "{}", out.stdout);
+    client.run_args("scancel", &["-p", "debug"]).unwrap();
+}
