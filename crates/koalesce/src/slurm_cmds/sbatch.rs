@@ -396,6 +396,7 @@ pub fn describe(
         afterok: Vec::new(),
         afternotok: Vec::new(),
         broker: Default::default(),
+        reservation: None,
     };
     if let Some(dep) = &o.dependency {
         apply_dependency(&mut desc, dep)?;
