@@ -187,6 +187,8 @@ struct SubmitQuery {
     dependency: Option<String>,
     /// A job array: `1-100`, `0-30:10`, `1,3,5`, with `%M` at most M active tasks.
     array: Option<String>,
+    /// Run in this advance reservation of the caller's (as the job file's `reservation`).
+    reservation: Option<String>,
 }
 
 async fn submit(AxState(s): AxState<S>, req: Request) -> R<Response> {
@@ -230,6 +232,19 @@ async fn submit_query(
         DescriptionError::Malformed(m) => err(StatusCode::BAD_REQUEST, format!("malformed TOML: {m}")),
         DescriptionError::Invalid(m) => err(StatusCode::UNPROCESSABLE_ENTITY, m),
     })?;
+    let named = match (&desc.reservation, &q.reservation) {
+        (Some(a), Some(b)) if a != b => {
+            return Err(err(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!("field 'reservation' ('{a}') and parameter 'reservation' ('{b}') differ"),
+            ))
+        }
+        (a, b) => a.as_ref().or(b.as_ref()),
+    };
+    let held = match named {
+        Some(raw) => Some(crate::reservations::held_by(s, caller, raw, q.array.is_some())?),
+        None => None,
+    };
     let mut deps = desc.dependencies();
     deps.extend(extra);
     deps.sort();
@@ -260,6 +275,12 @@ async fn submit_query(
             .map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
         // GridWay's share policy balances dispatches between owners.
         spec.owner = Some(caller.user.clone());
+        if let Some((site, h)) = held {
+            let site = st
+                .site_id(&site)
+                .ok_or_else(|| err(StatusCode::UNPROCESSABLE_ENTITY, format!("field 'reservation': its site '{site}' is no longer configured")))?;
+            spec.preferences.held_reservation = Some(koalesce_core::model::HeldReservation { site, ..h });
+        }
         let gate = crate::api_jobctl::gate(st, &stored, &caller.user, caller.admin, &deps, q.hold.unwrap_or(false))
             .map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, e))?;
         // An array's tasks have consecutive ids (allocated under this one lock); with `%M`,

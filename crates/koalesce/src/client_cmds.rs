@@ -151,6 +151,11 @@ pub struct SubmitArgs {
     /// of it lists every task.
     #[arg(long, value_name = "SPEC", value_parser = check_array, conflicts_with = "tasks")]
     pub array: Option<String>,
+    /// Run in this advance reservation of yours (`koalesce reservations create` prints its id,
+    /// e.g. `R3`): at the reservation's site, on its processors, from its start (sbatch
+    /// --reservation; or the job file's `reservation = "R3"`). Any job format.
+    #[arg(long, value_name = "ID")]
+    pub reservation: Option<String>,
     #[command(flatten)]
     pub conn: Connection,
 }
@@ -198,7 +203,8 @@ impl SubmitArgs {
         let client = self
             .conn
             .client()
-            .with_submit_options(self.hold, self.dependency.as_deref(), self.array.as_deref());
+            .with_submit_options(self.hold, self.dependency.as_deref(), self.array.as_deref())
+            .with_reservation(self.reservation.as_deref());
         let ids = crate::format_cmds::submit(&client, &self.file, &text, &self.formats)?;
         crate::format_cmds::print_ids(&ids, Output::from(self.output))?;
         Ok(ExitCode::SUCCESS)

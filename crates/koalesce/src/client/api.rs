@@ -133,6 +133,17 @@ impl Client {
         self
     }
 
+    /// Submissions run in this advance reservation of the user's (the API's `reservation=`).
+    pub fn with_reservation(mut self, reservation: Option<&str>) -> Self {
+        if let Some(r) = reservation {
+            if !self.submit_query.is_empty() {
+                self.submit_query.push('&');
+            }
+            self.submit_query.push_str(&format!("reservation={}", encode_path_segment(r)));
+        }
+        self
+    }
+
     fn url(&self, path: &str) -> String {
         format!("{}{}", self.base, path)
     }
