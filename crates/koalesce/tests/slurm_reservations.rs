@@ -109,4 +109,90 @@ fn reservations_with_t_next_on_a_real_bed() {
     let out = client.run_args("scontrol", &["show", "reservation"]).unwrap();
     assert!(out.stdout.contains("No reservations"), "{}", out.stdout);
     client.run_args("scancel", &["-p", "debug"]).unwrap();
+    wait_for("the blocking job to go", Duration::from_secs(30), || {
+        let out = client.run_args("squeue", &["-h", "-t", "R,CG"]).ok()?;
+        out.stdout.trim().is_empty().then_some(())
+    });
+
+    service_and_a_job_in_a_reservation(&bed);
+}
+
+/// The reservations service on a Slurm site: granted (a Slurm reservation exists), rejected
+/// with T_next (the second after the first one's end), and a job submitted into it with
+/// `koalesce submit --reservation` runs in it (`sbatch --reservation`) from its start.
+fn service_and_a_job_in_a_reservation(bed: &Bed) {
+    let data = bed.tmp.path().join("server");
+    let mut config = koalesce_server::ServerConfig::load(&bed.bed.server_toml()).unwrap();
+    for s in &mut config.sites {
+        s.reservations = true;
+    }
+    let mut o = koalesce_server::test_options(&data, &[], Bed::supervisor());
+    o.config.sites = config.sites.clone();
+    o.config.users.insert("*".into(), "nobody".into());
+    o.config.allow_root_jobs = false;
+    let mut srv = koalesce_server::BackgroundServer::start(o).unwrap();
+    let tok = koalesce_server::create_token(&data, "alice", false).unwrap();
+    let post = |path: &str, body: serde_json::Value| {
+        let (code, text) = srv.request("POST", path, Some(&tok), body.to_string().as_bytes());
+        (code, serde_json::from_str::<serde_json::Value>(&text).unwrap_or_default())
+    };
+    let t0 = now_ms();
+    let (code, v) = post(
+        "/api/v1/reservations",
+        serde_json::json!({"site": "alpha", "processors": 8, "duration": "5m", "earliest_start_ms": t0 + 4_000}),
+    );
+    assert_eq!(code, 201, "{v}");
+    let rid = v["reservation"]["id"].as_str().unwrap().to_string();
+    let (start, end) = (
+        v["reservation"]["start_ms"].as_u64().unwrap(),
+        v["reservation"]["end_ms"].as_u64().unwrap(),
+    );
+    assert!(start >= t0 + 3_000 && start <= t0 + 6_000, "{v}");
+    let out = bed
+        .bed
+        .site_specs()
+        .into_iter()
+        .next()
+        .map(|spec| std::process::Command::new("scontrol").args(["show", "reservation"]).env("SLURM_CONF", &spec.slurm.conf).output().unwrap())
+        .unwrap();
+    let shown = parse_show_reservation(&String::from_utf8_lossy(&out.stdout)).unwrap();
+    assert_eq!(shown.len(), 1, "{shown:?}");
+    assert_eq!(shown[0].cores, 8);
+    // The whole partition within the next 10 s: taken by it; T_next is after its end.
+    let (code, v) = post(
+        "/api/v1/reservations",
+        serde_json::json!({"site": "alpha", "processors": 64, "duration": "1m", "latest_start_ms": now_ms() + 10_000}),
+    );
+    assert_eq!(code, 409, "{v}");
+    assert_eq!(v["answer"], "rejected", "{v}");
+    assert_eq!(v["t_next_ms"].as_u64(), Some(end + 1_000), "{v}");
+
+    // A job into it from the command line.
+    let file = bed.tmp.path().join("in-resv.toml");
+    std::fs::write(
+        &file,
+        "name = 'in-resv'\nexecutable = '/bin/sh'\narguments = ['-c', 'date +%s%3N']\nruntime_estimate = '20s'\n[[components]]\nprocessors = 4\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(BIN)
+        .args(["submit", "--reservation", &rid])
+        .arg(&file)
+        .env("KOALESCE_URL", srv.url())
+        .env("KOALESCE_TOKEN", &tok)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let id: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    let j = wait_for("the job in the reservation to end", Duration::from_secs(60), || {
+        let (_, body) = srv.request("GET", &format!("/api/v1/jobs/{id}"), Some(&tok), b"");
+        let j: serde_json::Value = serde_json::from_str(&body).ok()?;
+        matches!(j["state"].as_str(), Some("succeeded" | "failed")).then_some(j)
+    });
+    assert_eq!(j["state"], "succeeded", "{j}");
+    assert_eq!(j["components"][0]["site"], "alpha", "{j}");
+    let stdout = std::fs::read_to_string(j["components"][0]["stdout"].as_str().unwrap()).unwrap();
+    let ran: u64 = stdout.trim().parse().unwrap();
+    eprintln!("job in Slurm reservation {rid}: ran {} ms after the reservation's start", ran as i64 - start as i64);
+    assert!(ran + 1_000 >= start, "ran at {ran}, before the reservation's start {start}");
+    srv.stop();
 }
