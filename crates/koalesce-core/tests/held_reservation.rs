@@ -1,7 +1,8 @@
 //! A job submitted into an advance reservation its owner holds (`reservation = "ID"`): it
 //! runs at the reservation's site, claimed inside the reservation at its start, without
 //! asking the site for another reservation; an invalid one is refused at submission; a
-//! reservation gone at claim time fails the job instead of sending it elsewhere.
+//! reservation gone at claim time fails the job instead of sending it elsewhere. Also the
+//! queue-wait estimate the core makes of a site from its own jobs.
 
 use koalesce_core::config::ScanInterval;
 use koalesce_core::model::{HeldReservation, NetworkForecast, ReplicaCatalogue, Site};
@@ -118,4 +119,48 @@ fn a_reservation_gone_fails_the_job() {
     // Ended before the job could be placed (queued behind nothing, submitted late).
     let id = c.submit(500 * S, job_in(&[4], held(0, 4, 0, 400 * S))).unwrap();
     assert_eq!(c.job(id).unwrap().state, JobState::Failed(FailureReason::ReservationGone));
+}
+
+/// The queue-wait estimate the core makes from its own jobs (a local-executor site): a
+/// running component holds its processors until its expected end; the TTD ranking uses it,
+/// so a job waits for a faster busy site instead of taking a slower idle one.
+#[test]
+fn own_queue_estimates_plan_running_jobs_and_steer_the_ranking() {
+    let run = |own: bool| {
+        let mut sites_speed = core().sites().to_vec();
+        sites_speed[0].speed = 2.0;
+        for s in &mut sites_speed {
+            s.supports_reservations = false;
+        }
+        let config = SchedulerConfig {
+            place_on_submit: true,
+            scan_interval: ScanInterval::Fixed { interval_ms: 10 * S },
+            claim_fraction: 0.0,
+            ..SchedulerConfig::default()
+        };
+        let mut c = Scheduler::new(config, sites_speed, NetworkForecast::uniform(2, 8e6, 0), ReplicaCatalogue::new());
+        for s in 0..2 {
+            c.estimate_queue_from_own_jobs(SiteId(s), own);
+        }
+        // 8 processors of a for 200 s of estimate (100 s at a's speed 2).
+        let mut first = JobSpec::simple("first", &[8], &[], 200 * S);
+        first.components[0].fixed_site = Some(SiteId(0));
+        let first = c.submit(0, first).unwrap();
+        assert_eq!(c.job(first).unwrap().state, JobState::Running);
+        // At 10 s: a 1-processor job would wait 90 s at a, none at b.
+        assert_eq!(c.queue_wait_estimate(10 * S, SiteId(0), 1), Some(90 * S));
+        assert_eq!(c.queue_wait_estimate(10 * S, SiteId(1), 1), Some(0));
+        let e = c.own_queue_estimate(10 * S, SiteId(0));
+        assert_eq!((e.held.used_at(10 * S), e.held.used_at(100 * S)), (8, 0));
+        // A ttd job of 400 s: at a 90 + 200 = 290 s, at b 0 + 400 s.
+        let mut second = JobSpec::simple("second", &[4], &[], 400 * S);
+        second.policy = Some(koalesce_core::model::PolicyKind::Ttd);
+        let second = c.submit(10 * S, second).unwrap();
+        c.handle_timeout(10 * S);
+        c.job(second).unwrap().components[0].site
+    };
+    // Idle-only view: a has no prediction, the job goes to b at once.
+    assert_eq!(run(false), Some(SiteId(1)));
+    // Planned: it waits for a.
+    assert_eq!(run(true), None);
 }

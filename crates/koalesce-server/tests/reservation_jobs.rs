@@ -127,3 +127,30 @@ fn a_reservation_cancelled_before_its_job_starts_fails_the_job() {
     assert_eq!(j["state"], "failed", "{j}");
     assert!(j.to_string().contains("reservation ended or was cancelled"), "{j}");
 }
+
+/// GET /api/v1/sites publishes each site's estimated queue wait: a local site plans its
+/// running components to their expected ends (start + runtime estimate), not idle-only.
+#[test]
+fn sites_publish_the_queue_wait_of_their_running_components() {
+    let tmp = tempfile::tempdir().unwrap();
+    let alice = token(tmp.path(), "alice", false);
+    let srv = reservation_server(tmp.path());
+    let text = shell_job("busy", "sleep 20", 4, "runtime_estimate = \"60s\"").replace("processors = 4", "processors = 4\nsite = \"plain\"");
+    let id = submit(&srv, &alice, &text);
+    let j = wait_state(&srv, &alice, id, &["running", "succeeded", "failed"], 30);
+    assert_eq!(j["state"], "running", "{j}");
+    let started = j["started_ms"].as_u64().unwrap();
+    let (code, body) = srv.request("GET", "/api/v1/sites", Some(&alice), b"");
+    assert_eq!(code, 200, "{body}");
+    let now = koalesce_server::now_ms();
+    let sites = json(&body);
+    let site = |n: &str| sites.as_array().unwrap().iter().find(|s| s["name"] == n).unwrap().clone();
+    let plain = site("plain");
+    let wait = plain["queue_wait_ms"].as_u64().unwrap_or_else(|| panic!("no estimate: {plain}"));
+    let expected = (started + 60_000).saturating_sub(now);
+    assert!(wait.abs_diff(expected) < 2_000, "wait {wait} ms, expected about {expected} ms: {plain}");
+    assert_eq!(site("res")["queue_wait_ms"], 0, "{sites}");
+    assert_eq!(plain["speed"], 1.0, "{plain}");
+    let (code, _) = srv.request("POST", &format!("/api/v1/jobs/{id}/cancel"), Some(&alice), b"");
+    assert!(code < 300, "cancel: {code}");
+}

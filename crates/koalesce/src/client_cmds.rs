@@ -33,6 +33,8 @@ pub mod logs;
 pub mod output;
 #[path = "client/reservations.rs"]
 pub mod reservations;
+#[path = "client/sites_long.rs"]
+pub mod sites_long;
 
 use api::{error_is_transient, Client};
 pub use output::{Output, OutputArgs};
@@ -461,6 +463,10 @@ pub struct SitesArgs {
     /// Only the blacklisted sites (with when each comes back by itself).
     #[arg(long)]
     pub blacklisted: bool,
+    /// Each site as a GLUE-style record: processors, architecture, OS, memory, CPU speed,
+    /// benchmark scores, software and the estimated queue wait.
+    #[arg(long, short = 'l')]
+    pub long: bool,
     #[command(subcommand)]
     pub command: Option<SitesCommand>,
     #[command(flatten)]
@@ -497,7 +503,11 @@ impl SitesArgs {
         };
         Output::from(self.output).print(&v, || {
             let sites: Vec<api::SiteInfo> = serde_json::from_value(v.clone()).context("reading the site list")?;
-            Ok(format::sites_table(&sites))
+            Ok(if self.long {
+                sites_long::sites_long(&sites)
+            } else {
+                format::sites_table(&sites)
+            })
         })?;
         Ok(ExitCode::SUCCESS)
     }

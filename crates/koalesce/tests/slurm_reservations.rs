@@ -130,7 +130,7 @@ fn service_and_a_job_in_a_reservation(bed: &Bed) {
     o.config.sites = config.sites.clone();
     o.config.users.insert("*".into(), "nobody".into());
     o.config.allow_root_jobs = false;
-    let mut srv = koalesce_server::BackgroundServer::start(o).unwrap();
+    let srv = koalesce_server::BackgroundServer::start(o).unwrap();
     let tok = koalesce_server::create_token(&data, "alice", false).unwrap();
     let post = |path: &str, body: serde_json::Value| {
         let (code, text) = srv.request("POST", path, Some(&tok), body.to_string().as_bytes());

@@ -146,9 +146,11 @@ impl Scheduler {
         }
         let mode = job.spec.preferences.coallocation.unwrap_or(self.config.broker.coallocation);
         if mode == CoallocationMode::Reservations {
+            self.refresh_own_estimates(now);
             return Some(self.place_by_reservations(now, id, capacity));
         }
         if job.policy.is_broker() {
+            self.refresh_own_estimates(now);
             return Some(self.place_by_rank(now, id, capacity));
         }
         None

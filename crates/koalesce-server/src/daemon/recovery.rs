@@ -82,6 +82,13 @@ pub fn recover(config: &ServerConfig, store: &Store, sites: &[SiteHandle]) -> an
         ended: BTreeMap::new(),
         probes: Default::default(),
     };
+    // The local executor runs only koalesce's components: the core plans its queue from its
+    // own jobs (their expected ends), for the TTD ranking and `koalesce sites --long`.
+    for (i, h) in sites.iter().enumerate() {
+        if h.backend.kind() == "local" {
+            st.core.estimate_queue_from_own_jobs(SiteId(i as u32), true);
+        }
+    }
     for (state, n) in store.read(store::count_ended)? {
         if let Some(name) = store::ENDED.iter().find(|s| **s == state) {
             st.ended.insert(name, n);
