@@ -50,6 +50,12 @@ fn reservations_with_t_next_on_a_real_bed() {
         SlurmTime::parse(out.stdout.trim())?.to_unix_ms_local()
     });
 
+    // The queue estimate (001 §3.1) sees the job until its end: 8 cores wait for it, 4 not.
+    let now = now_ms();
+    let e = b.queue_estimate("alpha", now).expect("Slurm sites estimate").unwrap();
+    assert_eq!(e.queue_start(now, 8, MIN), Some(job_end + 1_000));
+    assert_eq!(e.queue_start(now, 4, MIN), Some(now));
+
     // 8 cores within the next 30 s: not before the job ends; T_next is its end.
     let t0 = now_ms();
     let a = r.reserve_window(&window(8, MIN, t0, t0 + 30_000)).unwrap();
@@ -166,6 +172,14 @@ fn service_and_a_job_in_a_reservation(bed: &Bed) {
     assert_eq!(code, 409, "{v}");
     assert_eq!(v["answer"], "rejected", "{v}");
     assert_eq!(v["t_next_ms"].as_u64(), Some(end + 1_000), "{v}");
+
+    // The site publishes its estimate (from squeue, refreshed every few seconds).
+    let wait = wait_for("alpha's queue estimate", Duration::from_secs(20), || {
+        let (_, body) = srv.request("GET", "/api/v1/sites", Some(&tok), b"");
+        let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+        v[0]["queue_wait_ms"].as_u64()
+    });
+    assert_eq!(wait, 0, "64 idle cores: no wait for one");
 
     // A job into it from the command line.
     let file = bed.tmp.path().join("in-resv.toml");

@@ -647,6 +647,11 @@ impl Backend for SlurmBackend {
         self.reservations.then_some(self as &dyn Reservations)
     }
 
+    /// `squeue` + `scontrol show reservation` + `squeue --start` (see `reserve.rs`).
+    fn queue_estimate(&self, site: &str, now: u64) -> Option<Result<koalesce_core::broker::QueueEstimate, BackendError>> {
+        Some(self.slurm_queue_estimate(site, now))
+    }
+
     /// The longest `claim_timeout_ms` of the backend's sites: how long a component may pend in
     /// Slurm's queue before its claim counts as failed (see `docs/slurm.md`, claiming).
     fn claim_timeout(&self) -> Duration {

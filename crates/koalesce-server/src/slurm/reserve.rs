@@ -18,7 +18,7 @@
 //! as its claim runs in the reservation (`sbatch --reservation=NAME`) and starts once the
 //! reservation starts; releasing the claim deletes the reservation.
 
-use koalesce_core::broker::{plan_window, Profile, ReservationRequest as CoreRequest, FOREVER};
+use koalesce_core::broker::{plan_window, Profile, QueueEstimate, ReservationRequest as CoreRequest, FOREVER};
 
 use crate::backend::{BackendError, ReservationRequest, Reservations, WindowAnswer, WindowRequest};
 
@@ -27,6 +27,24 @@ use super::{parse_reservation_id, site_err, ReservationEntry, SlurmBackend, RESE
 
 /// Starts asked of Slurm for one window request before answering `<rejected, T_next>`.
 pub const TRIES: usize = 4;
+
+/// `squeue --start` format of pending jobs: CPUs, expected start, expected end (`N/A` when
+/// Slurm has not planned the job yet).
+pub const PENDING_FORMAT: &str = "%C|%S|%e";
+
+/// Parses `squeue -h --start -o` [`PENDING_FORMAT`]: `(start, end, cpus)` of the jobs Slurm
+/// planned (the others are skipped: Slurm gives them no start).
+pub fn parse_pending(out: &str) -> Vec<(u64, u64, u32)> {
+    out.lines()
+        .filter_map(|line| {
+            let mut f = line.trim().splitn(3, '|');
+            let cpus: u32 = f.next()?.trim().parse().ok()?;
+            let start = SlurmTime::parse(f.next()?)?.to_unix_ms_local()?;
+            let end = SlurmTime::parse(f.next()?)?.to_unix_ms_local()?;
+            Some((start, end + INCLUSIVE_END_MS, cpus))
+        })
+        .collect()
+}
 
 /// `squeue` format of what holds cores: CPUs, end time (start + time limit; `NONE` without a
 /// limit), reservation.
@@ -123,6 +141,22 @@ impl SlurmBackend {
             })
             .collect();
         Ok(partition_profile(capacity, now, &jobs, &resv))
+    }
+
+    /// 001 §3.1's queue estimate of a site: what holds its cores (see [`Self::committed`])
+    /// and, planned, the pending jobs at the starts `squeue --start` expects.
+    pub(super) fn slurm_queue_estimate(&self, site: &str, now: u64) -> Result<QueueEstimate, BackendError> {
+        let (si, s) = self.site(site)?;
+        let held = self.committed(si, now)?;
+        let client = &self.clusters[s.cluster].client;
+        let out = client
+            .run_args("squeue", &["-h", "--start", "-t", "PD", "-p", &s.spec.slurm.partition, "-o", PENDING_FORMAT])
+            .map_err(|e| site_err(site, format!("squeue --start: {e}")))?;
+        let mut planned = held.clone();
+        for (start, end, cpus) in parse_pending(&out.stdout) {
+            planned.add(start.max(now), end.max(now + 1), cpus);
+        }
+        Ok(QueueEstimate::from_profiles(held, planned))
     }
 
     /// `scontrol create reservation` of `processors` cores at site `si` from `start_ms` for
@@ -306,6 +340,15 @@ mod tests {
         // A job past its end still holds its cores for a second.
         let p = partition_profile(16, end + 5_000, &jobs[..1], &[]);
         assert_eq!((p.used_at(end + 5_000), p.used_at(end + 6_000)), (6, 0));
+    }
+
+    #[test]
+    fn pending_jobs_with_expected_starts() {
+        let out = "8|2026-11-23T21:00:00|2026-11-23T21:05:00\n4|N/A|N/A\nx|y|z\n";
+        let p = parse_pending(out);
+        assert_eq!(p.len(), 1);
+        let start = SlurmTime::parse("2026-11-23T21:00:00").unwrap().to_unix_ms_local().unwrap();
+        assert_eq!(p[0], (start, start + 300_000 + 1_000, 8));
     }
 
     #[test]
