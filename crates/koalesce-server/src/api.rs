@@ -276,9 +276,12 @@ async fn submit_query(
         // GridWay's share policy balances dispatches between owners.
         spec.owner = Some(caller.user.clone());
         if let Some((site, h)) = held {
-            let site = st
-                .site_id(&site)
-                .ok_or_else(|| err(StatusCode::UNPROCESSABLE_ENTITY, format!("field 'reservation': its site '{site}' is no longer configured")))?;
+            let site = st.site_id(&site).ok_or_else(|| {
+                err(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    format!("field 'reservation': its site '{site}' is no longer configured"),
+                )
+            })?;
             spec.preferences.held_reservation = Some(koalesce_core::model::HeldReservation { site, ..h });
         }
         let gate = crate::api_jobctl::gate(st, &stored, &caller.user, caller.admin, &deps, q.hold.unwrap_or(false))

@@ -264,10 +264,14 @@ pub(crate) fn held_by(s: &S, caller: &Caller, raw: &str, array: bool) -> R<(Stri
         user: caller.user.clone(),
         admin: false,
     };
-    let row = find(s, &owner, raw).map_err(|_| err(StatusCode::NOT_FOUND, format!("field 'reservation': reservation '{raw}' not found")))?;
+    let row =
+        find(s, &owner, raw).map_err(|_| err(StatusCode::NOT_FOUND, format!("field 'reservation': reservation '{raw}' not found")))?;
     let r = row.info;
     if r.end_ms <= now_ms() {
-        return Err(unprocessable(format!("field 'reservation': reservation '{}' ended at {}", r.id, r.end_ms)));
+        return Err(unprocessable(format!(
+            "field 'reservation': reservation '{}' ended at {}",
+            r.id, r.end_ms
+        )));
     }
     if array {
         return Err(unprocessable(format!(

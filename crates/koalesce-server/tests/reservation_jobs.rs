@@ -41,7 +41,12 @@ fn a_job_runs_in_its_users_reservation_from_its_start() {
     let srv = reservation_server(tmp.path());
     let (rid, start) = reserve(&srv, &alice, 2, 2_500, "1m");
     // Both sites are idle: without the reservation the job would start at once (at either).
-    let text = shell_job("in-resv", "date +%s%3N > t", 2, &format!("reservation = {rid:?}\nruntime_estimate = \"10s\""));
+    let text = shell_job(
+        "in-resv",
+        "date +%s%3N > t",
+        2,
+        &format!("reservation = {rid:?}\nruntime_estimate = \"10s\""),
+    );
     let id = submit(&srv, &alice, &text);
     let j = wait_state(&srv, &alice, id, &["placed", "claimed", "running", "succeeded", "failed"], 10);
     assert_eq!(j["state"], "placed", "waits for the reservation: {j}");
@@ -50,7 +55,11 @@ fn a_job_runs_in_its_users_reservation_from_its_start() {
     assert_eq!(j["state"], "succeeded", "{j}");
     let started = j["started_ms"].as_u64().unwrap();
     assert!(started >= start, "started at {started}, the reservation starts at {start}: {j}");
-    assert!(started < start + 5_000, "started {} ms after the reservation's start", started - start);
+    assert!(
+        started < start + 5_000,
+        "started {} ms after the reservation's start",
+        started - start
+    );
 
     // The same through the query parameter (any job format); a job smaller than the
     // reservation is fine.
@@ -64,7 +73,11 @@ fn a_job_runs_in_its_users_reservation_from_its_start() {
     assert_eq!(code, 201, "{body}");
     let id = json(&body)["id"].as_u64().unwrap();
     let j = wait_state(&srv, &alice, id, &["succeeded", "failed"], 30);
-    assert_eq!((j["state"].as_str(), j["components"][0]["site"].as_str()), (Some("succeeded"), Some("res")), "{j}");
+    assert_eq!(
+        (j["state"].as_str(), j["components"][0]["site"].as_str()),
+        (Some("succeeded"), Some("res")),
+        "{j}"
+    );
 }
 
 #[test]
@@ -81,7 +94,13 @@ fn only_the_owner_fits_in_and_everything_else_is_a_clear_error() {
         ("an admin", admin.clone(), with(&rid, 1), 404, "not found"),
         ("no such id", alice.clone(), with("R999", 1), 404, "not found"),
         ("not an id", alice.clone(), with("../../etc", 1), 404, "not found"),
-        ("too large", alice.clone(), with(&rid, 3), 422, "holds 2 processor(s), the job asks for 3"),
+        (
+            "too large",
+            alice.clone(),
+            with(&rid, 3),
+            422,
+            "holds 2 processor(s), the job asks for 3",
+        ),
         (
             "two components",
             alice.clone(),
@@ -96,14 +115,25 @@ fn only_the_owner_fits_in_and_everything_else_is_a_clear_error() {
             422,
             "another site",
         ),
-        ("a number", alice.clone(), shell_job("x", "true", 1, "reservation = 5"), 422, "reservation"),
+        (
+            "a number",
+            alice.clone(),
+            shell_job("x", "true", 1, "reservation = 5"),
+            422,
+            "reservation",
+        ),
     ];
     for (what, tok, body, code, want) in cases {
         let (c, text) = post(&srv, &tok, "/api/v1/jobs", &body);
         assert_eq!(c, code, "{what}: {text}");
         assert!(text.contains(want), "{what}: {text}");
     }
-    let (c, text) = post(&srv, &alice, "/api/v1/jobs?reservation=R1&array=1-3", &shell_job("a", "true", 1, ""));
+    let (c, text) = post(
+        &srv,
+        &alice,
+        "/api/v1/jobs?reservation=R1&array=1-3",
+        &shell_job("a", "true", 1, ""),
+    );
     assert_eq!(c, 422, "{text}");
     assert!(text.contains("job array"), "{text}");
     let (c, text) = post(&srv, &alice, "/api/v1/jobs?reservation=R2", &with(&rid, 1));
@@ -148,7 +178,10 @@ fn sites_publish_the_queue_wait_of_their_running_components() {
     let plain = site("plain");
     let wait = plain["queue_wait_ms"].as_u64().unwrap_or_else(|| panic!("no estimate: {plain}"));
     let expected = (started + 60_000).saturating_sub(now);
-    assert!(wait.abs_diff(expected) < 2_000, "wait {wait} ms, expected about {expected} ms: {plain}");
+    assert!(
+        wait.abs_diff(expected) < 2_000,
+        "wait {wait} ms, expected about {expected} ms: {plain}"
+    );
     assert_eq!(site("res")["queue_wait_ms"], 0, "{sites}");
     assert_eq!(plain["speed"], 1.0, "{plain}");
     let (code, _) = srv.request("POST", &format!("/api/v1/jobs/{id}/cancel"), Some(&alice), b"");

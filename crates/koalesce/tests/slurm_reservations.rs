@@ -14,7 +14,10 @@ use slurm_common::*;
 const MIN: u64 = 60_000;
 
 fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
 }
 
 fn window(processors: u32, duration_ms: u64, earliest_ms: u64, latest_ms: u64) -> WindowRequest {
@@ -30,7 +33,11 @@ fn window(processors: u32, duration_ms: u64, earliest_ms: u64, latest_ms: u64) -
 /// Unix ms of a reservation's start as Slurm shows it.
 fn slurm_start(b: &koalesce_server::slurm::SlurmBackend, id: &str) -> u64 {
     let name = id.rsplit(':').next().unwrap();
-    let out = b.client("alpha").unwrap().run_args("scontrol", &["show", "reservation", name]).unwrap();
+    let out = b
+        .client("alpha")
+        .unwrap()
+        .run_args("scontrol", &["show", "reservation", name])
+        .unwrap();
     let r = parse_show_reservation(&out.stdout).unwrap().remove(0);
     r.start.unwrap().to_unix_ms_local().unwrap()
 }
@@ -59,7 +66,10 @@ fn reservations_with_t_next_on_a_real_bed() {
     // 8 cores within the next 30 s: not before the job ends; T_next is its end.
     let t0 = now_ms();
     let a = r.reserve_window(&window(8, MIN, t0, t0 + 30_000)).unwrap();
-    let WindowAnswer::Rejected { t_next_ms: Some(t_next), .. } = a else {
+    let WindowAnswer::Rejected {
+        t_next_ms: Some(t_next), ..
+    } = a
+    else {
         panic!("expected <rejected, T_next>: {a:?}")
     };
     // Slurm's end times are inclusive: the cores are free one second after the job's end.
@@ -72,10 +82,7 @@ fn reservations_with_t_next_on_a_real_bed() {
         panic!("expected granted: {a:?}")
     };
     assert_eq!(start_ms, slurm_start(&b, &first));
-    assert!(
-        start_ms == t_next,
-        "granted at {start_ms}, the job ends at {job_end}"
-    );
+    assert!(start_ms == t_next, "granted at {start_ms}, the job ends at {job_end}");
 
     // 4 cores now: they are free now.
     let t1 = now_ms();
@@ -159,7 +166,13 @@ fn service_and_a_job_in_a_reservation(bed: &Bed) {
         .site_specs()
         .into_iter()
         .next()
-        .map(|spec| std::process::Command::new("scontrol").args(["show", "reservation"]).env("SLURM_CONF", &spec.slurm.conf).output().unwrap())
+        .map(|spec| {
+            std::process::Command::new("scontrol")
+                .args(["show", "reservation"])
+                .env("SLURM_CONF", &spec.slurm.conf)
+                .output()
+                .unwrap()
+        })
         .unwrap();
     let shown = parse_show_reservation(&String::from_utf8_lossy(&out.stdout)).unwrap();
     assert_eq!(shown.len(), 1, "{shown:?}");
@@ -206,7 +219,10 @@ fn service_and_a_job_in_a_reservation(bed: &Bed) {
     assert_eq!(j["components"][0]["site"], "alpha", "{j}");
     let stdout = std::fs::read_to_string(j["components"][0]["stdout"].as_str().unwrap()).unwrap();
     let ran: u64 = stdout.trim().parse().unwrap();
-    eprintln!("job in Slurm reservation {rid}: ran {} ms after the reservation's start", ran as i64 - start as i64);
+    eprintln!(
+        "job in Slurm reservation {rid}: ran {} ms after the reservation's start",
+        ran as i64 - start as i64
+    );
     assert!(ran + 1_000 >= start, "ran at {ran}, before the reservation's start {start}");
     srv.stop();
 }

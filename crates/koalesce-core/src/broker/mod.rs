@@ -22,7 +22,9 @@ pub use coalloc::{
 };
 pub use profile::{Profile, FOREVER};
 pub use rank::{Prediction, QueueEstimate, QueueOrder};
-pub use reservations::{plan_window, Relocation, Reservation, ReservationId, ReservationReply, ReservationRequest, ReservationTable, WindowPlan};
+pub use reservations::{
+    plan_window, Relocation, Reservation, ReservationId, ReservationReply, ReservationRequest, ReservationTable, WindowPlan,
+};
 
 use crate::model::JobPreferences;
 

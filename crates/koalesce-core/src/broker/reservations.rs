@@ -360,7 +360,11 @@ pub fn plan_window(now: Millis, req: &ReservationRequest, committed: &Profile, t
         starts: Vec::new(),
         t_next: None,
     };
-    if req.processors == 0 || req.duration_ms == 0 || req.latest_start < req.earliest_start || u64::from(req.processors) > committed.capacity() {
+    if req.processors == 0
+        || req.duration_ms == 0
+        || req.latest_start < req.earliest_start
+        || u64::from(req.processors) > committed.capacity()
+    {
         return never;
     }
     let lo = req.earliest_start.max(now);
@@ -469,7 +473,13 @@ mod tests {
             ReservationRequest::window(1, 0, 0, 100),
             ReservationRequest::window(1, 5, 50, 40),
         ] {
-            assert_eq!(plan_window(0, &bad, &committed, 3), WindowPlan { starts: vec![], t_next: None });
+            assert_eq!(
+                plan_window(0, &bad, &committed, 3),
+                WindowPlan {
+                    starts: vec![],
+                    t_next: None
+                }
+            );
         }
         let full = Profile::build(8, 0, [(0, FOREVER, 8)]);
         assert_eq!(plan_window(0, &ReservationRequest::window(1, 5, 0, 9), &full, 3).t_next, None);

@@ -19,7 +19,10 @@ impl Scheduler {
         }
         let c = &spec.components[0];
         if c.fixed_site.is_some_and(|s| s != h.site) {
-            return Err(format!("reservation '{r}' is at site '{}', the component names another site", site.name));
+            return Err(format!(
+                "reservation '{r}' is at site '{}', the component names another site",
+                site.name
+            ));
         }
         if c.processors > h.processors {
             return Err(format!(
@@ -129,7 +132,8 @@ impl Scheduler {
         }
         crate::broker::validate_preferences(&spec.preferences).map_err(|reason| SubmitError::InvalidPreferences { job: job(), reason })?;
         if let Some(h) = &spec.preferences.held_reservation {
-            self.validate_held(spec, h).map_err(|reason| SubmitError::Invalid { job: job(), reason })?;
+            self.validate_held(spec, h)
+                .map_err(|reason| SubmitError::Invalid { job: job(), reason })?;
         }
         for f in &spec.input_files {
             match self.catalogue.get(f) {

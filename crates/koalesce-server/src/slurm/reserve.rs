@@ -150,7 +150,10 @@ impl SlurmBackend {
         let held = self.committed(si, now)?;
         let client = &self.clusters[s.cluster].client;
         let out = client
-            .run_args("squeue", &["-h", "--start", "-t", "PD", "-p", &s.spec.slurm.partition, "-o", PENDING_FORMAT])
+            .run_args(
+                "squeue",
+                &["-h", "--start", "-t", "PD", "-p", &s.spec.slurm.partition, "-o", PENDING_FORMAT],
+            )
             .map_err(|e| site_err(site, format!("squeue --start: {e}")))?;
         let mut planned = held.clone();
         for (start, end, cpus) in parse_pending(&out.stdout) {

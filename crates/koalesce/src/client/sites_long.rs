@@ -100,11 +100,25 @@ mod tests {
         s.host.insert("SIZE_MEM_MB".into(), "2048".into());
         s.host.insert("CPU_MHZ".into(), "0".into());
         s.benchmarks.insert("linpack".into(), 150.0);
-        let text = sites_long(&[s.clone(), SiteInfo { name: "evil\x1b[2J".into(), ..Default::default() }]);
+        let text = sites_long(&[
+            s.clone(),
+            SiteInfo {
+                name: "evil\x1b[2J".into(),
+                ..Default::default()
+            },
+        ]);
         assert!(text.contains("Site: vu\n"), "{text}");
         assert!(text.contains("LRM local, advance reservations yes, state ok"), "{text}");
-        assert!(text.contains("TotalCPUs 8, FreeCPUs 2, UsedCPUs 6, PlacedCPUs 0, EstimatedWaitingTime 1m30s"), "{text}");
-        assert!(text.contains("Platform x86_64, OS Linux 6.1, CPUModel (not published), CPUClockSpeed (not published), MainMemorySize 2048 MB, Speed 2"), "{text}");
+        assert!(
+            text.contains("TotalCPUs 8, FreeCPUs 2, UsedCPUs 6, PlacedCPUs 0, EstimatedWaitingTime 1m30s"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "Platform x86_64, OS Linux 6.1, CPUModel (not published), CPUClockSpeed (not published), MainMemorySize 2048 MB, Speed 2"
+            ),
+            "{text}"
+        );
         assert!(text.contains("Benchmark: linpack=150"), "{text}");
         assert!(text.contains("EstimatedWaitingTime (no estimate)"), "{text}");
         assert!(!text.contains('\x1b'), "control characters are escaped: {text:?}");
