@@ -147,9 +147,10 @@ fn own_queue_estimates_plan_running_jobs_and_steer_the_ranking() {
         first.components[0].fixed_site = Some(SiteId(0));
         let first = c.submit(0, first).unwrap();
         assert_eq!(c.job(first).unwrap().state, JobState::Running);
-        // At 10 s: a 1-processor job would wait 90 s at a, none at b.
-        assert_eq!(c.queue_wait_estimate(10 * S, SiteId(0), 1), Some(90 * S));
-        assert_eq!(c.queue_wait_estimate(10 * S, SiteId(1), 1), Some(0));
+        // At 10 s: a 1-processor job would wait 90 s at a, none at b (without an estimate of
+        // its own or the driver's, the scheduler publishes none).
+        let waits = [0, 1].map(|s| c.queue_wait_estimate(10 * S, SiteId(s), 1));
+        assert_eq!(waits, if own { [Some(90 * S), Some(0)] } else { [None, None] });
         let e = c.own_queue_estimate(10 * S, SiteId(0));
         assert_eq!((e.held.used_at(10 * S), e.held.used_at(100 * S)), (8, 0));
         // A ttd job of 400 s: at a 90 + 200 = 290 s, at b 0 + 400 s.
