@@ -275,7 +275,7 @@ pub(crate) fn held_by(s: &S, caller: &Caller, raw: &str, array: bool) -> R<(Stri
     }
     if array {
         return Err(unprocessable(format!(
-            "field 'reservation': a job array cannot run in one reservation (reservation '{}' serves one job)",
+            "field 'reservation': a job array or bag of tasks cannot run in one reservation (reservation '{}' serves one job)",
             r.id
         )));
     }
