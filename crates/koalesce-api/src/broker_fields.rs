@@ -109,6 +109,8 @@ impl BrokerDescription {
             earliest_start_ms: earliest,
             latest_start_ms: latest,
             max_start_deviation_ms: dur("max_start_deviation", &self.max_start_deviation)?,
+            // Resolved by the server from the job's `reservation` field (it knows the owner).
+            held_reservation: None,
         })
     }
 }

@@ -245,6 +245,18 @@ pub struct SiteInfo {
     pub host: std::collections::BTreeMap<String, String>,
     /// Software tags the site offers (HAS_SOFTWARE).
     pub software: Vec<String>,
+    /// Estimated queue wait of a 1-processor job submitted now, in ms (001 §3.1; GLUE's
+    /// EstimatedResponseTime): local sites plan their running components to their expected
+    /// ends; absent where the scheduler has no estimate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_wait_ms: Option<u64>,
+    /// Relative CPU speed (the site's configuration; 1.0 = reference).
+    #[serde(default)]
+    pub speed: f64,
+    /// Benchmark scores the site publishes (its configuration), by benchmark name; the
+    /// broker predicts execution times from them (001 §3.1).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub benchmarks: std::collections::BTreeMap<String, f64>,
 }
 
 /// A catalogue entry as `GET /api/v1/files` lists it.

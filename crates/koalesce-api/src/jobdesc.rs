@@ -136,6 +136,10 @@ pub struct JobDescription {
     /// The broker's job preferences (001 §2.4): benchmarks, stage-in/out, start window.
     #[serde(default, skip_serializing_if = "BrokerDescription::is_empty")]
     pub broker: BrokerDescription,
+    /// Run inside this advance reservation of the submitting user (`koalesce reservations
+    /// create` gives its id, e.g. `R3`): at its site, on its processors, from its start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<String>,
     /// Start once these jobs started (Slurm's `--dependency=after:ID`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub after: Vec<u64>,

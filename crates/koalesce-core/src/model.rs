@@ -507,6 +507,23 @@ pub struct JobPreferences {
     /// Maximum deviation ε between the components' starts (001 §3.2.2); `None`: the
     /// scheduler's default.
     pub max_start_deviation_ms: Option<Millis>,
+    /// The job runs inside an advance reservation its owner already holds (`reservation =
+    /// "ID"` in the job file; 001 §2.3's admission of a job into its reservation): at the
+    /// reservation's site, on its processors, from its start. The driver checked the owner.
+    pub held_reservation: Option<HeldReservation>,
+}
+
+/// A granted reservation a job runs in (see [`JobPreferences::held_reservation`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeldReservation {
+    /// The reservation's id as the user knows it (opaque to the core).
+    pub id: String,
+    pub site: SiteId,
+    pub processors: u32,
+    pub start: Millis,
+    /// Exclusive end.
+    pub end: Millis,
 }
 
 /// The timeline of one job (003 §4.1, 000 Fig. 2). After a return to the placement queue,

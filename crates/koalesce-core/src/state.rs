@@ -26,6 +26,9 @@ pub enum FailureReason {
     /// A job it depends on ended so that the dependency can never be satisfied (Slurm's
     /// DependencyNeverSatisfied).
     DependencyNeverSatisfied,
+    /// The advance reservation the job was to run in ended or was cancelled before the job
+    /// could start in it.
+    ReservationGone,
 }
 
 impl std::fmt::Display for FailureReason {
@@ -42,6 +45,7 @@ impl std::fmt::Display for FailureReason {
             FailureReason::Timeout => f.write_str("a component reached its wall-time limit"),
             FailureReason::OutOfMemory => f.write_str("a component went over its memory limit"),
             FailureReason::DependencyNeverSatisfied => f.write_str("a dependency can never be satisfied"),
+            FailureReason::ReservationGone => f.write_str("its advance reservation ended or was cancelled before it could start"),
         }
     }
 }

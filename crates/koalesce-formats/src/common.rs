@@ -245,6 +245,7 @@ pub(crate) fn blank_job(name: String, executable: String) -> koalesce_api::JobDe
         flexible: None,
         components: Vec::new(),
         broker: Default::default(),
+        reservation: None,
         after: Vec::new(),
         afterany: Vec::new(),
         afterok: Vec::new(),

@@ -657,6 +657,7 @@ pub fn convert(text: &str, name_hint: Option<&str>, task: Option<&TaskContext>) 
         flexible: None,
         components,
         broker: Default::default(),
+        reservation: None,
         after: Vec::new(),
         afterany: Vec::new(),
         afterok,

@@ -187,6 +187,8 @@ struct SubmitQuery {
     dependency: Option<String>,
     /// A job array: `1-100`, `0-30:10`, `1,3,5`, with `%M` at most M active tasks.
     array: Option<String>,
+    /// Run in this advance reservation of the caller's (as the job file's `reservation`).
+    reservation: Option<String>,
     /// A bag of tasks: N tasks, at least `min_tasks` of which must succeed, with GridWay's
     /// `${PARAM}` = `param_start` + `param_increment` × task index (api_bags).
     tasks: Option<u32>,
@@ -236,6 +238,24 @@ async fn submit_query(
         DescriptionError::Malformed(m) => err(StatusCode::BAD_REQUEST, format!("malformed TOML: {m}")),
         DescriptionError::Invalid(m) => err(StatusCode::UNPROCESSABLE_ENTITY, m),
     })?;
+    let named = match (&desc.reservation, &q.reservation) {
+        (Some(a), Some(b)) if a != b => {
+            return Err(err(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!("field 'reservation' ('{a}') and parameter 'reservation' ('{b}') differ"),
+            ))
+        }
+        (a, b) => a.as_ref().or(b.as_ref()),
+    };
+    let held = match named {
+        Some(raw) => Some(crate::reservations::held_by(
+            s,
+            caller,
+            raw,
+            q.array.is_some() || q.tasks.is_some(),
+        )?),
+        None => None,
+    };
     let mut deps = desc.dependencies();
     deps.extend(extra);
     deps.sort();
@@ -292,6 +312,18 @@ async fn submit_query(
     {
         let mut guard = s.lock();
         let st = &mut *guard;
+        let held = match held {
+            Some((site, h)) => {
+                let site = st.site_id(&site).ok_or_else(|| {
+                    err(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        format!("field 'reservation': its site '{site}' is no longer configured"),
+                    )
+                })?;
+                Some(koalesce_core::model::HeldReservation { site, ..h })
+            }
+            None => None,
+        };
         let first = st.next_id;
         let metas = task_metas(first);
         let descs = crate::api_bags::task_descriptions(&desc, &metas)?;
@@ -302,6 +334,7 @@ async fn submit_query(
                 .map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
             // GridWay's share policy balances dispatches between owners.
             spec.owner = Some(caller.user.clone());
+            spec.preferences.held_reservation = held.clone();
             specs.push(spec);
         }
         let gate = crate::api_jobctl::gate(st, &stored, &caller.user, caller.admin, &deps, q.hold.unwrap_or(false))
@@ -540,6 +573,9 @@ fn site_info(s: &Shared, st: &daemon::State, i: usize) -> SiteInfo {
         failure_streak: st.core.ban(sid).failures,
         host: crate::gridway::sites::host_variables(site, view.idle),
         software: site.attributes.software.clone(),
+        queue_wait_ms: st.core.queue_wait_estimate(now, sid, 1),
+        speed: site.speed,
+        benchmarks: site.attributes.benchmarks.clone(),
     }
 }
 

@@ -229,6 +229,13 @@ pub trait Backend: Send + Sync + 'static {
     fn reservations(&self) -> Option<&dyn Reservations> {
         None
     }
+    /// 001 §3.1's queue-wait estimate from the LRM's own state at `now`, when the LRM has one
+    /// (Slurm: running jobs to their end, reservations, pending jobs at `squeue --start`'s
+    /// expected starts). Default: none (the core estimates a local site from its own jobs).
+    /// The daemon asks at most every [`QUEUE_ESTIMATE_INTERVAL_MS`].
+    fn queue_estimate(&self, _site: &str, _now: u64) -> Option<Result<koalesce_core::broker::QueueEstimate, BackendError>> {
+        None
+    }
     /// How long a launch waits for this backend's components to be [`Backend::ready`] (003's
     /// claim: the LRM gave the processors and the supervisor checked in). Past it the claim
     /// has failed: the launch is cancelled and the job goes back to placement.
@@ -236,6 +243,9 @@ pub trait Backend: Send + Sync + 'static {
         DEFAULT_CLAIM_TIMEOUT
     }
 }
+
+/// How often the daemon asks a backend for its [`Backend::queue_estimate`].
+pub const QUEUE_ESTIMATE_INTERVAL_MS: u64 = 5_000;
 
 /// [`Backend::claim_timeout`] unless a backend says otherwise (the local executor's
 /// supervisors check in within milliseconds; this bounds a machine under heavy load).

@@ -254,6 +254,7 @@ pub async fn start(opts: ServerOptions) -> anyhow::Result<RunningServer> {
                 paths: local::SitePaths::create(&opts.data_dir, &s.name).with_context(|| format!("site '{}' directories", s.name))?,
                 idle: AtomicU32::new(0),
                 used: AtomicU32::new(0),
+                estimated_at: Default::default(),
             })
         })
         .collect::<anyhow::Result<Vec<_>>>()?;

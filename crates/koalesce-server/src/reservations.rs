@@ -255,6 +255,40 @@ fn find(s: &S, caller: &Caller, raw: &str) -> R<ReservationRow> {
     row.filter(|r| caller.admin || r.info.user == caller.user).ok_or_else(not_found)
 }
 
+/// The reservation a job names (`reservation = "ID"`), for its submission by `caller`: only
+/// the owner's own (another user's answers 404 like a missing one, an admin's included), not
+/// ended; a job array may not share one. Its site's name and the core's view of it (the site
+/// id filled in by the caller).
+pub(crate) fn held_by(s: &S, caller: &Caller, raw: &str, array: bool) -> R<(String, koalesce_core::model::HeldReservation)> {
+    let owner = Caller {
+        user: caller.user.clone(),
+        admin: false,
+    };
+    let row =
+        find(s, &owner, raw).map_err(|_| err(StatusCode::NOT_FOUND, format!("field 'reservation': reservation '{raw}' not found")))?;
+    let r = row.info;
+    if r.end_ms <= now_ms() {
+        return Err(unprocessable(format!(
+            "field 'reservation': reservation '{}' ended at {}",
+            r.id, r.end_ms
+        )));
+    }
+    if array {
+        return Err(unprocessable(format!(
+            "field 'reservation': a job array or bag of tasks cannot run in one reservation (reservation '{}' serves one job)",
+            r.id
+        )));
+    }
+    let held = koalesce_core::model::HeldReservation {
+        id: r.id.clone(),
+        site: koalesce_core::SiteId(0),
+        processors: r.processors,
+        start: r.start_ms,
+        end: r.end_ms,
+    };
+    Ok((r.site, held))
+}
+
 /// `GET /api/v1/reservations`: the caller's reservations (an admin's: everyone's).
 pub(crate) async fn list(AxState(s): AxState<S>, headers: HeaderMap) -> R<Json<Vec<ReservationInfo>>> {
     let caller = authenticate(&s, &headers)?;

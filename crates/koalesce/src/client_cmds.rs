@@ -33,6 +33,8 @@ pub mod logs;
 pub mod output;
 #[path = "client/reservations.rs"]
 pub mod reservations;
+#[path = "client/sites_long.rs"]
+pub mod sites_long;
 
 use api::{error_is_transient, Client};
 pub use output::{Output, OutputArgs};
@@ -151,6 +153,11 @@ pub struct SubmitArgs {
     /// of it lists every task.
     #[arg(long, value_name = "SPEC", value_parser = check_array, conflicts_with = "tasks")]
     pub array: Option<String>,
+    /// Run in this advance reservation of yours (`koalesce reservations create` prints its id,
+    /// e.g. `R3`): at the reservation's site, on its processors, from its start (sbatch
+    /// --reservation; or the job file's `reservation = "R3"`). Any job format.
+    #[arg(long, value_name = "ID")]
+    pub reservation: Option<String>,
     #[command(flatten)]
     pub conn: Connection,
 }
@@ -195,11 +202,12 @@ impl HoldArgs {
 impl SubmitArgs {
     pub fn run(self) -> anyhow::Result<ExitCode> {
         let text = crate::format_cmds::read_job_file(&self.file)?;
-        let client = self.formats.bag_client(self.conn.client().with_submit_options(
-            self.hold,
-            self.dependency.as_deref(),
-            self.array.as_deref(),
-        ));
+        let client = self.formats.bag_client(
+            self.conn
+                .client()
+                .with_submit_options(self.hold, self.dependency.as_deref(), self.array.as_deref())
+                .with_reservation(self.reservation.as_deref()),
+        );
         let ids = crate::format_cmds::submit(&client, &self.file, &text, &self.formats)?;
         crate::format_cmds::print_ids(&ids, Output::from(self.output))?;
         Ok(ExitCode::SUCCESS)
@@ -480,6 +488,10 @@ pub struct SitesArgs {
     /// Only the blacklisted sites (with when each comes back by itself).
     #[arg(long)]
     pub blacklisted: bool,
+    /// Each site as a GLUE-style record: processors, architecture, OS, memory, CPU speed,
+    /// benchmark scores, software and the estimated queue wait.
+    #[arg(long, short = 'l')]
+    pub long: bool,
     #[command(subcommand)]
     pub command: Option<SitesCommand>,
     #[command(flatten)]
@@ -516,7 +528,11 @@ impl SitesArgs {
         };
         Output::from(self.output).print(&v, || {
             let sites: Vec<api::SiteInfo> = serde_json::from_value(v.clone()).context("reading the site list")?;
-            Ok(format::sites_table(&sites))
+            Ok(if self.long {
+                sites_long::sites_long(&sites)
+            } else {
+                format::sites_table(&sites)
+            })
         })?;
         Ok(ExitCode::SUCCESS)
     }

@@ -22,7 +22,9 @@ pub use coalloc::{
 };
 pub use profile::{Profile, FOREVER};
 pub use rank::{Prediction, QueueEstimate, QueueOrder};
-pub use reservations::{Relocation, Reservation, ReservationId, ReservationReply, ReservationRequest, ReservationTable};
+pub use reservations::{
+    plan_window, Relocation, Reservation, ReservationId, ReservationReply, ReservationRequest, ReservationTable, WindowPlan,
+};
 
 use crate::model::JobPreferences;
 

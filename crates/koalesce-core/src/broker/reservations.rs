@@ -338,6 +338,58 @@ impl ReservationTable {
     }
 }
 
+/// The starts to ask an LRM that books reservations itself (Slurm's `scontrol create
+/// reservation`), computed from what holds its processors (`committed`, from `now` on).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WindowPlan {
+    /// Starts inside `[max(earliest, now), latest]` where the request fits next to
+    /// `committed`, earliest first: the earliest fit, then the earliest fit after each later
+    /// instant where the commitments change (an LRM may refuse a start the profile allows, e.g.
+    /// when the free cores are split over nodes; the next one is its best retry).
+    pub starts: Vec<Millis>,
+    /// `T_next` should every start be refused: the earliest fit after the window (or after
+    /// the last start listed, when the list was cut at its length); `None`: it never fits.
+    pub t_next: Option<Millis>,
+}
+
+/// Plans a request next to `committed` (see [`WindowPlan`]), at most `tries` starts. An
+/// invalid request (no processors, no duration, latest before earliest, more processors than
+/// the site has) never fits.
+pub fn plan_window(now: Millis, req: &ReservationRequest, committed: &Profile, tries: usize) -> WindowPlan {
+    let never = WindowPlan {
+        starts: Vec::new(),
+        t_next: None,
+    };
+    if req.processors == 0
+        || req.duration_ms == 0
+        || req.latest_start < req.earliest_start
+        || u64::from(req.processors) > committed.capacity()
+    {
+        return never;
+    }
+    let lo = req.earliest_start.max(now);
+    let mut starts = Vec::new();
+    let mut from = lo;
+    while let Some(s) = committed.earliest_fit(from, req.duration_ms, req.processors) {
+        if s > req.latest_start.max(lo) || starts.len() == tries {
+            return WindowPlan { starts, t_next: Some(s) };
+        }
+        starts.push(s);
+        // The next instant after `s` where the commitments change.
+        let Some(next) = committed.steps().iter().map(|&(t, _)| t).find(|&t| t > s) else {
+            // Nothing changes later: a refused start will not become possible by waiting
+            // for these commitments; the instant after the window is the only guess.
+            let after = req.latest_start.max(lo).saturating_add(1);
+            return WindowPlan {
+                t_next: committed.earliest_fit(after.max(s.saturating_add(1)), req.duration_ms, req.processors),
+                starts,
+            };
+        };
+        from = next;
+    }
+    WindowPlan { starts, t_next: None }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -394,5 +446,83 @@ mod tests {
         // flexible one moves (the rigid one is in the way): the first free start is 30.
         let r = t.request(0, &ReservationRequest::window(4, 25, 5, 29), None);
         assert_eq!(r, ReservationReply::RejectedNext { t_next: 30 });
+    }
+
+    #[test]
+    fn window_plan_lists_starts_where_commitments_change() {
+        use crate::broker::profile::FOREVER;
+        // 8 processors: 6 held until 10, 2 until 20, reservations 4 during [30, 40).
+        let committed = Profile::build(8, 0, [(0, 10, 4), (0, 20, 2), (30, 40, 4)]);
+        // 6 for 5 ms from 0: after 10 (2 used), then 20 (0 used) ... up to 3 tries.
+        let p = plan_window(0, &ReservationRequest::window(6, 5, 0, 100), &committed, 3);
+        assert_eq!(p.starts, vec![10, 20, 40]);
+        // Nothing drops after 40: the guess past a refusal is the first fit after the window.
+        assert_eq!(p.t_next, Some(101));
+        // Window closing at 15: one start inside, T_next is the next fit (20).
+        let p = plan_window(0, &ReservationRequest::window(6, 5, 0, 15), &committed, 3);
+        assert_eq!(p.starts, vec![10]);
+        assert_eq!(p.t_next, Some(20));
+        // Window [0, 5]: nothing inside; T_next 10. `now` past the earliest start counts.
+        let p = plan_window(0, &ReservationRequest::window(6, 5, 0, 5), &committed, 3);
+        assert_eq!((p.starts.as_slice(), p.t_next), (&[][..], Some(10)));
+        let p = plan_window(12, &ReservationRequest::window(6, 5, 0, 100), &committed, 1);
+        assert_eq!((p.starts.as_slice(), p.t_next), (&[12][..], Some(20)));
+        // Never: too many processors, a zero duration, an inverted window, forever held.
+        for bad in [
+            ReservationRequest::window(9, 5, 0, 100),
+            ReservationRequest::window(1, 0, 0, 100),
+            ReservationRequest::window(1, 5, 50, 40),
+        ] {
+            assert_eq!(
+                plan_window(0, &bad, &committed, 3),
+                WindowPlan {
+                    starts: vec![],
+                    t_next: None
+                }
+            );
+        }
+        let full = Profile::build(8, 0, [(0, FOREVER, 8)]);
+        assert_eq!(plan_window(0, &ReservationRequest::window(1, 5, 0, 9), &full, 3).t_next, None);
+    }
+
+    /// Every planned start fits, lies in the window, and is the earliest fit at or after
+    /// the previous drop; T_next (when some) fits too and is past every listed start.
+    #[test]
+    fn window_plan_starts_fit_random() {
+        use crate::broker::profile::FOREVER;
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut rnd = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for _ in 0..500 {
+            let items: Vec<(Millis, Millis, u32)> = (0..rnd(6))
+                .map(|_| {
+                    let s = rnd(50);
+                    let e = if rnd(10) == 0 { FOREVER } else { s + 1 + rnd(40) };
+                    (s, e, 1 + rnd(6) as u32)
+                })
+                .collect();
+            let committed = Profile::build(8, 0, items);
+            let now = rnd(20);
+            let e = rnd(40);
+            let req = ReservationRequest::window(1 + rnd(8) as u32, 1 + rnd(20), e, e + rnd(40));
+            let p = plan_window(now, &req, &committed, 4);
+            let lo = req.earliest_start.max(now);
+            assert!(p.starts.windows(2).all(|w| w[0] < w[1]), "{p:?}");
+            for &s in &p.starts {
+                assert!(s >= lo && s <= req.latest_start.max(lo), "{s} outside the window, {p:?}");
+                assert!(committed.fits(s, s + req.duration_ms, req.processors), "{s} does not fit");
+            }
+            if let Some(&first) = p.starts.first() {
+                assert_eq!(committed.earliest_fit(lo, req.duration_ms, req.processors), Some(first));
+            }
+            if let Some(t) = p.t_next {
+                assert!(committed.fits(t, t + req.duration_ms, req.processors));
+                assert!(p.starts.iter().all(|&s| s < t));
+            }
+        }
     }
 }

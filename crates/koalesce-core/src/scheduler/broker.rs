@@ -43,7 +43,7 @@ use serde::{Deserialize, Serialize};
 use crate::broker::coalloc::{coallocate, CoallocationRequest, ComponentRequest, TableService};
 use crate::broker::rank::{self, predict, Prediction, QueueEstimate, SiteState};
 use crate::broker::CoallocationStats;
-use crate::model::{CoallocationMode, JobId, Millis, SiteId};
+use crate::model::{CoallocationMode, HeldReservation, JobId, Millis, SiteId};
 use crate::placement::{Capacity, ComponentPlacement, PlacementContext};
 use crate::state::{FailureReason, JobState};
 
@@ -75,6 +75,8 @@ impl BrokerState {
 pub(super) struct Plan {
     pub(super) reserve: Vec<Option<(Millis, Millis)>>,
     pub(super) start: Millis,
+    /// The reservation exists already (the job's owner holds it): nothing to ask the site.
+    pub(super) held: bool,
 }
 
 /// Counters of the broker's work, for metrics and benchmarks.
@@ -135,18 +137,57 @@ impl Scheduler {
     /// (not ranked, not co-allocated by reservations). The job may have failed when this returns.
     pub(super) fn broker_decide(&mut self, now: Millis, id: JobId, capacity: &mut Capacity) -> Option<Option<Vec<ComponentPlacement>>> {
         let job = &self.jobs[&id];
+        if let Some(h) = job.spec.preferences.held_reservation.clone() {
+            return Some(self.place_in_held(now, id, h));
+        }
         let bag = job.spec.min_components.is_some_and(|k| (k as usize) < job.components.len());
         if job.spec.flexible.is_some() || bag {
             return None;
         }
         let mode = job.spec.preferences.coallocation.unwrap_or(self.config.broker.coallocation);
         if mode == CoallocationMode::Reservations {
+            self.refresh_own_estimates(now);
             return Some(self.place_by_reservations(now, id, capacity));
         }
         if job.policy.is_broker() {
+            self.refresh_own_estimates(now);
             return Some(self.place_by_rank(now, id, capacity));
         }
         None
+    }
+
+    /// A job in a reservation its owner holds: its one component at the reservation's site,
+    /// claimed inside the reservation at its start (or at once if it began). A reservation
+    /// that has ended, or a site blacklisted since, fails the job.
+    fn place_in_held(&mut self, now: Millis, id: JobId, h: HeldReservation) -> Option<Vec<ComponentPlacement>> {
+        if now >= h.end || self.views[h.site.index()].blacklisted {
+            self.fail_held(now, id);
+            return None;
+        }
+        let job = &self.jobs[&id];
+        let ctx = PlacementContext {
+            sites: &self.sites,
+            catalogue: &self.catalogue,
+            forecast: &self.forecast,
+            staged: &job.staged,
+            preference: None,
+        };
+        let placement = placement_at(&ctx, &job.spec, 1, 0, h.site, job.components[0].processors);
+        let start = h.start.max(now);
+        self.broker.plans.insert(
+            id,
+            Plan {
+                reserve: vec![Some((start, h.end - start))],
+                start,
+                held: true,
+            },
+        );
+        Some(vec![placement])
+    }
+
+    /// The job's reservation is gone: it fails (it cannot run anywhere else).
+    pub(super) fn fail_held(&mut self, now: Millis, id: JobId) {
+        self.end_job(now, id, JobState::Failed(FailureReason::ReservationGone));
     }
 
     /// Takes the reservation plan of a placement being committed.
@@ -284,7 +325,14 @@ impl Scheduler {
             by_index[p.component] = r;
         }
         if single && by_index[0].is_some() {
-            self.broker.plans.insert(id, Plan { reserve: by_index, start });
+            self.broker.plans.insert(
+                id,
+                Plan {
+                    reserve: by_index,
+                    start,
+                    held: false,
+                },
+            );
         }
         self.jobs.get_mut(&id).unwrap().prediction = Some(prediction);
         placements.sort_by_key(|p| p.component);
@@ -384,7 +432,14 @@ impl Scheduler {
             let procs = self.jobs[&id].components[i].processors;
             self.book(h.site, start, start + duration, procs);
         }
-        self.broker.plans.insert(id, Plan { reserve, start });
+        self.broker.plans.insert(
+            id,
+            Plan {
+                reserve,
+                start,
+                held: false,
+            },
+        );
         self.jobs.get_mut(&id).unwrap().prediction = prediction;
         Some(placements)
     }

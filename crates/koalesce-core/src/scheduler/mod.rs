@@ -27,6 +27,7 @@ mod action;
 mod broker;
 mod claiming;
 mod error;
+mod estimate;
 mod gate;
 mod gridway;
 mod info;
@@ -75,6 +76,10 @@ pub struct Scheduler {
     views: Vec<SiteView>,
     policies: Policies,
     jobs: BTreeMap<JobId, Job>,
+    /// Per site: whether the core estimates its queue from its own jobs (`estimate.rs`).
+    own_estimates: Vec<bool>,
+    /// When they were last refreshed.
+    own_estimated_at: Option<Millis>,
     queues: PlacementQueues,
     /// Jobs waiting on each job (the reverse of their dependencies).
     dependents: BTreeMap<JobId, BTreeSet<JobId>>,
@@ -126,6 +131,8 @@ impl Scheduler {
             views,
             policies: Policies::new(cf),
             jobs: BTreeMap::new(),
+            own_estimates: vec![false; sites_len],
+            own_estimated_at: None,
             claiming: BTreeSet::new(),
             dependents: BTreeMap::new(),
             reservation_starts: BTreeSet::new(),

@@ -55,8 +55,15 @@ impl Scheduler {
         let site = c.site.expect("claimed component has a site");
         // It never got its processors: nothing to abort at the site.
         c.state = ComponentState::Unplaced;
+        let held = j.spec.preferences.held_reservation.is_some();
         if soft_error {
             self.record_soft_error(now, site);
+        }
+        if held {
+            // The site no longer has the job's reservation (ended, cancelled): it cannot
+            // run anywhere else.
+            self.fail_held(now, job);
+            return;
         }
         self.return_to_queue(now, job, if soft_error { Requeue::SoftError } else { Requeue::ClaimRejected });
     }

@@ -367,11 +367,13 @@ impl Scheduler {
         let jct = now + (job.claim_fraction * ftt as f64).round() as Millis;
         job.next_claim = any_claim.then_some(jct);
         let duration = job.spec.runtime_estimate_ms;
+        // A reservation the job's owner holds exists already: nothing to ask.
+        let held = plan.as_ref().is_some_and(|p| p.held);
         let reserve: Vec<Action> = job
             .components
             .iter()
             .enumerate()
-            .filter(|(_, c)| c.reserved)
+            .filter(|(_, c)| c.reserved && !held)
             .map(|(i, c)| {
                 let (start, duration) = plan.as_ref().and_then(|plan| plan.reserve[i]).unwrap_or((jst, duration.max(1)));
                 Action::Reserve {

@@ -5,6 +5,37 @@ use crate::model::{JobSpec, SiteId};
 use super::{Scheduler, SubmitError};
 
 impl Scheduler {
+    /// A job into a reservation: one component at the reservation's site, no larger than it.
+    fn validate_held(&self, spec: &JobSpec, h: &crate::model::HeldReservation) -> Result<(), String> {
+        let r = &h.id;
+        let Some(site) = self.sites.get(h.site.index()) else {
+            return Err(format!("reservation '{r}': its site does not exist"));
+        };
+        if spec.flexible.is_some() || spec.components.len() != 1 || spec.min_components.is_some() {
+            return Err(format!(
+                "reservation '{r}': a job in a reservation has exactly one component (it runs on the reservation's processors at '{}')",
+                site.name
+            ));
+        }
+        let c = &spec.components[0];
+        if c.fixed_site.is_some_and(|s| s != h.site) {
+            return Err(format!(
+                "reservation '{r}' is at site '{}', the component names another site",
+                site.name
+            ));
+        }
+        if c.processors > h.processors {
+            return Err(format!(
+                "reservation '{r}' holds {} processor(s), the job asks for {}",
+                h.processors, c.processors
+            ));
+        }
+        if h.end <= h.start {
+            return Err(format!("reservation '{r}': it ends before it starts"));
+        }
+        Ok(())
+    }
+
     pub(super) fn validate(&self, spec: &JobSpec) -> Result<(), SubmitError> {
         let job = || spec.name.clone();
         let largest = self.sites.iter().map(|s| s.processors).max().unwrap_or(0);
@@ -100,6 +131,10 @@ impl Scheduler {
             }
         }
         crate::broker::validate_preferences(&spec.preferences).map_err(|reason| SubmitError::InvalidPreferences { job: job(), reason })?;
+        if let Some(h) = &spec.preferences.held_reservation {
+            self.validate_held(spec, h)
+                .map_err(|reason| SubmitError::Invalid { job: job(), reason })?;
+        }
         for f in &spec.input_files {
             match self.catalogue.get(f) {
                 None => {

@@ -49,6 +49,39 @@ async fn refresh_sites(shared: &Arc<Shared>) {
     .await
     .unwrap_or_default();
     blacklist::observe_refresh(shared, &answers);
+    refresh_queue_estimates(shared).await;
+}
+
+/// The queue-wait estimates of the sites whose LRM makes them (Slurm), at most every
+/// [`crate::backend::QUEUE_ESTIMATE_INTERVAL_MS`], handed to the core (the TTD ranking and
+/// `GET /api/v1/sites` use them).
+async fn refresh_queue_estimates(shared: &Arc<Shared>) {
+    let s = shared.clone();
+    let estimates = tokio::task::spawn_blocking(move || {
+        let now = now_ms();
+        let mut out = Vec::new();
+        for (i, h) in s.sites.iter().enumerate() {
+            let last = h.estimated_at.load(Ordering::Relaxed);
+            if now.saturating_sub(last) < crate::backend::QUEUE_ESTIMATE_INTERVAL_MS {
+                continue;
+            }
+            h.estimated_at.store(now, Ordering::Relaxed);
+            match h.backend.queue_estimate(&h.name, now) {
+                Some(Ok(e)) => out.push((koalesce_core::SiteId(i as u32), e)),
+                Some(Err(e)) => tracing::debug!(site = %h.name, error = %e, "no queue estimate"),
+                None => {}
+            }
+        }
+        out
+    })
+    .await
+    .unwrap_or_default();
+    if !estimates.is_empty() {
+        let mut st = shared.lock();
+        for (site, e) in estimates {
+            st.core.update_site_queue_estimate(site, e);
+        }
+    }
 }
 
 /// The driver task.

@@ -217,6 +217,45 @@ async fn kill_pending(shared: &Arc<Shared>, rx: &mut mpsc::UnboundedReceiver<Lrm
 }
 
 async fn claim(shared: &Arc<Shared>, job: u64, component: u32, site: SiteId, processors: u32, reserved: bool) {
+    // A job in a reservation its owner holds: the reservation's id at the site is read from
+    // the store when claiming (a restarted server re-created it under a new id).
+    let held = reserved
+        .then(|| {
+            let st = shared.lock();
+            let h = st.core.job(JobId(job))?.spec.preferences.held_reservation.as_ref()?;
+            Some(h.id.clone())
+        })
+        .flatten();
+    if let Some(public) = held {
+        let s = shared.clone();
+        let result = blocking(move || {
+            let h = s.site(site);
+            let now = now_ms();
+            let row = store::parse_reservation_id(&public)
+                .and_then(|id| s.store.read(|c| store::load_reservation(c, id, now)).ok().flatten())
+                .filter(|r| r.info.end_ms > now);
+            let r = match (row, h.backend.reservations()) {
+                // Modified to start later than the job was placed for: claiming now would
+                // take the processors before their time.
+                (Some(row), _) if row.info.start_ms > now + 1_000 => Err(BackendError::Site {
+                    site: h.name.clone(),
+                    reason: format!(
+                        "reservation '{public}' was moved to start at {}; submit the job again",
+                        row.info.start_ms
+                    ),
+                }),
+                (Some(row), Some(res)) => res.claim_reserved(&row.backend_id),
+                _ => Err(BackendError::Site {
+                    site: h.name.clone(),
+                    reason: format!("reservation '{public}' ended or was cancelled"),
+                }),
+            };
+            refresh_site(&s, site);
+            r
+        })
+        .await;
+        return claimed(shared, job, component, site, result, false);
+    }
     let reservation = if reserved {
         let mut st = shared.lock();
         let id = st.reservations.remove(&(job, component));
@@ -241,6 +280,12 @@ async fn claim(shared: &Arc<Shared>, job: u64, component: u32, site: SiteId, pro
         r
     })
     .await;
+    claimed(shared, job, component, site, result, true);
+}
+
+/// The LRM's answer to a claim. `blame`: a refusal other than busy is the site's fault (not
+/// for a reservation the user lost).
+fn claimed(shared: &Arc<Shared>, job: u64, component: u32, site: SiteId, result: Result<String, BackendError>, blame: bool) {
     let mut guard = shared.lock();
     let st = &mut *guard;
     match result {
@@ -251,7 +296,7 @@ async fn claim(shared: &Arc<Shared>, job: u64, component: u32, site: SiteId, pro
         },
         Err(e) => {
             if st.exec.remove(&(job, component)).is_some() {
-                let soft = !matches!(e, BackendError::Busy { .. });
+                let soft = blame && !matches!(e, BackendError::Busy { .. });
                 if soft {
                     tracing::warn!(job, component, error = %e, "claim failed");
                 }

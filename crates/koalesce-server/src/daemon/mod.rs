@@ -50,6 +50,9 @@ pub struct SiteHandle {
     /// Idle and used processors as the backend last reported them (refreshed off the lock).
     pub idle: AtomicU32,
     pub used: AtomicU32,
+    /// When the backend's queue-wait estimate was last asked for (Unix ms; see
+    /// [`Backend::queue_estimate`]).
+    pub estimated_at: std::sync::atomic::AtomicU64,
 }
 
 /// A claimed or running component: the daemon's LRM bookkeeping.

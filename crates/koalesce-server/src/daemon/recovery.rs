@@ -83,6 +83,13 @@ pub fn recover(config: &ServerConfig, store: &Store, sites: &[SiteHandle]) -> an
         probes: Default::default(),
         gridway_history_saved: 0,
     };
+    // The local executor runs only koalesce's components: the core plans its queue from its
+    // own jobs (their expected ends), for the TTD ranking and `koalesce sites --long`.
+    for (i, h) in sites.iter().enumerate() {
+        if h.backend.kind() == "local" {
+            st.core.estimate_queue_from_own_jobs(SiteId(i as u32), true);
+        }
+    }
     // GridWay's bans and usage history as they were when the daemon stopped.
     if let Some(text) = store.read(store::load_gridway_history)? {
         match serde_json::from_str(&text) {

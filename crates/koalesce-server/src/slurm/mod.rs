@@ -15,7 +15,7 @@
 //! | `status` | one `squeue -h -t all -j IDS` per cluster, with the supervisors' records | cached for [`SlurmOptions::status_ttl`] |
 //! | `cancel` | `abort` (or a fence) in the directory, then `scancel` | one per component |
 //! | `barrier_state` / `abort_held` | none: the supervisor's records ([`crate::supervised`]) | |
-//! | `reserve` / `cancel_reservation` | `scontrol create` / `delete reservation` | |
+//! | `reserve_window` / `reserve` / `cancel_reservation` | `squeue` + `scontrol show reservation` (the plan, see [`reserve`]), `scontrol create` / `delete reservation` | per request |
 //! | `claim_reserved` | none: the reservation id is the claim (`sbatch --reservation`) | |
 //!
 //! The supervisor is started exactly as the local executor starts it (the same command line
@@ -645,6 +645,11 @@ impl Backend for SlurmBackend {
 
     fn reservations(&self) -> Option<&dyn Reservations> {
         self.reservations.then_some(self as &dyn Reservations)
+    }
+
+    /// `squeue` + `scontrol show reservation` + `squeue --start` (see `reserve.rs`).
+    fn queue_estimate(&self, site: &str, now: u64) -> Option<Result<koalesce_core::broker::QueueEstimate, BackendError>> {
+        Some(self.slurm_queue_estimate(site, now))
     }
 
     /// The longest `claim_timeout_ms` of the backend's sites: how long a component may pend in

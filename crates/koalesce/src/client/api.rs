@@ -133,6 +133,17 @@ impl Client {
         self
     }
 
+    /// Submissions run in this advance reservation of the user's (the API's `reservation=`).
+    pub fn with_reservation(mut self, reservation: Option<&str>) -> Self {
+        if let Some(r) = reservation {
+            if !self.submit_query.is_empty() {
+                self.submit_query.push('&');
+            }
+            self.submit_query.push_str(&format!("reservation={}", encode_path_segment(r)));
+        }
+        self
+    }
+
     /// Submissions make one bag of `tasks` tasks (`tasks=N`), at least `min_tasks` of which
     /// must succeed, with KOALESCE_PARAM = `param_start` + `param_increment` × task index.
     pub fn with_bag(mut self, tasks: u32, min_tasks: Option<u32>, param_start: i64, param_increment: i64) -> Self {

@@ -6,7 +6,7 @@
 //! executes the script with its interpreter. Script, environment and settings travel as one
 //! base64 argument, so no `${KOALESCE_...}` text of the user's is expanded by the server.
 //!
-//! What koalesce cannot honour (arrays, dependencies, GPUs, reservations, holds, signals,
+//! What koalesce cannot honour (dependencies, GPUs, node features, signals,
 //! begin times, ...) is refused with `sbatch: error: ...` and exit 1, before anything is
 //! submitted.
 
@@ -125,8 +125,9 @@ pub struct SbatchArgs {
         value_name = "SPEC"
     )]
     pub gpus: Option<String>,
-    /// Refused: advance reservations through sbatch.
-    #[arg(long = "reservation", value_name = "NAME")]
+    /// Run in this advance reservation of yours (`koalesce reservations create` gives its
+    /// id, e.g. `R3`).
+    #[arg(long = "reservation", value_name = "ID")]
     pub reservation: Option<String>,
     /// Refused: node features.
     #[arg(short = 'C', long = "constraint", value_name = "LIST")]
@@ -301,7 +302,6 @@ pub fn describe(
             "--gpus/--gres",
             "koalesce sites offer no GPUs or generic resources",
         ),
-        (o.reservation.is_some(), "--reservation", "koalesce makes its own reservations"),
         (o.constraint.is_some(), "--constraint", "koalesce sites publish no node features"),
         (o.begin.is_some(), "--begin", "koalesce starts jobs as soon as they are placed"),
         (
@@ -396,6 +396,8 @@ pub fn describe(
         afterok: Vec::new(),
         afternotok: Vec::new(),
         broker: Default::default(),
+        // `koalesce reservations create` gives the id (`R3`); the server checks the owner.
+        reservation: o.reservation.clone(),
     };
     if let Some(dep) = &o.dependency {
         apply_dependency(&mut desc, dep)?;
