@@ -176,15 +176,18 @@ pub async fn list_jobs(
     let Query(q) = q.map_err(|e| err(StatusCode::BAD_REQUEST, format!("query: {e}")))?;
     let f = Filter::from_query(q, &caller.user, caller.admin)?;
     let want = f.limit.map_or(usize::MAX, |l| l + 1);
+    // Live jobs first, then the store: a job leaves the live set only after its final row is
+    // committed, so read in this order it is in one or the other (the other order missed a
+    // job that ended between the two reads). A job in both is shown by its final row.
     let mut out: BTreeMap<u64, JobSummary> = BTreeMap::new();
+    for j in live_page(&s, &f, want) {
+        out.insert(j.id, j);
+    }
     if f.wants_ended() {
         let fe = f.clone();
         for j in read_store(&s, move |c| load_ended(c, &fe, want)).await? {
             out.insert(j.id, j);
         }
-    }
-    for j in live_page(&s, &f, want) {
-        out.insert(j.id, j);
     }
     let mut jobs: Vec<JobSummary> = out.into_values().take(want).collect();
     for j in &mut jobs {
