@@ -567,23 +567,36 @@ impl BenchSlurmOverheadArgs {
         };
         let timeout = Duration::from_secs(120);
 
-        // Latency, alternating.
+        // Latency, in pairs: a koalesce job and a direct sbatch submitted at the same moment,
+        // so that both wait for the same scheduling tick of the controller (it allocates on
+        // its own ~1 s tick, whose phase decides most of a single job's latency: jobs
+        // submitted one after the other would each meet the tick at another phase). The pairs
+        // start at phases spread over a second, so the figures cover the whole tick.
         let (mut lat_k, mut lat_d) = (Vec::new(), Vec::new());
         // koalesce's path, step by step: submit → sbatch (API, durable submission, placement,
         // launch intent), sbatch → check-in (Slurm: allocation, launch, batch script, the
         // supervisor's exec), set-up, held → go seen (the daemon's barrier), go seen → program.
         let mut steps: [Vec<f64>; 5] = Default::default();
-        let pb = bar(2 * self.jobs as u64, "sequential jobs");
+        let pb = bar(self.jobs as u64, "pairs of jobs");
         for i in 0..self.jobs {
-            let t = now_ns();
-            let out = direct.submit()?;
-            lat_d.push((wait_clock(&out, timeout)? - t) as f64 / 1e6);
-            pb.inc(1);
-            let t = now_ns();
-            let id = grid.client.submit(&clock_job(&format!("lat-{i}"), Some(&site)))?;
-            let j = grid.wait_end(id, timeout)?;
-            anyhow::ensure!(j["state"] == "succeeded", "job {id}: {j}");
-            let clock = printed_clocks(&j)?[0];
+            std::thread::sleep(Duration::from_millis((i as u64 * 379) % 1000));
+            let (direct_lat, koalesce) = std::thread::scope(|scope| {
+                let d = scope.spawn(|| -> anyhow::Result<f64> {
+                    let t = now_ns();
+                    let out = direct.submit()?;
+                    Ok((wait_clock(&out, timeout)? - t) as f64 / 1e6)
+                });
+                let k = (|| -> anyhow::Result<(i128, i128, Value)> {
+                    let t = now_ns();
+                    let id = grid.client.submit(&clock_job(&format!("lat-{i}"), Some(&site)))?;
+                    let j = grid.wait_end(id, timeout)?;
+                    anyhow::ensure!(j["state"] == "succeeded", "job {id}: {j}");
+                    Ok((t, printed_clocks(&j)?[0], j))
+                })();
+                (d.join().unwrap_or_else(|_| Err(anyhow::anyhow!("the sbatch thread panicked"))), k)
+            });
+            lat_d.push(direct_lat?);
+            let (t, clock, j) = koalesce?;
             lat_k.push((clock - t) as f64 / 1e6);
             if let Some(x) = launch_steps(&j).ok().and_then(|v| v.first().copied()) {
                 let t_ms = (t / 1_000_000) as f64;
@@ -664,8 +677,14 @@ impl BenchSlurmOverheadArgs {
             println!("  submit to start, koalesce  {}", fmt_summary(&out["latency_ms"]["koalesce"]));
             println!("  submit to start, sbatch    {}", fmt_summary(&out["latency_ms"]["sbatch"]));
             println!("  ratio of p50               {}", out["latency_ms"]["ratio_p50"]);
-            for (k, v) in out["koalesce_steps_ms"].as_object().into_iter().flatten() {
-                println!("    koalesce {:<20}  {}", k, fmt_summary(v));
+            for k in [
+                "submit_to_sbatch",
+                "sbatch_to_checkin",
+                "checkin_to_held",
+                "held_to_go_seen",
+                "go_seen_to_program",
+            ] {
+                println!("    koalesce {k:<20}  {}", fmt_summary(&out["koalesce_steps_ms"][k]));
             }
             let t = &out["throughput_jobs_per_s"];
             println!(
