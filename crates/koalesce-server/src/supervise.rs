@@ -12,9 +12,11 @@
 //! ```text
 //! DIR/                record directory (the daemon's and the supervisor's only)
 //!   supervisor.json   {pid, proc_start, started_ms} or {fenced: true}   (created exclusively)
-//!   go, abort         written by the daemon (the start barrier)
-//!   cgroup.json       the component's control group (see crate::cgroup), before the program starts
-//!   running.json      {child_pid, started_ms}
+//!   held              {held_ms}: set up, only the exec remains (the check-in the daemon waits for)
+//!   go, abort         written by the daemon (the start barrier); `abort` also by a supervisor
+//!                     that gave up on its own (barrier timeout)
+//!   cgroup.json       the component's control group (see crate::cgroup), before the barrier
+//!   running.json      {child_pid, started_ms, go_seen_ms}
 //!   exit.json         {exit_code, signal, spawn_error, finished_ms, never_started, oom_killed, timed_out, site_fault}
 //!   stdout, stderr    the program's output (it writes them through its descriptors)
 //!   supervisor.log    the supervisor's own diagnostics
@@ -29,11 +31,19 @@
 //! - A job whose user has no Unix account (or maps to root without `allow_root_jobs`) is
 //!   refused right then, before the barrier, with that reason (an application error: the
 //!   job fails, the site is not blamed).
-//! - Then the supervisor waits at the *start barrier*: it runs the program only once the daemon
-//!   has written `go` into the directory, and it gives up if `abort` appears (or its record is
-//!   no longer its own), recording `exit.json` with `never_started: true`. The daemon writes
-//!   the `go` files of a launch only once *every* component's supervisor has its record, so a
-//!   launch the daemon abandons half-way (a crash between two spawns) never ran any program.
+//! - Everything but the `exec` happens before the barrier ([`launch`]): the working directory,
+//!   output files, staged inputs, start directory, control group (with its memory limit),
+//!   environment and the prepared confinement; then the program's process is forked, enters
+//!   its confinement (control group, mount namespace, Landlock, account) and waits on a pipe.
+//!   A failure there is recorded at once (the program never ran). Then the supervisor writes
+//!   `held`.
+//! - Then the supervisor waits at the *start barrier*: it lets the program's process exec only
+//!   once the daemon has written `go` into the directory, and it gives up if `abort` appears
+//!   (or its record is no longer its own), at SIGTERM, or after `--barrier-timeout` (default
+//!   [`DEFAULT_BARRIER_TIMEOUT_MS`]; the daemon is gone), recording `exit.json` with
+//!   `never_started: true` and removing the control group. The daemon writes the `go` files of
+//!   a launch only once *every* component's supervisor is `held`, so a launch the daemon
+//!   abandons half-way (a crash between two spawns) never ran any program.
 //! - The program starts inside the component's control group; when it ends, whatever it left
 //!   running (daemonized descendants too) is killed and the supervisor waits until the group
 //!   is empty before it records `exit.json`: a component has ended only when all its
