@@ -47,8 +47,13 @@ pub fn barrier_state(dir: &Path) -> std::io::Result<BarrierState> {
 /// A live supervisor holds the directory, has set the component up (`held`: only the exec
 /// remains) and nothing told it to give up.
 pub fn is_ready(dir: &Path) -> bool {
+    dir.join(supervise::HELD_FILE).exists() && can_start(dir)
+}
+
+/// A live supervisor holds the directory and nothing told it to give up, set up or not yet:
+/// `go` may be written (it runs once it is set up).
+pub fn can_start(dir: &Path) -> bool {
     record(dir).is_some_and(|r| supervise::supervisor_alive(&r))
-        && dir.join(supervise::HELD_FILE).exists()
         && !dir.join(supervise::ABORT_FILE).exists()
         && !dir.join(supervise::EXIT_FILE).exists()
 }

@@ -651,13 +651,14 @@ impl Backend for SlurmBackend {
 }
 
 impl SlurmBackend {
-    /// The components of `ids`, all ready to start, or an error naming those that are not.
+    /// The components of `ids`, all at the barrier (checked in, perhaps still setting up), or
+    /// an error naming those that are not.
     fn ready_refs(&self, ids: &[String]) -> Result<Vec<SlurmJobRef>, BackendError> {
         let refs: Vec<Option<SlurmJobRef>> = ids.iter().map(|id| SlurmJobRef::parse(id)).collect();
         let not_ready: Vec<&String> = ids
             .iter()
             .zip(&refs)
-            .filter(|(_, r)| !r.as_ref().is_some_and(|r| self.is_ready(r)))
+            .filter(|(_, r)| !r.as_ref().is_some_and(|r| self.at_barrier(r, false)))
             .map(|(id, _)| id)
             .collect();
         if let Some(first) = not_ready.first() {

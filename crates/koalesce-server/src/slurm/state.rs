@@ -47,7 +47,13 @@ impl Records {
 
     /// Ready to be started: checked in, set up and holding, nothing ended or told to give up.
     pub fn ready(&self) -> bool {
-        self.checked_in() && self.held && self.exit.is_none() && !self.aborted
+        self.startable() && self.held
+    }
+
+    /// May be let through: checked in, nothing ended or told to give up (perhaps still
+    /// setting up: it runs once it is done).
+    pub fn startable(&self) -> bool {
+        self.checked_in() && self.exit.is_none() && !self.aborted
     }
 }
 
