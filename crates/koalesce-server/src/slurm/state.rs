@@ -191,6 +191,7 @@ mod tests {
         let rec = Records {
             supervisor: Some(sup()),
             exit: Some(exit(0)),
+            held: true,
             released: true,
             aborted: false,
         };
