@@ -391,8 +391,12 @@ pub fn supervise_main(opts: &SuperviseOptions) -> i32 {
     use std::os::unix::fs::DirBuilderExt;
     let dir = opts.dir.as_path();
     detach_from_terminal();
-    if let Err(e) = fs::DirBuilder::new().recursive(true).mode(0o700).create(dir) {
-        eprintln!("supervise: cannot create {}: {e}", dir.display());
+    // Whoever started the supervisor made the directory (the local executor, the Slurm
+    // backend). One that is gone was abandoned and removed (a supervisor that starts late,
+    // after its launch was cancelled and cleaned up): re-creating it would hold a barrier no
+    // daemon knows of.
+    if !dir.is_dir() {
+        eprintln!("supervise: {} does not exist (the launch was removed); not starting", dir.display());
         return 2;
     }
     let me = std::process::id();

@@ -197,6 +197,7 @@ fn a_held_supervisor_is_set_up_and_gives_up_cleanly_at_sigterm() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("sites/a/jobs/4/a1-c0");
     let parent = format!("koalesce-test-held-{}", std::process::id());
+    std::fs::create_dir_all(&dir).unwrap();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_koalesce-supervise"))
         .args(["--dir", dir.to_str().unwrap(), "--cgroup-parent", &parent])
         .args(["--", "/bin/sh", "-c", "touch ran"])
@@ -234,4 +235,19 @@ fn a_held_supervisor_is_set_up_and_gives_up_cleanly_at_sigterm() {
     for c in ["memory", "pids", "freezer", "cpu"] {
         let _ = std::fs::remove_dir(format!("/sys/fs/cgroup/{c}/{parent}"));
     }
+}
+
+/// A supervisor whose launch directory is gone (cancelled and cleaned up before the
+/// supervisor got to run) does not re-create it and wait there for ever.
+#[test]
+fn a_supervisor_started_after_its_directory_was_removed_does_not_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("sites/a/jobs/5/a1-c0");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_koalesce-supervise"))
+        .args(["--dir", dir.to_str().unwrap(), "--", "/bin/true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));
+    assert!(!tmp.path().join("sites").exists(), "nothing re-created");
 }
