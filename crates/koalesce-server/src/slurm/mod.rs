@@ -592,9 +592,11 @@ impl Backend for SlurmBackend {
     fn cancel(&self, id: &str) -> Result<(), BackendError> {
         let r = SlurmJobRef::parse(id).ok_or_else(|| site_err("slurm", format!("'{id}' is not a Slurm job id")))?;
         let rec = Records::read(&r.dir);
-        if !rec.released && rec.exit.is_none() {
+        if rec.exit.is_none() {
+            // (A directory no supervisor took is fenced even when its `go` was written ahead,
+            // as for a launch of one component.)
             let fenced_now = rec.supervisor.is_none() && supervise::fence(&r.dir).unwrap_or(false);
-            if !fenced_now {
+            if !fenced_now && !rec.released {
                 let _ = supervise::abort(&r.dir);
             }
         }
