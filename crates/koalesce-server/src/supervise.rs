@@ -388,7 +388,6 @@ fn detach_from_terminal() {
 
 /// The supervisor's main. Returns the process exit code (0 when it recorded an outcome).
 pub fn supervise_main(opts: &SuperviseOptions) -> i32 {
-    use std::os::unix::fs::DirBuilderExt;
     let dir = opts.dir.as_path();
     detach_from_terminal();
     // Whoever started the supervisor made the directory (the local executor, the Slurm
