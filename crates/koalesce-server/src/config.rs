@@ -351,3 +351,30 @@ impl ServerConfig {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A supervisor must not give up at the barrier before the daemon does: the barrier
+    /// timeout has to exceed every Slurm site's claim timeout (and be at least a second).
+    #[test]
+    fn the_barrier_timeout_must_exceed_the_claim_timeouts() {
+        let mut slurm = SiteConfig::local("s", 8);
+        slurm.kind = SiteKind::Slurm;
+        slurm.slurm = Some(crate::slurm::SlurmSiteConfig::new("/etc/slurm/slurm.conf", "debug"));
+        let claim = slurm.slurm.as_ref().unwrap().claim_timeout_ms;
+        let mut c = ServerConfig {
+            sites: vec![SiteConfig::local("a", 4), slurm],
+            ..ServerConfig::default()
+        };
+        c.validate().unwrap();
+        c.barrier_timeout_ms = claim;
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("barrier_timeout_ms") && e.contains("claim_timeout_ms"), "{e}");
+        c.sites.truncate(1);
+        c.validate().unwrap();
+        c.barrier_timeout_ms = 999;
+        assert!(c.validate().is_err(), "at least a second");
+    }
+}
