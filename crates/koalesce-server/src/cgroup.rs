@@ -255,6 +255,11 @@ impl Cgroup {
         }
     }
 
+    /// Whether any of the group's directories is still there.
+    pub fn exists(&self) -> bool {
+        self.dirs.iter().any(|d| d.exists())
+    }
+
     /// Removes the group's directories (only empty groups can be removed; errors ignored).
     pub fn remove(&self) {
         for d in &self.dirs {

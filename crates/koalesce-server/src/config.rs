@@ -42,6 +42,8 @@
 //! site_probe_ms = 5000
 //! site_probe_max_ms = 300000
 //! site_down_ms = 10000           # a site whose LRM does not answer this long is blacklisted
+//! barrier_timeout_ms = 120000    # a supervisor held at the start barrier gives up after this
+//!                                # without `go` (the daemon is gone); > every claim timeout
 //!
 //! # When the server runs as root: the Unix account of each koalesce user (default: the
 //! # account of the same name; "*" for everyone not listed). uid 0 only with allow_root_jobs.
@@ -188,6 +190,11 @@ pub struct ServerConfig {
     /// A job without `walltime` is killed after its runtime estimate (default 1 h) times this
     /// (TIMEOUT), as a site's default time limit; 0: no limit unless the job gives one.
     pub walltime_factor: f64,
+    /// How long a component's supervisor waits at the start barrier for the daemon's `go`
+    /// before it gives up on its own (records that the program never started, so the job is
+    /// placed again): a supervisor never outlives a daemon that does not come back by more.
+    /// Must exceed every site's claim timeout (the daemon's own wait at the barrier).
+    pub barrier_timeout_ms: u64,
 }
 
 /// Default [`ServerConfig::walltime_factor`].
@@ -221,6 +228,7 @@ impl Default for ServerConfig {
             quotas: Default::default(),
             catalogue: Default::default(),
             walltime_factor: DEFAULT_WALLTIME_FACTOR,
+            barrier_timeout_ms: crate::supervise::DEFAULT_BARRIER_TIMEOUT_MS,
         }
     }
 }
@@ -302,6 +310,18 @@ impl ServerConfig {
             "config: 'header_timeout_ms' and 'body_timeout_ms' must be positive"
         );
         self.files.validate()?;
+        // A component of a Slurm site may wait in Slurm's queue up to its claim timeout while
+        // the others of its launch hold at the barrier (local supervisors check in at once).
+        let longest_claim = sites
+            .iter()
+            .filter_map(|s| s.slurm.as_ref().map(|c| c.claim_timeout_ms))
+            .max()
+            .unwrap_or(0);
+        anyhow::ensure!(
+            self.barrier_timeout_ms > longest_claim && self.barrier_timeout_ms >= 1000,
+            "config: 'barrier_timeout_ms' ({}) must be at least 1000 and exceed the longest claim_timeout_ms of the Slurm sites ({longest_claim}): the daemon waits that long at the start barrier",
+            self.barrier_timeout_ms
+        );
         for p in self.sandbox.read_only.iter().chain(&self.sandbox.read_write) {
             anyhow::ensure!(p.is_absolute(), "config: sandbox path '{}' must be absolute", p.display());
         }
@@ -329,5 +349,32 @@ impl ServerConfig {
         DAS2.iter()
             .map(|&(name, p)| SiteConfig::local(name, ((p as f64 * self.site_scale).round() as u32).max(1)))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A supervisor must not give up at the barrier before the daemon does: the barrier
+    /// timeout has to exceed every Slurm site's claim timeout (and be at least a second).
+    #[test]
+    fn the_barrier_timeout_must_exceed_the_claim_timeouts() {
+        let mut slurm = SiteConfig::local("s", 8);
+        slurm.kind = SiteKind::Slurm;
+        slurm.slurm = Some(crate::slurm::SlurmSiteConfig::new("/etc/slurm/slurm.conf", "debug"));
+        let claim = slurm.slurm.as_ref().unwrap().claim_timeout_ms;
+        let mut c = ServerConfig {
+            sites: vec![SiteConfig::local("a", 4), slurm],
+            ..ServerConfig::default()
+        };
+        c.validate().unwrap();
+        c.barrier_timeout_ms = claim;
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("barrier_timeout_ms") && e.contains("claim_timeout_ms"), "{e}");
+        c.sites.truncate(1);
+        c.validate().unwrap();
+        c.barrier_timeout_ms = 999;
+        assert!(c.validate().is_err(), "at least a second");
     }
 }

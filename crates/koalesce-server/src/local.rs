@@ -332,7 +332,7 @@ impl Backend for LocalBackend {
             site: self.site.clone(),
             reason,
         };
-        let not_ready: Vec<&String> = ids.iter().filter(|id| !supervised::is_ready(Path::new(id))).collect();
+        let not_ready: Vec<&String> = ids.iter().filter(|id| !supervised::can_start(Path::new(id))).collect();
         if !not_ready.is_empty() {
             return Err(site_err(format!("not ready to start: {not_ready:?}")));
         }

@@ -12,9 +12,12 @@
 //! ```text
 //! DIR/                record directory (the daemon's and the supervisor's only)
 //!   supervisor.json   {pid, proc_start, started_ms} or {fenced: true}   (created exclusively)
-//!   go, abort         made by the daemon (the start barrier; go: a hard link of supervisor.json)
-//!   cgroup.json       the component's control group (see crate::cgroup), before the program starts
-//!   running.json      {child_pid, started_ms}
+//!   held              {held_ms}: set up, only the exec remains (the check-in the daemon waits for)
+//!   go, abort         written by the daemon (the start barrier; go: a hard link of
+//!                     supervisor.json where it exists); `abort` also by a supervisor
+//!                     that gave up on its own (barrier timeout)
+//!   cgroup.json       the component's control group (see crate::cgroup), before the barrier
+//!   running.json      {child_pid, started_ms, go_seen_ms}
 //!   exit.json         {exit_code, signal, spawn_error, finished_ms, never_started, oom_killed, timed_out, site_fault}
 //!   stdout, stderr    the program's output (it writes them through its descriptors)
 //!   supervisor.log    the supervisor's own diagnostics
@@ -29,11 +32,19 @@
 //! - A job whose user has no Unix account (or maps to root without `allow_root_jobs`) is
 //!   refused right then, before the barrier, with that reason (an application error: the
 //!   job fails, the site is not blamed).
-//! - Then the supervisor waits at the *start barrier*: it runs the program only once the daemon
-//!   has written `go` into the directory, and it gives up if `abort` appears (or its record is
-//!   no longer its own), recording `exit.json` with `never_started: true`. The daemon writes
-//!   the `go` files of a launch only once *every* component's supervisor has its record, so a
-//!   launch the daemon abandons half-way (a crash between two spawns) never ran any program.
+//! - Everything but the `exec` happens before the barrier ([`launch`]): the working directory,
+//!   output files, staged inputs, start directory, control group (with its memory limit),
+//!   environment and the prepared confinement; then the program's process is forked, enters
+//!   its confinement (control group, mount namespace, Landlock, account) and waits on a pipe.
+//!   A failure there is recorded at once (the program never ran). Then the supervisor writes
+//!   `held`.
+//! - Then the supervisor waits at the *start barrier*: it lets the program's process exec only
+//!   once the daemon has written `go` into the directory, and it gives up if `abort` appears
+//!   (or its record is no longer its own), at SIGTERM, or after `--barrier-timeout` (default
+//!   [`DEFAULT_BARRIER_TIMEOUT_MS`]; the daemon is gone), recording `exit.json` with
+//!   `never_started: true` and removing the control group. The daemon writes the `go` files of
+//!   a launch only once *every* component's supervisor is `held`, so a launch the daemon
+//!   abandons half-way (a crash between two spawns) never ran any program.
 //! - The program starts inside the component's control group; when it ends, whatever it left
 //!   running (daemonized descendants too) is killed and the supervisor waits until the group
 //!   is empty before it records `exit.json`: a component has ended only when all its
@@ -53,12 +64,17 @@
 //! [`create_exclusive`]). That keeps a launch from costing eight journal commits, which shared
 //! the disk's journal with the server's SQLite group commits (`koalesce bench e2e`).
 
-use std::fs::{self, File, OpenOptions};
+mod barrier;
+mod launch;
+
+use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use serde::{Deserialize, Serialize};
+
+pub use barrier::{abort, barrier_check, release, wait_at_barrier, Barrier};
+pub use launch::KILL_WAIT;
 
 pub const SUPERVISOR_FILE: &str = "supervisor.json";
 pub const RUNNING_FILE: &str = "running.json";
@@ -73,6 +89,14 @@ pub const INPUTS_DIR: &str = "inputs";
 pub const GO_FILE: &str = "go";
 /// Written by the daemon to make a supervisor held at the start barrier give up.
 pub const ABORT_FILE: &str = "abort";
+/// Written by the supervisor once the component is set up and only the `exec` remains: the
+/// component is held at the start barrier, ready to start at once.
+pub const HELD_FILE: &str = "held";
+/// How long a supervisor waits at the start barrier by default before it gives up on its own
+/// (`--barrier-timeout`; the server's `barrier_timeout_ms`): past it the daemon that
+/// submitted the component is gone or has given up on the launch (its claim timeout is
+/// shorter), and the processors the supervisor holds are better given back.
+pub const DEFAULT_BARRIER_TIMEOUT_MS: u64 = 120_000;
 /// How often a supervisor held at the barrier looks again (it is woken at once by inotify
 /// when that is available).
 pub const BARRIER_POLL_MS: u64 = 25;
@@ -96,6 +120,10 @@ pub struct SupervisorRecord {
 pub struct RunningRecord {
     pub child_pid: u32,
     pub started_ms: u64,
+    /// When the supervisor saw `go` (so `started_ms - go_seen_ms` is what starting the
+    /// program took after the barrier).
+    #[serde(default)]
+    pub go_seen_ms: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -260,6 +288,10 @@ pub struct SuperviseOptions {
     /// Directory the program starts in, relative to its working directory (created).
     #[arg(long, value_name = "DIR")]
     pub chdir: Option<String>,
+    /// Give up at the start barrier after this many milliseconds without `go` (the daemon is
+    /// gone), recording that the program never started [default: 120000].
+    #[arg(long, value_name = "MS")]
+    pub barrier_timeout: Option<u64>,
     /// The program and its arguments.
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
@@ -310,6 +342,9 @@ impl SuperviseOptions {
         if let Some(d) = &self.chdir {
             opt("--chdir", d.into());
         }
+        if let Some(t) = self.barrier_timeout {
+            opt("--barrier-timeout", t.to_string().into());
+        }
         if self.allow_root {
             a.push("--allow-root".into());
         }
@@ -352,17 +387,16 @@ fn detach_from_terminal() {
     }
 }
 
-/// How long leftovers of a component may take to die after SIGKILL before the supervisor
-/// records the exit anyway (a process stuck in the kernel).
-const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
-
 /// The supervisor's main. Returns the process exit code (0 when it recorded an outcome).
 pub fn supervise_main(opts: &SuperviseOptions) -> i32 {
-    use std::os::unix::fs::DirBuilderExt;
     let dir = opts.dir.as_path();
     detach_from_terminal();
-    if let Err(e) = fs::DirBuilder::new().recursive(true).mode(0o700).create(dir) {
-        eprintln!("supervise: cannot create {}: {e}", dir.display());
+    // Whoever started the supervisor made the directory (the local executor, the Slurm
+    // backend). One that is gone was abandoned and removed (a supervisor that starts late,
+    // after its launch was cancelled and cleaned up): re-creating it would hold a barrier no
+    // daemon knows of.
+    if !dir.is_dir() {
+        eprintln!("supervise: {} does not exist (the launch was removed); not starting", dir.display());
         return 2;
     }
     let me = std::process::id();
@@ -395,8 +429,27 @@ pub fn supervise_main(opts: &SuperviseOptions) -> i32 {
         }
         None => None,
     };
+    // Everything but the exec, before the barrier: after `go` the program starts at once, so
+    // the components of a coupled job start together however loaded their hosts are.
+    // A SIGTERM at the barrier (`scancel` of a held Slurm job) makes the supervisor give up
+    // like an abort, cleaning up (caught before the program's process is forked: it must not
+    // die of it while it waits either).
+    let terminated = barrier::BarrierSignals::catch();
+    let held = match launch::prepare(opts, account.as_ref()).and_then(launch::Prepared::hold) {
+        Ok(h) => h,
+        Err(outcome) => return record_exit(dir, outcome),
+    };
+    // Held: the daemon starts the launch once every component has this.
+    if let Err(e) = publish(&dir.join(HELD_FILE), format!("{{\"held_ms\":{}}}", crate::now_ms()).as_bytes()) {
+        held.discard();
+        return record_exit(dir, Outcome::site(format!("cannot report the component held: {e}")));
+    }
     // The start barrier: nothing runs before the daemon says so.
-    if let Barrier::Abort(reason) = wait_at_barrier(dir, &rec) {
+    let limit = std::time::Duration::from_millis(opts.barrier_timeout.unwrap_or(DEFAULT_BARRIER_TIMEOUT_MS));
+    let barrier = wait_at_barrier(dir, &rec, limit);
+    terminated.restore();
+    if let Barrier::Abort(reason) = barrier {
+        held.discard();
         eprintln!("supervise: {}: {reason}; the program was not started", dir.display());
         return write_exit(
             dir,
@@ -412,7 +465,8 @@ pub fn supervise_main(opts: &SuperviseOptions) -> i32 {
             },
         );
     }
-    match run(opts, account.as_ref()) {
+    let go_seen_ms = crate::now_ms();
+    match held.release(opts, go_seen_ms) {
         Ok(outcome) | Err(outcome) => record_exit(dir, outcome),
     }
 }
@@ -444,296 +498,6 @@ impl Outcome {
     }
 }
 
-/// Sets the component up (working directory, outputs, inputs, control group, sandbox), runs
-/// the program and waits until every process of it is gone.
-fn run(opts: &SuperviseOptions, account: Option<&crate::users::Account>) -> Result<Outcome, Outcome> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-    let dir = opts.dir.as_path();
-    let site = |what: &str, e: io::Error| Outcome::site(format!("{what}: {e}"));
-    let work = work_dir(dir);
-    fs::DirBuilder::new()
-        .mode(0o700)
-        .create(&work)
-        .map_err(|e| site("cannot create the working directory", e))?;
-    if let Some(a) = account {
-        nix::unistd::chown(&work, Some(a.uid), Some(a.gid))
-            .map_err(|e| site("cannot give the working directory to the job's account", e.into()))?;
-    }
-    let open = |name: &str| OpenOptions::new().create(true).append(true).mode(0o600).open(dir.join(name));
-    let (out, err) = match (open(STDOUT_FILE), open(STDERR_FILE)) {
-        (Ok(o), Ok(e)) => (o, e),
-        (Err(e), _) | (_, Err(e)) => return Err(site("cannot open output files", e)),
-    };
-    let inputs = stage_inputs(dir, opts, account).map_err(|e| site("cannot provide the input files", e))?;
-    // The job's `working_directory`: a directory inside work/ (checked relative by the API).
-    let start_dir = match opts.chdir.as_deref().filter(|d| !d.is_empty() && *d != ".") {
-        Some(rel) => Some(make_start_dir(&work, rel, account).map_err(|e| Outcome::failed(format!("working directory '{rel}': {e}")))?),
-        None => None,
-    };
-    let cgroup = match crate::cgroup::Cgroup::create(&opts.cgroup_parent, &crate::cgroup::name_for(dir)) {
-        Ok(cg) => {
-            if let Some(bytes) = opts.memory_limit {
-                cg.set_memory_limit(bytes).map_err(|e| site("cannot set the memory limit", e))?;
-            }
-            cg.record(dir).map_err(|e| site("cannot record the control group", e))?;
-            Some(cg)
-        }
-        Err(e) => {
-            eprintln!("supervise: warning: no control group ({e}); descendants that leave the process group cannot be tracked");
-            None
-        }
-    };
-    if let Err(e) = crate::sandbox::landlock_fully_supported() {
-        eprintln!("supervise: warning: Landlock is not fully enforced on this kernel ({e}); the job is less confined");
-    }
-    let (program, args) = (&opts.command[0], &opts.command[1..]);
-    let given: Vec<(std::ffi::OsString, std::ffi::OsString)> = std::env::vars_os().collect();
-    let mut env = crate::sandbox::job_environment(given, &work, account);
-    if let Some(d) = &start_dir {
-        for (k, v) in env.iter_mut() {
-            if k == "PWD" {
-                *v = d.as_os_str().to_owned();
-            }
-        }
-    }
-    let path_var = env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone()).unwrap_or_default();
-    let request = crate::sandbox::Request {
-        work: work.clone(),
-        program: crate::sandbox::resolve_program(program, start_dir.as_deref().unwrap_or(&work), &path_var),
-        outputs: vec![dir.join(STDOUT_FILE), dir.join(STDERR_FILE)],
-        inputs,
-        read_only: opts.read_only.clone(),
-        read_write: opts.read_write.clone(),
-        account: account.cloned(),
-        hide: opts.hide.clone().filter(|_| crate::users::can_switch()),
-        cgroup_procs: cgroup.as_ref().map(|c| c.procs_files()).unwrap_or_default(),
-    };
-    let spawn = |confinement: crate::sandbox::Confinement| -> io::Result<std::process::Child> {
-        let mut cmd = Command::new(&request.program);
-        cmd.args(args)
-            .env_clear()
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
-            .stdout(out.try_clone()?)
-            .stderr(err.try_clone()?);
-        let mut confinement = confinement;
-        let cwd = start_dir
-            .as_ref()
-            .map(|d| std::ffi::CString::new(d.as_os_str().as_encoded_bytes()))
-            .transpose()?;
-        // SAFETY: the closure runs in the forked child before exec; `Confinement::enter` and
-        // `chdir` only make system calls on descriptors and strings prepared before the fork
-        // (no allocation, no locks), and this supervisor is single-threaded.
-        unsafe {
-            use std::os::unix::process::CommandExt;
-            cmd.pre_exec(move || {
-                confinement.enter()?;
-                if let Some(c) = &cwd {
-                    nix::unistd::chdir(c.as_c_str())?;
-                }
-                Ok(())
-            });
-        }
-        cmd.spawn()
-    };
-    let prepare = || crate::sandbox::Confinement::prepare(&request).map_err(|e| site("cannot prepare the sandbox", e));
-    let confinement = prepare()?;
-    let hides = confinement.hides();
-    let child = match spawn(confinement) {
-        Err(e) if hides => {
-            // Mount namespaces may be refused (a container without CAP_SYS_ADMIN): without
-            // one the program still runs confined by Landlock and its account.
-            eprintln!("supervise: warning: cannot hide the data directory ({e}); running without a private mount namespace");
-            spawn(prepare()?.without_mounts())
-        }
-        other => other,
-    };
-    let mut child = match child {
-        Ok(c) => c,
-        Err(e) => {
-            if let Some(cg) = &cgroup {
-                cg.remove();
-            }
-            return Err(Outcome {
-                code: Some(127),
-                ..Outcome::failed(format!("cannot start '{program}': {e}"))
-            });
-        }
-    };
-    let running = RunningRecord {
-        child_pid: child.id(),
-        started_ms: crate::now_ms(),
-    };
-    let _ = publish(&dir.join(RUNNING_FILE), &serde_json::to_vec(&running).unwrap());
-    let timer = opts.time_limit.map(|ms| WallClock::start(ms, child.id(), cgroup.clone()));
-    let status = loop {
-        match child.wait() {
-            Ok(s) => break Some(s),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => {
-                eprintln!("supervise: wait failed: {e}");
-                break None;
-            }
-        }
-    };
-    let timed_out = timer.is_some_and(|t| t.stop());
-    let mut oom_killed = false;
-    if let Some(cg) = &cgroup {
-        // Whatever the program left behind ends with it.
-        cg.kill_all();
-        if !cg.wait_empty(DRAIN_TIMEOUT) {
-            eprintln!("supervise: warning: processes of the component survive SIGKILL: {:?}", cg.pids());
-        }
-        oom_killed = cg.oom_kills() > 0;
-        cg.remove();
-    }
-    use std::os::unix::process::ExitStatusExt;
-    Ok(match status {
-        Some(s) => Outcome {
-            code: s.code(),
-            signal: s.signal(),
-            error: None,
-            oom_killed,
-            timed_out,
-            site_fault: false,
-        },
-        None => Outcome::site("lost track of the program".into()),
-    })
-}
-
-/// How long a component that reached its wall time has between SIGTERM and SIGKILL (Slurm's
-/// `KillWait`, shorter).
-pub const KILL_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// Enforces a wall-time limit: a thread that sleeps until the limit, then signals every
-/// process of the component (its control group, else the program): SIGTERM, and SIGKILL
-/// [`KILL_WAIT`] later.
-struct WallClock {
-    state: std::sync::Arc<(std::sync::Mutex<WallState>, std::sync::Condvar)>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum WallState {
-    Running,
-    /// The program ended before the limit: the thread signals nothing.
-    Ended,
-    /// The limit was reached and the component signalled.
-    Expired,
-}
-
-impl WallClock {
-    fn start(limit_ms: u64, pid: u32, cgroup: Option<crate::cgroup::Cgroup>) -> WallClock {
-        use nix::sys::signal::{kill, Signal};
-        use nix::unistd::Pid;
-        let state = std::sync::Arc::new((std::sync::Mutex::new(WallState::Running), std::sync::Condvar::new()));
-        let shared = state.clone();
-        let signal_all = move |sig: Signal| match &cgroup {
-            Some(cg) if sig == Signal::SIGKILL => cg.kill_all(),
-            Some(cg) => {
-                for p in cg.pids() {
-                    let _ = kill(Pid::from_raw(p), sig);
-                }
-            }
-            None => {
-                let _ = kill(Pid::from_raw(pid as i32), sig);
-            }
-        };
-        std::thread::spawn(move || {
-            let (lock, cv) = &*shared;
-            let deadline = std::time::Instant::now() + std::time::Duration::from_millis(limit_ms);
-            let mut st = lock.lock().unwrap_or_else(|p| p.into_inner());
-            // Sleeps until the limit unless the program ends first (the pid is not signalled
-            // once it may have been reaped and reused).
-            while *st == WallState::Running {
-                let now = std::time::Instant::now();
-                if now >= deadline {
-                    *st = WallState::Expired;
-                    signal_all(Signal::SIGTERM);
-                    break;
-                }
-                st = cv.wait_timeout(st, deadline - now).unwrap_or_else(|p| p.into_inner()).0;
-            }
-            if *st != WallState::Expired {
-                return;
-            }
-            let kill_at = std::time::Instant::now() + KILL_WAIT;
-            while *st == WallState::Expired {
-                let now = std::time::Instant::now();
-                if now >= kill_at {
-                    signal_all(Signal::SIGKILL);
-                    return;
-                }
-                st = cv.wait_timeout(st, kill_at - now).unwrap_or_else(|p| p.into_inner()).0;
-            }
-        });
-        WallClock { state }
-    }
-
-    /// The program ended: stops the clock. Returns whether the limit had been reached.
-    fn stop(self) -> bool {
-        let (lock, cv) = &*self.state;
-        let mut st = lock.lock().unwrap_or_else(|p| p.into_inner());
-        let expired = *st == WallState::Expired;
-        *st = WallState::Ended;
-        cv.notify_all();
-        expired
-    }
-}
-
-/// Creates the program's start directory `rel` inside `work` (owned by the job's account).
-/// `rel` must stay inside `work`: no absolute path, no `..`, no symbolic link on the way.
-fn make_start_dir(work: &Path, rel: &str, account: Option<&crate::users::Account>) -> io::Result<PathBuf> {
-    use std::os::unix::fs::DirBuilderExt;
-    let mut at = work.to_path_buf();
-    for part in Path::new(rel).components() {
-        match part {
-            std::path::Component::Normal(p) => at.push(p),
-            std::path::Component::CurDir => continue,
-            _ => return Err(io::Error::other("must be a relative path inside the working directory")),
-        }
-        match fs::symlink_metadata(&at) {
-            Ok(m) if m.is_dir() => {}
-            Ok(_) => return Err(io::Error::other(format!("{} is not a directory", at.display()))),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                fs::DirBuilder::new().mode(0o700).create(&at)?;
-                if let Some(a) = account {
-                    nix::unistd::chown(&at, Some(a.uid), Some(a.gid))?;
-                }
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(at)
-}
-
-/// The input files as the program sees them: `(path it uses, file behind it)`. A program that
-/// runs as another account than the files' owner (root mode) gets private read-only copies
-/// (the replicas stay 0600); it sees them at the replicas' paths in its mount namespace.
-fn stage_inputs(dir: &Path, opts: &SuperviseOptions, account: Option<&crate::users::Account>) -> io::Result<Vec<(PathBuf, PathBuf)>> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
-    let mut out = Vec::new();
-    for (i, input) in opts.inputs.iter().enumerate() {
-        let meta = fs::metadata(input)?;
-        match account {
-            Some(a) if opts.hide.is_some() && meta.uid() != a.uid.as_raw() && !a.uid.is_root() => {
-                let copies = dir.join(INPUTS_DIR);
-                match fs::DirBuilder::new().mode(0o755).create(&copies) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-                    Err(e) => return Err(e),
-                }
-                let copy = copies.join(format!("{i}"));
-                fs::copy(input, &copy)?;
-                nix::unistd::chown(&copy, Some(a.uid), Some(a.gid))?;
-                fs::set_permissions(&copy, fs::Permissions::from_mode(0o400))?;
-                out.push((input.clone(), copy));
-            }
-            _ => out.push((input.clone(), input.clone())),
-        }
-    }
-    Ok(out)
-}
-
 fn record_exit(dir: &Path, o: Outcome) -> i32 {
     let rec = ExitRecord {
         exit_code: o.code,
@@ -756,102 +520,4 @@ fn write_exit(dir: &Path, rec: ExitRecord) -> i32 {
             2
         }
     }
-}
-
-// ----- the start barrier ------------------------------------------------------------------
-
-/// What the supervisor found at the start barrier.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Barrier {
-    /// `go`: run the program.
-    Go,
-    /// Give up without running it (the reason is recorded).
-    Abort(String),
-}
-
-/// Where a supervisor's directory stands at the barrier, as the files say (no waiting).
-/// `abort` wins over `go`: the daemon never writes both for a launch it means to run.
-pub fn barrier_check(dir: &Path, me: &SupervisorRecord) -> Option<Barrier> {
-    if dir.join(ABORT_FILE).exists() {
-        return Some(Barrier::Abort("the launch was aborted before it started".into()));
-    }
-    if dir.join(GO_FILE).exists() {
-        return Some(Barrier::Go);
-    }
-    match read_json::<SupervisorRecord>(&dir.join(SUPERVISOR_FILE)) {
-        Some(r) if r == *me => None,
-        Some(r) if r.fenced => Some(Barrier::Abort("the launch directory was fenced".into())),
-        _ => Some(Barrier::Abort("the supervisor record is gone or not this supervisor's".into())),
-    }
-}
-
-/// Waits until the daemon writes `go` (or `abort`) into `dir`. Woken by inotify on the
-/// directory when available, and looks again every [`BARRIER_POLL_MS`] in any case.
-pub fn wait_at_barrier(dir: &Path, me: &SupervisorRecord) -> Barrier {
-    let watch = DirWatch::new(dir);
-    loop {
-        if let Some(b) = barrier_check(dir, me) {
-            return b;
-        }
-        match &watch {
-            Some(w) => w.wait(BARRIER_POLL_MS),
-            None => std::thread::sleep(std::time::Duration::from_millis(BARRIER_POLL_MS)),
-        }
-    }
-}
-
-/// An inotify watch on a directory (new names, renames into it, its removal).
-struct DirWatch {
-    inotify: nix::sys::inotify::Inotify,
-}
-
-impl DirWatch {
-    fn new(dir: &Path) -> Option<DirWatch> {
-        use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
-        let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).ok()?;
-        let mask = AddWatchFlags::IN_CREATE
-            | AddWatchFlags::IN_MOVED_TO
-            | AddWatchFlags::IN_DELETE
-            | AddWatchFlags::IN_DELETE_SELF
-            | AddWatchFlags::IN_MOVE_SELF;
-        inotify.add_watch(dir, mask).ok()?;
-        Some(DirWatch { inotify })
-    }
-
-    /// Returns after an event or `timeout_ms`, whichever comes first (events are drained).
-    fn wait(&self, timeout_ms: u64) {
-        use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-        use std::os::fd::AsFd;
-        let mut fds = [PollFd::new(self.inotify.as_fd(), PollFlags::POLLIN)];
-        let timeout = PollTimeout::try_from(timeout_ms).unwrap_or(PollTimeout::MAX);
-        match poll(&mut fds, timeout) {
-            Ok(n) if n > 0 => while self.inotify.read_events().is_ok_and(|ev| !ev.is_empty()) {},
-            Ok(_) => {}
-            // EINTR or worse: do not spin.
-            Err(_) => std::thread::sleep(std::time::Duration::from_millis(timeout_ms.min(10))),
-        }
-    }
-}
-
-/// The daemon's side of the barrier: lets the supervisor in `dir` run its program. `go` is a
-/// second name (hard link) of the supervisor's own record, so it says which supervisor was let
-/// through and costs no new inode (on this machine's ext4 an inode allocation took about half
-/// a millisecond under load, the largest cost of a launch: `koalesce bench e2e`). Where a link
-/// cannot be made, `go` is written atomically (see "Durability" above).
-pub fn release(dir: &Path) -> io::Result<()> {
-    match fs::hard_link(dir.join(SUPERVISOR_FILE), dir.join(GO_FILE)) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
-        Err(_) => {
-            let body = format!("{{\"go_ms\":{}}}", crate::now_ms());
-            publish(&dir.join(GO_FILE), body.as_bytes())
-        }
-    }
-}
-
-/// The daemon's side of the barrier: makes the supervisor held in `dir` give up without
-/// running its program (`abort`, written atomically).
-pub fn abort(dir: &Path) -> io::Result<()> {
-    let body = format!("{{\"abort_ms\":{}}}", crate::now_ms());
-    publish(&dir.join(ABORT_FILE), body.as_bytes())
 }

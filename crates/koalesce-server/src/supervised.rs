@@ -44,8 +44,15 @@ pub fn barrier_state(dir: &Path) -> std::io::Result<BarrierState> {
     }
 }
 
-/// A live supervisor holds the directory and nothing told it to give up.
+/// A live supervisor holds the directory, has set the component up (`held`: only the exec
+/// remains) and nothing told it to give up.
 pub fn is_ready(dir: &Path) -> bool {
+    dir.join(supervise::HELD_FILE).exists() && can_start(dir)
+}
+
+/// A live supervisor holds the directory and nothing told it to give up, set up or not yet:
+/// `go` may be written (it runs once it is set up).
+pub fn can_start(dir: &Path) -> bool {
     record(dir).is_some_and(|r| supervise::supervisor_alive(&r))
         && !dir.join(supervise::ABORT_FILE).exists()
         && !dir.join(supervise::EXIT_FILE).exists()
@@ -136,6 +143,13 @@ pub fn kill(dir: &Path) {
                 // Held at the barrier: it must not start even if the kill went astray.
                 let _ = supervise::abort(dir);
                 kill_group(rec.pid);
+                // The control group it set up before the barrier: its gated process (in the
+                // supervisor's process group) dies with it.
+                if let Some(cg) = Cgroup::recorded(dir) {
+                    cg.kill_all();
+                    cg.wait_empty(std::time::Duration::from_secs(1));
+                    cg.remove();
+                }
             } else if let Some(cg) = Cgroup::recorded(dir) {
                 // The supervisor records the end once the group is empty.
                 cg.kill_all();

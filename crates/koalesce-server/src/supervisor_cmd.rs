@@ -54,6 +54,9 @@ pub struct JobSandbox {
     pub switch_users: bool,
     /// The server's data directory: hidden from jobs that run under another account.
     pub data_dir: PathBuf,
+    /// How long a supervisor waits at the start barrier before it gives up on its own (the
+    /// server's `barrier_timeout_ms`; None: the supervisor's default).
+    pub barrier_timeout_ms: Option<u64>,
 }
 
 impl JobSandbox {
@@ -69,6 +72,7 @@ impl JobSandbox {
             config: config.sandbox.clone(),
             switch_users,
             data_dir: data_dir.to_path_buf(),
+            barrier_timeout_ms: Some(config.barrier_timeout_ms),
         }
     }
 
@@ -95,6 +99,7 @@ impl JobSandbox {
         o.memory_limit = sub.memory_limit;
         o.time_limit = (sub.time_limit_ms > 0).then_some(sub.time_limit_ms);
         o.chdir = sub.working_directory.clone();
+        o.barrier_timeout = self.barrier_timeout_ms;
         o
     }
 }
@@ -146,6 +151,7 @@ mod tests {
             },
             switch_users: true,
             data_dir: "/data".into(),
+            barrier_timeout_ms: Some(90_000),
         };
         let cmd = SupervisorCommand {
             program: "/usr/bin/koalesce".into(),
@@ -168,6 +174,11 @@ mod tests {
             .opts;
         assert_eq!(format!("{parsed:?}"), format!("{expected:?}"));
         assert_eq!(parsed.user.as_deref(), Some("nobody"));
+        assert_eq!(
+            parsed.barrier_timeout,
+            Some(90_000),
+            "the server's barrier timeout reaches the supervisor"
+        );
         assert_eq!(parsed.hide, Some(PathBuf::from("/data")));
         assert_eq!(parsed.inputs, vec![PathBuf::from("/data/sites/a/storage/in.1234abcd")]);
         assert_eq!(parsed.command, vec!["/bin/sh", "-c", "echo --dir x -- y"]);

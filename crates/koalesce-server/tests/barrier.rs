@@ -60,7 +60,12 @@ impl Setup {
     }
 
     fn server(&self) -> BackgroundServer {
+        self.server_with(|_| {})
+    }
+
+    fn server_with(&self, adjust: impl FnOnce(&mut koalesce_server::ServerConfig)) -> BackgroundServer {
         let mut opts = koalesce_server::test_options(&self.data, SITES, self.gated_supervisor());
+        adjust(&mut opts.config);
         // The programs leave their markers outside their sandbox.
         opts.config.sandbox.read_write.push(self.markers.clone());
         BackgroundServer::start(opts).expect("server starts")
@@ -143,7 +148,9 @@ fn a_half_spawned_launch_is_abandoned_without_running_anything() {
     wait_for("component 0 to give up", 10, || c0.join(supervise::EXIT_FILE).exists());
     let exit: ExitRecord = supervise::read_json(&c0.join(supervise::EXIT_FILE)).unwrap();
     assert!(exit.never_started && exit.exit_code.is_none(), "{exit:?}");
-    assert!(!c0.join(supervise::RUNNING_FILE).exists() && !c0.join(supervise::STDOUT_FILE).exists());
+    // Set up before the barrier (its output file exists), but nothing ran.
+    assert!(!c0.join(supervise::RUNNING_FILE).exists());
+    assert!(std::fs::metadata(c0.join(supervise::STDOUT_FILE)).map_or(true, |m| m.len() == 0));
     wait_for("the held supervisor to exit", 10, || {
         supervise::proc_start_time(held_pid).is_none() || !supervise::supervisor_alive(&record(&c0).unwrap())
     });
@@ -154,6 +161,47 @@ fn a_half_spawned_launch_is_abandoned_without_running_anything() {
     });
 
     // The job was requeued and ran in a second attempt, each component exactly once.
+    let j = wait_state(&srv, &s.token, id, &["succeeded", "failed"], 30);
+    assert_eq!(j["state"], "succeeded", "{j}");
+    assert_eq!(s.runs(), [1, 1], "each component must run exactly once");
+    for c in j["components"].as_array().unwrap() {
+        assert!(c["stdout"].as_str().unwrap().contains("/a2-c"), "{j}");
+    }
+    assert!(!c1.join(supervise::RUNNING_FILE).exists());
+    srv.stop();
+}
+
+/// A supervisor held at the barrier by a server that never comes back gives up on its own
+/// after the barrier timeout: it records that its program never started, removes the control
+/// group it had set up and exits (it no longer holds its processors). When a server does come
+/// back, the job is placed again and each component runs once.
+#[test]
+fn a_held_supervisor_gives_up_when_the_server_does_not_come_back() {
+    const TIMEOUT_MS: u64 = 1500;
+    let s = Setup::new();
+    let srv = s.server_with(|c| c.barrier_timeout_ms = TIMEOUT_MS);
+    let id = s.submit(&srv);
+    let (c0, c1) = (s.dir("a", id, 1, 0), s.dir("b", id, 1, 1));
+    wait_for("component 0 held at the barrier", 20, || c0.join(supervise::HELD_FILE).exists());
+    let held_pid = record(&c0).unwrap().pid;
+    let cgroup = koalesce_server::cgroup::Cgroup::recorded(&c0).expect("set up before the barrier");
+    assert!(cgroup.exists(), "the control group exists while held");
+    srv.stop();
+    let t0 = Instant::now();
+    wait_for("the held supervisor to give up", 20, || c0.join(supervise::EXIT_FILE).exists());
+    let waited = t0.elapsed();
+    let exit: ExitRecord = supervise::read_json(&c0.join(supervise::EXIT_FILE)).unwrap();
+    assert!(exit.never_started && exit.exit_code.is_none(), "{exit:?}");
+    assert!(exit.spawn_error.as_deref().unwrap_or("").contains("barrier timeout"), "{exit:?}");
+    assert!(waited < Duration::from_millis(TIMEOUT_MS + 5000), "gave up after {waited:?}");
+    wait_for("the held supervisor to exit", 10, || supervise::proc_start_time(held_pid).is_none());
+    assert!(!cgroup.exists(), "the control group is removed");
+    assert!(c0.join(supervise::ABORT_FILE).exists(), "the supervisor marks its barrier aborted");
+    assert_eq!(s.runs(), [0, 0], "nothing ran");
+
+    // The server comes back: the launch is abandoned and the job placed again.
+    s.open_gate();
+    let srv = s.server();
     let j = wait_state(&srv, &s.token, id, &["succeeded", "failed"], 30);
     assert_eq!(j["state"], "succeeded", "{j}");
     assert_eq!(s.runs(), [1, 1], "each component must run exactly once");

@@ -208,3 +208,68 @@ fn go_is_the_supervisor_record_under_a_second_name() {
     supervise::release(&dir).unwrap();
     assert_eq!(std::fs::metadata(dir.join(supervise::GO_FILE)).unwrap().ino(), rec.ino());
 }
+
+/// Set up before the barrier, only the exec after: a held supervisor has its working
+/// directory, output files and control group (with the program's process forked into it,
+/// confined, waiting), and nothing ran. A SIGTERM there (Slurm's `scancel` of a held job)
+/// makes it give up as an abort does: `never_started`, the control group removed, the gated
+/// process gone, the program never run.
+#[test]
+fn a_held_supervisor_is_set_up_and_gives_up_cleanly_at_sigterm() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("sites/a/jobs/4/a1-c0");
+    let parent = format!("koalesce-test-held-{}", std::process::id());
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_koalesce-supervise"))
+        .args(["--dir", dir.to_str().unwrap(), "--cgroup-parent", &parent])
+        .args(["--", "/bin/sh", "-c", "touch ran"])
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !dir.join(supervise::HELD_FILE).exists() {
+        assert!(Instant::now() < deadline, "the supervisor never reported itself held");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(supervise::work_dir(&dir).is_dir() && dir.join(supervise::STDOUT_FILE).exists());
+    let cg = koalesce_server::cgroup::Cgroup::recorded(&dir);
+    if let Some(cg) = &cg {
+        assert_eq!(
+            cg.pids().len(),
+            1,
+            "the program's process waits in its control group: {:?}",
+            cg.pids()
+        );
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(!supervise::work_dir(&dir).join("ran").exists(), "ran before go");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGTERM).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "it records its outcome and exits normally");
+    let exit: ExitRecord = supervise::read_json(&dir.join(supervise::EXIT_FILE)).unwrap();
+    assert!(
+        exit.never_started && exit.spawn_error.as_deref().unwrap_or("").contains("SIGTERM"),
+        "{exit:?}"
+    );
+    assert!(!supervise::work_dir(&dir).join("ran").exists());
+    if let Some(cg) = cg {
+        assert!(!cg.exists(), "the control group is removed");
+    }
+    for c in ["memory", "pids", "freezer", "cpu"] {
+        let _ = std::fs::remove_dir(format!("/sys/fs/cgroup/{c}/{parent}"));
+    }
+}
+
+/// A supervisor whose launch directory is gone (cancelled and cleaned up before the
+/// supervisor got to run) does not re-create it and wait there for ever.
+#[test]
+fn a_supervisor_started_after_its_directory_was_removed_does_not_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("sites/a/jobs/5/a1-c0");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_koalesce-supervise"))
+        .args(["--dir", dir.to_str().unwrap(), "--", "/bin/true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));
+    assert!(!tmp.path().join("sites").exists(), "nothing re-created");
+}

@@ -37,4 +37,14 @@ fn out_of_descriptors_at_launch_is_exhaustion_not_a_site_fault() {
     // With descriptors back, the next launch works.
     let id = b.submit(&sub(2, b.claim("a", 1).unwrap())).unwrap();
     b.cancel(&id).unwrap();
+    // Its supervisor is gone before the directory is: it used to start after the test had
+    // ended, re-create the directory and hold its barrier for ever.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while common::processes_mentioning(&id) > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the cancelled component's supervisor does not end"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }

@@ -30,6 +30,7 @@ fn a_component_over_its_memory_limit_is_oom_killed_and_that_is_recorded() {
     assert!(nix::unistd::geteuid().is_root(), "control groups need root (CI runs as root)");
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("sites/a/jobs/1/a1-c0");
+    std::fs::create_dir_all(&dir).unwrap(); // made by whoever starts the supervisor
     let parent = format!("ksec1-oom-{}", std::process::id());
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_koalesce-supervise"))
         .args([
@@ -113,6 +114,7 @@ fn connections_are_capped_and_idle_ones_time_out() {
 fn a_supervisor_in_a_process_group_gives_its_program_no_controlling_terminal() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("sites/a/jobs/1/a1-c0");
+    std::fs::create_dir_all(&dir).unwrap(); // made by whoever starts the supervisor
     let run = tmp.path().join("run.sh");
     std::fs::write(
         &run,

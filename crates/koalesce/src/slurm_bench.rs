@@ -56,6 +56,8 @@ impl Bed {
             .prefix("kzbed")
             .tempdir_in("/tmp")
             .context("creating the test bed's directory")?;
+        // Ctrl-C (or SIGTERM) from here on tears the bed down instead of leaving it running.
+        interrupt::tear_down_on_signal(tmp.path());
         let mut o = UpOptions::new(tmp.path().join("bed"));
         o.clusters = clusters;
         o.tick_offset_ms = tick_offset_ms;
@@ -77,6 +79,92 @@ impl Bed {
     pub fn sites_toml(&self) -> anyhow::Result<String> {
         let p = self.bed.server_toml();
         std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))
+    }
+}
+
+impl Bed {
+    /// Stops process `pid` (a server driving the bed) before the bed is torn down on Ctrl-C.
+    pub fn stop_on_interrupt(&self, pid: Option<u32>) {
+        if let (true, Some(pid)) = (self.owned, pid) {
+            interrupt::stop_first(pid);
+        }
+    }
+}
+
+/// Tearing a fresh bed down when the command is interrupted (SIGINT, SIGTERM, SIGHUP): the
+/// handler only writes a byte to a pipe; a thread waiting on the pipe stops the registered
+/// processes (the server), tears the bed down, deletes its directory and exits with 130.
+mod interrupt {
+    use std::os::fd::{AsRawFd, OwnedFd};
+    use std::path::{Path, PathBuf};
+    use std::sync::atomic::{AtomicI32, Ordering};
+    use std::sync::Mutex;
+    use std::time::{Duration, Instant};
+
+    static PIPE: AtomicI32 = AtomicI32::new(-1);
+    static FIRST: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+    extern "C" fn on_signal(_: nix::libc::c_int) {
+        let fd = PIPE.load(Ordering::SeqCst);
+        if fd >= 0 {
+            // SAFETY: write(2) is async-signal-safe; the descriptor stays open for the
+            // process's life.
+            unsafe { nix::libc::write(fd, b"x".as_ptr().cast(), 1) };
+        }
+    }
+
+    /// Processes to SIGTERM (and wait for, 10 s at most) before the bed goes down.
+    pub fn stop_first(pid: u32) {
+        FIRST.lock().unwrap_or_else(|p| p.into_inner()).push(pid);
+    }
+
+    /// Installs the handlers for the bed under `root` (its temporary directory).
+    pub fn tear_down_on_signal(root: &Path) {
+        use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+        let Ok((read, write)) = nix::unistd::pipe() else { return };
+        PIPE.store(write.as_raw_fd(), Ordering::SeqCst);
+        std::mem::forget(write);
+        let root: PathBuf = root.to_path_buf();
+        std::thread::spawn(move || watch(read, root));
+        let action = SigAction::new(SigHandler::Handler(on_signal), SaFlags::SA_RESTART, SigSet::empty());
+        for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+            // SAFETY: the handler only writes to a pipe (async-signal-safe).
+            let _ = unsafe { sigaction(sig, &action) };
+        }
+    }
+
+    fn watch(read: OwnedFd, root: PathBuf) {
+        let mut b = [0u8; 1];
+        if !matches!(nix::unistd::read(&read, &mut b), Ok(1)) {
+            return;
+        }
+        eprintln!("\ninterrupted: stopping the server and tearing the test bed down");
+        let pids: Vec<u32> = FIRST.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        for &pid in &pids {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGTERM);
+        }
+        let t0 = Instant::now();
+        for &pid in &pids {
+            use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+            let pid = nix::unistd::Pid::from_raw(pid as i32);
+            while t0.elapsed() < Duration::from_secs(10) {
+                match waitpid(pid, Some(WaitPidFlag::WNOHANG)) {
+                    Ok(WaitStatus::StillAlive) => std::thread::sleep(Duration::from_millis(25)),
+                    _ => break,
+                }
+            }
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+        }
+        let bed = root.join("bed");
+        match koalesce::testbed::TestBed::open(&bed).and_then(|b| b.down(true)) {
+            Ok(_) => eprintln!("test bed torn down"),
+            Err(e) => eprintln!(
+                "tearing the test bed down failed: {e:#} (run `koalesce testbed down --dir {}`)",
+                bed.display()
+            ),
+        }
+        let _ = std::fs::remove_dir_all(&root);
+        std::process::exit(130);
     }
 }
 
@@ -126,6 +214,7 @@ impl Grid {
         })?;
         let token = prepared.create_token("bench", true)?;
         let server = prepared.start(Duration::from_secs(60))?;
+        bed.stop_on_interrupt(server.pid());
         let client = Client::new(&server.url, Some(token), Duration::from_secs(60));
         Ok(Grid { server, client })
     }
@@ -178,9 +267,20 @@ fn printed_clocks(job: &Value) -> anyhow::Result<Vec<i128>> {
         .collect()
 }
 
-/// Per component of a job: (supervisor checked in, `go` written), in ms since the epoch, from
-/// the records in the component's directory (the parent of its stdout).
-fn barrier_times(job: &Value) -> anyhow::Result<Vec<(u64, u64)>> {
+/// When a component passed each step of its launch, in ms since the epoch, from the records
+/// in its directory (the parent of its stdout): the batch script written (just before
+/// `sbatch`), the supervisor checked in (`supervisor.json`), set up and held (`held`), `go`
+/// staged by the daemon, `go` seen by the supervisor and the program started (`running.json`).
+#[derive(Debug, Clone, Copy)]
+struct Steps {
+    script: u64,
+    checkin: u64,
+    held: u64,
+    go: u64,
+    go_seen: u64,
+}
+
+fn launch_steps(job: &Value) -> anyhow::Result<Vec<Steps>> {
     let comps = job["components"].as_array().context("job without components")?;
     comps
         .iter()
@@ -193,7 +293,17 @@ fn barrier_times(job: &Value) -> anyhow::Result<Vec<(u64, u64)>> {
                 let v: Value = serde_json::from_str(&std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?)?;
                 v[key].as_u64().with_context(|| format!("{}: no {key}", p.display()))
             };
-            Ok((read("supervisor.json", "started_ms")?, read("go", "go_ms")?))
+            let script = std::fs::metadata(dir.join(koalesce_server::slurm::script::SCRIPT_FILE))
+                .and_then(|m| m.modified())
+                .map(|t| t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64))
+                .unwrap_or(0);
+            Ok(Steps {
+                script,
+                checkin: read("supervisor.json", "started_ms")?,
+                held: read("held", "held_ms")?,
+                go: read("go", "go_ms")?,
+                go_seen: read("running.json", "go_seen_ms")?,
+            })
         })
         .collect()
 }
@@ -251,9 +361,11 @@ impl BenchCostartArgs {
             job.push_str(&format!("\n[[components]]\nprocessors = {}\nsite = \"{c}\"\n", self.processors));
         }
         let (mut skews, mut latencies) = (Vec::new(), Vec::new());
-        // Where the time goes: submit → last check-in (allocation), last check-in → go (the
-        // daemon's barrier), go → program start (the supervisor's set-up, then exec).
-        let (mut to_checkin, mut to_go, mut go_to_start) = (Vec::new(), Vec::new(), Vec::new());
+        // Where the time goes: submit → last check-in (allocation), check-in → held (the
+        // supervisor's set-up), last held → go (the daemon's barrier), go seen → program start
+        // (the exec), and the spread of the moments the supervisors saw `go`.
+        let (mut to_checkin, mut setup, mut to_go, mut go_to_start, mut go_spread) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let mut failed = 0;
         let pb = bar(self.jobs as u64, "coupled jobs");
         for _ in 0..self.jobs {
@@ -270,13 +382,17 @@ impl BenchCostartArgs {
             let (lo, hi) = (*clocks.iter().min().unwrap(), *clocks.iter().max().unwrap());
             skews.push((hi - lo) as f64 / 1e6);
             latencies.push((lo - t_submit) as f64 / 1e6);
-            if let Ok(b) = barrier_times(&j) {
-                let last_in = b.iter().map(|x| x.0).max().unwrap_or(0) as f64;
-                let go = b.iter().map(|x| x.1).min().unwrap_or(0) as f64;
+            if let Ok(b) = launch_steps(&j) {
+                let last_in = b.iter().map(|x| x.checkin).max().unwrap_or(0) as f64;
+                let last_held = b.iter().map(|x| x.held).max().unwrap_or(0) as f64;
+                let go = b.iter().map(|x| x.go).min().unwrap_or(0) as f64;
                 to_checkin.push(last_in - (t_submit / 1_000_000) as f64);
-                to_go.push(go - last_in);
-                for (c, (_, g)) in clocks.iter().zip(&b) {
-                    go_to_start.push((*c / 1_000_000) as f64 - *g as f64);
+                to_go.push(go - last_held);
+                let seen = b.iter().map(|x| x.go_seen);
+                go_spread.push((seen.clone().max().unwrap_or(0) - seen.min().unwrap_or(0)) as f64);
+                for (c, x) in clocks.iter().zip(&b) {
+                    setup.push(x.held as f64 - x.checkin as f64);
+                    go_to_start.push((*c / 1_000_000) as f64 - x.go_seen as f64);
                 }
             }
         }
@@ -292,8 +408,10 @@ impl BenchCostartArgs {
             "submit_to_start_ms": summary(&latencies),
             "breakdown_ms": {
                 "submit_to_last_checkin": summary(&to_checkin),
-                "last_checkin_to_go": summary(&to_go),
-                "go_to_program_start": summary(&go_to_start),
+                "checkin_to_held": summary(&setup),
+                "last_held_to_go": summary(&to_go),
+                "go_seen_spread": summary(&go_spread),
+                "go_seen_to_program_start": summary(&go_to_start),
             },
             "target_skew_p99_ms": 50,
         });
@@ -311,8 +429,10 @@ impl BenchCostartArgs {
             println!("  submit to start   {}", fmt_summary(&out["submit_to_start_ms"]));
             let b = &out["breakdown_ms"];
             println!("    submit to last check-in   {}", fmt_summary(&b["submit_to_last_checkin"]));
-            println!("    last check-in to go       {}", fmt_summary(&b["last_checkin_to_go"]));
-            println!("    go to program start       {}", fmt_summary(&b["go_to_program_start"]));
+            println!("    check-in to held (set-up) {}", fmt_summary(&b["checkin_to_held"]));
+            println!("    last held to go           {}", fmt_summary(&b["last_held_to_go"]));
+            println!("    spread of go seen         {}", fmt_summary(&b["go_seen_spread"]));
+            println!("    go seen to program start  {}", fmt_summary(&b["go_seen_to_program_start"]));
             println!("  failed jobs       {failed}");
         }
         Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
@@ -447,19 +567,51 @@ impl BenchSlurmOverheadArgs {
         };
         let timeout = Duration::from_secs(120);
 
-        // Latency, alternating.
+        // Latency, in pairs: a koalesce job and a direct sbatch submitted at the same moment,
+        // so that both wait for the same scheduling tick of the controller (it allocates on
+        // its own ~1 s tick, whose phase decides most of a single job's latency: jobs
+        // submitted one after the other would each meet the tick at another phase). The pairs
+        // start at phases spread over a second, so the figures cover the whole tick.
         let (mut lat_k, mut lat_d) = (Vec::new(), Vec::new());
-        let pb = bar(2 * self.jobs as u64, "sequential jobs");
+        // koalesce's path, step by step: submit → sbatch (API, durable submission, placement,
+        // launch intent), sbatch → check-in (Slurm: allocation, launch, batch script, the
+        // supervisor's exec), set-up, held → go seen (the daemon's barrier), go seen → program.
+        let mut steps: [Vec<f64>; 5] = Default::default();
+        let pb = bar(self.jobs as u64, "pairs of jobs");
         for i in 0..self.jobs {
-            let t = now_ns();
-            let out = direct.submit()?;
-            lat_d.push((wait_clock(&out, timeout)? - t) as f64 / 1e6);
-            pb.inc(1);
-            let t = now_ns();
-            let id = grid.client.submit(&clock_job(&format!("lat-{i}"), Some(&site)))?;
-            let j = grid.wait_end(id, timeout)?;
-            anyhow::ensure!(j["state"] == "succeeded", "job {id}: {j}");
-            lat_k.push((printed_clocks(&j)?[0] - t) as f64 / 1e6);
+            std::thread::sleep(Duration::from_millis((i as u64 * 379) % 1000));
+            let (direct_lat, koalesce) = std::thread::scope(|scope| {
+                let d = scope.spawn(|| -> anyhow::Result<f64> {
+                    let t = now_ns();
+                    let out = direct.submit()?;
+                    Ok((wait_clock(&out, timeout)? - t) as f64 / 1e6)
+                });
+                let k = (|| -> anyhow::Result<(i128, i128, Value)> {
+                    let t = now_ns();
+                    let id = grid.client.submit(&clock_job(&format!("lat-{i}"), Some(&site)))?;
+                    let j = grid.wait_end(id, timeout)?;
+                    anyhow::ensure!(j["state"] == "succeeded", "job {id}: {j}");
+                    Ok((t, printed_clocks(&j)?[0], j))
+                })();
+                (d.join().unwrap_or_else(|_| Err(anyhow::anyhow!("the sbatch thread panicked"))), k)
+            });
+            lat_d.push(direct_lat?);
+            let (t, clock, j) = koalesce?;
+            lat_k.push((clock - t) as f64 / 1e6);
+            if let Some(x) = launch_steps(&j).ok().and_then(|v| v.first().copied()) {
+                let t_ms = (t / 1_000_000) as f64;
+                let marks = [
+                    t_ms,
+                    x.script as f64,
+                    x.checkin as f64,
+                    x.held as f64,
+                    x.go_seen as f64,
+                    (clock / 1_000_000) as f64,
+                ];
+                for (k, w) in marks.windows(2).enumerate() {
+                    steps[k].push(w[1] - w[0]);
+                }
+            }
             pb.inc(1);
         }
         pb.finish_and_clear();
@@ -499,6 +651,13 @@ impl BenchSlurmOverheadArgs {
             "benchmark": "slurm-overhead",
             "cluster": site,
             "latency_ms": {"koalesce": lat_k_s, "sbatch": lat_d_s, "ratio_p50": ratio(&lat_k_s, &lat_d_s)},
+            "koalesce_steps_ms": {
+                "submit_to_sbatch": summary(&steps[0]),
+                "sbatch_to_checkin": summary(&steps[1]),
+                "checkin_to_held": summary(&steps[2]),
+                "held_to_go_seen": summary(&steps[3]),
+                "go_seen_to_program": summary(&steps[4]),
+            },
             "throughput_jobs_per_s": {
                 "burst": self.burst,
                 "koalesce": (thr_k * 10.0).round() / 10.0,
@@ -518,6 +677,15 @@ impl BenchSlurmOverheadArgs {
             println!("  submit to start, koalesce  {}", fmt_summary(&out["latency_ms"]["koalesce"]));
             println!("  submit to start, sbatch    {}", fmt_summary(&out["latency_ms"]["sbatch"]));
             println!("  ratio of p50               {}", out["latency_ms"]["ratio_p50"]);
+            for k in [
+                "submit_to_sbatch",
+                "sbatch_to_checkin",
+                "checkin_to_held",
+                "held_to_go_seen",
+                "go_seen_to_program",
+            ] {
+                println!("    koalesce {k:<20}  {}", fmt_summary(&out["koalesce_steps_ms"][k]));
+            }
             let t = &out["throughput_jobs_per_s"];
             println!(
                 "  throughput ({} jobs)      koalesce {} jobs/s, sbatch {} jobs/s, ratio {}",

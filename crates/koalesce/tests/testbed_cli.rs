@@ -143,3 +143,66 @@ fn testbed_commands() {
     assert!(procs::leftovers(&dir).is_empty());
     drop(bed); // already down: a no-op
 }
+
+/// Every process whose command line mentions `needle` (its pid).
+fn processes_mentioning(needle: &str) -> Vec<i32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
+            if String::from_utf8_lossy(&cmd).contains(needle) {
+                out.push(pid);
+            }
+        }
+    }
+    out
+}
+
+/// `koalesce demo --slurm` interrupted with Ctrl-C (SIGINT to its process group, as a terminal
+/// sends it) while its jobs run: the server stops, the fresh bed is torn down (no slurmctld,
+/// slurmd or munged of it left) and its directory deleted; exit status 130.
+#[test]
+fn an_interrupted_slurm_demo_tears_its_bed_down() {
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::process::CommandExt;
+    let mut child = Command::new(BIN)
+        .args(["demo", "--slurm", "--jobs", "12"])
+        .env_remove("KOALESCE_TESTBED_DIR")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut bed = None;
+    let t0 = Instant::now();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        eprintln!("demo: {line}");
+        if let Some(rest) = line.split_once("up in").map(|x| x.1) {
+            // "... up in 3.2 s (/tmp/kzbedXXXX/bed; torn down at the end)"
+            bed = rest.split_once('(').and_then(|x| x.1.split_once(';')).map(|x| x.0.to_string());
+        }
+        if line.starts_with("submitted") {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(120), "the demo did not get to its jobs");
+    }
+    let bed = bed.expect("the demo printed its bed's directory");
+    assert!(!processes_mentioning(&bed).is_empty(), "the bed's daemons run");
+    let pgid = nix::unistd::Pid::from_raw(-(child.id() as i32));
+    nix::sys::signal::kill(pgid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let status = child.wait().unwrap();
+    eprintln!("demo after SIGINT: {}", rest.join("\n"));
+    let left = processes_mentioning(&bed);
+    for &p in &left {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), nix::sys::signal::Signal::SIGKILL);
+    }
+    assert!(left.is_empty(), "processes of the bed survive the interrupt: {left:?}");
+    assert_eq!(status.code(), Some(130), "{rest:?}");
+    assert!(rest.iter().any(|l| l.contains("test bed torn down")), "{rest:?}");
+    assert!(!Path::new(&bed).exists(), "{bed} is left behind");
+}

@@ -467,7 +467,12 @@ pub struct InputCheck {
     pub size: u64,
 }
 
-/// Sets a component up at its site: a new directory, intact inputs, then the LRM.
+/// Sets a component up at its site: a new directory, intact inputs, then the LRM. `solo`: the
+/// launch has this one component, so there is nobody to start together with: its `go` is
+/// written before the LRM gets it and the supervisor runs the program as soon as it is set
+/// up, without a round trip through the daemon. (Safe as the barrier's other cases: a
+/// directory no supervisor took yet is still fenced by a cancel or by recovery, and `abort`
+/// wins over `go`.)
 fn submit_component(
     s: &Shared,
     job: u64,
@@ -475,6 +480,7 @@ fn submit_component(
     sub: &ComponentSubmission,
     inputs: &[InputCheck],
     committed: bool,
+    solo: bool,
 ) -> Result<String, NotLaunched> {
     let site_err = |reason: String| {
         NotLaunched::Backend(BackendError::Site {
@@ -505,6 +511,9 @@ fn submit_component(
             });
         }
     }
+    if solo {
+        supervise::release(&sub.dir).map_err(|e| site_err(format!("cannot write the go file of {}: {e}", sub.dir.display())))?;
+    }
     s.site(site).backend.submit(sub).map_err(NotLaunched::Backend)
 }
 
@@ -522,6 +531,7 @@ async fn launch(shared: Arc<Shared>, l: Launch) {
         committed,
     } = l;
     let committed = matches!(committed.await, Ok(Ok(())));
+    let solo = components.len() == 1;
     // The claims were carried out before this launch was taken up: fill their ids in.
     let (mut subs, mut dropped) = (Vec::new(), Vec::new());
     {
@@ -546,7 +556,7 @@ async fn launch(shared: Arc<Shared>, l: Launch) {
         }
         let inputs = &inputs;
         let submit = |(i, site, sub): (u32, SiteId, ComponentSubmission)| {
-            let r = submit_component(&s, job, site, &sub, inputs.get(&i).map_or(&[][..], |v| &v[..]), committed);
+            let r = submit_component(&s, job, site, &sub, inputs.get(&i).map_or(&[][..], |v| &v[..]), committed, solo);
             if matches!(r, Err(NotLaunched::Backend(_)) | Err(NotLaunched::CorruptInput { .. })) {
                 let _ = supervise::fence(&sub.dir);
             }

@@ -321,10 +321,9 @@ impl SlurmBackend {
     }
 }
 
-/// Lets every supervisor in `dirs` run: each `go` file is written under a temporary name and
-/// synced first, then all are renamed into place back to back (a supervisor wakes at its
-/// rename through inotify, so the programs start within a few milliseconds of each other),
-/// then the directories are synced.
+/// Lets every supervisor in `dirs` run: each `go` file is written under a temporary name
+/// first, then all are renamed into place back to back (a supervisor wakes at its rename
+/// through inotify, so the programs start within a few milliseconds of each other).
 #[cfg(test)]
 fn release_all(dirs: &[&Path]) -> std::io::Result<()> {
     let staged = dirs.iter().map(|d| stage_go(d)).collect::<std::io::Result<Vec<_>>>()?;
@@ -332,26 +331,22 @@ fn release_all(dirs: &[&Path]) -> std::io::Result<()> {
     release_staged(&refs)
 }
 
-/// Writes and syncs the `go` file of `dir` under a temporary name (the slow part of a
-/// release); returns that name.
+/// Writes the `go` file of `dir` under a temporary name; returns that name. Not synced, as
+/// the local executor's `go` (see "Durability" in [`crate::supervise`]): it must outlive the
+/// daemon's death, not a crash of the machine, which ends the supervisors on it too (and a
+/// record directory shared with other nodes over NFS is durable at each rename's reply).
+/// Syncing put a journal commit between the last check-in and the start.
 fn stage_go(dir: &Path) -> std::io::Result<PathBuf> {
-    use std::io::Write;
     let body = format!("{{\"go_ms\":{}}}", crate::now_ms());
     let tmp = dir.join(format!(".{}.tmp.{}", supervise::GO_FILE, std::process::id()));
-    let mut f = fs::File::create(&tmp)?;
-    f.write_all(body.as_bytes())?;
-    f.sync_all()?;
+    fs::write(&tmp, body)?;
     Ok(tmp)
 }
 
-/// Renames staged `go` files (temporary name, directory) into place back to back, then syncs
-/// the directories.
+/// Renames staged `go` files (temporary name, directory) into place back to back.
 fn release_staged(staged: &[(&Path, &Path)]) -> std::io::Result<()> {
     for (tmp, dir) in staged {
         fs::rename(tmp, dir.join(supervise::GO_FILE))?;
-    }
-    for (_, dir) in staged {
-        fs::File::open(dir)?.sync_all()?;
     }
     Ok(())
 }
@@ -501,7 +496,7 @@ impl Backend for SlurmBackend {
             .collect()
     }
 
-    /// Writes and syncs the `go` files under temporary names (see [`Backend::start`]).
+    /// Writes the `go` files under temporary names (see [`Backend::start`]).
     fn prepare_start(&self, ids: &[String]) -> Result<(), BackendError> {
         for r in self.ready_refs(ids)? {
             let tmp = stage_go(&r.dir).map_err(|e| site_err(&r.cluster, format!("cannot write the go file of {}: {e}", r.job)))?;
@@ -597,9 +592,11 @@ impl Backend for SlurmBackend {
     fn cancel(&self, id: &str) -> Result<(), BackendError> {
         let r = SlurmJobRef::parse(id).ok_or_else(|| site_err("slurm", format!("'{id}' is not a Slurm job id")))?;
         let rec = Records::read(&r.dir);
-        if !rec.released && rec.exit.is_none() {
+        if rec.exit.is_none() {
+            // (A directory no supervisor took is fenced even when its `go` was written ahead,
+            // as for a launch of one component.)
             let fenced_now = rec.supervisor.is_none() && supervise::fence(&r.dir).unwrap_or(false);
-            if !fenced_now {
+            if !fenced_now && !rec.released {
                 let _ = supervise::abort(&r.dir);
             }
         }
@@ -661,13 +658,14 @@ impl Backend for SlurmBackend {
 }
 
 impl SlurmBackend {
-    /// The components of `ids`, all ready to start, or an error naming those that are not.
+    /// The components of `ids`, all at the barrier (checked in, perhaps still setting up), or
+    /// an error naming those that are not.
     fn ready_refs(&self, ids: &[String]) -> Result<Vec<SlurmJobRef>, BackendError> {
         let refs: Vec<Option<SlurmJobRef>> = ids.iter().map(|id| SlurmJobRef::parse(id)).collect();
         let not_ready: Vec<&String> = ids
             .iter()
             .zip(&refs)
-            .filter(|(_, r)| !r.as_ref().is_some_and(|r| self.is_ready(r)))
+            .filter(|(_, r)| !r.as_ref().is_some_and(|r| self.at_barrier(r, false)))
             .map(|(id, _)| id)
             .collect();
         if let Some(first) = not_ready.first() {

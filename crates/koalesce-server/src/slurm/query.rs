@@ -212,8 +212,17 @@ impl SlurmBackend {
             .collect()
     }
 
+    /// Ready: set up and held at the barrier (see [`Records::ready`]).
     pub(super) fn is_ready(&self, r: &SlurmJobRef) -> bool {
-        if !Records::read(&r.dir).ready() {
+        self.at_barrier(r, true)
+    }
+
+    /// Checked in at the barrier and not ended or told to give up; with `set_up`, also done
+    /// setting up (`held`). Writing `go` needs only the first: a supervisor still setting up
+    /// runs once it is done (recovery rolls a launch forward that way).
+    pub(super) fn at_barrier(&self, r: &SlurmJobRef, set_up: bool) -> bool {
+        let rec = Records::read(&r.dir);
+        if !(if set_up { rec.ready() } else { rec.startable() }) {
             return false;
         }
         let Some(ci) = self.cluster_index(&r.cluster) else {

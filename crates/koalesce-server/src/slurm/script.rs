@@ -84,6 +84,12 @@ pub fn time_limit_minutes(time_limit_ms: u64) -> Option<u64> {
     (time_limit_ms > 0).then(|| (time_limit_ms + BARRIER_MARGIN_MS).div_ceil(60_000))
 }
 
+/// `--mem` in whole megabytes (Slurm's unit, per node), rounded up so Slurm never kills the
+/// job below the limit the supervisor enforces; None for 0 (no limit).
+pub fn memory_megabytes(bytes: u64) -> Option<u64> {
+    (bytes > 0).then(|| bytes.div_ceil(1 << 20))
+}
+
 /// The Slurm comment of a component's job: `koalesce:DIR`. A controller that lost its state
 /// (SIGKILL) hands the same job id to the next job; the comment tells koalesce's job apart.
 pub fn comment(dir: &Path) -> String {
@@ -124,6 +130,9 @@ pub fn sbatch_args(site: &SlurmSiteConfig, sub: &ComponentSubmission, reservatio
     ];
     if let Some(m) = time_limit_minutes(sub.time_limit_ms) {
         a.push(format!("--time={m}"));
+    }
+    if let Some(mb) = sub.memory_limit.and_then(memory_megabytes) {
+        a.push(format!("--mem={mb}M"));
     }
     if let Some(acc) = &site.account {
         a.push(format!("--account={acc}"));
@@ -224,6 +233,7 @@ mod tests {
             },
             switch_users: true,
             data_dir: "/data".into(),
+            barrier_timeout_ms: None,
         };
         let s = sub(&[("KOALESCE_INPUT_IN", "/data/sites/alpha/storage/in.0a1b2c3d")], &["x"]);
         let text = script(&sup(), &sandbox, &s).unwrap();
@@ -327,6 +337,15 @@ mod tests {
             .iter()
             .any(|x| x.starts_with("--time") || x.starts_with("--reservation") || x.starts_with("--account")));
         assert!(a.contains(&"--job-name=koalesce".to_string()));
+        assert!(!a.iter().any(|x| x.starts_with("--mem")), "no memory limit, no --mem");
+        let mut s = sub(&[], &[]);
+        s.memory_limit = Some((3 << 30) + 1);
+        let a = sbatch_args(&SlurmSiteConfig::new("/c", "p"), &s, None, Path::new("/s"));
+        assert!(a.contains(&"--mem=3073M".to_string()), "{a:?}");
+        assert!(a.contains(&"--time=4".to_string()), "{a:?}");
+        assert_eq!(memory_megabytes(0), None);
+        assert_eq!(memory_megabytes(1), Some(1));
+        assert_eq!(memory_megabytes(1 << 20), Some(1));
     }
 
     #[test]

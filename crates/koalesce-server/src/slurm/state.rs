@@ -16,6 +16,8 @@ use super::parse::{JobRow, JobState};
 pub struct Records {
     pub supervisor: Option<SupervisorRecord>,
     pub exit: Option<ExitRecord>,
+    /// The supervisor set the component up and holds at the barrier (`held`).
+    pub held: bool,
     /// `go` was written: the program may have run.
     pub released: bool,
     /// `abort` was written: a held supervisor gives up.
@@ -27,6 +29,7 @@ impl Records {
         Records {
             supervisor: supervise::read_json(&dir.join(supervise::SUPERVISOR_FILE)),
             exit: supervise::read_json(&dir.join(supervise::EXIT_FILE)),
+            held: dir.join(supervise::HELD_FILE).exists(),
             released: dir.join(supervise::GO_FILE).exists(),
             aborted: dir.join(supervise::ABORT_FILE).exists(),
         }
@@ -42,8 +45,14 @@ impl Records {
         self.supervisor.as_ref().is_some_and(|r| r.fenced)
     }
 
-    /// Ready to be started: checked in, holding, nothing ended or told to give up.
+    /// Ready to be started: checked in, set up and holding, nothing ended or told to give up.
     pub fn ready(&self) -> bool {
+        self.startable() && self.held
+    }
+
+    /// May be let through: checked in, nothing ended or told to give up (perhaps still
+    /// setting up: it runs once it is done).
+    pub fn startable(&self) -> bool {
         self.checked_in() && self.exit.is_none() && !self.aborted
     }
 }
@@ -98,13 +107,13 @@ pub fn combine(view: SlurmView<'_>, rec: &Records, alive: impl Fn(&SupervisorRec
             // is the second launch, which stopped at once), or it died without a record.
             _ if supervisor_alive => Verdict::State(LrmState::Running),
             JobState::Cancelled => Verdict::State(LrmState::Cancelled),
-            JobState::Timeout => Verdict::State(LrmState::Failed {
-                exit_code: None,
-                reason: "the Slurm time limit was reached".into(),
+            // Slurm ended the job at its `--time` or `--mem` before the supervisor could record
+            // an outcome: the job's limits, as when the supervisor enforces them.
+            JobState::Timeout => Verdict::State(LrmState::Timeout {
+                reason: format!("the Slurm time limit was reached ({})", row.reason),
             }),
-            JobState::OutOfMemory => Verdict::State(LrmState::Failed {
-                exit_code: None,
-                reason: "out of memory (Slurm)".into(),
+            JobState::OutOfMemory => Verdict::State(LrmState::OutOfMemory {
+                reason: format!("Slurm killed the job over its memory limit ({})", row.reason),
             }),
             s => Verdict::State(LrmState::NodeFail {
                 reason: format!(
@@ -182,6 +191,7 @@ mod tests {
         let rec = Records {
             supervisor: Some(sup()),
             exit: Some(exit(0)),
+            held: true,
             released: true,
             aborted: false,
         };
@@ -210,10 +220,12 @@ mod tests {
             st(combine(SlurmView::Row(&row("RUNNING", "None")), &none, DEAD, None)),
             LrmState::Running
         );
-        let held = Records {
+        let checked_in = Records {
             supervisor: Some(sup()),
             ..Default::default()
         };
+        assert!(!checked_in.ready(), "not set up yet");
+        let held = Records { held: true, ..checked_in };
         assert!(held.ready());
         assert_eq!(
             st(combine(SlurmView::Row(&row("RUNNING", "None")), &held, ALIVE, None)),
@@ -230,7 +242,11 @@ mod tests {
         );
         assert!(matches!(
             st(combine(SlurmView::Row(&row("TIMEOUT", "TimeLimit")), &none, DEAD, None)),
-            LrmState::Failed { exit_code: None, .. }
+            LrmState::Timeout { .. }
+        ));
+        assert!(matches!(
+            st(combine(SlurmView::Row(&row("OUT_OF_MEMORY", "OutOfMemory")), &none, DEAD, None)),
+            LrmState::OutOfMemory { .. }
         ));
         for s in ["NODE_FAIL", "BOOT_FAIL", "FAILED", "COMPLETED"] {
             assert!(

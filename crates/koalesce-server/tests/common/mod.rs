@@ -85,3 +85,12 @@ pub fn post_oversized(addr: std::net::SocketAddr, token: &str, bytes: usize) -> 
     let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
     (status, body.to_string())
 }
+
+/// How many processes have `needle` in their command line.
+pub fn processes_mentioning(needle: &str) -> usize {
+    let Ok(rd) = std::fs::read_dir("/proc") else { return 0 };
+    rd.flatten()
+        .filter(|e| e.file_name().to_string_lossy().chars().all(|c| c.is_ascii_digit()))
+        .filter(|e| std::fs::read(e.path().join("cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).contains(needle)))
+        .count()
+}

@@ -247,6 +247,9 @@ impl DemoArgs {
         let prepared = LocalServer::prepare(&opts)?;
         let token = prepared.create_token("demo", true)?;
         let server = prepared.start(Duration::from_secs(30))?;
+        if let Some(b) = &bed {
+            b.stop_on_interrupt(server.pid());
+        }
         eprintln!("koalesce server started at {} (data dir {})", server.url, server.data_dir.display());
         let result = self.drive(&server, &token);
         if result.is_err() || matches!(result, Ok(false)) {

@@ -189,7 +189,7 @@ impl LocalServer {
         }
     }
 
-    /// The server's process id while it runs.
+    /// The server process's id (None once stopped).
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(|c| c.id())
     }

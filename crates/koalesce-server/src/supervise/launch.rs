@@ -1,0 +1,511 @@
+//! Setting a component up before the start barrier and starting it after (see the parent
+//! module): [`prepare`] makes everything the program needs (working directory, outputs,
+//! inputs, start directory, control group, environment, confinement), [`Prepared::hold`] forks
+//! the program's process, which enters its confinement (control group, mount namespace,
+//! Landlock, account) and then waits on a pipe, so that after `go` only the `exec` remains
+//! ([`Held::release`]): a loaded host then starts its component within milliseconds of the
+//! others, the set-up having been paid before the check-in.
+
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use super::{publish, work_dir, Outcome, RunningRecord, SuperviseOptions, INPUTS_DIR, RUNNING_FILE, STDERR_FILE, STDOUT_FILE};
+
+/// How long leftovers of a component may take to die after SIGKILL before the supervisor
+/// records the exit anyway (a process stuck in the kernel).
+pub(super) const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// A component set up and ready to run: everything the program needs exists (working
+/// directory, output files, staged inputs, control group with its limits) and its confinement
+/// is prepared (Landlock ruleset, mount plan, account, environment, resolved program).
+pub(super) struct Prepared {
+    launcher: Launcher,
+    confinement: crate::sandbox::Confinement,
+    cgroup: Option<crate::cgroup::Cgroup>,
+}
+
+/// What starting the program takes, owned by the thread that forks it.
+struct Launcher {
+    request: crate::sandbox::Request,
+    env: Vec<(std::ffi::OsString, std::ffi::OsString)>,
+    args: Vec<String>,
+    start_dir: Option<std::ffi::CString>,
+    out: File,
+    err: File,
+}
+
+/// Sets the component up (working directory, outputs, inputs, start directory, control group,
+/// environment, sandbox), all before the supervisor reports itself held at the barrier. An
+/// error is the outcome to record (a fault of the site, or of the job for a bad start
+/// directory); the program has not run.
+pub(super) fn prepare(opts: &SuperviseOptions, account: Option<&crate::users::Account>) -> Result<Prepared, Outcome> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let dir = opts.dir.as_path();
+    let site = |what: &str, e: io::Error| Outcome::site(format!("{what}: {e}"));
+    let work = work_dir(dir);
+    fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&work)
+        .map_err(|e| site("cannot create the working directory", e))?;
+    if let Some(a) = account {
+        nix::unistd::chown(&work, Some(a.uid), Some(a.gid))
+            .map_err(|e| site("cannot give the working directory to the job's account", e.into()))?;
+    }
+    let open = |name: &str| OpenOptions::new().create(true).append(true).mode(0o600).open(dir.join(name));
+    let (out, err) = match (open(STDOUT_FILE), open(STDERR_FILE)) {
+        (Ok(o), Ok(e)) => (o, e),
+        (Err(e), _) | (_, Err(e)) => return Err(site("cannot open output files", e)),
+    };
+    let inputs = stage_inputs(dir, opts, account).map_err(|e| site("cannot provide the input files", e))?;
+    // The job's `working_directory`: a directory inside work/ (checked relative by the API).
+    let start_dir = match opts.chdir.as_deref().filter(|d| !d.is_empty() && *d != ".") {
+        Some(rel) => Some(make_start_dir(&work, rel, account).map_err(|e| Outcome::failed(format!("working directory '{rel}': {e}")))?),
+        None => None,
+    };
+    let cgroup = match crate::cgroup::Cgroup::create(&opts.cgroup_parent, &crate::cgroup::name_for(dir)) {
+        Ok(cg) => {
+            let limited = match opts.memory_limit {
+                Some(bytes) => cg.set_memory_limit(bytes).map_err(|e| site("cannot set the memory limit", e)),
+                None => Ok(()),
+            };
+            if let Err(o) = limited.and_then(|()| cg.record(dir).map_err(|e| site("cannot record the control group", e))) {
+                cg.remove();
+                return Err(o);
+            }
+            Some(cg)
+        }
+        Err(e) => {
+            eprintln!("supervise: warning: no control group ({e}); descendants that leave the process group cannot be tracked");
+            None
+        }
+    };
+    let drop_cgroup = |o: Outcome| {
+        if let Some(cg) = &cgroup {
+            cg.remove();
+        }
+        o
+    };
+    if let Err(e) = crate::sandbox::landlock_fully_supported() {
+        eprintln!("supervise: warning: Landlock is not fully enforced on this kernel ({e}); the job is less confined");
+    }
+    let (program, args) = (&opts.command[0], &opts.command[1..]);
+    let given: Vec<(std::ffi::OsString, std::ffi::OsString)> = std::env::vars_os().collect();
+    let mut env = crate::sandbox::job_environment(given, &work, account);
+    if let Some(d) = &start_dir {
+        for (k, v) in env.iter_mut() {
+            if k == "PWD" {
+                *v = d.as_os_str().to_owned();
+            }
+        }
+    }
+    let path_var = env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone()).unwrap_or_default();
+    let request = crate::sandbox::Request {
+        work: work.clone(),
+        program: crate::sandbox::resolve_program(program, start_dir.as_deref().unwrap_or(&work), &path_var),
+        outputs: vec![dir.join(STDOUT_FILE), dir.join(STDERR_FILE)],
+        inputs,
+        read_only: opts.read_only.clone(),
+        read_write: opts.read_write.clone(),
+        account: account.cloned(),
+        hide: opts.hide.clone().filter(|_| crate::users::can_switch()),
+        cgroup_procs: cgroup.as_ref().map(|c| c.procs_files()).unwrap_or_default(),
+    };
+    let confinement = crate::sandbox::Confinement::prepare(&request).map_err(|e| drop_cgroup(site("cannot prepare the sandbox", e)))?;
+    let start_dir = start_dir
+        .map(|d| std::ffi::CString::new(d.into_os_string().into_encoded_bytes()))
+        .transpose()
+        .map_err(|e| drop_cgroup(Outcome::failed(format!("start directory: {e}"))))?;
+    Ok(Prepared {
+        launcher: Launcher {
+            request,
+            env,
+            args: args.to_vec(),
+            start_dir,
+            out,
+            err,
+        },
+        confinement,
+        cgroup,
+    })
+}
+
+impl Prepared {
+    /// Gives up without running the program: removes the control group.
+    pub(super) fn discard(self) {
+        if let Some(cg) = &self.cgroup {
+            cg.remove();
+        }
+    }
+
+    /// Forks the program's process now: it enters its confinement, reports that on a pipe
+    /// and waits for [`Held::release`]. Returns once the process waits (or failed: the
+    /// outcome to record; the program never ran).
+    pub(super) fn hold(self) -> Result<Held, Outcome> {
+        let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| Outcome::site(format!("cannot create a pipe: {e}")));
+        let (gate_read, gate_write) = match pipe() {
+            Ok(p) => p,
+            Err(o) => return Err(self.discarded(o)),
+        };
+        let (entered_read, entered_write) = match pipe() {
+            Ok(p) => p,
+            Err(o) => return Err(self.discarded(o)),
+        };
+        let Prepared {
+            launcher,
+            confinement,
+            cgroup,
+        } = self;
+        let program = launcher.request.program.display().to_string();
+        let gate_write_raw = gate_write.as_raw_fd();
+        // Command::spawn returns only once the child has exec'd (or failed), that is after
+        // `go`: it runs on a thread of its own while this one waits at the barrier.
+        let spawned = std::thread::spawn(move || {
+            let r = launcher.spawn_gated(confinement, &gate_read, gate_write_raw, &entered_write);
+            drop(entered_write);
+            r
+        });
+        // One byte: the process waits at its gate. End of file: the spawn failed before.
+        let mut b = [0u8; 1];
+        let entered = loop {
+            match nix::unistd::read(&entered_read, &mut b) {
+                Err(nix::errno::Errno::EINTR) => continue,
+                r => break matches!(r, Ok(1)),
+            }
+        };
+        let held = Held {
+            gate: Some(gate_write),
+            spawned: Some(spawned),
+            cgroup,
+            program,
+        };
+        if entered {
+            Ok(held)
+        } else {
+            Err(held.failed())
+        }
+    }
+
+    fn discarded(self, o: Outcome) -> Outcome {
+        self.discard();
+        o
+    }
+}
+
+impl Launcher {
+    fn command(&self) -> io::Result<Command> {
+        let mut cmd = Command::new(&self.request.program);
+        cmd.args(&self.args)
+            .env_clear()
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(self.out.try_clone()?)
+            .stderr(self.err.try_clone()?);
+        Ok(cmd)
+    }
+
+    /// Spawns the program gated: the child enters `confinement`, writes a byte to `entered`,
+    /// waits for a byte on `gate` and then execs; end of file on `gate` (the supervisor gave
+    /// up or died) makes it exit instead. Retries without a mount namespace where namespaces
+    /// are refused (a container without CAP_SYS_ADMIN): the program still runs confined by
+    /// Landlock and its account.
+    fn spawn_gated(
+        self,
+        confinement: crate::sandbox::Confinement,
+        gate: &OwnedFd,
+        gate_write: i32,
+        entered: &OwnedFd,
+    ) -> io::Result<Child> {
+        let hides = confinement.hides();
+        match self.spawn_once(confinement, gate, gate_write, entered) {
+            Err(e) if hides => {
+                eprintln!("supervise: warning: cannot hide the data directory ({e}); running without a private mount namespace");
+                let c = crate::sandbox::Confinement::prepare(&self.request)?.without_mounts();
+                self.spawn_once(c, gate, gate_write, entered)
+            }
+            other => other,
+        }
+    }
+
+    fn spawn_once(
+        &self,
+        confinement: crate::sandbox::Confinement,
+        gate: &OwnedFd,
+        gate_write: i32,
+        entered: &OwnedFd,
+    ) -> io::Result<Child> {
+        let mut cmd = self.command()?;
+        let mut confinement = confinement;
+        let cwd = self.start_dir.clone();
+        let (gate, entered) = (gate.as_raw_fd(), entered.as_raw_fd());
+        // SAFETY: the closure runs in the forked child before exec; it only makes system calls
+        // on descriptors and strings prepared before the fork (no allocation, no locks).
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            cmd.pre_exec(move || {
+                // The supervisor's end of the gate: only the supervisor may hold it open.
+                nix::libc::close(gate_write);
+                confinement.enter()?;
+                if let Some(c) = &cwd {
+                    nix::unistd::chdir(c.as_c_str())?;
+                }
+                let mut b = [0u8; 1];
+                if nix::libc::write(entered, b"e".as_ptr().cast(), 1) != 1 {
+                    return Err(io::Error::last_os_error());
+                }
+                loop {
+                    match nix::libc::read(gate, b.as_mut_ptr().cast(), 1) {
+                        1 => return Ok(()),
+                        -1 if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted => continue,
+                        _ => return Err(io::Error::other("not released")),
+                    }
+                }
+            });
+        }
+        cmd.spawn()
+    }
+}
+
+/// The program's process, forked and confined, waiting at its gate.
+pub(super) struct Held {
+    gate: Option<OwnedFd>,
+    spawned: Option<std::thread::JoinHandle<io::Result<Child>>>,
+    cgroup: Option<crate::cgroup::Cgroup>,
+    program: String,
+}
+
+impl Held {
+    /// The spawn's result (after the gate was opened or closed).
+    fn join(&mut self) -> io::Result<Child> {
+        match self.spawned.take().map(|h| h.join()) {
+            Some(Ok(r)) => r,
+            _ => Err(io::Error::other("the spawning thread failed")),
+        }
+    }
+
+    /// The spawn failed before the barrier: the outcome to record.
+    fn failed(mut self) -> Outcome {
+        self.gate = None;
+        let e = self
+            .join()
+            .err()
+            .unwrap_or_else(|| io::Error::other("the program did not wait at its gate"));
+        self.remove_cgroup();
+        Outcome {
+            code: Some(127),
+            ..Outcome::failed(format!("cannot start '{}': {e}", self.program))
+        }
+    }
+
+    fn remove_cgroup(&mut self) {
+        if let Some(cg) = self.cgroup.take() {
+            // The gated process is gone (reaped by the failed spawn) or dying.
+            cg.wait_empty(std::time::Duration::from_secs(2));
+            cg.remove();
+        }
+    }
+
+    /// Gives up without running the program: the gate closes, the waiting process exits.
+    pub(super) fn discard(mut self) {
+        self.gate = None;
+        let _ = self.join();
+        self.remove_cgroup();
+    }
+
+    /// After `go`: lets the process exec the program and waits until every process of the
+    /// component is gone. `go_seen_ms`: when the supervisor saw `go`.
+    pub(super) fn release(mut self, opts: &SuperviseOptions, go_seen_ms: u64) -> Result<Outcome, Outcome> {
+        let dir = opts.dir.as_path();
+        let opened = match self.gate.take() {
+            Some(g) => nix::unistd::write(&g, b"g").map(drop),
+            None => Err(nix::errno::Errno::EBADF),
+        };
+        let child = opened.map_err(io::Error::from).and_then(|()| self.join());
+        let mut child = match child {
+            Ok(c) => c,
+            Err(e) => {
+                self.remove_cgroup();
+                return Err(Outcome {
+                    code: Some(127),
+                    ..Outcome::failed(format!("cannot start '{}': {e}", self.program))
+                });
+            }
+        };
+        let cgroup = self.cgroup.take();
+        let running = RunningRecord {
+            child_pid: child.id(),
+            started_ms: crate::now_ms(),
+            go_seen_ms,
+        };
+        let _ = publish(&dir.join(RUNNING_FILE), &serde_json::to_vec(&running).unwrap());
+        let timer = opts.time_limit.map(|ms| WallClock::start(ms, child.id(), cgroup.clone()));
+        let status = loop {
+            match child.wait() {
+                Ok(s) => break Some(s),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    eprintln!("supervise: wait failed: {e}");
+                    break None;
+                }
+            }
+        };
+        let timed_out = timer.is_some_and(|t| t.stop());
+        let mut oom_killed = false;
+        if let Some(cg) = &cgroup {
+            // Whatever the program left behind ends with it.
+            cg.kill_all();
+            if !cg.wait_empty(DRAIN_TIMEOUT) {
+                eprintln!("supervise: warning: processes of the component survive SIGKILL: {:?}", cg.pids());
+            }
+            oom_killed = cg.oom_kills() > 0;
+            cg.remove();
+        }
+        use std::os::unix::process::ExitStatusExt;
+        Ok(match status {
+            Some(s) => Outcome {
+                code: s.code(),
+                signal: s.signal(),
+                error: None,
+                oom_killed,
+                timed_out,
+                site_fault: false,
+            },
+            None => Outcome::site("lost track of the program".into()),
+        })
+    }
+}
+
+/// How long a component that reached its wall time has between SIGTERM and SIGKILL (Slurm's
+/// `KillWait`, shorter).
+pub const KILL_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Enforces a wall-time limit: a thread that sleeps until the limit, then signals every
+/// process of the component (its control group, else the program): SIGTERM, and SIGKILL
+/// [`KILL_WAIT`] later.
+struct WallClock {
+    state: std::sync::Arc<(std::sync::Mutex<WallState>, std::sync::Condvar)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WallState {
+    Running,
+    /// The program ended before the limit: the thread signals nothing.
+    Ended,
+    /// The limit was reached and the component signalled.
+    Expired,
+}
+
+impl WallClock {
+    fn start(limit_ms: u64, pid: u32, cgroup: Option<crate::cgroup::Cgroup>) -> WallClock {
+        use nix::sys::signal::{kill, Signal};
+        use nix::unistd::Pid;
+        let state = std::sync::Arc::new((std::sync::Mutex::new(WallState::Running), std::sync::Condvar::new()));
+        let shared = state.clone();
+        let signal_all = move |sig: Signal| match &cgroup {
+            Some(cg) if sig == Signal::SIGKILL => cg.kill_all(),
+            Some(cg) => {
+                for p in cg.pids() {
+                    let _ = kill(Pid::from_raw(p), sig);
+                }
+            }
+            None => {
+                let _ = kill(Pid::from_raw(pid as i32), sig);
+            }
+        };
+        std::thread::spawn(move || {
+            let (lock, cv) = &*shared;
+            let deadline = std::time::Instant::now() + std::time::Duration::from_millis(limit_ms);
+            let mut st = lock.lock().unwrap_or_else(|p| p.into_inner());
+            // Sleeps until the limit unless the program ends first (the pid is not signalled
+            // once it may have been reaped and reused).
+            while *st == WallState::Running {
+                let now = std::time::Instant::now();
+                if now >= deadline {
+                    *st = WallState::Expired;
+                    signal_all(Signal::SIGTERM);
+                    break;
+                }
+                st = cv.wait_timeout(st, deadline - now).unwrap_or_else(|p| p.into_inner()).0;
+            }
+            if *st != WallState::Expired {
+                return;
+            }
+            let kill_at = std::time::Instant::now() + KILL_WAIT;
+            while *st == WallState::Expired {
+                let now = std::time::Instant::now();
+                if now >= kill_at {
+                    signal_all(Signal::SIGKILL);
+                    return;
+                }
+                st = cv.wait_timeout(st, kill_at - now).unwrap_or_else(|p| p.into_inner()).0;
+            }
+        });
+        WallClock { state }
+    }
+
+    /// The program ended: stops the clock. Returns whether the limit had been reached.
+    fn stop(self) -> bool {
+        let (lock, cv) = &*self.state;
+        let mut st = lock.lock().unwrap_or_else(|p| p.into_inner());
+        let expired = *st == WallState::Expired;
+        *st = WallState::Ended;
+        cv.notify_all();
+        expired
+    }
+}
+
+/// Creates the program's start directory `rel` inside `work` (owned by the job's account).
+/// `rel` must stay inside `work`: no absolute path, no `..`, no symbolic link on the way.
+fn make_start_dir(work: &Path, rel: &str, account: Option<&crate::users::Account>) -> io::Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let mut at = work.to_path_buf();
+    for part in Path::new(rel).components() {
+        match part {
+            std::path::Component::Normal(p) => at.push(p),
+            std::path::Component::CurDir => continue,
+            _ => return Err(io::Error::other("must be a relative path inside the working directory")),
+        }
+        match fs::symlink_metadata(&at) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Err(io::Error::other(format!("{} is not a directory", at.display()))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                fs::DirBuilder::new().mode(0o700).create(&at)?;
+                if let Some(a) = account {
+                    nix::unistd::chown(&at, Some(a.uid), Some(a.gid))?;
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(at)
+}
+
+/// The input files as the program sees them: `(path it uses, file behind it)`. A program that
+/// runs as another account than the files' owner (root mode) gets private read-only copies
+/// (the replicas stay 0600); it sees them at the replicas' paths in its mount namespace.
+fn stage_inputs(dir: &Path, opts: &SuperviseOptions, account: Option<&crate::users::Account>) -> io::Result<Vec<(PathBuf, PathBuf)>> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    let mut out = Vec::new();
+    for (i, input) in opts.inputs.iter().enumerate() {
+        let meta = fs::metadata(input)?;
+        match account {
+            Some(a) if opts.hide.is_some() && meta.uid() != a.uid.as_raw() && !a.uid.is_root() => {
+                let copies = dir.join(INPUTS_DIR);
+                match fs::DirBuilder::new().mode(0o755).create(&copies) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                    Err(e) => return Err(e),
+                }
+                let copy = copies.join(format!("{i}"));
+                fs::copy(input, &copy)?;
+                nix::unistd::chown(&copy, Some(a.uid), Some(a.gid))?;
+                fs::set_permissions(&copy, fs::Permissions::from_mode(0o400))?;
+                out.push((input.clone(), copy));
+            }
+            _ => out.push((input.clone(), input.clone())),
+        }
+    }
+    Ok(out)
+}
