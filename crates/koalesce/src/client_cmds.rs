@@ -455,6 +455,11 @@ pub struct SitesArgs {
     /// Only the blacklisted sites (with when each comes back by itself).
     #[arg(long)]
     pub blacklisted: bool,
+    /// The network between the sites: bandwidth the scheduler's transfer-time estimate uses
+    /// (a matrix, from → to), and per link the NWS forecaster chosen, its error, latency,
+    /// measurements and bytes moved.
+    #[arg(long, conflicts_with = "blacklisted")]
+    pub network: bool,
     #[command(subcommand)]
     pub command: Option<SitesCommand>,
     #[command(flatten)]
@@ -484,6 +489,14 @@ impl SitesArgs {
             return Ok(ExitCode::SUCCESS);
         }
         let client = self.conn.client();
+        if self.network {
+            let v = client.network_json()?;
+            Output::from(self.output).print(&v, || {
+                let m: api::NetworkMatrix = serde_json::from_value(v.clone()).context("reading the network matrix")?;
+                Ok(format::network_table(&m))
+            })?;
+            return Ok(ExitCode::SUCCESS);
+        }
         let v = if self.blacklisted {
             client.blacklisted_sites_json()?
         } else {

@@ -252,6 +252,43 @@ pub fn sites_table(sites: &[SiteInfo]) -> String {
     t.render()
 }
 
+/// `koalesce sites --network`: the bandwidth matrix (Mbit/s, rows from, columns to; `*`
+/// marks a value not measured yet) and one row per link.
+pub fn network_table(m: &super::api::NetworkMatrix) -> String {
+    let mut head = vec!["FROM \\ TO (Mbit/s)"];
+    head.extend(m.sites.iter().map(String::as_str));
+    let mut t = Table::new(&head).right_align(&m.sites.iter().map(String::as_str).collect::<Vec<_>>());
+    for from in &m.sites {
+        let mut row = vec![from.clone()];
+        for to in &m.sites {
+            row.push(match m.links.iter().find(|l| &l.from == from && &l.to == to) {
+                None => "-".into(),
+                Some(l) => format!("{:.1}{}", l.bandwidth_bps / 1e6, if l.source == "forecast" { "" } else { "*" }),
+            });
+        }
+        t.push(row);
+    }
+    let mut out = t.render();
+    out.push_str("* not measured yet: the configured initial bandwidth\n\n");
+    let mut t = Table::new(&["FROM", "TO", "MBIT/S", "METHOD", "MAE MBIT/S", "LATENCY MS", "SAMPLES", "MOVED", "AGENTS"])
+        .right_align(&["MBIT/S", "MAE MBIT/S", "LATENCY MS", "SAMPLES", "MOVED"]);
+    for l in &m.links {
+        t.push(vec![
+            l.from.clone(),
+            l.to.clone(),
+            format!("{:.2}", l.bandwidth_bps / 1e6),
+            l.method.clone().unwrap_or_else(|| "initial".into()),
+            l.mae_bps.map_or("-".into(), |e| format!("{:.2}", e / 1e6)),
+            l.latency_ms.to_string(),
+            l.samples.to_string(),
+            format_bytes(l.bytes_moved),
+            if l.agents { "yes" } else { "no" }.into(),
+        ]);
+    }
+    out.push_str(&t.render());
+    out
+}
+
 /// Bytes as a human size (`512 B`, `2.0 MiB`).
 pub fn format_bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
