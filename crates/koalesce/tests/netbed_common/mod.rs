@@ -121,7 +121,7 @@ impl Drop for Bed {
 /// A storage agent inside a site's namespace: control side on the host's loopback, data
 /// side on the site's address. Killed when dropped.
 pub struct Agent {
-    child: Child,
+    pub child: Child,
     pub root: PathBuf,
     /// As the test (host namespace) reaches it.
     pub control: Endpoint,
