@@ -12,7 +12,6 @@ mod federation_cmds;
 mod federation_demo;
 mod format_cmds;
 mod html_bench;
-mod netbed;
 mod netbed_cmds;
 mod server_cmds;
 mod sim_cmds;
