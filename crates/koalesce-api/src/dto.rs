@@ -64,6 +64,10 @@ pub struct Timeline {
     pub finished: Option<u64>,
     /// File transfer time (estimate at placement); 0 and meaningless until `placed` is set.
     pub ftt_ms: u64,
+    /// The measured stage-in time: the longest input transfer the job had (absent when it
+    /// needed none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transfer_ms: Option<u64>,
     /// Processor gained time, JCT − JPT.
     pub pgt_ms: Option<u64>,
     /// Processor wasted time, JST − JCT.

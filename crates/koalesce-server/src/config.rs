@@ -38,6 +38,7 @@
 //! probe_max_concurrent = 1       # probes at once
 //! probe_bytes = 1048576          # bytes per probe
 //! transfer_tries = 4             # tries of an interrupted transfer (each resumes) before another replica
+//! forecasts = true               # false: the core keeps initial_bandwidth_bps (a baseline)
 //! [catalogue]                    # the data functions' catalogue cache (004 §3.3)
 //! cache_entries = 1024           # files held at most (least recently used dropped first)
 //! cache_max_age_ms = 60000       # an answer older than this is asked again
@@ -201,6 +202,10 @@ pub struct NetworkConfig {
     pub probe_bytes: u64,
     /// Tries of a transfer that fails on the way (each resumes) before another replica.
     pub transfer_tries: u32,
+    /// Give the core the NWS forecasts (default). `false`: the core keeps
+    /// `initial_bandwidth_bps` for every pair and nothing is probed (measurements are still
+    /// shown): the "no forecasts" baseline of `koalesce experiment live-cf`.
+    pub forecasts: bool,
 }
 
 impl Default for NetworkConfig {
@@ -212,6 +217,7 @@ impl Default for NetworkConfig {
             probe_max_concurrent: p.max_concurrent,
             probe_bytes: p.probe_bytes,
             transfer_tries: 4,
+            forecasts: true,
         }
     }
 }

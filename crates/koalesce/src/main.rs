@@ -12,6 +12,7 @@ mod federation_cmds;
 mod federation_demo;
 mod format_cmds;
 mod html_bench;
+mod live_cf;
 mod netbed_cmds;
 mod server_cmds;
 mod sim_cmds;

@@ -30,6 +30,8 @@ pub struct Network {
     pub weather: NetworkWeather,
     /// Bytes moved `from → to` since the server started.
     pub moved: BTreeMap<(SiteId, SiteId), u64>,
+    /// Forecasts go to the core (`[network] forecasts`).
+    pub forecasts: bool,
 }
 
 impl Default for Network {
@@ -37,6 +39,7 @@ impl Default for Network {
         Network {
             weather: NetworkWeather::new(NwsConfig::default()),
             moved: BTreeMap::new(),
+            forecasts: true,
         }
     }
 }
@@ -58,6 +61,9 @@ pub fn observe(st: &mut State, from: SiteId, to: SiteId, report: &TransferReport
 
 /// Gives the core the forecast of `from → to` (if the pair was ever measured).
 fn give_core(st: &mut State, from: SiteId, to: SiteId) {
+    if !st.network.forecasts {
+        return;
+    }
     let Some(f) = st.network.weather.forecast(from, to) else { return };
     let latency = match f.latency {
         Some(l) => l.value.round().max(0.0) as Millis,
@@ -69,6 +75,9 @@ fn give_core(st: &mut State, from: SiteId, to: SiteId) {
 /// Starts the probes that are due (pairs of agent sites without a recent measurement), each on
 /// the blocking pool; their measurements arrive through [`observe`].
 pub fn probe_due(shared: &Arc<Shared>) {
+    if !shared.config.network.forecasts {
+        return;
+    }
     let policy = shared.config.network.probe_policy();
     let due = {
         let mut st = shared.lock();
@@ -129,7 +138,7 @@ pub fn matrix(shared: &Shared, st: &State) -> NetworkMatrix {
                 to: shared.sites[t].name.clone(),
                 bandwidth_bps: bw,
                 latency_ms: lat,
-                source: if fc.is_some() { "forecast" } else { "initial" }.into(),
+                source: if fc.is_some() && st.network.forecasts { "forecast" } else { "initial" }.into(),
                 method: fc.map(|c| c.bandwidth.method.to_string()),
                 mae_bps: fc.map(|c| c.bandwidth.mae),
                 latency_forecast_ms: fc.and_then(|c| c.latency.map(|l| l.value)),

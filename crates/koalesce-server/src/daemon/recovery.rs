@@ -81,7 +81,10 @@ pub fn recover(config: &ServerConfig, store: &Store, sites: &[SiteHandle]) -> an
         progress: HashMap::new(),
         ended: BTreeMap::new(),
         probes: Default::default(),
-        network: Default::default(),
+        network: super::network::Network {
+            forecasts: config.network.forecasts,
+            ..Default::default()
+        },
     };
     for (state, n) in store.read(store::count_ended)? {
         if let Some(name) = store::ENDED.iter().find(|s| **s == state) {

@@ -142,6 +142,7 @@ pub fn start_transfer(shared: &Arc<Shared>, st: &mut State, job: u64, key: Trans
     let dest_path = transfer::storage_path(&to.paths.storage, &key.file);
     let dest = place_at(to, &dest_path);
     let shared = shared.clone();
+    let started = std::time::Instant::now();
     tokio::spawn(async move {
         let expect = Expected {
             sha256: info.sha256.clone(),
@@ -181,6 +182,10 @@ pub fn start_transfer(shared: &Arc<Shared>, st: &mut State, job: u64, key: Trans
                 }));
                 // The measured throughput feeds the pair's forecast, which the core uses.
                 network::observe(st, sid, key.to, &report, now);
+                if let Some(m) = st.meta.get_mut(&job) {
+                    let took = started.elapsed().as_millis() as u64;
+                    m.transfer_ms = Some(m.transfer_ms.map_or(took, |t| t.max(took)));
+                }
                 st.core.transfer_finished(now, JobId(job), &key);
             }
             Err((sid, e)) => {

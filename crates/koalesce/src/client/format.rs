@@ -597,6 +597,7 @@ mod tests {
                 started: Some(1_002_000),
                 finished: Some(1_005_000),
                 ftt_ms: 1500,
+                transfer_ms: None,
                 pgt_ms: Some(500),
                 pwt_ms: Some(1000),
                 twt_ms: Some(2000),
