@@ -711,7 +711,7 @@ pub fn render_metrics(s: &Shared) -> String {
     let _ = writeln!(o, "# TYPE koalesce_db_writes_total counter\nkoalesce_db_writes_total {}", w.ops);
     let _ = writeln!(o, "# TYPE koalesce_site_processors gauge");
     crate::gridway::render_metrics(&st, &s.data_catalogue, &mut o);
-    crate::daemon::network::render_metrics(&s, &st, &mut o);
+    crate::daemon::network::render_metrics(s, &st, &mut o);
     for (i, site) in st.core.sites().iter().enumerate() {
         let used = s.sites[i].used.load(Ordering::Relaxed);
         let v = st.core.site_view(koalesce_core::SiteId(i as u32));

@@ -181,7 +181,12 @@ async fn register(s: &S, caller: &Caller, p: Prepared, copied: transfer::Copied)
         })
         .await
         .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
-        sent.map_err(|e| err(StatusCode::BAD_GATEWAY, format!("storing '{}' at site '{}' through its agent: {e}", p.name, p.site)))?;
+        sent.map_err(|e| {
+            err(
+                StatusCode::BAD_GATEWAY,
+                format!("storing '{}' at site '{}' through its agent: {e}", p.name, p.site),
+            )
+        })?;
     }
     s.store
         .write(store::register_replica_op(store::NewReplica {

@@ -162,7 +162,11 @@ impl AgentSiteConfig {
         let token = std::fs::read_to_string(&self.token_file)
             .with_context(|| format!("site '{site}': reading the agent's token_file {}", self.token_file.display()))?;
         let token = token.trim();
-        anyhow::ensure!(!token.is_empty(), "site '{site}': the agent's token_file {} is empty", self.token_file.display());
+        anyhow::ensure!(
+            !token.is_empty(),
+            "site '{site}': the agent's token_file {} is empty",
+            self.token_file.display()
+        );
         let control = crate::dataplane::Endpoint::new(self.url.clone(), token);
         let data_url = self.data_url.clone().unwrap_or_else(|| control.url.clone());
         Ok(crate::dataplane::SiteAgent {
@@ -182,7 +186,11 @@ impl AgentSiteConfig {
             );
         }
         if let Some(root) = &self.root {
-            anyhow::ensure!(root.is_absolute(), "config: site '{site}': agent.root '{}' must be absolute", root.display());
+            anyhow::ensure!(
+                root.is_absolute(),
+                "config: site '{site}': agent.root '{}' must be absolute",
+                root.display()
+            );
         }
         Ok(())
     }

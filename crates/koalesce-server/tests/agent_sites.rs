@@ -121,7 +121,12 @@ fn stage_in_between_agent_sites_is_a_push_measured_and_given_to_the_core() {
     let (code, body) = srv.request("GET", "/api/v1/network", Some(&tok), b"");
     assert_eq!(code, 200, "{body}");
     let m = json(&body);
-    let ab = m["links"].as_array().unwrap().iter().find(|l| l["from"] == "a" && l["to"] == "b").unwrap();
+    let ab = m["links"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["from"] == "a" && l["to"] == "b")
+        .unwrap();
     assert_eq!(ab["source"], "forecast", "{ab}");
     assert!(ab["samples"].as_u64().unwrap() >= 1, "{ab}");
     assert_eq!(ab["bytes_moved"].as_u64().unwrap(), data.len() as u64, "{ab}");

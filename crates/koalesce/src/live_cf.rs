@@ -57,7 +57,11 @@ pub struct LiveCfArgs {
 }
 
 /// The variants compared.
-const VARIANTS: [(&str, &str, bool); 3] = [("cf+forecast", "cf", true), ("cf-constant", "cf", false), ("wf+forecast", "wf", true)];
+const VARIANTS: [(&str, &str, bool); 3] = [
+    ("cf+forecast", "cf", true),
+    ("cf-constant", "cf", false),
+    ("wf+forecast", "wf", true),
+];
 
 /// One job's outcome.
 #[derive(Debug, Clone)]
@@ -104,14 +108,16 @@ impl LiveCfArgs {
                 let bed_dir = out.join("bed");
                 let guard = OwnBed(bed_dir.clone(), names.clone());
                 let agents = network::up(&bed_dir, &names, None, self.require_namespaces)?;
-                let mut cfg = ServerConfig::default();
-                cfg.sites = agents
-                    .into_iter()
-                    .map(|(name, agent)| SiteConfig {
-                        agent: Some(agent),
-                        ..SiteConfig::local(&name, 2)
-                    })
-                    .collect();
+                let cfg = ServerConfig {
+                    sites: agents
+                        .into_iter()
+                        .map(|(name, agent)| SiteConfig {
+                            agent: Some(agent),
+                            ..SiteConfig::local(&name, 2)
+                        })
+                        .collect(),
+                    ..ServerConfig::default()
+                };
                 (cfg, Some(guard))
             }
         };
@@ -133,14 +139,26 @@ impl LiveCfArgs {
             }
         }
         clear_agents(&agents)?;
-        let shaped = self.testbed.is_some() || !matches!(koalesce::netbed::NetBed::load(&out.join("bed/net")).map(|b| b.is_shaped()), Ok(false));
+        let shaped = self.testbed.is_some()
+            || !matches!(
+                koalesce::netbed::NetBed::load(&out.join("bed/net")).map(|b| b.is_shaped()),
+                Ok(false)
+            );
         write_report(&out, &self, &rows, shaped)?;
         println!("wrote {}", out.join("live-cf.md").display());
         Ok(())
     }
 
     /// One run: a fresh server, the files, the jobs; the jobs' outcomes.
-    fn run_one(&self, out: &Path, config: ServerConfig, seed: u64, variant: &'static str, policy: &str, forecasts: bool) -> anyhow::Result<Vec<Row>> {
+    fn run_one(
+        &self,
+        out: &Path,
+        config: ServerConfig,
+        seed: u64,
+        variant: &'static str,
+        policy: &str,
+        forecasts: bool,
+    ) -> anyhow::Result<Vec<Row>> {
         let data_dir = out.join("runs").join(format!("{variant}-s{seed}"));
         let _ = std::fs::remove_dir_all(&data_dir);
         let sites: Vec<String> = config.sites.iter().map(|s| s.name.clone()).collect();
@@ -177,7 +195,13 @@ impl LiveCfArgs {
         }
         // With forecasts: every pair measured (probes) before the first job.
         let deadline = Instant::now() + Duration::from_secs(120);
-        while forecasts && get("/api/v1/network")?["links"].as_array().into_iter().flatten().any(|l| l["samples"] == 0) {
+        while forecasts
+            && get("/api/v1/network")?["links"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|l| l["samples"] == 0)
+        {
             anyhow::ensure!(Instant::now() < deadline, "the links were not all probed within 120 s");
             std::thread::sleep(Duration::from_millis(200));
         }
@@ -291,12 +315,24 @@ fn write_report(out: &Path, args: &LiveCfArgs, rows: &[Row], shaped: bool) -> an
         args.file_mib,
         args.interval_ms,
         args.runtime_s,
-        if args.testbed.is_some() { "the Slurm sites of the test bed" } else { "local sites a, b, c (2 processors each)" },
-        if shaped { "shaped with tc (a→b 40 Mbit/s, b→a 20, a↔c and b↔c 10)" } else { "LOOPBACK, NOT SHAPED (namespaces were not allowed)" }
+        if args.testbed.is_some() {
+            "the Slurm sites of the test bed"
+        } else {
+            "local sites a, b, c (2 processors each)"
+        },
+        if shaped {
+            "shaped with tc (a→b 40 Mbit/s, b→a 20, a↔c and b↔c 10)"
+        } else {
+            "LOOPBACK, NOT SHAPED (namespaces were not allowed)"
+        }
     );
     md.push_str("Means over seeds of the per-seed means, ± the 95 % t half-width over seeds.\n\n");
     md.push_str("| variant | jobs | succeeded | moved input | measured FTT (s) | predicted FTT (s) | FTT MAPE (moved) | response (s) |\n|---|---|---|---|---|---|---|---|\n");
-    let mut bars: Vec<(String, Vec<f64>)> = vec![("measured FTT".into(), vec![]), ("predicted FTT".into(), vec![]), ("response".into(), vec![])];
+    let mut bars: Vec<(String, Vec<f64>)> = vec![
+        ("measured FTT".into(), vec![]),
+        ("predicted FTT".into(), vec![]),
+        ("response".into(), vec![]),
+    ];
     let mut errs: Vec<Vec<f64>> = vec![vec![]; 3];
     for (variant, _, _) in VARIANTS {
         let mine: Vec<&Row> = rows.iter().filter(|r| r.variant == variant).collect();
@@ -311,7 +347,13 @@ fn write_report(out: &Path, args: &LiveCfArgs, rows: &[Row], shaped: bool) -> an
             .map(|r| (r.predicted_ftt_ms as f64 - r.measured_ftt_ms as f64).abs() / r.measured_ftt_ms as f64)
             .collect();
         let mape = stats::mean(&ape).map_or("-".into(), |m| format!("{:.0} %", m * 100.0));
-        let pm = |(m, h): (f64, f64)| if h.is_finite() { format!("{m:.2} ± {h:.2}") } else { format!("{m:.2}") };
+        let pm = |(m, h): (f64, f64)| {
+            if h.is_finite() {
+                format!("{m:.2} ± {h:.2}")
+            } else {
+                format!("{m:.2}")
+            }
+        };
         let _ = writeln!(
             md,
             "| {variant} | {} | {ok} | {n_moved} | {} | {} | {mape} | {} |",
@@ -328,7 +370,13 @@ fn write_report(out: &Path, args: &LiveCfArgs, rows: &[Row], shaped: bool) -> an
     let cats: Vec<String> = VARIANTS.iter().map(|v| v.0.to_string()).collect();
     std::fs::write(
         out.join("live-cf-times.svg"),
-        plot::grouped_bar_svg("Close-to-Files on shaped links: mean times per job", "seconds", &cats, &bars, Some(&errs)),
+        plot::grouped_bar_svg(
+            "Close-to-Files on shaped links: mean times per job",
+            "seconds",
+            &cats,
+            &bars,
+            Some(&errs),
+        ),
     )?;
     let series: Vec<(String, Vec<(f64, f64)>)> = VARIANTS
         .iter()
@@ -344,7 +392,12 @@ fn write_report(out: &Path, args: &LiveCfArgs, rows: &[Row], shaped: bool) -> an
         .collect();
     std::fs::write(
         out.join("live-cf-ftt.svg"),
-        plot::line_svg("Predicted vs measured FTT of jobs whose input moved", "measured FTT (s)", "predicted FTT (s)", &series),
+        plot::line_svg(
+            "Predicted vs measured FTT of jobs whose input moved",
+            "measured FTT (s)",
+            "predicted FTT (s)",
+            &series,
+        ),
     )?;
     md.push_str("\nPlots: live-cf-times.svg (means with 95 % intervals), live-cf-ftt.svg (predicted against measured FTT, jobs whose input moved). Every job: jobs.csv; the network matrix at the end of each run: runs/<variant>-s<seed>/network.json.\n");
     std::fs::write(out.join("live-cf.md"), md)?;

@@ -13,13 +13,13 @@ mod federation_demo;
 mod format_cmds;
 mod html_bench;
 mod live_cf;
-mod transfer_bench;
 mod netbed_cmds;
 mod server_cmds;
 mod sim_cmds;
 mod slurm_bench;
 mod slurm_cmds;
 mod testbed_cmds;
+mod transfer_bench;
 
 /// koalesce — a grid resource manager that co-allocates multi-component jobs close to their data.
 #[derive(Debug, Parser)]

@@ -230,7 +230,10 @@ fn print_status(s: &BedStatus) {
         );
     }
     if let Some(net) = &s.network {
-        println!("{:<8} {:<8} {:<28} {:<26} SHAPED TO (Mbit/s)", "STORAGE", "AGENT", "CONTROL", "DATA");
+        println!(
+            "{:<8} {:<8} {:<28} {:<26} SHAPED TO (Mbit/s)",
+            "STORAGE", "AGENT", "CONTROL", "DATA"
+        );
         for a in net {
             let rates: Vec<String> = a.rates_mbit.iter().map(|(to, r)| format!("{to} {r}")).collect();
             println!(
@@ -239,7 +242,11 @@ fn print_status(s: &BedStatus) {
                 pid(a.pid),
                 a.control_url.as_deref().unwrap_or("-"),
                 a.data_url,
-                if rates.is_empty() { "unshaped (loopback)".to_string() } else { rates.join(", ") }
+                if rates.is_empty() {
+                    "unshaped (loopback)".to_string()
+                } else {
+                    rates.join(", ")
+                }
             );
         }
     }

@@ -94,7 +94,7 @@ impl BenchTransfersArgs {
         let roots: Vec<PathBuf> = agents.iter().map(|(_, a)| a.root.clone().unwrap_or_default()).collect();
         let client = AgentClient::new(Default::default());
         let bytes = self.mib << 20;
-        let data: Vec<u8> = (0..bytes).map(|i| (i * 2_654_435_761 >> 13) as u8).collect();
+        let data: Vec<u8> = (0..bytes).map(|i| ((i * 2_654_435_761) >> 13) as u8).collect();
         let expect = Expected {
             sha256: koalesce_server::store::sha256_hex(&data),
             size: bytes,
@@ -172,7 +172,11 @@ fn table(r: &Report) -> String {
     if !r.shaped {
         s.push_str("warning: loopback (namespaces not allowed): links are NOT shaped; no fraction of a rate\n");
     }
-    let _ = writeln!(s, "{:<6} {:<6} {:>8} {:>10} {:>9} {:>13} {:>12}", "FROM", "TO", "SHAPED", "MEASURED", "FRACTION", "PREDICTED MS", "MEASURED MS");
+    let _ = writeln!(
+        s,
+        "{:<6} {:<6} {:>8} {:>10} {:>9} {:>13} {:>12}",
+        "FROM", "TO", "SHAPED", "MEASURED", "FRACTION", "PREDICTED MS", "MEASURED MS"
+    );
     for p in &r.pushes {
         let _ = writeln!(
             s,

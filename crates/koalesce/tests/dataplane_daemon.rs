@@ -116,10 +116,20 @@ fn close_to_files_follows_the_forecast_of_real_shaped_links() {
         &tok,
         "name = \"blocker\"\nexecutable = \"/bin/sleep\"\narguments = [\"60\"]\n[[components]]\nprocessors = 1\nsite = \"a\"\n",
     );
-    let ab = wait_link(&srv, &tok, "a", "b", 30, "a->b never probed", |l| l["samples"].as_u64().unwrap() >= 2);
-    let ac = wait_link(&srv, &tok, "a", "c", 30, "a->c never probed", |l| l["samples"].as_u64().unwrap() >= 2);
+    let ab = wait_link(&srv, &tok, "a", "b", 30, "a->b never probed", |l| {
+        l["samples"].as_u64().unwrap() >= 2
+    });
+    let ac = wait_link(&srv, &tok, "a", "c", 30, "a->c never probed", |l| {
+        l["samples"].as_u64().unwrap() >= 2
+    });
     let mbit = |l: &Value| l["bandwidth_bps"].as_f64().unwrap() / 1e6;
-    println!("probed: a->b {:.1} Mbit/s ({}), a->c {:.1} Mbit/s ({})", mbit(&ab), ab["method"], mbit(&ac), ac["method"]);
+    println!(
+        "probed: a->b {:.1} Mbit/s ({}), a->c {:.1} Mbit/s ({})",
+        mbit(&ab),
+        ab["method"],
+        mbit(&ac),
+        ac["method"]
+    );
     assert!((30.0..=55.0).contains(&mbit(&ab)), "a->b shaped to 40: {ab}");
     assert!((7.0..=14.0).contains(&mbit(&ac)), "a->c shaped to 10: {ac}");
 
@@ -161,5 +171,8 @@ fn close_to_files_follows_the_forecast_of_real_shaped_links() {
     wait_job(&srv, &tok, blocker, 20);
     let (code, metrics) = srv.request("GET", "/metrics", Some(&tok), "");
     assert_eq!(code, 200);
-    assert!(metrics.contains("koalesce_network_bytes_total{from=\"a\",to=\"c\"} 4194304"), "{metrics}");
+    assert!(
+        metrics.contains("koalesce_network_bytes_total{from=\"a\",to=\"c\"} 4194304"),
+        "{metrics}"
+    );
 }

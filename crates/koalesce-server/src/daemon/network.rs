@@ -138,7 +138,12 @@ pub fn matrix(shared: &Shared, st: &State) -> NetworkMatrix {
                 to: shared.sites[t].name.clone(),
                 bandwidth_bps: bw,
                 latency_ms: lat,
-                source: if fc.is_some() && st.network.forecasts { "forecast" } else { "initial" }.into(),
+                source: if fc.is_some() && st.network.forecasts {
+                    "forecast"
+                } else {
+                    "initial"
+                }
+                .into(),
                 method: fc.map(|c| c.bandwidth.method.to_string()),
                 mae_bps: fc.map(|c| c.bandwidth.mae),
                 latency_forecast_ms: fc.and_then(|c| c.latency.map(|l| l.value)),
@@ -187,22 +192,37 @@ pub fn render_metrics(shared: &Shared, st: &State, o: &mut String) {
             l.mae_bps.unwrap_or(0.0)
         );
     }
-    let _ = writeln!(o, "# HELP koalesce_network_latency_ms Latency the transfer-time estimate adds.\n# TYPE koalesce_network_latency_ms gauge");
+    let _ = writeln!(
+        o,
+        "# HELP koalesce_network_latency_ms Latency the transfer-time estimate adds.\n# TYPE koalesce_network_latency_ms gauge"
+    );
     for l in &m.links {
-        let _ = writeln!(o, "koalesce_network_latency_ms{{from=\"{}\",to=\"{}\"}} {}", l.from, l.to, l.latency_ms);
+        let _ = writeln!(
+            o,
+            "koalesce_network_latency_ms{{from=\"{}\",to=\"{}\"}} {}",
+            l.from, l.to, l.latency_ms
+        );
     }
     let _ = writeln!(
         o,
         "# HELP koalesce_network_samples_total Measurements of the pair (transfers and probes).\n# TYPE koalesce_network_samples_total counter"
     );
     for l in &m.links {
-        let _ = writeln!(o, "koalesce_network_samples_total{{from=\"{}\",to=\"{}\"}} {}", l.from, l.to, l.samples);
+        let _ = writeln!(
+            o,
+            "koalesce_network_samples_total{{from=\"{}\",to=\"{}\"}} {}",
+            l.from, l.to, l.samples
+        );
     }
     let _ = writeln!(
         o,
         "# HELP koalesce_network_bytes_total Bytes transfers moved between the sites.\n# TYPE koalesce_network_bytes_total counter"
     );
     for l in &m.links {
-        let _ = writeln!(o, "koalesce_network_bytes_total{{from=\"{}\",to=\"{}\"}} {}", l.from, l.to, l.bytes_moved);
+        let _ = writeln!(
+            o,
+            "koalesce_network_bytes_total{{from=\"{}\",to=\"{}\"}} {}",
+            l.from, l.to, l.bytes_moved
+        );
     }
 }

@@ -294,7 +294,14 @@ impl AgentClient {
 
     /// [`Self::upload`] from a file already open (`src` names it in errors): a job's output,
     /// opened without following links, is sent without being opened again by name.
-    pub fn upload_open(&self, dest: &Endpoint, path: &str, mut file: File, src: &Path, expect: Option<&Expected>) -> Result<TransferReport> {
+    pub fn upload_open(
+        &self,
+        dest: &Endpoint,
+        path: &str,
+        mut file: File,
+        src: &Path,
+        expect: Option<&Expected>,
+    ) -> Result<TransferReport> {
         let size = file.metadata().map_err(|e| local_error(src, e))?.len();
         let expect = match expect {
             Some(e) => e.clone(),

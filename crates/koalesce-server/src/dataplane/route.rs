@@ -59,7 +59,9 @@ impl Default for RetryPolicy {
 /// the bytes that arrive have that size and SHA-256).
 pub fn move_file(client: &AgentClient, from: &Place, to: &Place, expect: &Expected) -> Result<TransferReport, TransferError> {
     match (from, to) {
-        (Place::Agent { agent: a, path: p }, Place::Agent { agent: b, path: q }) => client.push(&a.control, p, &b.data_endpoint(), q, expect),
+        (Place::Agent { agent: a, path: p }, Place::Agent { agent: b, path: q }) => {
+            client.push(&a.control, p, &b.data_endpoint(), q, expect)
+        }
         (Place::Local(src), Place::Agent { agent, path }) => client.upload(&agent.control, path, src, Some(expect)),
         (Place::Agent { agent, path }, Place::Local(dest)) => client.download(&agent.control, path, dest, expect),
         (Place::Local(src), Place::Local(dest)) => {
@@ -71,7 +73,13 @@ pub fn move_file(client: &AgentClient, from: &Place, to: &Place, expect: &Expect
 
 /// Sends an open local file (`what` names it in errors) to `to`; without `expect` its content
 /// is whatever the file holds.
-pub fn send_open(client: &AgentClient, file: File, what: &Path, to: &Place, expect: Option<&Expected>) -> Result<TransferReport, TransferError> {
+pub fn send_open(
+    client: &AgentClient,
+    file: File,
+    what: &Path,
+    to: &Place,
+    expect: Option<&Expected>,
+) -> Result<TransferReport, TransferError> {
     match to {
         Place::Agent { agent, path } => client.upload_open(&agent.control, path, file, what, expect),
         Place::Local(dest) => {

@@ -270,8 +270,18 @@ pub fn network_table(m: &super::api::NetworkMatrix) -> String {
     }
     let mut out = t.render();
     out.push_str("* not measured yet: the configured initial bandwidth\n\n");
-    let mut t = Table::new(&["FROM", "TO", "MBIT/S", "METHOD", "MAE MBIT/S", "LATENCY MS", "SAMPLES", "MOVED", "AGENTS"])
-        .right_align(&["MBIT/S", "MAE MBIT/S", "LATENCY MS", "SAMPLES", "MOVED"]);
+    let mut t = Table::new(&[
+        "FROM",
+        "TO",
+        "MBIT/S",
+        "METHOD",
+        "MAE MBIT/S",
+        "LATENCY MS",
+        "SAMPLES",
+        "MOVED",
+        "AGENTS",
+    ])
+    .right_align(&["MBIT/S", "MAE MBIT/S", "LATENCY MS", "SAMPLES", "MOVED"]);
     for l in &m.links {
         t.push(vec![
             l.from.clone(),

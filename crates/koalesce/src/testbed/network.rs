@@ -84,7 +84,12 @@ fn file(dir: &Path, site: &str, ext: &str) -> PathBuf {
 
 /// Brings the network up (if not up) and starts every cluster's agent that is not running;
 /// returns each site's `[sites.agent]`.
-pub fn up(dir: &Path, clusters: &[String], config: Option<&NetbedConfig>, require_namespaces: bool) -> anyhow::Result<Vec<(String, AgentSiteConfig)>> {
+pub fn up(
+    dir: &Path,
+    clusters: &[String],
+    config: Option<&NetbedConfig>,
+    require_namespaces: bool,
+) -> anyhow::Result<Vec<(String, AgentSiteConfig)>> {
     let net = net_dir(dir);
     std::fs::create_dir_all(&net)?;
     let bed = match NetBed::load(&net) {
@@ -93,7 +98,10 @@ pub fn up(dir: &Path, clusters: &[String], config: Option<&NetbedConfig>, requir
             let config = config.cloned().unwrap_or_else(|| default_config(clusters));
             let names: Vec<&str> = config.sites.iter().map(|s| s.name.as_str()).collect();
             for c in clusters {
-                anyhow::ensure!(names.contains(&c.as_str()), "the network configuration has no site '{c}' (it names {names:?})");
+                anyhow::ensure!(
+                    names.contains(&c.as_str()),
+                    "the network configuration has no site '{c}' (it names {names:?})"
+                );
             }
             let bed = NetBed::up(&net, &config, require_namespaces)?;
             if let crate::netbed::Mode::Loopback { reason } = &bed.mode {
@@ -190,7 +198,9 @@ pub fn status(dir: &Path, clusters: &[String]) -> Option<Vec<AgentStatus>> {
             .map(|c| AgentStatus {
                 site: c.clone(),
                 pid: procs::daemon_pid(&file(dir, c, "pid"), NEEDLE),
-                control_url: std::fs::read_to_string(file(dir, c, "addr")).ok().map(|a| format!("http://{}", a.trim())),
+                control_url: std::fs::read_to_string(file(dir, c, "addr"))
+                    .ok()
+                    .map(|a| format!("http://{}", a.trim())),
                 data_url: match bed.netns(c) {
                     Some(_) => bed.address(c).map(|a| format!("http://{a}:{DATA_PORT}")).unwrap_or_default(),
                     None => "(control url)".into(),

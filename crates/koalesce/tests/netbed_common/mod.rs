@@ -195,7 +195,6 @@ pub fn two_sites(ab: u32, ba: u32) -> String {
     format!("[[sites]]\nname = \"a\"\n[[sites]]\nname = \"b\"\n[[links]]\nfrom = \"a\"\nto = \"b\"\nmbit = {ab}\nreverse_mbit = {ba}\n")
 }
 
-
 /// A `koalesce server` process (its config written by the test), killed when dropped.
 pub struct Server {
     child: Child,
@@ -275,7 +274,11 @@ impl Server {
     pub fn request(&self, method: &str, path: &str, token: Option<&str>, body: &str) -> (u16, String) {
         let url = format!("{}{path}", self.url);
         let auth = token.map(|t| format!("Bearer {t}")).unwrap_or_default();
-        let ct = if path.starts_with("/api/v1/files") { "application/json" } else { "application/toml" };
+        let ct = if path.starts_with("/api/v1/files") {
+            "application/json"
+        } else {
+            "application/toml"
+        };
         let r = match method {
             "GET" => self.http.get(&url).header("authorization", &auth).call(),
             _ => self
