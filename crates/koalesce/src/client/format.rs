@@ -592,6 +592,33 @@ mod tests {
     }
 
     #[test]
+    fn network_table_is_a_matrix_with_unmeasured_links_marked() {
+        use koalesce_api::dto::{NetworkLink, NetworkMatrix};
+        let link = |from: &str, to: &str, bps: f64, measured: bool| NetworkLink {
+            from: from.into(),
+            to: to.into(),
+            bandwidth_bps: bps,
+            source: if measured { "forecast" } else { "initial" }.into(),
+            method: measured.then(|| "median5".into()),
+            mae_bps: measured.then_some(1.5e6),
+            samples: u64::from(measured) * 7,
+            bytes_moved: if measured { 4 << 20 } else { 0 },
+            agents: true,
+            ..Default::default()
+        };
+        let m = NetworkMatrix {
+            sites: vec!["a".into(), "b".into()],
+            links: vec![link("a", "b", 38.6e6, true), link("b", "a", 1e9, false)],
+        };
+        let s = network_table(&m);
+        let rows: Vec<&str> = s.lines().collect();
+        assert!(rows[1].starts_with('a') && rows[1].contains("38.6") && rows[1].contains('-'), "{s}");
+        assert!(rows[2].contains("1000.0*"), "unmeasured: the initial value, marked: {s}");
+        assert!(s.contains("median5") && s.contains("4.0 MiB") && s.contains("1.50"), "{s}");
+        assert!(s.contains("initial"), "{s}");
+    }
+
+    #[test]
     fn status_report_has_timeline_and_derived_times() {
         let d = JobDetail {
             id: 5,
