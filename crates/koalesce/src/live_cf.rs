@@ -54,6 +54,10 @@ pub struct LiveCfArgs {
     /// Fail instead of falling back to loopback (unshaped) when namespaces are not allowed.
     #[arg(long)]
     pub require_namespaces: bool,
+    /// The links between sites a, b and c (a netbed TOML; default: a→b 40 Mbit/s, b→a 20,
+    /// a↔c and b↔c 10). Not with --testbed.
+    #[arg(long, conflicts_with = "testbed")]
+    pub network_config: Option<PathBuf>,
 }
 
 /// The variants compared.
@@ -107,7 +111,11 @@ impl LiveCfArgs {
                 let names: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
                 let bed_dir = out.join("bed");
                 let guard = OwnBed(bed_dir.clone(), names.clone());
-                let agents = network::up(&bed_dir, &names, None, self.require_namespaces)?;
+                let config = match &self.network_config {
+                    Some(p) => Some(koalesce::netbed::NetbedConfig::parse(&std::fs::read_to_string(p)?).with_context(|| format!("in {}", p.display()))?),
+                    None => None,
+                };
+                let agents = network::up(&bed_dir, &names, config.as_ref(), self.require_namespaces)?;
                 let cfg = ServerConfig {
                     sites: agents
                         .into_iter()
@@ -310,6 +318,26 @@ fn per_seed(rows: &[Row], variant: &str, f: impl Fn(&Row) -> Option<f64>) -> (f6
     }
 }
 
+/// The bed's links as the report states them (from the bed itself).
+fn links_text(out: &Path, shaped: bool) -> String {
+    if !shaped {
+        return "LOOPBACK, NOT SHAPED (namespaces were not allowed)".into();
+    }
+    let Ok(bed) = koalesce::netbed::NetBed::load(&out.join("bed").join(network::NET_DIR)) else {
+        return "those of the test bed (`koalesce testbed status`)".into();
+    };
+    let names = bed.sites();
+    let mut parts = Vec::new();
+    for f in &names {
+        for t in &names {
+            if let Some(r) = bed.rate_mbit(f, t) {
+                parts.push(format!("{f}→{t} {r}"));
+            }
+        }
+    }
+    format!("shaped with tc, Mbit/s: {}", parts.join(", "))
+}
+
 fn write_report(out: &Path, args: &LiveCfArgs, rows: &[Row], failed: &[String], shaped: bool) -> anyhow::Result<()> {
     let mut csv = String::from("variant,seed,job,site,file_site,state,predicted_ftt_ms,measured_ftt_ms,response_ms\n");
     for r in rows {
@@ -336,11 +364,7 @@ fn write_report(out: &Path, args: &LiveCfArgs, rows: &[Row], failed: &[String], 
         } else {
             "local sites a, b, c (2 processors each)"
         },
-        if shaped {
-            "shaped with tc (a→b 40 Mbit/s, b→a 20, a↔c and b↔c 10)"
-        } else {
-            "LOOPBACK, NOT SHAPED (namespaces were not allowed)"
-        }
+        links_text(out, shaped)
     );
     md.push_str("Means over seeds of the per-seed means, ± the 95 % t half-width over seeds.\n\n");
     md.push_str("| variant | jobs | succeeded | moved input | measured FTT (s) | predicted FTT (s) | FTT MAPE (moved) | response (s) |\n|---|---|---|---|---|---|---|---|\n");
