@@ -112,7 +112,10 @@ impl LiveCfArgs {
                 let bed_dir = out.join("bed");
                 let guard = OwnBed(bed_dir.clone(), names.clone());
                 let config = match &self.network_config {
-                    Some(p) => Some(koalesce::netbed::NetbedConfig::parse(&std::fs::read_to_string(p)?).with_context(|| format!("in {}", p.display()))?),
+                    Some(p) => Some(
+                        koalesce::netbed::NetbedConfig::parse(&std::fs::read_to_string(p)?)
+                            .with_context(|| format!("in {}", p.display()))?,
+                    ),
                     None => None,
                 };
                 let agents = network::up(&bed_dir, &names, config.as_ref(), self.require_namespaces)?;
