@@ -125,6 +125,10 @@ fn a_slurm_bed_with_a_shaped_network_stages_inputs_over_it() {
     let list = String::from_utf8_lossy(&Command::new("ip").args(["netns", "list"]).output().unwrap().stdout).into_owned();
     assert!(!list.contains(&ns_alpha), "{list}");
     for p in agent_pids {
-        assert!(!std::path::Path::new(&format!("/proc/{p}")).exists(), "agent {p} still runs");
+        // Gone, or a zombie its (long exited) parent left for init to reap.
+        assert!(
+            !koalesce::testbed::procs::alive_with(p as u32, "storage-agent"),
+            "agent {p} still runs"
+        );
     }
 }
