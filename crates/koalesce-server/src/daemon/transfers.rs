@@ -196,7 +196,7 @@ pub fn start_transfer(shared: &Arc<Shared>, st: &mut State, job: u64, key: Trans
                 if let Some(m) = st.meta.get_mut(&job) {
                     m.failure = Some(if e.source_is_corrupt() {
                         format!(
-                            "stage-in of '{}': the replica at {site} is corrupt and was quarantined ({e})",
+                            "stage-in of '{}': the replica at {site} is corrupt (checksum mismatch) and was quarantined ({e})",
                             key.file
                         )
                     } else {
