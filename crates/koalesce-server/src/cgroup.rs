@@ -64,6 +64,23 @@ fn mounted(dir: &Path, fstype: &str, controller: Option<&str>) -> bool {
     })
 }
 
+/// Which cgroup hierarchy this machine offers (v1 with the memory, pids and freezer
+/// controllers preferred, else v2), read from /proc/self/mountinfo once per process: a
+/// supervisor used to parse it once per controller for every component.
+fn mounted_hierarchy() -> Option<Version> {
+    static HIERARCHY: std::sync::OnceLock<Option<Version>> = std::sync::OnceLock::new();
+    *HIERARCHY.get_or_init(|| {
+        let root = Path::new(CGROUP_ROOT);
+        if V1_CONTROLLERS.iter().all(|c| mounted(&root.join(c), "cgroup", Some(c))) {
+            Some(Version::V1)
+        } else if mounted(root, "cgroup2", None) {
+            Some(Version::V2)
+        } else {
+            None
+        }
+    })
+}
+
 /// Valid cgroup directory name (one path component of letters, digits, `-`, `_`, `.`).
 fn check_name(name: &str) -> io::Result<()> {
     let ok = !name.is_empty() && name != "." && name != ".." && name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
@@ -92,7 +109,8 @@ impl Cgroup {
         }
         check_name(name)?;
         let root = Path::new(CGROUP_ROOT);
-        if V1_CONTROLLERS.iter().all(|c| mounted(&root.join(c), "cgroup", Some(c))) {
+        let hierarchy = mounted_hierarchy();
+        if hierarchy == Some(Version::V1) {
             let dirs: Vec<PathBuf> = V1_CONTROLLERS.iter().map(|c| root.join(c).join(parent).join(name)).collect();
             let made = (|| {
                 for d in &dirs {
@@ -110,7 +128,7 @@ impl Cgroup {
             }
             return Ok(cg);
         }
-        if mounted(root, "cgroup2", None) {
+        if hierarchy == Some(Version::V2) {
             // Enable the memory and pids controllers for the subtree on the way down (best
             // effort: a controller the parent lacks just stays off).
             let mut at = root.to_path_buf();
@@ -197,6 +215,13 @@ impl Cgroup {
         use nix::sys::signal::{kill, Signal};
         use nix::unistd::Pid;
         if self.version == Version::V2 && fs::write(self.freezer_dir().join("cgroup.kill"), "1").is_ok() {
+            return;
+        }
+        // An empty group has no member that could fork into it: nothing to freeze (the usual
+        // case once a program ended without leaving anything behind). A program that has not
+        // joined its group yet (between fork and exec) is its supervisor's process group's,
+        // which `supervised::kill` kills as well, as before.
+        if self.is_empty() {
             return;
         }
         for _ in 0..10 {

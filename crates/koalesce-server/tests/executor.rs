@@ -186,3 +186,25 @@ fn checksum_verified_copy_refuses_a_corrupted_source() {
     let leftovers: Vec<_> = std::fs::read_dir(dest.parent().unwrap()).unwrap().collect();
     assert!(leftovers.is_empty(), "temporary not removed");
 }
+
+/// `go` is the supervisor record under a second name: letting a component run costs no new
+/// inode (the largest per-launch cost on this machine's file system, see docs/operations.md).
+#[test]
+fn go_is_the_supervisor_record_under_a_second_name() {
+    use std::os::unix::fs::MetadataExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let b = LocalBackend::new("a", 4, false, common::supervisor());
+    let dir = tmp.path().join("sites/a/jobs/9/a1-c0");
+    let id = b.submit(&sub(&dir, b.claim("a", 2).unwrap(), "echo ran")).unwrap();
+    start_when_ready(&b, &id);
+    assert_eq!(wait_terminal(&b, &id), LrmState::Completed);
+    assert_eq!(std::fs::read_to_string(dir.join("stdout")).unwrap(), "ran\n");
+    let (go, rec) = (
+        std::fs::metadata(dir.join(supervise::GO_FILE)).unwrap(),
+        std::fs::metadata(dir.join(supervise::SUPERVISOR_FILE)).unwrap(),
+    );
+    assert_eq!(go.ino(), rec.ino(), "go is a hard link of the supervisor record");
+    // Released twice (recovery writes missing go files): still fine, still the same record.
+    supervise::release(&dir).unwrap();
+    assert_eq!(std::fs::metadata(dir.join(supervise::GO_FILE)).unwrap().ino(), rec.ino());
+}

@@ -130,6 +130,8 @@ pub struct State {
     pub probes: blacklist::Probes,
     /// Measured links between sites and their forecasts (see [`network`]).
     pub network: network::Network,
+    /// The core's GridWay history version last written to the store.
+    pub gridway_history_saved: u64,
 }
 
 impl State {

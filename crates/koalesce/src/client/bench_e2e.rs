@@ -58,6 +58,32 @@ fn ended(client: &Client) -> anyhow::Result<(u64, u64)> {
     Ok((count("succeeded"), count("failed") + count("cancelled")))
 }
 
+/// CPU time (ms) a process used, with that of its children it reaped (fields 14-17 of
+/// /proc/PID/stat: utime, stime, cutime, cstime). For the server that is the daemon, every
+/// supervisor and every program: what the jobs cost the machine, which unlike the wall time
+/// hardly depends on how much of the CPU other users' work leaves (a shared machine).
+fn cpu_ms(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = (11..=14)
+        .map(|i| f.get(i).and_then(|v| v.parse::<u64>().ok()))
+        .sum::<Option<u64>>()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    Some(ticks as f64 * 1e3 / hz)
+}
+
+/// CPU time (ms) of this process (the clients).
+fn own_cpu_ms() -> f64 {
+    let u = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF);
+    u.map(|u| {
+        let t = |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 * 1e3 + tv.tv_usec() as f64 / 1e3;
+        t(u.user_time()) + t(u.system_time())
+    })
+    .unwrap_or(0.0)
+}
+
 impl BenchE2eArgs {
     pub fn run(self) -> anyhow::Result<ExitCode> {
         if self.clients == 0 || self.jobs == 0 {
@@ -80,6 +106,7 @@ impl BenchE2eArgs {
             );
         }
         let client = Client::new(&url, Some(token.clone()), Duration::from_secs(30));
+        let (server_cpu0, client_cpu0) = (server.pid().and_then(cpu_ms), own_cpu_ms());
         let t0 = Instant::now();
         let watcher = {
             let (client, jobs, timeout) = (client.clone(), self.jobs as u64, Duration::from_secs(self.timeout_s));
@@ -101,6 +128,14 @@ impl BenchE2eArgs {
             .join()
             .map_err(|_| anyhow::anyhow!("the watcher thread panicked"))?
             .context("waiting for the jobs to end")?;
+        // The supervisors of the last jobs are reaped at the daemon's next status poll.
+        std::thread::sleep(Duration::from_millis(300));
+        let server_cpu = server
+            .pid()
+            .and_then(cpu_ms)
+            .zip(server_cpu0)
+            .map(|(b, a)| (b - a) / self.jobs as f64);
+        let client_cpu = (own_cpu_ms() - client_cpu0) / self.jobs as f64;
         let lat = &submitted.latencies;
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         let rate = self.jobs as f64 / elapsed.as_secs_f64().max(1e-9);
@@ -120,6 +155,9 @@ impl BenchE2eArgs {
                 "submit_p99_ms": p99,
                 "submit_max_ms": ms(lat.last().copied().unwrap_or_default()),
                 "ratio_to_hyperqueue": rate / HYPERQUEUE_JOBS_PER_SEC,
+                "server_cpu_ms_per_job": server_cpu,
+                "client_cpu_ms_per_job": client_cpu,
+                "load_average": std::fs::read_to_string("/proc/loadavg").ok().map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" ")),
                 "target_met": met,
             });
             println!("{}", serde_json::to_string_pretty(&v)?);
@@ -138,6 +176,9 @@ impl BenchE2eArgs {
                 "submit latency       p50 {p50:.2} ms   p99 {p99:.2} ms   max {:.2} ms (while jobs run)",
                 ms(lat.last().copied().unwrap_or_default())
             );
+            if let Some(c) = server_cpu {
+                println!("cpu per job          {c:.2} ms (daemon, supervisor and program), clients {client_cpu:.2} ms");
+            }
             println!(
                 "target               >= {TARGET_JOBS_PER_SEC:.0} jobs/s and p99 <= {TARGET_P99_MS:.0} ms: {}",
                 if met { "met" } else { "NOT met" }

@@ -189,6 +189,11 @@ impl LocalServer {
         }
     }
 
+    /// The server's process id while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+
     /// The last `n` lines of the server's log.
     pub fn log_tail(&self, n: usize) -> String {
         let text = std::fs::read_to_string(&self.log_path).unwrap_or_default();
