@@ -87,6 +87,10 @@ pub struct Timeline {
     pub finished: Option<u64>,
     /// File transfer time (estimate at placement); 0 and meaningless until `placed` is set.
     pub ftt_ms: u64,
+    /// The measured stage-in time: the longest input transfer the job had (absent when it
+    /// needed none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transfer_ms: Option<u64>,
     /// Processor gained time, JCT − JPT.
     pub pgt_ms: Option<u64>,
     /// Processor wasted time, JST − JCT.
@@ -257,6 +261,50 @@ pub struct SiteInfo {
     /// broker predicts execution times from them (001 §3.1).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub benchmarks: std::collections::BTreeMap<String, f64>,
+}
+
+/// `GET /api/v1/network`: the information service's view of the links between sites
+/// (`koalesce sites --network`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(default)]
+pub struct NetworkMatrix {
+    /// Site names in configuration order.
+    pub sites: Vec<String>,
+    /// Every ordered pair of distinct sites, `from` major.
+    pub links: Vec<NetworkLink>,
+}
+
+/// One direction of the link between two sites.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(default)]
+pub struct NetworkLink {
+    pub from: String,
+    pub to: String,
+    /// The bandwidth the scheduler's transfer-time estimate (FTT) uses now, bits/s.
+    pub bandwidth_bps: f64,
+    /// The latency it adds, ms.
+    pub latency_ms: u64,
+    /// Where those values come from: "forecast" (NWS, from measurements) or "initial"
+    /// (`initial_bandwidth_bps`: nothing measured yet).
+    pub source: String,
+    /// The forecaster chosen for this pair (lowest recent error), e.g. "median(5)".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    /// Its recent mean absolute error, bits/s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mae_bps: Option<f64>,
+    /// The forecast latency, ms (from the round trip before each transfer's body).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latency_forecast_ms: Option<f64>,
+    /// Measurements so far (real transfers and probes).
+    pub samples: u64,
+    /// When the last was taken (Unix ms).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_measured_ms: Option<u64>,
+    /// Bytes transfers moved from `from` to `to` since the server started.
+    pub bytes_moved: u64,
+    /// Both sites have storage agents (so the pair is probed when unmeasured).
+    pub agents: bool,
 }
 
 /// A catalogue entry as `GET /api/v1/files` lists it.

@@ -147,6 +147,7 @@ pub fn router(shared: S) -> Router {
         .route("/api/v1/jobs/{id}/hold", post(crate::api_jobctl::hold_job))
         .route("/api/v1/jobs/{id}/release", post(crate::api_jobctl::release_job))
         .route("/api/v1/sites", get(sites))
+        .route("/api/v1/network", get(network))
         .route("/api/v1/sites/{name}/readmit", post(readmit_site))
         .route("/api/v1/files", get(api_files::list_files).post(api_files::add_file))
         .route(
@@ -584,6 +585,14 @@ struct SitesQuery {
     blacklisted: Option<bool>,
 }
 
+/// `GET /api/v1/network`: bandwidth and latency between every ordered pair of sites, as the
+/// scheduler uses them and as measured and forecast (NWS).
+async fn network(AxState(s): AxState<S>, headers: HeaderMap) -> R<Json<koalesce_api::dto::NetworkMatrix>> {
+    authenticate(&s, &headers)?;
+    let st = s.lock();
+    Ok(Json(crate::daemon::network::matrix(&s, &st)))
+}
+
 /// `GET /api/v1/sites[?blacklisted=true]`.
 async fn sites(
     AxState(s): AxState<S>,
@@ -791,6 +800,7 @@ pub fn render_metrics(s: &Shared) -> String {
     let _ = writeln!(o, "# TYPE koalesce_db_writes_total counter\nkoalesce_db_writes_total {}", w.ops);
     let _ = writeln!(o, "# TYPE koalesce_site_processors gauge");
     crate::gridway::render_metrics(&st, &s.data_catalogue, &mut o);
+    crate::daemon::network::render_metrics(s, &st, &mut o);
     for (i, site) in st.core.sites().iter().enumerate() {
         let used = s.sites[i].used.load(Ordering::Relaxed);
         let v = st.core.site_view(koalesce_core::SiteId(i as u32));

@@ -97,6 +97,10 @@ struct Prepared {
     name: String,
     site: String,
     dest: PathBuf,
+    /// Where the bytes are written first: `dest`, or for a site with a storage agent a spool
+    /// file on the server's disk that is then uploaded to the agent (`agent`).
+    write_to: PathBuf,
+    agent: Option<crate::dataplane::Place>,
     /// (sha256, size) of the registered file this is one more replica of.
     expected: Option<(String, u64)>,
     /// Bytes the caller may still store (quota).
@@ -106,13 +110,22 @@ struct Prepared {
 
 fn prepare(s: &Shared, caller: &Caller, name: &str, site: &str) -> R<Prepared> {
     check_name(name)?;
-    let Some(storage) = s.site_by_name(site).map(|h| h.paths.storage.clone()) else {
+    let Some(handle) = s.site_by_name(site) else {
         return Err(err(
             StatusCode::UNPROCESSABLE_ENTITY,
             format!("field 'site': site '{site}' does not exist"),
         ));
     };
-    let dest = transfer::storage_path(&storage, name);
+    let dest = transfer::storage_path(&handle.paths.storage, name);
+    let (write_to, agent) = match handle.agent {
+        Some(_) => {
+            let spool = s.data_dir.join("spool");
+            std::fs::create_dir_all(&spool).map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, format!("spool directory: {e}")))?;
+            let file = dest.file_name().unwrap_or_default();
+            (spool.join(file), Some(crate::daemon::transfers::place_at(handle, &dest)))
+        }
+        None => (dest.clone(), None),
+    };
     let st = s.lock();
     let expected = match st.files.get(name) {
         Some(f) if !caller.admin && f.owner.as_deref() != Some(caller.user.as_str()) => {
@@ -143,6 +156,8 @@ fn prepare(s: &Shared, caller: &Caller, name: &str, site: &str) -> R<Prepared> {
         site: site.to_string(),
         _busy: InFlight::take(&dest)?,
         dest,
+        write_to,
+        agent,
         expected,
         bytes_left,
     })
@@ -151,6 +166,28 @@ fn prepare(s: &Shared, caller: &Caller, name: &str, site: &str) -> R<Prepared> {
 /// Registers a copied replica (durably, then in memory) owned by the caller (a new file) and
 /// answers 201 with the catalogue entry.
 async fn register(s: &S, caller: &Caller, p: Prepared, copied: transfer::Copied) -> R<Response> {
+    if let Some(place) = p.agent.clone() {
+        // A site with an agent is reached only through it: the spooled copy is uploaded
+        // (verified against the checksum just computed), then removed.
+        let (client, spool) = (s.agents.clone(), p.write_to.clone());
+        let expect = crate::dataplane::Expected {
+            sha256: copied.sha256.clone(),
+            size: copied.bytes,
+        };
+        let sent = tokio::task::spawn_blocking(move || {
+            let r = crate::dataplane::move_file(&client, &crate::dataplane::Place::Local(spool.clone()), &place, &expect);
+            let _ = std::fs::remove_file(&spool);
+            r
+        })
+        .await
+        .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+        sent.map_err(|e| {
+            err(
+                StatusCode::BAD_GATEWAY,
+                format!("storing '{}' at site '{}' through its agent: {e}", p.name, p.site),
+            )
+        })?;
+    }
     s.store
         .write(store::register_replica_op(store::NewReplica {
             name: p.name.clone(),
@@ -202,7 +239,7 @@ pub(crate) async fn add_file(AxState(s): AxState<S>, req: Request) -> R<Response
     }
     file_import::check_path(&add.path, &caller.user, caller.admin, &s.config.files, &s.data_dir).map_err(import_error)?;
     let p = prepare(&s, &caller, &add.name, &add.site)?;
-    let (src, data_dir, dest) = (add.path.clone(), s.data_dir.clone(), p.dest.clone());
+    let (src, data_dir, dest) = (add.path.clone(), s.data_dir.clone(), p.write_to.clone());
     let want = p.expected.clone();
     let left = p.bytes_left;
     let copied = tokio::task::spawn_blocking(move || -> Result<Result<transfer::Copied, transfer::TransferError>, ImportError> {
@@ -311,7 +348,7 @@ pub(crate) async fn upload_file(
         return Err(over(len));
     }
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, String>>(8);
-    let (dest, want) = (p.dest.clone(), p.expected.clone());
+    let (dest, want) = (p.write_to.clone(), p.expected.clone());
     let what = format!("upload of '{name}'");
     let writer = tokio::task::spawn_blocking(move || {
         let reader = ChunkReader { rx, cur: Bytes::new() };
@@ -359,8 +396,8 @@ pub(crate) async fn upload_file(
         .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
         .map_err(|e| copy_error(&p, e))?;
     if let Some(want) = q.sha256.as_deref().filter(|w| !w.eq_ignore_ascii_case(&copied.sha256)) {
-        if p.expected.is_none() {
-            let _ = std::fs::remove_file(&p.dest);
+        if p.expected.is_none() || p.agent.is_some() {
+            let _ = std::fs::remove_file(&p.write_to);
         }
         return Err(err(
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -399,15 +436,33 @@ pub(crate) async fn delete_file(AxState(s): AxState<S>, headers: HeaderMap, Path
         }
         let info = st.files.remove(&name).map(|i| i.replicas).unwrap_or_default();
         st.core.catalogue_mut().remove(&name);
-        info.into_values().collect::<Vec<_>>()
+        info.into_iter()
+            .map(|(site, path)| match s.site_by_name(&site) {
+                Some(h) => crate::daemon::transfers::place_at(h, &path),
+                None => crate::dataplane::Place::Local(path),
+            })
+            .collect::<Vec<_>>()
     };
     s.data_catalogue.invalidate(&name);
     s.store
         .write(store::delete_file_op(name))
         .await
         .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
-    for p in paths {
-        let _ = std::fs::remove_file(p);
-    }
+    let client = s.agents.clone();
+    let _ = tokio::task::spawn_blocking(move || {
+        for p in paths {
+            match p {
+                crate::dataplane::Place::Local(p) => {
+                    let _ = std::fs::remove_file(p);
+                }
+                crate::dataplane::Place::Agent { agent, path } => {
+                    if let Err(e) = client.delete(&agent.control, &path, crate::dataplane::Role::Destination) {
+                        tracing::warn!(site = %agent.site, %path, error = %e, "replica not deleted at the agent");
+                    }
+                }
+            }
+        }
+    })
+    .await;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

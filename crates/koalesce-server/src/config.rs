@@ -21,12 +21,24 @@
 //! # partition = "debug"          # also: account, qos, sbatch_args = [...], command_timeout_ms
 //! # Or scale the default grid down (e.g. 0.1 → vu 14, leiden 5, ...; never below 1).
 //! # site_scale = 0.1
+//! # [sites.agent]                # the site's storage is reached only through its agent
+//! # url = "http://127.0.0.1:7100"        # how the server reaches it
+//! # data_url = "http://10.250.0.1:7000"  # how other agents reach it (default: url)
+//! # token_file = "/etc/koalesce/agent-vu.token"
+//! # root = "/srv/vu/storage"             # where the site's nodes see its files (default: site storage dir)
 //! # [sites.attributes]           # GridWay host variables (ARCH, CPU_MHZ, software tags, ...)
 //! # cpu_mhz = 2800               # unset ones are discovered (see crate::gridway::sites)
 //! [scheduler]                    # koalesce_core::SchedulerConfig; daemon defaults below
 //! scan_interval = { kind = "fixed", interval_ms = 500 }
 //! queueing = "koala"             # or "gridway": GridWay's job priority (fixed, share, deadline, waiting)
 //! # [scheduler.gridway.banning]  # max_ms = 3600000, constant_ms = 650000 (GridWay's defaults)
+//! [network]                      # links between agent sites (see docs/data-plane.md)
+//! probe_stale_ms = 300000        # a pair unmeasured this long is probed
+//! probe_min_interval_ms = 60000  # at most one probe per pair per this
+//! probe_max_concurrent = 1       # probes at once
+//! probe_bytes = 1048576          # bytes per probe
+//! transfer_tries = 4             # tries of an interrupted transfer (each resumes) before another replica
+//! forecasts = true               # false: the core keeps initial_bandwidth_bps (a baseline)
 //! [catalogue]                    # the data functions' catalogue cache (004 §3.3)
 //! cache_entries = 1024           # files held at most (least recently used dropped first)
 //! cache_max_age_ms = 60000       # an answer older than this is asked again
@@ -122,6 +134,123 @@ pub struct SiteConfig {
     /// (what it leaves empty is discovered, see [`crate::gridway::sites`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attributes: Option<koalesce_core::model::SiteAttributes>,
+    /// `[sites.agent]`: the site's storage is reached only through its storage agent
+    /// (`koalesce storage-agent`); absent: a directory under the data dir, copied locally.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentSiteConfig>,
+}
+
+/// `[sites.agent]`: how the server and the other sites' agents reach a site's storage agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSiteConfig {
+    /// How the server reaches the agent: `http://host:port`.
+    pub url: String,
+    /// How the other sites' agents reach it (third-party pushes and probes); default `url`.
+    /// On a shaped bed: its address inside the bed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_url: Option<String>,
+    /// File holding the agent's bearer secret (its `--token-file`).
+    pub token_file: std::path::PathBuf,
+    /// Where the site's compute nodes see the agent's root: jobs get their inputs there
+    /// (`KOALESCE_INPUT_*`). Default: the site's storage directory under the data dir.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<std::path::PathBuf>,
+}
+
+impl AgentSiteConfig {
+    /// The agent as the data plane knows it (reads the secret).
+    pub fn resolve(&self, site: &str) -> anyhow::Result<crate::dataplane::SiteAgent> {
+        let token = std::fs::read_to_string(&self.token_file)
+            .with_context(|| format!("site '{site}': reading the agent's token_file {}", self.token_file.display()))?;
+        let token = token.trim();
+        anyhow::ensure!(
+            !token.is_empty(),
+            "site '{site}': the agent's token_file {} is empty",
+            self.token_file.display()
+        );
+        let control = crate::dataplane::Endpoint::new(self.url.clone(), token);
+        let data_url = self.data_url.clone().unwrap_or_else(|| control.url.clone());
+        Ok(crate::dataplane::SiteAgent {
+            site: site.to_string(),
+            data_url: data_url.trim_end_matches('/').to_string(),
+            control,
+        })
+    }
+
+    fn validate(&self, site: &str) -> anyhow::Result<()> {
+        for (key, url) in [("url", Some(&self.url)), ("data_url", self.data_url.as_ref())] {
+            let Some(url) = url else { continue };
+            let rest = url.strip_prefix("http://");
+            anyhow::ensure!(
+                rest.is_some_and(|r| !r.is_empty() && !r.trim_end_matches('/').contains('/')),
+                "config: site '{site}': agent.{key} '{url}' must be http://host:port (no path)"
+            );
+        }
+        if let Some(root) = &self.root {
+            anyhow::ensure!(
+                root.is_absolute(),
+                "config: site '{site}': agent.root '{}' must be absolute",
+                root.display()
+            );
+        }
+        Ok(())
+    }
+}
+
+/// `[network]`: probes of the links between sites with agents, and transfer retries.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NetworkConfig {
+    /// A pair of agent sites without a measurement younger than this is probed.
+    pub probe_stale_ms: u64,
+    /// One pair is probed at most once per this interval.
+    pub probe_min_interval_ms: u64,
+    /// Probes running at once (each moves `probe_bytes`): the bound on probing traffic.
+    pub probe_max_concurrent: usize,
+    /// Bytes one probe moves (at least 64 KiB, or it measures latency, not bandwidth).
+    pub probe_bytes: u64,
+    /// Tries of a transfer that fails on the way (each resumes) before another replica.
+    pub transfer_tries: u32,
+    /// Give the core the NWS forecasts (default). `false`: the core keeps
+    /// `initial_bandwidth_bps` for every pair and nothing is probed (measurements are still
+    /// shown): the "no forecasts" baseline of `koalesce experiment live-cf`.
+    pub forecasts: bool,
+}
+
+impl Default for NetworkConfig {
+    fn default() -> Self {
+        let p = koalesce_core::nws::ProbePolicy::default();
+        NetworkConfig {
+            probe_stale_ms: p.stale_after_ms,
+            probe_min_interval_ms: p.min_interval_ms,
+            probe_max_concurrent: p.max_concurrent,
+            probe_bytes: p.probe_bytes,
+            transfer_tries: 4,
+            forecasts: true,
+        }
+    }
+}
+
+impl NetworkConfig {
+    pub fn probe_policy(&self) -> koalesce_core::nws::ProbePolicy {
+        koalesce_core::nws::ProbePolicy {
+            stale_after_ms: self.probe_stale_ms,
+            min_interval_ms: self.probe_min_interval_ms,
+            max_concurrent: self.probe_max_concurrent,
+            probe_bytes: self.probe_bytes,
+        }
+    }
+
+    fn validate(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            self.probe_bytes >= crate::dataplane::MIN_MEASURED_BYTES,
+            "config: network.probe_bytes must be at least {} (smaller probes measure latency, not bandwidth)",
+            crate::dataplane::MIN_MEASURED_BYTES
+        );
+        anyhow::ensure!(self.transfer_tries >= 1, "config: network.transfer_tries must be at least 1");
+        Ok(())
+    }
 }
 
 impl SiteConfig {
@@ -135,6 +264,7 @@ impl SiteConfig {
             reservations: false,
             slurm: None,
             attributes: None,
+            agent: None,
         }
     }
 }
@@ -153,8 +283,11 @@ pub struct ServerConfig {
     /// Explicit sites; empty = the DAS-2 grid scaled by `site_scale`.
     pub sites: Vec<SiteConfig>,
     pub site_scale: f64,
-    /// Forecast bandwidth between sites before any transfer was measured (bits/s).
+    /// Forecast bandwidth between sites before any transfer or probe was measured (bits/s);
+    /// afterwards the core is given the NWS forecasts (see [`crate::daemon::network`]).
     pub initial_bandwidth_bps: f64,
+    /// `[network]`: probes between agent sites, transfer retries.
+    pub network: NetworkConfig,
     pub scheduler: SchedulerConfig,
     /// Open HTTP connections at once.
     pub max_connections: usize,
@@ -212,6 +345,7 @@ impl Default for ServerConfig {
             sites: Vec::new(),
             site_scale: 1.0,
             initial_bandwidth_bps: 1e9,
+            network: Default::default(),
             scheduler: daemon_scheduler_defaults(),
             max_connections: 4096,
             header_timeout_ms: 10_000,
@@ -302,6 +436,9 @@ impl ServerConfig {
                 }
                 (SiteKind::Local, None) => {}
             }
+            if let Some(a) = &s.agent {
+                a.validate(&s.name)?;
+            }
         }
         anyhow::ensure!(self.body_limit > 0, "config: 'body_limit' must be positive");
         anyhow::ensure!(self.max_connections > 0, "config: 'max_connections' must be positive");
@@ -322,6 +459,7 @@ impl ServerConfig {
             "config: 'barrier_timeout_ms' ({}) must be at least 1000 and exceed the longest claim_timeout_ms of the Slurm sites ({longest_claim}): the daemon waits that long at the start barrier",
             self.barrier_timeout_ms
         );
+        self.network.validate()?;
         for p in self.sandbox.read_only.iter().chain(&self.sandbox.read_write) {
             anyhow::ensure!(p.is_absolute(), "config: sandbox path '{}' must be absolute", p.display());
         }

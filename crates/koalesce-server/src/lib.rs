@@ -248,10 +248,16 @@ pub async fn start(opts: ServerOptions) -> anyhow::Result<RunningServer> {
         .effective_sites()
         .iter()
         .map(|s| -> anyhow::Result<daemon::SiteHandle> {
+            let mut paths = local::SitePaths::create(&opts.data_dir, &s.name).with_context(|| format!("site '{}' directories", s.name))?;
+            let agent = s.agent.as_ref().map(|a| a.resolve(&s.name)).transpose()?;
+            if let Some(root) = s.agent.as_ref().and_then(|a| a.root.clone()) {
+                paths.storage = root;
+            }
             Ok(daemon::SiteHandle {
                 name: s.name.clone(),
                 backend: backend::build(s, &build).with_context(|| format!("site '{}'", s.name))?,
-                paths: local::SitePaths::create(&opts.data_dir, &s.name).with_context(|| format!("site '{}' directories", s.name))?,
+                paths,
+                agent,
                 idle: AtomicU32::new(0),
                 used: AtomicU32::new(0),
                 estimated_at: Default::default(),
@@ -294,6 +300,7 @@ pub async fn start(opts: ServerOptions) -> anyhow::Result<RunningServer> {
         config: opts.config.clone(),
         data_dir: opts.data_dir.clone(),
         metrics: Default::default(),
+        agents: dataplane::AgentClient::new(Default::default()),
         data_catalogue: gridway::DataCatalogue::new(&opts.config.catalogue),
     });
     {

@@ -492,6 +492,11 @@ pub struct SitesArgs {
     /// benchmark scores, software and the estimated queue wait.
     #[arg(long, short = 'l')]
     pub long: bool,
+    /// The network between the sites: bandwidth the scheduler's transfer-time estimate uses
+    /// (a matrix, from → to), and per link the NWS forecaster chosen, its error, latency,
+    /// measurements and bytes moved.
+    #[arg(long, conflicts_with_all = ["blacklisted", "long"])]
+    pub network: bool,
     #[command(subcommand)]
     pub command: Option<SitesCommand>,
     #[command(flatten)]
@@ -521,6 +526,14 @@ impl SitesArgs {
             return Ok(ExitCode::SUCCESS);
         }
         let client = self.conn.client();
+        if self.network {
+            let v = client.network_json()?;
+            Output::from(self.output).print(&v, || {
+                let m: api::NetworkMatrix = serde_json::from_value(v.clone()).context("reading the network matrix")?;
+                Ok(format::network_table(&m))
+            })?;
+            return Ok(ExitCode::SUCCESS);
+        }
         let v = if self.blacklisted {
             client.blacklisted_sites_json()?
         } else {

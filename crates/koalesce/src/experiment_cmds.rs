@@ -57,6 +57,15 @@ pub enum ExperimentWhich {
     /// DIR/jobs.csv (every job of the reconstruction) and the SVG plots. Runs in parallel over
     /// seeds; the output is the same bytes for any number of threads.
     Gridway(GridwayArgs),
+    /// Close-to-Files on real shaped links (issue 17): a real server schedules the same seeded
+    /// job mix with CF and NWS forecasts, CF with a constant bandwidth, and WF, over sites whose
+    /// storage agents sit in network namespaces joined by tc-shaped links (or the Slurm sites
+    /// of `koalesce testbed up --network` with --testbed). Needs root for the namespaces (falls
+    /// back to loopback, unshaped, with a warning).
+    ///
+    /// Writes DIR/live-cf.md (measured FTT, predicted FTT, its error and response time per
+    /// variant), DIR/jobs.csv and the SVG plots.
+    LiveCf(crate::live_cf::LiveCfArgs),
 }
 
 #[derive(Debug, Args)]
@@ -177,6 +186,12 @@ impl ExperimentCommand {
             ExperimentCommand::Experiment {
                 which: ExperimentWhich::Gridway(a),
             } => a.run(),
+            ExperimentCommand::Experiment {
+                which: ExperimentWhich::LiveCf(a),
+            } => {
+                a.run()?;
+                Ok(ExitCode::SUCCESS)
+            }
         }
     }
 }

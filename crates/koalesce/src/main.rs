@@ -12,13 +12,14 @@ mod federation_cmds;
 mod federation_demo;
 mod format_cmds;
 mod html_bench;
-mod netbed;
+mod live_cf;
 mod netbed_cmds;
 mod server_cmds;
 mod sim_cmds;
 mod slurm_bench;
 mod slurm_cmds;
 mod testbed_cmds;
+mod transfer_bench;
 
 /// koalesce — a grid resource manager that co-allocates multi-component jobs close to their data.
 #[derive(Debug, Parser)]
@@ -142,6 +143,10 @@ enum BenchCommand {
     /// Submit-to-start latency and throughput through koalesce against direct sbatch on one
     /// Slurm cluster, side by side in one run.
     SlurmOverhead(slurm_bench::BenchSlurmOverheadArgs),
+    /// Third-party pushes between storage agents on the shaped bed (root; loopback otherwise):
+    /// throughput as a fraction of each link's shaped rate (goal >= 90 %) and the forecast
+    /// error (MAPE) of the transfer time over the run.
+    Transfers(transfer_bench::BenchTransfersArgs),
 }
 
 /// Command-line tools die quietly on a closed pipe (`koalesce sim … | head`), as `cat` does;
@@ -193,6 +198,7 @@ fn main() -> std::process::ExitCode {
             BenchCommand::Dashboard(a) => a.run(),
             BenchCommand::Costart(a) => a.run(),
             BenchCommand::SlurmOverhead(a) => a.run(),
+            BenchCommand::Transfers(a) => a.run(),
         },
         Command::Completions { shell } => completions(shell),
         Command::Man { dir } => man(dir),

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 
-use crate::netbed::{existing_namespaces, Mode, NetBed, NetbedConfig, DEFAULT_CONFIG};
+use koalesce::netbed::{existing_namespaces, Mode, NetBed, NetbedConfig, DEFAULT_CONFIG};
 
 #[derive(Debug, Subcommand)]
 pub enum NetbedCommand {
@@ -120,7 +120,7 @@ fn print_status(bed: &NetBed, present: Option<&[String]>) {
         println!("{:<12} {:<28} {:<14} {:>5} {:>8}", s.name, ns, addr, s.hosts, here);
         for k in 1..=s.hosts {
             if let Some(h) = bed.host_netns(&s.name, k) {
-                let addr = crate::netbed::plan::host_address(bed.config.sites.iter().position(|x| x.name == s.name).unwrap_or(0), k);
+                let addr = koalesce::netbed::plan::host_address(bed.config.sites.iter().position(|x| x.name == s.name).unwrap_or(0), k);
                 let here = present.map(|p| if p.iter().any(|n| n == h) { "yes" } else { "NO" }).unwrap_or("-");
                 println!(
                     "{:<12} {:<28} {:<14} {:>5} {:>8}",

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use anyhow::Context;
 use clap::{Args, Subcommand};
 use koalesce::testbed::{self, BedStatus, StopHow, TestBed, UpOptions};
 
@@ -94,6 +95,18 @@ pub struct UpArgs {
     /// Longest wait for the bed to become ready, in seconds.
     #[arg(long, default_value_t = 90)]
     pub timeout: u64,
+    /// Give each cluster's storage its own network namespace with a storage agent, joined to
+    /// the others by links shaped with tc (server.toml then has [sites.agent] per site).
+    /// Falls back to loopback, unshaped, where namespaces are not allowed.
+    #[arg(long)]
+    pub network: bool,
+    /// The links' rates (a netbed TOML whose sites are the clusters; see examples/netbed.toml).
+    /// Default: alpha→beta 40 Mbit/s (20 back), gamma 10 from both, 100 otherwise.
+    #[arg(long, requires = "network")]
+    pub network_config: Option<PathBuf>,
+    /// With --network: fail instead of falling back to loopback.
+    #[arg(long, requires = "network")]
+    pub require_namespaces: bool,
 }
 
 impl TestbedCommand {
@@ -108,6 +121,12 @@ impl TestbedCommand {
                 o.port_base = a.port_base;
                 o.tick_offset_ms = a.tick_offset_ms;
                 o.timeout = Duration::from_secs(a.timeout);
+                o.network = a.network;
+                o.require_namespaces = a.require_namespaces;
+                if let Some(p) = &a.network_config {
+                    let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+                    o.network_config = Some(koalesce::netbed::NetbedConfig::parse(&text).with_context(|| format!("in {}", p.display()))?);
+                }
                 let (bed, report) = TestBed::up(&o)?;
                 let status = bed.status();
                 if a.dir.json {
@@ -209,6 +228,27 @@ fn print_status(s: &BedStatus) {
             c.jobs_finished,
             c.conf.display()
         );
+    }
+    if let Some(net) = &s.network {
+        println!(
+            "{:<8} {:<8} {:<28} {:<26} SHAPED TO (Mbit/s)",
+            "STORAGE", "AGENT", "CONTROL", "DATA"
+        );
+        for a in net {
+            let rates: Vec<String> = a.rates_mbit.iter().map(|(to, r)| format!("{to} {r}")).collect();
+            println!(
+                "{:<8} {:<8} {:<28} {:<26} {}",
+                a.site,
+                pid(a.pid),
+                a.control_url.as_deref().unwrap_or("-"),
+                a.data_url,
+                if rates.is_empty() {
+                    "unshaped (loopback)".to_string()
+                } else {
+                    rates.join(", ")
+                }
+            );
+        }
     }
     println!(
         "server config: {} (koalesce server --config {} --data-dir DIR)",

@@ -10,9 +10,7 @@
 //!
 //! Needs root (network namespaces), as CI has; without it the tests fail with the reason.
 
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 // The storage agent's test helpers (content, checksums, a client with short timeouts).
@@ -22,180 +20,11 @@ mod agent_common;
 use agent_common::{client, content, expected};
 use koalesce_core::model::{NetworkForecast, SiteId};
 use koalesce_core::nws::{NetworkWeather, NwsConfig};
-use koalesce_server::dataplane::{Blame, Endpoint, Role, SiteAgent, TransferError};
+use koalesce_server::dataplane::{Blame, Role, SiteAgent, TransferError};
 
-const KOALESCE: &str = env!("CARGO_BIN_EXE_koalesce");
-const SECRET: &str = "netbed-test-secret-0123";
-/// Port of every agent's listener inside its namespace (namespaces do not share ports).
-const DATA_PORT: u16 = 7000;
+mod netbed_common;
 
-/// The tests that move data take turns: a rate measured while another test's agents hash
-/// and move their own megabytes on the same two cores would measure the CPU, not the link.
-static MOVING_DATA: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    MOVING_DATA.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn require_root() {
-    assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
-        "these tests need root: they create network namespaces and shape links with tc (CI runs as root)"
-    );
-}
-
-/// A bed that goes down when dropped (also when the test fails).
-struct Bed {
-    dir: tempfile::TempDir,
-    status: serde_json::Value,
-}
-
-impl Bed {
-    fn up(config: &str) -> Bed {
-        require_root();
-        let dir = tempfile::tempdir().unwrap();
-        let cfg = dir.path().join("netbed.toml");
-        std::fs::write(&cfg, config).unwrap();
-        let out = Command::new(KOALESCE)
-            .args(["netbed", "up", "--require-namespaces", "--dir"])
-            .arg(dir.path())
-            .arg("--config")
-            .arg(&cfg)
-            .output()
-            .unwrap();
-        let mut bed = Bed {
-            dir,
-            status: serde_json::Value::Null,
-        };
-        assert!(out.status.success(), "netbed up: {}", String::from_utf8_lossy(&out.stderr));
-        let out = Command::new(KOALESCE)
-            .args(["netbed", "status", "--json", "--dir"])
-            .arg(bed.dir.path())
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "netbed status: {}", String::from_utf8_lossy(&out.stderr));
-        bed.status = serde_json::from_slice(&out.stdout).unwrap();
-        bed
-    }
-
-    fn prefix(&self) -> String {
-        self.status["plan"]["prefix"].as_str().unwrap().to_string()
-    }
-
-    fn netns(&self, site: &str) -> String {
-        format!("{}-{site}", self.prefix())
-    }
-
-    fn address(&self, site: &str) -> String {
-        let ns = self.netns(site);
-        let all = self.status["plan"]["namespaces"].as_array().unwrap();
-        let n = all.iter().find(|n| n["name"] == ns.as_str()).unwrap();
-        n["address"].as_str().unwrap().to_string()
-    }
-
-    /// Bytes sent so far by `dev` inside `site`'s namespace (every header and resend included).
-    fn tx_bytes(&self, site: &str, dev: &str) -> u64 {
-        let out = Command::new("ip")
-            .args(["-n", &self.netns(site), "-s", "-j", "link", "show", "dev", dev])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        v[0]["stats64"]["tx"]["bytes"].as_u64().unwrap()
-    }
-}
-
-impl Drop for Bed {
-    fn drop(&mut self) {
-        let out = Command::new(KOALESCE)
-            .args(["netbed", "down", "--dir"])
-            .arg(self.dir.path())
-            .output();
-        if let Ok(out) = out {
-            if !out.status.success() {
-                eprintln!("netbed down: {}", String::from_utf8_lossy(&out.stderr));
-            }
-        }
-    }
-}
-
-/// A storage agent inside a site's namespace: control side on the host's loopback, data
-/// side on the site's address. Killed when dropped.
-struct Agent {
-    child: Child,
-    root: PathBuf,
-    /// As the test (host namespace) reaches it.
-    control: Endpoint,
-    /// As other agents reach it through the shaped links.
-    data: Endpoint,
-}
-
-impl Agent {
-    fn start(bed: &Bed, site: &str, root: &Path) -> Agent {
-        std::fs::create_dir_all(root).unwrap();
-        let token = bed.dir.path().join("secret");
-        std::fs::write(&token, SECRET).unwrap();
-        let addr_file = root.with_extension("addr");
-        let _ = std::fs::remove_file(&addr_file);
-        let data_addr = format!("{}:{DATA_PORT}", bed.address(site));
-        let child = Command::new(KOALESCE)
-            .args([
-                "storage-agent",
-                "--listen",
-                "127.0.0.1:0",
-                "--netns",
-                &bed.netns(site),
-                "--netns-listen",
-                &data_addr,
-            ])
-            .arg("--root")
-            .arg(root)
-            .arg("--token-file")
-            .arg(&token)
-            .arg("--addr-file")
-            .arg(&addr_file)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut agent = Agent {
-            child,
-            root: root.to_path_buf(),
-            control: Endpoint::new("", SECRET),
-            data: Endpoint::new(format!("http://{data_addr}"), SECRET),
-        };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let addr: SocketAddr = loop {
-            if let Some(a) = std::fs::read_to_string(&addr_file).ok().and_then(|s| s.trim().parse().ok()) {
-                break a;
-            }
-            if let Ok(Some(status)) = agent.child.try_wait() {
-                panic!("the agent for {site} exited: {status}");
-            }
-            assert!(Instant::now() < deadline, "the agent for {site} did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        agent.control = Endpoint::new(format!("http://{addr}"), SECRET);
-        agent
-    }
-
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// Sites a and b, the link shaped to `ab` Mbit/s from a to b and `ba` back.
-fn two_sites(ab: u32, ba: u32) -> String {
-    format!("[[sites]]\nname = \"a\"\n[[sites]]\nname = \"b\"\n[[links]]\nfrom = \"a\"\nto = \"b\"\nmbit = {ab}\nreverse_mbit = {ba}\n")
-}
+use netbed_common::*;
 
 #[test]
 fn a_push_runs_at_the_shaped_rate_of_each_direction() {
@@ -328,26 +157,7 @@ fn probes_feed_a_forecast_that_follows_the_real_link() {
     }
     forecast_near(&weather, 40.0);
     // The link slows to 16 Mbit/s: after a few probes the forecast has followed it.
-    let out = Command::new("tc")
-        .args([
-            "-n",
-            &bed.netns("a"),
-            "qdisc",
-            "change",
-            "dev",
-            "s1-b",
-            "root",
-            "tbf",
-            "rate",
-            "16mbit",
-            "burst",
-            "65536",
-            "latency",
-            "100ms",
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    bed.reshape("a", "s1-b", 16_000);
     for _ in 0..3 {
         probe(&mut weather);
     }

@@ -128,6 +128,7 @@ pub async fn drive(shared: Arc<Shared>, mut shutdown: tokio::sync::watch::Receiv
             refresh_sites(&shared).await;
             lrm::poll_running(shared.clone()).await;
             blacklist::probe_due(&shared).await;
+            super::network::probe_due(&shared);
         }
         if last_flush.elapsed() >= PROGRESS_FLUSH {
             last_flush = Instant::now();

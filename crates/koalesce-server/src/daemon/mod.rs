@@ -20,6 +20,7 @@ pub(crate) mod actions;
 pub(crate) mod blacklist;
 pub(crate) mod driver;
 pub(crate) mod lrm;
+pub mod network;
 pub(crate) mod records;
 pub(crate) mod recovery;
 pub(crate) mod transfers;
@@ -47,6 +48,9 @@ pub struct SiteHandle {
     pub name: String,
     pub backend: Arc<dyn Backend>,
     pub paths: SitePaths,
+    /// The site's storage agent (`[sites.agent]`): its files are moved only through it
+    /// (`paths.storage` is then where the site's nodes see the agent's root).
+    pub agent: Option<crate::dataplane::SiteAgent>,
     /// Idle and used processors as the backend last reported them (refreshed off the lock).
     pub idle: AtomicU32,
     pub used: AtomicU32,
@@ -127,6 +131,8 @@ pub struct State {
     pub ended: BTreeMap<&'static str, u64>,
     /// Blacklisted sites waiting to be probed (with back-off) and re-admitted.
     pub probes: blacklist::Probes,
+    /// Measured links between sites and their forecasts (see [`network`]).
+    pub network: network::Network,
     /// The core's GridWay history version last written to the store.
     pub gridway_history_saved: u64,
 }
@@ -147,6 +153,8 @@ pub struct Shared {
     pub config: ServerConfig,
     pub data_dir: PathBuf,
     pub metrics: Metrics,
+    /// The client of the sites' storage agents (pooled connections).
+    pub agents: crate::dataplane::AgentClient,
     /// The data functions' catalogue cache (004 §3.3).
     pub data_catalogue: crate::gridway::DataCatalogue,
 }

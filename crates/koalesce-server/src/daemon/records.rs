@@ -36,6 +36,8 @@ pub struct JobMeta {
     pub dependencies: Vec<Dependency>,
     /// The array the job is a task of.
     pub array: Option<ArrayTaskMeta>,
+    /// The longest input transfer (stage-in) the job had, measured, ms.
+    pub transfer_ms: Option<u64>,
 }
 
 /// A task of an array (`submit --array`): its tasks have consecutive job ids from the array's.
@@ -97,6 +99,7 @@ pub struct StoredMeta {
     pub outputs: Vec<String>,
     pub dependencies: Vec<Dependency>,
     pub array: Option<ArrayTaskMeta>,
+    pub transfer_ms: Option<u64>,
 }
 
 impl JobMeta {
@@ -109,6 +112,7 @@ impl JobMeta {
             outputs: self.outputs.clone(),
             dependencies: self.dependencies.clone(),
             array: self.array,
+            transfer_ms: self.transfer_ms,
         }
     }
 
@@ -123,6 +127,7 @@ impl JobMeta {
             outputs: m.outputs,
             dependencies: m.dependencies,
             array: m.array,
+            transfer_ms: m.transfer_ms,
         }
     }
 
@@ -138,6 +143,7 @@ impl JobMeta {
             failure: None,
             components: vec![ComponentMeta::default(); n],
             outputs: Vec::new(),
+            transfer_ms: None,
         }
     }
 
@@ -254,6 +260,7 @@ pub fn render(id: u64, job: &Job, meta: &JobMeta, sites: &[SiteHandle]) -> JobDe
             started: t.started,
             finished: t.finished,
             ftt_ms: t.ftt_ms,
+            transfer_ms: meta.transfer_ms,
             pgt_ms: t.pgt_ms(),
             pwt_ms: t.pwt_ms(),
             twt_ms: t.twt_ms(),

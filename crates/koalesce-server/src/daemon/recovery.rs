@@ -81,6 +81,10 @@ pub fn recover(config: &ServerConfig, store: &Store, sites: &[SiteHandle]) -> an
         progress: HashMap::new(),
         ended: BTreeMap::new(),
         probes: Default::default(),
+        network: super::network::Network {
+            forecasts: config.network.forecasts,
+            ..Default::default()
+        },
         gridway_history_saved: 0,
     };
     // The local executor runs only koalesce's components: the core plans its queue from its

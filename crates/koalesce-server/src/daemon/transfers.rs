@@ -1,13 +1,21 @@
 //! Stage-in (the core's `StartTransfer`) and stage-out (declared outputs of a job that
-//! succeeded): verified copies on the blocking pool, replicas registered in the catalogue.
+//! succeeded): verified transfers on the blocking pool, replicas registered in the catalogue.
+//!
+//! A site with a storage agent (`[sites.agent]`) is reached only through it: stage-in between
+//! two agent sites is a third-party push from the source replica's agent, between an agent
+//! site and a plain one an upload or download, and plain sites keep local verified copies
+//! ([`crate::dataplane::route`]). An interrupted transfer resumes; a source that stays
+//! unreachable or turns out corrupt (quarantined) gives way to the next replica. Every
+//! transfer's measured throughput feeds the network forecast ([`network::observe`]).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use koalesce_core::{JobId, SiteId, TransferKey};
 
-use super::{actions, process_actions, records, FileInfo, Shared, State};
+use super::{actions, network, process_actions, records, FileInfo, Shared, SiteHandle, State};
+use crate::dataplane::{self, Blame, Expected, Place, RetryPolicy, TransferError, TransferReport};
 use crate::store;
 use crate::{now_ms, transfer};
 
@@ -31,8 +39,82 @@ pub fn add_replica_mem(st: &mut State, name: &str, size: u64, sha: &str, site: &
     }
 }
 
+/// Where a site keeps logical file `name` (written or read there): through the site's agent
+/// when it has one, else the file itself. `path` is the replica's path as the site's nodes see
+/// it (under `paths.storage`, which is the agent's root for an agent site).
+pub fn place_at(h: &SiteHandle, path: &Path) -> Place {
+    match &h.agent {
+        Some(agent) => {
+            let rel = path
+                .strip_prefix(&h.paths.storage)
+                .ok()
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_else(|| path.file_name().unwrap_or_default().to_string_lossy().into_owned());
+            Place::Agent {
+                agent: agent.clone(),
+                path: rel,
+            }
+        }
+        None => Place::Local(path.to_path_buf()),
+    }
+}
+
+/// What one stage-in did: the source that served it (or the last that failed), and which
+/// sources turned out corrupt.
+struct Staged {
+    result: Result<(SiteId, TransferReport), (SiteId, TransferError)>,
+    corrupt: Vec<(SiteId, PathBuf, TransferError)>,
+}
+
+/// Tries the sources in order: a transfer that fails on the way is resumed
+/// ([`crate::dataplane::move_resuming`]); a source that stays unreachable or is corrupt gives
+/// way to the next replica; a failure of the destination ends the stage-in.
+fn stage_from(shared: &Shared, sources: &[(SiteId, PathBuf)], dest: &Place, expect: &Expected) -> Staged {
+    let retry = RetryPolicy {
+        tries: shared.config.network.transfer_tries,
+        ..RetryPolicy::default()
+    };
+    let mut corrupt = Vec::new();
+    let mut last = None;
+    for (sid, path) in sources {
+        let from = place_at(shared.site(*sid), path);
+        match dataplane::move_resuming(&shared.agents, &from, dest, expect, &retry) {
+            Ok(r) => {
+                return Staged {
+                    result: Ok((*sid, r)),
+                    corrupt,
+                }
+            }
+            Err(e) if e.blame() == Blame::Source => {
+                tracing::warn!(file = %path.display(), source = %from.describe(), error = %e, "source replica failed; trying the next");
+                if e.source_is_corrupt() {
+                    corrupt.push((*sid, path.clone(), e.clone()));
+                }
+                last = Some((*sid, e));
+            }
+            Err(e) => {
+                return Staged {
+                    result: Err((*sid, e)),
+                    corrupt,
+                }
+            }
+        }
+    }
+    Staged {
+        result: Err(last.unwrap_or_else(|| {
+            (
+                SiteId(0),
+                TransferError::SourceMissing {
+                    url: String::new(),
+                    path: String::new(),
+                },
+            )
+        })),
+        corrupt,
+    }
+}
+
 pub fn start_transfer(shared: &Arc<Shared>, st: &mut State, job: u64, key: TransferKey, from: SiteId) {
-    let from_name = shared.site(from).name.clone();
     let to = shared.site(key.to);
     let to_name = to.name.clone();
     let info = st.files.get(&key.file).cloned();
@@ -44,65 +126,90 @@ pub fn start_transfer(shared: &Arc<Shared>, st: &mut State, job: u64, key: Trans
         st.core.transfer_finished(now_ms(), JobId(job), &key);
         return;
     }
-    let Some(src) = info.replicas.get(&from_name).cloned() else {
+    // The core's source first (the replica it estimated fastest), then every other replica.
+    let from_name = shared.site(from).name.clone();
+    let mut sources: Vec<(SiteId, PathBuf)> = info.replicas.get(&from_name).map(|p| (from, p.clone())).into_iter().collect();
+    sources.extend(
+        info.replicas
+            .iter()
+            .filter(|(site, _)| **site != from_name)
+            .filter_map(|(site, p)| Some((st.site_id(site)?, p.clone()))),
+    );
+    if sources.is_empty() {
         st.core.transfer_failed(now_ms(), JobId(job), &key);
         return;
-    };
-    let dest = transfer::storage_path(&to.paths.storage, &key.file);
+    }
+    let dest_path = transfer::storage_path(&to.paths.storage, &key.file);
+    let dest = place_at(to, &dest_path);
     let shared = shared.clone();
+    let started = std::time::Instant::now();
     tokio::spawn(async move {
-        let (sha, size) = (info.sha256.clone(), info.size_bytes);
-        let (d, s) = (dest.clone(), src.clone());
-        let result = tokio::task::spawn_blocking(move || transfer::copy_verified(&s, &d, Some((&sha, size)))).await;
+        let expect = Expected {
+            sha256: info.sha256.clone(),
+            size: info.size_bytes,
+        };
+        let s = shared.clone();
+        let staged = tokio::task::spawn_blocking(move || stage_from(&s, &sources, &dest, &expect)).await;
         let mut guard = shared.lock();
         let st = &mut *guard;
         let now = now_ms();
-        match result {
-            Ok(Ok(copied)) => {
-                shared.metrics.transfer_bytes.fetch_add(copied.bytes, Ordering::Relaxed);
+        let Ok(staged) = staged else {
+            tracing::error!("transfer task panicked");
+            st.core.transfer_failed(now, JobId(job), &key);
+            process_actions(&shared, st);
+            return;
+        };
+        for (sid, path, e) in &staged.corrupt {
+            // The source replica's content no longer matches the catalogue: quarantined, the
+            // destination not blamed.
+            let site = shared.site(*sid).name.clone();
+            tracing::warn!(job, file = %key.file, from = %site, error = %e, "source replica is corrupt; quarantined");
+            quarantine_replica(&shared, st, &key.file, &site, path);
+        }
+        match staged.result {
+            Ok((sid, report)) => {
+                shared.metrics.transfer_bytes.fetch_add(report.bytes, Ordering::Relaxed);
                 shared.metrics.transfers.fetch_add(1, Ordering::Relaxed);
-                transfer::note_verified(&dest);
-                add_replica_mem(st, &key.file, copied.bytes, &copied.sha256, &to_name, dest.clone(), None);
+                transfer::note_verified(&dest_path);
+                add_replica_mem(st, &key.file, report.size, &report.sha256, &to_name, dest_path.clone(), None);
                 shared.store.enqueue(store::register_replica_op(store::NewReplica {
                     name: key.file.clone(),
-                    size: copied.bytes,
-                    sha256: copied.sha256.clone(),
+                    size: report.size,
+                    sha256: report.sha256.clone(),
                     owner: None,
                     site: to_name.clone(),
-                    path: dest.display().to_string(),
+                    path: dest_path.display().to_string(),
                 }));
-                // Measured bandwidth feeds the forecast (bits/s; local copies are fast, keep sane).
-                let ms = copied.millis.max(1) as f64;
-                let bps = (copied.bytes as f64 * 8.0 * 1000.0 / ms).max(1e6);
-                st.core.update_forecast(from, key.to, bps, 1);
+                // The measured throughput feeds the pair's forecast, which the core uses.
+                network::observe(st, sid, key.to, &report, now);
+                if let Some(m) = st.meta.get_mut(&job) {
+                    let took = started.elapsed().as_millis() as u64;
+                    m.transfer_ms = Some(m.transfer_ms.map_or(took, |t| t.max(took)));
+                }
                 st.core.transfer_finished(now, JobId(job), &key);
             }
-            Ok(Err(e)) if e.is_source_fault() => {
-                // The source replica is bad (its content no longer matches the catalogue, or
-                // it cannot be read): it is quarantined, the destination is not blamed, and
-                // the job goes back to the queue to be placed with the replicas that are left.
+            Err((sid, e)) => {
                 shared.metrics.transfer_failures.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(job, file = %key.file, from = %from_name, error = %e, "source replica is corrupt; quarantined");
-                quarantine_replica(&shared, st, &key.file, &from_name, &src);
+                let site = shared.site(sid).name.clone();
+                tracing::warn!(job, file = %key.file, from = %site, to = %to_name, error = %e, "stage-in failed");
+                let blame_source = e.blame() == Blame::Source;
                 if let Some(m) = st.meta.get_mut(&job) {
-                    m.failure = Some(format!(
-                        "stage-in of '{}': the replica at {from_name} is corrupt and was quarantined ({e})",
-                        key.file
-                    ));
+                    m.failure = Some(if e.source_is_corrupt() {
+                        format!(
+                            "stage-in of '{}': the replica at {site} is corrupt (checksum mismatch) and was quarantined ({e})",
+                            key.file
+                        )
+                    } else {
+                        format!("stage-in of '{}' to {to_name} failed: {e}", key.file)
+                    });
                 }
-                st.core.transfer_source_failed(now, JobId(job), &key);
-            }
-            Ok(Err(e)) => {
-                shared.metrics.transfer_failures.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(job, file = %key.file, from = %from_name, to = %to_name, error = %e, "stage-in failed");
-                if let Some(m) = st.meta.get_mut(&job) {
-                    m.failure = Some(format!("stage-in of '{}' to {to_name} failed: {e}", key.file));
+                if blame_source {
+                    // Every replica failed: nobody's site is blamed; the job is placed again
+                    // with the replicas that are left.
+                    st.core.transfer_source_failed(now, JobId(job), &key);
+                } else {
+                    st.core.transfer_failed(now, JobId(job), &key);
                 }
-                st.core.transfer_failed(now, JobId(job), &key);
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "transfer task panicked");
-                st.core.transfer_failed(now, JobId(job), &key);
             }
         }
         process_actions(&shared, st);
@@ -170,14 +277,15 @@ pub fn stage_out(shared: &Arc<Shared>, st: &State, id: u64) {
             }
             let Some(h) = shared.site_by_name(&site) else { continue };
             let dest = transfer::storage_path(&h.paths.storage, &logical);
-            let (d, what) = (dest.clone(), out.file.clone());
-            match tokio::task::spawn_blocking(move || transfer::copy_file_verified(src, &what, &d, None)).await {
+            let place = place_at(h, &dest);
+            let (client, what) = (shared.agents.clone(), PathBuf::from(&out.file));
+            match tokio::task::spawn_blocking(move || dataplane::send_open(&client, src, &what, &place, None)).await {
                 Ok(Ok(c)) => {
                     shared.metrics.transfer_bytes.fetch_add(c.bytes, Ordering::Relaxed);
                     transfer::note_verified(&dest);
                     let op = store::register_replica_op(store::NewReplica {
                         name: logical.clone(),
-                        size: c.bytes,
+                        size: c.size,
                         sha256: c.sha256.clone(),
                         owner: Some(user.clone()),
                         site: h.name.clone(),
@@ -197,7 +305,7 @@ pub fn stage_out(shared: &Arc<Shared>, st: &State, id: u64) {
             let mut guard = shared.lock();
             let st = &mut *guard;
             for (logical, c, site, dest) in registered {
-                add_replica_mem(st, &logical, c.bytes, &c.sha256, &site, dest, Some(&user));
+                add_replica_mem(st, &logical, c.size, &c.sha256, &site, dest, Some(&user));
                 if let Some(m) = st.meta.get_mut(&id) {
                     m.outputs.push(logical);
                 }

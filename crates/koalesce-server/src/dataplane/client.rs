@@ -288,7 +288,20 @@ impl AgentClient {
     /// of this content. With `expect` the content must be that (else the source is corrupt);
     /// without, the file's SHA-256 is computed first.
     pub fn upload(&self, dest: &Endpoint, path: &str, src: &Path, expect: Option<&Expected>) -> Result<TransferReport> {
-        let mut file = File::open(src).map_err(|e| local_error(src, e))?;
+        let file = File::open(src).map_err(|e| local_error(src, e))?;
+        self.upload_open(dest, path, file, src, expect)
+    }
+
+    /// [`Self::upload`] from a file already open (`src` names it in errors): a job's output,
+    /// opened without following links, is sent without being opened again by name.
+    pub fn upload_open(
+        &self,
+        dest: &Endpoint,
+        path: &str,
+        mut file: File,
+        src: &Path,
+        expect: Option<&Expected>,
+    ) -> Result<TransferReport> {
         let size = file.metadata().map_err(|e| local_error(src, e))?.len();
         let expect = match expect {
             Some(e) => e.clone(),

@@ -7,6 +7,8 @@
 //!   (unreachable, missing, corrupt content — quarantine that replica), the destination
 //!   (unreachable, full, refusing, or data damaged on the way) or the caller.
 //! - [`partial`]: resumable partial files (bytes + a record of how many are durable).
+//! - [`route`]: [`move_file`] between any two [`Place`]s (agent or local file), with
+//!   [`move_resuming`] retrying what a later try can finish.
 //! - [`wire`]: headers and JSON bodies shared with the agent.
 //!
 //! The protocol is described in `docs/data-plane.md`.
@@ -14,10 +16,12 @@
 mod client;
 mod error;
 pub mod partial;
+pub mod route;
 pub mod wire;
 
 pub use client::{parse_content_range, partial_path, AgentClient, ClientConfig};
 pub use error::{Blame, Role, TransferError};
+pub use route::{move_file, move_resuming, send_open, Place, RetryPolicy};
 pub use wire::{AgentStats, Endpoint, Expected, ListEntry, TransferReport, UploadStatus};
 
 use koalesce_core::model::Millis;

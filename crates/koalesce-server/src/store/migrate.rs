@@ -192,6 +192,7 @@ fn v0_to_v2(tx: &Transaction<'_>) -> Result<(), Box<dyn std::error::Error>> {
             outputs: rec.outputs.clone(),
             dependencies: Vec::new(),
             array: None,
+            transfer_ms: None,
         };
         let mut sites: Vec<String> = rec.components.iter().filter_map(|c| c.site.clone()).collect();
         sites.sort();
@@ -229,6 +230,7 @@ fn v0_to_v2(tx: &Transaction<'_>) -> Result<(), Box<dyn std::error::Error>> {
                 started: timeline.started,
                 finished: timeline.finished,
                 ftt_ms: timeline.ftt_ms,
+                transfer_ms: None,
                 pgt_ms: timeline.pgt_ms(),
                 pwt_ms: timeline.pwt_ms(),
                 twt_ms: timeline.twt_ms(),

@@ -74,6 +74,7 @@ fn ended_detail(id: u64, user: &str, state: &str, now: u64) -> JobDetail {
             started: Some(submitted + 5_000),
             finished: Some(submitted + 65_000),
             ftt_ms: 0,
+            transfer_ms: None,
             pgt_ms: Some(3_000),
             pwt_ms: Some(1_000),
             twt_ms: Some(5_000),

@@ -76,7 +76,7 @@ fn http_reason(status: u16) -> Option<&'static str> {
 }
 
 // The API's bodies are defined once, in koalesce-api, and shared with the server.
-pub use koalesce_api::dto::{is_final_state, ArrayTask, BagStatus, FileInfo, JobDetail, JobSummary, SiteInfo};
+pub use koalesce_api::dto::{is_final_state, ArrayTask, BagStatus, FileInfo, JobDetail, JobSummary, NetworkMatrix, SiteInfo};
 
 /// A connection to one koalesce server.
 #[derive(Clone)]
@@ -381,6 +381,11 @@ impl Client {
     /// `GET /api/v1/sites`, raw JSON.
     pub fn sites_json(&self) -> anyhow::Result<Value> {
         self.get_json("/api/v1/sites")
+    }
+
+    /// `GET /api/v1/network`, raw JSON.
+    pub fn network_json(&self) -> anyhow::Result<Value> {
+        self.get_json("/api/v1/network")
     }
 
     /// `GET /api/v1/sites?blacklisted=true`, raw JSON.

@@ -259,6 +259,53 @@ pub fn sites_table(sites: &[SiteInfo]) -> String {
     t.render()
 }
 
+/// `koalesce sites --network`: the bandwidth matrix (Mbit/s, rows from, columns to; `*`
+/// marks a value not measured yet) and one row per link.
+pub fn network_table(m: &super::api::NetworkMatrix) -> String {
+    let mut head = vec!["FROM \\ TO (Mbit/s)"];
+    head.extend(m.sites.iter().map(String::as_str));
+    let mut t = Table::new(&head).right_align(&m.sites.iter().map(String::as_str).collect::<Vec<_>>());
+    for from in &m.sites {
+        let mut row = vec![from.clone()];
+        for to in &m.sites {
+            row.push(match m.links.iter().find(|l| &l.from == from && &l.to == to) {
+                None => "-".into(),
+                Some(l) => format!("{:.1}{}", l.bandwidth_bps / 1e6, if l.source == "forecast" { "" } else { "*" }),
+            });
+        }
+        t.push(row);
+    }
+    let mut out = t.render();
+    out.push_str("* not measured yet: the configured initial bandwidth\n\n");
+    let mut t = Table::new(&[
+        "FROM",
+        "TO",
+        "MBIT/S",
+        "METHOD",
+        "MAE MBIT/S",
+        "LATENCY MS",
+        "SAMPLES",
+        "MOVED",
+        "AGENTS",
+    ])
+    .right_align(&["MBIT/S", "MAE MBIT/S", "LATENCY MS", "SAMPLES", "MOVED"]);
+    for l in &m.links {
+        t.push(vec![
+            l.from.clone(),
+            l.to.clone(),
+            format!("{:.2}", l.bandwidth_bps / 1e6),
+            l.method.clone().unwrap_or_else(|| "initial".into()),
+            l.mae_bps.map_or("-".into(), |e| format!("{:.2}", e / 1e6)),
+            l.latency_ms.to_string(),
+            l.samples.to_string(),
+            format_bytes(l.bytes_moved),
+            if l.agents { "yes" } else { "no" }.into(),
+        ]);
+    }
+    out.push_str(&t.render());
+    out
+}
+
 /// Bytes as a human size (`512 B`, `2.0 MiB`).
 pub fn format_bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -575,6 +622,33 @@ mod tests {
     }
 
     #[test]
+    fn network_table_is_a_matrix_with_unmeasured_links_marked() {
+        use koalesce_api::dto::{NetworkLink, NetworkMatrix};
+        let link = |from: &str, to: &str, bps: f64, measured: bool| NetworkLink {
+            from: from.into(),
+            to: to.into(),
+            bandwidth_bps: bps,
+            source: if measured { "forecast" } else { "initial" }.into(),
+            method: measured.then(|| "median5".into()),
+            mae_bps: measured.then_some(1.5e6),
+            samples: u64::from(measured) * 7,
+            bytes_moved: if measured { 4 << 20 } else { 0 },
+            agents: true,
+            ..Default::default()
+        };
+        let m = NetworkMatrix {
+            sites: vec!["a".into(), "b".into()],
+            links: vec![link("a", "b", 38.6e6, true), link("b", "a", 1e9, false)],
+        };
+        let s = network_table(&m);
+        let rows: Vec<&str> = s.lines().collect();
+        assert!(rows[1].starts_with('a') && rows[1].contains("38.6") && rows[1].contains('-'), "{s}");
+        assert!(rows[2].contains("1000.0*"), "unmeasured: the initial value, marked: {s}");
+        assert!(s.contains("median5") && s.contains("4.0 MiB") && s.contains("1.50"), "{s}");
+        assert!(s.contains("initial"), "{s}");
+    }
+
+    #[test]
     fn status_report_has_timeline_and_derived_times() {
         let d = JobDetail {
             id: 5,
@@ -590,6 +664,7 @@ mod tests {
                 started: Some(1_002_000),
                 finished: Some(1_005_000),
                 ftt_ms: 1500,
+                transfer_ms: None,
                 pgt_ms: Some(500),
                 pwt_ms: Some(1000),
                 twt_ms: Some(2000),

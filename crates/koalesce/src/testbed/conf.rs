@@ -204,6 +204,8 @@ struct TomlSite {
     kind: &'static str,
     processors: u32,
     slurm: SlurmSiteConfig,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    agent: Option<koalesce_server::config::AgentSiteConfig>,
 }
 
 #[derive(Serialize)]
@@ -211,8 +213,9 @@ struct TomlServer {
     sites: Vec<TomlSite>,
 }
 
-/// `server.toml`: one Slurm site per cluster.
-pub fn server_toml(bed: &BedSpec) -> String {
+/// `server.toml`: one Slurm site per cluster (with its storage agent, when the bed has a
+/// network: `agents` by site name).
+pub fn server_toml(bed: &BedSpec, agents: &[(String, koalesce_server::config::AgentSiteConfig)]) -> String {
     let doc = TomlServer {
         sites: bed
             .clusters
@@ -222,6 +225,7 @@ pub fn server_toml(bed: &BedSpec) -> String {
                 kind: "slurm",
                 processors: bed.processors(),
                 slurm: SlurmSiteConfig::new(bed.conf(&c.name), bed.partition.clone()),
+                agent: agents.iter().find(|(s, _)| *s == c.name).map(|(_, a)| a.clone()),
             })
             .collect(),
     };
@@ -289,7 +293,7 @@ mod tests {
     #[test]
     fn server_toml_lists_one_slurm_site_per_cluster() {
         let b = bed();
-        let text = server_toml(&b);
+        let text = server_toml(&b, &[]);
         #[derive(Deserialize)]
         struct Site {
             name: String,

@@ -24,6 +24,7 @@
 //! (`--tick-offset-ms` starts them out of phase on purpose).
 
 pub mod conf;
+pub mod network;
 pub mod procs;
 
 use std::os::fd::AsRawFd;
@@ -53,6 +54,12 @@ pub struct UpOptions {
     pub tick_offset_ms: u64,
     /// Longest wait for the bed to be ready.
     pub timeout: Duration,
+    /// Give the clusters' storage a shaped network ([`network`]): agents in namespaces.
+    pub network: bool,
+    /// Its rates (default: [`network::default_config`]).
+    pub network_config: Option<crate::netbed::NetbedConfig>,
+    /// Fail instead of falling back to loopback when namespaces are not allowed.
+    pub require_namespaces: bool,
 }
 
 impl UpOptions {
@@ -66,6 +73,9 @@ impl UpOptions {
             partition: "debug".into(),
             port_base: None,
             tick_offset_ms: 0,
+            network: false,
+            network_config: None,
+            require_namespaces: false,
             timeout: Duration::from_secs(90),
         }
     }
@@ -153,6 +163,9 @@ pub struct BedStatus {
     pub server_toml: PathBuf,
     pub munge: DaemonStatus,
     pub clusters: Vec<ClusterStatus>,
+    /// The clusters' storage agents and shaped links (`up --network`); absent without.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network: Option<Vec<network::AgentStatus>>,
 }
 
 impl BedStatus {
@@ -164,6 +177,7 @@ impl BedStatus {
                     && c.nodes.iter().all(DaemonStatus::up)
                     && c.cpus.as_ref().is_some_and(|x| x.nodes_responding as usize == c.nodes.len())
             })
+            && self.network.as_ref().is_none_or(|n| n.iter().all(|a| a.pid.is_some()))
     }
 }
 
@@ -234,6 +248,11 @@ impl TestBed {
         let names: Vec<String> = bed.spec.clusters.iter().map(|c| c.name.clone()).collect();
         let fresh = bed.start_daemons(&names, opts.tick_offset_ms, &mut started)?;
         bed.wait_ready(&names, &fresh, opts.timeout)?;
+        if opts.network || network::present(&bed.spec.dir) {
+            let agents = network::up(&bed.spec.dir, &names, opts.network_config.as_ref(), opts.require_namespaces)?;
+            koalesce_server::supervise::write_atomic(&bed.server_toml(), conf::server_toml(&bed.spec, &agents).as_bytes())?;
+            started.extend(names.iter().map(|n| format!("storage agent {n}")));
+        }
         Ok((
             bed,
             UpReport {
@@ -325,7 +344,9 @@ impl TestBed {
                 koalesce_server::supervise::write_atomic(&s.conf(&c.name), text.as_bytes())?;
             }
         }
-        koalesce_server::supervise::write_atomic(&self.server_toml(), conf::server_toml(s).as_bytes())?;
+        if !network::present(&s.dir) {
+            koalesce_server::supervise::write_atomic(&self.server_toml(), conf::server_toml(s, &[]).as_bytes())?;
+        }
         Ok(())
     }
 
@@ -541,6 +562,7 @@ impl TestBed {
             server_toml: self.server_toml(),
             munge,
             clusters,
+            network: network::status(&self.spec.dir, &self.clusters()),
         }
     }
 
@@ -676,6 +698,7 @@ impl TestBed {
                 Duration::from_secs(5),
             );
         }
+        network::down(self.dir(), &self.clusters())?;
         let killed = procs::kill_leftovers(self.dir());
         drop(lock);
         if purge {

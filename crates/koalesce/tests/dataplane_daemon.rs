@@ -1,0 +1,178 @@
+//! The daemon on a real shaped network: three sites, each with a storage agent in its own
+//! network namespace (`koalesce netbed`), links a→b 40 Mbit/s and a→c 10 Mbit/s shaped with
+//! tc; a `koalesce server` whose sites have `[sites.agent]`.
+//!
+//! - the server probes the links and its forecasts (GET /api/v1/network) rank them as shaped;
+//! - a Close-to-Files job whose input is at the full site a is placed at b (the least
+//!   estimated transfer time), its input pushed a→b over the shaped link (the link's byte
+//!   counter grows by at least the file), checksummed, registered at b;
+//! - the a→b link is shaped to near zero: probes bring its forecast down and the next CF job
+//!   goes to c instead.
+//!
+//! Needs root (network namespaces), as CI has.
+
+mod netbed_common;
+
+use std::time::{Duration, Instant};
+
+use netbed_common::*;
+use serde_json::Value;
+
+const MIB: u64 = 1 << 20;
+
+fn config(bed: &Bed, agents: &[(&str, u32, &Agent)]) -> String {
+    let token = bed.dir.path().join("secret");
+    let mut s = String::from("poll_interval_ms = 50\nallow_root_jobs = true\n");
+    for (name, procs, a) in agents {
+        s.push_str(&format!(
+            "[[sites]]\nname = \"{name}\"\nprocessors = {procs}\n[sites.agent]\nurl = \"{}\"\ndata_url = \"{}\"\ntoken_file = {:?}\nroot = {:?}\n",
+            a.control.url, a.data.url, token, a.root
+        ));
+    }
+    s.push_str(
+        "[scheduler]\nmin_claim_retry_ms = 100\nscan_interval = { kind = \"fixed\", interval_ms = 100 }\n\
+         [network]\nprobe_stale_ms = 1500\nprobe_min_interval_ms = 1000\nprobe_max_concurrent = 1\nprobe_bytes = 262144\n\
+         [users]\n\"*\" = \"root\"\n",
+    );
+    s
+}
+
+fn link(m: &Value, from: &str, to: &str) -> Value {
+    m["links"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["from"] == from && l["to"] == to)
+        .cloned()
+        .unwrap()
+}
+
+fn wait_job(srv: &Server, tok: &str, id: u64, secs: u64) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let j = srv.json(&format!("/api/v1/jobs/{id}"), tok);
+        if ["succeeded", "failed", "cancelled"].contains(&j["state"].as_str().unwrap()) {
+            return j;
+        }
+        assert!(Instant::now() < deadline, "job {id} stuck: {j}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn submit(srv: &Server, tok: &str, toml: &str) -> u64 {
+    let (code, body) = srv.request("POST", "/api/v1/jobs", Some(tok), toml);
+    assert_eq!(code, 201, "{body}");
+    serde_json::from_str::<Value>(&body).unwrap()["id"].as_u64().unwrap()
+}
+
+fn cf_reader(input: &str) -> String {
+    let var = input.to_uppercase().replace('.', "_");
+    format!(
+        "name = \"cf\"\npolicy = \"cf\"\nexecutable = \"/bin/sh\"\narguments = [\"-c\", \"sha256sum \\\"$KOALESCE_INPUT_{var}\\\"\"]\ninputs = [\"{input}\"]\n[[components]]\nprocessors = 1\n"
+    )
+}
+
+/// Polls the network matrix until `pred` holds for the link (or panics after `secs`).
+fn wait_link(srv: &Server, tok: &str, from: &str, to: &str, secs: u64, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let l = link(&srv.json("/api/v1/network", tok), from, to);
+        if pred(&l) {
+            return l;
+        }
+        assert!(Instant::now() < deadline, "{what}: {l}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn close_to_files_follows_the_forecast_of_real_shaped_links() {
+    let _turn = one_at_a_time();
+    let bed = Bed::up(
+        "inter_site_mbit = 100\n[[sites]]\nname = \"a\"\n[[sites]]\nname = \"b\"\n[[sites]]\nname = \"c\"\n\
+         [[links]]\nfrom = \"a\"\nto = \"b\"\nmbit = 40\n[[links]]\nfrom = \"a\"\nto = \"c\"\nmbit = 10\n",
+    );
+    let agents: Vec<Agent> = ["a", "b", "c"]
+        .iter()
+        .map(|s| Agent::start(&bed, s, &bed.dir.path().join(format!("storage-{s}"))))
+        .collect();
+    let srv_dir = bed.dir.path().join("server");
+    let srv = Server::start(
+        &srv_dir,
+        &config(&bed, &[("a", 1, &agents[0]), ("b", 2, &agents[1]), ("c", 2, &agents[2])]),
+    );
+    let tok = srv.token("admin");
+    for (i, name) in ["input1.dat", "input2.dat"].iter().enumerate() {
+        let src = bed.dir.path().join(name);
+        let data: Vec<u8> = (0..4 * MIB).map(|k| (k * 31 + i as u64) as u8).collect();
+        std::fs::write(&src, &data).unwrap();
+        let body = format!(r#"{{"name":"{name}","path":"{}","site":"a"}}"#, src.display());
+        let (code, f) = srv.request("POST", "/api/v1/files", Some(&tok), &body);
+        assert_eq!(code, 201, "{f}");
+    }
+    // a is full: CF must move the input.
+    let blocker = submit(
+        &srv,
+        &tok,
+        "name = \"blocker\"\nexecutable = \"/bin/sleep\"\narguments = [\"60\"]\n[[components]]\nprocessors = 1\nsite = \"a\"\n",
+    );
+    let ab = wait_link(&srv, &tok, "a", "b", 30, "a->b never probed", |l| {
+        l["samples"].as_u64().unwrap() >= 2
+    });
+    let ac = wait_link(&srv, &tok, "a", "c", 30, "a->c never probed", |l| {
+        l["samples"].as_u64().unwrap() >= 2
+    });
+    let mbit = |l: &Value| l["bandwidth_bps"].as_f64().unwrap() / 1e6;
+    println!(
+        "probed: a->b {:.1} Mbit/s ({}), a->c {:.1} Mbit/s ({})",
+        mbit(&ab),
+        ab["method"],
+        mbit(&ac),
+        ac["method"]
+    );
+    assert!((30.0..=55.0).contains(&mbit(&ab)), "a->b shaped to 40: {ab}");
+    assert!((7.0..=14.0).contains(&mbit(&ac)), "a->c shaped to 10: {ac}");
+
+    let wire_before = bed.tx_bytes("a", "s1-b");
+    let id = submit(&srv, &tok, &cf_reader("input1.dat"));
+    let j = wait_job(&srv, &tok, id, 60);
+    assert_eq!(j["state"], "succeeded", "{j}");
+    assert_eq!(j["components"][0]["site"], "b", "CF picks the faster link: {j}");
+    let wire = bed.tx_bytes("a", "s1-b") - wire_before;
+    assert!(wire >= 4 * MIB, "only {wire} bytes crossed the a->b link");
+    let files = srv.json("/api/v1/files", &tok);
+    let f1 = files.as_array().unwrap().iter().find(|f| f["name"] == "input1.dat").unwrap();
+    assert_eq!(f1["replicas"], serde_json::json!(["a", "b"]), "{f1}");
+    let out = std::fs::read_to_string(j["components"][0]["stdout"].as_str().unwrap()).unwrap();
+    assert!(out.starts_with(f1["sha256"].as_str().unwrap()), "{out}");
+    let ab = link(&srv.json("/api/v1/network", &tok), "a", "b");
+    assert_eq!(ab["bytes_moved"].as_u64().unwrap(), 4 * MIB, "{ab}");
+    println!("stage-in a->b: {wire} bytes on the link; forecast now {:.1} Mbit/s", mbit(&ab));
+
+    // The a->b link is shaped to near zero: probes bring the forecast down...
+    bed.reshape("a", "s1-b", 400);
+    let t0 = Instant::now();
+    let ab = wait_link(&srv, &tok, "a", "b", 60, "forecast never dropped", |l| {
+        l["bandwidth_bps"].as_f64().unwrap() < 5e6
+    });
+    println!(
+        "a->b reshaped to 0.4 Mbit/s: forecast {:.2} Mbit/s ({}) after {:.1} s",
+        mbit(&ab),
+        ab["method"],
+        t0.elapsed().as_secs_f64()
+    );
+    // ...and the next CF job goes to c.
+    let id = submit(&srv, &tok, &cf_reader("input2.dat"));
+    let j = wait_job(&srv, &tok, id, 60);
+    assert_eq!(j["state"], "succeeded", "{j}");
+    assert_eq!(j["components"][0]["site"], "c", "placement moved away from the slow link: {j}");
+    let (code, body) = srv.request("POST", &format!("/api/v1/jobs/{blocker}/cancel"), Some(&tok), "");
+    assert_eq!(code, 200, "{body}");
+    wait_job(&srv, &tok, blocker, 20);
+    let (code, metrics) = srv.request("GET", "/metrics", Some(&tok), "");
+    assert_eq!(code, 200);
+    assert!(
+        metrics.contains("koalesce_network_bytes_total{from=\"a\",to=\"c\"} 4194304"),
+        "{metrics}"
+    );
+}
