@@ -240,6 +240,41 @@ fn a_new_job_never_takes_the_outcome_of_an_old_one_after_lost_rows() {
     assert_eq!(std::fs::read_to_string(first_dir.join("stdout")).unwrap(), "first\n");
 }
 
+/// Item 3, the exit record bound to its launch: an `exit.json` of another launch (a stale one
+/// from a reused directory) or a forged one (no nonce) in a running component's directory is
+/// not believed, neither by the running server nor by one that recovers the job after a crash;
+/// the job ends with its own outcome.
+#[test]
+fn a_stale_or_forged_exit_record_never_makes_a_job_succeed() {
+    let _g = serial();
+    require_root();
+    let mut s = Server::new(&grid(&[("s1", 4)], "", ""));
+    let alice = s.token("alice", false, None);
+    s.start();
+    let old = s.submit(&alice, &shell_job("old", "echo old", &[], ""));
+    let stale = std::fs::read(record_dir(&s.wait_state(&alice, old, &["succeeded"], 20)).join("exit.json")).unwrap();
+    let forged = br#"{"exit_code":0,"signal":null,"spawn_error":null,"finished_ms":1}"#.to_vec();
+    for (record, restart) in [(&stale, false), (&forged, false), (&stale, true), (&forged, true)] {
+        let id = s.submit(&alice, &shell_job("victim", "touch started; sleep 3; exit 7", &[], ""));
+        let j = s.wait_state(&alice, id, &["running"], 20);
+        let dir = record_dir(&j);
+        wait_for("the program to start", 20, || dir.join("work/started").exists());
+        if restart {
+            s.kill();
+        }
+        std::fs::write(dir.join("exit.json"), record).unwrap();
+        if restart {
+            s.start();
+        }
+        let j = s.wait_state(&alice, id, &["succeeded", "failed"], 30);
+        assert_eq!(
+            (j["state"].as_str(), j["components"][0]["exit_code"].as_i64()),
+            (Some("failed"), Some(7)),
+            "a record of another launch was believed (restart: {restart}): {j}"
+        );
+    }
+}
+
 // ----- items 5 and 7: blame, quarantine, bans -------------------------------------------------
 
 /// The storage file of a registered replica.

@@ -213,7 +213,7 @@ impl SlurmBackend {
     }
 
     pub(super) fn is_ready(&self, r: &SlurmJobRef) -> bool {
-        if !Records::read(&r.dir).ready() {
+        if !Records::read(&r.dir, &self.nonce_of(r)).ready() {
             return false;
         }
         let Some(ci) = self.cluster_index(&r.cluster) else {

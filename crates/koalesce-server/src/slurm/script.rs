@@ -159,6 +159,7 @@ mod tests {
             time_limit_ms: 90_000,
             memory_limit: None,
             working_directory: None,
+            nonce: String::new(),
         }
     }
 
