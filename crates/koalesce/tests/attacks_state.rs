@@ -489,7 +489,68 @@ fn job_lists_come_in_pages_and_quotas_answer_429() {
     assert_eq!((p3.as_slice(), next), (&ids[20..], None));
     // Without --limit the client walks every page.
     assert_eq!(page(&[]).0, ids);
-    for bad in ["limit=0", "limit=100001"] {
+    // No request gets an unbounded list: without `limit` a page of the default size, and a
+    // `Link: rel="next"` to the rest; the client follows the pages.
+    let carol = s.token("carol", false, None);
+    let held: Vec<u64> = (0..1001)
+        .map(|i| {
+            let (code, body) = s.request("POST", "/api/v1/jobs?hold=true", Some(&carol), shell_job(&format!("h{i}"), "true", &[], "").as_bytes());
+            assert_eq!(code, 201, "{body}");
+            json(&body)["id"].as_u64().unwrap()
+        })
+        .collect();
+    let get = |path: &str| {
+        let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+        let mut r = agent
+            .get(&format!("http://{}{path}", s.addr.unwrap()))
+            .header("Authorization", &format!("Bearer {carol}"))
+            .call()
+            .unwrap();
+        let link = r.headers().get("link").map(|v| v.to_str().unwrap().to_string());
+        let ids: Vec<u64> = json(&r.body_mut().read_to_string().unwrap())
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| j["id"].as_u64().unwrap())
+            .collect();
+        (ids, link)
+    };
+    let (first, link) = get("/api/v1/jobs?state=held");
+    assert_eq!(first, held[..1000], "the default page");
+    let link = link.expect("a link to the next page");
+    let next = link.strip_prefix('<').and_then(|l| l.split_once(">; rel=\"next\"")).expect(&link).0;
+    assert!(next.contains("state=held") && next.contains(&format!("after={}", held[999])), "{next}");
+    assert_eq!(get(next), (held[1000..].to_vec(), None), "the last page has no next");
+    let (code, out, err) = s.cli(&carol, &["jobs", "--json", "--state", "held"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json(&out).as_array().unwrap().len(), 1001, "the client follows every page");
+    // The file catalogue comes in pages too (cursor: the last name, percent-encoded).
+    for name in ["p 1", "p&2", "p3"] {
+        assert_eq!(s.upload(&carol, name, "s1", b"x").0, 201);
+    }
+    let names = |path: &str| {
+        let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+        let mut r = agent
+            .get(&format!("http://{}{path}", s.addr.unwrap()))
+            .header("Authorization", &format!("Bearer {carol}"))
+            .call()
+            .unwrap();
+        let link = r.headers().get("link").map(|v| v.to_str().unwrap().to_string());
+        let got: Vec<String> = json(&r.body_mut().read_to_string().unwrap())
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["name"].as_str().unwrap().to_string())
+            .collect();
+        (got, link)
+    };
+    let (first, link) = names("/api/v1/files?limit=2");
+    assert_eq!(first, ["p 1", "p&2"]);
+    let link = link.expect("a link to the next page");
+    let next = link.strip_prefix('<').and_then(|l| l.split_once(">; rel=\"next\"")).expect(&link).0;
+    assert_eq!(names(next), (vec!["p3".to_string()], None));
+    assert_eq!(s.request("GET", "/api/v1/files?limit=10001", Some(&carol), b"").0, 422);
+    for bad in ["limit=0", "limit=10001", "limit=100001"] {
         let (code, body) = s.request("GET", &format!("/api/v1/jobs?{bad}"), Some(&bob), b"");
         assert_eq!(code, 422, "{body}");
     }
