@@ -301,7 +301,8 @@ fn a_corrupt_replica_is_quarantined_and_no_site_is_blamed_for_it() {
     let _g = serial();
     require_root();
     // One soft error blacklists a site: any blame would show.
-    let mut s = Server::new(&grid(&[("s1", 2), ("s2", 2)], "blacklist_threshold = 1", ""));
+    // (No scrub: the jobs must find the corruption themselves.)
+    let mut s = Server::new(&grid(&[("s1", 2), ("s2", 2)], "blacklist_threshold = 1", "[files]\nscrub_interval_ms = 0"));
     let alice = s.token("alice", false, None);
     s.start();
     // Stage-in from a corrupt source replica: the source is quarantined, the destination
@@ -345,6 +346,42 @@ fn a_corrupt_replica_is_quarantined_and_no_site_is_blamed_for_it() {
     assert_eq!(site(&sites(&s, &alice, ""), "s1")["blacklisted"], false);
     assert!(PathBuf::from(format!("{}.quarantined", own.display())).exists());
     s.request("POST", &format!("/api/v1/jobs/{id}/cancel"), Some(&alice), b"");
+}
+
+/// Item 7, replicas no job uses: the scrub re-checks them at a bounded rate and quarantines a
+/// corrupt one (out of the catalogue, counted in /metrics) before any job needs it; intact
+/// replicas and those of files a queued job is about to use are left alone.
+#[test]
+fn the_scrub_quarantines_a_corrupt_replica_no_job_uses() {
+    let _g = serial();
+    require_root();
+    let mut s = Server::new(&grid(&[("s1", 2)], "", "[files]\nscrub_interval_ms = 100\nscrub_bytes = 4096"));
+    let alice = s.token("alice", false, None);
+    s.start();
+    for (name, byte) in [("cold.dat", 1u8), ("fine.dat", 2), ("zzz.dat", 3)] {
+        assert_eq!(s.upload(&alice, name, "s1", &[byte; 8192]).0, 201);
+    }
+    let metric = |name: &str| -> u64 {
+        let (_, body) = s.request("GET", "/metrics", None, b"");
+        body.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in /metrics: {body}"))
+    };
+    // A full round over the intact replicas (8 KiB each, 4 KiB per round: one per round).
+    wait_for("a round of the scrub", 20, || metric("koalesce_replica_checks_total") >= 3);
+    let cold = replica_path(&s, "s1", "cold.dat");
+    corrupt(&cold);
+    wait_for("the scrub to quarantine the corrupt replica", 20, || {
+        file(&files(&s, &alice), "cold.dat").is_some_and(|f| f["replicas"] == serde_json::json!([]))
+    });
+    assert!(!cold.exists() && PathBuf::from(format!("{}.quarantined", cold.display())).exists());
+    assert_eq!(metric("koalesce_replicas_quarantined_total"), 1);
+    for name in ["fine.dat", "zzz.dat"] {
+        assert_eq!(file(&files(&s, &alice), name).unwrap()["replicas"], serde_json::json!(["s1"]), "{name}");
+    }
+    let sites = sites(&s, &alice, "");
+    assert_eq!(site(&sites, "s1")["blacklisted"], false, "{sites}");
 }
 
 #[test]
