@@ -198,7 +198,10 @@ pub async fn list_jobs(
         jobs.truncate(f.limit);
         if let Some(last) = jobs.last() {
             h.insert(NEXT_AFTER_HEADER, HeaderValue::from(last.id));
-            let link = format!("</api/v1/jobs?{}>; rel=\"next\"", next_query(raw.0.as_deref().unwrap_or(""), last.id));
+            let link = format!(
+                "</api/v1/jobs?{}>; rel=\"next\"",
+                next_query(raw.0.as_deref().unwrap_or(""), last.id)
+            );
             if let Ok(v) = HeaderValue::from_str(&link) {
                 h.insert(axum::http::header::LINK, v);
             }
@@ -262,7 +265,11 @@ mod tests {
         );
         let f = Filter::from_query(q(&[("state", "timeout,failed")]), "bob", false).unwrap();
         assert_eq!(f.states, ["timeout", "failed"]);
-        assert_eq!(Filter::from_query(q(&[]), "bob", false).unwrap().limit, DEFAULT_LIMIT, "a default page size");
+        assert_eq!(
+            Filter::from_query(q(&[]), "bob", false).unwrap().limit,
+            DEFAULT_LIMIT,
+            "a default page size"
+        );
         let over = (MAX_LIMIT + 1).to_string();
         assert_eq!(
             Filter::from_query(q(&[("limit", over.as_str())]), "bob", false).unwrap_err().0,

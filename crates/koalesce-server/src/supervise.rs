@@ -219,10 +219,7 @@ pub fn read_supervisor(dir: &Path, nonce: &str) -> Option<SupervisorRecord> {
     let rec = read_json::<SupervisorRecord>(&dir.join(SUPERVISOR_FILE))?;
     if !rec.fenced && rec.nonce != nonce {
         tracing::warn!(dir = %dir.display(), "a supervisor record of another launch (nonce mismatch): treated as fenced");
-        return Some(SupervisorRecord {
-            fenced: true,
-            ..rec
-        });
+        return Some(SupervisorRecord { fenced: true, ..rec });
     }
     Some(rec)
 }

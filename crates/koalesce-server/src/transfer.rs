@@ -369,7 +369,11 @@ mod tests {
         put(b"intact bytes", 1_000);
         let (sha, size) = checksum(&path).unwrap();
         let week = 7 * 86_400_000;
-        assert_eq!(scrub_replica(&path, &sha, size, week), Ok(Intact::Hashed(size)), "first look: hashed");
+        assert_eq!(
+            scrub_replica(&path, &sha, size, week),
+            Ok(Intact::Hashed(size)),
+            "first look: hashed"
+        );
         assert_eq!(scrub_replica(&path, &sha, size, week), Ok(Intact::Unchanged), "fast path");
         // Bit rot: same size, same modification time.
         put(b"rotted bytes", 1_000);

@@ -98,7 +98,12 @@ fn an_exit_record_of_another_launch_is_not_believed() {
     // A finished launch whose record could be taken for another's.
     let old_dir = tmp.path().join("sites/a/jobs/5/a1-c0");
     let old_claim = b.claim("a", 2).unwrap();
-    let old = b.submit(&ComponentSubmission { nonce: "01d".into(), ..sub(&old_dir, old_claim.clone(), "exit 0") }).unwrap();
+    let old = b
+        .submit(&ComponentSubmission {
+            nonce: "01d".into(),
+            ..sub(&old_dir, old_claim.clone(), "exit 0")
+        })
+        .unwrap();
     start_when_ready(&b, &old);
     assert_eq!(wait_terminal(&b, &old), LrmState::Completed);
     b.release(&old_claim);

@@ -302,7 +302,11 @@ fn a_corrupt_replica_is_quarantined_and_no_site_is_blamed_for_it() {
     require_root();
     // One soft error blacklists a site: any blame would show.
     // (No scrub: the jobs must find the corruption themselves.)
-    let mut s = Server::new(&grid(&[("s1", 2), ("s2", 2)], "blacklist_threshold = 1", "[files]\nscrub_interval_ms = 0"));
+    let mut s = Server::new(&grid(
+        &[("s1", 2), ("s2", 2)],
+        "blacklist_threshold = 1",
+        "[files]\nscrub_interval_ms = 0",
+    ));
     let alice = s.token("alice", false, None);
     s.start();
     // Stage-in from a corrupt source replica: the source is quarantined, the destination
@@ -378,7 +382,11 @@ fn the_scrub_quarantines_a_corrupt_replica_no_job_uses() {
     assert!(!cold.exists() && PathBuf::from(format!("{}.quarantined", cold.display())).exists());
     assert_eq!(metric("koalesce_replicas_quarantined_total"), 1);
     for name in ["fine.dat", "zzz.dat"] {
-        assert_eq!(file(&files(&s, &alice), name).unwrap()["replicas"], serde_json::json!(["s1"]), "{name}");
+        assert_eq!(
+            file(&files(&s, &alice), name).unwrap()["replicas"],
+            serde_json::json!(["s1"]),
+            "{name}"
+        );
     }
     let sites = sites(&s, &alice, "");
     assert_eq!(site(&sites, "s1")["blacklisted"], false, "{sites}");
@@ -531,7 +539,12 @@ fn job_lists_come_in_pages_and_quotas_answer_429() {
     let carol = s.token("carol", false, None);
     let held: Vec<u64> = (0..1001)
         .map(|i| {
-            let (code, body) = s.request("POST", "/api/v1/jobs?hold=true", Some(&carol), shell_job(&format!("h{i}"), "true", &[], "").as_bytes());
+            let (code, body) = s.request(
+                "POST",
+                "/api/v1/jobs?hold=true",
+                Some(&carol),
+                shell_job(&format!("h{i}"), "true", &[], "").as_bytes(),
+            );
             assert_eq!(code, 201, "{body}");
             json(&body)["id"].as_u64().unwrap()
         })
@@ -556,7 +569,10 @@ fn job_lists_come_in_pages_and_quotas_answer_429() {
     assert_eq!(first, held[..1000], "the default page");
     let link = link.expect("a link to the next page");
     let next = link.strip_prefix('<').and_then(|l| l.split_once(">; rel=\"next\"")).expect(&link).0;
-    assert!(next.contains("state=held") && next.contains(&format!("after={}", held[999])), "{next}");
+    assert!(
+        next.contains("state=held") && next.contains(&format!("after={}", held[999])),
+        "{next}"
+    );
     assert_eq!(get(next), (held[1000..].to_vec(), None), "the last page has no next");
     let (code, out, err) = s.cli(&carol, &["jobs", "--json", "--state", "held"]);
     assert_eq!(code, 0, "{err}");

@@ -78,7 +78,10 @@ fn next_batch(shared: &Shared, cursor: Option<&(String, String)>) -> Vec<Replica
         .collect();
     let from = cursor.map_or("", |c| c.0.as_str());
     let mut out = Vec::new();
-    for (name, f) in st.files.range::<str, _>((std::ops::Bound::Included(from), std::ops::Bound::Unbounded)) {
+    for (name, f) in st
+        .files
+        .range::<str, _>((std::ops::Bound::Included(from), std::ops::Bound::Unbounded))
+    {
         if in_use.contains(name.as_str()) {
             continue;
         }

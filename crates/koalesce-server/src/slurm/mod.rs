@@ -555,10 +555,9 @@ impl Backend for SlurmBackend {
                 let a = &answers[&ci];
                 let (last, submitted, nonce) = {
                     let inner = self.inner.lock().unwrap();
-                    inner
-                        .jobs
-                        .get(&(ci, r.job))
-                        .map_or((None, None, String::new()), |e| (Some(e.last.clone()), e.submitted, e.nonce.clone()))
+                    inner.jobs.get(&(ci, r.job)).map_or((None, None, String::new()), |e| {
+                        (Some(e.last.clone()), e.submitted, e.nonce.clone())
+                    })
                 };
                 let view = match &a.result {
                     // A line with another comment is another job that got the same id.
