@@ -6,6 +6,7 @@
 //! | 0 | 2 | `jobs.record` (the daemon's copy of a job) split into `core`, `meta` and `detail` |
 //! | 2 | 3 | `tokens.expires_ms` (token expiry), `launches.lrm_id` (the LRM's id of a component) |
 //! | 3 | 4 | `files.owner` (who registered a file; `NULL`: before owners, an admin's), `counters` (durable job id counter, seeded with the largest id) |
+//! | 4 | 5 | `gridway_history` (GridWay bans and usage history) |
 //! | 5 | 6 | `launches.nonce` (the launch's nonce, `''` for launches before nonces: their records carry none) |
 //!
 //! Databases written by servers between these versions may carry part of a later change
@@ -76,6 +77,9 @@ pub(super) fn migrate(tx: &Transaction<'_>, version: i64) -> Result<(), Box<dyn 
     if version < 4 {
         v3_to_v4(tx)?;
     }
+    if version < 5 {
+        v4_to_v5(tx)?;
+    }
     if version < 6 {
         v5_to_v6(tx)?;
     }
@@ -89,6 +93,14 @@ fn v5_to_v6(tx: &Transaction<'_>) -> rusqlite::Result<()> {
         tx.execute_batch("ALTER TABLE launches ADD COLUMN nonce TEXT NOT NULL DEFAULT ''")?;
     }
     Ok(())
+}
+
+/// Schema 4 → 5: GridWay's bans and usage history survive restarts (`gridway_history`; an
+/// older database has none, so the history starts empty, as it did before).
+fn v4_to_v5(tx: &Transaction<'_>) -> rusqlite::Result<()> {
+    tx.execute_batch(
+        "CREATE TABLE IF NOT EXISTS gridway_history (id INTEGER PRIMARY KEY CHECK (id = 1), history TEXT NOT NULL, saved_ms INTEGER NOT NULL)",
+    )
 }
 
 /// Schema 3 → 4: files have owners (existing files: `NULL`, only an admin deletes them), and
@@ -244,6 +256,7 @@ fn v0_to_v2(tx: &Transaction<'_>) -> Result<(), Box<dyn std::error::Error>> {
             array_id: None,
             task_id: None,
             tasks: Vec::new(),
+            bag: None,
         };
         insert.execute(params![
             id,
