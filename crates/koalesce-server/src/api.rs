@@ -791,6 +791,16 @@ pub fn render_metrics(s: &Shared) -> String {
         "# TYPE koalesce_launches_total counter\nkoalesce_launches_total {}",
         r(&m.launches)
     );
+    let _ = writeln!(
+        o,
+        "# TYPE koalesce_replica_checks_total counter\nkoalesce_replica_checks_total {}",
+        r(&m.replica_checks)
+    );
+    let _ = writeln!(
+        o,
+        "# TYPE koalesce_replicas_quarantined_total counter\nkoalesce_replicas_quarantined_total {}",
+        r(&m.replicas_quarantined)
+    );
     let w = s.store.stats();
     let _ = writeln!(
         o,

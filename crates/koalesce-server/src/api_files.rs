@@ -38,10 +38,57 @@ pub(crate) fn file_json(name: &str, f: &daemon::FileInfo) -> FileInfo {
     }
 }
 
-pub(crate) async fn list_files(AxState(s): AxState<S>, headers: HeaderMap) -> R<Json<Vec<FileInfo>>> {
+/// `GET /api/v1/files?limit=N&after=NAME`: the catalogue in name order, a page at a time
+/// (as the job list: [`crate::job_list::DEFAULT_LIMIT`] files unless `limit` says, at most
+/// [`crate::job_list::MAX_LIMIT`]); a cut page names the next one's `after` (percent-encoded)
+/// in `X-Koalesce-Next-After` and links it (`Link: <...>; rel="next"`).
+pub(crate) async fn list_files(
+    AxState(s): AxState<S>,
+    headers: HeaderMap,
+    q: Result<Query<FilesQuery>, axum::extract::rejection::QueryRejection>,
+) -> R<Response> {
+    use crate::job_list::{DEFAULT_LIMIT, MAX_LIMIT, NEXT_AFTER_HEADER};
     authenticate(&s, &headers)?;
-    let st = s.lock();
-    Ok(Json(st.files.iter().map(|(n, f)| file_json(n, f)).collect()))
+    let Query(q) = q.map_err(|e| err(StatusCode::BAD_REQUEST, format!("query: {e}")))?;
+    let limit = q.limit.unwrap_or(DEFAULT_LIMIT);
+    if limit == 0 || limit > MAX_LIMIT {
+        return Err(err(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("parameter 'limit': must be in 1..={MAX_LIMIT}"),
+        ));
+    }
+    let mut page: Vec<FileInfo> = {
+        let st = s.lock();
+        let from = match &q.after {
+            Some(a) => std::ops::Bound::Excluded(a.as_str()),
+            None => std::ops::Bound::Unbounded,
+        };
+        st.files
+            .range::<str, _>((from, std::ops::Bound::Unbounded))
+            .take(limit + 1)
+            .map(|(n, f)| file_json(n, f))
+            .collect()
+    };
+    let mut h = HeaderMap::new();
+    if page.len() > limit {
+        page.truncate(limit);
+        if let Some(last) = page.last() {
+            let enc: String = form_urlencoded::byte_serialize(last.name.as_bytes()).collect();
+            if let Ok(v) = axum::http::HeaderValue::from_str(&enc) {
+                h.insert(NEXT_AFTER_HEADER, v);
+            }
+            if let Ok(v) = axum::http::HeaderValue::from_str(&format!("</api/v1/files?limit={limit}&after={enc}>; rel=\"next\"")) {
+                h.insert(header::LINK, v);
+            }
+        }
+    }
+    Ok((StatusCode::OK, h, Json(page)).into_response())
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+pub(crate) struct FilesQuery {
+    limit: Option<usize>,
+    after: Option<String>,
 }
 
 /// Checks a name a user gives a file.

@@ -163,9 +163,7 @@ pub async fn array_tasks(s: &S, array_id: u64) -> Result<Vec<koalesce_api::dto::
             let state = match (st.core.job(JobId(id)), st.meta.get(&id)) {
                 // Succeeded but its outputs still being staged out (the job is let go once they
                 // are registered): not done yet, so a bag or array that ends has its outputs.
-                (Some(j), Some(m)) if j.state == koalesce_core::JobState::Succeeded && !m.desc.outputs.is_empty() => {
-                    koalesce_core::JobState::Running.name().to_string()
-                }
+                (Some(_), Some(m)) if m.staging_out => koalesce_core::JobState::Running.name().to_string(),
                 (Some(j), _) => j.state.name().to_string(),
                 (None, _) => state,
             };

@@ -85,6 +85,10 @@ pub struct ComponentSubmission {
     pub memory_limit: Option<u64>,
     /// Directory the program starts in, relative to its working directory.
     pub working_directory: Option<String>,
+    /// The launch's nonce (random, stored with the launch before the submission): the
+    /// supervisor writes it into its records and the backend believes only records with it
+    /// (see [`crate::supervise`]).
+    pub nonce: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -215,13 +219,15 @@ pub trait Backend: Send + Sync + 'static {
     /// Kills a component (Slurm: `scancel`).
     fn cancel(&self, id: &str) -> Result<(), BackendError>;
     /// After a daemon restart: re-attaches to a component submitted by a previous instance,
-    /// holding its processors again; returns the claim id to release when it ends.
-    fn adopt(&self, id: &str, site: &str, processors: u32) -> Result<String, BackendError>;
+    /// holding its processors again; returns the claim id to release when it ends. `nonce`
+    /// is the launch's (as stored with it): the component's records must carry it.
+    fn adopt(&self, id: &str, site: &str, processors: u32, nonce: &str) -> Result<String, BackendError>;
     /// After a daemon restart: where the launch of component `id` stands at the start barrier.
     /// A component no supervisor has taken is fenced first, so the answer cannot change under
     /// the caller by a late supervisor (a `Held` one only becomes `Released` by
     /// [`Backend::start`], or gives up by [`Backend::abort_held`]).
-    fn barrier_state(&self, id: &str) -> Result<BarrierState, BackendError>;
+    /// `nonce` is the launch's: records of another launch are not believed.
+    fn barrier_state(&self, id: &str, nonce: &str) -> Result<BarrierState, BackendError>;
     /// After a daemon restart: makes a component held at the start barrier give up without
     /// running its program. Only for a launch that was never released.
     fn abort_held(&self, id: &str) -> Result<(), BackendError>;

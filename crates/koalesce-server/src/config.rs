@@ -70,6 +70,9 @@
 //! [files]                        # see crate::file_import
 //! max_upload_bytes = 1073741824  # one upload at most
 //! import_dirs = { alice = ["/srv/data/alice"] }   # server-local paths users may register
+//! scrub_interval_ms = 30000      # re-check unused replicas a round at a time (0: never)
+//! scrub_bytes = 268435456        # at most this many bytes hashed per round
+//! scrub_rehash_days = 7          # hash again after this long even when unchanged
 //! [quotas]                       # per user (see crate::quotas); absent: unlimited
 //! max_queued_jobs = 10000        # jobs not ended yet
 //! max_stored_bytes = 107374182400   # bytes of the files the user registered (all replicas)

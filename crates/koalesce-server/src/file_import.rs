@@ -30,6 +30,10 @@ use serde::{Deserialize, Serialize};
 /// alice = ["/srv/data/alice"]
 /// "*" = ["/srv/data/shared"]             # everyone
 /// ```
+///
+/// and the scrub of replicas no job uses (`crate::daemon::scrub`): `scrub_interval_ms =
+/// 30000` (a round every 30 s; 0: never), `scrub_bytes = 268435456` (at most 256 MiB hashed
+/// per round), `scrub_rehash_days = 7` (hashed again after a week even when unchanged).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FilesConfig {
@@ -37,6 +41,14 @@ pub struct FilesConfig {
     pub import_dirs: BTreeMap<String, Vec<PathBuf>>,
     /// Largest upload (bytes).
     pub max_upload_bytes: u64,
+    /// How often the scrub re-checks a round of replicas no job uses (ms; 0: never). See
+    /// `crate::daemon::scrub`.
+    pub scrub_interval_ms: u64,
+    /// Most bytes the scrub hashes in one round (a larger replica alone).
+    pub scrub_bytes: u64,
+    /// A replica is hashed again after this many days even when its size and modification
+    /// time did not change.
+    pub scrub_rehash_days: u64,
 }
 
 impl Default for FilesConfig {
@@ -44,6 +56,9 @@ impl Default for FilesConfig {
         FilesConfig {
             import_dirs: BTreeMap::new(),
             max_upload_bytes: 1 << 30,
+            scrub_interval_ms: 30_000,
+            scrub_bytes: 256 << 20,
+            scrub_rehash_days: 7,
         }
     }
 }
@@ -60,6 +75,7 @@ impl FilesConfig {
             }
         }
         anyhow::ensure!(self.max_upload_bytes > 0, "config: 'files.max_upload_bytes' must be positive");
+        anyhow::ensure!(self.scrub_bytes > 0, "config: 'files.scrub_bytes' must be positive");
         Ok(())
     }
 

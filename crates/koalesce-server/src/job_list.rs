@@ -4,9 +4,11 @@
 //! shell wildcard, `*` / `?` / `[..]`, ASCII case ignored), `site` (jobs placed at that site),
 //! `since` (submitted at or after this Unix time in ms), `user` (admins: that user's jobs;
 //! others may only name themselves), `all=true` (admins: every user's jobs; refused with 403
-//! for others, saying why), `limit` (at most that many jobs) and `after` (only ids above it).
-//! Jobs come in id order; when `limit` cut the list, the `X-Koalesce-Next-After` header holds
-//! the `after` of the next page.
+//! for others, saying why), `limit` (at most that many jobs: [`DEFAULT_LIMIT`] when not given,
+//! at most [`MAX_LIMIT`]) and `after` (only ids above it: the cursor). Jobs come in id order,
+//! one page at a time: when the page was cut, the `X-Koalesce-Next-After` header holds the
+//! `after` of the next page and a `Link: <...>; rel="next"` header (RFC 8288) its whole URL;
+//! the last page has neither.
 //!
 //! Live jobs are rendered from the core, ended ones read from the store (a job in both is
 //! shown as the core has it).
@@ -31,8 +33,10 @@ type S = std::sync::Arc<Shared>;
 
 /// Header: the `after` of the next page when `limit` cut the list.
 pub const NEXT_AFTER_HEADER: &str = "x-koalesce-next-after";
-/// Largest `limit`.
-pub const MAX_LIMIT: usize = 100_000;
+/// Largest `limit` (documented in docs/server-contract.md).
+pub const MAX_LIMIT: usize = 10_000;
+/// The page size when the query gives no `limit`: no request renders an unbounded list.
+pub const DEFAULT_LIMIT: usize = 1_000;
 
 #[derive(Debug, Default, Deserialize)]
 pub struct ListQuery {
@@ -56,7 +60,8 @@ pub struct Filter {
     pub name: Option<String>,
     pub site: Option<String>,
     pub since: Option<u64>,
-    pub limit: Option<usize>,
+    /// Page size ([`DEFAULT_LIMIT`] unless the query says).
+    pub limit: usize,
     pub after: u64,
 }
 
@@ -107,7 +112,7 @@ impl Filter {
             name: q.name.filter(|n| !n.is_empty()),
             site: q.site.filter(|n| !n.is_empty()),
             since: q.since,
-            limit: q.limit,
+            limit: q.limit.unwrap_or(DEFAULT_LIMIT),
             after: q.after.unwrap_or(0),
         })
     }
@@ -170,12 +175,13 @@ fn live_page(s: &Shared, f: &Filter, max: usize) -> Vec<JobSummary> {
 pub async fn list_jobs(
     AxState(s): AxState<S>,
     headers: HeaderMap,
+    raw: axum::extract::RawQuery,
     q: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
     let caller = authenticate(&s, &headers)?;
     let Query(q) = q.map_err(|e| err(StatusCode::BAD_REQUEST, format!("query: {e}")))?;
     let f = Filter::from_query(q, &caller.user, caller.admin)?;
-    let want = f.limit.map_or(usize::MAX, |l| l + 1);
+    let want = f.limit + 1;
     // Live jobs first, then the store: a job leaves the live set only after its final row is
     // committed, so read in this order it is in one or the other (the other order missed a
     // job that ended between the two reads). A job in both is shown by its final row.
@@ -194,18 +200,32 @@ pub async fn list_jobs(
         crate::api_bags::fill_summary(&s, j).await?;
     }
     let mut h = HeaderMap::new();
-    if let Some(limit) = f.limit {
-        if jobs.len() > limit {
-            jobs.truncate(limit);
-            if let Some(last) = jobs.last() {
-                h.insert(
-                    NEXT_AFTER_HEADER,
-                    HeaderValue::from_str(&last.id.to_string()).unwrap_or_else(|_| HeaderValue::from_static("0")),
-                );
+    if jobs.len() > f.limit {
+        jobs.truncate(f.limit);
+        if let Some(last) = jobs.last() {
+            h.insert(NEXT_AFTER_HEADER, HeaderValue::from(last.id));
+            let link = format!(
+                "</api/v1/jobs?{}>; rel=\"next\"",
+                next_query(raw.0.as_deref().unwrap_or(""), last.id)
+            );
+            if let Ok(v) = HeaderValue::from_str(&link) {
+                h.insert(axum::http::header::LINK, v);
             }
         }
     }
     Ok((StatusCode::OK, h, Json(jobs)).into_response())
+}
+
+/// The query of the next page: the request's own, with `after` set to `after` (the request's
+/// parameters are kept as they came, so the next page has the same filter and size).
+pub fn next_query(query: &str, after: u64) -> String {
+    let mut parts: Vec<String> = query
+        .split('&')
+        .filter(|p| !p.is_empty() && p.split('=').next() != Some("after"))
+        .map(str::to_string)
+        .collect();
+    parts.push(format!("after={after}"));
+    parts.join("&")
 }
 
 #[cfg(test)]
@@ -251,6 +271,23 @@ mod tests {
         );
         let f = Filter::from_query(q(&[("state", "timeout,failed")]), "bob", false).unwrap();
         assert_eq!(f.states, ["timeout", "failed"]);
+        assert_eq!(
+            Filter::from_query(q(&[]), "bob", false).unwrap().limit,
+            DEFAULT_LIMIT,
+            "a default page size"
+        );
+        let over = (MAX_LIMIT + 1).to_string();
+        assert_eq!(
+            Filter::from_query(q(&[("limit", over.as_str())]), "bob", false).unwrap_err().0,
+            StatusCode::UNPROCESSABLE_ENTITY
+        );
+    }
+
+    #[test]
+    fn the_next_page_keeps_the_query_and_moves_the_cursor() {
+        assert_eq!(next_query("", 7), "after=7");
+        assert_eq!(next_query("state=failed&after=3&limit=2", 9), "state=failed&limit=2&after=9");
+        assert_eq!(next_query("name=a%26b&afterwards=1", 4), "name=a%26b&afterwards=1&after=4");
     }
 
     #[test]

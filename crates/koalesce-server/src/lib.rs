@@ -313,7 +313,8 @@ pub async fn start(opts: ServerOptions) -> anyhow::Result<RunningServer> {
     let worker = tokio::spawn(daemon::lrm::worker(shared.clone(), lrm_rx, rx.clone()));
     // The dashboard shares the API's port (its pages under /, the API under /api/v1).
     let mut app = api::router(shared.clone()).merge(web::router(shared.clone()));
-    let mut tasks = vec![driver, worker];
+    let scrub = tokio::spawn(daemon::scrub::run(shared.clone(), rx.clone()));
+    let mut tasks = vec![driver, worker, scrub];
     if let Some(f) = &opts.config.federation {
         let (routes, gs) = peer::start(shared.clone(), f, &opts.data_dir, rx.clone()).context("starting the federation")?;
         app = routes.merge(app);

@@ -90,6 +90,15 @@ struct Inner {
     spawned: HashMap<String, std::process::Child>,
     /// High-water mark of used slots.
     peak: u32,
+    /// Component id → its launch's nonce (from `submit` or `adopt`): records without it are
+    /// not believed.
+    nonces: HashMap<String, String>,
+}
+
+impl Inner {
+    fn nonce(&self, id: &str) -> String {
+        self.nonces.get(id).cloned().unwrap_or_default()
+    }
 }
 
 impl Inner {
@@ -281,7 +290,11 @@ impl Backend for LocalBackend {
     fn release(&self, claim: &str) {
         let mut inner = self.inner();
         if let Some(p) = inner.claims.remove(claim) {
-            match inner.claim_dirs.remove(claim) {
+            let dir = inner.claim_dirs.remove(claim);
+            if let Some(d) = &dir {
+                inner.nonces.remove(d);
+            }
+            match dir {
                 // Its processes may still be dying (a cancel): the slots stay used until
                 // they are gone.
                 Some(dir) if !component_gone(Path::new(&dir)) => inner.draining.push((p, dir)),
@@ -320,11 +333,19 @@ impl Backend for LocalBackend {
         let mut inner = self.inner();
         inner.spawned.insert(id.clone(), child);
         inner.claim_dirs.insert(sub.claim.clone(), id.clone());
+        inner.nonces.insert(id.clone(), sub.nonce.clone());
         Ok(id)
     }
 
     fn ready(&self, ids: &[String]) -> Vec<(String, bool)> {
-        ids.iter().map(|id| (id.clone(), supervised::is_ready(Path::new(id)))).collect()
+        let nonces: Vec<String> = {
+            let inner = self.inner();
+            ids.iter().map(|id| inner.nonce(id)).collect()
+        };
+        ids.iter()
+            .zip(nonces)
+            .map(|(id, n)| (id.clone(), supervised::is_ready(Path::new(id), &n)))
+            .collect()
     }
 
     fn start(&self, ids: &[String]) -> Result<(), BackendError> {
@@ -332,7 +353,10 @@ impl Backend for LocalBackend {
             site: self.site.clone(),
             reason,
         };
-        let not_ready: Vec<&String> = ids.iter().filter(|id| !supervised::can_start(Path::new(id))).collect();
+        let not_ready: Vec<&String> = {
+            let inner = self.inner();
+            ids.iter().filter(|id| !supervised::can_start(Path::new(id), &inner.nonce(id))).collect()
+        };
         if !not_ready.is_empty() {
             return Err(site_err(format!("not ready to start: {not_ready:?}")));
         }
@@ -343,14 +367,14 @@ impl Backend for LocalBackend {
     }
 
     fn status(&self, ids: &[String]) -> Vec<(String, LrmState)> {
-        let starting: Vec<bool> = {
+        let known: Vec<(bool, String)> = {
             let mut inner = self.inner();
-            ids.iter().map(|id| inner.starting(id)).collect()
+            ids.iter().map(|id| (inner.starting(id), inner.nonce(id))).collect()
         };
         let out: Vec<(String, LrmState)> = ids
             .iter()
-            .zip(starting)
-            .map(|(id, starting)| (id.clone(), supervised::state_of(Path::new(id), starting)))
+            .zip(known)
+            .map(|(id, (starting, nonce))| (id.clone(), supervised::state_of(Path::new(id), &nonce, starting)))
             .collect();
         let mut inner = self.inner();
         inner.reap();
@@ -363,17 +387,18 @@ impl Backend for LocalBackend {
         Ok(())
     }
 
-    fn adopt(&self, id: &str, site: &str, processors: u32) -> Result<String, BackendError> {
+    fn adopt(&self, id: &str, site: &str, processors: u32, nonce: &str) -> Result<String, BackendError> {
         self.check_site(site)?;
         // The component holds its processors already: no check against the free slots.
         let mut inner = self.inner();
         let claim = inner.take(processors);
         inner.claim_dirs.insert(claim.clone(), id.to_string());
+        inner.nonces.insert(id.to_string(), nonce.to_string());
         Ok(claim)
     }
 
-    fn barrier_state(&self, id: &str) -> Result<BarrierState, BackendError> {
-        supervised::barrier_state(Path::new(id)).map_err(|e| BackendError::Site {
+    fn barrier_state(&self, id: &str, nonce: &str) -> Result<BarrierState, BackendError> {
+        supervised::barrier_state(Path::new(id), nonce).map_err(|e| BackendError::Site {
             site: self.site.clone(),
             reason: format!("cannot read the start barrier of {id}: {e}"),
         })

@@ -11,14 +11,14 @@
 //!
 //! ```text
 //! DIR/                record directory (the daemon's and the supervisor's only)
-//!   supervisor.json   {pid, proc_start, started_ms} or {fenced: true}   (created exclusively)
+//!   supervisor.json   {pid, proc_start, started_ms, nonce} or {fenced: true}   (created exclusively)
 //!   held              {held_ms}: set up, only the exec remains (the check-in the daemon waits for)
 //!   go, abort         written by the daemon (the start barrier; go: a hard link of
 //!                     supervisor.json where it exists); `abort` also by a supervisor
 //!                     that gave up on its own (barrier timeout)
 //!   cgroup.json       the component's control group (see crate::cgroup), before the barrier
 //!   running.json      {child_pid, started_ms, go_seen_ms}
-//!   exit.json         {exit_code, signal, spawn_error, finished_ms, never_started, oom_killed, timed_out, site_fault}
+//!   exit.json         {exit_code, signal, spawn_error, finished_ms, never_started, oom_killed, timed_out, site_fault, nonce}
 //!   stdout, stderr    the program's output (it writes them through its descriptors)
 //!   supervisor.log    the supervisor's own diagnostics
 //!   inputs/           copies of input files for a job that runs under another account
@@ -29,6 +29,11 @@
 //!   exists). If it already exists the supervisor exits without running anything, so a
 //!   component can never be started twice. The daemon uses the same exclusive create to
 //!   *fence* a launch it gave up on (`{"fenced": true}`).
+//! - Each launch has a *nonce* (`--nonce`, random, chosen by the daemon and stored with the
+//!   launch before it is spawned). The supervisor writes it into `supervisor.json` and
+//!   `exit.json`, and every reader ([`read_supervisor`], [`read_exit`]) ignores a record that
+//!   does not carry the launch's nonce: an old or forged `exit.json` (a directory left by
+//!   another launch) is no record at all, so it can never make a job succeed.
 //! - A job whose user has no Unix account (or maps to root without `allow_root_jobs`) is
 //!   refused right then, before the barrier, with that reason (an application error: the
 //!   job fails, the site is not blamed).
@@ -114,6 +119,9 @@ pub struct SupervisorRecord {
     /// Written by the daemon instead of a supervisor: this launch must never run.
     #[serde(default)]
     pub fenced: bool,
+    /// The launch's nonce (see the module docs); empty for a fence.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub nonce: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -145,6 +153,9 @@ pub struct ExitRecord {
     /// group): a fault of the site, not of the job.
     #[serde(default)]
     pub site_fault: bool,
+    /// The launch's nonce: a reader ignores a record without the nonce it expects.
+    #[serde(default)]
+    pub nonce: String,
 }
 
 impl ExitRecord {
@@ -202,6 +213,43 @@ pub fn create_exclusive(path: &Path, bytes: &[u8]) -> io::Result<()> {
 pub fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Option<T> {
     let bytes = fs::read(path).ok()?;
     serde_json::from_slice(&bytes).ok()
+}
+
+/// A new launch nonce: 128 random bits from the kernel, in hex.
+pub fn new_nonce() -> String {
+    let mut buf = [0u8; 16];
+    let mut filled = 0;
+    while filled < buf.len() {
+        match rustix::rand::getrandom(&mut buf[filled..], rustix::rand::GetRandomFlags::empty()) {
+            Ok(n) => filled += n,
+            Err(rustix::io::Errno::INTR) => {}
+            // getrandom(2) cannot fail otherwise on Linux ≥ 3.17 with a valid buffer.
+            Err(e) => panic!("getrandom: {e}"),
+        }
+    }
+    buf.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The exit record in `dir`, only if it belongs to the launch with `nonce`: a record of
+/// another launch (a stale or forged `exit.json`) reads as no record.
+pub fn read_exit(dir: &Path, nonce: &str) -> Option<ExitRecord> {
+    let rec = read_json::<ExitRecord>(&dir.join(EXIT_FILE))?;
+    if rec.nonce != nonce {
+        tracing::warn!(dir = %dir.display(), "ignoring an exit record of another launch (nonce mismatch)");
+        return None;
+    }
+    Some(rec)
+}
+
+/// The supervisor record in `dir`. A record of a supervisor of another launch (its nonce is
+/// not `nonce`) reads as a fence: that directory can never run this launch's program.
+pub fn read_supervisor(dir: &Path, nonce: &str) -> Option<SupervisorRecord> {
+    let rec = read_json::<SupervisorRecord>(&dir.join(SUPERVISOR_FILE))?;
+    if !rec.fenced && rec.nonce != nonce {
+        tracing::warn!(dir = %dir.display(), "a supervisor record of another launch (nonce mismatch): treated as fenced");
+        return Some(SupervisorRecord { fenced: true, ..rec });
+    }
+    Some(rec)
 }
 
 /// Start time of a live process, from /proc (None when it does not exist or is a zombie).
@@ -276,6 +324,9 @@ pub struct SuperviseOptions {
     /// private mount namespace when the supervisor runs as root.
     #[arg(long, value_name = "DIR")]
     pub hide: Option<PathBuf>,
+    /// The launch's nonce, written into `supervisor.json` and `exit.json`.
+    #[arg(long, default_value = "", hide_default_value = true)]
+    pub nonce: String,
     /// Control-group directory the component's group is created under.
     #[arg(long, default_value = "koalesce", value_name = "NAME")]
     pub cgroup_parent: String,
@@ -331,6 +382,9 @@ impl SuperviseOptions {
         }
         if let Some(h) = &self.hide {
             opt("--hide", h.into());
+        }
+        if !self.nonce.is_empty() {
+            opt("--nonce", (&self.nonce).into());
         }
         opt("--cgroup-parent", (&self.cgroup_parent).into());
         if let Some(m) = self.memory_limit {
@@ -405,6 +459,7 @@ pub fn supervise_main(opts: &SuperviseOptions) -> i32 {
         proc_start: proc_start_time(me).unwrap_or(0),
         started_ms: crate::now_ms(),
         fenced: false,
+        nonce: opts.nonce.clone(),
     };
     match create_exclusive(&dir.join(SUPERVISOR_FILE), &serde_json::to_vec(&rec).unwrap()) {
         Ok(()) => {}
@@ -421,7 +476,7 @@ pub fn supervise_main(opts: &SuperviseOptions) -> i32 {
     let account = match &opts.user {
         Some(name) if crate::users::can_switch() => match crate::users::resolve(name, opts.allow_root) {
             Ok(a) => Some(a),
-            Err(e) => return record_exit(dir, Outcome::failed(format!("the job cannot run as its user: {e}"))),
+            Err(e) => return record_exit(dir, &opts.nonce, Outcome::failed(format!("the job cannot run as its user: {e}"))),
         },
         Some(name) => {
             eprintln!("supervise: not running as root: the program runs as this account, not '{name}'");
@@ -437,12 +492,12 @@ pub fn supervise_main(opts: &SuperviseOptions) -> i32 {
     let terminated = barrier::BarrierSignals::catch();
     let held = match launch::prepare(opts, account.as_ref()).and_then(launch::Prepared::hold) {
         Ok(h) => h,
-        Err(outcome) => return record_exit(dir, outcome),
+        Err(outcome) => return record_exit(dir, &opts.nonce, outcome),
     };
     // Held: the daemon starts the launch once every component has this.
     if let Err(e) = publish(&dir.join(HELD_FILE), format!("{{\"held_ms\":{}}}", crate::now_ms()).as_bytes()) {
         held.discard();
-        return record_exit(dir, Outcome::site(format!("cannot report the component held: {e}")));
+        return record_exit(dir, &opts.nonce, Outcome::site(format!("cannot report the component held: {e}")));
     }
     // The start barrier: nothing runs before the daemon says so.
     let limit = std::time::Duration::from_millis(opts.barrier_timeout.unwrap_or(DEFAULT_BARRIER_TIMEOUT_MS));
@@ -462,12 +517,13 @@ pub fn supervise_main(opts: &SuperviseOptions) -> i32 {
                 oom_killed: false,
                 timed_out: false,
                 site_fault: false,
+                nonce: opts.nonce.clone(),
             },
         );
     }
     let go_seen_ms = crate::now_ms();
     match held.release(opts, go_seen_ms) {
-        Ok(outcome) | Err(outcome) => record_exit(dir, outcome),
+        Ok(outcome) | Err(outcome) => record_exit(dir, &opts.nonce, outcome),
     }
 }
 
@@ -498,7 +554,7 @@ impl Outcome {
     }
 }
 
-fn record_exit(dir: &Path, o: Outcome) -> i32 {
+fn record_exit(dir: &Path, nonce: &str, o: Outcome) -> i32 {
     let rec = ExitRecord {
         exit_code: o.code,
         signal: o.signal,
@@ -508,6 +564,7 @@ fn record_exit(dir: &Path, o: Outcome) -> i32 {
         oom_killed: o.oom_killed,
         timed_out: o.timed_out,
         site_fault: o.site_fault,
+        nonce: nonce.to_string(),
     };
     write_exit(dir, rec)
 }

@@ -3,6 +3,9 @@
 //! and killing it. Shared by every backend whose components run under `koalesce supervise`
 //! (the local executor, and Slurm jobs that wrap their program in the same supervisor), so that
 //! recovery answers the same way for every kind of site.
+//!
+//! Every reader is given the launch's nonce (stored with the launch by the daemon): records
+//! of another launch are not believed (see [`supervise::read_exit`]).
 
 use std::path::Path;
 
@@ -10,20 +13,20 @@ use crate::backend::{BarrierState, LrmState};
 use crate::cgroup::Cgroup;
 use crate::supervise::{self, ExitRecord, SupervisorRecord};
 
-fn record(dir: &Path) -> Option<SupervisorRecord> {
-    supervise::read_json::<SupervisorRecord>(&dir.join(supervise::SUPERVISOR_FILE))
+fn record(dir: &Path, nonce: &str) -> Option<SupervisorRecord> {
+    supervise::read_supervisor(dir, nonce)
 }
 
 /// Where the launch in `dir` stands at the start barrier. A directory no supervisor has taken
 /// is fenced first, so the answer cannot change under the caller by a late supervisor.
-pub fn barrier_state(dir: &Path) -> std::io::Result<BarrierState> {
-    let rec = match record(dir) {
+pub fn barrier_state(dir: &Path, nonce: &str) -> std::io::Result<BarrierState> {
+    let rec = match record(dir, nonce) {
         Some(rec) => rec,
         None => {
             if supervise::fence(dir)? {
                 return Ok(BarrierState::Fenced);
             }
-            record(dir).ok_or_else(|| std::io::Error::other(format!("unreadable supervisor record in {}", dir.display())))?
+            record(dir, nonce).ok_or_else(|| std::io::Error::other(format!("unreadable supervisor record in {}", dir.display())))?
         }
     };
     if rec.fenced {
@@ -32,7 +35,7 @@ pub fn barrier_state(dir: &Path) -> std::io::Result<BarrierState> {
     if dir.join(supervise::GO_FILE).exists() || dir.join(supervise::RUNNING_FILE).exists() {
         return Ok(BarrierState::Released);
     }
-    match supervise::read_json::<ExitRecord>(&dir.join(supervise::EXIT_FILE)) {
+    match supervise::read_exit(dir, nonce) {
         Some(exit) if exit.never_started => Ok(BarrierState::Held { alive: false }),
         // An outcome without `go` cannot happen; count it as run, to be safe.
         Some(_) => Ok(BarrierState::Released),
@@ -44,32 +47,32 @@ pub fn barrier_state(dir: &Path) -> std::io::Result<BarrierState> {
     }
 }
 
-/// A live supervisor holds the directory, has set the component up (`held`: only the exec
-/// remains) and nothing told it to give up.
-pub fn is_ready(dir: &Path) -> bool {
-    dir.join(supervise::HELD_FILE).exists() && can_start(dir)
+/// A live supervisor of this launch holds the directory, has set the component up (`held`:
+/// only the exec remains) and nothing told it to give up.
+pub fn is_ready(dir: &Path, nonce: &str) -> bool {
+    dir.join(supervise::HELD_FILE).exists() && can_start(dir, nonce)
 }
 
-/// A live supervisor holds the directory and nothing told it to give up, set up or not yet:
-/// `go` may be written (it runs once it is set up).
-pub fn can_start(dir: &Path) -> bool {
-    record(dir).is_some_and(|r| supervise::supervisor_alive(&r))
+/// A live supervisor of this launch holds the directory and nothing told it to give up, set
+/// up or not yet: `go` may be written (it runs once it is set up).
+pub fn can_start(dir: &Path, nonce: &str) -> bool {
+    record(dir, nonce).is_some_and(|r| supervise::supervisor_alive(&r))
         && !dir.join(supervise::ABORT_FILE).exists()
         && !dir.join(supervise::EXIT_FILE).exists()
 }
 
 /// The component's state from its records. `starting`: the backend spawned a supervisor for
 /// it that has not exited yet (so a missing record means "not up yet", not "lost").
-pub fn state_of(dir: &Path, starting: bool) -> LrmState {
-    if let Some(exit) = supervise::read_json::<ExitRecord>(&dir.join(supervise::EXIT_FILE)) {
+pub fn state_of(dir: &Path, nonce: &str, starting: bool) -> LrmState {
+    if let Some(exit) = supervise::read_exit(dir, nonce) {
         return exit_state(&exit);
     }
-    match record(dir) {
+    match record(dir, nonce) {
         Some(rec) if rec.fenced => LrmState::NodeFail {
             reason: "launch abandoned before the supervisor started (fenced)".into(),
         },
         Some(rec) if supervise::supervisor_alive(&rec) => LrmState::Running,
-        Some(_) => match supervise::read_json::<ExitRecord>(&dir.join(supervise::EXIT_FILE)) {
+        Some(_) => match supervise::read_exit(dir, nonce) {
             Some(exit) => exit_state(&exit),
             None => LrmState::NodeFail {
                 reason: "supervisor died without recording an exit".into(),
@@ -137,7 +140,9 @@ pub fn exit_state(exit: &ExitRecord) -> LrmState {
 /// barrier is told to give up first, so it cannot start even if the kill went astray; a
 /// directory no supervisor has taken is fenced.
 pub fn kill(dir: &Path) {
-    match record(dir) {
+    // Any supervisor recorded in the directory is killed, whichever launch it claims to be.
+    let raw = |dir: &Path| supervise::read_json::<SupervisorRecord>(&dir.join(supervise::SUPERVISOR_FILE));
+    match raw(dir) {
         Some(rec) if supervise::supervisor_alive(&rec) => {
             if !dir.join(supervise::GO_FILE).exists() {
                 // Held at the barrier: it must not start even if the kill went astray.
@@ -170,7 +175,7 @@ pub fn kill(dir: &Path) {
         None => {
             let _ = supervise::fence(dir);
             // A supervisor that got its record in between: kill it too.
-            if let Some(rec) = record(dir).filter(supervise::supervisor_alive) {
+            if let Some(rec) = raw(dir).filter(supervise::supervisor_alive) {
                 kill_group(rec.pid);
             }
         }

@@ -87,6 +87,7 @@ impl JobSandbox {
             o.hide = Some(self.data_dir.clone());
         }
         o.allow_root = self.allow_root_jobs;
+        o.nonce = sub.nonce.clone();
         o.read_only = self.config.read_only.clone();
         o.read_write = self.config.read_write.clone();
         o.inputs = sub
@@ -133,6 +134,7 @@ mod tests {
             time_limit_ms: 1000,
             memory_limit: Some(2 << 30),
             working_directory: Some("run".into()),
+            nonce: "0123456789abcdef0123456789abcdef".into(),
         }
     }
 

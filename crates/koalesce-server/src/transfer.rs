@@ -261,8 +261,10 @@ pub fn remove_partials(dir: &Path) {
 /// Size and modification time of a replica when it was last found intact.
 type Stamp = (u64, i64, i64);
 
-/// Replicas found intact, with the stamp they had then (the fast path of [`verify_replica`]).
-static VERIFIED: std::sync::Mutex<Option<std::collections::HashMap<PathBuf, Stamp>>> = std::sync::Mutex::new(None);
+/// Replicas found intact: the stamp they had then, and when their content was last hashed
+/// (ms; the fast path of [`verify_replica`] and [`scrub_replica`]).
+type Verified = std::collections::HashMap<PathBuf, (Stamp, u64)>;
+static VERIFIED: std::sync::Mutex<Option<Verified>> = std::sync::Mutex::new(None);
 
 fn stamp(path: &Path) -> io::Result<Stamp> {
     use std::os::unix::fs::MetadataExt;
@@ -273,27 +275,40 @@ fn stamp(path: &Path) -> io::Result<Stamp> {
     Ok((m.len(), m.mtime(), m.mtime_nsec()))
 }
 
-fn verified() -> std::sync::MutexGuard<'static, Option<std::collections::HashMap<PathBuf, Stamp>>> {
+fn verified() -> std::sync::MutexGuard<'static, Option<Verified>> {
     VERIFIED.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Records that the replica at `path` was just written and checked (a verified copy).
 pub fn note_verified(path: &Path) {
     if let Ok(st) = stamp(path) {
-        verified().get_or_insert_with(Default::default).insert(path.to_path_buf(), st);
+        verified()
+            .get_or_insert_with(Default::default)
+            .insert(path.to_path_buf(), (st, crate::now_ms()));
     }
 }
 
-/// Checks a replica before a job uses it: when its size and modification time are those it
-/// had when last found intact, it is taken as intact (fast path); otherwise (changed, or not
-/// checked since the server started) its SHA-256 is computed and compared with the catalogue.
-pub fn verify_replica(path: &Path, sha256: &str, size: u64) -> Result<(), String> {
+/// How [`scrub_replica`] found a replica intact.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Intact {
+    /// Same size and modification time as when last hashed, recently enough: not read.
+    Unchanged,
+    /// Hashed now (this many bytes read).
+    Hashed(u64),
+}
+
+/// Checks a replica: its size against the catalogue, then its content: hashed unless its
+/// size and modification time are those it had when last found intact, at most `rehash_ms`
+/// ago (the fast path).
+fn check_replica(path: &Path, sha256: &str, size: u64, rehash_ms: u64) -> Result<Intact, String> {
     let before = stamp(path).map_err(|e| format!("{}: {e}", path.display()))?;
     if before.0 != size {
         return Err(format!("{}: {} bytes, the catalogue says {size}", path.display(), before.0));
     }
-    if verified().as_ref().and_then(|m| m.get(path)) == Some(&before) {
-        return Ok(());
+    let now = crate::now_ms();
+    let known = verified().as_ref().and_then(|m| m.get(path).copied());
+    if known.is_some_and(|(st, at)| st == before && now.saturating_sub(at) < rehash_ms) {
+        return Ok(Intact::Unchanged);
     }
     let (actual, bytes) = checksum(path).map_err(|e| format!("{}: {e}", path.display()))?;
     if bytes != size || actual != sha256 {
@@ -302,8 +317,24 @@ pub fn verify_replica(path: &Path, sha256: &str, size: u64) -> Result<(), String
             path.display()
         ));
     }
-    verified().get_or_insert_with(Default::default).insert(path.to_path_buf(), before);
-    Ok(())
+    verified()
+        .get_or_insert_with(Default::default)
+        .insert(path.to_path_buf(), (before, now));
+    Ok(Intact::Hashed(bytes))
+}
+
+/// Checks a replica before a job uses it: when its size and modification time are those it
+/// had when last found intact, it is taken as intact (fast path); otherwise (changed, or not
+/// checked since the server started) its SHA-256 is computed and compared with the catalogue.
+pub fn verify_replica(path: &Path, sha256: &str, size: u64) -> Result<(), String> {
+    check_replica(path, sha256, size, u64::MAX).map(|_| ())
+}
+
+/// The periodic re-check of a replica no job is using (see `crate::daemon::scrub`): as
+/// [`verify_replica`], and hashed in any case when its content was last hashed `rehash_ms`
+/// ago or more (a change that kept size and modification time: bit rot, a careless restore).
+pub fn scrub_replica(path: &Path, sha256: &str, size: u64, rehash_ms: u64) -> Result<Intact, String> {
+    check_replica(path, sha256, size, rehash_ms)
 }
 
 /// Moves a corrupt replica aside (`<file>.quarantined`), out of every job's way.
@@ -315,5 +346,45 @@ pub fn quarantine(path: &Path) {
     to.push(".quarantined");
     if let Err(e) = std::fs::rename(path, &to) {
         tracing::warn!(path = %path.display(), error = %e, "cannot quarantine a corrupt replica");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The scrub's fast path trusts an unchanged size and modification time until the rehash
+    /// age; a change that kept both is found once the replica is due again.
+    #[test]
+    fn a_replica_is_hashed_when_changed_and_again_when_due() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("r");
+        // Writes `bytes` with modification time `secs` (explicit: writes in one tick of the
+        // file system's clock would share a time).
+        let put = |bytes: &[u8], secs: u64| {
+            std::fs::write(&path, bytes).unwrap();
+            let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+            std::fs::File::options().write(true).open(&path).unwrap().set_modified(t).unwrap();
+        };
+        put(b"intact bytes", 1_000);
+        let (sha, size) = checksum(&path).unwrap();
+        let week = 7 * 86_400_000;
+        assert_eq!(
+            scrub_replica(&path, &sha, size, week),
+            Ok(Intact::Hashed(size)),
+            "first look: hashed"
+        );
+        assert_eq!(scrub_replica(&path, &sha, size, week), Ok(Intact::Unchanged), "fast path");
+        // Bit rot: same size, same modification time.
+        put(b"rotted bytes", 1_000);
+        assert_eq!(scrub_replica(&path, &sha, size, week), Ok(Intact::Unchanged), "not due yet");
+        let e = scrub_replica(&path, &sha, size, 0).unwrap_err();
+        assert!(e.contains("content changed"), "{e}");
+        // A change of modification time is hashed at once.
+        put(b"intact bytes", 2_000);
+        assert_eq!(scrub_replica(&path, &sha, size, week), Ok(Intact::Hashed(size)));
+        put(b"other  bytes", 3_000);
+        assert!(scrub_replica(&path, &sha, size, week).is_err());
+        assert!(verify_replica(&path, &sha, size).is_err());
     }
 }

@@ -23,8 +23,12 @@ fn sub(dir: &Path, claim: String, script: &str) -> ComponentSubmission {
         time_limit_ms: 60_000,
         memory_limit: None,
         working_directory: None,
+        nonce: NONCE.into(),
     }
 }
+
+/// The launch nonce of the components these tests submit.
+const NONCE: &str = "5eed0000000000000000000000000001";
 
 fn wait_terminal(b: &LocalBackend, id: &str) -> LrmState {
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -68,6 +72,7 @@ fn supervisor_records_survive_and_a_launch_never_runs_twice() {
     assert_eq!(exit.exit_code, Some(3));
     assert_eq!(std::fs::read_to_string(dir.join("stdout")).unwrap(), "hello\n");
     let b2 = LocalBackend::new("a", 4, false, common::supervisor());
+    let claim2 = b2.adopt(&id, "a", 2, NONCE).unwrap();
     assert!(matches!(
         b2.status(std::slice::from_ref(&id)).pop().unwrap().1,
         LrmState::Failed { exit_code: Some(3), .. }
@@ -79,6 +84,60 @@ fn supervisor_records_survive_and_a_launch_never_runs_twice() {
         .unwrap();
     assert_eq!(out.status.code(), Some(3));
     assert_eq!(std::fs::read_to_string(supervise::work_dir(&dir).join("runs")).unwrap(), "run\n");
+    b.release(&claim);
+    b2.release(&claim2);
+}
+
+/// Issue 8, item 3: an exit record is believed only with its launch's nonce. A stale record
+/// (another launch's, left in a reused directory) or a forged one (no nonce) never makes a
+/// component succeed: not while it runs, not for a restarted daemon that adopts it.
+#[test]
+fn an_exit_record_of_another_launch_is_not_believed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let b = LocalBackend::new("a", 4, false, common::supervisor());
+    // A finished launch whose record could be taken for another's.
+    let old_dir = tmp.path().join("sites/a/jobs/5/a1-c0");
+    let old_claim = b.claim("a", 2).unwrap();
+    let old = b
+        .submit(&ComponentSubmission {
+            nonce: "01d".into(),
+            ..sub(&old_dir, old_claim.clone(), "exit 0")
+        })
+        .unwrap();
+    start_when_ready(&b, &old);
+    assert_eq!(wait_terminal(&b, &old), LrmState::Completed);
+    b.release(&old_claim);
+    let stale = std::fs::read(old_dir.join(supervise::EXIT_FILE)).unwrap();
+    // The launch under attack runs a while, then fails.
+    let dir = tmp.path().join("sites/a/jobs/6/a1-c0");
+    let claim = b.claim("a", 2).unwrap();
+    let id = b.submit(&sub(&dir, claim.clone(), "sleep 3; exit 7")).unwrap();
+    start_when_ready(&b, &id);
+    let forged = br#"{"exit_code":0,"signal":null,"spawn_error":null,"finished_ms":1}"#;
+    for record in [&stale[..], &forged[..]] {
+        std::fs::write(dir.join(supervise::EXIT_FILE), record).unwrap();
+        assert_eq!(b.status(std::slice::from_ref(&id)).pop().unwrap().1, LrmState::Running);
+        assert!(!b.ready(std::slice::from_ref(&id))[0].1);
+        // A restarted daemon adopts the launch with the nonce stored with it.
+        let b2 = LocalBackend::new("a", 4, false, common::supervisor());
+        assert_eq!(b2.barrier_state(&id, NONCE).unwrap(), BarrierState::Released);
+        let c2 = b2.adopt(&id, "a", 2, NONCE).unwrap();
+        assert_eq!(b2.status(std::slice::from_ref(&id)).pop().unwrap().1, LrmState::Running);
+        b2.release(&c2);
+    }
+    // The real outcome replaces the forgery.
+    let st = wait_terminal(&b, &id);
+    assert!(matches!(st, LrmState::Failed { exit_code: Some(7), .. }), "{st:?}");
+    let exit: ExitRecord = supervise::read_json(&dir.join(supervise::EXIT_FILE)).unwrap();
+    assert_eq!(exit.nonce, NONCE);
+    let rec: SupervisorRecord = supervise::read_json(&dir.join(supervise::SUPERVISOR_FILE)).unwrap();
+    assert_eq!(rec.nonce, NONCE);
+    // Read with another launch's nonce, the directory's records are no outcome of that launch.
+    let b3 = LocalBackend::new("a", 4, false, common::supervisor());
+    let c3 = b3.adopt(&id, "a", 2, "0ther").unwrap();
+    let st = b3.status(std::slice::from_ref(&id)).pop().unwrap().1;
+    assert!(matches!(st, LrmState::NodeFail { .. }), "{st:?}");
+    b3.release(&c3);
     b.release(&claim);
 }
 
@@ -115,7 +174,7 @@ fn a_held_component_runs_only_once_started_and_gives_up_on_abort() {
     std::thread::sleep(Duration::from_millis(200));
     let ran = |d: &Path| supervise::work_dir(d).join("ran").exists();
     assert!(!ran(&go_dir) && !ran(&abort_dir));
-    assert_eq!(b.barrier_state(&go).unwrap(), BarrierState::Held { alive: true });
+    assert_eq!(b.barrier_state(&go, NONCE).unwrap(), BarrierState::Held { alive: true });
     assert_eq!(b.status(std::slice::from_ref(&go)).pop().unwrap().1, LrmState::Running);
     // Abort one: it records that it never started and is a soft error, not an application error.
     b.abort_held(&abort).unwrap();
@@ -124,17 +183,17 @@ fn a_held_component_runs_only_once_started_and_gives_up_on_abort() {
     let exit: ExitRecord = supervise::read_json(&abort_dir.join(supervise::EXIT_FILE)).unwrap();
     assert!(exit.never_started && !exit.success(), "{exit:?}");
     assert!(!ran(&abort_dir));
-    assert_eq!(b.barrier_state(&abort).unwrap(), BarrierState::Held { alive: false });
+    assert_eq!(b.barrier_state(&abort, NONCE).unwrap(), BarrierState::Held { alive: false });
     // Starting a launch of which one is not ready starts none.
     assert!(b.start(&ids).is_err());
     assert!(!go_dir.join(supervise::GO_FILE).exists());
     b.start(std::slice::from_ref(&go)).unwrap();
     assert_eq!(wait_terminal(&b, &go), LrmState::Completed);
     assert!(ran(&go_dir));
-    assert_eq!(b.barrier_state(&go).unwrap(), BarrierState::Released);
+    assert_eq!(b.barrier_state(&go, NONCE).unwrap(), BarrierState::Released);
     // A directory nobody took is fenced by the check.
     let empty = tmp.path().join("sites/a/jobs/3/a1-c2").display().to_string();
-    assert_eq!(b.barrier_state(&empty).unwrap(), BarrierState::Fenced);
+    assert_eq!(b.barrier_state(&empty, NONCE).unwrap(), BarrierState::Fenced);
     assert!(supervise::read_json::<SupervisorRecord>(&Path::new(&empty).join(supervise::SUPERVISOR_FILE)).is_some_and(|r| r.fenced));
 }
 

@@ -267,13 +267,17 @@ impl JobsArgs {
             let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?;
             query.push(("since", now.saturating_sub(d).as_millis().to_string()));
         }
-        if let Some(l) = self.limit {
-            query.push(("limit", l.to_string()));
-        }
-        if let Some(a) = self.after {
-            query.push(("after", a.to_string()));
-        }
-        let (v, next) = client.jobs_query(&query)?;
+        // Without --limit every page is fetched (the server answers a page at a time).
+        let (v, next) = match self.limit {
+            Some(l) => {
+                query.push(("limit", l.to_string()));
+                if let Some(a) = self.after {
+                    query.push(("after", a.to_string()));
+                }
+                client.jobs_query(&query)?
+            }
+            None => (client.jobs_pages(&query, self.after)?, None),
+        };
         Output::from(self.output).print(&v, || {
             let jobs: Vec<api::JobSummary> = serde_json::from_value(v.clone()).context("reading the job list")?;
             Ok(format::jobs_table(&jobs))

@@ -348,6 +348,11 @@ fn error_answers_are_exact_and_do_not_leak() {
         msg.len(),
         &msg[..200.min(msg.len())]
     );
+    // A huge HH:MM:SS runtime is refused naming the field, never wrapped round.
+    let huge = shell_job("huge", "true", &[], "walltime = \"99999999999999999:00:00\"");
+    let (code, body) = s.request("POST", "/api/v1/jobs", Some(&alice), huge.as_bytes());
+    assert_eq!(code, 422, "{body}");
+    assert!(body.contains("walltime"), "{body}");
     // File names of 247-255 characters are fine; longer ones are refused naming the field.
     for (len, want) in [(247, 201), (255, 201), (256, 422)] {
         let (code, text) = s.upload(&alice, &"n".repeat(len), "s1", b"x");

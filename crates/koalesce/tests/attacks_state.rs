@@ -240,6 +240,41 @@ fn a_new_job_never_takes_the_outcome_of_an_old_one_after_lost_rows() {
     assert_eq!(std::fs::read_to_string(first_dir.join("stdout")).unwrap(), "first\n");
 }
 
+/// Item 3, the exit record bound to its launch: an `exit.json` of another launch (a stale one
+/// from a reused directory) or a forged one (no nonce) in a running component's directory is
+/// not believed, neither by the running server nor by one that recovers the job after a crash;
+/// the job ends with its own outcome.
+#[test]
+fn a_stale_or_forged_exit_record_never_makes_a_job_succeed() {
+    let _g = serial();
+    require_root();
+    let mut s = Server::new(&grid(&[("s1", 4)], "", ""));
+    let alice = s.token("alice", false, None);
+    s.start();
+    let old = s.submit(&alice, &shell_job("old", "echo old", &[], ""));
+    let stale = std::fs::read(record_dir(&s.wait_state(&alice, old, &["succeeded"], 20)).join("exit.json")).unwrap();
+    let forged = br#"{"exit_code":0,"signal":null,"spawn_error":null,"finished_ms":1}"#.to_vec();
+    for (record, restart) in [(&stale, false), (&forged, false), (&stale, true), (&forged, true)] {
+        let id = s.submit(&alice, &shell_job("victim", "touch started; sleep 3; exit 7", &[], ""));
+        let j = s.wait_state(&alice, id, &["running"], 20);
+        let dir = record_dir(&j);
+        wait_for("the program to start", 20, || dir.join("work/started").exists());
+        if restart {
+            s.kill();
+        }
+        std::fs::write(dir.join("exit.json"), record).unwrap();
+        if restart {
+            s.start();
+        }
+        let j = s.wait_state(&alice, id, &["succeeded", "failed"], 30);
+        assert_eq!(
+            (j["state"].as_str(), j["components"][0]["exit_code"].as_i64()),
+            (Some("failed"), Some(7)),
+            "a record of another launch was believed (restart: {restart}): {j}"
+        );
+    }
+}
+
 // ----- items 5 and 7: blame, quarantine, bans -------------------------------------------------
 
 /// The storage file of a registered replica.
@@ -266,7 +301,12 @@ fn a_corrupt_replica_is_quarantined_and_no_site_is_blamed_for_it() {
     let _g = serial();
     require_root();
     // One soft error blacklists a site: any blame would show.
-    let mut s = Server::new(&grid(&[("s1", 2), ("s2", 2)], "blacklist_threshold = 1", ""));
+    // (No scrub: the jobs must find the corruption themselves.)
+    let mut s = Server::new(&grid(
+        &[("s1", 2), ("s2", 2)],
+        "blacklist_threshold = 1",
+        "[files]\nscrub_interval_ms = 0",
+    ));
     let alice = s.token("alice", false, None);
     s.start();
     // Stage-in from a corrupt source replica: the source is quarantined, the destination
@@ -310,6 +350,46 @@ fn a_corrupt_replica_is_quarantined_and_no_site_is_blamed_for_it() {
     assert_eq!(site(&sites(&s, &alice, ""), "s1")["blacklisted"], false);
     assert!(PathBuf::from(format!("{}.quarantined", own.display())).exists());
     s.request("POST", &format!("/api/v1/jobs/{id}/cancel"), Some(&alice), b"");
+}
+
+/// Item 7, replicas no job uses: the scrub re-checks them at a bounded rate and quarantines a
+/// corrupt one (out of the catalogue, counted in /metrics) before any job needs it; intact
+/// replicas and those of files a queued job is about to use are left alone.
+#[test]
+fn the_scrub_quarantines_a_corrupt_replica_no_job_uses() {
+    let _g = serial();
+    require_root();
+    let mut s = Server::new(&grid(&[("s1", 2)], "", "[files]\nscrub_interval_ms = 100\nscrub_bytes = 4096"));
+    let alice = s.token("alice", false, None);
+    s.start();
+    for (name, byte) in [("cold.dat", 1u8), ("fine.dat", 2), ("zzz.dat", 3)] {
+        assert_eq!(s.upload(&alice, name, "s1", &[byte; 8192]).0, 201);
+    }
+    let metric = |name: &str| -> u64 {
+        let (_, body) = s.request("GET", "/metrics", None, b"");
+        body.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in /metrics: {body}"))
+    };
+    // A full round over the intact replicas (8 KiB each, 4 KiB per round: one per round).
+    wait_for("a round of the scrub", 20, || metric("koalesce_replica_checks_total") >= 3);
+    let cold = replica_path(&s, "s1", "cold.dat");
+    corrupt(&cold);
+    wait_for("the scrub to quarantine the corrupt replica", 20, || {
+        file(&files(&s, &alice), "cold.dat").is_some_and(|f| f["replicas"] == serde_json::json!([]))
+    });
+    assert!(!cold.exists() && PathBuf::from(format!("{}.quarantined", cold.display())).exists());
+    assert_eq!(metric("koalesce_replicas_quarantined_total"), 1);
+    for name in ["fine.dat", "zzz.dat"] {
+        assert_eq!(
+            file(&files(&s, &alice), name).unwrap()["replicas"],
+            serde_json::json!(["s1"]),
+            "{name}"
+        );
+    }
+    let sites = sites(&s, &alice, "");
+    assert_eq!(site(&sites, "s1")["blacklisted"], false, "{sites}");
 }
 
 #[test]
@@ -454,7 +534,76 @@ fn job_lists_come_in_pages_and_quotas_answer_429() {
     assert_eq!((p3.as_slice(), next), (&ids[20..], None));
     // Without --limit the client walks every page.
     assert_eq!(page(&[]).0, ids);
-    for bad in ["limit=0", "limit=100001"] {
+    // No request gets an unbounded list: without `limit` a page of the default size, and a
+    // `Link: rel="next"` to the rest; the client follows the pages.
+    let carol = s.token("carol", false, None);
+    let held: Vec<u64> = (0..1001)
+        .map(|i| {
+            let (code, body) = s.request(
+                "POST",
+                "/api/v1/jobs?hold=true",
+                Some(&carol),
+                shell_job(&format!("h{i}"), "true", &[], "").as_bytes(),
+            );
+            assert_eq!(code, 201, "{body}");
+            json(&body)["id"].as_u64().unwrap()
+        })
+        .collect();
+    let get = |path: &str| {
+        let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+        let mut r = agent
+            .get(&format!("http://{}{path}", s.addr.unwrap()))
+            .header("Authorization", &format!("Bearer {carol}"))
+            .call()
+            .unwrap();
+        let link = r.headers().get("link").map(|v| v.to_str().unwrap().to_string());
+        let ids: Vec<u64> = json(&r.body_mut().read_to_string().unwrap())
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| j["id"].as_u64().unwrap())
+            .collect();
+        (ids, link)
+    };
+    let (first, link) = get("/api/v1/jobs?state=held");
+    assert_eq!(first, held[..1000], "the default page");
+    let link = link.expect("a link to the next page");
+    let next = link.strip_prefix('<').and_then(|l| l.split_once(">; rel=\"next\"")).expect(&link).0;
+    assert!(
+        next.contains("state=held") && next.contains(&format!("after={}", held[999])),
+        "{next}"
+    );
+    assert_eq!(get(next), (held[1000..].to_vec(), None), "the last page has no next");
+    let (code, out, err) = s.cli(&carol, &["jobs", "--json", "--state", "held"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json(&out).as_array().unwrap().len(), 1001, "the client follows every page");
+    // The file catalogue comes in pages too (cursor: the last name, percent-encoded).
+    for name in ["p 1", "p&2", "p3"] {
+        assert_eq!(s.upload(&carol, name, "s1", b"x").0, 201);
+    }
+    let names = |path: &str| {
+        let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+        let mut r = agent
+            .get(&format!("http://{}{path}", s.addr.unwrap()))
+            .header("Authorization", &format!("Bearer {carol}"))
+            .call()
+            .unwrap();
+        let link = r.headers().get("link").map(|v| v.to_str().unwrap().to_string());
+        let got: Vec<String> = json(&r.body_mut().read_to_string().unwrap())
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["name"].as_str().unwrap().to_string())
+            .collect();
+        (got, link)
+    };
+    let (first, link) = names("/api/v1/files?limit=2");
+    assert_eq!(first, ["p 1", "p&2"]);
+    let link = link.expect("a link to the next page");
+    let next = link.strip_prefix('<').and_then(|l| l.split_once(">; rel=\"next\"")).expect(&link).0;
+    assert_eq!(names(next), (vec!["p3".to_string()], None));
+    assert_eq!(s.request("GET", "/api/v1/files?limit=10001", Some(&carol), b"").0, 422);
+    for bad in ["limit=0", "limit=10001", "limit=100001"] {
         let (code, body) = s.request("GET", &format!("/api/v1/jobs?{bad}"), Some(&bob), b"");
         assert_eq!(code, 422, "{body}");
     }

@@ -144,24 +144,24 @@ fn probes_feed_a_forecast_that_follows_the_real_link() {
         );
         f
     };
-    let forecast_near = |weather: &NetworkWeather, mbit: f64| {
-        let f = weather.forecast(ia, ib).unwrap().bandwidth;
-        assert!(
-            (0.9..=1.1).contains(&(f.value / (mbit * 1e6))),
-            "forecast {:.2} Mbit/s on a {mbit} Mbit/s link",
-            f.value / 1e6
-        );
+    // Probes until the forecast is within 10 % of the link's rate: at least 3 probes, and
+    // more while a loaded machine (agents short of CPU) slows single probes down; fails if
+    // 20 probes never get there.
+    let mut probe_until_near = |weather: &mut NetworkWeather, mbit: f64| {
+        let near = |v: f64| (0.9..=1.1).contains(&(v / (mbit * 1e6)));
+        let mut last = 0.0;
+        for n in 1..=20 {
+            last = probe(weather).value;
+            if n >= 3 && near(last) {
+                return;
+            }
+        }
+        panic!("forecast {:.2} Mbit/s on a {mbit} Mbit/s link after 20 probes", last / 1e6);
     };
-    for _ in 0..3 {
-        probe(&mut weather);
-    }
-    forecast_near(&weather, 40.0);
+    probe_until_near(&mut weather, 40.0);
     // The link slows to 16 Mbit/s: after a few probes the forecast has followed it.
     bed.reshape("a", "s1-b", 16_000);
-    for _ in 0..3 {
-        probe(&mut weather);
-    }
-    forecast_near(&weather, 16.0);
+    probe_until_near(&mut weather, 16.0);
     // And it drives the core's transfer-time estimate: 10 MB now take about 5 s, not 2.
     let mut net = NetworkForecast::uniform(2, 1e9, 1);
     weather.apply(&mut net);

@@ -47,7 +47,7 @@ fn sim_html_report_renders_in_chromium() {
 
     let mut b = Browser::launch().expect("Chromium must be installed (apt-get install chromium)");
     b.goto(&format!("file://{}", report.display())).unwrap();
-    b.wait_for("figure#bandwidth svg", Duration::from_secs(10)).unwrap();
+    b.wait_for("figure#bandwidth svg", Duration::from_secs(60)).unwrap();
     // Every chart laid out with a real size, inside the page's width.
     let charts = b.rects("figure.chart > svg").unwrap();
     assert_eq!(charts.len(), 10, "{charts:?}");
@@ -119,7 +119,7 @@ fn experiment_html_report_has_verdicts_and_plots() {
     let report = dir.join("broker.html");
     let mut b = Browser::launch().expect("Chromium must be installed (apt-get install chromium)");
     b.goto(&format!("file://{}", report.display())).unwrap();
-    b.wait_for("#checks", Duration::from_secs(10)).unwrap();
+    b.wait_for("#checks", Duration::from_secs(60)).unwrap();
     // One row per seed comparison, each with a verdict badge; the tally cards add up.
     let rows = b.eval("document.querySelectorAll('#checks tr').length").unwrap().as_u64().unwrap();
     let badges = b

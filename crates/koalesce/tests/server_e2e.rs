@@ -609,7 +609,7 @@ fn every_component_runs_exactly_once_across_server_crashes() {
                 Ok((status, body)) if status < 500 => panic!("submit answered {status}: {body}"),
                 _ => {
                     retries += 1;
-                    assert!(t0.elapsed() < Duration::from_secs(30), "server down for 30 s");
+                    assert!(t0.elapsed() < Duration::from_secs(90), "server down for 90 s");
                     std::thread::sleep(Duration::from_millis(50));
                 }
             }
@@ -620,8 +620,10 @@ fn every_component_runs_exactly_once_across_server_crashes() {
     eprintln!("{} jobs acknowledged ({retries} retried requests)", acknowledged.len());
     assert!(hit_unfinished > 0, "no kill hit unfinished work: the test proved nothing");
 
-    // Wait for the whole workload.
+    // Wait for the whole workload: as long as it makes progress (a loaded machine runs it
+    // slowly), failing when nothing finished for a minute or after five minutes in all.
     let t0 = Instant::now();
+    let (mut last_done, mut last_progress) = (0, Instant::now());
     let jobs = loop {
         let (status, body) = http(&s.url, "GET", "/api/v1/jobs", Some(&token), None, b"").unwrap();
         assert_eq!(status, 200, "{body}");
@@ -633,11 +635,15 @@ fn every_component_runs_exactly_once_across_server_crashes() {
         if done == list.len() && list.len() >= acknowledged.len() {
             break list;
         }
+        if done > last_done {
+            (last_done, last_progress) = (done, Instant::now());
+        }
         assert!(
-            t0.elapsed() < Duration::from_secs(45),
-            "{done}/{} jobs finished after {:?}\n{}",
+            last_progress.elapsed() < Duration::from_secs(60) && t0.elapsed() < Duration::from_secs(300),
+            "{done}/{} jobs finished after {:?} (the last finished {:?} ago)\n{}",
             list.len(),
             t0.elapsed(),
+            last_progress.elapsed(),
             s.log_tail()
         );
         std::thread::sleep(Duration::from_millis(200));

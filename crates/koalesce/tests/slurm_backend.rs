@@ -100,8 +100,11 @@ fn lifecycle(bed: &Bed, b: &SlurmBackend) {
         .unwrap();
     wait_for("check-in", T, || all_ready(b, std::slice::from_ref(&id)).then_some(()));
     let b2 = bed.backend("scratch2");
-    assert!(b2.adopt(&id, "alpha", 4).is_err(), "adopting on the wrong cluster is refused");
-    let c2 = b2.adopt(&id, "gamma", 4).unwrap();
+    assert!(
+        b2.adopt(&id, "alpha", 4, NONCE).is_err(),
+        "adopting on the wrong cluster is refused"
+    );
+    let c2 = b2.adopt(&id, "gamma", 4, NONCE).unwrap();
     assert_eq!(state(&b2, &id), LrmState::Running);
     assert!(all_ready(&b2, std::slice::from_ref(&id)));
     b2.start(std::slice::from_ref(&id)).unwrap();

@@ -162,10 +162,13 @@ pub fn refresh_idle(shared: &Shared, st: &mut State) {
 /// daemon let it go (after stage-out, for a job with outputs).
 fn on_end(shared: &Arc<Shared>, st: &mut State, job: JobId, to: JobState) {
     let id = job.0;
+    let Some(meta) = st.meta.get_mut(&id) else { return };
+    let stage_out = to == JobState::Succeeded && !meta.desc.outputs.is_empty();
+    // Not shown as succeeded before its outputs are registered (cleared by stage_out).
+    meta.staging_out = stage_out;
     let (Some(core_job), Some(meta)) = (st.core.job(job), st.meta.get(&id)) else {
         return;
     };
-    let stage_out = to == JobState::Succeeded && !meta.desc.outputs.is_empty();
     let update = records::update(id, core_job, meta, &shared.sites);
     if let Some(times) = records::broker_times(core_job, &shared.sites) {
         shared.metrics.record_prediction(&times);

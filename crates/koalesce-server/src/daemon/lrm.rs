@@ -387,6 +387,8 @@ pub fn prepare_launch(shared: &Arc<Shared>, st: &mut State, job: u64) {
             .as_deref()
             .map(|w| koalesce_api::fields::expand_runtime(w, |n| environment.get(n).cloned()));
         let Some(exec) = st.exec.get_mut(&(job, i as u32)) else { continue };
+        // Binds the supervisor's records to this launch; stored with the launch row below.
+        let nonce = supervise::new_nonce();
         exec.attempt = attempt;
         exec.dir = Some(dir.clone());
         exec.lrm_id = None;
@@ -405,6 +407,7 @@ pub fn prepare_launch(shared: &Arc<Shared>, st: &mut State, job: u64) {
                 time_limit_ms: meta.desc.walltime_ms(shared.config.walltime_factor).unwrap_or(0),
                 memory_limit: meta.desc.memory_limit(c.processors),
                 working_directory,
+                nonce: nonce.clone(),
             },
         ));
         rows.push(LaunchRow {
@@ -416,6 +419,7 @@ pub fn prepare_launch(shared: &Arc<Shared>, st: &mut State, job: u64) {
             dir: dir.display().to_string(),
             done: false,
             lrm_id: None,
+            nonce,
         });
         let cm = meta.component_mut(i);
         cm.dir = Some(dir.display().to_string());

@@ -23,6 +23,7 @@ pub(crate) mod lrm;
 pub mod network;
 pub(crate) mod records;
 pub(crate) mod recovery;
+pub(crate) mod scrub;
 pub(crate) mod transfers;
 
 use std::collections::{BTreeMap, HashMap};
@@ -96,6 +97,9 @@ pub struct Metrics {
     pub broker_ttd_abs_error_ms: AtomicU64,
     pub broker_tts_error_ms: std::sync::atomic::AtomicI64,
     pub broker_tts_abs_error_ms: AtomicU64,
+    /// Replicas the scrub looked at, and the corrupt ones it quarantined.
+    pub replica_checks: AtomicU64,
+    pub replicas_quarantined: AtomicU64,
 }
 
 impl Metrics {

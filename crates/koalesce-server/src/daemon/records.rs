@@ -38,6 +38,10 @@ pub struct JobMeta {
     pub array: Option<ArrayTaskMeta>,
     /// The longest input transfer (stage-in) the job had, measured, ms.
     pub transfer_ms: Option<u64>,
+    /// The job succeeded and its outputs are being registered: until they are, it is shown as
+    /// `running` (as Slurm shows a job in its epilog as COMPLETING), so nobody sees it
+    /// succeeded without its outputs. Not stored.
+    pub staging_out: bool,
 }
 
 /// A task of an array (`submit --array`): its tasks have consecutive job ids from the array's.
@@ -128,6 +132,7 @@ impl JobMeta {
             dependencies: m.dependencies,
             array: m.array,
             transfer_ms: m.transfer_ms,
+            staging_out: false,
         }
     }
 
@@ -144,6 +149,7 @@ impl JobMeta {
             components: vec![ComponentMeta::default(); n],
             outputs: Vec::new(),
             transfer_ms: None,
+            staging_out: false,
         }
     }
 
@@ -240,11 +246,13 @@ pub fn render(id: u64, job: &Job, meta: &JobMeta, sites: &[SiteHandle]) -> JobDe
             }
         })
         .collect();
+    // Succeeded, but shown as running until its outputs are registered (see `staging_out`).
+    let state = if meta.staging_out { JobState::Running } else { job.state };
     JobDetail {
         id,
         name: job.spec.name.clone(),
         user: meta.user.clone(),
-        state: job.state.name().to_string(),
+        state: state.name().to_string(),
         priority: job.priority.name().to_string(),
         components,
         size: job.total_processors() as u64,
@@ -252,7 +260,7 @@ pub fn render(id: u64, job: &Job, meta: &JobMeta, sites: &[SiteHandle]) -> JobDe
         submitted_ms: t.submitted,
         started_ms: t.started,
         finished_ms: t.finished,
-        exit_ok: job.state.is_terminal().then_some(job.state == JobState::Succeeded),
+        exit_ok: state.is_terminal().then_some(state == JobState::Succeeded),
         timeline: TimelineDto {
             submitted: t.submitted,
             placed: t.placed,

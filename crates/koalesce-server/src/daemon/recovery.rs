@@ -249,7 +249,7 @@ fn readopt(
     let barrier: Vec<BarrierState> = rows
         .iter()
         .zip(&handles)
-        .map(|(l, s)| sites[s.index()].backend.barrier_state(l.backend_id()))
+        .map(|(l, s)| sites[s.index()].backend.barrier_state(l.backend_id(), &l.nonce))
         .collect::<Result<_, _>>()
         .with_context(|| format!("checking the launch of job {id} attempt {attempt}"))?;
     let released = barrier.contains(&BarrierState::Released);
@@ -261,7 +261,7 @@ fn readopt(
     // The sites hold the components' processors again (before anything is started).
     let mut claims = Vec::with_capacity(rows.len());
     for (l, s) in rows.iter().zip(&handles) {
-        match sites[s.index()].backend.adopt(l.backend_id(), &l.site, l.processors) {
+        match sites[s.index()].backend.adopt(l.backend_id(), &l.site, l.processors, &l.nonce) {
             Ok(claim) => claims.push(claim),
             Err(e) => {
                 // Not trackable any more (an LRM that lost the job, a launch that crashed
@@ -339,7 +339,7 @@ fn make_stale_launches_harmless(
     for l in launches.iter().filter(|l| !adopted.contains(&(l.job, l.attempt))) {
         if let Some(h) = sites.iter().find(|h| h.name == l.site) {
             let id = l.backend_id();
-            match h.backend.barrier_state(id) {
+            match h.backend.barrier_state(id, &l.nonce) {
                 Ok(BarrierState::Fenced) | Ok(BarrierState::Held { alive: false }) => {}
                 Ok(BarrierState::Held { alive: true }) => {
                     if let Err(e) = h.backend.abort_held(id) {

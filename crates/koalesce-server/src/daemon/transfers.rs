@@ -313,6 +313,10 @@ pub fn stage_out(shared: &Arc<Shared>, st: &State, id: u64) {
             if let (Some(m), false) = (st.meta.get_mut(&id), refused.is_empty()) {
                 m.failure = Some(refused.join("; "));
             }
+            // The outputs are in the catalogue: the job may be seen succeeded now.
+            if let Some(m) = st.meta.get_mut(&id) {
+                m.staging_out = false;
+            }
             let (Some(job), Some(meta)) = (st.core.job(JobId(id)), st.meta.get(&id)) else {
                 return;
             };

@@ -151,6 +151,8 @@ struct JobEntry {
     /// First squeue answer (its end) that showed the job allocated.
     allocated_seen: Option<Instant>,
     last: LrmState,
+    /// The launch's nonce: records without it are not believed.
+    nonce: String,
 }
 
 struct ClaimEntry {
@@ -470,6 +472,7 @@ impl Backend for SlurmBackend {
                 submitted: Some(submitted),
                 allocated_seen: None,
                 last: LrmState::Pending,
+                nonce: sub.nonce.clone(),
             },
         );
         if let Some(c) = inner.claims.get_mut(&sub.claim) {
@@ -545,12 +548,11 @@ impl Backend for SlurmBackend {
                     return (id.clone(), LrmState::Unknown);
                 };
                 let a = &answers[&ci];
-                let (last, submitted) = {
+                let (last, submitted, nonce) = {
                     let inner = self.inner.lock().unwrap();
-                    inner
-                        .jobs
-                        .get(&(ci, r.job))
-                        .map_or((None, None), |e| (Some(e.last.clone()), e.submitted))
+                    inner.jobs.get(&(ci, r.job)).map_or((None, None, String::new()), |e| {
+                        (Some(e.last.clone()), e.submitted, e.nonce.clone())
+                    })
                 };
                 let view = match &a.result {
                     // A line with another comment is another job that got the same id.
@@ -562,13 +564,13 @@ impl Backend for SlurmBackend {
                     Err(_) => SlurmView::NoAnswer,
                 };
                 let alive = supervise::supervisor_alive;
-                let st = match combine(view, &Records::read(&r.dir), alive, last.as_ref()) {
+                let st = match combine(view, &Records::read(&r.dir, &nonce), alive, last.as_ref()) {
                     Verdict::State(s) => s,
                     Verdict::FenceVanished => match supervise::fence(&r.dir) {
                         Ok(true) => LrmState::NodeFail {
                             reason: "the Slurm job vanished before it started (controller restart?); its directory is fenced".into(),
                         },
-                        Ok(false) => match combine(SlurmView::Missing, &Records::read(&r.dir), alive, None) {
+                        Ok(false) => match combine(SlurmView::Missing, &Records::read(&r.dir, &nonce), alive, None) {
                             Verdict::State(s) => s,
                             Verdict::FenceVanished => LrmState::NodeFail {
                                 reason: "unreadable supervisor record".into(),
@@ -591,7 +593,7 @@ impl Backend for SlurmBackend {
     /// directory, which needs no controller), then `scancel`s its job.
     fn cancel(&self, id: &str) -> Result<(), BackendError> {
         let r = SlurmJobRef::parse(id).ok_or_else(|| site_err("slurm", format!("'{id}' is not a Slurm job id")))?;
-        let rec = Records::read(&r.dir);
+        let rec = Records::read(&r.dir, &self.nonce_of(&r));
         if rec.exit.is_none() {
             // (A directory no supervisor took is fenced even when its `go` was written ahead,
             // as for a launch of one component.)
@@ -610,7 +612,7 @@ impl Backend for SlurmBackend {
         Ok(())
     }
 
-    fn adopt(&self, id: &str, site: &str, processors: u32) -> Result<String, BackendError> {
+    fn adopt(&self, id: &str, site: &str, processors: u32, nonce: &str) -> Result<String, BackendError> {
         let (si, s) = self.site(site)?;
         let r = SlurmJobRef::parse(id).ok_or_else(|| site_err(site, format!("'{id}' is not a Slurm job id")))?;
         if self.clusters[s.cluster].client.cluster() != r.cluster {
@@ -626,13 +628,14 @@ impl Backend for SlurmBackend {
             submitted: None,
             allocated_seen: None,
             last: LrmState::Pending,
+            nonce: nonce.to_string(),
         });
         Ok(Self::new_claim(&mut inner, si, processors, Some(key)))
     }
 
-    fn barrier_state(&self, id: &str) -> Result<BarrierState, BackendError> {
+    fn barrier_state(&self, id: &str, nonce: &str) -> Result<BarrierState, BackendError> {
         let dir = component_dir(id);
-        supervised::barrier_state(&dir).map_err(|e| site_err("slurm", format!("cannot read the start barrier of {id}: {e}")))
+        supervised::barrier_state(&dir, nonce).map_err(|e| site_err("slurm", format!("cannot read the start barrier of {id}: {e}")))
     }
 
     fn abort_held(&self, id: &str) -> Result<(), BackendError> {
@@ -658,6 +661,15 @@ impl Backend for SlurmBackend {
 }
 
 impl SlurmBackend {
+    /// The nonce of the launch of job `r` (empty for a job this backend does not know).
+    pub(super) fn nonce_of(&self, r: &SlurmJobRef) -> String {
+        let Some(ci) = self.cluster_index(&r.cluster) else {
+            return String::new();
+        };
+        let inner = self.inner.lock().unwrap();
+        inner.jobs.get(&(ci, r.job)).map(|e| e.nonce.clone()).unwrap_or_default()
+    }
+
     /// The components of `ids`, all at the barrier (checked in, perhaps still setting up), or
     /// an error naming those that are not.
     fn ready_refs(&self, ids: &[String]) -> Result<Vec<SlurmJobRef>, BackendError> {

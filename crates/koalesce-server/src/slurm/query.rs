@@ -221,7 +221,7 @@ impl SlurmBackend {
     /// setting up (`held`). Writing `go` needs only the first: a supervisor still setting up
     /// runs once it is done (recovery rolls a launch forward that way).
     pub(super) fn at_barrier(&self, r: &SlurmJobRef, set_up: bool) -> bool {
-        let rec = Records::read(&r.dir);
+        let rec = Records::read(&r.dir, &self.nonce_of(r));
         if !(if set_up { rec.ready() } else { rec.startable() }) {
             return false;
         }

@@ -168,6 +168,7 @@ mod tests {
             time_limit_ms: 90_000,
             memory_limit: None,
             working_directory: None,
+            nonce: String::new(),
         }
     }
 

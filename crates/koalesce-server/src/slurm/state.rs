@@ -25,10 +25,12 @@ pub struct Records {
 }
 
 impl Records {
-    pub fn read(dir: &Path) -> Records {
+    /// The records in `dir` of the launch with `nonce`: an exit record of another launch is
+    /// none, a supervisor record of another launch reads as a fence.
+    pub fn read(dir: &Path, nonce: &str) -> Records {
         Records {
-            supervisor: supervise::read_json(&dir.join(supervise::SUPERVISOR_FILE)),
-            exit: supervise::read_json(&dir.join(supervise::EXIT_FILE)),
+            supervisor: supervise::read_supervisor(dir, nonce),
+            exit: supervise::read_exit(dir, nonce),
             held: dir.join(supervise::HELD_FILE).exists(),
             released: dir.join(supervise::GO_FILE).exists(),
             aborted: dir.join(supervise::ABORT_FILE).exists(),
@@ -160,6 +162,7 @@ mod tests {
             proc_start: 7,
             started_ms: 1,
             fenced: false,
+            nonce: "n1".into(),
         }
     }
 
@@ -173,6 +176,7 @@ mod tests {
             oom_killed: false,
             timed_out: false,
             site_fault: false,
+            nonce: "n1".into(),
         }
     }
 

@@ -6,6 +6,8 @@
 //! | 0 | 2 | `jobs.record` (the daemon's copy of a job) split into `core`, `meta` and `detail` |
 //! | 2 | 3 | `tokens.expires_ms` (token expiry), `launches.lrm_id` (the LRM's id of a component) |
 //! | 3 | 4 | `files.owner` (who registered a file; `NULL`: before owners, an admin's), `counters` (durable job id counter, seeded with the largest id) |
+//! | 4 | 5 | `gridway_history` (GridWay bans and usage history) |
+//! | 5 | 6 | `launches.nonce` (the launch's nonce, `''` for launches before nonces: their records carry none) |
 //!
 //! Databases written by servers between these versions may carry part of a later change
 //! already (a server with token expiry but the first jobs schema still wrote version 0):
@@ -77,6 +79,18 @@ pub(super) fn migrate(tx: &Transaction<'_>, version: i64) -> Result<(), Box<dyn 
     }
     if version < 5 {
         v4_to_v5(tx)?;
+    }
+    if version < 6 {
+        v5_to_v6(tx)?;
+    }
+    Ok(())
+}
+
+/// Schema 5 → 6: launch intents keep their launch's nonce (existing ones: `''`, which is what
+/// their supervisors' records carry, having none).
+fn v5_to_v6(tx: &Transaction<'_>) -> rusqlite::Result<()> {
+    if has_table(tx, "launches")? && !has_column(tx, "launches", "nonce")? {
+        tx.execute_batch("ALTER TABLE launches ADD COLUMN nonce TEXT NOT NULL DEFAULT ''")?;
     }
     Ok(())
 }

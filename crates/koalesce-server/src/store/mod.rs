@@ -68,8 +68,9 @@ pub struct Store {
 /// tokens an expiry (`tokens.expires_ms`) and launch intents the LRM's id of their component
 /// (`launches.lrm_id`, when it is not the directory); version 4 gives files an owner
 /// (`files.owner`) and job ids a durable counter (`counters`); version 5 keeps GridWay's bans
-/// and usage history (`gridway_history`, one row). See [`migrate`].
-pub const SCHEMA_VERSION: i64 = 5;
+/// and usage history (`gridway_history`, one row); version 6 binds launch intents to their
+/// supervisors' records (`launches.nonce`). See [`migrate`].
+pub const SCHEMA_VERSION: i64 = 6;
 
 const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS jobs (
@@ -142,6 +143,7 @@ CREATE TABLE IF NOT EXISTS launches (
     dir TEXT NOT NULL,
     done INTEGER NOT NULL DEFAULT 0,
     lrm_id TEXT,
+    nonce TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (job, attempt, component)
 );
 "#;
@@ -574,6 +576,10 @@ pub struct LaunchRow {
     /// The component's LRM id once submitted, when it is not `dir` (a Slurm job:
     /// `CLUSTER:JOB:DIR`); recovery hands it to the site's backend.
     pub lrm_id: Option<String>,
+    /// The launch's nonce (see [`crate::supervise`]): the component's records count only if
+    /// they carry it. Empty for a launch of a server before nonces.
+    #[serde(default)]
+    pub nonce: String,
 }
 
 impl LaunchRow {
@@ -586,8 +592,8 @@ impl LaunchRow {
 
 pub fn insert_launch(tx: &Transaction<'_>, l: &LaunchRow) -> rusqlite::Result<()> {
     tx.execute(
-        "INSERT OR REPLACE INTO launches (job, attempt, component, site, processors, dir, done, lrm_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-        params![l.job as i64, l.attempt, l.component, l.site, l.processors, l.dir, l.done as i64, l.lrm_id],
+        "INSERT OR REPLACE INTO launches (job, attempt, component, site, processors, dir, done, lrm_id, nonce) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        params![l.job as i64, l.attempt, l.component, l.site, l.processors, l.dir, l.done as i64, l.lrm_id, l.nonce],
     )?;
     Ok(())
 }
@@ -621,7 +627,7 @@ pub fn launches_submitted_op(ids: Vec<(u64, u32, u32, String)>) -> WriteOp {
 
 pub fn load_open_launches(conn: &Connection) -> rusqlite::Result<Vec<LaunchRow>> {
     let mut st = conn.prepare(
-        "SELECT job, attempt, component, site, processors, dir, done, lrm_id FROM launches WHERE done = 0 ORDER BY job, attempt, component",
+        "SELECT job, attempt, component, site, processors, dir, done, lrm_id, nonce FROM launches WHERE done = 0 ORDER BY job, attempt, component",
     )?;
     let rows = st.query_map([], launch_row)?;
     rows.collect()
@@ -630,7 +636,7 @@ pub fn load_open_launches(conn: &Connection) -> rusqlite::Result<Vec<LaunchRow>>
 /// Every launch row (done or not) of one attempt of a job.
 pub fn load_attempt(conn: &Connection, job: u64, attempt: u32) -> rusqlite::Result<Vec<LaunchRow>> {
     let mut st = conn.prepare_cached(
-        "SELECT job, attempt, component, site, processors, dir, done, lrm_id FROM launches WHERE job = ?1 AND attempt = ?2 ORDER BY component",
+        "SELECT job, attempt, component, site, processors, dir, done, lrm_id, nonce FROM launches WHERE job = ?1 AND attempt = ?2 ORDER BY component",
     )?;
     let rows = st.query_map(params![job as i64, attempt], launch_row)?;
     rows.collect()
@@ -646,6 +652,7 @@ fn launch_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<LaunchRow> {
         dir: r.get(5)?,
         done: r.get::<_, i64>(6)? != 0,
         lrm_id: r.get(7)?,
+        nonce: r.get(8)?,
     })
 }
 

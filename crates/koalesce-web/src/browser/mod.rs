@@ -82,8 +82,11 @@ pub const FLAGS: [&str; 14] = [
 /// Viewport of the page (CSS px).
 pub const VIEWPORT: (u32, u32) = (1280, 900);
 
-/// Time a single protocol command may take.
-const COMMAND_TIMEOUT: Duration = Duration::from_secs(20);
+/// Time a single protocol command may take (generous: machines running tests are loaded).
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Time Chromium may take to start and name its DevTools endpoint.
+const LAUNCH_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// A console message or an uncaught exception of the page.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -194,11 +197,20 @@ impl Browser {
             child: Some(child),
             stderr: Arc::clone(&stderr),
         };
-        let url = match rx.recv_timeout(Duration::from_secs(30)) {
+        // A Chromium that exits says so at once (its stderr closes); one that is slow to
+        // start on a loaded machine gets a generous while.
+        let url = match rx.recv_timeout(LAUNCH_TIMEOUT) {
             Ok(url) => url,
-            Err(_) => {
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
                 return Err(BrowserError::Launch(format!(
-                    "it exited or named no DevTools endpoint within 30 s; stderr: {}",
+                    "it exited without naming a DevTools endpoint; stderr: {}",
+                    guard.stderr_tail()
+                )))
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                return Err(BrowserError::Launch(format!(
+                    "it named no DevTools endpoint within {} s; stderr: {}",
+                    LAUNCH_TIMEOUT.as_secs(),
                     guard.stderr_tail()
                 )))
             }

@@ -296,16 +296,23 @@ impl Client {
 
     /// `GET /api/v1/jobs`, every page (of [`JOBS_PAGE`] jobs), raw JSON (one array).
     pub fn jobs_json(&self, state: Option<&str>, all: bool) -> anyhow::Result<Value> {
+        let mut query = Vec::new();
+        if let Some(s) = state {
+            query.push(("state", s.to_string()));
+        }
+        if all {
+            query.push(("all", "true".to_string()));
+        }
+        self.jobs_pages(&query, None)
+    }
+
+    /// `GET /api/v1/jobs?QUERY` from `after` on, following the server's pages (of
+    /// [`JOBS_PAGE`] jobs) to the last: raw JSON (one array).
+    pub fn jobs_pages(&self, filter: &[(&str, String)], mut after: Option<u64>) -> anyhow::Result<Value> {
         let mut jobs = Vec::new();
-        let mut after: Option<u64> = None;
         loop {
-            let mut query = vec![("limit", JOBS_PAGE.to_string())];
-            if let Some(s) = state {
-                query.push(("state", s.to_string()));
-            }
-            if all {
-                query.push(("all", "true".to_string()));
-            }
+            let mut query = filter.to_vec();
+            query.push(("limit", JOBS_PAGE.to_string()));
             if let Some(a) = after {
                 query.push(("after", a.to_string()));
             }
@@ -398,9 +405,38 @@ impl Client {
         typed(&self.url("/api/v1/sites"), self.sites_json()?)
     }
 
-    /// `GET /api/v1/files`, raw JSON.
+    /// `GET /api/v1/files`, every page (the server answers a page at a time), raw JSON.
     pub fn files_json(&self) -> anyhow::Result<Value> {
-        self.get_json("/api/v1/files")
+        let mut files = Vec::new();
+        let mut after: Option<String> = None;
+        loop {
+            let path = match &after {
+                // The server's cursor comes percent-encoded, ready for the query.
+                Some(a) => format!("/api/v1/files?limit={JOBS_PAGE}&after={a}"),
+                None => format!("/api/v1/files?limit={JOBS_PAGE}"),
+            };
+            let url = self.url(&path);
+            let mut resp = self.get_stream(&path)?;
+            let next = resp
+                .headers()
+                .get("x-koalesce-next-after")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            let text = resp
+                .body_mut()
+                .with_config()
+                .limit(256 * 1024 * 1024)
+                .read_to_string()
+                .map_err(|e| connect_error(&url, e))?;
+            match parse_json(&url, &text)? {
+                Value::Array(items) => files.extend(items),
+                other => return Ok(other),
+            }
+            match next {
+                Some(n) if Some(&n) != after.as_ref() => after = Some(n),
+                _ => return Ok(Value::Array(files)),
+            }
+        }
     }
 
     /// `GET /api/v1/files`.

@@ -85,8 +85,12 @@ pub fn component(site: &str, processors: u32, claim: &str, dir: &Path, exe: &str
         time_limit_ms: 60_000,
         memory_limit: None,
         working_directory: None,
+        nonce: NONCE.into(),
     }
 }
+
+/// The launch nonce of the components these tests submit (a restarted backend adopts with it).
+pub const NONCE: &str = "51a77000000000000000000000000001";
 
 /// Polls `f` every 20 ms until it gives a value; panics naming `what` after `timeout`.
 pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
