@@ -37,6 +37,20 @@ pub struct HandoffRequest {
     pub user: String,
     /// The job description (TOML).
     pub description: String,
+    /// Its input files as the origin's catalogue has them: the receiver fetches each from
+    /// `GET /api/v1/peer/sent/{handoff}/inputs/{name}` and checks size and SHA-256.
+    #[serde(default)]
+    pub inputs: Vec<PeerFile>,
+}
+
+/// A file one peer offers another: its logical name where it is, size and SHA-256 (64
+/// lower-case hex digits).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeerFile {
+    pub name: String,
+    pub size_bytes: u64,
+    pub sha256: String,
 }
 
 /// A handoff as the receiver holds it.
@@ -56,6 +70,14 @@ pub struct HandoffState {
     /// When it ended (Unix ms, the receiver's clock).
     #[serde(default)]
     pub finished_ms: Option<u64>,
+    /// Its registered outputs (once it succeeded): the origin fetches each from
+    /// `GET /api/v1/peer/handoffs/{handoff}/outputs/{name}`.
+    #[serde(default)]
+    pub outputs: Vec<PeerFile>,
+    /// While prepared with input files: how many are here, of how many (and `failure` says why
+    /// the last fetch failed).
+    #[serde(default)]
+    pub inputs_here: Option<(usize, usize)>,
 }
 
 /// A job of the grid queue, as `GET /api/v1/grid/jobs/{id}` shows it.
@@ -79,6 +101,13 @@ pub struct GridJob {
     pub submitted_ms: u64,
     /// When it ended (Unix ms, on the clock of the server that ran it).
     pub finished_ms: Option<u64>,
+    /// Its outputs in this server's catalogue (`koalesce files get NAME`): a job that ran at a
+    /// peer has them fetched back and registered here as `grid-<id>/<file>` (or its `to`).
+    #[serde(default)]
+    pub outputs: Vec<String>,
+    /// Why the job's data could not move (yet), if so.
+    #[serde(default)]
+    pub data_error: Option<String>,
 }
 
 /// A peer as `GET /api/v1/federation` shows it.
@@ -92,6 +121,10 @@ pub struct PeerStatus {
     /// When it is tried again (Unix ms), if unavailable.
     pub retry_at_ms: Option<u64>,
     pub last_error: Option<String>,
+    /// The bandwidth from this peer to here, as last measured (bits/s; null: not measured,
+    /// `bandwidth_bps` is used), and what ADTs for its jobs are computed with.
+    #[serde(default)]
+    pub measured_bps: Option<f64>,
 }
 
 /// `GET /api/v1/federation`.
