@@ -405,7 +405,7 @@ fn a_job_moves_with_its_input_files_and_its_outputs_come_back_to_the_origin() {
         (Some("succeeded"), Some("beta")),
         "{g}"
     );
-    assert!(g["reason"].as_str().unwrap().contains("MB in"), "{g}");
+    assert!(g["reason"].as_str().unwrap().contains("kB in"), "{g}");
     let sum_name = format!("grid-{id}/sum.txt");
     let copy_name = format!("results/copy-{id}.bin");
     assert_eq!(g["outputs"], serde_json::json!([sum_name, copy_name]), "{g}");

@@ -109,12 +109,14 @@ fn data_words(req: &koalesce_core::federation::live::Requirements) -> String {
     if req.input_bytes == 0 {
         return String::new();
     }
-    let mb = |b: u64| b as f64 / 1e6;
-    format!(
-        "; data: {:.1} MB in, {:.1} MB out expected",
-        mb(req.input_bytes),
-        mb(req.output_bytes)
-    )
+    let size = |b: u64| {
+        if b >= 1_000_000 {
+            format!("{:.1} MB", b as f64 / 1e6)
+        } else {
+            format!("{:.1} kB", b as f64 / 1e3)
+        }
+    };
+    format!("; data: {} in, {} out expected", size(req.input_bytes), size(req.output_bytes))
 }
 
 async fn decide(fed: &Arc<Federation>, row: &GridRow) -> anyhow::Result<()> {
