@@ -1,10 +1,11 @@
 //! The bodies peers exchange and the grid job as users see it (JSON).
 
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 /// `POST /api/v1/peer/offer`: a job's requirements (002 §III-A1: CPUs and run time, plus its
 /// data volumes for the transfer times).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OfferRequest {
     pub processors: u32,
@@ -19,7 +20,7 @@ pub struct OfferRequest {
 }
 
 /// The answer: ATT (null: infinite, the job does not fit), the AWT behind it, and RU.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct OfferAnswer {
     pub att_ms: Option<u64>,
     pub awt_ms: Option<u64>,
@@ -28,7 +29,7 @@ pub struct OfferAnswer {
 
 /// `POST /api/v1/peer/handoffs`: phase one of a migration. The receiver stores it durably
 /// and does not run it until the origin commits.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HandoffRequest {
     /// `<origin>-<grid id>-<attempt>`: unique, and it names the origin.
@@ -45,7 +46,7 @@ pub struct HandoffRequest {
 
 /// A file one peer offers another: its logical name where it is, size and SHA-256 (64
 /// lower-case hex digits).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PeerFile {
     pub name: String,
@@ -54,7 +55,7 @@ pub struct PeerFile {
 }
 
 /// A handoff as the receiver holds it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct HandoffState {
     pub handoff: String,
     /// `prepared`, `committed` or `aborted`.
@@ -77,11 +78,12 @@ pub struct HandoffState {
     /// While prepared with input files: how many are here, of how many (and `failure` says why
     /// the last fetch failed).
     #[serde(default)]
+    #[schema(value_type = Option<Vec<u64>>)]
     pub inputs_here: Option<(usize, usize)>,
 }
 
 /// A job of the grid queue, as `GET /api/v1/grid/jobs/{id}` shows it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct GridJob {
     pub id: u64,
     pub name: String,
@@ -111,7 +113,7 @@ pub struct GridJob {
 }
 
 /// A peer as `GET /api/v1/federation` shows it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct PeerStatus {
     pub name: String,
     pub url: String,
@@ -128,7 +130,7 @@ pub struct PeerStatus {
 }
 
 /// `GET /api/v1/federation`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct FederationStatus {
     pub name: String,
     pub algorithm: String,
