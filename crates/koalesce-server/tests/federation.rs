@@ -234,7 +234,7 @@ fn peer_endpoints_take_only_the_pairs_secret_and_check_what_they_get() {
     );
     // The peer secret is no user token.
     assert_eq!(b.request("GET", "/api/v1/jobs", Some(SECRET), b"").0, 401);
-    // Handoffs: only under the caller's own name; descriptions checked; data not taken yet.
+    // Handoffs: only under the caller's own name; descriptions checked; inputs must be declared.
     let job = |h: &str, desc: &str| serde_json::json!({"handoff": h, "user": "alice", "description": desc});
     let ok_desc = "name = \"x\"\nexecutable = \"/bin/true\"\n[[components]]\nprocessors = 1\n";
     let refused = |h: &str, desc: &str| match as_alpha.call::<_, Value>("/api/v1/peer/handoffs", Some(&job(h, desc))) {
