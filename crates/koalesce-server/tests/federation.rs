@@ -468,12 +468,15 @@ enum Serve {
     Good,
 }
 
+/// Each request's first line and Range header, as the fake origin saw them.
+type Seen = std::sync::Arc<std::sync::Mutex<Vec<(String, Option<String>)>>>;
+
 /// A fake origin "alpha" for beta: answers input fetches as `mode` says and records each
 /// request's first line and Range header.
 struct FakeOrigin {
     port: u16,
     mode: std::sync::Arc<std::sync::Mutex<Serve>>,
-    seen: std::sync::Arc<std::sync::Mutex<Vec<(String, Option<String>)>>>,
+    seen: Seen,
     served: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
@@ -483,7 +486,7 @@ impl FakeOrigin {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = l.local_addr().unwrap().port();
         let mode = std::sync::Arc::new(std::sync::Mutex::new(Serve::Wrong));
-        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen: Seen = Default::default();
         let served = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let (m, s, n) = (mode.clone(), seen.clone(), served.clone());
         std::thread::spawn(move || {

@@ -30,7 +30,7 @@ use axum::response::{IntoResponse, Response};
 use koalesce_api::fields::InputFile;
 
 use super::client::CallError;
-use super::journal::Incoming;
+use super::journal::{GridRow, Incoming};
 use super::wire::PeerFile;
 use super::{blocking, Federation};
 use crate::api::{err, ApiError};
@@ -405,16 +405,6 @@ pub(crate) fn check_inputs(desc: &JobDescription, inputs: &[PeerFile], max_bytes
     Ok(())
 }
 
-/// Where a received handoff's inputs stand.
-pub(crate) enum InputsState {
-    /// All here: the description to submit (inputs renamed to their names here, staged under
-    /// the names the job expects).
-    Ready(JobDescription),
-    /// Some are still being fetched (the handoff's view says how many are here and why the
-    /// last fetch failed).
-    Fetching,
-}
-
 fn declared(inc: &Incoming) -> Vec<PeerFile> {
     serde_json::from_str(&inc.inputs).unwrap_or_default()
 }
@@ -434,9 +424,11 @@ pub(crate) fn inputs_here(fed: &Federation, inc: &Incoming) -> (usize, usize) {
     (here, files.len())
 }
 
-/// The inputs of prepared handoff `inc` from peer `i`: ready, or being fetched in the
-/// background (started here if no fetch runs).
-pub(crate) fn inputs_ready(fed: &Arc<Federation>, i: usize, inc: &Incoming, desc: &JobDescription) -> InputsState {
+/// The inputs of prepared handoff `inc` from peer `i`: all here, then the description to
+/// submit (inputs renamed to their names here); else None while they are fetched in the
+/// background (started here if no fetch runs; the handoff's view says how many are here and
+/// why the last fetch failed).
+pub(crate) fn inputs_ready(fed: &Arc<Federation>, i: usize, inc: &Incoming, desc: &JobDescription) -> Option<JobDescription> {
     let files = declared(inc);
     let (here, of) = inputs_here(fed, inc);
     if here == of {
@@ -445,7 +437,7 @@ pub(crate) fn inputs_ready(fed: &Arc<Federation>, i: usize, inc: &Incoming, desc
             .iter()
             .map(|(n, f)| (n.to_string(), received_name(&inc.origin, &f.sha256)))
             .collect();
-        return InputsState::Ready(renamed_inputs(desc, &renamed));
+        return Some(renamed_inputs(desc, &renamed));
     }
     let key = format!("in:{}", inc.handoff);
     let (f2, h, origin) = (fed.clone(), inc.handoff.clone(), inc.origin.clone());
@@ -457,7 +449,7 @@ pub(crate) fn inputs_ready(fed: &Arc<Federation>, i: usize, inc: &Incoming, desc
         }
         Ok(())
     });
-    InputsState::Fetching
+    None
 }
 
 /// `desc` with its inputs renamed (`(old, new)` logical names): the job still finds each
@@ -530,21 +522,13 @@ pub(crate) fn encode(s: &str) -> String {
 
 // ----- outputs back at the origin --------------------------------------------------------
 
-/// Fetches the outputs of migrated grid job `gid` (description `desc`, user `user`) that ran as
-/// job `rid` at peer `i` under handoff `h`, registers them here and records their names; in
+/// Fetches the outputs of migrated grid job `row` (description `desc`) that ran as job `rid` at
+/// peer `i`, registers them here and records their names; in
 /// the background, once at a time. The journal's `data_error` says why it failed.
-pub(crate) fn fetch_outputs(
-    fed: &Arc<Federation>,
-    i: usize,
-    gid: u64,
-    rid: u64,
-    h: &str,
-    desc: &JobDescription,
-    user: &str,
-    outputs: Vec<PeerFile>,
-) {
+pub(crate) fn fetch_outputs(fed: &Arc<Federation>, i: usize, row: &GridRow, rid: u64, desc: &JobDescription, outputs: Vec<PeerFile>) {
+    let gid = row.id;
     let key = format!("out:{gid}");
-    let (f2, h, desc, user) = (fed.clone(), h.to_string(), desc.clone(), user.to_string());
+    let (f2, h, desc, user) = (fed.clone(), row.handoff.clone().unwrap_or_default(), desc.clone(), row.user.clone());
     let max = fed.shared.config.files.max_upload_bytes;
     spawn_once(fed, key, async move {
         let result = async {

@@ -373,7 +373,7 @@ async fn follow(fed: &Arc<Federation>, row: &GridRow) -> anyhow::Result<()> {
 /// Fetches a succeeded migrated job's outputs back (in the background; nothing to fetch:
 /// recorded at once).
 fn outputs_back(fed: &Arc<Federation>, row: &GridRow, r: HandoffState) -> anyhow::Result<()> {
-    let (Some(peer), Some(h), Some(rid)) = (row.peer.as_deref(), row.handoff.as_deref(), r.job) else {
+    let (Some(peer), Some(rid)) = (row.peer.as_deref(), r.job) else {
         return Ok(());
     };
     let Some(i) = fed.peer_index(peer) else { return Ok(()) };
@@ -383,7 +383,7 @@ fn outputs_back(fed: &Arc<Federation>, row: &GridRow, r: HandoffState) -> anyhow
         return Ok(());
     }
     if fed.available(i) {
-        super::data::fetch_outputs(fed, i, row.id, rid, h, &desc, &row.user, r.outputs);
+        super::data::fetch_outputs(fed, i, row, rid, &desc, r.outputs);
     }
     Ok(())
 }

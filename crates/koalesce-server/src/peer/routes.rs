@@ -378,13 +378,10 @@ async fn commit(State(fed): State<F>, headers: HeaderMap, Path(h): Path<String>)
         _ => {}
     }
     let desc = parse_description(&inc.description)?;
-    let desc = match data::inputs_ready(&fed, i, &inc, &desc) {
-        data::InputsState::Ready(d) => d,
+    let Some(desc) = data::inputs_ready(&fed, i, &inc, &desc) else {
         // Still fetching its inputs: committed once they are here (the origin asks again).
-        data::InputsState::Fetching => {
-            drop(one);
-            return Ok(Json(handoff_view(&fed, inc).await));
-        }
+        drop(one);
+        return Ok(Json(handoff_view(&fed, inc).await));
     };
     let user = format!("peer-{}", inc.origin);
     let id = fed.submit_once(&one, &desc, &h, &user).await?;
