@@ -541,7 +541,8 @@ pub(crate) fn fetch_outputs(fed: &Arc<Federation>, i: usize, row: &GridRow, rid:
                     .ok_or_else(|| format!("output '{}' is not an output of job {rid}", crate::api::cut_message(&f.name)))?;
                 let here = output_name_here(&desc, gid, file)
                     .ok_or_else(|| format!("'{}' is not a declared output of the job", crate::api::cut_message(file)))?;
-                if crate::file_import::reserved_output_name(&here).is_some() {
+                let own = format!("{GRID_OUTPUT_PREFIX}{gid}/");
+                if crate::file_import::reserved_output_name(&here).is_some() || (reserved_name(&here) && !here.starts_with(&own)) {
                     return Err(format!("output '{file}': '{here}' is reserved for a job of this server"));
                 }
                 if let Some(owner) = f2.shared.lock().files.get(&here).map(|x| x.owner.clone()) {
