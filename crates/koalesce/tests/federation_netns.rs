@@ -88,6 +88,8 @@ impl Drop for Bed {
 struct Server {
     ns: String,
     url: String,
+    data: PathBuf,
+    config: PathBuf,
     child: Child,
     log: PathBuf,
 }
@@ -96,6 +98,11 @@ impl Server {
     /// Starts the server with a token for `user` (made before it starts: the database is
     /// the server's once it runs).
     fn start(bed: &Bed, dir: &Path, name: &str, procs: u32, peer: &str, user: &str) -> (Server, String) {
+        Server::start_with(bed, dir, name, procs, peer, user, "probe_bytes = 1048576\n")
+    }
+
+    /// As [`Server::start`], with `extra` lines in `[federation]`.
+    fn start_with(bed: &Bed, dir: &Path, name: &str, procs: u32, peer: &str, user: &str, extra: &str) -> (Server, String) {
         let data = dir.join(name).join("data");
         std::fs::create_dir_all(&data).unwrap();
         let secret = dir.join("pair.secret");
@@ -107,7 +114,7 @@ impl Server {
                 "allow_root_jobs = true\npoll_interval_ms = 50\n[[sites]]\nname = \"{name}1\"\nprocessors = {procs}\n\
                  [scheduler]\nplace_on_submit = true\nmin_claim_retry_ms = 100\nscan_interval = {{ kind = \"fixed\", interval_ms = 100 }}\n\
                  [users]\n\"*\" = \"root\"\n[federation]\nname = \"{name}\"\nphi = \"1s\"\ncheck_interval_ms = 100\n\
-                 peer_timeout_ms = 3000\nbandwidth_bps = 1e9\nprobe_bytes = 1048576\n\
+                 peer_timeout_ms = 3000\nbandwidth_bps = 1e9\n{extra}\
                  [[federation.peers]]\nname = \"{peer}\"\nurl = \"{}\"\nsecret_file = {:?}\n",
                 bed.url(peer),
                 secret
@@ -116,27 +123,25 @@ impl Server {
         .unwrap();
         let token = make_token(&data, user);
         let log = dir.join(name).join("server.log");
-        let out = std::fs::File::create(&log).unwrap();
         let url = bed.url(name);
-        let child = Command::new("ip")
-            .args(["netns", "exec", &bed.netns(name), BIN, "server", "--data-dir"])
-            .arg(&data)
-            .arg("--config")
-            .arg(&config)
-            .arg("--listen")
-            .arg(url.trim_start_matches("http://"))
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().unwrap())
-            .stderr(out)
-            .spawn()
-            .unwrap();
+        let ns = bed.netns(name);
+        let child = spawn(&ns, &data, &config, &url, &log);
         let s = Server {
-            ns: bed.netns(name),
+            ns,
             url,
+            data,
+            config,
             child,
             log,
         };
         (s, token)
+    }
+
+    /// SIGKILL, then the same server again (same data, port, namespace).
+    fn kill_and_restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.child = spawn(&self.ns, &self.data, &self.config, &self.url, &self.log);
     }
 
     /// A client command run inside the server's namespace (where its address is).
@@ -172,6 +177,56 @@ impl Drop for Server {
     }
 }
 
+fn spawn(ns: &str, data: &Path, config: &Path, url: &str, log: &Path) -> Child {
+    let out = std::fs::OpenOptions::new().create(true).append(true).open(log).unwrap();
+    Command::new("ip")
+        .args(["netns", "exec", ns, BIN, "server", "--data-dir"])
+        .arg(data)
+        .arg("--config")
+        .arg(config)
+        .arg("--listen")
+        .arg(url.trim_start_matches("http://"))
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn()
+        .unwrap()
+}
+
+/// Bytes sent so far from `ns` over its links (every header and resend included).
+fn tx_bytes(ns: &str) -> u64 {
+    let out = Command::new("ip").args(["-n", ns, "-s", "-j", "link", "show"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    v.as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["ifname"] != "lo")
+        .map(|l| l["stats64"]["tx"]["bytes"].as_u64().unwrap_or(0))
+        .sum()
+}
+
+/// The tests move data over the shaped link one at a time: two at once would share it.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The offset a resumable partial under `dir` holds durably (0: none).
+fn partial_offset(dir: &Path) -> u64 {
+    let mut best = 0;
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            best = best.max(partial_offset(&p));
+        } else if p.to_string_lossy().ends_with(".part.offset") {
+            let v: Value = std::fs::read(&p)
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok())
+                .unwrap_or(Value::Null);
+            best = best.max(v["offset"].as_u64().unwrap_or(0));
+        }
+    }
+    best
+}
+
 fn make_token(data: &Path, user: &str) -> String {
     let mut cmd = Command::new(BIN);
     cmd.args(["token", "create", user, "--data-dir"]).arg(data);
@@ -200,6 +255,7 @@ fn a_slow_link_keeps_data_heavy_jobs_home_and_light_ones_move_over_it() {
         eprintln!("SKIPPED: this test needs root (network namespaces and tc shaping); CI runs as root");
         return;
     }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let tmp = tempfile::tempdir().unwrap();
     let bed_dir = tmp.path().join("bed");
     std::fs::create_dir_all(&bed_dir).unwrap();
@@ -318,4 +374,85 @@ fn a_slow_link_keeps_data_heavy_jobs_home_and_light_ones_move_over_it() {
     let there = there.as_array().unwrap();
     assert_eq!(there.len(), 1, "{there:?}");
     assert_eq!(there[0]["user"], "peer-alpha");
+}
+
+/// The receiver is SIGKILLed while it pulls a 4 MB input over the 8 Mbit/s link: restarted, it
+/// resumes from its last checkpoint (the origin sends less than the whole file again), the job
+/// runs once there on the verified bytes, and nothing runs at the origin.
+#[test]
+fn a_receiver_killed_during_an_input_transfer_resumes_it_and_runs_the_job_once() {
+    if !is_root() {
+        eprintln!("SKIPPED: this test needs root (network namespaces and tc shaping); CI runs as root");
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = tempfile::tempdir().unwrap();
+    let bed_dir = tmp.path().join("bed");
+    std::fs::create_dir_all(&bed_dir).unwrap();
+    let bed = Bed::up(&bed_dir);
+    // Small probes (the decision only needs "move"); no expected output: ADT is the input's.
+    let extra = "probe_bytes = 65536\noutput_ratio = 0.0\n";
+    let (a, alice) = Server::start_with(&bed, tmp.path(), "alpha", 1, "beta", "alice", extra);
+    let (mut b, root_b) = Server::start_with(&bed, tmp.path(), "beta", 4, "alpha", "root", extra);
+    let data: Vec<u8> = (0..4_000_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
+    let sha = koalesce_server::store::sha256_hex(&data);
+    let input = tmp.path().join("big.bin");
+    std::fs::write(&input, &data).unwrap();
+    let (ok, text) = a.cli(&alice, &["files", "add", "big.bin", input.to_str().unwrap(), "--site", "alpha1"]);
+    assert!(ok, "{text}");
+    let submit = |toml: &str| -> u64 {
+        let f = tmp.path().join(format!("job-{}.toml", toml.len()));
+        std::fs::write(&f, toml).unwrap();
+        a.json(&alice, &["federation", "submit", f.to_str().unwrap()])["id"]
+            .as_u64()
+            .unwrap()
+    };
+    let blocker = submit(&job("blocker", "", "sleep 60; echo b > out.txt", "60s"));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while a.json(&alice, &["federation", "status", &blocker.to_string()])["state"] != "running" {
+        assert!(Instant::now() < deadline, "blocker never ran");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let check = format!("test \"$(sha256sum < $KOALESCE_INPUT_BIG_BIN | cut -d' ' -f1)\" = {sha} && echo ok > out.txt");
+    let id = submit(&job("moved", "big.bin", &check, "10s"));
+    // Kill beta once it holds at least 2 MiB durably.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while partial_offset(&b.data) < 2 << 20 {
+        assert!(
+            Instant::now() < deadline,
+            "no transfer under way: {}",
+            a.json(&alice, &["federation", "status", &id.to_string()])
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    b.kill_and_restart();
+    let kept = partial_offset(&b.data);
+    assert!(kept >= 2 << 20, "the partial was lost: {kept}");
+    let sent_before = tx_bytes(&bed.netns("alpha"));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let g = loop {
+        let g = a.json(&alice, &["federation", "status", &id.to_string()]);
+        if ["succeeded", "failed", "cancelled"].contains(&g["state"].as_str().unwrap_or("")) {
+            break g;
+        }
+        assert!(Instant::now() < deadline, "stuck: {g}\n{}", b.log_tail());
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(
+        (g["state"].as_str(), g["runs_at"].as_str()),
+        (Some("succeeded"), Some("beta")),
+        "{g}"
+    );
+    let resent = tx_bytes(&bed.netns("alpha")) - sent_before;
+    assert!(
+        resent < data.len() as u64 - kept + (600 << 10),
+        "alpha sent {resent} bytes after the restart; beta held {kept} of {}\nbeta: {}\nalpha: {}",
+        data.len(),
+        b.log_tail(),
+        a.log_tail()
+    );
+    let there = b.json(&root_b, &["jobs", "--all"]);
+    assert_eq!(there.as_array().unwrap().len(), 1, "ran once at beta: {there}");
+    let here = a.json(&alice, &["jobs"]);
+    assert_eq!(here.as_array().unwrap().len(), 1, "only the blocker at alpha: {here}");
 }
