@@ -192,7 +192,10 @@ fn peers_report(f: &FederationStatus) -> String {
         } else {
             format!("backed off ({} failures): {}", p.failures, opt(&p.last_error))
         };
-        let _ = writeln!(s, "  {:<12} {:<32} {state}", p.name, p.url);
+        let bw = p
+            .measured_bps
+            .map_or("bandwidth not measured".to_string(), |b| format!("{:.1} Mbit/s measured", b / 1e6));
+        let _ = writeln!(s, "  {:<12} {:<32} {state}, {bw}", p.name, p.url);
     }
     s
 }
