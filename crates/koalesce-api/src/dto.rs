@@ -36,6 +36,29 @@ pub struct JobSummary {
     pub array_id: Option<u64>,
     /// The task's index in its array (`KOALESCE_TASK_ID`).
     pub task_id: Option<u64>,
+    /// On a bag's id (`submit --tasks N`): the whole bag's state and progress.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bag: Option<BagStatus>,
+}
+
+/// Where a bag of tasks stands (`koalesce submit --tasks N`): its state (running until every
+/// task ended; then succeeded when at least `needed` tasks succeeded, else failed, or
+/// cancelled when tasks were cancelled) and its tasks counted by state.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(default)]
+pub struct BagStatus {
+    /// queued, running, succeeded, failed, cancelled.
+    pub state: String,
+    pub tasks: u64,
+    /// Successful tasks the bag needs (`--min-tasks`; default: all).
+    pub needed: u64,
+    /// Not started yet (held, queued, placed, claimed).
+    pub waiting: u64,
+    pub running: u64,
+    pub succeeded: u64,
+    /// Ended without success (failed, timeout, out_of_memory).
+    pub failed: u64,
+    pub cancelled: u64,
 }
 
 impl JobSummary {
@@ -119,6 +142,9 @@ pub struct JobDetail {
     pub task_id: Option<u64>,
     /// For an array's id: every task of the array with its state.
     pub tasks: Vec<ArrayTask>,
+    /// On a bag's id: the whole bag's state and progress.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bag: Option<BagStatus>,
     /// The broker's prediction for a `ttd`/`tts` job (001 §3.1) and, once known, the actual
     /// times; absent for other policies.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -187,6 +213,7 @@ impl JobDetail {
             reason: self.reason.clone(),
             array_id: self.array_id,
             task_id: self.task_id,
+            bag: self.bag.clone(),
         }
     }
 }

@@ -290,11 +290,13 @@ pub fn format_seconds(secs: u64) -> String {
 /// stdin/stdout/stderr, the working directory, component executables and output targets:
 /// values known only when a component starts (the same values as its `KOALESCE_*`
 /// environment).
-pub const RUNTIME_VARIABLES: [&str; 11] = [
+pub const RUNTIME_VARIABLES: [&str; 13] = [
     "KOALESCE_JOB_ID",
     "KOALESCE_TASK_ID",
     "KOALESCE_ARRAY_JOB_ID",
     "KOALESCE_ARRAY_TASK_COUNT",
+    "KOALESCE_PARAM",
+    "KOALESCE_MAX_PARAM",
     "KOALESCE_RANK",
     "KOALESCE_SIZE",
     "KOALESCE_SITE",
@@ -302,6 +304,18 @@ pub const RUNTIME_VARIABLES: [&str; 11] = [
     "KOALESCE_PEERS",
     "KOALESCE_ARCH",
     "KOALESCE_JOB_DIR",
+];
+
+/// The runtime variables of a task of an array or a bag, known at submission: the server
+/// substitutes them in every field of each task's description (input and output names,
+/// REQUIREMENTS and RANK too), see [`crate::JobDescription::for_task`]. `KOALESCE_PARAM` and
+/// `KOALESCE_MAX_PARAM` (GridWay's `${PARAM}`, `${MAX_PARAM}`) are defined for bags only.
+pub const TASK_VARIABLES: [&str; 5] = [
+    "KOALESCE_TASK_ID",
+    "KOALESCE_ARRAY_JOB_ID",
+    "KOALESCE_ARRAY_TASK_COUNT",
+    "KOALESCE_PARAM",
+    "KOALESCE_MAX_PARAM",
 ];
 
 /// The `${NAME}` references in `s` (name, byte offset).

@@ -10,7 +10,7 @@ use koalesce_core::{JobId, JobSpec, Millis, Priority, SiteId};
 use serde::{Deserialize, Serialize};
 
 use crate::broker_fields::BrokerDescription;
-use crate::fields::{check_relative_path, check_runtime_refs, expand_runtime, parse_size};
+use crate::fields::{check_relative_path, check_runtime_refs, expand_runtime, parse_size, TASK_VARIABLES};
 pub use crate::fields::{FlexibleDescription, InputFile, Limits, OutputFile};
 
 /// How the components of a job run (003 §3.3).
@@ -280,7 +280,9 @@ impl JobDescription {
         }
         for (field, v) in [("requirements", &self.requirements), ("rank", &self.rank)] {
             if let Some(v) = v {
-                Expr::compile(v).map_err(|e| format!("field '{field}': {e}"))?;
+                // A task's variables are substituted before the expression is compiled.
+                let v = expand_runtime(v, |n| TASK_VARIABLES.contains(&n).then(|| "0".to_string()));
+                Expr::compile(&v).map_err(|e| format!("field '{field}': {e}"))?;
             }
         }
         for a in &self.arguments {
@@ -350,6 +352,29 @@ impl JobDescription {
             arguments,
             environment,
         }
+    }
+
+    /// The description of one task of an array or bag: `${KOALESCE_TASK_ID}` and the other
+    /// [`TASK_VARIABLES`] found in `values` substituted in every string of the description
+    /// (arguments, environment, file names, REQUIREMENTS, RANK, …), as GridWay substitutes a
+    /// template's variables per task. The result is checked again (two tasks' inputs may
+    /// differ only by the substitution).
+    pub fn for_task(&self, values: &BTreeMap<String, String>) -> Result<JobDescription, DescriptionError> {
+        fn walk(v: &mut toml::Value, values: &BTreeMap<String, String>) {
+            match v {
+                toml::Value::String(s) => {
+                    *s = expand_runtime(s, |n| TASK_VARIABLES.contains(&n).then(|| values.get(n).cloned()).flatten());
+                }
+                toml::Value::Array(a) => a.iter_mut().for_each(|x| walk(x, values)),
+                toml::Value::Table(t) => t.iter_mut().for_each(|(_, x)| walk(x, values)),
+                _ => {}
+            }
+        }
+        let mut v = toml::Value::try_from(self).map_err(|e| DescriptionError::Invalid(e.to_string()))?;
+        walk(&mut v, values);
+        let desc = JobDescription::deserialize(v).map_err(|e| DescriptionError::Invalid(one_line(&e.to_string())))?;
+        desc.check()?;
+        Ok(desc)
     }
 
     /// The job's dependencies as the fields `after`, `afterany`, `afterok`, `afternotok` give

@@ -6,6 +6,7 @@
 //!
 //! - [`model`]: sites, network forecast, replica catalogue, jobs and components, timeline.
 //! - [`state`]: the job and component state machines.
+//! - [`bag`]: what a bag's tasks' states make of the bag (`submit --tasks N`).
 //! - [`config`]: every parameter, with the seeds' values as defaults.
 //! - [`expr`]: GridWay's REQUIREMENTS / RANK expressions with 004's data functions, compiled
 //!   once per job and evaluated per site.
@@ -20,6 +21,7 @@
 //!   reservations (Algorithms 1 and 2).
 //! - [`nws`]: bandwidth forecasting as the Network Weather Service does, and the probe policy.
 
+pub mod bag;
 pub mod broker;
 pub mod config;
 pub mod expr;

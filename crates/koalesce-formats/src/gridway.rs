@@ -5,9 +5,11 @@
 //! description, is accepted because koalesce already behaves that way (documented in
 //! docs/job-formats.md), or is refused with its line. Variables `${JOB_ID}`, `${ARCH}` become
 //! runtime references the runner expands (`${KOALESCE_JOB_ID}`, `${KOALESCE_ARCH}`);
-//! `${TASK_ID}`, `${TOTAL_TASKS}`, `${ARRAY_ID}`, `${PARAM}`, `${MAX_PARAM}` are substituted at
-//! submission (an array of N tasks is N jobs, as `gwsubmit -n N` makes N jobs); other
-//! `${NAME}`s take the value of the template's ENVIRONMENT variable NAME, or stay as written.
+//! `${TASK_ID}`, `${TOTAL_TASKS}`, `${ARRAY_ID}`, `${PARAM}`, `${MAX_PARAM}` are substituted per
+//! task: for a bag of N tasks (`koalesce submit --tasks N`, GridWay's `gwsubmit -n N` array)
+//! the one description keeps them as `${KOALESCE_TASK_ID}`-style references that the server
+//! replaces in each task's copy ([`TaskContext::bag`]); `koalesce convert --task K` shows one
+//! task with its numbers. Other `${NAME}`s take the value of the template's ENVIRONMENT variable NAME, or stay as written.
 
 use std::collections::BTreeMap;
 
@@ -70,6 +72,11 @@ pub struct TaskContext {
     /// `${PARAM}` = start + increment × TASK_ID (gwsubmit -s / -i).
     pub param_start: i64,
     pub param_increment: i64,
+    /// One description for the whole bag (`koalesce submit --tasks N`): the task's values are
+    /// left as the runtime references the server substitutes per task (`${KOALESCE_TASK_ID}`,
+    /// `${KOALESCE_ARRAY_TASK_COUNT}`, `${KOALESCE_ARRAY_JOB_ID}`, `${KOALESCE_PARAM}`,
+    /// `${KOALESCE_MAX_PARAM}`) instead of this task's numbers.
+    pub deferred: bool,
 }
 
 impl TaskContext {
@@ -80,7 +87,32 @@ impl TaskContext {
             array_id: None,
             param_start: 0,
             param_increment: 1,
+            deferred: false,
         }
+    }
+
+    /// The whole bag of `total_tasks` tasks in one description (see [`TaskContext::deferred`]).
+    pub fn bag(total_tasks: u32) -> Self {
+        TaskContext {
+            deferred: true,
+            ..TaskContext::new(0, total_tasks)
+        }
+    }
+
+    /// The text `${TASK_ID}`, `${TOTAL_TASKS}`, `${ARRAY_ID}`, `${PARAM}` or `${MAX_PARAM}`
+    /// becomes in a bag's description (`None` for other names or a single task).
+    fn deferred_reference(&self, name: &str) -> Option<&'static str> {
+        if !self.deferred {
+            return None;
+        }
+        Some(match name {
+            "TASK_ID" => "${KOALESCE_TASK_ID}",
+            "TOTAL_TASKS" => "${KOALESCE_ARRAY_TASK_COUNT}",
+            "ARRAY_ID" => "${KOALESCE_ARRAY_JOB_ID}",
+            "PARAM" => "${KOALESCE_PARAM}",
+            "MAX_PARAM" => "${KOALESCE_MAX_PARAM}",
+            _ => return None,
+        })
     }
 }
 
@@ -230,7 +262,9 @@ impl Subst<'_> {
             let name = &rest[start + 2..start + 2 + len];
             out.push_str(&rest[..start]);
             let t = self.task;
+            let deferred = t.and_then(|t| t.deferred_reference(name));
             let value = match name {
+                _ if deferred.is_some() => deferred.unwrap_or_default().to_string(),
                 "JOB_ID" => "${KOALESCE_JOB_ID}".to_string(),
                 "ARCH" => "${KOALESCE_ARCH}".to_string(),
                 "TASK_ID" => t.map_or(-1, |t| t.task_id as i64).to_string(),
@@ -314,15 +348,25 @@ pub fn convert(text: &str, name_hint: Option<&str>, task: Option<&TaskContext>) 
     };
 
     // Keywords koalesce cannot honour: refused unless empty (or at the value that means off).
-    for kw in ["RESTART_FILES", "CHECKPOINT_URL", "MONITOR", "PRE_WRAPPER", "JOB_DEPENDENCIES"] {
+    for kw in ["RESTART_FILES", "CHECKPOINT_URL", "MONITOR", "PRE_WRAPPER"] {
         if let Some(e) = entries.get(kw).filter(|e| !e.value.trim().is_empty()) {
             let why = match kw {
                 "RESTART_FILES" | "CHECKPOINT_URL" => "koalesce does not checkpoint jobs (a restarted job starts afresh)",
                 "MONITOR" => "koalesce runs no per-job monitor program",
-                "PRE_WRAPPER" => "koalesce runs no pre-wrapper on the front end",
-                _ => "koalesce has no job dependencies; submit the dependent job after the first succeeds (koalesce wait)",
+                _ => "koalesce runs no pre-wrapper on the front end",
             };
             return Err(err(e, format!("{kw} cannot be honoured: {why}")));
+        }
+    }
+    // JOB_DEPENDENCIES (gwsubmit -d): job ids, blank- or comma-separated; the job starts once
+    // all of them finished successfully (koalesce's `afterok`).
+    let mut afterok = Vec::new();
+    if let Some((v, e)) = value("JOB_DEPENDENCIES")? {
+        for id in v.split(|c: char| c.is_whitespace() || c == ',').filter(|w| !w.is_empty()) {
+            match id.parse::<u64>() {
+                Ok(n) if n > 0 => afterok.push(n),
+                _ => return Err(err(e, format!("JOB_DEPENDENCIES: '{id}' is not a job id"))),
+            }
         }
     }
     if let Some(e) = entries.get("RESCHEDULING_INTERVAL") {
@@ -368,6 +412,7 @@ pub fn convert(text: &str, name_hint: Option<&str>, task: Option<&TaskContext>) 
         _ => default_name(name_hint, "gridway-job"),
     };
     let name = match task {
+        Some(t) if t.deferred => format!("{name}-${{KOALESCE_TASK_ID}}"),
         Some(t) => format!("{name}-{}", t.task_id),
         None => name,
     };
@@ -404,8 +449,9 @@ pub fn convert(text: &str, name_hint: Option<&str>, task: Option<&TaskContext>) 
 
     let mut environment = BTreeMap::new();
     if let Some(t) = task {
-        environment.insert("GW_TASK_ID".to_string(), t.task_id.to_string());
-        environment.insert("GW_TOTAL_TASKS".to_string(), t.total_tasks.to_string());
+        let value = |name: &str, n: u32| t.deferred_reference(name).map_or_else(|| n.to_string(), str::to_string);
+        environment.insert("GW_TASK_ID".to_string(), value("TASK_ID", t.task_id));
+        environment.insert("GW_TOTAL_TASKS".to_string(), value("TOTAL_TASKS", t.total_tasks));
     }
     environment.insert("GW_JOB_ID".to_string(), "${KOALESCE_JOB_ID}".to_string());
     if let Some(e) = entries.get("ENVIRONMENT") {
@@ -613,7 +659,7 @@ pub fn convert(text: &str, name_hint: Option<&str>, task: Option<&TaskContext>) 
         broker: Default::default(),
         after: Vec::new(),
         afterany: Vec::new(),
-        afterok: Vec::new(),
+        afterok,
         afternotok: Vec::new(),
     })
 }

@@ -172,6 +172,7 @@ fn gridway_array_tasks_substitute_per_task() {
             array_id,
             param_start: 10,
             param_increment: 5,
+            deferred: false,
         }),
         sites: vec![],
     };
@@ -191,6 +192,44 @@ fn gridway_array_tasks_substitute_per_task() {
     // Not an array: GridWay's -1 / 0 values.
     let single = one("jt/pi.jt", Format::GridWay);
     assert_eq!(single.arguments, ["-1", "-1", "100000"]);
+}
+
+/// A bag's one description (`submit --tasks N`) keeps the task variables as references; each
+/// task's copy as the server makes it (`for_task`) is what converting that task alone gives.
+#[test]
+fn a_gridway_bag_is_one_description_whose_task_copies_are_the_tasks() {
+    let text = read("jt/pi.jt");
+    let opts = |task: TaskContext| Options {
+        name_hint: Some("pi".into()),
+        task: Some(TaskContext {
+            param_start: 10,
+            param_increment: 5,
+            ..task
+        }),
+        sites: vec![],
+    };
+    let bag = convert(&text, Format::GridWay, &opts(TaskContext::bag(4))).unwrap().pop().unwrap();
+    assert_eq!(bag.name, "pi-${KOALESCE_TASK_ID}");
+    assert_eq!(bag.arguments, ["${KOALESCE_TASK_ID}", "${KOALESCE_ARRAY_TASK_COUNT}", "100000"]);
+    assert!(bag.inputs.iter().any(|f| f.file == "param.${KOALESCE_PARAM}"), "{:?}", bag.inputs);
+    for k in 0..4u32 {
+        let vars: std::collections::BTreeMap<String, String> = [
+            ("KOALESCE_TASK_ID", k.to_string()),
+            ("KOALESCE_ARRAY_TASK_COUNT", "4".to_string()),
+            ("KOALESCE_ARRAY_JOB_ID", "41".to_string()),
+            ("KOALESCE_PARAM", (10 + 5 * k).to_string()),
+            ("KOALESCE_MAX_PARAM", "25".to_string()),
+        ]
+        .into_iter()
+        .map(|(a, b)| (a.to_string(), b))
+        .collect();
+        let copy = bag.for_task(&vars).unwrap();
+        let alone = convert(&text, Format::GridWay, &opts(TaskContext::new(k, 4)))
+            .unwrap()
+            .pop()
+            .unwrap();
+        assert_eq!(copy, alone, "task {k}");
+    }
 }
 
 #[test]
@@ -228,7 +267,14 @@ fn gridway_refusals_name_keyword_line_and_column() {
     assert_eq!(e.column, Some(49));
     refused("jt/err-unknown.jt", Format::GridWay, 2, &["QUEUE"]);
     refused("jt/err-gsiftp.jt", Format::GridWay, 2, &["gsiftp://"]);
-    refused("jt/err-dependencies.jt", Format::GridWay, 2, &["JOB_DEPENDENCIES"]);
+    refused("jt/err-dependencies.jt", Format::GridWay, 2, &["JOB_DEPENDENCIES", "'x13'"]);
+}
+
+#[test]
+fn gridway_job_dependencies_wait_for_successful_jobs() {
+    let j = one("jt/dependencies.jt", Format::GridWay);
+    assert_eq!(j.afterok, [12, 13, 14]);
+    assert!(j.after.is_empty() && j.afterany.is_empty());
 }
 
 #[test]

@@ -187,6 +187,12 @@ struct SubmitQuery {
     dependency: Option<String>,
     /// A job array: `1-100`, `0-30:10`, `1,3,5`, with `%M` at most M active tasks.
     array: Option<String>,
+    /// A bag of tasks: N tasks, at least `min_tasks` of which must succeed, with GridWay's
+    /// `${PARAM}` = `param_start` + `param_increment` × task index (api_bags).
+    tasks: Option<u32>,
+    min_tasks: Option<u32>,
+    param_start: Option<i64>,
+    param_increment: Option<i64>,
 }
 
 async fn submit(AxState(s): AxState<S>, req: Request) -> R<Response> {
@@ -240,26 +246,64 @@ async fn submit_query(
         let d = deps.clone();
         read_store(s, move |c| crate::api_jobctl::stored_jobs(c, &d)).await?
     };
-    let array = match q.array.as_deref() {
+    let mut array = match q.array.as_deref() {
         Some(a) => Some(
             koalesce_api::jobdesc::parse_array(a).map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, format!("parameter 'array': {e}")))?,
         ),
+        None => None,
+    };
+    let bag_query = crate::api_bags::BagQuery {
+        tasks: q.tasks,
+        min_tasks: q.min_tasks,
+        param_start: q.param_start,
+        param_increment: q.param_increment,
+    };
+    let bag = match bag_query
+        .bag(array.is_some())
+        .map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, e))?
+    {
+        Some((tasks, bag)) => {
+            array = Some(tasks);
+            Some(bag)
+        }
         None => None,
     };
     let tasks: Vec<Option<u64>> = match &array {
         Some(a) => a.tasks.iter().map(|&t| Some(t)).collect(),
         None => vec![None],
     };
+    // Each task's description, its task variables substituted; ids are consecutive from
+    // `first` (the array's / bag's id), allocated under the lock below.
+    let task_metas = |first: u64| -> Vec<Option<records::ArrayTaskMeta>> {
+        tasks
+            .iter()
+            .map(|task| {
+                task.map(|task_id| records::ArrayTaskMeta {
+                    array_id: first,
+                    task_id,
+                    count: tasks.len() as u64,
+                    bag,
+                })
+            })
+            .collect()
+    };
     let mut ids: Vec<u64> = Vec::with_capacity(tasks.len());
     let mut receivers = Vec::with_capacity(tasks.len());
     {
         let mut guard = s.lock();
         let st = &mut *guard;
-        let mut spec = desc
-            .to_spec(|n| st.site_id(n))
-            .map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
-        // GridWay's share policy balances dispatches between owners.
-        spec.owner = Some(caller.user.clone());
+        let first = st.next_id;
+        let metas = task_metas(first);
+        let descs = crate::api_bags::task_descriptions(&desc, &metas)?;
+        let mut specs = Vec::with_capacity(descs.len());
+        for d in &descs {
+            let mut spec = d
+                .to_spec(|n| st.site_id(n))
+                .map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
+            // GridWay's share policy balances dispatches between owners.
+            spec.owner = Some(caller.user.clone());
+            specs.push(spec);
+        }
         let gate = crate::api_jobctl::gate(st, &stored, &caller.user, caller.admin, &deps, q.hold.unwrap_or(false))
             .map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, e))?;
         // An array's tasks have consecutive ids (allocated under this one lock); with `%M`,
@@ -268,8 +312,7 @@ async fn submit_query(
             .quotas
             .check_submit(st, &caller.user, tasks.len() as u64)
             .map_err(|e| err(StatusCode::TOO_MANY_REQUESTS, e.to_string()))?;
-        let first = st.next_id;
-        for (k, task) in tasks.iter().enumerate() {
+        for (k, ((task_desc, spec), array_meta)) in descs.into_iter().zip(specs).zip(metas).enumerate() {
             let id = first + k as u64;
             let mut gate = gate.clone();
             let throttle = array.as_ref().and_then(|a| a.max_active).map(|m| m as usize).filter(|&m| k >= m);
@@ -288,13 +331,9 @@ async fn submit_query(
                 return Err(err(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()));
             }
             st.next_id = id + 1;
-            let mut meta = JobMeta::new(caller.user.clone(), desc.clone());
+            let mut meta = JobMeta::new(caller.user.clone(), task_desc);
             meta.dependencies = job_deps;
-            meta.array = task.map(|task_id| records::ArrayTaskMeta {
-                array_id: first,
-                task_id,
-                count: tasks.len() as u64,
-            });
+            meta.array = array_meta;
             let job = st
                 .core
                 .job(JobId(id))
@@ -303,7 +342,12 @@ async fn submit_query(
                 id,
                 user: caller.user.clone(),
                 name: meta.desc.name.clone(),
-                description: text.to_string(),
+                // A task's own description (its variables substituted) is what a restart reads.
+                description: if meta.array.is_some() {
+                    meta.desc.to_toml()
+                } else {
+                    text.to_string()
+                },
                 spec: records::spec_json(&spec, &s.sites),
                 update: store::JobUpdate {
                     id,
@@ -415,15 +459,24 @@ async fn get_job(AxState(s): AxState<S>, headers: HeaderMap, Path(raw): Path<Str
     let caller = authenticate(&s, &headers)?;
     let id = parse_id(&raw)?;
     let mut d = find_job(&s, &caller, id).await?;
-    if d.array_id == Some(id) {
-        d.tasks = crate::api_jobctl::array_tasks(&s, id).await?;
-    }
+    crate::api_bags::fill_detail(&s, &mut d).await?;
     Ok(Json(d))
 }
 
 async fn cancel_job(AxState(s): AxState<S>, headers: HeaderMap, Path(raw): Path<String>) -> R<Json<JobSummary>> {
     let caller = authenticate(&s, &headers)?;
     let id = parse_id(&raw)?;
+    // A bag's id cancels the whole bag.
+    let bag = {
+        let mut guard = s.lock();
+        crate::api_bags::cancel(&s, &mut guard, &caller, id)
+    };
+    if let Some(r) = bag {
+        r?;
+        let mut d = find_job(&s, &caller, id).await?;
+        crate::api_bags::fill_detail(&s, &mut d).await?;
+        return Ok(Json(d.summary()));
+    }
     let cancelled = {
         let mut guard = s.lock();
         let st = &mut *guard;

@@ -87,6 +87,10 @@ fn control(s: &S, headers: &HeaderMap, raw: &str, hold: bool) -> Result<Json<Job
     let id: u64 = raw.parse().map_err(|_| not_found())?;
     let mut guard = s.lock();
     let st = &mut *guard;
+    // A bag's id holds or releases the whole bag.
+    if let Some(r) = crate::api_bags::hold(s, st, &caller, id, hold) {
+        return r.map(Json);
+    }
     match st.meta.get(&id) {
         Some(m) if caller.admin || m.user == caller.user => {}
         // Ended jobs (and other users') cannot be held; an ended one of the caller's answers
@@ -138,7 +142,8 @@ pub async fn release_job(AxState(s): AxState<S>, headers: HeaderMap, Path(raw): 
 }
 
 /// The tasks of the array `array_id` (consecutive job ids from it) with their states: live
-/// ones as the core has them, ended ones as stored.
+/// ones as the core has them (a succeeded one still staging out its outputs as `running`),
+/// ended ones as stored.
 pub async fn array_tasks(s: &S, array_id: u64) -> Result<Vec<koalesce_api::dto::ArrayTask>, ApiError> {
     let rows = crate::api::read_store(s, move |c| {
         let mut st = c.prepare_cached("SELECT id, state, meta FROM jobs WHERE id >= ?1 AND id <= ?2 ORDER BY id")?;
@@ -155,7 +160,15 @@ pub async fn array_tasks(s: &S, array_id: u64) -> Result<Vec<koalesce_api::dto::
         .filter_map(|(id, state, meta)| {
             let m: records::StoredMeta = serde_json::from_str(&meta).ok()?;
             let a = m.array.filter(|a| a.array_id == array_id)?;
-            let state = st.core.job(JobId(id)).map_or(state, |j| j.state.name().to_string());
+            let state = match (st.core.job(JobId(id)), st.meta.get(&id)) {
+                // Succeeded but its outputs still being staged out (the job is let go once they
+                // are registered): not done yet, so a bag or array that ends has its outputs.
+                (Some(j), Some(m)) if j.state == koalesce_core::JobState::Succeeded && !m.desc.outputs.is_empty() => {
+                    koalesce_core::JobState::Running.name().to_string()
+                }
+                (Some(j), _) => j.state.name().to_string(),
+                (None, _) => state,
+            };
             Some(koalesce_api::dto::ArrayTask {
                 task_id: a.task_id,
                 id,

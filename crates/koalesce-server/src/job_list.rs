@@ -187,6 +187,9 @@ pub async fn list_jobs(
         out.insert(j.id, j);
     }
     let mut jobs: Vec<JobSummary> = out.into_values().take(want).collect();
+    for j in &mut jobs {
+        crate::api_bags::fill_summary(&s, j).await?;
+    }
     let mut h = HeaderMap::new();
     if let Some(limit) = f.limit {
         if jobs.len() > limit {

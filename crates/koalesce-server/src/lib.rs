@@ -82,6 +82,7 @@
 
 pub mod agent;
 pub mod api;
+mod api_bags;
 mod api_files;
 pub mod api_jobctl;
 pub mod api_output;

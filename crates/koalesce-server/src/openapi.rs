@@ -3,8 +3,8 @@
 //! reads; the paths (which route answers which type) are listed here, next to `api::router`.
 
 use koalesce_api::dto::{
-    ArrayTask, BrokerTimes, ComponentDetail, ErrorBody, FileInfo, JobDetail, JobSummary, NewFile, NewReservation, ReservationInfo,
-    SiteInfo, Submitted, Timeline, TokenInfo,
+    ArrayTask, BagStatus, BrokerTimes, ComponentDetail, ErrorBody, FileInfo, JobDetail, JobSummary, NewFile, NewReservation,
+    ReservationInfo, SiteInfo, Submitted, Timeline, TokenInfo,
 };
 use serde_json::{json, Value};
 use utoipa::OpenApi;
@@ -18,6 +18,7 @@ use crate::peer::wire::{FederationStatus, GridJob, HandoffRequest, HandoffState,
         JobSummary,
         JobDetail,
         ArrayTask,
+        BagStatus,
         Timeline,
         ComponentDetail,
         SiteInfo,
@@ -129,11 +130,15 @@ fn paths() -> Value {
         "security": [{"bearer": []}],
         "paths": {
             "/api/v1/jobs": {
-                "post": {"summary": "Submit a job (TOML job description), held, with dependencies, or as an array",
+                "post": {"summary": "Submit a job (TOML job description), held, with dependencies, as an array or as a bag of tasks",
                     "parameters": [
                         q("hold", "boolean", "submit held (placed after release)"),
                         q("dependency", "string", "Slurm syntax: afterok:12:13,afterany:9 (after, afterany, afterok, afternotok)"),
-                        q("array", "string", "one job per task: 1-100, 0-30:10, 1,3,5; %M at most M active")
+                        q("array", "string", "one job per task: 1-100, 0-30:10, 1,3,5; %M at most M active"),
+                        q("tasks", "integer", "a bag of N tasks (GridWay's array job), each placed on its own; its id is the bag's"),
+                        q("min_tasks", "integer", "with tasks: the bag succeeds when at least this many tasks succeed (default: all)"),
+                        q("param_start", "integer", "with tasks: KOALESCE_PARAM of task 0 (GridWay's ${PARAM}, gwsubmit -s)"),
+                        q("param_increment", "integer", "with tasks: KOALESCE_PARAM's step per task (gwsubmit -i)")
                     ],
                     "requestBody": {"required": true, "content": {"application/toml": {"schema": {"type": "string"}}}},
                     "responses": {"201": {"description": "committed", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Submitted"}}}},

@@ -183,6 +183,116 @@ fn a_site_that_fails_a_component_is_banned_for_gridway_jobs_until_its_ban_ends_a
 }
 
 #[test]
+fn bans_and_usage_history_survive_a_restart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tok = token(tmp.path(), "alice", false);
+    let opts = || {
+        let mut o = options(tmp.path(), &[("a", 2), ("b", 2)]);
+        // The first ban lasts a tenth of the longest: 60 s, well past the restart.
+        o.config.scheduler.gridway.banning.max_ms = 600_000;
+        o
+    };
+    let srv = BackgroundServer::start(opts()).unwrap();
+    register(&srv, &tok, "in.dat", "a", &[7u8; 1000]);
+    // A job that ran well at a: a's usage history has its time.
+    let at_a = shell_job("at-a", "sleep 0.2", 1, "policy = \"gridway\"\nrequirements = 'HOSTNAME = \"a\"'");
+    let id = submit(&srv, &tok, &at_a);
+    assert_eq!(wait_state(&srv, &tok, id, &["succeeded", "failed"], 20)["state"], "succeeded");
+    // b cannot store anything: the copy of the input there fails and b is banned.
+    let storage = tmp.path().join("sites/b/storage");
+    std::fs::remove_dir_all(&storage).unwrap();
+    std::fs::write(&storage, b"not a directory").unwrap();
+    let needs_b = shell_job(
+        "needs-b",
+        "true",
+        1,
+        "policy = \"gridway\"\nrequirements = 'HOSTNAME = \"b\"'\ninputs = [\"in.dat\"]",
+    );
+    let queued = submit(&srv, &tok, &needs_b);
+    wait_until(10, "a failed copy to b", || site_info(&srv, &tok, "b")["failure_streak"] == 1);
+    let until = site_info(&srv, &tok, "b")["banned_until_ms"].as_u64().expect("b banned");
+    let usage_a = srv.shared().lock().core.usage_history(koalesce_core::SiteId(0)).clone();
+    assert!(usage_a.last_ms.is_some(), "the job at a is in a's usage history");
+    // Let the writer commit what the last events changed, then restart on the same data.
+    std::thread::sleep(Duration::from_millis(300));
+    srv.stop();
+    // b is repaired meanwhile: only the remembered ban keeps jobs away from it now.
+    std::fs::remove_file(&storage).unwrap();
+    std::fs::create_dir_all(&storage).unwrap();
+
+    let srv = BackgroundServer::start(opts()).unwrap();
+    let b = site_info(&srv, &tok, "b");
+    assert_eq!(b["banned_until_ms"].as_u64(), Some(until), "the ban outlives the restart: {b}");
+    assert_eq!(b["failure_streak"], 1, "{b}");
+    assert_eq!(metric(&srv, "koalesce_site_banned{site=\"b\"}"), 1.0);
+    let core_usage = srv.shared().lock().core.usage_history(koalesce_core::SiteId(0)).clone();
+    assert_eq!(core_usage, usage_a, "a's usage history outlives the restart");
+    // The job that needs b stays queued: banned b gets no try although it could run there.
+    std::thread::sleep(Duration::from_millis(1000));
+    assert_eq!(job(&srv, &tok, queued)["state"], "queued");
+    assert_eq!(metric(&srv, "koalesce_transfer_failures_total"), 0.0, "b was tried while banned");
+}
+
+/// A bag of tasks (`?tasks=N`): each task is matched and placed on its own, with its own
+/// task variables in its inputs and RANK, so each goes to its own data; bad bag parameters
+/// are refused with the parameter named.
+#[test]
+fn each_task_of_a_bag_is_placed_by_its_own_data() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tok = token(tmp.path(), "alice", false);
+    let srv = BackgroundServer::start(options(tmp.path(), &[("a", 2), ("b", 2)])).unwrap();
+    register(&srv, &tok, "in.0", "a", &[1u8; 20_000]);
+    register(&srv, &tok, "in.1", "b", &[2u8; 20_000]);
+    let bag = shell_job(
+        "by-data",
+        "wc -c < \"$KOALESCE_INPUT_IN_${KOALESCE_TASK_ID}\"; echo $GW_CLOSE_SE",
+        1,
+        "inputs = [\"in.${KOALESCE_TASK_ID}\"]\nrank = 'SIZE_CLOSE_DATA(\"in.${KOALESCE_TASK_ID}\")'",
+    );
+    let (code, body) = srv.request("POST", "/api/v1/jobs?tasks=2", Some(&tok), bag.as_bytes());
+    assert_eq!(code, 201, "{body}");
+    let id = json(&body)["id"].as_u64().unwrap();
+    wait_until(30, "the bag to end", || job(&srv, &tok, id)["bag"]["state"] == "succeeded");
+    let d = job(&srv, &tok, id);
+    assert_eq!(d["state"], "succeeded", "{d}");
+    for (task, site) in [(0u64, "a"), (1, "b")] {
+        let t = job(&srv, &tok, id + task);
+        assert_eq!((t["task_id"].as_u64(), t["array_id"].as_u64()), (Some(task), Some(id)), "{t}");
+        assert_eq!(t["name"], "by-data", "{t}");
+        assert_eq!(t["sites"][0], site, "task {task} went to its data: {t}");
+        assert_eq!(stdout_of(&t), format!("20000\n{site}\n"), "{t}");
+    }
+    for (query, named) in [
+        ("tasks=0", "'tasks'"),
+        ("tasks=10001", "'tasks'"),
+        ("tasks=3&min_tasks=4", "'min_tasks'"),
+        ("tasks=3&min_tasks=0", "'min_tasks'"),
+        ("tasks=3&array=1-3", "exclude"),
+        ("min_tasks=2", "need 'tasks'"),
+        ("tasks=x", "tasks"),
+    ] {
+        let (code, body) = srv.request("POST", &format!("/api/v1/jobs?{query}"), Some(&tok), bag.as_bytes());
+        assert!(code == 400 || code == 422, "{query}: {code} {body}");
+        assert!(body.contains(named), "{query}: {body}");
+    }
+    // Two tasks whose inputs would be staged under one name are refused before any is made.
+    let (code, body) = srv.request(
+        "POST",
+        "/api/v1/jobs?tasks=2",
+        Some(&tok),
+        shell_job("dup", "true", 1, "inputs = [\"in.${KOALESCE_TASK_ID}\", \"x/in.0\"]").as_bytes(),
+    );
+    assert_eq!(code, 422, "{body}");
+    assert!(body.contains("task 0") && body.contains("two inputs"), "{body}");
+    let (_, list) = srv.request("GET", "/api/v1/jobs", Some(&tok), b"");
+    assert_eq!(
+        json(&list).as_array().unwrap().len(),
+        2,
+        "nothing of the refused bags was made: {list}"
+    );
+}
+
+#[test]
 fn site_attributes_drive_requirements_and_rank_and_show_in_the_sites_list() {
     let tmp = tempfile::tempdir().unwrap();
     let tok = token(tmp.path(), "alice", false);

@@ -174,3 +174,31 @@ PRAGMA user_version = 2;
     let conn = store::open_db(&path).unwrap();
     assert!(column(&conn, "tokens", "expires_ms") && column(&conn, "launches", "lrm_id") && column(&conn, "jobs", "detail"));
 }
+
+/// Schema 4 (before GridWay's history was kept): the migration adds `gridway_history`, empty
+/// (the history starts as it did before), and it then keeps what is saved.
+#[test]
+fn a_database_of_schema_4_gains_the_gridway_history() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join(koalesce_server::DB_FILE);
+    {
+        let conn = store::open_db(&path).unwrap();
+        conn.execute_batch("DROP TABLE gridway_history; PRAGMA user_version = 4;").unwrap();
+    }
+    let mut conn = store::open_db(&path).unwrap();
+    assert_eq!(
+        conn.pragma_query_value(None, "user_version", |r| r.get::<_, i64>(0)).unwrap(),
+        store::SCHEMA_VERSION
+    );
+    assert_eq!(store::load_gridway_history(&conn).unwrap(), None);
+    for text in ["{\"sites\":{}}", "{\"sites\":{\"vu\":{}}}"] {
+        let tx = conn.transaction().unwrap();
+        store::save_gridway_history_op(text.to_string(), 5)(&tx).unwrap();
+        tx.commit().unwrap();
+    }
+    assert_eq!(
+        store::load_gridway_history(&conn).unwrap().as_deref(),
+        Some("{\"sites\":{\"vu\":{}}}"),
+        "one row, the latest"
+    );
+}

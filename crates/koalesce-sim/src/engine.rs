@@ -114,6 +114,15 @@ impl JobRecord {
     }
 }
 
+/// How a bag of tasks (an explicit job with `tasks`) ended: the core's verdict over its tasks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BagRecord {
+    pub name: String,
+    /// Its tasks' job ids, in task order.
+    pub tasks: Vec<JobId>,
+    pub progress: koalesce_core::bag::BagProgress,
+}
+
 /// Everything a run measured.
 #[derive(Debug, Clone)]
 pub struct SimResult {
@@ -149,6 +158,8 @@ pub struct SimResult {
     /// The scheduler's bandwidth forecast at the end of the run, Mbit/s from (row) → to
     /// (column); 0 on the diagonal.
     pub forecast_mbps: Vec<Vec<f64>>,
+    /// Bags of tasks, in workload order.
+    pub bags: Vec<BagRecord>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -173,6 +184,8 @@ pub struct Simulation {
     runtime_of: BTreeMap<JobId, Millis>,
     /// Components whose program fails (application error) whenever they run.
     failing: BTreeMap<JobId, Vec<u32>>,
+    /// Bags of tasks by explicit job: name, the tasks needed and the tasks' ids.
+    bags: BTreeMap<usize, (String, u32, Vec<JobId>)>,
     transfers: BTreeMap<TransferId, (JobId, TransferKey)>,
     transfer_ids: BTreeMap<(JobId, TransferKey), TransferId>,
     held: BTreeMap<(JobId, u32), Held>,
@@ -380,6 +393,7 @@ impl Simulation {
             next_arrival: 0,
             runtime_of: BTreeMap::new(),
             failing: BTreeMap::new(),
+            bags: BTreeMap::new(),
             transfers: BTreeMap::new(),
             transfer_ids: BTreeMap::new(),
             held: BTreeMap::new(),
@@ -610,6 +624,9 @@ impl Simulation {
                     self.runtime_of.insert(id, a.runtime_ms);
                     if !a.failing_components.is_empty() {
                         self.failing.insert(id, a.failing_components);
+                    }
+                    if let Some(b) = a.bag {
+                        self.bags.entry(b.job).or_insert_with(|| (b.bag, b.needed, Vec::new())).2.push(id);
                     }
                 }
                 Err(e) => self.rejected.push(e.to_string()),
@@ -881,7 +898,20 @@ impl Simulation {
                     .collect()
             })
             .collect();
+        let bags = self
+            .bags
+            .values()
+            .map(|(name, needed, tasks)| {
+                let states = tasks.iter().map(|t| self.scheduler.job(*t).map_or(JobState::Queued, |j| j.state));
+                BagRecord {
+                    name: name.clone(),
+                    tasks: tasks.clone(),
+                    progress: koalesce_core::bag::BagProgress::of(states, *needed),
+                }
+            })
+            .collect();
         SimResult {
+            bags,
             forecast_mbps,
             scenario: self.scenario_name,
             policy: self.scheduler.config().default_policy.name().to_string(),

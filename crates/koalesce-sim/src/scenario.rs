@@ -181,6 +181,16 @@ pub struct ExplicitJob {
     /// Components whose program fails (an application error) every time they run.
     #[serde(default)]
     pub failing_components: Vec<u32>,
+    /// A bag of this many tasks (`koalesce submit --tasks N`): each task is this job, placed
+    /// and run on its own (named `NAME-<task>`); the bag's outcome is in the result's `bags`.
+    #[serde(default)]
+    pub tasks: Option<u32>,
+    /// With `tasks`: successful tasks the bag needs (default: all).
+    #[serde(default)]
+    pub min_tasks: Option<u32>,
+    /// With `tasks`: tasks whose every component fails (an application error).
+    #[serde(default)]
+    pub failing_tasks: Vec<u32>,
 }
 
 /// Generated workload parameters (KOALA's experiments; `preset` fills the seeds' values).

@@ -18,6 +18,19 @@ pub struct GridArrival {
     pub runtime_ms: Millis,
     /// Components that end with an application error.
     pub failing_components: Vec<u32>,
+    /// The bag of tasks the job is a task of.
+    pub bag: Option<BagTask>,
+}
+
+/// A task's bag (an explicit job with `tasks`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BagTask {
+    /// The explicit job the bag is (its index in the workload's list).
+    pub job: usize,
+    /// The bag's name (its job's).
+    pub bag: String,
+    /// Successful tasks the bag needs.
+    pub needed: u32,
 }
 
 /// The seeds' workload parameters, filled into a [`GeneratedSpec`] where it leaves them out.
@@ -158,10 +171,11 @@ pub fn build(scenario: &Scenario, rng: &mut Rng, catalogue: &mut ReplicaCatalogu
                         .map_err(|e| scenario.workload_error(&field(name), e.to_string()))
                 };
                 let (requirements, rank) = (expr("requirements", &j.requirements)?, expr("rank", &j.rank)?);
-                out.push(GridArrival {
+                let name = j.name.clone().unwrap_or_else(|| format!("job{i}"));
+                let arrival = GridArrival {
                     submit_ms: (j.submit_s * 1000.0).round() as Millis,
                     spec: JobSpec {
-                        name: j.name.clone().unwrap_or_else(|| format!("job{i}")),
+                        name: name.clone(),
                         components: comps,
                         flexible: None,
                         input_files: j.files.clone(),
@@ -177,7 +191,40 @@ pub fn build(scenario: &Scenario, rng: &mut Rng, catalogue: &mut ReplicaCatalogu
                     },
                     runtime_ms,
                     failing_components: j.failing_components.clone(),
-                });
+                    bag: None,
+                };
+                match j.tasks {
+                    None if j.min_tasks.is_some() || !j.failing_tasks.is_empty() => {
+                        return Err(scenario.workload_error(&field("tasks"), "min_tasks and failing_tasks need tasks"));
+                    }
+                    None => out.push(arrival),
+                    Some(n) => {
+                        let needed = j.min_tasks.unwrap_or(n);
+                        if n == 0 || needed == 0 || needed > n {
+                            return Err(scenario.workload_error(
+                                &field("min_tasks"),
+                                format!("tasks must be at least 1 and min_tasks in 1..=tasks ({n})"),
+                            ));
+                        }
+                        if let Some(t) = j.failing_tasks.iter().find(|&&t| t >= n) {
+                            return Err(scenario.workload_error(&field("failing_tasks"), format!("task {t} is not one of the {n} tasks")));
+                        }
+                        // Each task is a job of its own; the bag's verdict is the core's.
+                        for t in 0..n {
+                            let mut task = arrival.clone();
+                            task.spec.name = format!("{name}-{t}");
+                            if j.failing_tasks.contains(&t) {
+                                task.failing_components = (0..j.components.len() as u32).collect();
+                            }
+                            task.bag = Some(BagTask {
+                                job: i,
+                                bag: name.clone(),
+                                needed,
+                            });
+                            out.push(task);
+                        }
+                    }
+                }
             }
             out.sort_by_key(|a| a.submit_ms);
             Ok(out)
@@ -292,6 +339,7 @@ fn generate(
             },
             runtime_ms,
             failing_components: Vec::new(),
+            bag: None,
         });
     }
     Ok(out)

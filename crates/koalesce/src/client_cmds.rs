@@ -195,10 +195,11 @@ impl HoldArgs {
 impl SubmitArgs {
     pub fn run(self) -> anyhow::Result<ExitCode> {
         let text = crate::format_cmds::read_job_file(&self.file)?;
-        let client = self
-            .conn
-            .client()
-            .with_submit_options(self.hold, self.dependency.as_deref(), self.array.as_deref());
+        let client = self.formats.bag_client(self.conn.client().with_submit_options(
+            self.hold,
+            self.dependency.as_deref(),
+            self.array.as_deref(),
+        ));
         let ids = crate::format_cmds::submit(&client, &self.file, &text, &self.formats)?;
         crate::format_cmds::print_ids(&ids, Output::from(self.output))?;
         Ok(ExitCode::SUCCESS)
@@ -365,12 +366,33 @@ impl WaitArgs {
         loop {
             match client.job_json(self.id) {
                 Ok(v) => {
+                    // A bag's id: wait for the bag (the server's state of the id is the bag's,
+                    // succeeded when enough tasks did).
+                    let bag: Option<api::BagStatus> = v.get("bag").and_then(|b| serde_json::from_value(b.clone()).ok());
+                    if let Some(b) = bag.filter(|b| api::is_final_state(&b.state)) {
+                        Output::from(self.output).print(&v, || {
+                            Ok(format!(
+                                "bag {}: {}, {}\n",
+                                self.id,
+                                format::escape(&b.state),
+                                format::bag_progress(&b)
+                            ))
+                        })?;
+                        return Ok(if b.state == "succeeded" {
+                            ExitCode::SUCCESS
+                        } else {
+                            ExitCode::from(1)
+                        });
+                    }
+                    let bag_running = v.get("bag").is_some();
                     // An array's id: wait for every task; it succeeded when all of them did.
                     let tasks: Vec<api::ArrayTask> = v
                         .get("tasks")
                         .and_then(|t| serde_json::from_value(t.clone()).ok())
                         .unwrap_or_default();
-                    if !tasks.is_empty() {
+                    if bag_running {
+                        // Not ended yet.
+                    } else if !tasks.is_empty() {
                         if tasks.iter().all(|t| api::is_final_state(&t.state)) {
                             let ok = tasks.iter().all(|t| t.state == "succeeded");
                             Output::from(self.output).print(&v, || {
@@ -454,7 +476,10 @@ impl CancelArgs {
         let v = self.conn.client().cancel_json(self.id)?;
         Output::from(self.output).print(&v, || {
             let state = v.get("state").and_then(|s| s.as_str()).unwrap_or("cancelled");
-            Ok(format!("job {} {}\n", self.id, format::escape(state)))
+            match v.get("bag").and_then(|b| serde_json::from_value::<api::BagStatus>(b.clone()).ok()) {
+                Some(b) => Ok(format!("bag {} {}: {}\n", self.id, format::escape(state), format::bag_progress(&b))),
+                None => Ok(format!("job {} {}\n", self.id, format::escape(state))),
+            }
         })?;
         Ok(ExitCode::SUCCESS)
     }

@@ -1,5 +1,5 @@
 //! `koalesce convert FILE` and the job-file formats of `koalesce submit FILE`: JSDL, GridWay
-//! job templates (with `--tasks N` arrays), GT2 RSL and xRSL are detected from the content
+//! job templates (with `--tasks N` bags), GT2 RSL and xRSL are detected from the content
 //! (or forced with `--format`), converted here on the client, and sent as native TOML
 //! (docs/job-formats.md).
 
@@ -24,10 +24,17 @@ pub struct FormatArgs {
     /// detected from the content).
     #[arg(long, value_name = "FORMAT", value_parser = parse_format)]
     pub format: Option<Format>,
-    /// GridWay array of N tasks: N jobs with ${TASK_ID} = 0..N-1 substituted per task (as
-    /// `gwsubmit -n N` makes N jobs).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    /// A bag of N tasks (GridWay's array job, `gwsubmit -n N`): ONE job whose N tasks are
+    /// each placed and run on their own; each sees its index 0..N-1 in KOALESCE_TASK_ID, and a
+    /// GridWay template's ${TASK_ID}, ${TOTAL_TASKS}, ${PARAM}, ... are substituted per task
+    /// in every field (native TOML: ${KOALESCE_TASK_ID}, ${KOALESCE_PARAM}, ...). The printed
+    /// id is the bag's: `status`, `wait`, `cancel` of it act on the whole bag.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=koalesce_api::jobdesc::MAX_ARRAY_TASKS as i64))]
     pub tasks: Option<u32>,
+    /// With --tasks: the bag succeeds when at least K tasks succeed (default: all N); a failed
+    /// task never stops the others.
+    #[arg(long, value_name = "K", requires = "tasks", value_parser = clap::value_parser!(u32).range(1..))]
+    pub min_tasks: Option<u32>,
     /// ${PARAM} of task 0 (gwsubmit -s); ${PARAM} = start + increment × TASK_ID.
     #[arg(long, default_value_t = 0, value_name = "START", allow_negative_numbers = true)]
     pub param_start: i64,
@@ -56,6 +63,15 @@ impl FormatArgs {
             array_id,
             param_start: self.param_start,
             param_increment: self.param_increment,
+            deferred: false,
+        }
+    }
+
+    /// The client's submissions as one bag (with --tasks).
+    pub fn bag_client(&self, client: Client) -> Client {
+        match self.tasks {
+            Some(n) => client.with_bag(n, self.min_tasks, self.param_start, self.param_increment),
+            None => client,
         }
     }
 }
@@ -73,11 +89,13 @@ pub fn read_job_file(file: &Path) -> anyhow::Result<String> {
     }
 }
 
-/// Submits a job file of any format; returns the new jobs' ids in submission order.
+/// Submits a job file of any format; returns the new jobs' ids in submission order (with
+/// --tasks: the bag's id alone; `client` must come from [`FormatArgs::bag_client`]).
 pub fn submit(client: &Client, file: &Path, text: &str, args: &FormatArgs) -> anyhow::Result<Vec<u64>> {
     let format = args.format_of(text);
-    if format == Format::Toml && args.tasks.is_none() {
-        // Native TOML goes to the server as written.
+    if format == Format::Toml {
+        // Native TOML goes to the server as written (a bag's tasks substitute their
+        // ${KOALESCE_TASK_ID} there).
         return Ok(vec![client.submit(text)?]);
     }
     let sites = if format == Format::Rsl {
@@ -85,24 +103,28 @@ pub fn submit(client: &Client, file: &Path, text: &str, args: &FormatArgs) -> an
     } else {
         Vec::new()
     };
+    // A bag is one description: a template's task variables stay references the server
+    // substitutes in each task's copy.
+    let task = match (args.tasks, format) {
+        (Some(n), Format::GridWay) => Some(TaskContext {
+            param_start: args.param_start,
+            param_increment: args.param_increment,
+            ..TaskContext::bag(n)
+        }),
+        _ => None,
+    };
+    let jobs = convert(text, format, &args.options(file, task, sites)).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if let Some(n) = args.tasks {
+        anyhow::ensure!(
+            jobs.len() == 1,
+            "--tasks {n} makes one bag of one job's tasks, but {} describes {} jobs",
+            file.display(),
+            jobs.len()
+        );
+    }
     let mut ids = Vec::new();
-    match args.tasks {
-        Some(n) => {
-            // Task 0 first: its job id is the array's id (${ARRAY_ID}) for the others.
-            for i in 0..n {
-                let task = args.task(i, n, ids.first().copied());
-                let jobs = convert(text, format, &args.options(file, Some(task), sites.clone())).map_err(|e| anyhow::anyhow!("{e}"))?;
-                for j in jobs {
-                    ids.push(client.submit(&j.to_toml()).with_context(|| format!("submitting task {i} of {n}"))?);
-                }
-            }
-        }
-        None => {
-            let jobs = convert(text, format, &args.options(file, None, sites)).map_err(|e| anyhow::anyhow!("{e}"))?;
-            for j in jobs {
-                ids.push(client.submit(&j.to_toml())?);
-            }
-        }
+    for j in jobs {
+        ids.push(client.submit(&j.to_toml())?);
     }
     Ok(ids)
 }
@@ -150,7 +172,7 @@ impl ConvertArgs {
         println!("# {} converted from {} ({})", self.file.display(), format.describe(), format.name());
         if let Some(n) = self.formats.tasks {
             println!(
-                "# GridWay array of {n} tasks: `koalesce submit --tasks {n}` submits {n} jobs; task {} shown (--task K for another)",
+                "# GridWay array of {n} tasks: `koalesce submit --tasks {n}` submits one bag of {n} tasks; task {} shown (--task K for another)",
                 self.task
             );
         }

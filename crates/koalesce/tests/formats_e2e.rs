@@ -132,16 +132,16 @@ fn other_formats_run_on_a_real_server() {
     let params = s.file("params.txt", "alpha\n");
     s.ok(&["files", "add", "params.txt", params.to_str().unwrap(), "--site", "vu"]);
 
-    // A GridWay array: 3 jobs, ${TASK_ID} substituted per task, outputs registered under the
-    // destination names.
+    // A GridWay array: one bag of 3 tasks, ${TASK_ID} substituted per task, outputs
+    // registered under the destination names.
     let jt = s.file(
         "sweep.jt",
         "# a parameter sweep\nEXECUTABLE = /bin/sh\n\
          ARGUMENTS = -c 'cat \"$KOALESCE_INPUT_PARAMS_TXT\" > out.${TASK_ID}; echo ${TASK_ID} of ${TOTAL_TASKS} >> out.${TASK_ID}'\n\
          INPUT_FILES = params.txt\nOUTPUT_FILES = out.${TASK_ID} sweep/out.${TASK_ID}\nRANK = CPU_MHZ\n",
     );
-    let ids = s.submit(&jt, &["--tasks", "3"]);
-    assert_eq!(ids.len(), 3);
+    let bag = s.submit(&jt, &["--tasks", "3"]);
+    assert_eq!(bag.len(), 1, "--tasks 3 prints the bag's id alone");
 
     // A DUROC multi-request: one co-allocated job; each subjob checks its own environment and
     // arguments (a wrong one exits 1), the first is fixed to "vu" by its contact.
@@ -166,9 +166,12 @@ fn other_formats_run_on_a_real_server() {
     );
     let jsdl_id = s.submit(&jsdl, &[])[0];
 
-    for id in &ids {
-        s.succeeded(*id);
-    }
+    let d = s.succeeded(bag[0]);
+    assert_eq!(
+        (d["bag"]["tasks"].as_u64(), d["bag"]["succeeded"].as_u64()),
+        (Some(3), Some(3)),
+        "{d:#}"
+    );
     let files: Value = serde_json::from_str(&s.ok(&["files", "ls", "--json"])).unwrap();
     let names: Vec<&str> = files.as_array().unwrap().iter().filter_map(|f| f["name"].as_str()).collect();
     for i in 0..3 {
@@ -203,4 +206,80 @@ fn other_formats_run_on_a_real_server() {
     );
     let out = s.ok(&["convert", jt.to_str().unwrap(), "--tasks", "3", "--task", "2"]);
     assert!(out.contains("out.2") && out.contains("3 tasks"), "{out}");
+}
+
+/// `koalesce submit --tasks N` of a GridWay template: ONE bag job. Each task gets its index
+/// (${TASK_ID}, ${PARAM}, GW_TASK_ID, KOALESCE_TASK_ID) in its arguments and file names; the
+/// bag's id shows its progress in `status` and `jobs`, `wait` answers for the bag (at least
+/// --min-tasks successes), `cancel` stops every task.
+#[test]
+fn a_gridway_bag_is_one_job_from_submit_to_cancel() {
+    let s = Server::start();
+    // Task 1 fails; the others write their numbers into an output named by their index.
+    let jt = s.file(
+        "bag.jt",
+        "EXECUTABLE = /bin/sh\n\
+         ARGUMENTS = -c 'echo ${TASK_ID} ${PARAM} ${MAX_PARAM} ${TOTAL_TASKS} $GW_TASK_ID $KOALESCE_TASK_ID > res.${TASK_ID}; test ${TASK_ID} != 1'\n\
+         OUTPUT_FILES = res.${TASK_ID} bag/res.${TASK_ID}\n",
+    );
+    let args = ["--tasks", "4", "--min-tasks", "3", "--param-start", "10", "--param-increment", "5"];
+    let ids = s.submit(&jt, &args);
+    assert_eq!(ids.len(), 1, "one bag: {ids:?}");
+    let bag = ids[0].to_string();
+    let out = s.cli(&["wait", &bag, "--timeout", "60s"]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "3 of 4 is enough: {text} {}", s.log());
+    assert!(text.contains("succeeded, 3 succeeded, 1 failed (of 4; 3 needed)"), "{text}");
+    let status = s.ok(&["status", &bag]);
+    assert!(status.contains("bag of 4 tasks: succeeded"), "{status}");
+    let d: Value = serde_json::from_str(&s.ok(&["status", &bag, "--json"])).unwrap();
+    let tasks = d["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 4, "{d:#}");
+    assert_eq!(tasks[1]["state"], "failed", "{d:#}");
+    // Task 3: TASK_ID 3, PARAM 10 + 5·3, MAX_PARAM 10 + 5·3, TOTAL_TASKS 4, and the variables.
+    let res = s.dir.path().join("res3");
+    s.ok(&["files", "get", "bag/res.3", "-o", res.to_str().unwrap(), "--quiet"]);
+    assert_eq!(std::fs::read_to_string(&res).unwrap(), "3 25 25 4 3 3\n");
+    s.ok(&["files", "get", "bag/res.0", "-o", res.to_str().unwrap(), "--quiet"]);
+    assert_eq!(std::fs::read_to_string(&res).unwrap(), "0 10 25 4 0 0\n");
+    // A bag needing every task fails with the one failed task.
+    let strict = s.submit(&jt, &["--tasks", "2"])[0].to_string();
+    let out = s.cli(&["wait", &strict, "--timeout", "60s"]);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("failed, 1 succeeded, 1 failed"));
+
+    // A bag submitted held: release of the bag's id releases every task.
+    let held = s.submit(&jt, &["--tasks", "3", "--min-tasks", "2", "--hold"])[0].to_string();
+    std::thread::sleep(Duration::from_millis(300));
+    let d: Value = serde_json::from_str(&s.ok(&["status", &held, "--json"])).unwrap();
+    assert!(d["tasks"].as_array().unwrap().iter().all(|t| t["state"] == "held"), "{d:#}");
+    assert_eq!(d["bag"]["waiting"], 3, "{d:#}");
+    s.ok(&["release", &held]);
+    let out = s.cli(&["wait", &held, "--timeout", "60s"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+
+    // A bag of long tasks: 3 run (4 + 4 processors, 3 needed), cancel stops them all.
+    let long = s.file("long.jt", "EXECUTABLE = /bin/sleep\nARGUMENTS = 60\n");
+    let bag = s.submit(&long, &["--tasks", "3"])[0].to_string();
+    let t0 = Instant::now();
+    loop {
+        let d: Value = serde_json::from_str(&s.ok(&["status", &bag, "--json"])).unwrap();
+        if d["bag"]["running"] == 3 {
+            assert_eq!(d["state"], "running");
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(30), "the tasks did not start: {d:#}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let jobs = s.ok(&["jobs"]);
+    assert!(jobs.contains("running [bag: 0/3 succeeded, 0 failed, 3 running]"), "{jobs}");
+    s.ok(&["cancel", &bag]);
+    let out = s.cli(&["wait", &bag, "--timeout", "30s"]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("cancelled, 3 cancelled"), "{text}");
+    let d: Value = serde_json::from_str(&s.ok(&["status", &bag, "--json"])).unwrap();
+    assert!(d["tasks"].as_array().unwrap().iter().all(|t| t["state"] == "cancelled"), "{d:#}");
+    // Cancelling it again: already finished.
+    assert!(!s.cli(&["cancel", &bag]).status.success());
 }

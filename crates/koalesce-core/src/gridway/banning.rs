@@ -113,6 +113,11 @@ impl BanTable {
         &self.sites[site.index()]
     }
 
+    /// Sets the ban state of `site` (a driver restoring what it persisted).
+    pub fn set(&mut self, site: SiteId, ban: Ban) {
+        self.sites[site.index()] = ban;
+    }
+
     /// The earliest end of a ban still in force at `now`.
     pub fn next_expiry(&self, now: Millis) -> Option<Millis> {
         self.sites.iter().map(|b| b.until).filter(|&u| u > now).min()

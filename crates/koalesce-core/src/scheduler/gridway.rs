@@ -4,7 +4,9 @@
 //! job's GW_* environment, the files the expressions name). The policy logic is in
 //! [`crate::gridway`]; this module only connects it to the scheduler's state.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
 
 use crate::config::SchedulerConfig;
 use crate::expr::{gridway_data_environment, Compiled};
@@ -30,6 +32,27 @@ pub(super) struct GridwayState {
     /// The answers a driver's catalogue cache gave ([`Scheduler::set_catalogue_entry`]); once
     /// there, the data functions read only these, never the placement catalogue.
     data: Option<ReplicaCatalogue>,
+    /// Bumped whenever bans, usage or share history change (a driver persists on change).
+    history_version: u64,
+}
+
+/// What GridWay learned from past jobs, which its rank and banning read and which must outlive
+/// a daemon restart: per site (by name) its ban state and usage history, and the owners' share
+/// history. See [`Scheduler::gridway_history`] and [`Scheduler::restore_gridway_history`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GridwayHistory {
+    pub sites: BTreeMap<String, SiteHistory>,
+    #[serde(default)]
+    pub shares: ShareHistory,
+}
+
+/// One site's part of a [`GridwayHistory`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SiteHistory {
+    #[serde(default)]
+    pub ban: Ban,
+    #[serde(default)]
+    pub usage: UsageHistory,
 }
 
 impl GridwayState {
@@ -45,6 +68,7 @@ impl GridwayState {
                 .map(|s| rp.site_priority.get(&s.name).copied().unwrap_or(rp.default_site_priority))
                 .collect(),
             data: None,
+            history_version: 0,
         }
     }
 
@@ -214,6 +238,7 @@ impl Scheduler {
     pub(super) fn gridway_on_placed(&mut self, now: Millis, id: JobId) {
         let owner = self.jobs[&id].spec.owner.as_deref().unwrap_or("");
         self.gridway.shares.record(now, owner, &self.config.gridway.job_priority);
+        self.gridway.history_version += 1;
     }
 
     /// A component ended well at `site`: its time from placement joins the site's usage
@@ -223,11 +248,13 @@ impl Scheduler {
         let window = self.config.gridway.resource_priority.usage_window_ms;
         self.gridway.usage[site.index()].record(now, now.saturating_sub(placed), window);
         self.gridway.bans.on_success(site);
+        self.gridway.history_version += 1;
     }
 
     /// A component failed at `site` (a soft error): the site is banned for `gridway` jobs.
     pub(super) fn gridway_on_failure(&mut self, now: Millis, site: SiteId) {
         self.gridway.bans.on_failure(now, site);
+        self.gridway.history_version += 1;
     }
 
     /// The environment 004 §3.2 gives component `component` of a job with REQUIREMENTS or RANK
@@ -301,6 +328,45 @@ impl Scheduler {
     /// The usage history of a site (Eq. 1's P_hist and P_current).
     pub fn usage_history(&self, site: SiteId) -> &UsageHistory {
         &self.gridway.usage[site.index()]
+    }
+
+    /// GridWay's bans, usage and share history, for a driver to persist (it changes when
+    /// [`Scheduler::gridway_history_version`] does).
+    pub fn gridway_history(&self) -> GridwayHistory {
+        let g = &self.gridway;
+        GridwayHistory {
+            sites: self
+                .sites
+                .iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    let h = SiteHistory {
+                        ban: *g.bans.get(SiteId(i as u32)),
+                        usage: g.usage[i].clone(),
+                    };
+                    (s.name.clone(), h)
+                })
+                .collect(),
+            shares: g.shares.clone(),
+        }
+    }
+
+    /// A number that changes whenever [`Scheduler::gridway_history`] does.
+    pub fn gridway_history_version(&self) -> u64 {
+        self.gridway.history_version
+    }
+
+    /// Restores what [`Scheduler::gridway_history`] gave (at a driver's restart, before any
+    /// scan). Sites no longer configured are ignored; new sites start with no history.
+    pub fn restore_gridway_history(&mut self, history: GridwayHistory) {
+        for (i, site) in self.sites.iter().enumerate() {
+            if let Some(h) = history.sites.get(&site.name) {
+                self.gridway.bans.set(SiteId(i as u32), h.ban);
+                self.gridway.usage[i] = h.usage.clone();
+            }
+        }
+        self.gridway.shares = history.shares;
+        self.gridway.matcher.catalogue_changed();
     }
 
     /// Counters of REQUIREMENTS / RANK evaluations in scans.

@@ -49,6 +49,7 @@ pub use action::{Action, ComponentOutcome, TransferKey};
 pub use broker::BrokerStats;
 pub use error::SubmitError;
 pub use gate::{Dependency, DependencyKind, Gate, GateError};
+pub use gridway::{GridwayHistory, SiteHistory};
 pub use job::{Component, FileSourceRecord, Job, SchedulerStats, SiteView, TransferStatus};
 pub use release::transition;
 

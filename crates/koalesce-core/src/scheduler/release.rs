@@ -118,11 +118,7 @@ impl Scheduler {
         let tasks = j.components.len() as u32;
         let succeeded = j.components.iter().filter(|c| c.state == ComponentState::Finished).count() as u32;
         let needed = j.spec.min_components.unwrap_or(tasks).min(tasks);
-        let to = if succeeded >= needed {
-            JobState::Succeeded
-        } else {
-            JobState::Failed(FailureReason::TooFewTasks { succeeded, needed, tasks })
-        };
+        let to = crate::bag::bag_verdict(succeeded, needed, tasks);
         known(&mut self.jobs, job).timeline.finished = Some(now);
         self.set_state(now, job, to);
     }

@@ -129,7 +129,20 @@ pub fn process_actions(shared: &Arc<Shared>, st: &mut State) {
             records::persist_state(shared, id, job);
         }
     }
+    save_gridway_history(shared, st);
     refresh_idle(shared, st);
+}
+
+/// Writes GridWay's bans and usage history when the core's copy changed since the last write
+/// (in order with the job rows, so a restart sees the history of the jobs it sees ended).
+fn save_gridway_history(shared: &Shared, st: &mut State) {
+    let version = st.core.gridway_history_version();
+    if version == st.gridway_history_saved {
+        return;
+    }
+    st.gridway_history_saved = version;
+    let json = records::json(&st.core.gridway_history());
+    shared.store.enqueue(store::save_gridway_history_op(json, now_ms()));
 }
 
 /// The core's view of idle processors: what each site last reported, less the processors of

@@ -311,9 +311,7 @@ pub fn prepare_launch(shared: &Arc<Shared>, st: &mut State, job: u64) {
         }
         env.insert("KOALESCE_JOB_DIR".into(), dir.display().to_string());
         if let Some(a) = meta.array {
-            env.insert("KOALESCE_TASK_ID".into(), a.task_id.to_string());
-            env.insert("KOALESCE_ARRAY_JOB_ID".into(), a.array_id.to_string());
-            env.insert("KOALESCE_ARRAY_TASK_COUNT".into(), a.count.to_string());
+            env.extend(a.variables());
         }
         let arch = st.core.sites().get(site.index()).map(|s| s.attributes.architecture.clone());
         env.insert("KOALESCE_ARCH".into(), arch.unwrap_or_default());

@@ -124,6 +124,8 @@ pub struct State {
     pub ended: BTreeMap<&'static str, u64>,
     /// Blacklisted sites waiting to be probed (with back-off) and re-admitted.
     pub probes: blacklist::Probes,
+    /// The core's GridWay history version last written to the store.
+    pub gridway_history_saved: u64,
 }
 
 impl State {

@@ -47,6 +47,36 @@ pub struct ArrayTaskMeta {
     pub task_id: u64,
     /// Tasks in the array.
     pub count: u64,
+    /// Set when the array is a bag of tasks (`submit --tasks N`), one unit to the user.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bag: Option<BagMeta>,
+}
+
+/// What makes an array a bag of tasks (`submit --tasks N`, GridWay's array job).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BagMeta {
+    /// Successful tasks the bag needs (`min_tasks`).
+    pub needed: u32,
+    /// `KOALESCE_PARAM` = start + increment × task index (GridWay's `${PARAM}`).
+    pub param_start: i64,
+    pub param_increment: i64,
+}
+
+impl ArrayTaskMeta {
+    /// The task's values of the task variables (`koalesce_api::fields::TASK_VARIABLES`): its
+    /// environment, and what its description's `${...}` references are replaced with.
+    pub fn variables(&self) -> BTreeMap<String, String> {
+        let mut v = BTreeMap::new();
+        v.insert("KOALESCE_TASK_ID".to_string(), self.task_id.to_string());
+        v.insert("KOALESCE_ARRAY_JOB_ID".to_string(), self.array_id.to_string());
+        v.insert("KOALESCE_ARRAY_TASK_COUNT".to_string(), self.count.to_string());
+        if let Some(b) = self.bag {
+            let param = |i: u64| b.param_start.saturating_add(b.param_increment.saturating_mul(i as i64));
+            v.insert("KOALESCE_PARAM".to_string(), param(self.task_id).to_string());
+            v.insert("KOALESCE_MAX_PARAM".to_string(), param(self.count.saturating_sub(1)).to_string());
+        }
+        v
+    }
 }
 
 /// The daemon's data about one component.
@@ -237,6 +267,14 @@ pub fn render(id: u64, job: &Job, meta: &JobMeta, sites: &[SiteHandle]) -> JobDe
         array_id: meta.array.map(|a| a.array_id),
         task_id: meta.array.map(|a| a.task_id),
         tasks: Vec::new(),
+        // A bag's id: its progress is counted from every task by the API (api_bags).
+        bag: meta.array.filter(|a| a.array_id == id).and_then(|a| {
+            a.bag.map(|b| koalesce_api::dto::BagStatus {
+                tasks: a.count,
+                needed: u64::from(b.needed),
+                ..Default::default()
+            })
+        }),
     }
 }
 

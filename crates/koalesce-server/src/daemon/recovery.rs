@@ -81,7 +81,16 @@ pub fn recover(config: &ServerConfig, store: &Store, sites: &[SiteHandle]) -> an
         progress: HashMap::new(),
         ended: BTreeMap::new(),
         probes: Default::default(),
+        gridway_history_saved: 0,
     };
+    // GridWay's bans and usage history as they were when the daemon stopped.
+    if let Some(text) = store.read(store::load_gridway_history)? {
+        match serde_json::from_str(&text) {
+            Ok(h) => st.core.restore_gridway_history(h),
+            Err(e) => tracing::warn!(error = %e, "stored GridWay history does not parse; starting without it"),
+        }
+        st.gridway_history_saved = st.core.gridway_history_version();
+    }
     for (state, n) in store.read(store::count_ended)? {
         if let Some(name) = store::ENDED.iter().find(|s| **s == state) {
             st.ended.insert(name, n);
@@ -113,7 +122,11 @@ pub fn recover(config: &ServerConfig, store: &Store, sites: &[SiteHandle]) -> an
         // The core's spec from the description, whose pinned sites are names: the config's
         // sites may have been reordered since (positions would move the job elsewhere).
         let spec: JobSpec = match meta.desc.to_spec(|n| st.site_id(n)) {
-            Ok(spec) => spec,
+            // The owner, as at submission (GridWay's share policy).
+            Ok(spec) => JobSpec {
+                owner: Some(meta.user.clone()),
+                ..spec
+            },
             Err(e) => {
                 tracing::warn!(job = id, error = %e, "cannot be resubmitted after restart; failed");
                 failed.push((id, meta, snap, e.to_string()));

@@ -75,7 +75,18 @@ pub(super) fn migrate(tx: &Transaction<'_>, version: i64) -> Result<(), Box<dyn 
     if version < 4 {
         v3_to_v4(tx)?;
     }
+    if version < 5 {
+        v4_to_v5(tx)?;
+    }
     Ok(())
+}
+
+/// Schema 4 → 5: GridWay's bans and usage history survive restarts (`gridway_history`; an
+/// older database has none, so the history starts empty, as it did before).
+fn v4_to_v5(tx: &Transaction<'_>) -> rusqlite::Result<()> {
+    tx.execute_batch(
+        "CREATE TABLE IF NOT EXISTS gridway_history (id INTEGER PRIMARY KEY CHECK (id = 1), history TEXT NOT NULL, saved_ms INTEGER NOT NULL)",
+    )
 }
 
 /// Schema 3 → 4: files have owners (existing files: `NULL`, only an admin deletes them), and
@@ -231,6 +242,7 @@ fn v0_to_v2(tx: &Transaction<'_>) -> Result<(), Box<dyn std::error::Error>> {
             array_id: None,
             task_id: None,
             tasks: Vec::new(),
+            bag: None,
         };
         insert.execute(params![
             id,

@@ -11,9 +11,11 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+mod history;
 mod migrate;
 mod reservations;
 mod tokens;
+pub use history::*;
 pub use reservations::*;
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use serde::{Deserialize, Serialize};
@@ -65,8 +67,9 @@ pub struct Store {
 /// keeps the core's snapshot, the daemon's data and the API rendering apart; version 3 gives
 /// tokens an expiry (`tokens.expires_ms`) and launch intents the LRM's id of their component
 /// (`launches.lrm_id`, when it is not the directory); version 4 gives files an owner
-/// (`files.owner`) and job ids a durable counter (`counters`). See [`migrate`].
-pub const SCHEMA_VERSION: i64 = 4;
+/// (`files.owner`) and job ids a durable counter (`counters`); version 5 keeps GridWay's bans
+/// and usage history (`gridway_history`, one row). See [`migrate`].
+pub const SCHEMA_VERSION: i64 = 5;
 
 const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS jobs (
@@ -124,6 +127,11 @@ CREATE TABLE IF NOT EXISTS reservations (
     flexible INTEGER NOT NULL,
     created_ms INTEGER NOT NULL,
     backend_id TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS gridway_history (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    history TEXT NOT NULL,
+    saved_ms INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS launches (
     job INTEGER NOT NULL,

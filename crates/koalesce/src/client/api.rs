@@ -76,7 +76,7 @@ fn http_reason(status: u16) -> Option<&'static str> {
 }
 
 // The API's bodies are defined once, in koalesce-api, and shared with the server.
-pub use koalesce_api::dto::{is_final_state, ArrayTask, FileInfo, JobDetail, JobSummary, SiteInfo};
+pub use koalesce_api::dto::{is_final_state, ArrayTask, BagStatus, FileInfo, JobDetail, JobSummary, SiteInfo};
 
 /// A connection to one koalesce server.
 #[derive(Clone)]
@@ -129,6 +129,22 @@ impl Client {
         if let Some(d) = dependency {
             q.push(format!("dependency={}", encode_path_segment(d)));
         }
+        self.submit_query = q.join("&");
+        self
+    }
+
+    /// Submissions make one bag of `tasks` tasks (`tasks=N`), at least `min_tasks` of which
+    /// must succeed, with KOALESCE_PARAM = `param_start` + `param_increment` × task index.
+    pub fn with_bag(mut self, tasks: u32, min_tasks: Option<u32>, param_start: i64, param_increment: i64) -> Self {
+        let mut q: Vec<String> = (!self.submit_query.is_empty())
+            .then(|| self.submit_query.clone())
+            .into_iter()
+            .collect();
+        q.push(format!("tasks={tasks}"));
+        if let Some(k) = min_tasks {
+            q.push(format!("min_tasks={k}"));
+        }
+        q.push(format!("param_start={param_start}&param_increment={param_increment}"));
         self.submit_query = q.join("&");
         self
     }

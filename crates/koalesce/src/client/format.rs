@@ -207,7 +207,14 @@ pub fn jobs_table(jobs: &[JobSummary]) -> String {
             j.id.to_string(),
             j.name.clone(),
             j.user.clone(),
-            j.state.clone(),
+            match &j.bag {
+                // A bag's row: its state and progress.
+                Some(b) => format!(
+                    "{} [bag: {}/{} succeeded, {} failed, {} running]",
+                    j.state, b.succeeded, b.tasks, b.failed, b.running
+                ),
+                None => j.state.clone(),
+            },
             j.priority.clone(),
             j.components.to_string(),
             j.size.to_string(),
@@ -404,19 +411,27 @@ pub fn status_report(d: &JobDetail, tails: &[OutputTail]) -> String {
     if !d.outputs.is_empty() {
         let _ = writeln!(out, "outputs: {}", escape(&d.outputs.join(", ")));
     }
-    if let (Some(array), Some(task)) = (d.array_id, d.task_id) {
-        let _ = writeln!(out, "task {task} of array {array}");
+    match (&d.bag, d.array_id, d.task_id) {
+        (Some(b), _, _) => {
+            let _ = writeln!(out, "bag of {} tasks: {}, {}", b.tasks, escape(&b.state), bag_progress(b));
+        }
+        (None, Some(array), Some(task)) => {
+            let _ = writeln!(out, "task {task} of array {array}");
+        }
+        _ => {}
     }
     if !d.tasks.is_empty() {
-        let summaries: Vec<JobSummary> = d
-            .tasks
-            .iter()
-            .map(|t| JobSummary {
-                state: t.state.clone(),
-                ..Default::default()
-            })
-            .collect();
-        let _ = writeln!(out, "array of {} tasks: {}", d.tasks.len(), state_counts(&summaries));
+        if d.bag.is_none() {
+            let summaries: Vec<JobSummary> = d
+                .tasks
+                .iter()
+                .map(|t| JobSummary {
+                    state: t.state.clone(),
+                    ..Default::default()
+                })
+                .collect();
+            let _ = writeln!(out, "array of {} tasks: {}", d.tasks.len(), state_counts(&summaries));
+        }
         let mut t = Table::new(&["TASK", "JOB", "STATE"]).right_align(&["TASK", "JOB"]);
         for task in &d.tasks {
             t.push(vec![task.task_id.to_string(), task.id.to_string(), task.state.clone()]);
@@ -449,6 +464,21 @@ pub fn tokens_table(tokens: &[koalesce_server::store::TokenInfo], now_ms: u64) -
 }
 
 /// Counts of jobs by state, in lifecycle order, e.g. `queued 3, running 2, succeeded 10`.
+/// A bag's progress as the core words it: "3 succeeded, 1 failed, 2 running (of 6; 6 needed)".
+pub fn bag_progress(b: &koalesce_api::dto::BagStatus) -> String {
+    let n = |v: u64| v.min(u64::from(u32::MAX)) as u32;
+    koalesce_core::bag::BagProgress {
+        tasks: n(b.tasks),
+        needed: n(b.needed),
+        waiting: n(b.waiting),
+        running: n(b.running),
+        succeeded: n(b.succeeded),
+        failed: n(b.failed),
+        cancelled: n(b.cancelled),
+    }
+    .describe()
+}
+
 pub fn state_counts(jobs: &[JobSummary]) -> String {
     const ORDER: &[&str] = &koalesce_core::JobState::NAMES;
     let mut parts = Vec::new();

@@ -279,6 +279,9 @@ pub fn scenario(alg: Alg, setup: &Setup, seed: u64) -> Scenario {
                 rank: Some(rank),
                 min_components: None,
                 failing_components: Vec::new(),
+                tasks: None,
+                min_tasks: None,
+                failing_tasks: Vec::new(),
             }
         })
         .collect();
