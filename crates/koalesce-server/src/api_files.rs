@@ -100,6 +100,14 @@ fn check_name(name: &str) -> R<()> {
             format!("field 'name': must be 1 to 255 characters without control characters (got {chars})"),
         ));
     }
+    if crate::peer::data::reserved_name(name) {
+        return Err(err(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!(
+                "field 'name': names 'peer-*/...' and 'grid-<id>/...' are reserved for files moved between federated servers ('{name}')"
+            ),
+        ));
+    }
     if let Some(job) = file_import::reserved_output_name(name) {
         let job = if job == u64::MAX {
             "that job".to_string()
@@ -235,32 +243,42 @@ async fn register(s: &S, caller: &Caller, p: Prepared, copied: transfer::Copied)
             )
         })?;
     }
-    s.store
-        .write(store::register_replica_op(store::NewReplica {
-            name: p.name.clone(),
-            size: copied.bytes,
-            sha256: copied.sha256.clone(),
-            owner: Some(caller.user.clone()),
-            site: p.site.clone(),
-            path: p.dest.display().to_string(),
-        }))
+    register_replica(s, &p.name, copied.bytes, &copied.sha256, &p.site, &p.dest, &caller.user)
         .await
-        .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
-    s.metrics.transfer_bytes.fetch_add(copied.bytes, Ordering::Relaxed);
-    s.data_catalogue.invalidate(&p.name);
-    transfer::note_verified(&p.dest);
-    let mut st = s.lock();
-    add_replica_mem(
-        &mut st,
-        &p.name,
-        copied.bytes,
-        &copied.sha256,
-        &p.site,
-        p.dest.clone(),
-        Some(&caller.user),
-    );
+        .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, e))?;
+    let st = s.lock();
     let entry = file_json(&p.name, &st.files[&p.name]);
     Ok((StatusCode::CREATED, Json(entry)).into_response())
+}
+
+/// Registers a verified copy at `dest` as a replica of `name` at `site` (owned by `owner` when
+/// the file is new): durably, then in the catalogues. Also used for files received from peers.
+pub(crate) async fn register_replica(
+    s: &Shared,
+    name: &str,
+    bytes: u64,
+    sha256: &str,
+    site: &str,
+    dest: &std::path::Path,
+    owner: &str,
+) -> Result<(), String> {
+    s.store
+        .write(store::register_replica_op(store::NewReplica {
+            name: name.to_string(),
+            size: bytes,
+            sha256: sha256.to_string(),
+            owner: Some(owner.to_string()),
+            site: site.to_string(),
+            path: dest.display().to_string(),
+        }))
+        .await
+        .map_err(|e| e.to_string())?;
+    s.metrics.transfer_bytes.fetch_add(bytes, Ordering::Relaxed);
+    s.data_catalogue.invalidate(name);
+    transfer::note_verified(dest);
+    let mut st = s.lock();
+    add_replica_mem(&mut st, name, bytes, sha256, site, dest.to_path_buf(), Some(owner));
+    Ok(())
 }
 
 /// The answer for a copy that failed.

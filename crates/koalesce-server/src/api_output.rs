@@ -97,6 +97,11 @@ impl http_body::Body for FileBody {
     }
 }
 
+/// `len` bytes of `file` from where it stands, as a streamed body (also for peers' transfers).
+pub(crate) fn file_body(file: std::fs::File, len: u64) -> Body {
+    Body::new(FileBody::new(file, len))
+}
+
 fn internal(e: impl std::fmt::Display) -> ApiError {
     err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
 }

@@ -9,6 +9,8 @@ use koalesce_api::dto::{
 use serde_json::{json, Value};
 use utoipa::OpenApi;
 
+use crate::peer::wire::{FederationStatus, GridJob, HandoffRequest, HandoffState, OfferAnswer, OfferRequest, PeerFile, PeerStatus};
+
 #[derive(OpenApi)]
 #[openapi(
     info(title = "koalesce server", version = "1"),
@@ -27,7 +29,15 @@ use utoipa::OpenApi;
         ErrorBody,
         BrokerTimes,
         NewReservation,
-        ReservationInfo
+        ReservationInfo,
+        GridJob,
+        FederationStatus,
+        PeerStatus,
+        OfferRequest,
+        OfferAnswer,
+        HandoffRequest,
+        HandoffState,
+        PeerFile
     ))
 )]
 struct Schemas;
@@ -38,7 +48,71 @@ pub fn document() -> Value {
     doc["openapi"] = generated["openapi"].clone();
     doc["info"] = generated["info"].clone();
     doc["components"]["schemas"] = generated["components"]["schemas"].clone();
+    if let (Some(all), Value::Object(fed)) = (doc["paths"].as_object_mut(), federation_paths()) {
+        all.extend(fed);
+    }
     doc
+}
+
+/// The federation's endpoints (issue 14, docs/federation.md): the grid queue for users, and
+/// the peer-to-peer calls, which take only a peer's name (`X-Koalesce-Peer`) with the secret
+/// the pair shares (bearer), never a user token.
+fn federation_paths() -> Value {
+    let err = json!({"description": "error", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}});
+    let schema = |name: &str| json!({"content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{name}")}}}});
+    let ok = |what: &str, name: &str| {
+        let mut v = schema(name);
+        v["description"] = json!(what);
+        v
+    };
+    let body = |name: &str| {
+        let mut v = schema(name);
+        v["required"] = json!(true);
+        v
+    };
+    let path =
+        |name: &str, about: &str| json!({"name": name, "in": "path", "required": true, "schema": {"type": "string"}, "description": about});
+    let handoff = path("h", "the handoff id, <origin>-<grid id>-<attempt>");
+    let peer = json!([{"peer": []}]);
+    let bytes = json!({"content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}});
+    let mut file = bytes.clone();
+    file["description"] = json!("the file's content (206 from the asked Range: bytes=N-; X-Checksum-Sha256: its SHA-256)");
+    json!({
+        "/api/v1/grid/jobs": {
+            "post": {"summary": "Submit a job (TOML) to the grid queue: run here or migrated to a peer (S-I/R-I/SY-I)",
+                "requestBody": {"required": true, "content": {"application/toml": {"schema": {"type": "string"}}}},
+                "responses": {"201": ok("in the durable grid queue", "Submitted"), "400": err, "401": err, "404": {"description": "the server has no [federation]"}, "422": err}},
+            "get": {"summary": "The caller's grid jobs (admins: all): where each runs, its state there, why it moved, its outputs",
+                "responses": {"200": {"description": "grid jobs", "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/GridJob"}}}}}, "401": err}}
+        },
+        "/api/v1/grid/jobs/{id}": {"get": {"summary": "One grid job", "parameters": [path("id", "grid job id")],
+            "responses": {"200": ok("grid job", "GridJob"), "401": err, "404": err}}},
+        "/api/v1/federation": {"get": {"summary": "This server's federation: name, algorithm, peers (availability, measured bandwidth), job counts",
+            "responses": {"200": ok("federation", "FederationStatus"), "401": err}}},
+        "/api/v1/peer/offer": {"post": {"summary": "Peers: ATT and RU for a job's requirements (002 §III-A1)", "security": peer,
+            "requestBody": body("OfferRequest"),
+            "responses": {"200": ok("the offer (att_ms null: the job does not fit)", "OfferAnswer"), "400": err, "401": err, "422": err}}},
+        "/api/v1/peer/volunteer": {"post": {"summary": "Peers: the caller's RU is below δ (002 §III-A2); a waiting job may be offered to it", "security": peer,
+            "responses": {"202": {"description": "noted"}, "401": err}}},
+        "/api/v1/peer/handoffs": {"post": {"summary": "Peers: phase one of a migration (stored as prepared, not run)", "security": peer,
+            "requestBody": body("HandoffRequest"),
+            "responses": {"200": ok("the handoff here (aborted: a tombstone refused it)", "HandoffState"), "400": err, "401": err, "422": err}}},
+        "/api/v1/peer/handoffs/{h}": {"get": {"summary": "Peers: a handoff the caller made, with its job's state and outputs", "security": peer,
+            "parameters": [handoff.clone()], "responses": {"200": ok("the handoff", "HandoffState"), "401": err, "404": err}}},
+        "/api/v1/peer/handoffs/{h}/commit": {"post": {"summary": "Peers: phase two: fetch the inputs (answers prepared with inputs_here until they are here), then run the job once", "security": peer,
+            "parameters": [handoff.clone()], "responses": {"200": ok("the handoff", "HandoffState"), "401": err, "404": err, "409": err}}},
+        "/api/v1/peer/handoffs/{h}/abort": {"post": {"summary": "Peers: abort a handoff that is not committed (unknown: a tombstone)", "security": peer,
+            "parameters": [handoff.clone()], "responses": {"200": ok("the handoff", "HandoffState"), "401": err, "422": err}}},
+        "/api/v1/peer/handoffs/{h}/outputs/{name}": {"get": {"summary": "Peers (at the receiver): an output of the job the caller handed over, once it succeeded", "security": peer,
+            "parameters": [handoff.clone(), path("name", "the output's name here (<job id>/<file>)"), {"name": "Range", "in": "header", "schema": {"type": "string"}, "description": "bytes=N- to resume"}],
+            "responses": {"200": file.clone(), "206": file.clone(), "401": err, "404": err, "416": err}}},
+        "/api/v1/peer/sent/{h}/inputs/{name}": {"get": {"summary": "Peers (at the origin): an input of the job this server handed to the caller", "security": peer,
+            "parameters": [handoff, path("name", "the input's logical name at the origin"), {"name": "Range", "in": "header", "schema": {"type": "string"}, "description": "bytes=N- to resume"}],
+            "responses": {"200": file.clone(), "206": file, "401": err, "404": err, "416": err}}},
+        "/api/v1/peer/probe": {"get": {"summary": "Peers: N zero bytes, to measure the bandwidth from here to the caller", "security": peer,
+            "parameters": [{"name": "bytes", "in": "query", "required": true, "schema": {"type": "integer", "maximum": crate::peer::config::MAX_PROBE_BYTES}}],
+            "responses": {"200": bytes, "400": err, "401": err, "422": err}}}
+    })
 }
 
 fn paths() -> Value {
@@ -49,7 +123,8 @@ fn paths() -> Value {
         json!({"description": "the job", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/JobSummary"}}}});
     json!({
         "components": {
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"},
+                "peer": {"type": "http", "scheme": "bearer", "description": "the secret a pair of peers shares, with the caller's name in X-Koalesce-Peer; valid on /api/v1/peer/* only"}},
             "schemas": {}
         },
         "security": [{"bearer": []}],
@@ -179,5 +254,18 @@ mod tests {
         assert!(site["kind"].is_object() && site["supports_reservations"].is_object(), "{site}");
         let detail = &doc["components"]["schemas"]["JobDetail"]["properties"];
         assert_eq!(detail["components"]["type"], "array", "{detail}");
+        // The federation's endpoints, the peer ones under the peer scheme.
+        for p in [
+            "/api/v1/grid/jobs",
+            "/api/v1/federation",
+            "/api/v1/peer/offer",
+            "/api/v1/peer/handoffs/{h}/commit",
+            "/api/v1/peer/sent/{h}/inputs/{name}",
+        ] {
+            assert!(doc["paths"][p].is_object(), "{p} missing");
+        }
+        assert_eq!(doc["paths"]["/api/v1/peer/offer"]["post"]["security"][0]["peer"], json!([]));
+        let grid = &doc["components"]["schemas"]["GridJob"]["properties"];
+        assert!(grid["runs_at"].is_object() && grid["outputs"].is_object(), "{grid}");
     }
 }

@@ -32,14 +32,24 @@ fn server_with(
     peers: &[(&str, u16)],
     algorithm: PeerAlgorithm,
 ) -> BackgroundServer {
+    server_tuned(dir, name, port, sites, peers, |f| f.algorithm = algorithm)
+}
+
+fn server_tuned(
+    dir: &Path,
+    name: &str,
+    port: u16,
+    sites: &[(&str, u32)],
+    peers: &[(&str, u16)],
+    tune: impl FnOnce(&mut FederationConfig),
+) -> BackgroundServer {
     let secret = dir.join("peer.secret");
     std::fs::create_dir_all(dir).unwrap();
     std::fs::write(&secret, SECRET).unwrap();
     let mut opts = koalesce_server::test_options(&dir.join("data"), sites, supervisor());
     opts.listen = Some(format!("127.0.0.1:{port}"));
-    opts.config.federation = Some(FederationConfig {
+    let mut fed = FederationConfig {
         name: name.into(),
-        algorithm,
         phi: "1s".into(),
         sigma: "1s".into(),
         check_interval_ms: 100,
@@ -55,7 +65,9 @@ fn server_with(
             })
             .collect(),
         ..FederationConfig::default()
-    });
+    };
+    tune(&mut fed);
+    opts.config.federation = Some(fed);
     BackgroundServer::start(opts).expect("server starts")
 }
 
@@ -222,7 +234,7 @@ fn peer_endpoints_take_only_the_pairs_secret_and_check_what_they_get() {
     );
     // The peer secret is no user token.
     assert_eq!(b.request("GET", "/api/v1/jobs", Some(SECRET), b"").0, 401);
-    // Handoffs: only under the caller's own name; descriptions checked; data not taken yet.
+    // Handoffs: only under the caller's own name; descriptions checked; inputs must be declared.
     let job = |h: &str, desc: &str| serde_json::json!({"handoff": h, "user": "alice", "description": desc});
     let ok_desc = "name = \"x\"\nexecutable = \"/bin/true\"\n[[components]]\nprocessors = 1\n";
     let refused = |h: &str, desc: &str| match as_alpha.call::<_, Value>("/api/v1/peer/handoffs", Some(&job(h, desc))) {
@@ -344,4 +356,299 @@ fn receiver_initiated_jobs_wait_for_a_volunteer_and_move_to_it() {
     let at_b = get(&b, &root_b, "/api/v1/jobs?all=true").as_array().unwrap().len();
     let at_a = get(&a, &alice, "/api/v1/jobs").as_array().unwrap().len();
     assert_eq!(at_a + at_b, 3, "each job ran once: alpha {at_a}, beta {at_b}");
+}
+
+fn sha256_hex(b: &[u8]) -> String {
+    koalesce_server::store::sha256_hex(b)
+}
+
+/// Text of `n` bytes, different for each `seed`.
+fn text(n: usize, seed: u32) -> Vec<u8> {
+    let mut out = Vec::with_capacity(n + 64);
+    let mut k = 0u64;
+    while out.len() < n {
+        out.extend_from_slice(format!("{seed}:{k} the quick brown fox\n").as_bytes());
+        k += 1;
+    }
+    out.truncate(n);
+    out
+}
+
+/// Issue 14: a job with input and output files moves to the idle peer with its input (fetched
+/// peer to peer, checksummed, registered there under the origin's name), runs there once on
+/// those bytes, and its outputs come back to the origin: the user gets them with `files get`
+/// from the server they submitted to, under the grid job's names.
+#[test]
+fn a_job_moves_with_its_input_files_and_its_outputs_come_back_to_the_origin() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (pa, pb) = (free_port(), free_port());
+    let a = server(&tmp.path().join("a"), "alpha", pa, &[("a1", 1)], &[("beta", pb)]);
+    let b = server(&tmp.path().join("b"), "beta", pb, &[("b1", 4)], &[("alpha", pa)]);
+    let alice = token(&a.data_dir, "alice", false);
+    let data = text(300_000, 1);
+    let (code, body) = a.request("PUT", "/api/v1/files/data.bin?site=a1", Some(&alice), &data);
+    assert_eq!(code, 201, "{body}");
+    // The one processor is busy for a while: the job with data would wait 20 s here.
+    let blocker = grid_submit(&a, &alice, &sleep_job("blocker", 2));
+    let script = "sha256sum \"$KOALESCE_INPUT_DATA_BIN\" | cut -d' ' -f1 > sum.txt && cp \"$KOALESCE_INPUT_DATA_BIN\" copy.bin";
+    let job = format!(
+        "name = \"with-data\"\nexecutable = \"/bin/sh\"\narguments = [\"-c\", {script:?}]\nruntime_estimate = \"20s\"\n\
+         inputs = [{{ file = \"data.bin\", as = \"in.dat\" }}]\n\
+         outputs = [\"sum.txt\", {{ file = \"copy.bin\", to = \"results/copy-${{KOALESCE_JOB_ID}}.bin\" }}]\n\
+         [[components]]\nprocessors = 1\n"
+    );
+    let id = grid_submit(&a, &alice, &job);
+    let g = wait_grid(&a, &alice, id, 60);
+    assert_eq!(wait_grid(&a, &alice, blocker, 60)["runs_at"], "local");
+    assert_eq!(
+        (g["state"].as_str(), g["runs_at"].as_str()),
+        (Some("succeeded"), Some("beta")),
+        "{g}"
+    );
+    assert!(g["reason"].as_str().unwrap().contains("kB in"), "{g}");
+    let sum_name = format!("grid-{id}/sum.txt");
+    let copy_name = format!("results/copy-{id}.bin");
+    assert_eq!(g["outputs"], serde_json::json!([sum_name, copy_name]), "{g}");
+    // The outputs, from alpha: the job saw exactly alpha's bytes.
+    let (code, sum) = a.request("GET", &format!("/api/v1/files/{sum_name}"), Some(&alice), b"");
+    assert_eq!(code, 200, "{sum}");
+    assert_eq!(sum.trim(), sha256_hex(&data));
+    let (code, copy) = a.request("GET", &format!("/api/v1/files/{copy_name}"), Some(&alice), b"");
+    assert_eq!(code, 200);
+    assert_eq!(copy.as_bytes(), &data[..]);
+    let files = get(&a, &alice, "/api/v1/files");
+    let entry = files
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == copy_name.as_str())
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (entry["owner"].as_str(), entry["sha256"].as_str()),
+        (Some("alice"), Some(sha256_hex(&data).as_str()))
+    );
+    // At beta: the input under the origin's reserved name, owned by peer-alpha; the job ran
+    // once there, as peer-alpha, with its outputs registered under its own id there.
+    let root_b = token(&b.data_dir, "root", true);
+    let there = get(&b, &root_b, "/api/v1/files");
+    let received = format!("peer-alpha/{}", sha256_hex(&data));
+    assert!(
+        there
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["name"] == received.as_str() && f["owner"] == "peer-alpha"),
+        "{there}"
+    );
+    let jobs_b = get(&b, &root_b, "/api/v1/jobs?all=true");
+    assert_eq!(jobs_b.as_array().unwrap().len(), 1, "{jobs_b}");
+    assert_eq!(
+        get(&a, &alice, "/api/v1/jobs").as_array().unwrap().len(),
+        1,
+        "only the blocker ran at alpha"
+    );
+    // Users cannot take the federation's names.
+    let (code, msg) = a.request("PUT", "/api/v1/files/grid-99/x?site=a1", Some(&alice), b"x");
+    assert_eq!(code, 422, "{msg}");
+    let (code, msg) = b.request("PUT", &format!("/api/v1/files/{received}x?site=b1"), Some(&root_b), b"x");
+    assert_eq!(code, 422, "{msg}");
+}
+
+/// How the fake origin answers a fetch of its input.
+#[derive(Clone, Copy, PartialEq)]
+enum Serve {
+    /// Other bytes of the declared length.
+    Wrong,
+    /// Twice the declared bytes.
+    TooMuch,
+    /// The declared length in the header, then only this many bytes and a closed connection.
+    Cut(usize),
+    /// The right bytes, from the asked range on.
+    Good,
+}
+
+/// Each request's first line and Range header, as the fake origin saw them.
+type Seen = std::sync::Arc<std::sync::Mutex<Vec<(String, Option<String>)>>>;
+
+/// A fake origin "alpha" for beta: answers input fetches as `mode` says and records each
+/// request's first line and Range header.
+struct FakeOrigin {
+    port: u16,
+    mode: std::sync::Arc<std::sync::Mutex<Serve>>,
+    seen: Seen,
+    served: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl FakeOrigin {
+    fn start(data: Vec<u8>) -> FakeOrigin {
+        use std::io::{BufRead, BufReader, Write};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let mode = std::sync::Arc::new(std::sync::Mutex::new(Serve::Wrong));
+        let seen: Seen = Default::default();
+        let served = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (m, s, n) = (mode.clone(), seen.clone(), served.clone());
+        std::thread::spawn(move || {
+            for conn in l.incoming() {
+                let Ok(mut conn) = conn else { return };
+                let mut r = BufReader::new(conn.try_clone().unwrap());
+                let mut first = String::new();
+                let _ = r.read_line(&mut first);
+                let mut range = None;
+                loop {
+                    let mut h = String::new();
+                    if r.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
+                        break;
+                    }
+                    if let Some(v) = h.to_ascii_lowercase().strip_prefix("range: bytes=") {
+                        range = v.trim().trim_end_matches('-').parse::<usize>().ok();
+                    }
+                }
+                s.lock()
+                    .unwrap()
+                    .push((first.trim().to_string(), range.map(|r| format!("bytes={r}-"))));
+                if !first.contains("/api/v1/peer/sent/alpha-1-1/inputs/d.bin") {
+                    let _ = conn.write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}");
+                    continue;
+                }
+                let sha = sha256_hex(&data);
+                let mode = *m.lock().unwrap();
+                let (status, body, len): (&str, Vec<u8>, usize) = match mode {
+                    Serve::Wrong => ("200 OK", text(data.len(), 2), data.len()),
+                    Serve::TooMuch => ("200 OK", [data.clone(), data.clone()].concat(), 2 * data.len()),
+                    Serve::Cut(k) => ("200 OK", data[..k].to_vec(), data.len()),
+                    Serve::Good => {
+                        let from = range.unwrap_or(0);
+                        let st = if from > 0 { "206 Partial Content" } else { "200 OK" };
+                        (st, data[from..].to_vec(), data.len() - from)
+                    }
+                };
+                let mut head = format!("HTTP/1.1 {status}\r\ncontent-length: {len}\r\nx-checksum-sha256: {sha}\r\nconnection: close\r\n");
+                if let Some(from) = range.filter(|_| mode == Serve::Good && status.starts_with("206")) {
+                    head.push_str(&format!("content-range: bytes {from}-{}/{}\r\n", data.len() - 1, data.len()));
+                }
+                head.push_str("\r\n");
+                let _ = conn.write_all(head.as_bytes());
+                let _ = conn.write_all(&body);
+                n.fetch_add(body.len(), std::sync::atomic::Ordering::SeqCst);
+                let _ = conn.flush();
+            }
+        });
+        FakeOrigin { port, mode, seen, served }
+    }
+
+    fn set(&self, m: Serve) {
+        *self.mode.lock().unwrap() = m;
+    }
+}
+
+/// Peer inputs are untrusted (issue 14): declarations that are malformed, oversized or name
+/// files the job does not use are refused at phase one with the field named; bytes that are
+/// not the declared content, or more of them than declared, are discarded with a clear error
+/// and nothing is registered or run; an interrupted transfer resumes with a Range request from
+/// where it stopped, and only the verified file is used.
+#[test]
+fn peer_inputs_are_checked_and_an_interrupted_fetch_resumes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = text(200_000, 3);
+    let sha = sha256_hex(&data);
+    let fake = FakeOrigin::start(data.clone());
+    let b = server_tuned(
+        &tmp.path().join("b"),
+        "beta",
+        free_port(),
+        &[("b1", 4)],
+        &[("alpha", fake.port)],
+        |f| f.probe_bytes = 0,
+    );
+    let as_alpha = PeerClient::new("alpha", "beta", &b.url(), SECRET.into(), 5_000);
+    let desc = "name = \"x\"\nexecutable = \"/bin/sh\"\narguments = [\"-c\", \"test $(wc -c < \\\"$KOALESCE_INPUT_D_BIN\\\") = 200000\"]\ninputs = [\"d.bin\"]\n[[components]]\nprocessors = 1\n";
+    let handoff = |inputs: Value, description: &str| serde_json::json!({"handoff": "alpha-1-1", "user": "alice", "description": description, "inputs": inputs});
+    let f = |name: &str, size: u64, sha: &str| serde_json::json!({"name": name, "size_bytes": size, "sha256": sha});
+    let refused = |body: Value| match as_alpha.call::<_, Value>("/api/v1/peer/handoffs", Some(&body)) {
+        Err(koalesce_server::peer::CallError::Refused(code, msg)) => (code, msg),
+        other => panic!("accepted: {other:?}"),
+    };
+    let cases: Vec<(Value, &str, &str)> = vec![
+        (serde_json::json!([]), desc, "'d.bin' is not declared"),
+        (serde_json::json!([f("d.bin", 200_000, &sha), f("../../../etc/passwd", 1, &sha)]), desc, "not an input of the job"),
+        (serde_json::json!([f("d.bin", 200_000, "../../etc/passwd")]), desc, "inputs[0].sha256"),
+        (serde_json::json!([f("d.bin", u64::MAX, &sha)]), desc, "inputs[0].size_bytes"),
+        (serde_json::json!([f("d.bin", 1, &sha), f("d.bin", 1, &sha)]), desc, "declared twice"),
+        (serde_json::json!([{"name": "d.bin", "size_bytes": 1}]), desc, "sha256"),
+        (
+            serde_json::json!([f("d.bin", 200_000, &sha)]),
+            "name = \"x\"\nexecutable = \"/bin/true\"\ninputs = [\"d.bin\"]\noutputs = [{ file = \"o\", to = \"/etc/x\" }]\n[[components]]\nprocessors = 1\n",
+            "outputs",
+        ),
+    ];
+    for (inputs, d, want) in cases {
+        let (code, msg) = refused(handoff(inputs, d));
+        assert!(code == 422 || code == 400, "{code} {msg}");
+        assert!(msg.contains(want), "{msg} should say {want}");
+    }
+    let p: Value = as_alpha
+        .call(
+            "/api/v1/peer/handoffs",
+            Some(&handoff(serde_json::json!([f("d.bin", 200_000, &sha)]), desc)),
+        )
+        .unwrap();
+    assert_eq!(p["state"], "prepared", "{p}");
+    let root = token(&b.data_dir, "root", true);
+    // Commits until the handoff's view says `want` (a failure text, or a job id).
+    let commit_until = |want: &dyn Fn(&Value) -> bool| -> Value {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let v: Value = as_alpha.call("/api/v1/peer/handoffs/alpha-1-1/commit", Some(&())).unwrap();
+            if want(&v) {
+                return v;
+            }
+            assert!(Instant::now() < deadline, "{v}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    let failed_with = |s: &'static str| move |v: &Value| v["failure"].as_str().is_some_and(|f| f.contains(s));
+    let v = commit_until(&failed_with("checksum mismatch"));
+    assert_eq!(v["inputs_here"], serde_json::json!([0, 1]), "{v}");
+    assert!(v["job"].is_null());
+    fake.set(Serve::TooMuch);
+    commit_until(&failed_with("more than the 200000 bytes"));
+    // Nothing registered, nothing run, no stray file in the storage.
+    assert!(get(&b, &root, "/api/v1/files").as_array().unwrap().is_empty());
+    assert!(get(&b, &root, "/api/v1/jobs?all=true").as_array().unwrap().is_empty());
+    // Cut after 120 000 bytes: the next fetch asks for the rest only.
+    fake.set(Serve::Cut(120_000));
+    commit_until(&failed_with("resumes from there"));
+    let before = fake.served.load(std::sync::atomic::Ordering::SeqCst);
+    fake.set(Serve::Good);
+    let v = commit_until(&|v: &Value| v["job"].is_u64());
+    let resumed = fake.seen.lock().unwrap().iter().any(|(_, r)| r.as_deref() == Some("bytes=120000-"));
+    assert!(resumed, "no Range request: {:?}", fake.seen.lock().unwrap());
+    let after = fake.served.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(after - before, 80_000, "only the missing bytes crossed");
+    let id = v["job"].as_u64().unwrap();
+    let j = common::wait_state(&b, &root, id, &["succeeded", "failed"], 30);
+    assert_eq!(j["state"], "succeeded", "the job read the 200000 verified bytes: {j}");
+    let files = get(&b, &root, "/api/v1/files");
+    assert_eq!(files.as_array().unwrap().len(), 1, "{files}");
+    assert_eq!(files[0]["name"], format!("peer-alpha/{sha}"));
+    let storage: Vec<_> = walk(&b.data_dir)
+        .into_iter()
+        .filter(|p| p.to_string_lossy().contains("peer-alpha"))
+        .collect();
+    assert_eq!(storage.len(), 1, "one stored copy, no partials left: {storage:?}");
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
 }

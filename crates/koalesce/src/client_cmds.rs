@@ -278,9 +278,15 @@ impl JobsArgs {
             }
             None => (client.jobs_pages(&query, self.after)?, None),
         };
+        let unfiltered =
+            self.state.is_empty() && self.name.is_none() && self.site.is_none() && self.since.is_none() && self.after.is_none();
         Output::from(self.output).print(&v, || {
             let jobs: Vec<api::JobSummary> = serde_json::from_value(v.clone()).context("reading the job list")?;
-            Ok(format::jobs_table(&jobs))
+            let mut text = format::jobs_table(&jobs);
+            if unfiltered {
+                text.push_str(&crate::federation_cmds::grid_jobs_elsewhere(&client));
+            }
+            Ok(text)
         })?;
         if let Some(after) = next {
             eprintln!("(more jobs: koalesce jobs --after {after} ...)");
@@ -292,9 +298,11 @@ impl JobsArgs {
 /// Arguments of `koalesce status`.
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// Job id.
+    /// Job id, or `g<N>` for grid job N of a federated server (`koalesce federation submit`):
+    /// where it runs (here or the peer, with its id there), its state followed from there,
+    /// why it moved, and its outputs here.
     #[arg(value_name = "ID")]
-    pub id: u64,
+    pub id: crate::federation_cmds::JobRef,
     #[command(flatten)]
     pub output: OutputArgs,
     #[command(flatten)]
@@ -304,7 +312,11 @@ pub struct StatusArgs {
 impl StatusArgs {
     pub fn run(self) -> anyhow::Result<ExitCode> {
         let client = self.conn.client();
-        let v = client.job_json(self.id)?;
+        let id = match self.id {
+            crate::federation_cmds::JobRef::Job(id) => id,
+            crate::federation_cmds::JobRef::Grid(g) => return crate::federation_cmds::grid_status(&client, g, self.output),
+        };
+        let v = client.job_json(id)?;
         Output::from(self.output).print(&v, || {
             let d: api::JobDetail = serde_json::from_value(v.clone()).context("reading the job")?;
             let mut tails = Vec::new();
@@ -321,7 +333,7 @@ impl StatusArgs {
                     };
                     let mut text = Vec::new();
                     // A server without the logs endpoint (older) shows no output here.
-                    if let Ok(chunk) = client.logs_to(self.id, &q, &mut text) {
+                    if let Ok(chunk) = client.logs_to(id, &q, &mut text) {
                         tails.push(format::OutputTail {
                             component: c.index,
                             stream,
@@ -769,11 +781,20 @@ mod tests {
         assert!(matches!(
             parse(&["status", "4", "--json"]),
             ClientCommand::Status(StatusArgs {
-                id: 4,
+                id: crate::federation_cmds::JobRef::Job(4),
                 output: OutputArgs { json: true, .. },
                 ..
             })
         ));
+        assert!(matches!(
+            parse(&["status", "g12"]),
+            ClientCommand::Status(StatusArgs {
+                id: crate::federation_cmds::JobRef::Grid(12),
+                ..
+            })
+        ));
+        assert!(TestCli::try_parse_from(["koalesce", "status", "g"]).is_err());
+        assert!(TestCli::try_parse_from(["koalesce", "status", "-3"]).is_err());
         assert!(TestCli::try_parse_from(["koalesce", "jobs", "--state", "bogus"]).is_err());
     }
 

@@ -69,13 +69,7 @@ impl FederationCommand {
                 let v: serde_json::Value = serde_json::from_str(&body).context("reading the answer")?;
                 Output::from(a.output).print(&v, || Ok(format!("{}\n", v["id"])))?;
             }
-            FederationCommand::Status(a) => {
-                let v = a.conn.client().get_json(&format!("/api/v1/grid/jobs/{}", a.id))?;
-                Output::from(a.output).print(&v, || {
-                    let g: GridJob = serde_json::from_value(v.clone()).context("reading the grid job")?;
-                    Ok(status_report(&g))
-                })?;
-            }
+            FederationCommand::Status(a) => return grid_status(&a.conn.client(), a.id, a.output),
             FederationCommand::Jobs(a) => {
                 let v = a.conn.client().get_json("/api/v1/grid/jobs")?;
                 Output::from(a.output).print(&v, || {
@@ -95,6 +89,55 @@ impl FederationCommand {
     }
 }
 
+/// A job as `koalesce status` takes it: a job id, or `g<N>` for grid job N.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobRef {
+    Job(u64),
+    Grid(u64),
+}
+
+impl std::str::FromStr for JobRef {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<JobRef, String> {
+        let bad = || format!("'{s}' is neither a job id nor g<N> (a grid job)");
+        match s.strip_prefix('g').or_else(|| s.strip_prefix("grid:")) {
+            Some(n) => n.parse().map(JobRef::Grid).map_err(|_| bad()),
+            None => s.parse().map(JobRef::Job).map_err(|_| bad()),
+        }
+    }
+}
+
+/// `koalesce status g<N>` and `koalesce federation status N`.
+pub fn grid_status(client: &crate::client_cmds::api::Client, id: u64, output: OutputArgs) -> anyhow::Result<ExitCode> {
+    let v = client.get_json(&format!("/api/v1/grid/jobs/{id}"))?;
+    Output::from(output).print(&v, || {
+        let g: GridJob = serde_json::from_value(v.clone()).context("reading the grid job")?;
+        Ok(status_report(&g))
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// For `koalesce jobs`: the grid jobs that are not in this server's queue (waiting in the grid
+/// queue, being handed over, or at a peer), as a second table; "" when there are none or the
+/// server has no federation.
+pub fn grid_jobs_elsewhere(client: &crate::client_cmds::api::Client) -> String {
+    let Ok(v) = client.get_json("/api/v1/grid/jobs") else {
+        return String::new();
+    };
+    let Ok(jobs) = serde_json::from_value::<Vec<GridJob>>(v) else {
+        return String::new();
+    };
+    let elsewhere: Vec<GridJob> = jobs.into_iter().filter(|g| g.runs_at.as_deref() != Some("local")).collect();
+    if elsewhere.is_empty() {
+        return String::new();
+    }
+    format!(
+        "\ngrid jobs not in this server's queue (koalesce status g<ID>):\n{}",
+        jobs_table(&elsewhere)
+    )
+}
+
 fn opt<T: std::fmt::Display>(v: &Option<T>) -> String {
     v.as_ref().map_or("-".to_string(), |x| x.to_string())
 }
@@ -104,23 +147,29 @@ fn status_report(g: &GridJob) -> String {
     let _ = writeln!(s, "grid job {}  {}  ({})", g.id, g.name, g.user);
     let _ = writeln!(s, "state    {}", g.state);
     let _ = writeln!(s, "runs at  {}", opt(&g.runs_at));
-    let _ = writeln!(s, "job id   {} (on the server that runs it)", opt(&g.job));
+    let _ = writeln!(s, "job id   {} (on the server that runs it: {})", opt(&g.job), opt(&g.runs_at));
     let _ = writeln!(s, "sites    {}", if g.sites.is_empty() { "-".into() } else { g.sites.join(", ") });
     let _ = writeln!(s, "exit ok  {}", opt(&g.exit_ok));
     let _ = writeln!(s, "why      {}", opt(&g.reason));
+    if !g.outputs.is_empty() {
+        let _ = writeln!(s, "outputs  {} (koalesce files get NAME)", g.outputs.join(", "));
+    }
+    if let Some(e) = &g.data_error {
+        let _ = writeln!(s, "data     {e}");
+    }
     s
 }
 
 fn jobs_table(jobs: &[GridJob]) -> String {
     let mut s = format!(
-        "{:>6}  {:<20}  {:<12}  {:<10}  {:>6}  {}\n",
+        "{:>6}  {:<20}  {:<16}  {:<10}  {:>6}  {}\n",
         "ID", "NAME", "STATE", "RUNS_AT", "JOB", "SITES"
     );
     for g in jobs {
         let name: String = g.name.chars().take(20).collect();
         let _ = writeln!(
             s,
-            "{:>6}  {:<20}  {:<12}  {:<10}  {:>6}  {}",
+            "{:>6}  {:<20}  {:<16}  {:<10}  {:>6}  {}",
             g.id,
             name,
             g.state,
@@ -143,7 +192,10 @@ fn peers_report(f: &FederationStatus) -> String {
         } else {
             format!("backed off ({} failures): {}", p.failures, opt(&p.last_error))
         };
-        let _ = writeln!(s, "  {:<12} {:<32} {state}", p.name, p.url);
+        let bw = p
+            .measured_bps
+            .map_or("bandwidth not measured".to_string(), |b| format!("{:.1} Mbit/s measured", b / 1e6));
+        let _ = writeln!(s, "  {:<12} {:<32} {state}, {bw}", p.name, p.url);
     }
     s
 }

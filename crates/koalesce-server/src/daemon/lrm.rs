@@ -307,7 +307,7 @@ fn claimed(shared: &Arc<Shared>, job: u64, component: u32, site: SiteId, result:
     process_actions(shared, st);
 }
 
-fn env_name(file: &str) -> String {
+pub(crate) fn env_name(file: &str) -> String {
     file.chars()
         .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' })
         .collect()

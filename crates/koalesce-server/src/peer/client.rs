@@ -67,7 +67,12 @@ pub struct PeerClient {
     secret: String,
     me: String,
     agent: ureq::Agent,
+    timeout_ms: u64,
 }
+
+/// The slowest transfer of file bytes between peers that is still waited for (bits/s): a body
+/// of `n` bytes may take `peer_timeout + n·8 / MIN_RATE_BPS`.
+pub const MIN_RATE_BPS: u64 = 256_000;
 
 impl PeerClient {
     pub fn new(me: &str, name: &str, url: &str, secret: String, timeout_ms: u64) -> PeerClient {
@@ -84,7 +89,35 @@ impl PeerClient {
             secret,
             me: me.to_string(),
             agent,
+            timeout_ms,
         }
+    }
+
+    /// A GET of `bytes` bytes of file content from `offset` on (`Range: bytes=offset-` when
+    /// not 0), blocking; the answer as it is (the caller checks status and headers). The
+    /// headers must come within the peer timeout, the body within that plus `bytes` at
+    /// [`MIN_RATE_BPS`].
+    pub fn get_bytes(&self, path: &str, offset: u64, bytes: u64) -> Result<ureq::http::Response<ureq::Body>, CallError> {
+        let t = Duration::from_millis(self.timeout_ms);
+        let body_ms = self
+            .timeout_ms
+            .saturating_add(bytes.saturating_mul(8).saturating_mul(1000) / MIN_RATE_BPS);
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_connect(Some(t))
+            .timeout_recv_response(Some(t))
+            .timeout_recv_body(Some(Duration::from_millis(body_ms)))
+            .build()
+            .into();
+        let url = format!("{}{path}", self.url);
+        let mut req = agent
+            .get(&url)
+            .header("Authorization", &format!("Bearer {}", self.secret))
+            .header(PEER_HEADER, &self.me);
+        if offset > 0 {
+            req = req.header("Range", &format!("bytes={offset}-"));
+        }
+        req.call().map_err(|e| CallError::Unreachable(e.to_string()))
     }
 
     /// Whether `presented` is this pair's secret (constant time).

@@ -16,6 +16,9 @@
 //! epsilon = 0.01
 //! sigma = "5m"                   # R-I / SY-I: RU checked every σ; volunteer below δ
 //! delta = 0.7
+//! output_ratio = 5.0             # expected output bytes per input byte (ADT out; the seed's 5)
+//! probe_bytes = 262144           # measure each peer's bandwidth with this many bytes (0: never)
+//! probe_interval_ms = 60000      # ... this often
 //! [[federation.peers]]
 //! name = "beta"
 //! url = "http://10.0.0.2:7878"
@@ -26,6 +29,9 @@ use std::path::PathBuf;
 
 use koalesce_core::federation::Params;
 use serde::{Deserialize, Serialize};
+
+/// The largest bandwidth probe a peer may ask for (and this server sends).
+pub const MAX_PROBE_BYTES: u64 = 16 << 20;
 
 /// The grid scheduler's method.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -93,6 +99,12 @@ pub struct FederationConfig {
     pub sigma: String,
     /// δ: a server with RU below it volunteers.
     pub delta: f64,
+    /// Expected output bytes per input byte of a job (its ADT out; 002 §IV-B assumes 5).
+    pub output_ratio: f64,
+    /// Bytes of a bandwidth probe of each peer (0: no probes; measured transfers still count).
+    pub probe_bytes: u64,
+    /// How often each peer's bandwidth is probed.
+    pub probe_interval_ms: u64,
     pub peers: Vec<PeerConfig>,
 }
 
@@ -113,6 +125,9 @@ impl Default for FederationConfig {
             epsilon: p.epsilon,
             sigma: format!("{}m", p.sigma_ms / 60_000),
             delta: p.delta,
+            output_ratio: 5.0,
+            probe_bytes: 256 << 10,
+            probe_interval_ms: 60_000,
             peers: Vec::new(),
         }
     }
@@ -165,6 +180,15 @@ impl FederationConfig {
             self.delta.is_finite() && (0.0..=1.0).contains(&self.delta),
             "config: federation.delta must be in [0, 1]"
         );
+        anyhow::ensure!(
+            self.output_ratio.is_finite() && (0.0..=1000.0).contains(&self.output_ratio),
+            "config: federation.output_ratio must be in [0, 1000]"
+        );
+        anyhow::ensure!(
+            self.probe_bytes <= MAX_PROBE_BYTES,
+            "config: federation.probe_bytes must be at most {MAX_PROBE_BYTES}"
+        );
+        anyhow::ensure!(self.probe_interval_ms > 0, "config: federation.probe_interval_ms must be positive");
         self.params()?;
         let mut names = std::collections::BTreeSet::from([self.name.as_str()]);
         for p in &self.peers {
@@ -239,6 +263,8 @@ mod tests {
             (Box::new(|c| c.backoff_max_ms = 1), "backoff_max_ms"),
             (Box::new(|c| c.delta = 1.5), "federation.delta"),
             (Box::new(|c| c.sigma = "0s".into()), "federation.sigma"),
+            (Box::new(|c| c.output_ratio = -1.0), "federation.output_ratio"),
+            (Box::new(|c| c.probe_bytes = 1 << 40), "federation.probe_bytes"),
         ];
         for (edit, want) in cases {
             let mut c = base();

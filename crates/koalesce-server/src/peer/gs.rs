@@ -96,15 +96,27 @@ where
     r
 }
 
-/// Why a job cannot leave this server (yet), if so.
+/// Why a job cannot leave this server, if so.
 fn pinned(desc: &JobDescription) -> Option<&'static str> {
-    if !desc.inputs.is_empty() || !desc.outputs.is_empty() {
-        Some("it has input or output files (moving data between peers is not implemented yet)")
-    } else if desc.components.iter().any(|c| c.site.is_some()) {
-        Some("a component is fixed to a site of this server")
-    } else {
-        None
+    desc.components
+        .iter()
+        .any(|c| c.site.is_some())
+        .then_some("a component is fixed to a site of this server")
+}
+
+/// The data a job would move, in words ("" when none).
+fn data_words(req: &koalesce_core::federation::live::Requirements) -> String {
+    if req.input_bytes == 0 {
+        return String::new();
     }
+    let size = |b: u64| {
+        if b >= 1_000_000 {
+            format!("{:.1} MB", b as f64 / 1e6)
+        } else {
+            format!("{:.1} kB", b as f64 / 1e3)
+        }
+    };
+    format!("; data: {} in, {} out expected", size(req.input_bytes), size(req.output_bytes))
 }
 
 async fn decide(fed: &Arc<Federation>, row: &GridRow) -> anyhow::Result<()> {
@@ -123,7 +135,7 @@ async fn decide(fed: &Arc<Federation>, row: &GridRow) -> anyhow::Result<()> {
             return Ok(());
         }
     };
-    let (local, local_awt) = fed.offer(&req, false);
+    let (local, local_awt) = fed.offer(&req, None);
     let s = |m: Option<u64>| m.map_or("infinite".to_string(), |v| format!("{:.1} s", v as f64 / 1000.0));
     if fed.cfg.algorithm == PeerAlgorithm::Local {
         return submit_local(fed, row, state::WAITING, Some("federation algorithm is local".into())).await;
@@ -181,7 +193,7 @@ async fn decide(fed: &Arc<Federation>, row: &GridRow) -> anyhow::Result<()> {
     }
     let d = sender_initiated(&fed.params, local, &offers);
     let best = koalesce_core::federation::policy::best(&fed.params, &offers).map(|k| (fed.peers[peers[k]].name.as_str(), &offers[k]));
-    let why = explain(&fed.params, &local, local_awt, best);
+    let why = format!("{}{}", explain(&fed.params, &local, local_awt, best), data_words(&req));
     match d.target {
         Target::Local => submit_local(fed, row, state::WAITING, Some(format!("stays: {why}"))).await,
         Target::Peer(k) => hand_off(fed, row, peers[k], format!("moved: {why}")).await,
@@ -248,10 +260,22 @@ async fn hand_off(fed: &Arc<Federation>, row: &GridRow, i: usize, why: String) -
     if !transition(fed, row.id, state::WAITING, state::HANDING, t).await? {
         return Ok(());
     }
+    let (description, inputs) = match JobDescription::parse(&row.description).map_err(|e| format!("{e:?}")).and_then(|d| {
+        let inputs = super::data::input_files(fed, &d)?;
+        Ok((super::data::for_peer(&d).to_toml(), inputs))
+    }) {
+        Ok(x) => x,
+        Err(e) => {
+            let r = format!("{why}; but its data cannot move ({e}): runs here");
+            transition(fed, row.id, state::HANDING, state::SUBMITTING, reason(&r)).await?;
+            return submit_local(fed, row, state::SUBMITTING, None).await;
+        }
+    };
     let body = HandoffRequest {
         handoff: h.clone(),
         user: row.user.clone(),
-        description: row.description.clone(),
+        description,
+        inputs,
     };
     match call::<_, HandoffState>(fed, i, "/api/v1/peer/handoffs".into(), Some(body)).await {
         Ok(s) if s.state == "prepared" => {
@@ -315,10 +339,14 @@ fn terminal(s: &str) -> bool {
     matches!(s, "succeeded" | "failed" | "cancelled")
 }
 
-/// A migrated job: commit it at the peer (again, after a crash), then follow its state.
+/// A migrated job: commit it at the peer (again, after a crash; while the peer fetches its
+/// inputs), follow its state, and once it succeeded fetch its outputs back.
 async fn follow(fed: &Arc<Federation>, row: &GridRow) -> anyhow::Result<()> {
     if let Some(r) = row.remote.as_deref().and_then(|r| serde_json::from_str::<HandoffState>(r).ok()) {
         if r.job_state.as_deref().is_some_and(terminal) {
+            if r.job_state.as_deref() == Some("succeeded") && row.outputs.is_none() {
+                outputs_back(fed, row, r)?;
+            }
             return Ok(());
         }
     }
@@ -340,6 +368,76 @@ async fn follow(fed: &Arc<Federation>, row: &GridRow) -> anyhow::Result<()> {
         blocking(move || j.set_remote(id, s.job, &json)).await?;
     }
     Ok(())
+}
+
+/// Fetches a succeeded migrated job's outputs back (in the background; nothing to fetch:
+/// recorded at once).
+fn outputs_back(fed: &Arc<Federation>, row: &GridRow, r: HandoffState) -> anyhow::Result<()> {
+    let (Some(peer), Some(rid)) = (row.peer.as_deref(), r.job) else {
+        return Ok(());
+    };
+    let Some(i) = fed.peer_index(peer) else { return Ok(()) };
+    let desc = JobDescription::parse(&row.description).map_err(|e| anyhow::anyhow!("grid job {}: {e:?}", row.id))?;
+    if desc.outputs.is_empty() {
+        fed.journal.set_outputs(row.id, "[]")?;
+        return Ok(());
+    }
+    if fed.available(i) {
+        super::data::fetch_outputs(fed, i, row, rid, &desc, r.outputs);
+    }
+    Ok(())
+}
+
+/// Measures the bandwidth from peer `i` to here every `probe_interval_ms` (one probe of
+/// `probe_bytes`; after a failure again in `backoff_initial_ms`). Apart from the grid
+/// scheduler, so a slow or silent peer never delays its decisions; a probe that fails does
+/// not mark the peer unavailable (calls that matter do).
+pub(super) async fn probe_peer(fed: Arc<Federation>, i: usize, mut stop: tokio::sync::watch::Receiver<bool>) {
+    if fed.cfg.probe_bytes == 0 {
+        return;
+    }
+    loop {
+        if *stop.borrow() {
+            return;
+        }
+        let (peer, n) = (fed.peers[i].clone(), fed.cfg.probe_bytes);
+        let r = blocking(move || -> Result<f64, String> {
+            let started = std::time::Instant::now();
+            let mut resp = peer
+                .get_bytes(&format!("/api/v1/peer/probe?bytes={n}"), 0, n)
+                .map_err(|e| e.to_string())?;
+            let status = resp.status().as_u16();
+            let mut got = 0u64;
+            let mut body = resp.body_mut().with_config().limit(n + 1).reader();
+            let mut buf = vec![0u8; 64 << 10];
+            loop {
+                match std::io::Read::read(&mut body, &mut buf) {
+                    Ok(0) => break,
+                    Ok(k) => got += k as u64,
+                    Err(e) => return Err(e.to_string()),
+                }
+            }
+            if status != 200 || got != n {
+                return Err(format!("probe: status {status}, {got} of {n} bytes"));
+            }
+            Ok(n as f64 * 8.0 / started.elapsed().as_secs_f64().max(1e-6))
+        })
+        .await;
+        let wait = match r {
+            Ok(bps) => {
+                fed.measured(i, bps);
+                fed.cfg.probe_interval_ms
+            }
+            Err(e) => {
+                tracing::debug!(peer = %fed.peers[i].name, error = %e, "bandwidth probe failed");
+                fed.cfg.backoff_initial_ms
+            }
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(wait)) => {}
+            _ = stop.changed() => {}
+        }
+    }
 }
 
 /// R-I and SY-I: at each σ, a server whose RU is below δ volunteers to every available peer
@@ -372,7 +470,7 @@ pub(crate) async fn on_volunteer(fed: &Arc<Federation>, i: usize) -> anyhow::Res
         return Ok(());
     }
     let Ok(req) = fed.requirements(&desc) else { return Ok(()) };
-    let (local, _) = fed.offer(&req, false);
+    let (local, _) = fed.offer(&req, None);
     let ask = OfferRequest {
         processors: req.processors,
         estimate_ms: req.estimate_ms,

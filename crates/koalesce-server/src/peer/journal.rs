@@ -44,6 +44,11 @@ pub struct GridRow {
     pub remote: Option<String>,
     pub reason: Option<String>,
     pub attempts: u32,
+    /// Outputs fetched back from the peer and registered here (JSON list of names; None: not
+    /// yet).
+    pub outputs: Option<String>,
+    /// Why the job's data did not move (yet).
+    pub data_error: Option<String>,
 }
 
 /// One handoff received from a peer.
@@ -56,6 +61,8 @@ pub struct Incoming {
     /// `prepared`, `committed`, `aborted`.
     pub state: String,
     pub local_id: Option<u64>,
+    /// The input files the origin offered (JSON list of `PeerFile`).
+    pub inputs: String,
 }
 
 /// The journal; cheap to clone. Calls block on SQLite (run them off the async threads).
@@ -75,7 +82,17 @@ CREATE TABLE IF NOT EXISTS incoming (
     state TEXT NOT NULL, local_id INTEGER);
 ";
 
-const GRID_COLUMNS: &str = "id, user, name, description, submitted_ms, state, local_id, peer, handoff, remote_id, remote, reason, attempts";
+/// Columns added after the first release of the journal (added to an older file on open).
+const ADDED_COLUMNS: [(&str, &str); 3] = [
+    ("grid_jobs", "outputs TEXT"),
+    ("grid_jobs", "data_error TEXT"),
+    ("incoming", "inputs TEXT NOT NULL DEFAULT '[]'"),
+];
+
+const INCOMING_COLUMNS: &str = "handoff, origin, user, description, state, local_id, inputs";
+
+const GRID_COLUMNS: &str =
+    "id, user, name, description, submitted_ms, state, local_id, peer, handoff, remote_id, remote, reason, attempts, outputs, data_error";
 
 fn grid_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<GridRow> {
     Ok(GridRow {
@@ -92,6 +109,8 @@ fn grid_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<GridRow> {
         remote: r.get(10)?,
         reason: r.get(11)?,
         attempts: r.get::<_, i64>(12)? as u32,
+        outputs: r.get(13)?,
+        data_error: r.get(14)?,
     })
 }
 
@@ -103,6 +122,7 @@ fn incoming_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Incoming> {
         description: r.get(3)?,
         state: r.get(4)?,
         local_id: r.get::<_, Option<i64>>(5)?.map(|v| v as u64),
+        inputs: r.get(6)?,
     })
 }
 
@@ -113,6 +133,17 @@ impl Journal {
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.execute_batch(SCHEMA)?;
+        for (table, column) in ADDED_COLUMNS {
+            let name = column.split(' ').next().unwrap_or(column);
+            let has: bool = conn.query_row(
+                &format!("SELECT COUNT(*) > 0 FROM pragma_table_info('{table}') WHERE name = ?1"),
+                [name],
+                |r| r.get(0),
+            )?;
+            if !has {
+                conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column}"))?;
+            }
+        }
         Ok(Journal {
             conn: Arc::new(Mutex::new(conn)),
         })
@@ -142,6 +173,37 @@ impl Journal {
                 grid_row,
             )
             .optional()
+        })
+    }
+
+    /// The grid job handed over as `handoff`.
+    pub fn grid_job_by_handoff(&self, handoff: &str) -> rusqlite::Result<Option<GridRow>> {
+        self.with(|c| {
+            c.query_row(
+                &format!("SELECT {GRID_COLUMNS} FROM grid_jobs WHERE handoff = ?1"),
+                [handoff],
+                grid_row,
+            )
+            .optional()
+        })
+    }
+
+    /// Records the outputs fetched back for a migrated job (JSON list of names here).
+    pub fn set_outputs(&self, id: u64, outputs: &str) -> rusqlite::Result<()> {
+        self.with(|c| {
+            c.execute(
+                "UPDATE grid_jobs SET outputs = ?2, data_error = NULL WHERE id = ?1",
+                params![id as i64, outputs],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Records why a job's data did not move (None: clears it).
+    pub fn set_data_error(&self, id: u64, error: Option<&str>) -> rusqlite::Result<()> {
+        self.with(|c| {
+            c.execute("UPDATE grid_jobs SET data_error = ?2 WHERE id = ?1", params![id as i64, error])?;
+            Ok(())
         })
     }
 
@@ -199,14 +261,14 @@ impl Journal {
 
     /// Phase one at the receiver: stores a handoff as prepared unless it is known; returns
     /// the stored row either way.
-    pub fn prepare(&self, handoff: &str, origin: &str, user: &str, description: &str) -> rusqlite::Result<Incoming> {
+    pub fn prepare(&self, handoff: &str, origin: &str, user: &str, description: &str, inputs: &str) -> rusqlite::Result<Incoming> {
         self.with(|c| {
             c.execute(
-                "INSERT OR IGNORE INTO incoming (handoff, origin, user, description, state) VALUES (?1, ?2, ?3, ?4, 'prepared')",
-                params![handoff, origin, user, description],
+                "INSERT OR IGNORE INTO incoming (handoff, origin, user, description, state, inputs) VALUES (?1, ?2, ?3, ?4, 'prepared', ?5)",
+                params![handoff, origin, user, description, inputs],
             )?;
             c.query_row(
-                "SELECT handoff, origin, user, description, state, local_id FROM incoming WHERE handoff = ?1",
+                &format!("SELECT {INCOMING_COLUMNS} FROM incoming WHERE handoff = ?1"),
                 [handoff],
                 incoming_row,
             )
@@ -216,7 +278,7 @@ impl Journal {
     pub fn incoming(&self, handoff: &str) -> rusqlite::Result<Option<Incoming>> {
         self.with(|c| {
             c.query_row(
-                "SELECT handoff, origin, user, description, state, local_id FROM incoming WHERE handoff = ?1",
+                &format!("SELECT {INCOMING_COLUMNS} FROM incoming WHERE handoff = ?1"),
                 [handoff],
                 incoming_row,
             )
@@ -237,7 +299,7 @@ impl Journal {
                 [handoff],
             )?;
             c.query_row(
-                "SELECT handoff, origin, user, description, state, local_id FROM incoming WHERE handoff = ?1",
+                &format!("SELECT {INCOMING_COLUMNS} FROM incoming WHERE handoff = ?1"),
                 [handoff],
                 incoming_row,
             )
@@ -288,17 +350,17 @@ mod tests {
     fn handoffs_are_idempotent_and_aborts_leave_tombstones() {
         let dir = tempfile::tempdir().unwrap();
         let j = Journal::open(&dir.path().join("f.db")).unwrap();
-        let a = j.prepare("alpha-1-1", "alpha", "u", "name = 'x'").unwrap();
+        let a = j.prepare("alpha-1-1", "alpha", "u", "name = 'x'", "[]").unwrap();
         assert_eq!(a.state, "prepared");
         // A second phase one (a retry) finds the same row.
-        assert_eq!(j.prepare("alpha-1-1", "alpha", "u", "other").unwrap(), a);
+        assert_eq!(j.prepare("alpha-1-1", "alpha", "u", "other", "[]").unwrap(), a);
         j.committed("alpha-1-1", 7).unwrap();
         // Committed cannot be aborted.
         let c = j.abort("alpha-1-1", "alpha").unwrap();
         assert_eq!((c.state.as_str(), c.local_id), ("committed", Some(7)));
         // An abort of an unknown handoff leaves a tombstone: a late phase one is refused.
         assert_eq!(j.abort("alpha-2-1", "alpha").unwrap().state, "aborted");
-        assert_eq!(j.prepare("alpha-2-1", "alpha", "u", "d").unwrap().state, "aborted");
+        assert_eq!(j.prepare("alpha-2-1", "alpha", "u", "d", "[]").unwrap().state, "aborted");
         j.committed("alpha-2-1", 9).unwrap();
         assert_eq!(j.incoming("alpha-2-1").unwrap().unwrap().local_id, None);
     }

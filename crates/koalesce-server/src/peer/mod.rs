@@ -36,12 +36,15 @@
 //! or its local AWT drops below φ. SY-I: the same, and S-I at once when no peer volunteered
 //! within σ.
 //!
-//! Not yet (issue 14 items 3-5, see docs/federation.md): jobs with input or output files and
-//! jobs fixed to a site stay local (no peer-to-peer data movement yet); shaped-network and
-//! SIGKILL tests of server processes.
+//! **Data** ([`data`]): a job's input files move with it (the receiver pulls them from the
+//! origin, checksummed and resumable, before it submits the job), its outputs come back to the
+//! origin once it succeeded. The ADTs in offers use the bandwidth measured from the asking
+//! peer (probes and real transfers), `bandwidth_bps` until there is a measurement. Jobs fixed
+//! to a site of this server stay here.
 
 pub mod client;
 pub mod config;
+pub mod data;
 pub(crate) mod gs;
 pub mod journal;
 mod routes;
@@ -83,6 +86,10 @@ pub struct Federation {
     pub(crate) gs_lock: tokio::sync::Mutex<()>,
     /// Wakes the grid scheduler (a new grid job).
     pub(crate) wake: tokio::sync::Notify,
+    /// Background transfers by key (`in:<handoff>`, `out:<grid id>`).
+    pub(crate) fetches: Mutex<std::collections::HashMap<String, data::Fetch>>,
+    /// Bandwidth measured from each peer to here (bits/s) and when (Unix ms).
+    pub(crate) bandwidth: Mutex<Vec<Option<(f64, u64)>>>,
 }
 
 /// Starts the federation of a server: opens the journal, reads the peers' secrets, spawns the
@@ -120,8 +127,13 @@ pub fn start(
         submit_lock: tokio::sync::Mutex::new(()),
         gs_lock: tokio::sync::Mutex::new(()),
         wake: tokio::sync::Notify::new(),
+        fetches: Mutex::new(Default::default()),
+        bandwidth: Mutex::new(vec![None; cfg.peers.len()]),
     });
     let router = routes::router(fed.clone());
+    for i in 0..fed.peers.len() {
+        tokio::spawn(gs::probe_peer(fed.clone(), i, stop.clone()));
+    }
     let task = tokio::spawn(gs::run(fed, stop));
     Ok((router, task))
 }
@@ -142,15 +154,50 @@ pub(crate) async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + '
 }
 
 impl Federation {
-    /// This server's offer for `req` now, and the AWT behind it.
-    pub(crate) fn offer(&self, req: &Requirements, remote: bool) -> (Offer, Option<Millis>) {
+    /// This server's offer for `req` now, and the AWT behind it. `from`: the peer asking (its
+    /// data would cross the link from it, at the bandwidth measured from it); None: this
+    /// server's own offer (no transfers).
+    pub(crate) fn offer(&self, req: &Requirements, from: Option<usize>) -> (Offer, Option<Millis>) {
+        let bps = from.map_or(self.cfg.bandwidth_bps, |i| self.bandwidth_from(i));
         let st = self.shared.lock();
         let view = live::server_view(&st.core, now_ms());
-        live::offer(&view, req, self.cfg.clock_mhz, self.cfg.bandwidth_bps, remote)
+        live::offer(&view, req, self.cfg.clock_mhz, bps, from.is_some())
     }
 
-    /// A job's requirements as this server sees them (its sites resolve fixed site names).
+    /// The bandwidth from peer `i` to here: the last measurement, else `bandwidth_bps`.
+    pub(crate) fn bandwidth_from(&self, i: usize) -> f64 {
+        let b = self.bandwidth.lock().unwrap_or_else(|p| p.into_inner());
+        b.get(i).copied().flatten().map_or(self.cfg.bandwidth_bps, |m| m.0)
+    }
+
+    /// Records a bandwidth measured from peer `i` (bits/s): the mean with the last one, so one
+    /// odd transfer does not swing decisions.
+    pub(crate) fn measured(&self, i: usize, bps: f64) {
+        if !bps.is_finite() || bps <= 0.0 {
+            return;
+        }
+        let mut b = self.bandwidth.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(slot) = b.get_mut(i) {
+            let v = slot.map_or(bps, |(old, _)| (old + bps) / 2.0);
+            *slot = Some((v, now_ms()));
+        }
+    }
+
+    /// A job's requirements as this server sees them (its sites resolve fixed site names), with
+    /// its input bytes from the catalogue and its expected output bytes (`output_ratio` ×).
     pub(crate) fn requirements(&self, desc: &JobDescription) -> Result<Requirements, String> {
+        let mut req = self.requirements_here(desc)?;
+        let input: u64 = data::input_files(self, desc)?.iter().map(|f| f.size_bytes).sum();
+        req.input_bytes = input;
+        req.output_bytes = (input as f64 * self.cfg.output_ratio).min(u64::MAX as f64) as u64;
+        Ok(req)
+    }
+
+    /// The requirements of a job whose input files are not (yet) here: what a submission here
+    /// would refuse, except the inputs.
+    pub(crate) fn requirements_here(&self, desc: &JobDescription) -> Result<Requirements, String> {
+        let mut desc = desc.clone();
+        desc.inputs.clear();
         let st = self.shared.lock();
         let spec = desc.to_spec(|n| st.site_id(n)).map_err(|e| e.to_string())?;
         // What a submission here would refuse (a component larger than every site, ...).

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Path, Request, State};
+use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -14,7 +14,7 @@ use koalesce_core::federation::live::Requirements;
 use super::client::PEER_HEADER;
 use super::journal::{state, GridRow, Incoming};
 use super::wire::{FederationStatus, GridJob, HandoffRequest, HandoffState, OfferAnswer, OfferRequest, PeerStatus};
-use super::{blocking, Federation};
+use super::{blocking, data, Federation};
 use crate::api::{self, err, ApiError};
 use crate::jobdesc::{DescriptionError, JobDescription};
 use crate::now_ms;
@@ -33,6 +33,9 @@ pub(super) fn router(fed: F) -> Router {
         .route("/api/v1/peer/handoffs/{h}", get(handoff_state))
         .route("/api/v1/peer/handoffs/{h}/commit", post(commit))
         .route("/api/v1/peer/handoffs/{h}/abort", post(abort))
+        .route("/api/v1/peer/handoffs/{h}/outputs/{*name}", get(output_file))
+        .route("/api/v1/peer/sent/{h}/inputs/{*name}", get(input_file))
+        .route("/api/v1/peer/probe", get(probe))
         .with_state(fed)
 }
 
@@ -79,6 +82,12 @@ async fn render(fed: &F, row: GridRow) -> GridJob {
         reason: row.reason.clone().filter(|r| !r.is_empty()),
         submitted_ms: row.submitted_ms,
         finished_ms: None,
+        outputs: row
+            .outputs
+            .as_deref()
+            .and_then(|o| serde_json::from_str(o).ok())
+            .unwrap_or_default(),
+        data_error: row.data_error.clone(),
     };
     match row.state.as_str() {
         state::LOCAL => {
@@ -90,6 +99,7 @@ async fn render(fed: &F, row: GridRow) -> GridJob {
                     g.sites = d.sites.iter().map(|s| format!("{}/{s}", fed.cfg.name)).collect();
                     g.exit_ok = d.exit_ok;
                     g.finished_ms = d.finished_ms;
+                    g.outputs = d.outputs;
                 }
             }
         }
@@ -104,6 +114,15 @@ async fn render(fed: &F, row: GridRow) -> GridJob {
                 g.sites = r.sites;
                 g.exit_ok = r.exit_ok;
                 g.finished_ms = r.finished_ms;
+                if r.job.is_none() {
+                    if let Some((here, of)) = r.inputs_here {
+                        g.state = format!("staging-in ({here}/{of})");
+                        g.data_error = g.data_error.or(r.failure);
+                    }
+                } else if g.state == "succeeded" && row.outputs.is_none() {
+                    // Succeeded there; done here once its outputs are back.
+                    g.state = "staging-out".into();
+                }
             }
         }
         state::FAILED => g.state = "failed".into(),
@@ -151,9 +170,14 @@ async fn status(State(fed): State<F>, headers: HeaderMap) -> R<Json<FederationSt
                 failures: a.failures,
                 retry_at_ms: (!a.available(now)).then_some(a.until_ms),
                 last_error: a.last_error.clone(),
+                measured_bps: None,
             })
-            .collect()
+            .collect::<Vec<_>>()
     };
+    let mut peers = peers;
+    for (i, p) in peers.iter_mut().enumerate() {
+        p.measured_bps = fed.bandwidth.lock().unwrap_or_else(|p| p.into_inner())[i].map(|m| m.0);
+    }
     let j = fed.journal.clone();
     let (counts, received) = blocking(move || j.counts()).await.map_err(internal)?;
     let count = |states: &[&str]| counts.iter().filter(|(s, _)| states.contains(&s.as_str())).map(|c| c.1).sum();
@@ -199,7 +223,7 @@ fn json<T: serde::de::DeserializeOwned>(body: &[u8]) -> R<T> {
 }
 
 async fn offer(State(fed): State<F>, req: Request) -> R<Json<OfferAnswer>> {
-    peer_auth(&fed, req.headers())?;
+    let i = peer_auth(&fed, req.headers())?;
     let body = api::read_body(&fed.shared, req).await?;
     let q: OfferRequest = json(&body)?;
     if q.processors == 0 || q.home_mhz == 0 {
@@ -215,7 +239,7 @@ async fn offer(State(fed): State<F>, req: Request) -> R<Json<OfferAnswer>> {
         input_bytes: q.input_bytes,
         output_bytes: q.output_bytes,
     };
-    let (o, awt) = fed.offer(&req, true);
+    let (o, awt) = fed.offer(&req, Some(i));
     Ok(Json(OfferAnswer {
         att_ms: o.att,
         awt_ms: awt,
@@ -239,23 +263,34 @@ async fn volunteer(State(fed): State<F>, headers: HeaderMap) -> R<StatusCode> {
 /// The handoff as the receiver holds it, with its job's state here.
 async fn handoff_view(fed: &F, inc: Incoming) -> HandoffState {
     let mut s = HandoffState {
-        handoff: inc.handoff,
-        state: inc.state,
+        handoff: inc.handoff.clone(),
+        state: inc.state.clone(),
         job: inc.local_id,
         job_state: None,
         sites: Vec::new(),
         exit_ok: None,
         failure: None,
         finished_ms: None,
+        outputs: Vec::new(),
+        inputs_here: None,
     };
     if let Some(id) = inc.local_id {
         if let Ok(d) = api::job_detail(&fed.shared, id).await {
-            s.job_state = Some(d.state);
+            // Succeeded and still in the core: its outputs are being copied and registered
+            // (the job is let go once its final row, outputs included, is stored).
+            let staging_out = d.state == "succeeded" && fed.shared.lock().core.job(koalesce_core::JobId(id)).is_some();
+            if d.state == "succeeded" && !staging_out {
+                s.outputs = data::outputs_of(fed, &d.outputs);
+            }
+            s.job_state = Some(if staging_out { "staging-out".to_string() } else { d.state });
             s.sites = d.sites.iter().map(|x| format!("{}/{x}", fed.cfg.name)).collect();
             s.exit_ok = d.exit_ok;
             s.failure = d.failure;
             s.finished_ms = d.finished_ms;
         }
+    } else if s.state == "prepared" && inc.inputs != "[]" {
+        s.inputs_here = Some(data::inputs_here(fed, &inc));
+        s.failure = data::fetch_error(fed, &format!("in:{}", inc.handoff));
     }
     s
 }
@@ -290,16 +325,24 @@ async fn prepare(State(fed): State<F>, req: Request) -> R<Json<HandoffState>> {
         ));
     }
     let desc = parse_description(&q.description)?;
-    if !desc.inputs.is_empty() || !desc.outputs.is_empty() || desc.components.iter().any(|c| c.site.is_some()) {
+    if desc.components.iter().any(|c| c.site.is_some()) {
         return Err(err(
             StatusCode::UNPROCESSABLE_ENTITY,
-            "jobs with input or output files or fixed sites are not taken from peers (yet)",
+            "field 'description': jobs fixed to a site are not taken from peers",
         ));
     }
-    fed.requirements(&desc).map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, e))?;
+    if desc.outputs.iter().any(|o| o.to.is_some()) {
+        return Err(err(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "field 'description': outputs with 'to' are the origin's to name; a peer's description has none",
+        ));
+    }
+    data::check_inputs(&desc, &q.inputs, fed.shared.config.files.max_upload_bytes).map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, e))?;
+    fed.requirements_here(&desc).map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, e))?;
     let j = fed.journal.clone();
     let origin = fed.peers[i].name.clone();
-    let inc = blocking(move || j.prepare(&q.handoff, &origin, &q.user, &desc.to_toml()))
+    let inputs = serde_json::to_string(&q.inputs).map_err(internal)?;
+    let inc = blocking(move || j.prepare(&q.handoff, &origin, &q.user, &desc.to_toml(), &inputs))
         .await
         .map_err(internal)?;
     Ok(Json(handoff_view(&fed, inc).await))
@@ -335,6 +378,11 @@ async fn commit(State(fed): State<F>, headers: HeaderMap, Path(h): Path<String>)
         _ => {}
     }
     let desc = parse_description(&inc.description)?;
+    let Some(desc) = data::inputs_ready(&fed, i, &inc, &desc) else {
+        // Still fetching its inputs: committed once they are here (the origin asks again).
+        drop(one);
+        return Ok(Json(handoff_view(&fed, inc).await));
+    };
     let user = format!("peer-{}", inc.origin);
     let id = fed.submit_once(&one, &desc, &h, &user).await?;
     let j = fed.journal.clone();
@@ -354,4 +402,73 @@ async fn abort(State(fed): State<F>, headers: HeaderMap, Path(h): Path<String>) 
     let inc = blocking(move || j.abort(&h, &origin)).await.map_err(internal)?;
     drop(one);
     Ok(Json(handoff_view(&fed, inc).await))
+}
+
+/// `GET /api/v1/peer/handoffs/{h}/outputs/{name}` (at the receiver): an output of the job the
+/// calling peer handed over as `h`, once it succeeded.
+async fn output_file(State(fed): State<F>, headers: HeaderMap, Path((h, name)): Path<(String, String)>) -> R<Response> {
+    let i = peer_auth(&fed, &headers)?;
+    let inc = find(&fed, i, &h).await?;
+    let not_found = || {
+        err(
+            StatusCode::NOT_FOUND,
+            format!("'{}' is not an output of handoff '{h}'", api::cut_message(&name)),
+        )
+    };
+    let id = inc.local_id.ok_or_else(not_found)?;
+    let d = api::job_detail(&fed.shared, id).await?;
+    if d.state != "succeeded" || !d.outputs.contains(&name) {
+        return Err(not_found());
+    }
+    data::serve(&fed, &name, &headers)
+}
+
+/// `GET /api/v1/peer/sent/{h}/inputs/{name}` (at the origin): an input of the job this server
+/// handed to the calling peer as `h`.
+async fn input_file(State(fed): State<F>, headers: HeaderMap, Path((h, name)): Path<(String, String)>) -> R<Response> {
+    let i = peer_auth(&fed, &headers)?;
+    let j = fed.journal.clone();
+    let key = h.clone();
+    let row = blocking(move || j.grid_job_by_handoff(&key)).await.map_err(internal)?;
+    let not_found = || {
+        err(
+            StatusCode::NOT_FOUND,
+            format!(
+                "'{}' is not an input of handoff '{}'",
+                api::cut_message(&name),
+                api::cut_message(&h)
+            ),
+        )
+    };
+    let row = row
+        .filter(|r| r.peer.as_deref() == Some(fed.peers[i].name.as_str()) && matches!(r.state.as_str(), state::HANDING | state::MIGRATED))
+        .ok_or_else(not_found)?;
+    let desc = parse_description(&row.description)?;
+    if !desc.inputs.iter().any(|f| f.logical() == name) {
+        return Err(not_found());
+    }
+    data::serve(&fed, &name, &headers)
+}
+
+#[derive(serde::Deserialize)]
+struct ProbeQuery {
+    bytes: u64,
+}
+
+/// `GET /api/v1/peer/probe?bytes=N`: N zero bytes (at most 16 MiB), for the calling peer to
+/// measure the bandwidth from here.
+async fn probe(
+    State(fed): State<F>,
+    headers: HeaderMap,
+    q: Result<Query<ProbeQuery>, axum::extract::rejection::QueryRejection>,
+) -> R<Response> {
+    peer_auth(&fed, &headers)?;
+    let Query(q) = q.map_err(|e| err(StatusCode::BAD_REQUEST, format!("query: {e}")))?;
+    if q.bytes > super::config::MAX_PROBE_BYTES {
+        return Err(err(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("parameter 'bytes': at most {}", super::config::MAX_PROBE_BYTES),
+        ));
+    }
+    Ok(data::probe_body(q.bytes))
 }

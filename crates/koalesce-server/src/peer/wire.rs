@@ -1,10 +1,11 @@
 //! The bodies peers exchange and the grid job as users see it (JSON).
 
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 /// `POST /api/v1/peer/offer`: a job's requirements (002 §III-A1: CPUs and run time, plus its
 /// data volumes for the transfer times).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OfferRequest {
     pub processors: u32,
@@ -19,7 +20,7 @@ pub struct OfferRequest {
 }
 
 /// The answer: ATT (null: infinite, the job does not fit), the AWT behind it, and RU.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct OfferAnswer {
     pub att_ms: Option<u64>,
     pub awt_ms: Option<u64>,
@@ -28,7 +29,7 @@ pub struct OfferAnswer {
 
 /// `POST /api/v1/peer/handoffs`: phase one of a migration. The receiver stores it durably
 /// and does not run it until the origin commits.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HandoffRequest {
     /// `<origin>-<grid id>-<attempt>`: unique, and it names the origin.
@@ -37,10 +38,24 @@ pub struct HandoffRequest {
     pub user: String,
     /// The job description (TOML).
     pub description: String,
+    /// Its input files as the origin's catalogue has them: the receiver fetches each from
+    /// `GET /api/v1/peer/sent/{handoff}/inputs/{name}` and checks size and SHA-256.
+    #[serde(default)]
+    pub inputs: Vec<PeerFile>,
+}
+
+/// A file one peer offers another: its logical name where it is, size and SHA-256 (64
+/// lower-case hex digits).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PeerFile {
+    pub name: String,
+    pub size_bytes: u64,
+    pub sha256: String,
 }
 
 /// A handoff as the receiver holds it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct HandoffState {
     pub handoff: String,
     /// `prepared`, `committed` or `aborted`.
@@ -56,10 +71,19 @@ pub struct HandoffState {
     /// When it ended (Unix ms, the receiver's clock).
     #[serde(default)]
     pub finished_ms: Option<u64>,
+    /// Its registered outputs (once it succeeded): the origin fetches each from
+    /// `GET /api/v1/peer/handoffs/{handoff}/outputs/{name}`.
+    #[serde(default)]
+    pub outputs: Vec<PeerFile>,
+    /// While prepared with input files: how many are here, of how many (and `failure` says why
+    /// the last fetch failed).
+    #[serde(default)]
+    #[schema(value_type = Option<Vec<u64>>)]
+    pub inputs_here: Option<(usize, usize)>,
 }
 
 /// A job of the grid queue, as `GET /api/v1/grid/jobs/{id}` shows it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct GridJob {
     pub id: u64,
     pub name: String,
@@ -79,10 +103,17 @@ pub struct GridJob {
     pub submitted_ms: u64,
     /// When it ended (Unix ms, on the clock of the server that ran it).
     pub finished_ms: Option<u64>,
+    /// Its outputs in this server's catalogue (`koalesce files get NAME`): a job that ran at a
+    /// peer has them fetched back and registered here as `grid-<id>/<file>` (or its `to`).
+    #[serde(default)]
+    pub outputs: Vec<String>,
+    /// Why the job's data could not move (yet), if so.
+    #[serde(default)]
+    pub data_error: Option<String>,
 }
 
 /// A peer as `GET /api/v1/federation` shows it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct PeerStatus {
     pub name: String,
     pub url: String,
@@ -92,10 +123,14 @@ pub struct PeerStatus {
     /// When it is tried again (Unix ms), if unavailable.
     pub retry_at_ms: Option<u64>,
     pub last_error: Option<String>,
+    /// The bandwidth from this peer to here, as last measured (bits/s; null: not measured,
+    /// `bandwidth_bps` is used), and what ADTs for its jobs are computed with.
+    #[serde(default)]
+    pub measured_bps: Option<f64>,
 }
 
 /// `GET /api/v1/federation`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct FederationStatus {
     pub name: String,
     pub algorithm: String,
