@@ -355,7 +355,9 @@ impl Backend for LocalBackend {
         };
         let not_ready: Vec<&String> = {
             let inner = self.inner();
-            ids.iter().filter(|id| !supervised::can_start(Path::new(id), &inner.nonce(id))).collect()
+            ids.iter()
+                .filter(|id| !supervised::can_start(Path::new(id), &inner.nonce(id)))
+                .collect()
         };
         if !not_ready.is_empty() {
             return Err(site_err(format!("not ready to start: {not_ready:?}")));
