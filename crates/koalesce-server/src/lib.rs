@@ -98,6 +98,7 @@ pub mod gridway;
 pub mod job_list;
 pub use koalesce_api::jobdesc;
 pub mod listener;
+pub mod launcher;
 pub mod local;
 pub mod openapi;
 pub mod peer;
