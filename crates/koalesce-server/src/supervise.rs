@@ -12,7 +12,8 @@
 //! ```text
 //! DIR/                record directory (the daemon's and the supervisor's only)
 //!   supervisor.json   {pid, proc_start, started_ms, nonce} or {fenced: true}   (created exclusively)
-//!   held              {held_ms}: set up, only the exec remains (the check-in the daemon waits for)
+//!   held              set up, only the exec remains (the check-in the daemon waits for; a hard
+//!                     link of supervisor.json, no inode of its own)
 //!   go, abort         written by the daemon (the start barrier; go: a hard link of
 //!                     supervisor.json where it exists); `abort` also by a supervisor
 //!                     that gave up on its own (barrier timeout)
@@ -539,7 +540,8 @@ pub fn supervise_main(opts: &SuperviseOptions) -> i32 {
         Err(outcome) => return record_exit(dir, &opts.nonce, outcome),
     };
     // Held: the daemon starts the launch once every component has this.
-    if let Err(e) = publish(&dir.join(HELD_FILE), format!("{{\"held_ms\":{}}}", crate::now_ms()).as_bytes()) {
+    // A hard link of the supervisor's record, like `go`: no new inode (see "Durability").
+    if let Err(e) = fs::hard_link(dir.join(SUPERVISOR_FILE), dir.join(HELD_FILE)) {
         held.discard();
         return record_exit(dir, &opts.nonce, Outcome::site(format!("cannot report the component held: {e}")));
     }
