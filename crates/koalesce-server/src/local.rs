@@ -7,7 +7,10 @@
 //! group is empty), even when it was cancelled.
 //!
 //! Supervisors start with a clean environment (the job's variables only) and are told how to
-//! confine the program ([`JobSandbox`], see [`crate::sandbox`]). A supervisor that cannot be
+//! confine the program ([`JobSandbox`], see [`crate::sandbox`]). When the supervisor command
+//! has a launcher mode (`koalesce supervise-launcher`), a resident launcher started at the
+//! site's first launch forks them ([`crate::launcher`]): the same supervisor without an
+//! exec of the server binary per component. A supervisor that cannot be
 //! started because this machine is short of descriptors or processes is
 //! [`BackendError::Exhausted`], not a fault of the site.
 //!

@@ -1,9 +1,11 @@
 //! The component supervisor: `koalesce supervise --dir DIR [OPTIONS] -- PROGRAM ARGS...`
 //! (hidden; [`SuperviseOptions`]).
 //!
-//! The daemon spawns one supervisor per component, in a process group of its own (it then
-//! leaves the daemon's controlling terminal, see `detach_from_terminal`), so the daemon's
-//! death, even a kill of the daemon's process group, does not kill it. The supervisor keeps records in the component's *record
+//! The daemon starts one supervisor per component: the local executor has its resident
+//! launcher fork it ([`crate::launcher`]; a session of its own), a Slurm batch script or a
+//! wrapper `exec`s it (a process group of its own; it then leaves the daemon's controlling
+//! terminal, see `detach_from_terminal`), so the daemon's death, even a kill of the daemon's
+//! process group, does not kill it. The supervisor keeps records in the component's *record
 //! directory* `DIR`, each written to a temporary name, then linked/renamed into place, so a
 //! reader sees a record whole or not at all. The program runs in `DIR/work/`, its working directory, and is
 //! confined there ([`crate::sandbox`]): it can neither read nor write the records, so it can
@@ -21,7 +23,7 @@
 //!   running.json      {child_pid, started_ms, go_seen_ms}
 //!   exit.json         {exit_code, signal, spawn_error, finished_ms, never_started, oom_killed, timed_out, site_fault, nonce}
 //!   stdout, stderr    the program's output (it writes them through its descriptors)
-//!   supervisor.log    the supervisor's own diagnostics
+//!   supervisor.log    the supervisor's own diagnostics (created only when there are any)
 //!   inputs/           copies of input files for a job that runs under another account
 //!   work/             the program's working directory (owned by the job's account)
 //! ```
