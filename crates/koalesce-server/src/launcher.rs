@@ -9,8 +9,8 @@
 //! Exec'ing the 130 MB binary (dynamic loading, page faults, parsing) cost a job about 1.5 ms
 //! of CPU; a fork of a process that touched a few pages costs a fraction of that. The
 //! launcher also keeps the account lookups (NSS) and the opened system paths of its sandbox
-//! rules (all of /etc but its secrets) of the last half minute, which the forked supervisor
-//! inherits.
+//! rules (all of /etc but its secrets) of the last half minute, and the control-group
+//! hierarchy, which the forked supervisor inherits.
 //!
 //! **Protocol** (over a Unix socketpair: the launcher's standard input). A request is one
 //! frame: `u32` length (little-endian, at most [`MAX_FRAME`]) then the body: the supervisor's
@@ -280,6 +280,7 @@ fn launch(req: &Request, sock: i32) -> Reply {
     // The system paths every sandbox reads, opened here once a while: the supervisor
     // inherits the descriptors.
     drop(crate::sandbox::system_paths());
+    crate::cgroup::detect_hierarchy();
     let title = process_title(&opts.dir);
     // SAFETY: the launcher is single-threaded, so the child may do anything the parent could
     // (allocate, take locks): no other thread held a lock at the fork.
