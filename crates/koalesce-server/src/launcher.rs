@@ -424,16 +424,22 @@ impl ResidentLauncher {
                 Ok(Some(frame)) => {
                     return match serde_json::from_slice::<Reply>(&frame) {
                         Ok(Reply::Launched { pid, proc_start }) => Ok(Launched { pid, proc_start }),
-                        Ok(Reply::Failed { error, errno: Some(n) }) => {
-                            Err(io::Error::new(io::Error::from_raw_os_error(n).kind(), LauncherError { error, errno: n }))
-                        }
+                        Ok(Reply::Failed { error, errno: Some(n) }) => Err(io::Error::new(
+                            io::Error::from_raw_os_error(n).kind(),
+                            LauncherError { error, errno: n },
+                        )),
                         Ok(Reply::Failed { error, errno: None }) => Err(io::Error::other(error)),
                         Err(e) => Err(io::Error::other(format!("unreadable answer from the launcher: {e}"))),
                     };
                 }
                 // Dead (end of file, EPIPE, reset): start another and try once more.
                 Ok(None) if attempt == 0 => {}
-                Err(e) if attempt == 0 && matches!(e.kind(), io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset | io::ErrorKind::UnexpectedEof) => {}
+                Err(e)
+                    if attempt == 0
+                        && matches!(
+                            e.kind(),
+                            io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset | io::ErrorKind::UnexpectedEof
+                        ) => {}
                 Ok(None) => return Err(io::Error::other("the launcher ended without answering")),
                 Err(e) => {
                     // Hung or out of step: a new one next time.
@@ -502,7 +508,13 @@ mod tests {
 
     fn req() -> Request {
         Request {
-            args: vec!["--dir".into(), "/d/jobs/7/a1-c0".into(), "--".into(), "/bin/true".into(), OsString::from_vec(vec![0xff, b'x'])],
+            args: vec![
+                "--dir".into(),
+                "/d/jobs/7/a1-c0".into(),
+                "--".into(),
+                "/bin/true".into(),
+                OsString::from_vec(vec![0xff, b'x']),
+            ],
             env: vec![("PATH".into(), "/bin".into()), ("EMPTY".into(), "".into())],
         }
     }
@@ -529,7 +541,10 @@ mod tests {
         trailing.push(1);
         assert_eq!(Request::decode(&trailing), Err(ProtocolError::Trailing(1)));
         // A count of 4 billion arguments with nothing behind it.
-        assert!(matches!(Request::decode(&u32::MAX.to_le_bytes()), Err(ProtocolError::Truncated { .. })));
+        assert!(matches!(
+            Request::decode(&u32::MAX.to_le_bytes()),
+            Err(ProtocolError::Truncated { .. })
+        ));
         // One argument claiming 4 GB.
         let mut huge = 1u32.to_le_bytes().to_vec();
         huge.extend_from_slice(&u32::MAX.to_le_bytes());
@@ -580,11 +595,17 @@ mod tests {
         };
         write_frame(&mut ours, &bad.encode()).unwrap();
         let r: Reply = serde_json::from_slice(&read_frame(&mut ours).unwrap().unwrap()).unwrap();
-        assert!(matches!(&r, Reply::Failed { error, errno: None } if error.contains("bad supervisor arguments")), "{r:?}");
+        assert!(
+            matches!(&r, Reply::Failed { error, errno: None } if error.contains("bad supervisor arguments")),
+            "{r:?}"
+        );
         // A frame over the limit: answered, then the launcher leaves (it cannot resync).
         ours.write_all(&((MAX_FRAME + 1) as u32).to_le_bytes()).unwrap();
         let r: Reply = serde_json::from_slice(&read_frame(&mut ours).unwrap().unwrap()).unwrap();
-        assert!(matches!(&r, Reply::Failed { error, .. } if error.contains("over the limit")), "{r:?}");
+        assert!(
+            matches!(&r, Reply::Failed { error, .. } if error.contains("over the limit")),
+            "{r:?}"
+        );
         assert_eq!(server.join().unwrap(), 1);
     }
 

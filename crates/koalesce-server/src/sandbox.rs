@@ -30,7 +30,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    path_beneath_rules, Access, AccessFs, PathBeneath, RulesetError, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, Scope, ABI,
+    path_beneath_rules, Access, AccessFs, CompatLevel, Compatible, PathBeneath, Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr,
+    RulesetError, Scope, ABI,
 };
 use nix::fcntl::{open, OFlag};
 use nix::mount::{mount, MsFlags};

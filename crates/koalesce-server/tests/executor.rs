@@ -356,7 +356,12 @@ fn a_killed_launcher_is_started_again_and_its_supervisors_run_on() {
     }
     let rec: SupervisorRecord = supervise::read_json(&dir1.join(supervise::SUPERVISOR_FILE)).unwrap();
     let stat = std::fs::read_to_string(format!("/proc/{}/stat", rec.pid)).unwrap();
-    let ppid: u32 = stat[stat.rfind(')').unwrap() + 2..].split_whitespace().nth(1).unwrap().parse().unwrap();
+    let ppid: u32 = stat[stat.rfind(')').unwrap() + 2..]
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
     assert_eq!(ppid, first, "the supervisor is the launcher's child");
     assert_eq!(
         std::fs::read_to_string(format!("/proc/{}/comm", rec.pid)).unwrap().trim(),
@@ -390,7 +395,10 @@ fn a_killed_launcher_is_started_again_and_its_supervisors_run_on() {
     b.submit(&again).unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     while !std::fs::read_to_string(dir2.join(supervise::LOG_FILE)).is_ok_and(|l| l.contains("not starting twice")) {
-        assert!(Instant::now() < deadline, "the refused supervisor's reason is not in supervisor.log");
+        assert!(
+            Instant::now() < deadline,
+            "the refused supervisor's reason is not in supervisor.log"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     b.release(&c1);

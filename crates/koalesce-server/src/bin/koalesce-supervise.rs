@@ -19,7 +19,10 @@ struct Cli {
 }
 
 fn main() {
-    if std::env::args_os().nth(1).is_some_and(|a| a == koalesce_server::launcher::LAUNCHER_FLAG) {
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == koalesce_server::launcher::LAUNCHER_FLAG)
+    {
         std::process::exit(koalesce_server::launcher::launcher_main());
     }
     let cli = Cli::parse();
