@@ -213,7 +213,9 @@ impl Cgroup {
     }
 
     fn pids_dir(&self) -> Option<&Path> {
-        (self.version == Version::V1).then(|| self.dirs.get(1).map(PathBuf::as_path)).flatten()
+        (self.version == Version::V1)
+            .then(|| self.dirs.get(1).map(PathBuf::as_path))
+            .flatten()
     }
 
     /// Whether the group's freezer says it is frozen (or freezing).

@@ -19,12 +19,12 @@ fn group(tag: &str) -> (String, Cgroup) {
 
 /// Starts `script` under sh as a member of `cg` (it joins before running the script).
 fn spawn_in(cg: &Cgroup, script: &str) -> Child {
-    let joins: String = cg
-        .procs_files()
-        .iter()
-        .map(|f| format!("echo $$ > {} && ", f.display()))
-        .collect();
-    Command::new("/bin/sh").arg("-c").arg(format!("{joins} exec /bin/sh -c '{script}'")).spawn().unwrap()
+    let joins: String = cg.procs_files().iter().map(|f| format!("echo $$ > {} && ", f.display())).collect();
+    Command::new("/bin/sh")
+        .arg("-c")
+        .arg(format!("{joins} exec /bin/sh -c '{script}'"))
+        .spawn()
+        .unwrap()
 }
 
 fn wait_members(cg: &Cgroup, at_least: usize) {
@@ -74,7 +74,11 @@ fn a_forking_group_is_killed_without_ever_being_frozen() {
     assert!(cg.wait_empty(Duration::from_secs(20)), "members left: {:?}", cg.pids().len());
     assert!(!seen_frozen.load(Ordering::Relaxed), "the group was frozen while being killed");
     if pids_max.exists() {
-        assert_eq!(std::fs::read_to_string(&pids_max).unwrap().trim(), "0", "forks are refused from the kill on");
+        assert_eq!(
+            std::fs::read_to_string(&pids_max).unwrap().trim(),
+            "0",
+            "forks are refused from the kill on"
+        );
     }
     clean(&parent, &cg);
 }
