@@ -29,6 +29,7 @@ fn out_of_descriptors_at_launch_is_exhaustion_not_a_site_fault() {
     let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
     let open = std::fs::read_dir("/proc/self/fd").unwrap().count() as u64;
     setrlimit(Resource::RLIMIT_NOFILE, open.saturating_sub(1), hard).unwrap();
+    // The site's first launch: starting its resident launcher (a socketpair) meets the limit.
     let r = b.submit(&sub(1, b.claim("a", 1).unwrap()));
     setrlimit(Resource::RLIMIT_NOFILE, soft, hard).unwrap();
     match r {

@@ -149,7 +149,8 @@ impl BenchE2eArgs {
             .join()
             .map_err(|_| anyhow::anyhow!("the watcher thread panicked"))?
             .context("waiting for the jobs to end")?;
-        // The supervisors of the last jobs are reaped at the daemon's next status poll.
+        // The supervisors of the last jobs are reaped at the daemon's next status poll (or by
+        // their launcher, within 200 ms).
         std::thread::sleep(Duration::from_millis(300));
         let server_cpu = server
             .pid()
