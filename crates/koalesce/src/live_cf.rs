@@ -120,10 +120,9 @@ impl LiveCfArgs {
         std::fs::create_dir_all(&self.out)?;
         let out = self.out.canonicalize()?;
         let network_config = match &self.network_config {
-            Some(p) => Some(
-                koalesce::netbed::NetbedConfig::parse(&std::fs::read_to_string(p)?)
-                    .with_context(|| format!("in {}", p.display()))?,
-            ),
+            Some(p) => {
+                Some(koalesce::netbed::NetbedConfig::parse(&std::fs::read_to_string(p)?).with_context(|| format!("in {}", p.display()))?)
+            }
             None => None,
         };
         let (base, _bed) = match &self.testbed {

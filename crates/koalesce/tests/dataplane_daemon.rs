@@ -241,9 +241,7 @@ fn a_corrupt_source_is_quarantined_and_a_killed_source_agent_gives_way_to_anothe
         assert_eq!(code, 201, "{f}");
     };
     let mbit = |l: &Value| l["bandwidth_bps"].as_f64().unwrap() / 1e6;
-    let probed = |from: &str, to: &str| {
-        wait_link(&srv, &tok, from, to, 40, "never probed", |l| l["samples"].as_u64().unwrap() >= 2)
-    };
+    let probed = |from: &str, to: &str| wait_link(&srv, &tok, from, to, 40, "never probed", |l| l["samples"].as_u64().unwrap() >= 2);
 
     // 1. A corrupt replica at c, the core's first choice for a (c->a is the fast link).
     let small: Vec<u8> = (0..2 * MIB).map(|k| (k * 13 + k / 977) as u8).collect();
@@ -268,8 +266,16 @@ fn a_corrupt_source_is_quarantined_and_a_killed_source_agent_gives_way_to_anothe
     assert_eq!(j["state"], "succeeded", "{j}");
     let out = std::fs::read_to_string(j["components"][0]["stdout"].as_str().unwrap()).unwrap();
     assert!(out.starts_with(&sha256_hex(&small)), "the job read the right bytes: {out}");
-    assert_eq!(pushes(2).pushes_failed, c_failed_before + 1, "c was tried first and its push failed");
-    assert_eq!(replicas_of(&srv, &tok, "x.dat"), serde_json::json!(["a", "b"]), "c's replica left the catalogue");
+    assert_eq!(
+        pushes(2).pushes_failed,
+        c_failed_before + 1,
+        "c was tried first and its push failed"
+    );
+    assert_eq!(
+        replicas_of(&srv, &tok, "x.dat"),
+        serde_json::json!(["a", "b"]),
+        "c's replica left the catalogue"
+    );
     let mut q = at_c[0].clone().into_os_string();
     q.push(".quarantined");
     assert!(!at_c[0].exists(), "the corrupt replica is no longer in place at c");

@@ -60,7 +60,9 @@ fn daemons_in_namespaces(status: &Value) -> Vec<(String, String, Vec<u64>)> {
             .to_string();
         let want = netns_of_name(&ns);
         assert_ne!(want, own, "{ns} is the test's own namespace");
-        let mut pids = vec![c["controller"]["pid"].as_u64().unwrap_or_else(|| panic!("{name}: no controller: {c}"))];
+        let mut pids = vec![c["controller"]["pid"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{name}: no controller: {c}"))];
         pids.extend(c["nodes"].as_array().unwrap().iter().map(|n| n["pid"].as_u64().unwrap()));
         for p in &pids {
             assert_eq!(netns_of_pid(*p), want, "{name}: daemon {p} is not in {ns}");
@@ -185,7 +187,11 @@ fn a_slurm_bed_with_a_shaped_network_stages_inputs_over_it() {
         let status: Value = serde_json::from_str(&out).unwrap();
         let placed = daemons_in_namespaces(&status);
         let beta = &placed[1];
-        assert!(beta.2.iter().all(|p| !daemon_pids.contains(p)), "beta was not restarted ({how:?}): {:?}", beta.2);
+        assert!(
+            beta.2.iter().all(|p| !daemon_pids.contains(p)),
+            "beta was not restarted ({how:?}): {:?}",
+            beta.2
+        );
         daemon_pids.extend(beta.2.iter().copied());
         let j = run_reader(&srv, &tok, "beta");
         assert_eq!(j["state"], "succeeded", "after stop-cluster {how:?} / start-cluster: {j}");
@@ -202,8 +208,7 @@ fn a_slurm_bed_with_a_shaped_network_stages_inputs_over_it() {
             .collect()
     };
     let links = String::from_utf8_lossy(&Command::new("ip").args(["-o", "link"]).output().unwrap().stdout).into_owned();
-    let hostlinks: Vec<Value> =
-        serde_json::from_slice(&std::fs::read(dir.join("net/hostlinks.json")).unwrap()).unwrap();
+    let hostlinks: Vec<Value> = serde_json::from_slice(&std::fs::read(dir.join("net/hostlinks.json")).unwrap()).unwrap();
     assert_eq!(hostlinks.len(), 2);
     let mine: Vec<String> = hostlinks.iter().map(|l| l["host_dev"].as_str().unwrap().to_string()).collect();
     for d in &mine {

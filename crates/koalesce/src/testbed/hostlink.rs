@@ -75,7 +75,10 @@ pub fn host_dev(prefix: &str, i: usize) -> String {
 /// The lowest `n` slots not in `used`.
 fn free_slots(used: &BTreeSet<u16>, n: usize) -> anyhow::Result<Vec<u16>> {
     let slots: Vec<u16> = (0..=u16::MAX >> 2).filter(|s| !used.contains(s)).take(n).collect();
-    anyhow::ensure!(slots.len() == n, "no free /30 left in 10.251.0.0/16 for the clusters' control links");
+    anyhow::ensure!(
+        slots.len() == n,
+        "no free /30 left in 10.251.0.0/16 for the clusters' control links"
+    );
     Ok(slots)
 }
 
@@ -85,7 +88,19 @@ pub fn commands(l: &HostLink) -> Vec<Vec<String>> {
     let host = format!("{}/30", l.host_addr());
     let ns = format!("{}/30", l.ns_addr());
     vec![
-        s(&["ip", "link", "add", &l.host_dev, "type", "veth", "peer", "name", NS_DEV, "netns", &l.netns]),
+        s(&[
+            "ip",
+            "link",
+            "add",
+            &l.host_dev,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            NS_DEV,
+            "netns",
+            &l.netns,
+        ]),
         s(&["ip", "addr", "add", &host, "dev", &l.host_dev]),
         s(&["ip", "link", "set", &l.host_dev, "up"]),
         s(&["ip", "-n", &l.netns, "addr", "add", &ns, "dev", NS_DEV]),
@@ -109,7 +124,10 @@ fn run(args: &[String]) -> anyhow::Result<()> {
 
 /// The slots the host's interfaces use now.
 fn used_slots() -> anyhow::Result<BTreeSet<u16>> {
-    let out = Command::new("ip").args(["-4", "-o", "addr", "show"]).output().context("running ip")?;
+    let out = Command::new("ip")
+        .args(["-4", "-o", "addr", "show"])
+        .output()
+        .context("running ip")?;
     anyhow::ensure!(out.status.success(), "ip -4 addr show failed");
     Ok(String::from_utf8_lossy(&out.stdout)
         .split_whitespace()
@@ -139,10 +157,7 @@ pub fn ensure(net_dir: &Path, prefix: &str, sites: &[(String, String, usize)]) -
         .truncate(false)
         .open(LOCK)
         .with_context(|| format!("opening {LOCK}"))?;
-    anyhow::ensure!(
-        unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } == 0,
-        "cannot lock {LOCK}"
-    );
+    anyhow::ensure!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } == 0, "cannot lock {LOCK}");
     let slots = free_slots(&used_slots()?, missing.len())?;
     for ((site, ns, i), slot) in missing.into_iter().zip(slots) {
         let l = HostLink {

@@ -423,8 +423,12 @@ impl TestBed {
             return Ok(None);
         };
         let path = Path::new("/run/netns").join(&place.netns);
-        let f = std::fs::File::open(&path)
-            .with_context(|| format!("opening the namespace of cluster {cluster} ({}); is the network bed up?", path.display()))?;
+        let f = std::fs::File::open(&path).with_context(|| {
+            format!(
+                "opening the namespace of cluster {cluster} ({}); is the network bed up?",
+                path.display()
+            )
+        })?;
         let fd = f.as_raw_fd();
         // SAFETY: setns is async-signal-safe; the fd stays open in the parent until spawn
         // returns (it is close-on-exec, so the daemon does not keep it).
