@@ -14,7 +14,9 @@
 //! checksum), quarantined at its source (`<file>.quarantined`, out of the catalogue) and the
 //! transfer moves to another replica; the source agent of a large stage-in is SIGKILLed in the
 //! middle of the push, the transfer moves to the other replica and the job reads the right
-//! bytes (sha256).
+//! bytes (sha256). Two jobs that need one file at one site at the same time share one
+//! transfer (one push, the file once on the link), where they used to take the receiver's
+//! partial upload from each other in turn.
 //!
 //! Needs root (network namespaces), as CI has.
 
@@ -320,5 +322,53 @@ fn a_corrupt_source_is_quarantined_and_a_killed_source_agent_gives_way_to_anothe
         sent_by_a as f64 / MIB as f64,
         from_c as f64 / MIB as f64,
         j["timeline"]["transfer_ms"]
+    );
+}
+
+#[test]
+fn two_jobs_needing_one_file_at_one_site_share_one_transfer() {
+    let _turn = one_at_a_time();
+    let bed = Bed::up(&two_sites(10, 10));
+    let agents: Vec<Agent> = ["a", "b"]
+        .iter()
+        .map(|s| Agent::start(&bed, s, &bed.dir.path().join(format!("storage-{s}"))))
+        .collect();
+    let srv = Server::start(&bed.dir.path().join("server"), &config(&bed, &[("a", 2, &agents[0]), ("b", 2, &agents[1])]));
+    let tok = srv.token("admin");
+    // 8 MiB at 10 Mbit/s: about 7 s on the link.
+    let data: Vec<u8> = (0..8 * MIB).map(|k| (k * 17 + k / 509) as u8).collect();
+    let src = bed.dir.path().join("shared.dat");
+    std::fs::write(&src, &data).unwrap();
+    let body = format!(r#"{{"name":"shared.dat","path":"{}","site":"a"}}"#, src.display());
+    let (code, f) = srv.request("POST", "/api/v1/files", Some(&tok), &body);
+    assert_eq!(code, 201, "{f}");
+    let client = koalesce_server::dataplane::AgentClient::new(Default::default());
+    let role = koalesce_server::dataplane::Role::Source;
+    let before = client.stats(&agents[0].control, role).unwrap();
+    let wire = bed.tx_bytes("a", "s1-b");
+    let first = submit(&srv, &tok, &pinned_reader("shared.dat", "b"));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while bed.tx_bytes("a", "s1-b") - wire < MIB {
+        assert!(Instant::now() < deadline, "the first stage-in never got going");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let second = submit(&srv, &tok, &pinned_reader("shared.dat", "b"));
+    let (j1, j2) = (wait_job(&srv, &tok, first, 90), wait_job(&srv, &tok, second, 90));
+    for j in [&j1, &j2] {
+        assert_eq!(j["state"], "succeeded", "{j}");
+        assert_eq!(j["placement_tries"], 1, "not placed again: {j}");
+        let out = std::fs::read_to_string(j["components"][0]["stdout"].as_str().unwrap()).unwrap();
+        assert!(out.starts_with(&sha256_hex(&data)), "{out}");
+    }
+    let after = client.stats(&agents[0].control, role).unwrap();
+    assert_eq!(after.pushes_completed - before.pushes_completed, 1, "one push for both: {after:?}");
+    assert_eq!(after.pushes_failed, before.pushes_failed, "no push was interrupted: {after:?}");
+    let moved = bed.tx_bytes("a", "s1-b") - wire;
+    assert!(moved < 8 * MIB + 2 * MIB, "the file crossed once (plus probes): {moved} bytes");
+    let waited = j2["timeline"]["transfer_ms"].as_u64().unwrap_or(0);
+    assert!(waited > 0, "the second job waited for the transfer: {j2}");
+    println!(
+        "one push of 8 MiB for two jobs: {moved} bytes on a->b; stage-in {} ms and {waited} ms",
+        j1["timeline"]["transfer_ms"]
     );
 }
