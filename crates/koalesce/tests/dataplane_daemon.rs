@@ -333,7 +333,10 @@ fn two_jobs_needing_one_file_at_one_site_share_one_transfer() {
         .iter()
         .map(|s| Agent::start(&bed, s, &bed.dir.path().join(format!("storage-{s}"))))
         .collect();
-    let srv = Server::start(&bed.dir.path().join("server"), &config(&bed, &[("a", 2, &agents[0]), ("b", 2, &agents[1])]));
+    let srv = Server::start(
+        &bed.dir.path().join("server"),
+        &config(&bed, &[("a", 2, &agents[0]), ("b", 2, &agents[1])]),
+    );
     let tok = srv.token("admin");
     // 8 MiB at 10 Mbit/s: about 7 s on the link.
     let data: Vec<u8> = (0..8 * MIB).map(|k| (k * 17 + k / 509) as u8).collect();
