@@ -17,6 +17,9 @@
 //!   client/               client copies of the slurm.conf files (short MessageTimeout)
 //!   alpha/slurm.conf      SLURM_CONF=DIR/alpha/slurm.conf squeue ...
 //!   alpha/{state,spool,run,log}/   controller state, slurmd spools, pid files, logs, jobcomp.txt
+//!   net/                  with `up --network`: the shaped network, storage agents, control
+//!                         links ([`network`], [`hostlink`]); each cluster's daemons then run
+//!                         inside its namespace
 //! ```
 //!
 //! Ports are picked free (or taken from `--port-base`), so beds in different directories do
