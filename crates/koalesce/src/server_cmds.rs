@@ -17,7 +17,7 @@ pub enum ServerCommand {
     },
     /// Supervise one component (started by the server; not for direct use).
     #[command(hide = true)]
-    Supervise(koalesce_server::supervise::SuperviseOptions),
+    Supervise(Box<koalesce_server::supervise::SuperviseOptions>),
     /// Administration on the server's machine.
     Admin {
         #[command(subcommand)]
