@@ -609,7 +609,7 @@ impl BenchSlurmOverheadArgs {
         // its own ~1 s tick, whose phase decides most of a single job's latency: jobs
         // submitted one after the other would each meet the tick at another phase). The pairs
         // start at phases spread over a second, so the figures cover the whole tick.
-        let (mut lat_k, mut lat_d) = (Vec::new(), Vec::new());
+        let (mut lat_k, mut lat_d, mut lat_diff) = (Vec::new(), Vec::new(), Vec::new());
         // koalesce's path, step by step: submit → sbatch (API, durable submission, placement,
         // launch intent), sbatch → check-in (Slurm: allocation, launch, batch script, the
         // supervisor's exec), set-up, held → go seen (the daemon's barrier), go seen → program.
@@ -632,9 +632,11 @@ impl BenchSlurmOverheadArgs {
                 })();
                 (d.join().unwrap_or_else(|_| Err(anyhow::anyhow!("the sbatch thread panicked"))), k)
             });
-            lat_d.push(direct_lat?);
+            let direct_lat = direct_lat?;
+            lat_d.push(direct_lat);
             let (t, clock, j) = koalesce?;
             lat_k.push((clock - t) as f64 / 1e6);
+            lat_diff.push((clock - t) as f64 / 1e6 - direct_lat);
             if let Some(x) = launch_steps(&j).ok().and_then(|v| v.first().copied()) {
                 let t_ms = (t / 1_000_000) as f64;
                 let marks = [
@@ -687,7 +689,14 @@ impl BenchSlurmOverheadArgs {
         let mut out = json!({
             "benchmark": "slurm-overhead",
             "cluster": site,
-            "latency_ms": {"koalesce": lat_k_s, "sbatch": lat_d_s, "ratio_p50": ratio(&lat_k_s, &lat_d_s)},
+            "latency_ms": {
+                "koalesce": lat_k_s,
+                "sbatch": lat_d_s,
+                "ratio_p50": ratio(&lat_k_s, &lat_d_s),
+                // koalesce's latency minus its pair's (same scheduling tick, mostly): what
+                // koalesce adds, without the tick's phase.
+                "koalesce_minus_sbatch_per_pair": summary(&lat_diff),
+            },
             "koalesce_steps_ms": {
                 "submit_to_sbatch": summary(&steps[0]),
                 "sbatch_to_checkin": summary(&steps[1]),
@@ -715,6 +724,7 @@ impl BenchSlurmOverheadArgs {
             println!("  submit to start, koalesce  {}", fmt_summary(&out["latency_ms"]["koalesce"]));
             println!("  submit to start, sbatch    {}", fmt_summary(&out["latency_ms"]["sbatch"]));
             println!("  ratio of p50               {}", out["latency_ms"]["ratio_p50"]);
+            println!("  koalesce − sbatch per pair {}", fmt_summary(&out["latency_ms"]["koalesce_minus_sbatch_per_pair"]));
             for k in [
                 "submit_to_sbatch",
                 "sbatch_to_checkin",
@@ -847,6 +857,7 @@ fn queued(bed: &Bed, grid: &Grid, n: usize) -> anyhow::Result<Value> {
         "koalesce_rpcs": koalesce_total,
         "koalesce_rpcs_per_s": rate(koalesce_total, elapsed),
         "koalesce_rpcs_by_type": koalesce_by_type,
+        "node_daemon_rpcs": by_type.iter().filter(|(t, _)| node_rpc(t)).map(|(_, c)| c).sum::<u64>(),
         "per_cluster": per_cluster,
         "sampler": {"samples": samples, "rpcs_per_squeue": sample_cost},
         "peak_jobs_in_slurm": peak_in_slurm,
@@ -871,15 +882,26 @@ fn diff(a: &std::collections::BTreeMap<String, u64>, b: &std::collections::BTree
         .collect()
 }
 
-/// koalesce's RPCs among `run` (by message type): without sdiag's and without `samples` ×
-/// `per_sample` (the benchmark's own squeue calls).
+/// Whether message type `t` comes from the clusters' node daemons (slurmd, slurmstepd: a batch
+/// script's or a step's end, epilogs, registrations), not from a client command.
+fn node_rpc(t: &str) -> bool {
+    t.starts_with("MESSAGE_")
+        || t.starts_with("REQUEST_COMPLETE_")
+        || t.starts_with("REQUEST_STEP_COMPLETE")
+        || t.starts_with("REQUEST_NODE_REGISTRATION")
+        || t.starts_with("RESPONSE_")
+}
+
+/// koalesce's RPCs among `run` (by message type): its Slurm commands' requests, without the
+/// node daemons' messages, sdiag's and `samples` × `per_sample` (the benchmark's own squeue
+/// calls).
 fn koalesce_rpcs(
     run: &std::collections::BTreeMap<String, u64>,
     samples: u64,
     per_sample: &std::collections::BTreeMap<String, u64>,
 ) -> std::collections::BTreeMap<String, u64> {
     run.iter()
-        .filter(|(k, _)| k.as_str() != STATS_RPC)
+        .filter(|(k, _)| k.as_str() != STATS_RPC && !node_rpc(k))
         .map(|(k, v)| (k.clone(), v.saturating_sub(samples * per_sample.get(k).copied().unwrap_or(0))))
         .filter(|(_, v)| *v > 0)
         .collect()
@@ -920,6 +942,9 @@ mod tests {
         let koalesce = koalesce_rpcs(&s.by_type, 4, &[("REQUEST_JOB_INFO".into(), 1)].into_iter().collect());
         assert_eq!(koalesce.get("REQUEST_JOB_INFO"), Some(&6), "the sampler's squeue calls are not koalesce's");
         assert_eq!(koalesce.get("REQUEST_SUBMIT_BATCH_JOB"), Some(&5));
+        let node: std::collections::BTreeMap<String, u64> =
+            [("REQUEST_COMPLETE_BATCH_SCRIPT".to_string(), 7), ("MESSAGE_EPILOG_COMPLETE".to_string(), 2)].into_iter().collect();
+        assert!(koalesce_rpcs(&node, 0, &Default::default()).is_empty(), "slurmd's messages are not koalesce's");
     }
 
     #[test]
