@@ -31,9 +31,7 @@ pub const PRIORITY: i32 = 1;
 pub const RTTIME_LIMIT_US: u64 = 500_000;
 
 fn set(pid: i32, policy: i32, priority: i32) -> io::Result<()> {
-    let param = libc::sched_param {
-        sched_priority: priority,
-    };
+    let param = libc::sched_param { sched_priority: priority };
     // SAFETY: a plain system call on a parameter that lives across it.
     if unsafe { libc::sched_setscheduler(pid, policy, &param) } == 0 {
         Ok(())
@@ -84,10 +82,7 @@ pub fn is_realtime(policy: i32) -> bool {
 /// Lowers the soft `RLIMIT_RTTIME` of this process to [`RTTIME_LIMIT_US`] (the hard limit is
 /// kept, so it can be put back); returns the previous soft limit.
 pub fn bound_rttime() -> io::Result<u64> {
-    let mut r = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
+    let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: plain system calls on a struct that lives across them.
     if unsafe { libc::getrlimit(libc::RLIMIT_RTTIME, &mut r) } != 0 {
         return Err(io::Error::last_os_error());

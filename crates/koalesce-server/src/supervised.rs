@@ -56,9 +56,7 @@ pub fn is_ready(dir: &Path, nonce: &str) -> bool {
     if dir.join(supervise::HELD_FILE).exists() {
         return can_start(dir, nonce);
     }
-    dir.join(supervise::GO_FILE).exists()
-        && !dir.join(supervise::ABORT_FILE).exists()
-        && record(dir, nonce).is_some_and(|r| !r.fenced)
+    dir.join(supervise::GO_FILE).exists() && !dir.join(supervise::ABORT_FILE).exists() && record(dir, nonce).is_some_and(|r| !r.fenced)
 }
 
 /// A live supervisor of this launch holds the directory and nothing told it to give up, set

@@ -378,7 +378,14 @@ fn the_start_is_real_time_but_the_program_never_is() {
     );
     let mut child = std::process::Command::new("nice")
         .args(["-n", "5", env!("CARGO_BIN_EXE_koalesce-supervise")])
-        .args(["--dir", dir.to_str().unwrap(), "--cgroup-parent", &parent, "--read-write", gate.to_str().unwrap()])
+        .args([
+            "--dir",
+            dir.to_str().unwrap(),
+            "--cgroup-parent",
+            &parent,
+            "--read-write",
+            gate.to_str().unwrap(),
+        ])
         .args(["--", "/bin/sh", "-c", &script])
         .spawn()
         .unwrap();
@@ -401,7 +408,10 @@ fn the_start_is_real_time_but_the_program_never_is() {
     assert_eq!(running.realtime, permitted, "{running:?}");
     // The program runs (it waits for `proceed`): the supervisor is back to normal.
     let sup_policy = realtime::policy(rec.pid).unwrap();
-    assert!(!realtime::is_realtime(sup_policy), "the supervisor after the start: policy {sup_policy}");
+    assert!(
+        !realtime::is_realtime(sup_policy),
+        "the supervisor after the start: policy {sup_policy}"
+    );
     std::fs::write(gate.join("proceed"), b"").unwrap();
     assert_eq!(child.wait().unwrap().code(), Some(0));
     let exit: ExitRecord = supervise::read_json(&dir.join(supervise::EXIT_FILE)).unwrap();
@@ -410,7 +420,11 @@ fn the_start_is_real_time_but_the_program_never_is() {
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 2, "{out:?}");
     assert_eq!(lines[0].trim(), "0", "the program runs SCHED_OTHER (0): {out:?}");
-    assert_eq!(lines[1].trim().parse::<i32>().unwrap(), (own_nice + 5).min(19), "at the nice value it was started with");
+    assert_eq!(
+        lines[1].trim().parse::<i32>().unwrap(),
+        (own_nice + 5).min(19),
+        "at the nice value it was started with"
+    );
     remove_parent(&parent);
 }
 
@@ -434,7 +448,10 @@ fn a_component_released_before_its_supervisor_starts_does_not_hold() {
     assert_eq!(std::fs::read_to_string(dir.join(supervise::STDOUT_FILE)).unwrap(), "ran\n");
     assert!(!dir.join(supervise::HELD_FILE).exists(), "it never held");
     let running: supervise::RunningRecord = supervise::read_json(&dir.join(supervise::RUNNING_FILE)).unwrap();
-    assert!(!running.realtime && running.go_seen_ms > 0 && running.started_ms >= running.go_seen_ms, "{running:?}");
+    assert!(
+        !running.realtime && running.go_seen_ms > 0 && running.started_ms >= running.go_seen_ms,
+        "{running:?}"
+    );
     // The daemon's barrier counts it ready: checked in and released.
     assert!(koalesce_server::supervised::is_ready(&dir, "") || dir.join(supervise::EXIT_FILE).exists());
     remove_parent(&parent);
@@ -477,7 +494,10 @@ fn env_keep_passes_the_named_and_slurms_variables_only() {
     for gone in ["SECRET=", "SHELL="] {
         assert!(!kept.contains(gone), "{gone} kept: {kept}");
     }
-    assert!(kept.contains("PATH=") && !kept.contains("PATH=/usr/bin:/bin\n"), "the default PATH: {kept}");
+    assert!(
+        kept.contains("PATH=") && !kept.contains("PATH=/usr/bin:/bin\n"),
+        "the default PATH: {kept}"
+    );
     let all = run("a1-c1", None);
     assert!(all.contains("SECRET=x\n") && all.contains("SHELL=/bin/bash\n"), "{all}");
     remove_parent(&parent);

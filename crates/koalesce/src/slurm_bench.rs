@@ -309,7 +309,11 @@ fn launch_steps(job: &Value) -> anyhow::Result<Vec<Steps>> {
             Ok(Steps {
                 script,
                 checkin: read("supervisor.json", "started_ms")?,
-                held: if dir.join("held").exists() { read("held", "held_ms")? } else { go_seen },
+                held: if dir.join("held").exists() {
+                    read("held", "held_ms")?
+                } else {
+                    go_seen
+                },
                 go: read("go", "go_ms")?,
                 go_seen,
                 realtime,
@@ -724,7 +728,10 @@ impl BenchSlurmOverheadArgs {
             println!("  submit to start, koalesce  {}", fmt_summary(&out["latency_ms"]["koalesce"]));
             println!("  submit to start, sbatch    {}", fmt_summary(&out["latency_ms"]["sbatch"]));
             println!("  ratio of p50               {}", out["latency_ms"]["ratio_p50"]);
-            println!("  koalesce − sbatch per pair {}", fmt_summary(&out["latency_ms"]["koalesce_minus_sbatch_per_pair"]));
+            println!(
+                "  koalesce − sbatch per pair {}",
+                fmt_summary(&out["latency_ms"]["koalesce_minus_sbatch_per_pair"])
+            );
             for k in [
                 "submit_to_sbatch",
                 "sbatch_to_checkin",
@@ -740,7 +747,11 @@ impl BenchSlurmOverheadArgs {
                 self.burst, t["koalesce"], t["sbatch"], t["ratio"]
             );
             if let Some(q) = out.get("queued") {
-                println!("  {} queued jobs over all clusters: {}", self.queued, serde_json::to_string_pretty(q)?);
+                println!(
+                    "  {} queued jobs over all clusters: {}",
+                    self.queued,
+                    serde_json::to_string_pretty(q)?
+                );
             }
         }
         Ok(ExitCode::SUCCESS)
@@ -768,10 +779,7 @@ fn queued(bed: &Bed, grid: &Grid, n: usize) -> anyhow::Result<Value> {
         let a = sdiag(c).unwrap_or_default();
         let _ = c.run_args("squeue", &["-h", "-o", "%i"]);
         let b = sdiag(c).unwrap_or_default();
-        diff(&b.by_type, &a.by_type)
-            .into_iter()
-            .filter(|(k, _)| k != STATS_RPC)
-            .collect()
+        diff(&b.by_type, &a.by_type).into_iter().filter(|(k, _)| k != STATS_RPC).collect()
     };
     let before: Vec<Sdiag> = clients.iter().map(|c| sdiag(c).unwrap_or_default()).collect();
     let t0 = Instant::now();
@@ -875,7 +883,10 @@ fn rate(n: u64, d: Duration) -> f64 {
 }
 
 /// Counts of `a` minus those of `b`, by key (missing: 0), without the zeros.
-fn diff(a: &std::collections::BTreeMap<String, u64>, b: &std::collections::BTreeMap<String, u64>) -> std::collections::BTreeMap<String, u64> {
+fn diff(
+    a: &std::collections::BTreeMap<String, u64>,
+    b: &std::collections::BTreeMap<String, u64>,
+) -> std::collections::BTreeMap<String, u64> {
     a.iter()
         .map(|(k, v)| (k.clone(), v.saturating_sub(b.get(k).copied().unwrap_or(0))))
         .filter(|(_, v)| *v > 0)
@@ -940,11 +951,22 @@ mod tests {
         assert_eq!(s.by_type.get("REQUEST_SUBMIT_BATCH_JOB"), Some(&5));
         assert_eq!(s.by_type.len(), 2, "users are not message types: {:?}", s.by_type);
         let koalesce = koalesce_rpcs(&s.by_type, 4, &[("REQUEST_JOB_INFO".into(), 1)].into_iter().collect());
-        assert_eq!(koalesce.get("REQUEST_JOB_INFO"), Some(&6), "the sampler's squeue calls are not koalesce's");
+        assert_eq!(
+            koalesce.get("REQUEST_JOB_INFO"),
+            Some(&6),
+            "the sampler's squeue calls are not koalesce's"
+        );
         assert_eq!(koalesce.get("REQUEST_SUBMIT_BATCH_JOB"), Some(&5));
-        let node: std::collections::BTreeMap<String, u64> =
-            [("REQUEST_COMPLETE_BATCH_SCRIPT".to_string(), 7), ("MESSAGE_EPILOG_COMPLETE".to_string(), 2)].into_iter().collect();
-        assert!(koalesce_rpcs(&node, 0, &Default::default()).is_empty(), "slurmd's messages are not koalesce's");
+        let node: std::collections::BTreeMap<String, u64> = [
+            ("REQUEST_COMPLETE_BATCH_SCRIPT".to_string(), 7),
+            ("MESSAGE_EPILOG_COMPLETE".to_string(), 2),
+        ]
+        .into_iter()
+        .collect();
+        assert!(
+            koalesce_rpcs(&node, 0, &Default::default()).is_empty(),
+            "slurmd's messages are not koalesce's"
+        );
     }
 
     #[test]

@@ -749,7 +749,12 @@ async fn start_at_barrier(shared: Arc<Shared>, job: u64, attempt: u32, comps: Ve
         delay = (delay * 2).min(Duration::from_millis(10));
     }
     if released {
-        tracing::debug!(job, attempt, ms = t0.elapsed().as_millis() as u64, "launch checked in (released before)");
+        tracing::debug!(
+            job,
+            attempt,
+            ms = t0.elapsed().as_millis() as u64,
+            "launch checked in (released before)"
+        );
         return;
     }
     let s = shared.clone();

@@ -303,7 +303,11 @@ mod tests {
         names.sort();
         assert_eq!(names, ["KOALESCE_RANK", "MODE", "SLURMD_NODENAME", "SLURM_JOB_ID"], "{kept:?}");
         assert!(kept.contains(&("MODE".into(), "a b\nc".into())), "{kept:?}");
-        assert_eq!(crate::supervise::kept_environment(kept.clone(), None), kept, "no --env-keep: everything");
+        assert_eq!(
+            crate::supervise::kept_environment(kept.clone(), None),
+            kept,
+            "no --env-keep: everything"
+        );
     }
 
     #[test]

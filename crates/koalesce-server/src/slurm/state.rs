@@ -324,7 +324,11 @@ mod tests {
             ..held.clone()
         };
         assert!(released.ready(), "released before it checked in: nothing to hold for");
-        assert!(Records { held: true, ..held.clone() }.ready());
+        assert!(Records {
+            held: true,
+            ..held.clone()
+        }
+        .ready());
         let aborted = Records { aborted: true, ..held };
         assert!(!aborted.ready());
         assert!(!Records { aborted: true, ..released }.ready());
