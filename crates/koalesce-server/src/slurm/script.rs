@@ -169,6 +169,7 @@ mod tests {
         SupervisorCommand {
             program: PathBuf::from("/opt/koalesce"),
             args: vec!["supervise".into()],
+            launcher: None,
         }
     }
 
@@ -196,6 +197,7 @@ mod tests {
         let printer = SupervisorCommand {
             program: PathBuf::from("/usr/bin/printf"),
             args: vec!["[%s]\\n".into()],
+            launcher: None,
         };
         let mut s2 = s.clone();
         s2.executable = "/bin/true".into();
@@ -266,6 +268,7 @@ mod tests {
         let printer = SupervisorCommand {
             program: PathBuf::from("/usr/bin/env"),
             args: vec!["-0".into()],
+            launcher: None,
         };
         let s = sub(&[("KOALESCE_RANK", "1"), ("MODE", "a b\nc")], &[]);
         let text = script(&printer, &JobSandbox::default(), &s).unwrap();
