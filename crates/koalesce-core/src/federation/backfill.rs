@@ -48,24 +48,39 @@ impl MinSeg {
         self.v[self.size + i]
     }
 
-    /// First index in `[from, to)` whose value is ≤ `limit`.
-    fn first_le(&self, from: usize, to: usize, limit: u64) -> Option<usize> {
-        if from >= to {
+    /// First index at or after `from` whose value is ≤ `limit` (removed entries never match).
+    ///
+    /// Bottom-up: from the leaf at `from`, climb while the subtree right of the path holds no
+    /// match, then descend into the first subtree that does: O(log n) without recursion, and
+    /// without visiting the subtrees left of `from`.
+    fn first_le(&self, from: usize, limit: u64) -> Option<usize> {
+        if from >= self.size {
             return None;
         }
-        self.go(1, 0, self.size, from, to, limit)
-    }
-
-    fn go(&self, k: usize, lo: usize, hi: usize, from: usize, to: usize, limit: u64) -> Option<usize> {
-        if hi <= from || lo >= to || self.v[k] > limit || self.v[k] == u64::MAX {
+        // u64::MAX marks removed entries: they never match.
+        let limit = limit.min(u64::MAX - 1);
+        let v = &self.v;
+        if v[1] > limit {
             return None;
         }
-        if hi - lo == 1 {
-            return Some(lo);
+        let mut k = self.size + from;
+        while v[k] > limit {
+            // The next subtree to the right: climb while k is a right child.
+            while k & 1 == 1 {
+                k >>= 1;
+                if k <= 1 {
+                    return None;
+                }
+            }
+            k += 1;
         }
-        let mid = (lo + hi) / 2;
-        self.go(2 * k, lo, mid, from, to, limit)
-            .or_else(|| self.go(2 * k + 1, mid, hi, from, to, limit))
+        while k < self.size {
+            k *= 2;
+            if v[k] > limit {
+                k += 1;
+            }
+        }
+        Some(k - self.size)
     }
 }
 
@@ -189,8 +204,7 @@ impl BackfillIndex {
     /// First live position ≥ `from` whose job has nodes ≤ `free` and (estimate ≤ `slack` or
     /// nodes ≤ `extra`).
     pub(crate) fn find(&mut self, from: usize, free: u32, extra: u32, slack: Millis) -> Option<usize> {
-        let end = self.live.len();
-        let mut best = self.nodes.first_le(from, end, u64::from(free.min(extra)));
+        let mut best = self.nodes.first_le(from, u64::from(free.min(extra)));
         for class in &mut self.classes {
             if class.lo > free {
                 break;
@@ -200,7 +214,7 @@ impl BackfillIndex {
                 continue;
             }
             let mut m = class.first_member_from(from);
-            while let Some(i) = class.est.first_le(m, class.members.len(), slack) {
+            while let Some(i) = class.est.first_le(m, slack) {
                 let p = class.members[i];
                 if best.is_some_and(|b| p >= b) {
                     break;
