@@ -40,7 +40,12 @@ impl MinSeg {
         self.v[k] = u64::MAX;
         while k > 1 {
             k /= 2;
-            self.v[k] = self.v[2 * k].min(self.v[2 * k + 1]);
+            let m = self.v[2 * k].min(self.v[2 * k + 1]);
+            if self.v[k] == m {
+                // Unchanged here, so unchanged above.
+                break;
+            }
+            self.v[k] = m;
         }
     }
 
@@ -153,13 +158,20 @@ impl BackfillIndex {
     /// An index over jobs given as (nodes, estimate) in queue order.
     pub(crate) fn new(jobs: &[(u32, Millis)]) -> BackfillIndex {
         let nodes: Vec<u64> = jobs.iter().map(|&(n, _)| u64::from(n)).collect();
-        let mut keys: Vec<u32> = jobs.iter().map(|&(n, _)| class_key(n)).collect();
-        keys.sort_unstable();
-        keys.dedup();
+        // The keys present, ascending, and each key's class index (no sort: keys are < 64).
+        let mut present = [false; 64];
+        for &(n, _) in jobs {
+            present[class_key(n) as usize] = true;
+        }
+        let keys: Vec<u32> = (0..64u32).filter(|&k| present[k as usize]).collect();
+        let mut index = [0usize; 64];
+        for (c, &k) in keys.iter().enumerate() {
+            index[k as usize] = c;
+        }
         let mut members: Vec<Vec<usize>> = vec![Vec::new(); keys.len()];
         let mut place = Vec::with_capacity(jobs.len());
         for (p, &(n, _)) in jobs.iter().enumerate() {
-            let c = keys.binary_search(&class_key(n)).expect("key listed");
+            let c = index[class_key(n) as usize];
             place.push((c as u32, members[c].len() as u32));
             members[c].push(p);
         }
