@@ -84,6 +84,12 @@ fn mounted_hierarchy() -> Option<Version> {
     })
 }
 
+/// Reads which hierarchy this machine offers now, so that processes forked from this one
+/// (the resident launcher's supervisors) know it without parsing /proc/self/mountinfo.
+pub fn detect_hierarchy() {
+    let _ = mounted_hierarchy();
+}
+
 /// Valid cgroup directory name (one path component of letters, digits, `-`, `_`, `.`).
 fn check_name(name: &str) -> io::Result<()> {
     let ok = !name.is_empty() && name != "." && name != ".." && name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
