@@ -25,10 +25,13 @@ struct MinSeg {
 }
 
 impl MinSeg {
-    fn new(values: &[u64]) -> MinSeg {
-        let size = values.len().next_power_of_two().max(1);
+    /// Over `len` values (no intermediate vector: the leaves are written in place).
+    fn new(len: usize, values: impl Iterator<Item = u64>) -> MinSeg {
+        let size = len.next_power_of_two().max(1);
         let mut v = vec![u64::MAX; 2 * size];
-        v[size..size + values.len()].copy_from_slice(values);
+        for (slot, x) in v[size..size + len].iter_mut().zip(values) {
+            *slot = x;
+        }
         for i in (1..size).rev() {
             v[i] = v[2 * i].min(v[2 * i + 1]);
         }
@@ -155,23 +158,22 @@ pub(crate) struct BackfillIndex {
 }
 
 impl BackfillIndex {
-    /// An index over jobs given as (nodes, estimate) in queue order.
-    pub(crate) fn new(jobs: &[(u32, Millis)]) -> BackfillIndex {
-        let nodes: Vec<u64> = jobs.iter().map(|&(n, _)| u64::from(n)).collect();
+    /// An index over `jobs` in queue order, `size` giving each one's (nodes, estimate).
+    pub(crate) fn new<T>(jobs: &[T], size: impl Fn(&T) -> (u32, Millis)) -> BackfillIndex {
         // The keys present, ascending, and each key's class index (no sort: keys are < 64).
-        let mut present = [false; 64];
-        for &(n, _) in jobs {
-            present[class_key(n) as usize] = true;
+        let mut count = [0usize; 64];
+        for j in jobs {
+            count[class_key(size(j).0) as usize] += 1;
         }
-        let keys: Vec<u32> = (0..64u32).filter(|&k| present[k as usize]).collect();
+        let keys: Vec<u32> = (0..64u32).filter(|&k| count[k as usize] > 0).collect();
         let mut index = [0usize; 64];
         for (c, &k) in keys.iter().enumerate() {
             index[k as usize] = c;
         }
-        let mut members: Vec<Vec<usize>> = vec![Vec::new(); keys.len()];
+        let mut members: Vec<Vec<usize>> = keys.iter().map(|&k| Vec::with_capacity(count[k as usize])).collect();
         let mut place = Vec::with_capacity(jobs.len());
-        for (p, &(n, _)) in jobs.iter().enumerate() {
-            let c = index[class_key(n) as usize];
+        for (p, j) in jobs.iter().enumerate() {
+            let c = index[class_key(size(j).0) as usize];
             place.push((c as u32, members[c].len() as u32));
             members[c].push(p);
         }
@@ -180,12 +182,12 @@ impl BackfillIndex {
             .zip(members)
             .map(|(&key, members)| {
                 // u64::MAX marks removed entries: an estimate that long counts one ms shorter.
-                let est: Vec<u64> = members.iter().map(|&p| jobs[p].1.min(u64::MAX - 1)).collect();
+                let est = MinSeg::new(members.len(), members.iter().map(|&p| size(&jobs[p]).1.min(u64::MAX - 1)));
                 let (lo, hi) = class_range(key);
                 Class {
                     lo,
                     hi,
-                    est: MinSeg::new(&est),
+                    est,
                     members,
                     cursor: (0, 0),
                 }
@@ -193,7 +195,7 @@ impl BackfillIndex {
             .collect();
         BackfillIndex {
             live: vec![true; jobs.len()],
-            nodes: MinSeg::new(&nodes),
+            nodes: MinSeg::new(jobs.len(), jobs.iter().map(|j| u64::from(size(j).0))),
             classes,
             place,
         }
@@ -274,7 +276,7 @@ mod tests {
         for _ in 0..20 {
             let n = 1 + next(300) as usize;
             let jobs: Vec<(u32, Millis)> = (0..n).map(|_| (1 + next(80) as u32, 1 + next(1_000))).collect();
-            let mut idx = BackfillIndex::new(&jobs);
+            let mut idx = BackfillIndex::new(&jobs, |&j| j);
             let mut from = 0;
             let mut live = vec![true; n];
             for _ in 0..400 {
