@@ -27,6 +27,7 @@ fn window(processors: u32, duration_ms: u64, earliest_ms: u64, latest_ms: u64) -
         duration_ms,
         earliest_ms,
         latest_ms,
+        flexible: false,
     }
 }
 
