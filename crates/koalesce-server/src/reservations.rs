@@ -90,6 +90,39 @@ pub fn restore(store: &Store, sites: &[SiteHandle]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Tells the core every stored reservation that has not ended, per site: at a site whose
+/// queue the core estimates (the local executor) they hold processors in the queue-wait
+/// estimate (`queue_wait_ms`, `sites --long`, the TTS/TTD ranking).
+pub fn publish(store: &Store, st: &mut crate::daemon::State) -> anyhow::Result<()> {
+    let now = now_ms();
+    let rows = store.read(|c| store::load_reservations(c, None, now))?;
+    let sites = st.core.sites().len();
+    let mut per_site: Vec<Vec<koalesce_core::model::HeldReservation>> = vec![Vec::new(); sites];
+    for r in rows.into_iter().filter(|r| r.info.end_ms > now) {
+        if let Some(site) = st.site_id(&r.info.site) {
+            per_site[site.index()].push(koalesce_core::model::HeldReservation {
+                id: r.info.id,
+                site,
+                processors: r.info.processors,
+                start: r.info.start_ms,
+                end: r.info.end_ms,
+            });
+        }
+    }
+    for (i, list) in per_site.into_iter().enumerate() {
+        st.core.set_service_reservations(koalesce_core::SiteId(i as u32), list);
+    }
+    Ok(())
+}
+
+/// [`publish`] from a handler or task.
+fn publish_now(shared: &Shared) {
+    let mut st = shared.lock();
+    if let Err(e) = publish(&shared.store, &mut st) {
+        tracing::warn!(error = %e, "cannot read the reservations for the queue estimates");
+    }
+}
+
 /// Carries out the moves of flexible reservations the sites made (001 §2.3: to make room
 /// for a request, or earlier into room that freed up): stores each reservation's new times
 /// (so a restart keeps them) and lets the jobs held in it follow (the core claims them at
@@ -130,6 +163,7 @@ pub async fn apply_moves(shared: &Arc<Shared>) {
             return;
         }
     };
+    publish_now(shared);
     let mut guard = shared.lock();
     let st = &mut *guard;
     let now = now_ms();
@@ -319,6 +353,7 @@ pub(crate) async fn create(AxState(s): AxState<S>, req: Request) -> R<Response> 
     let answer = grant(&s, &caller.user, w).await?;
     // A grant may have moved flexible reservations to make room.
     apply_moves(&s).await;
+    publish_now(&s);
     Ok(match answer {
         Ok(info) => granted(StatusCode::CREATED, info),
         Err(rejection) => rejected(rejection.body()),
@@ -402,6 +437,7 @@ pub(crate) async fn cancel(AxState(s): AxState<S>, headers: HeaderMap, Path(raw)
     delete_row(&s, &row).await?;
     // The freed processors may let flexible reservations move earlier.
     apply_moves(&s).await;
+    publish_now(&s);
     let mut info = row.info;
     info.state = "cancelled".into();
     Ok(Json(info))
@@ -422,12 +458,14 @@ pub(crate) async fn modify(AxState(s): AxState<S>, Path(raw): Path<String>, req:
     match answer {
         Ok(info) => {
             apply_moves(&s).await;
+            publish_now(&s);
             Ok(granted(StatusCode::OK, info))
         }
         Err(rejection) => {
             let back = same_again(&old.info, now_ms());
             let kept = grant(&s, owner, back).await?.ok();
             apply_moves(&s).await;
+            publish_now(&s);
             let mut body = rejection.body();
             body["kept"] = json!(kept);
             Ok(rejected(body))
