@@ -193,14 +193,13 @@ impl ReservationTable {
 
     /// Reservations plus `others`, from `now` on.
     pub fn committed(&self, now: Millis, others: Option<&Profile>) -> Profile {
-        let mut base = match others {
-            Some(o) => o.sum(&Profile::empty(self.capacity, now)),
-            None => Profile::empty(self.capacity, now),
-        };
-        for r in self.reservations.values().filter(|r| r.end > now) {
-            base.add(r.start, r.end, r.processors);
+        // The table's own profile (kept up to date by every change) summed with the others:
+        // linear in the steps, not one insertion per reservation.
+        let reserved = self.reserved.since(now);
+        match others {
+            Some(o) => o.since(now).sum(&reserved).sum(&Profile::empty(self.capacity, now)),
+            None => reserved.sum(&Profile::empty(self.capacity, now)),
         }
-        base
     }
 
     /// Answers a request (see the module docs); `others` are the site's other commitments
