@@ -304,7 +304,12 @@ impl BenchSubmitArgs {
         let median = |v: &[f64]| {
             let mut v = v.to_vec();
             v.sort_by(f64::total_cmp);
-            v[v.len() / 2]
+            let n = v.len();
+            if n % 2 == 1 {
+                v[n / 2]
+            } else {
+                (v[n / 2 - 1] + v[n / 2]) / 2.0
+            }
         };
         let (on, off) = (median(&rates[0]), median(&rates[1]));
         let seed = SEED_001_RESERVED_JOBS_PER_MIN / 60.0;
