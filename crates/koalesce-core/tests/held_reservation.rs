@@ -177,7 +177,13 @@ fn service_reservations_count_in_the_own_queue_estimate_and_the_ranking() {
     }
     assert_eq!(c.queue_wait_estimate(0, SiteId(0), 4), Some(0));
     // 6 of a's 8 processors reserved during [0, 50 s), all 8 during [50 s, 80 s).
-    let service = vec![held(0, 6, 0, 50 * S), HeldReservation { id: "R8".into(), ..held(0, 8, 50 * S, 80 * S) }];
+    let service = vec![
+        held(0, 6, 0, 50 * S),
+        HeldReservation {
+            id: "R8".into(),
+            ..held(0, 8, 50 * S, 80 * S)
+        },
+    ];
     c.set_service_reservations(SiteId(0), service.clone());
     assert_eq!(c.queue_wait_estimate(0, SiteId(0), 2), Some(0));
     assert_eq!(c.queue_wait_estimate(0, SiteId(0), 4), Some(80 * S));

@@ -25,16 +25,16 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 
+use crate::backend::ReservationMove;
 use crate::backend::{
     Backend, BackendError, BarrierState, ComponentSubmission, LrmState, ProcessorCount, ReservationRequest, Reservations, WindowAnswer,
     WindowRequest,
 };
-use crate::backend::ReservationMove;
 use crate::cgroup::Cgroup;
-use koalesce_core::broker::{Profile, ReservationId, ReservationReply, ReservationRequest as CoreRequest, ReservationTable, FOREVER};
 use crate::supervise::{self, SupervisorRecord};
 use crate::supervised;
 pub use crate::supervisor_cmd::{JobSandbox, SupervisorCommand};
+use koalesce_core::broker::{Profile, ReservationId, ReservationReply, ReservationRequest as CoreRequest, ReservationTable, FOREVER};
 
 /// Whether an error starting a process means this machine is short of something for now.
 fn exhausted(e: &std::io::Error) -> bool {
@@ -660,8 +660,14 @@ mod tests {
         let single: Vec<_> = reqs.iter().map(|r| one.reserve(r).map_err(|e| e.to_string())).collect();
         let batch: Vec<_> = many.reserve_many(&reqs).into_iter().map(|r| r.map_err(|e| e.to_string())).collect();
         assert_eq!(single, batch);
-        assert!(batch[0].is_ok() && batch[1].is_err() && batch[2].is_ok() && batch[3].is_ok(), "{batch:?}");
-        assert!(batch[1].as_ref().unwrap_err().contains("2 processors requested, 1 idle"), "{batch:?}");
+        assert!(
+            batch[0].is_ok() && batch[1].is_err() && batch[2].is_ok() && batch[3].is_ok(),
+            "{batch:?}"
+        );
+        assert!(
+            batch[1].as_ref().unwrap_err().contains("2 processors requested, 1 idle"),
+            "{batch:?}"
+        );
         assert!(matches!(many.reserve_many(&reqs[4..])[0], Err(BackendError::UnknownSite(_))));
         // Both hold 4 reserved processors during [t, t + 1 min): no plain claim fits.
         assert_eq!(many.processors("s").unwrap().idle, 0);

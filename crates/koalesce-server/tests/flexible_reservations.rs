@@ -27,7 +27,12 @@ fn get(srv: &koalesce_server::BackgroundServer, tok: &str, id: &str) -> Value {
 
 /// A job of 4 processors held in reservation `rid` that records when it ran.
 fn held_job(rid: &str) -> String {
-    shell_job("held", "date +%s%3N > t", 4, &format!("reservation = {rid:?}\nruntime_estimate = \"2s\""))
+    shell_job(
+        "held",
+        "date +%s%3N > t",
+        4,
+        &format!("reservation = {rid:?}\nruntime_estimate = \"2s\""),
+    )
 }
 
 /// A rigid request for the whole site at the start of a flexible reservation moves the
@@ -47,7 +52,11 @@ fn a_flexible_reservation_moves_for_a_rigid_request_its_job_follows_and_a_restar
                "latest_start_ms": t0 + 60_000, "flexible": true}),
     );
     let fid = flex["id"].as_str().unwrap().to_string();
-    assert_eq!((flex["start_ms"].as_u64(), flex["flexible"].as_bool()), (Some(t0), Some(true)), "{flex}");
+    assert_eq!(
+        (flex["start_ms"].as_u64(), flex["flexible"].as_bool()),
+        (Some(t0), Some(true)),
+        "{flex}"
+    );
     let job = submit(&srv, &alice, &held_job(&fid));
     let j = wait_state(&srv, &alice, job, &["placed", "claimed", "running", "succeeded", "failed"], 10);
     assert_eq!(j["state"], "placed", "{j}");
@@ -135,7 +144,10 @@ fn a_flexible_reservation_moves_earlier_when_processors_free_up_and_its_job_foll
     let start = moved["start_ms"].as_u64().unwrap();
     assert!(start >= t0 && start < t0 + 5_000, "moved to {start}, window from {t0}: {moved}");
     assert_eq!(moved["end_ms"].as_u64(), Some(start + 60_000), "{moved}");
-    assert_eq!(get(&srv, &alice, rigid["id"].as_str().unwrap())["start_ms"].as_u64(), Some(rigid_start));
+    assert_eq!(
+        get(&srv, &alice, rigid["id"].as_str().unwrap())["start_ms"].as_u64(),
+        Some(rigid_start)
+    );
     let j = wait_state(&srv, &alice, job, &["succeeded", "failed"], 30);
     assert_eq!(j["state"], "succeeded", "{j}");
     let started = j["started_ms"].as_u64().unwrap();

@@ -207,11 +207,22 @@ fn service_reservations_count_in_the_local_queue_wait() {
     let (rid, start) = reserve(&srv, &alice, 4, 0, "1m");
     let expected = (start + 60_000).saturating_sub(koalesce_server::now_ms());
     let w = wait(&srv);
-    assert!(w.abs_diff(expected) < 2_000, "wait {w} ms, the reservation holds the site for {expected} ms more");
+    assert!(
+        w.abs_diff(expected) < 2_000,
+        "wait {w} ms, the reservation holds the site for {expected} ms more"
+    );
     // A tts job goes to the idle site.
-    let id = submit(&srv, &alice, &shell_job("ranked", "true", 1, "policy = \"tts\"\nruntime_estimate = \"1s\""));
+    let id = submit(
+        &srv,
+        &alice,
+        &shell_job("ranked", "true", 1, "policy = \"tts\"\nruntime_estimate = \"1s\""),
+    );
     let j = wait_state(&srv, &alice, id, &["succeeded", "failed"], 30);
-    assert_eq!((j["state"].as_str(), j["components"][0]["site"].as_str()), (Some("succeeded"), Some("plain")), "{j}");
+    assert_eq!(
+        (j["state"].as_str(), j["components"][0]["site"].as_str()),
+        (Some("succeeded"), Some("plain")),
+        "{j}"
+    );
     let (code, body) = srv.request("DELETE", &format!("/api/v1/reservations/{rid}"), Some(&alice), b"");
     assert_eq!(code, 200, "{body}");
     assert_eq!(wait(&srv), 0);

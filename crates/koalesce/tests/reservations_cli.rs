@@ -125,9 +125,17 @@ fn list_shows_where_the_site_moved_a_flexible_reservation() {
     let (code, out, _) = cli(&url, &tok, &["list"]);
     assert_eq!(code, 0);
     let row = |id: &Value| -> Vec<String> {
-        let line = out.lines().find(|l| l.starts_with(id.as_str().unwrap())).unwrap_or_else(|| panic!("{out}"));
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(id.as_str().unwrap()))
+            .unwrap_or_else(|| panic!("{out}"));
         let t: Vec<&str> = line.split_whitespace().collect();
-        vec![format!("{} {}", t[4], t[5]), format!("{} {}", t[6], t[7]), t[8].to_string(), t[9].to_string()]
+        vec![
+            format!("{} {}", t[4], t[5]),
+            format!("{} {}", t[6], t[7]),
+            t[8].to_string(),
+            t[9].to_string(),
+        ]
     };
     let (f, x) = (row(&flex["id"]), row(&fixed["id"]));
     assert_eq!(f[0], x[1], "the flexible one now starts where the fixed one ends:\n{out}");

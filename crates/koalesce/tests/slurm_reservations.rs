@@ -160,7 +160,10 @@ fn service_and_a_job_in_a_reservation(bed: &Bed) {
     );
     assert_eq!(code, 422, "{v}");
     let e = v["error"].as_str().unwrap_or_default();
-    assert!(e.contains("field 'flexible'") && e.contains("(slurm) does not move reservations"), "{v}");
+    assert!(
+        e.contains("field 'flexible'") && e.contains("(slurm) does not move reservations"),
+        "{v}"
+    );
     let (code, v) = post(
         "/api/v1/reservations",
         serde_json::json!({"site": "alpha", "processors": 8, "duration": "5m", "earliest_start_ms": t0 + 4_000}),

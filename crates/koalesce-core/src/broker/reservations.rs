@@ -548,14 +548,19 @@ mod tests {
             flexible: true,
             ..ReservationRequest::window(3, 10, 5, 50)
         };
-        let ReservationReply::Granted { id, .. } = t.request(0, &flex, None) else { panic!() };
+        let ReservationReply::Granted { id, .. } = t.request(0, &flex, None) else {
+            panic!()
+        };
         let mut moved = t.get(id).copied().unwrap();
         moved.start = 20;
         moved.end = 30;
         let mut fresh = ReservationTable::new(4);
         let back = fresh.restore(0, &moved, None).unwrap();
         let r = fresh.get(back).unwrap();
-        assert_eq!((r.start, r.end, r.earliest_start, r.latest_start, r.flexible), (20, 30, 5, 50, true));
+        assert_eq!(
+            (r.start, r.end, r.earliest_start, r.latest_start, r.flexible),
+            (20, 30, 5, 50, true)
+        );
         // It does not fit twice, nor next to commitments in its way; a begun one keeps its rest.
         assert_eq!(fresh.restore(0, &moved, None), None);
         let mut other = ReservationTable::new(4);

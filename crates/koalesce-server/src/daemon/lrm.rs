@@ -249,7 +249,9 @@ async fn reserve_batch(shared: &Arc<Shared>, batch: Vec<(u64, u32, SiteId, Reser
                     let stale = st.core.job(JobId(job)).is_none_or(|j| {
                         j.state.is_terminal()
                             || matches!(j.state, koalesce_core::JobState::Queued | koalesce_core::JobState::Held)
-                            || j.components.get(component as usize).is_none_or(|c| c.state == ComponentState::Unplaced)
+                            || j.components
+                                .get(component as usize)
+                                .is_none_or(|c| c.state == ComponentState::Unplaced)
                     });
                     if !stale {
                         st.reservations.insert((job, component), id);

@@ -328,7 +328,10 @@ impl BenchSubmitArgs {
             });
             println!("{}", serde_json::to_string_pretty(&v)?);
         } else {
-            println!("reserved jobs/s      batched median {on:.0}   unbatched median {off:.0}   ratio {:.2}", on / off);
+            println!(
+                "reserved jobs/s      batched median {on:.0}   unbatched median {off:.0}   ratio {:.2}",
+                on / off
+            );
             println!(
                 "vs seed 001 §5.2.1   batched {:.0}x, unbatched {:.0}x its ~{SEED_001_RESERVED_JOBS_PER_MIN:.0} jobs/min with advance reservations",
                 on / seed,
