@@ -208,6 +208,7 @@ async fn reserve_batch(shared: &Arc<Shared>, batch: Vec<(u64, u32, SiteId, Reser
         let mut out: Vec<Option<Result<String, BackendError>>> = (0..n).map(|_| None).collect();
         for (site, idx) in by_site {
             let reqs: Vec<ReservationRequest> = idx.iter().map(|&i| requests[i].clone()).collect();
+            s.metrics.reservation_calls.fetch_add(1, Ordering::Relaxed);
             let results = match s.site(site).backend.reservations() {
                 Some(r) => r.reserve_many(&reqs),
                 None => reqs

@@ -287,15 +287,18 @@ impl BenchSubmitArgs {
             for batch in order {
                 let (server, token) = self.fresh_server(batch)?;
                 let m = self.measure(&server.url, &token, true)?;
+                let calls = counter(&server.url, "koalesce_reservation_calls_total").unwrap_or(0);
+                let granted = reservations_granted(&server.url).unwrap_or(0);
                 drop(server);
                 let d = m.reserved.expect("broker policy");
                 let rate = self.jobs as f64 / d.as_secs_f64();
                 if !self.json {
                     eprintln!(
-                        "  round {} {:<9} {rate:>8.0} jobs/s reserved ({:.0} jobs/s acknowledged)",
+                        "  round {} {:<9} {rate:>8.0} jobs/s reserved ({:.0} jobs/s acknowledged; {:.1} reservations per site call)",
                         round + 1,
                         if batch { "batched" } else { "unbatched" },
-                        m.r.jobs_per_sec()
+                        m.r.jobs_per_sec(),
+                        granted as f64 / calls.max(1) as f64
                     );
                 }
                 rates[usize::from(!batch)].push(rate);
@@ -433,6 +436,11 @@ impl BenchSubmitArgs {
 
 /// `koalesce_reservations_granted_total` from the server's /metrics.
 fn reservations_granted(url: &str) -> anyhow::Result<u64> {
+    counter(url, "koalesce_reservations_granted_total")
+}
+
+/// A counter from the server's /metrics.
+fn counter(url: &str, name: &str) -> anyhow::Result<u64> {
     let body = ureq::get(&format!("{}/metrics", url.trim_end_matches('/')))
         .call()
         .context("reading /metrics")?
@@ -441,13 +449,9 @@ fn reservations_granted(url: &str) -> anyhow::Result<u64> {
         .context("reading /metrics")?;
     let line = body
         .lines()
-        .find(|l| l.starts_with("koalesce_reservations_granted_total "))
-        .context("/metrics has no koalesce_reservations_granted_total (an older server?)")?;
-    line.rsplit(' ')
-        .next()
-        .unwrap_or_default()
-        .parse()
-        .context("koalesce_reservations_granted_total")
+        .find(|l| l.strip_prefix(name).is_some_and(|rest| rest.starts_with(' ')))
+        .with_context(|| format!("/metrics has no {name} (an older server?)"))?;
+    line.rsplit(' ').next().unwrap_or_default().parse().context(name.to_string())
 }
 
 /// Waits until `want` reservations were granted; returns the time since the submissions began.
