@@ -206,7 +206,8 @@ pub trait Reservations: Send + Sync {
     fn moves_flexible(&self) -> bool {
         false
     }
-    /// The flexible reservations the site moved since the last call (their new times).
+    /// The flexible reservations the site moved since the last call (their new times). Called
+    /// on the async threads: it must not block (report what was noted, call no LRM).
     fn take_moves(&self) -> Vec<ReservationMove> {
         Vec::new()
     }

@@ -129,16 +129,13 @@ fn publish_now(shared: &Shared) {
 /// the new start). Called by the API after every reservation it changed, by the LRM worker
 /// after reservations it asked for, and by the driver at each refresh of the sites.
 pub async fn apply_moves(shared: &Arc<Shared>) {
-    let s = shared.clone();
-    let moves: Vec<(String, ReservationMove)> = tokio::task::spawn_blocking(move || {
-        s.sites
-            .iter()
-            .filter_map(|h| h.backend.reservations().map(|r| (h, r)))
-            .flat_map(|(h, r)| r.take_moves().into_iter().map(|m| (h.name.clone(), m)))
-            .collect()
-    })
-    .await
-    .unwrap_or_default();
+    // `take_moves` does not block (it reads what the site noted), so no blocking-pool hop.
+    let moves: Vec<(String, ReservationMove)> = shared
+        .sites
+        .iter()
+        .filter_map(|h| h.backend.reservations().map(|r| (h, r)))
+        .flat_map(|(h, r)| r.take_moves().into_iter().map(|m| (h.name.clone(), m)))
+        .collect();
     if moves.is_empty() {
         return;
     }
