@@ -112,14 +112,14 @@ pub async fn worker(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<LrmOp>,
             op
         } else {
             tokio::select! {
-            op = rx.recv() => match op {
-                Some(op) => op,
-                None => return,
-            },
-            _ = shutdown.changed() => {
-                kill_pending(&shared, &mut rx).await;
-                return;
-            }
+                op = rx.recv() => match op {
+                    Some(op) => op,
+                    None => return,
+                },
+                _ = shutdown.changed() => {
+                    kill_pending(&shared, &mut rx).await;
+                    return;
+                }
             }
         };
         match op {
