@@ -3,8 +3,11 @@
 //!
 //! - cgroup v1 (the `memory`, `pids` and `freezer` hierarchies, as mounted on this kind of
 //!   machine under `/sys/fs/cgroup/<controller>`): the component gets
-//!   `<controller>/<parent>/<name>` in each; killing freezes it, sends SIGKILL to every
-//!   member and thaws it, so no process can fork while it is being killed.
+//!   `<controller>/<parent>/<name>` in each; killing first sets the group's `pids.max` to 0,
+//!   so no member can fork while it is being killed, then sends SIGKILL to every member. It
+//!   does not freeze: a killer that dies between freezing and thawing (a supervisor killed by
+//!   Slurm, a daemon SIGKILLed) left the group frozen, its members stuck for good. A group
+//!   still frozen by an older killer is thawed first.
 //! - cgroup v2 (a unified hierarchy at `/sys/fs/cgroup`): one directory; killing writes
 //!   `cgroup.kill` (Linux 5.14+) or freezes with `cgroup.freeze` and kills.
 //! - Neither writable (an unprivileged server without delegation): [`Cgroup::create`] fails and
@@ -27,8 +30,8 @@ use serde::{Deserialize, Serialize};
 pub const CGROUP_ROOT: &str = "/sys/fs/cgroup";
 /// The record of a component's control group, in its record directory.
 pub const CGROUP_FILE: &str = "cgroup.json";
-/// v1 controllers a component gets a group in (memory: limits and OOM events; pids: counting;
-/// freezer: killing atomically).
+/// v1 controllers a component gets a group in (memory: limits and OOM events; pids: counting,
+/// and no forks while the group is killed; freezer: thawing a group an older killer froze).
 const V1_CONTROLLERS: [&str; 3] = ["memory", "pids", "freezer"];
 
 /// Which cgroup interface a group uses.
@@ -79,6 +82,12 @@ fn mounted_hierarchy() -> Option<Version> {
             None
         }
     })
+}
+
+/// Reads which hierarchy this machine offers now, so that processes forked from this one
+/// (the resident launcher's supervisors) know it without parsing /proc/self/mountinfo.
+pub fn detect_hierarchy() {
+    let _ = mounted_hierarchy();
 }
 
 /// Valid cgroup directory name (one path component of letters, digits, `-`, `_`, `.`).
@@ -209,20 +218,58 @@ impl Cgroup {
         }
     }
 
-    /// Kills every process of the group: frozen first so none can fork meanwhile, SIGKILL to
-    /// each, thawed so the signals are delivered (v2 with `cgroup.kill`: one write).
+    fn pids_dir(&self) -> Option<&Path> {
+        (self.version == Version::V1)
+            .then(|| self.dirs.get(1).map(PathBuf::as_path))
+            .flatten()
+    }
+
+    /// Whether the group's freezer says it is frozen (or freezing).
+    pub fn is_frozen(&self) -> bool {
+        match self.version {
+            Version::V1 => fs::read_to_string(self.freezer_dir().join("freezer.state")).is_ok_and(|s| s.trim() != "THAWED"),
+            Version::V2 => fs::read_to_string(self.freezer_dir().join("cgroup.freeze")).is_ok_and(|s| s.trim() == "1"),
+        }
+    }
+
+    /// Kills every process of the group, so that none can fork meanwhile (see the module
+    /// docs): v2 writes `cgroup.kill`; v1 forbids forks with `pids.max = 0` and sends SIGKILL
+    /// to each member until none is new. Only without a pids controller does it freeze, kill
+    /// and thaw. A group left frozen by an earlier killer that died is thawed first, so its
+    /// members can take their SIGKILL.
     pub fn kill_all(&self) {
         use nix::sys::signal::{kill, Signal};
         use nix::unistd::Pid;
+        if self.is_frozen() {
+            let _ = self.set_frozen(false);
+        }
         if self.version == Version::V2 && fs::write(self.freezer_dir().join("cgroup.kill"), "1").is_ok() {
             return;
         }
-        // An empty group has no member that could fork into it: nothing to freeze (the usual
-        // case once a program ended without leaving anything behind). A program that has not
+        // An empty group has no member that could fork into it: nothing to do (the usual case
+        // once a program ended without leaving anything behind). A program that has not
         // joined its group yet (between fork and exec) is its supervisor's process group's,
         // which `supervised::kill` kills as well, as before.
         if self.is_empty() {
             return;
+        }
+        if let Some(dir) = self.pids_dir() {
+            if fs::write(dir.join("pids.max"), "0").is_ok() {
+                // A fork already under way when the limit was set may still add a member:
+                // go round until a round finds no one new.
+                let mut killed = std::collections::BTreeSet::new();
+                for _ in 0..100 {
+                    let fresh: Vec<i32> = self.pids().into_iter().filter(|p| !killed.contains(p)).collect();
+                    if fresh.is_empty() {
+                        return;
+                    }
+                    for p in fresh {
+                        let _ = kill(Pid::from_raw(p), Signal::SIGKILL);
+                        killed.insert(p);
+                    }
+                }
+                return;
+            }
         }
         for _ in 0..10 {
             let frozen = self.set_frozen(true).is_ok();

@@ -25,7 +25,7 @@
 //!       running.json     {child_pid, started_ms}
 //!       exit.json        {exit_code, signal, spawn_error, finished_ms, never_started, oom_killed, site_fault}
 //!       stdout, stderr   the component's output
-//!       supervisor.log   the supervisor's own diagnostics
+//!       supervisor.log   the supervisor's own diagnostics (only when it has any)
 //!       inputs/          private copies of inputs for a job run under another account
 //!       work/            the program's working directory (the only place it may write;
 //!                        owned by the job's account); declared outputs are collected here
@@ -97,6 +97,7 @@ pub mod file_import;
 pub mod gridway;
 pub mod job_list;
 pub use koalesce_api::jobdesc;
+pub mod launcher;
 pub mod listener;
 pub mod local;
 pub mod openapi;

@@ -7,7 +7,10 @@
 //! group is empty), even when it was cancelled.
 //!
 //! Supervisors start with a clean environment (the job's variables only) and are told how to
-//! confine the program ([`JobSandbox`], see [`crate::sandbox`]). A supervisor that cannot be
+//! confine the program ([`JobSandbox`], see [`crate::sandbox`]). When the supervisor command
+//! has a launcher mode (`koalesce supervise-launcher`), a resident launcher started at the
+//! site's first launch forks them ([`crate::launcher`]): the same supervisor without an
+//! exec of the server binary per component. A supervisor that cannot be
 //! started because this machine is short of descriptors or processes is
 //! [`BackendError::Exhausted`], not a fault of the site.
 //!
@@ -36,11 +39,12 @@ use crate::supervised;
 pub use crate::supervisor_cmd::{JobSandbox, SupervisorCommand};
 use koalesce_core::broker::{Profile, ReservationId, ReservationReply, ReservationRequest as CoreRequest, ReservationTable, FOREVER};
 
-/// Whether an error starting a process means this machine is short of something for now.
+/// Whether an error starting a process means this machine is short of something for now
+/// (also when the resident launcher's fork met it).
 fn exhausted(e: &std::io::Error) -> bool {
     use nix::errno::Errno;
     matches!(
-        e.raw_os_error().map(Errno::from_raw),
+        crate::launcher::errno_of(e).map(Errno::from_raw),
         Some(Errno::EMFILE | Errno::ENFILE | Errno::EAGAIN | Errno::ENOMEM | Errno::ENOSPC)
     )
 }
@@ -67,6 +71,23 @@ fn component_gone(dir: &Path) -> bool {
     }
 }
 
+/// A supervisor this instance started.
+enum Spawned {
+    /// Spawned by the daemon (its child, to reap).
+    Child(std::process::Child),
+    /// Forked by the resident launcher (which reaps it).
+    Forked(crate::launcher::Launched),
+}
+
+impl Spawned {
+    fn alive(&mut self) -> bool {
+        match self {
+            Spawned::Child(c) => matches!(c.try_wait(), Ok(None)),
+            Spawned::Forked(l) => supervise::proc_start_time(l.pid) == Some(l.proc_start),
+        }
+    }
+}
+
 struct Inner {
     /// claim id → processors
     claims: HashMap<String, u32>,
@@ -82,9 +103,9 @@ struct Inner {
     table: ReservationTable,
     /// Flexible reservations the table moved, not yet taken by [`Reservations::take_moves`].
     moved: Vec<ReservationMove>,
-    /// Supervisors this instance spawned and that have not exited yet (reaped by `status`,
-    /// no thread per supervisor).
-    spawned: HashMap<String, std::process::Child>,
+    /// Supervisors this instance started and that may not have made their record yet
+    /// (spawned ones are reaped by `status`, no thread per supervisor).
+    spawned: HashMap<String, Spawned>,
     /// High-water mark of used slots.
     peak: u32,
     /// Component id → its launch's nonce (from `submit` or `adopt`): records without it are
@@ -112,14 +133,23 @@ impl Inner {
         }
     }
 
-    /// Reaps supervisors that exited (no zombies).
-    fn reap(&mut self) {
-        self.spawned.retain(|_, child| matches!(child.try_wait(), Ok(None)));
+    /// Reaps supervisors that exited (no zombies); forgets forked ones whose component has
+    /// a state of its own (`settled`: not pending), so that only those starting are looked at.
+    fn reap(&mut self, settled: &[&str]) {
+        for id in settled {
+            if matches!(self.spawned.get(*id), Some(Spawned::Forked(_))) {
+                self.spawned.remove(*id);
+            }
+        }
+        self.spawned.retain(|_, s| match s {
+            Spawned::Child(c) => matches!(c.try_wait(), Ok(None)),
+            Spawned::Forked(_) => true,
+        });
     }
 
-    /// Whether the supervisor spawned for `id` is still starting or running.
+    /// Whether the supervisor started for `id` is still starting or running.
     fn starting(&mut self, id: &str) -> bool {
-        self.spawned.get_mut(id).is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+        self.spawned.get_mut(id).is_some_and(Spawned::alive)
     }
 
     fn new(slots: u32) -> Self {
@@ -187,6 +217,8 @@ pub struct LocalBackend {
     slots: u32,
     reservations: bool,
     supervisor: SupervisorCommand,
+    /// Forks the supervisors when the supervisor command has a launcher mode.
+    launcher: Option<crate::launcher::ResidentLauncher>,
     sandbox: JobSandbox,
     inner: Mutex<Inner>,
 }
@@ -200,6 +232,10 @@ impl LocalBackend {
             site: site.to_string(),
             slots,
             reservations,
+            launcher: supervisor
+                .launcher
+                .as_ref()
+                .map(|args| crate::launcher::ResidentLauncher::new(&supervisor.program, args)),
             supervisor,
             sandbox: JobSandbox::default(),
             inner: Mutex::new(Inner::new(slots)),
@@ -231,9 +267,21 @@ impl LocalBackend {
         self.inner().peak
     }
 
-    fn spawn_supervisor(&self, sub: &ComponentSubmission) -> std::io::Result<std::process::Child> {
+    /// The resident launcher's pid, when one runs (started at the first launch).
+    pub fn launcher_pid(&self) -> Option<u32> {
+        self.launcher.as_ref().and_then(|l| l.pid())
+    }
+
+    fn spawn_supervisor(&self, sub: &ComponentSubmission) -> std::io::Result<Spawned> {
         use std::os::unix::fs::DirBuilderExt;
         std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&sub.dir)?;
+        if let Some(launcher) = &self.launcher {
+            // The same options the command line would carry, and the job's environment
+            // only; the supervisor forked makes `supervisor.log` only if it has something
+            // to say.
+            let req = crate::launcher::request(&self.sandbox.options(sub), &sub.environment);
+            return launcher.launch(&req).map(Spawned::Forked);
+        }
         let mut cmd = Command::new(&self.supervisor.program);
         cmd.args(self.supervisor.arguments(&self.sandbox, sub))
             // The job's environment only, never the daemon's.
@@ -250,7 +298,7 @@ impl LocalBackend {
         // daemon's most expensive work (bench e2e). The supervisor then leaves the daemon's
         // controlling terminal (see `supervise.rs`).
         cmd.process_group(0);
-        cmd.spawn()
+        cmd.spawn().map(Spawned::Child)
     }
 
     fn busy(&self, wanted: u32, idle: u32) -> BackendError {
@@ -395,8 +443,13 @@ impl Backend for LocalBackend {
             .zip(known)
             .map(|(id, (starting, nonce))| (id.clone(), supervised::state_of(Path::new(id), &nonce, starting)))
             .collect();
+        let settled: Vec<&str> = out
+            .iter()
+            .filter(|(_, s)| !matches!(s, LrmState::Pending))
+            .map(|(id, _)| id.as_str())
+            .collect();
         let mut inner = self.inner();
-        inner.reap();
+        inner.reap(&settled);
         inner.drain();
         out
     }
@@ -633,6 +686,7 @@ mod tests {
         let sup = SupervisorCommand {
             program: "/bin/false".into(),
             args: Vec::new(),
+            launcher: None,
         };
         LocalBackend::new("s", slots, true, sup)
     }

@@ -30,7 +30,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    path_beneath_rules, Access, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, Scope, ABI,
+    path_beneath_rules, Access, AccessFs, CompatLevel, Compatible, PathBeneath, Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr,
+    RulesetError, Scope, ABI,
 };
 use nix::fcntl::{open, OFlag};
 use nix::mount::{mount, MsFlags};
@@ -136,6 +137,48 @@ fn etc_paths(dir: &Path, rel: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// How long the opened system paths ([`system_paths`]) are reused: a file added to /etc
+/// becomes readable to jobs within this time.
+pub const SYSTEM_PATHS_TTL: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The system paths every job may read ([`SYSTEM_READ_ONLY`] and /etc but its secrets, about
+/// 160 here), opened (`O_PATH`) with whether each is a file.
+pub struct SystemPaths {
+    at: std::time::Instant,
+    fds: Vec<(OwnedFd, bool)>,
+}
+
+static SYSTEM_PATHS: std::sync::Mutex<Option<std::sync::Arc<SystemPaths>>> = std::sync::Mutex::new(None);
+
+/// The system paths, opened once per [`SYSTEM_PATHS_TTL`] in this process: the resident
+/// launcher opens them ([`crate::launcher`]) and each supervisor it forks inherits the
+/// descriptors, instead of listing /etc and opening and inspecting every entry per launch
+/// (four system calls a path, a fifth of a launch's system calls).
+pub fn system_paths() -> std::sync::Arc<SystemPaths> {
+    let mut cached = SYSTEM_PATHS.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(c) = cached.as_ref().filter(|c| c.at.elapsed() < SYSTEM_PATHS_TTL) {
+        return c.clone();
+    }
+    let mut paths: Vec<PathBuf> = SYSTEM_READ_ONLY.iter().map(PathBuf::from).collect();
+    etc_paths(Path::new("/etc"), Path::new(""), &mut paths);
+    let fds = paths
+        .iter()
+        .filter_map(|p| {
+            // A path that does not exist here (/lib32, /libx32) is no rule, as in
+            // `path_beneath_rules`.
+            let fd = open(p, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty()).ok()?;
+            let is_file = nix::sys::stat::fstat(&fd).is_ok_and(|st| st.st_mode & nix::libc::S_IFMT != nix::libc::S_IFDIR);
+            Some((fd, is_file))
+        })
+        .collect();
+    let fresh = std::sync::Arc::new(SystemPaths {
+        at: std::time::Instant::now(),
+        fds,
+    });
+    *cached = Some(fresh.clone());
+    fresh
+}
+
 /// Where the program is: a path with a slash is taken as is (relative to the working
 /// directory), a bare name is looked up in the job's PATH.
 pub fn resolve_program(program: &str, work: &Path, path_var: &OsStr) -> PathBuf {
@@ -239,8 +282,13 @@ impl Confinement {
     /// [`Confinement::enter`] only makes system calls.
     pub fn prepare(req: &Request) -> io::Result<Confinement> {
         let abi = LANDLOCK_ABI;
-        let mut ro: Vec<PathBuf> = SYSTEM_READ_ONLY.iter().map(PathBuf::from).collect();
-        etc_paths(Path::new("/etc"), Path::new(""), &mut ro);
+        let system = system_paths();
+        let read = AccessFs::from_read(abi);
+        // Access rights of directories do not apply to a file (as `path_beneath_rules`).
+        let system_rules = system.fds.iter().map(|(fd, is_file)| {
+            Ok::<_, RulesetError>(PathBeneath::new(fd, if *is_file { read & AccessFs::from_file(abi) } else { read }))
+        });
+        let mut ro: Vec<PathBuf> = Vec::new();
         ro.extend(req.read_only.iter().cloned());
         ro.extend(req.inputs.iter().map(|(_, src)| src.clone()));
         ro.push(req.program.clone());
@@ -258,6 +306,7 @@ impl Confinement {
             .handle_access(AccessFs::from_all(abi))
             .and_then(|r| r.scope(Scope::from_all(abi)))
             .and_then(|r| r.create())
+            .and_then(|r| r.add_rules(system_rules))
             .and_then(|r| r.add_rules(path_beneath_rules(&ro, AccessFs::from_read(abi))))
             .and_then(|r| r.add_rules(path_beneath_rules(&rw, AccessFs::from_all(abi))))
             .map_err(|e| io::Error::other(format!("landlock: {e}")))?;

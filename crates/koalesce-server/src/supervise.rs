@@ -1,9 +1,11 @@
 //! The component supervisor: `koalesce supervise --dir DIR [OPTIONS] -- PROGRAM ARGS...`
 //! (hidden; [`SuperviseOptions`]).
 //!
-//! The daemon spawns one supervisor per component, in a process group of its own (it then
-//! leaves the daemon's controlling terminal, see `detach_from_terminal`), so the daemon's
-//! death, even a kill of the daemon's process group, does not kill it. The supervisor keeps records in the component's *record
+//! The daemon starts one supervisor per component: the local executor has its resident
+//! launcher fork it ([`crate::launcher`]; a session of its own), a Slurm batch script or a
+//! wrapper `exec`s it (a process group of its own; it then leaves the daemon's controlling
+//! terminal, see `detach_from_terminal`), so the daemon's death, even a kill of the daemon's
+//! process group, does not kill it. The supervisor keeps records in the component's *record
 //! directory* `DIR`, each written to a temporary name, then linked/renamed into place, so a
 //! reader sees a record whole or not at all. The program runs in `DIR/work/`, its working directory, and is
 //! confined there ([`crate::sandbox`]): it can neither read nor write the records, so it can
@@ -12,7 +14,8 @@
 //! ```text
 //! DIR/                record directory (the daemon's and the supervisor's only)
 //!   supervisor.json   {pid, proc_start, started_ms, nonce} or {fenced: true}   (created exclusively)
-//!   held              {held_ms}: set up, only the exec remains (the check-in the daemon waits for)
+//!   held              set up, only the exec remains (the check-in the daemon waits for; a hard
+//!                     link of supervisor.json, no inode of its own)
 //!   go, abort         written by the daemon (the start barrier; go: a hard link of
 //!                     supervisor.json where it exists); `abort` also by a supervisor
 //!                     that gave up on its own (barrier timeout)
@@ -20,7 +23,7 @@
 //!   running.json      {child_pid, started_ms, go_seen_ms}
 //!   exit.json         {exit_code, signal, spawn_error, finished_ms, never_started, oom_killed, timed_out, site_fault, nonce}
 //!   stdout, stderr    the program's output (it writes them through its descriptors)
-//!   supervisor.log    the supervisor's own diagnostics
+//!   supervisor.log    the supervisor's own diagnostics (created only when there are any)
 //!   inputs/           copies of input files for a job that runs under another account
 //!   work/             the program's working directory (owned by the job's account)
 //! ```
@@ -69,6 +72,16 @@
 //! [`create_exclusive`]). That keeps a launch from costing eight journal commits, which shared
 //! the disk's journal with the server's SQLite group commits (`koalesce bench e2e`).
 
+/// `eprintln!` for the supervisor's diagnostics: to `supervisor.log`, created at the first
+/// message, when [`log_lazily`] was called (a supervisor forked by the resident launcher);
+/// else to the standard error the supervisor was started with.
+macro_rules! say {
+    ($($t:tt)*) => {{
+        $crate::supervise::open_log();
+        eprintln!($($t)*);
+    }};
+}
+
 mod barrier;
 mod launch;
 
@@ -86,6 +99,8 @@ pub const RUNNING_FILE: &str = "running.json";
 pub const EXIT_FILE: &str = "exit.json";
 pub const STDOUT_FILE: &str = "stdout";
 pub const STDERR_FILE: &str = "stderr";
+/// The supervisor's own diagnostics (created only when there are any, see [`log_lazily`]).
+pub const LOG_FILE: &str = "supervisor.log";
 /// The program's working directory, inside the record directory.
 pub const WORK_DIR: &str = "work";
 /// Copies of input files for a program that runs under another account.
@@ -161,6 +176,34 @@ pub struct ExitRecord {
 impl ExitRecord {
     pub fn success(&self) -> bool {
         self.exit_code == Some(0) && self.spawn_error.is_none() && !self.never_started && !self.oom_killed && !self.timed_out
+    }
+}
+
+static LAZY_LOG: std::sync::Mutex<Option<PathBuf>> = std::sync::Mutex::new(None);
+
+/// Sends this process's standard error to `path`, created (0600, appended) only when the first
+/// diagnostic is written (`say!`) or on a panic: most launches have nothing to say, and a
+/// file fewer is a new inode fewer per launch. Call it in a single-threaded process (the
+/// forked supervisor before it starts).
+pub fn log_lazily(path: PathBuf) {
+    *LAZY_LOG.lock().unwrap_or_else(|p| p.into_inner()) = Some(path);
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        open_log();
+        default(info)
+    }));
+}
+
+/// Opens the log [`log_lazily`] named, once, onto standard error.
+pub fn open_log() {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let Some(path) = LAZY_LOG.lock().unwrap_or_else(|p| p.into_inner()).take() else {
+        return;
+    };
+    if let Ok(f) = fs::OpenOptions::new().create(true).append(true).mode(0o600).open(&path) {
+        // SAFETY: dup2 onto standard error, which this process owns; `f` stays valid meanwhile.
+        unsafe { nix::libc::dup2(f.as_raw_fd(), 2) };
     }
 }
 
@@ -346,6 +389,10 @@ pub struct SuperviseOptions {
     /// The program and its arguments.
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
+    /// The job's environment, when it is not this process's own (a supervisor forked by the
+    /// resident launcher, see [`crate::launcher`]); None: this process's environment.
+    #[arg(skip)]
+    pub environment: Option<Vec<(std::ffi::OsString, std::ffi::OsString)>>,
 }
 
 impl SuperviseOptions {
@@ -437,7 +484,7 @@ fn detach_from_terminal() {
     nix::ioctl_none_bad!(tiocnotty, nix::libc::TIOCNOTTY);
     // SAFETY: TIOCNOTTY takes no argument; `tty` is an open descriptor owned here.
     if let Err(e) = unsafe { tiocnotty(tty.as_raw_fd()) } {
-        eprintln!("supervise: warning: cannot leave the controlling terminal: {e}");
+        say!("supervise: warning: cannot leave the controlling terminal: {e}");
     }
 }
 
@@ -450,7 +497,7 @@ pub fn supervise_main(opts: &SuperviseOptions) -> i32 {
     // after its launch was cancelled and cleaned up): re-creating it would hold a barrier no
     // daemon knows of.
     if !dir.is_dir() {
-        eprintln!("supervise: {} does not exist (the launch was removed); not starting", dir.display());
+        say!("supervise: {} does not exist (the launch was removed); not starting", dir.display());
         return 2;
     }
     let me = std::process::id();
@@ -464,22 +511,22 @@ pub fn supervise_main(opts: &SuperviseOptions) -> i32 {
     match create_exclusive(&dir.join(SUPERVISOR_FILE), &serde_json::to_vec(&rec).unwrap()) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-            eprintln!("supervise: {} already has a supervisor record; not starting twice", dir.display());
+            say!("supervise: {} already has a supervisor record; not starting twice", dir.display());
             return 3;
         }
         Err(e) => {
-            eprintln!("supervise: cannot write record: {e}");
+            say!("supervise: cannot write record: {e}");
             return 2;
         }
     }
     // The account, before the barrier: a job whose user cannot run here fails at once.
     let account = match &opts.user {
-        Some(name) if crate::users::can_switch() => match crate::users::resolve(name, opts.allow_root) {
+        Some(name) if crate::users::can_switch() => match crate::users::resolve_cached(name, opts.allow_root) {
             Ok(a) => Some(a),
             Err(e) => return record_exit(dir, &opts.nonce, Outcome::failed(format!("the job cannot run as its user: {e}"))),
         },
         Some(name) => {
-            eprintln!("supervise: not running as root: the program runs as this account, not '{name}'");
+            say!("supervise: not running as root: the program runs as this account, not '{name}'");
             None
         }
         None => None,
@@ -495,7 +542,8 @@ pub fn supervise_main(opts: &SuperviseOptions) -> i32 {
         Err(outcome) => return record_exit(dir, &opts.nonce, outcome),
     };
     // Held: the daemon starts the launch once every component has this.
-    if let Err(e) = publish(&dir.join(HELD_FILE), format!("{{\"held_ms\":{}}}", crate::now_ms()).as_bytes()) {
+    // A hard link of the supervisor's record, like `go`: no new inode (see "Durability").
+    if let Err(e) = fs::hard_link(dir.join(SUPERVISOR_FILE), dir.join(HELD_FILE)) {
         held.discard();
         return record_exit(dir, &opts.nonce, Outcome::site(format!("cannot report the component held: {e}")));
     }
@@ -505,7 +553,7 @@ pub fn supervise_main(opts: &SuperviseOptions) -> i32 {
     terminated.restore();
     if let Barrier::Abort(reason) = barrier {
         held.discard();
-        eprintln!("supervise: {}: {reason}; the program was not started", dir.display());
+        say!("supervise: {}: {reason}; the program was not started", dir.display());
         return write_exit(
             dir,
             ExitRecord {
@@ -573,7 +621,7 @@ fn write_exit(dir: &Path, rec: ExitRecord) -> i32 {
     match write_atomic(&dir.join(EXIT_FILE), &serde_json::to_vec(&rec).unwrap()) {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("supervise: cannot record exit: {e}");
+            say!("supervise: cannot record exit: {e}");
             2
         }
     }

@@ -22,6 +22,10 @@ use crate::supervise::SuperviseOptions;
 pub struct SupervisorCommand {
     pub program: PathBuf,
     pub args: Vec<String>,
+    /// The arguments that make `program` a resident launcher ([`crate::launcher`]), which the
+    /// local executor asks to fork each supervisor; None: it spawns `program args...` for each
+    /// (a wrapper script in tests; Slurm batch scripts always exec the command).
+    pub launcher: Option<Vec<String>>,
 }
 
 impl SupervisorCommand {
@@ -30,6 +34,7 @@ impl SupervisorCommand {
         Ok(SupervisorCommand {
             program: std::env::current_exe()?,
             args: vec!["supervise".into()],
+            launcher: Some(vec!["supervise-launcher".into()]),
         })
     }
 
@@ -158,6 +163,7 @@ mod tests {
         let cmd = SupervisorCommand {
             program: "/usr/bin/koalesce".into(),
             args: vec!["supervise".into()],
+            launcher: None,
         };
         let expected = sandbox.options(&sub());
         assert_eq!(

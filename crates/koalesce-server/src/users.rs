@@ -86,6 +86,36 @@ pub fn resolve(account: &str, allow_root: bool) -> Result<Account, AccountError>
     })
 }
 
+/// How long a looked-up account is reused by [`resolve_cached`].
+pub const ACCOUNT_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(30);
+
+type AccountCache = std::collections::HashMap<(String, bool), (std::time::Instant, Account)>;
+static ACCOUNTS: std::sync::Mutex<Option<AccountCache>> = std::sync::Mutex::new(None);
+
+/// [`resolve`], reusing an answer of this process (or of the resident launcher it was forked
+/// from) younger than [`ACCOUNT_CACHE_TTL`]: an NSS lookup with the groups costs a supervisor
+/// about as much as the rest of its records. Failures are not kept (an account added is seen
+/// at once); an account removed or changed is seen within the TTL.
+pub fn resolve_cached(account: &str, allow_root: bool) -> Result<Account, AccountError> {
+    let key = (account.to_string(), allow_root);
+    let now = std::time::Instant::now();
+    {
+        let mut cache = ACCOUNTS.lock().unwrap_or_else(|p| p.into_inner());
+        let cache = cache.get_or_insert_with(Default::default);
+        cache.retain(|_, (at, _)| now.duration_since(*at) < ACCOUNT_CACHE_TTL);
+        if let Some((_, a)) = cache.get(&key) {
+            return Ok(a.clone());
+        }
+    }
+    let a = resolve(account, allow_root)?;
+    ACCOUNTS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get_or_insert_with(Default::default)
+        .insert(key, (now, a.clone()));
+    Ok(a)
+}
+
 /// The account this process runs as (for USER/LOGNAME when no switch happens).
 pub fn current_name() -> Option<String> {
     User::from_uid(nix::unistd::geteuid()).ok().flatten().map(|u| u.name)
@@ -117,6 +147,9 @@ mod tests {
         let e = resolve("no-such-koalesce-account", false).unwrap_err();
         assert!(e.to_string().contains("'no-such-koalesce-account' does not exist"), "{e}");
         let nobody = resolve("nobody", false).unwrap();
+        assert_eq!(resolve_cached("nobody", false).unwrap(), nobody);
+        assert_eq!(resolve_cached("nobody", false).unwrap(), nobody, "from the cache");
+        assert_eq!(resolve_cached("root", false), Err(AccountError::Root { account: "root".into() }));
         assert!(!nobody.uid.is_root() && nobody.groups.contains(&nobody.gid));
     }
 }

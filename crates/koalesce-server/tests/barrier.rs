@@ -56,6 +56,7 @@ impl Setup {
         SupervisorCommand {
             program: "/bin/sh".into(),
             args: vec!["-c".into(), script, "gated-supervise".into()],
+            launcher: None,
         }
     }
 

@@ -332,3 +332,75 @@ fn a_supervisor_started_after_its_directory_was_removed_does_not_start() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));
     assert!(!tmp.path().join("sites").exists(), "nothing re-created");
 }
+
+/// The resident launcher forks the supervisors: killed, it is started again at the next
+/// launch, and the supervisors it forked run on (they lead sessions of their own): the
+/// component held at its barrier when the launcher died still starts and records its outcome.
+/// A supervisor forked by it writes no `supervisor.log` when it has nothing to say, and is
+/// named after its job in `ps` (its comm).
+#[test]
+fn a_killed_launcher_is_started_again_and_its_supervisors_run_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let b = LocalBackend::new("a", 4, false, common::supervisor());
+    assert_eq!(b.launcher_pid(), None, "started at the first launch, not before");
+    let dir1 = tmp.path().join("sites/a/jobs/31/a1-c0");
+    let c1 = b.claim("a", 2).unwrap();
+    let id1 = b.submit(&sub(&dir1, c1.clone(), "echo $GREETING")).unwrap();
+    let first = b.launcher_pid().expect("a launcher runs");
+    // Held at the barrier: its supervisor lives, forked by the launcher.
+    let ids = [id1.clone()];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !b.ready(&ids)[0].1 {
+        assert!(Instant::now() < deadline, "supervisor never reached its start barrier");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let rec: SupervisorRecord = supervise::read_json(&dir1.join(supervise::SUPERVISOR_FILE)).unwrap();
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", rec.pid)).unwrap();
+    let ppid: u32 = stat[stat.rfind(')').unwrap() + 2..]
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(ppid, first, "the supervisor is the launcher's child");
+    assert_eq!(
+        std::fs::read_to_string(format!("/proc/{}/comm", rec.pid)).unwrap().trim(),
+        "ks:31/a1-c0"
+    );
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(first as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while b.launcher_pid().is_some() {
+        assert!(Instant::now() < deadline, "the killed launcher is still seen alive");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(supervise::supervisor_alive(&rec), "the supervisor outlives its launcher");
+    // The next launch starts a new launcher.
+    let dir2 = tmp.path().join("sites/a/jobs/32/a1-c0");
+    let c2 = b.claim("a", 2).unwrap();
+    let id2 = b.submit(&sub(&dir2, c2.clone(), "exit 0")).unwrap();
+    let second = b.launcher_pid().expect("a new launcher runs");
+    assert_ne!(first, second);
+    start_when_ready(&b, &id1);
+    start_when_ready(&b, &id2);
+    assert_eq!(wait_terminal(&b, &id2), LrmState::Completed);
+    assert_eq!(wait_terminal(&b, &id1), LrmState::Completed);
+    assert_eq!(std::fs::read_to_string(dir1.join("stdout")).unwrap(), "hello\n");
+    for d in [&dir1, &dir2] {
+        assert!(!d.join(supervise::LOG_FILE).exists(), "nothing to say, no supervisor.log");
+    }
+    // A supervisor that has something to say writes it: a second one for the same directory.
+    // (Through the launcher: the same fork, refused by the exclusive record.)
+    let mut again = sub(&dir2, c2.clone(), "exit 0");
+    again.claim = c2.clone();
+    b.submit(&again).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !std::fs::read_to_string(dir2.join(supervise::LOG_FILE)).is_ok_and(|l| l.contains("not starting twice")) {
+        assert!(
+            Instant::now() < deadline,
+            "the refused supervisor's reason is not in supervisor.log"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    b.release(&c1);
+    b.release(&c2);
+}

@@ -51,11 +51,16 @@ pub struct LiveCfArgs {
     /// Use the Slurm sites of a bed made by `koalesce testbed up --network --dir DIR`.
     #[arg(long)]
     pub testbed: Option<PathBuf>,
+    /// Bring up a Slurm bed of its own in OUT/bed (`testbed up --network`: clusters alpha,
+    /// beta, gamma of 1 node x 2 CPUs, each cluster's daemons and agent in its namespace, the
+    /// default links) and run on its sites; the bed is stopped at the end.
+    #[arg(long, conflicts_with = "testbed")]
+    pub slurm: bool,
     /// Fail instead of falling back to loopback (unshaped) when namespaces are not allowed.
     #[arg(long)]
     pub require_namespaces: bool,
     /// The links between sites a, b and c (a netbed TOML; default: a→b 40 Mbit/s, b→a 20,
-    /// a↔c and b↔c 10). Not with --testbed.
+    /// a↔c and b↔c 10; with --slurm, the same for alpha, beta, gamma). Not with --testbed.
     #[arg(long, conflicts_with = "testbed")]
     pub network_config: Option<PathBuf>,
 }
@@ -92,11 +97,49 @@ impl Drop for OwnBed {
     }
 }
 
+/// Stops the experiment's own Slurm bed when dropped (its directory, with the daemons'
+/// logs, stays).
+struct OwnSlurmBed(koalesce::testbed::TestBed);
+
+impl Drop for OwnSlurmBed {
+    fn drop(&mut self) {
+        if let Err(e) = self.0.down(false) {
+            eprintln!("warning: stopping the experiment's Slurm bed: {e:#}");
+        }
+    }
+}
+
+/// Something the experiment stops at its end.
+enum Guard {
+    Net(#[allow(dead_code)] OwnBed),
+    Slurm(#[allow(dead_code)] OwnSlurmBed),
+}
+
 impl LiveCfArgs {
     pub fn run(self) -> anyhow::Result<()> {
         std::fs::create_dir_all(&self.out)?;
         let out = self.out.canonicalize()?;
+        let network_config = match &self.network_config {
+            Some(p) => {
+                Some(koalesce::netbed::NetbedConfig::parse(&std::fs::read_to_string(p)?).with_context(|| format!("in {}", p.display()))?)
+            }
+            None => None,
+        };
         let (base, _bed) = match &self.testbed {
+            None if self.slurm => {
+                let mut opts = koalesce::testbed::UpOptions::new(out.join("bed"));
+                opts.nodes = 1;
+                opts.cpus = 2;
+                opts.network = true;
+                opts.network_config = network_config.clone();
+                opts.require_namespaces = self.require_namespaces;
+                eprintln!("bringing up the Slurm bed in {}", opts.dir.display());
+                let (bed, report) = koalesce::testbed::TestBed::up(&opts)?;
+                eprintln!("Slurm bed ready in {:.1} s", report.elapsed_ms as f64 / 1e3);
+                let guard = OwnSlurmBed(bed);
+                let cfg = ServerConfig::load(&guard.0.server_toml()).context("the Slurm bed's server.toml")?;
+                (cfg, Some(Guard::Slurm(guard)))
+            }
             Some(dir) => {
                 let cfg = ServerConfig::load(&dir.join("server.toml")).context("the test bed's server.toml")?;
                 anyhow::ensure!(
@@ -111,14 +154,7 @@ impl LiveCfArgs {
                 let names: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
                 let bed_dir = out.join("bed");
                 let guard = OwnBed(bed_dir.clone(), names.clone());
-                let config = match &self.network_config {
-                    Some(p) => Some(
-                        koalesce::netbed::NetbedConfig::parse(&std::fs::read_to_string(p)?)
-                            .with_context(|| format!("in {}", p.display()))?,
-                    ),
-                    None => None,
-                };
-                let agents = network::up(&bed_dir, &names, config.as_ref(), self.require_namespaces)?;
+                let agents = network::up(&bed_dir, &names, network_config.as_ref(), self.require_namespaces)?;
                 let cfg = ServerConfig {
                     sites: agents
                         .into_iter()
@@ -129,7 +165,7 @@ impl LiveCfArgs {
                         .collect(),
                     ..ServerConfig::default()
                 };
-                (cfg, Some(guard))
+                (cfg, Some(Guard::Net(guard)))
             }
         };
         let agents: Vec<(String, AgentSiteConfig)> = base.sites.iter().filter_map(|s| Some((s.name.clone(), s.agent.clone()?))).collect();
@@ -362,7 +398,9 @@ fn write_report(out: &Path, args: &LiveCfArgs, rows: &[Row], failed: &[String], 
         args.file_mib,
         args.interval_ms,
         args.runtime_s,
-        if args.testbed.is_some() {
+        if args.slurm {
+            "the Slurm clusters alpha, beta, gamma of the experiment's own bed (1 node x 2 CPUs each; slurmctld, slurmd and storage agent of each in its network namespace)"
+        } else if args.testbed.is_some() {
             "the Slurm sites of the test bed"
         } else {
             "local sites a, b, c (2 processors each)"

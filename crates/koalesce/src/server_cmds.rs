@@ -17,7 +17,10 @@ pub enum ServerCommand {
     },
     /// Supervise one component (started by the server; not for direct use).
     #[command(hide = true)]
-    Supervise(koalesce_server::supervise::SuperviseOptions),
+    Supervise(Box<koalesce_server::supervise::SuperviseOptions>),
+    /// The resident launcher that forks supervisors for the server (not for direct use).
+    #[command(hide = true)]
+    SuperviseLauncher,
     /// Administration on the server's machine.
     Admin {
         #[command(subcommand)]
@@ -209,6 +212,10 @@ impl ServerCommand {
             }
             ServerCommand::Supervise(a) => {
                 let code = koalesce_server::supervise::supervise_main(&a);
+                Ok(ExitCode::from(code.clamp(0, 255) as u8))
+            }
+            ServerCommand::SuperviseLauncher => {
+                let code = koalesce_server::launcher::launcher_main();
                 Ok(ExitCode::from(code.clamp(0, 255) as u8))
             }
         }

@@ -229,6 +229,13 @@ fn print_status(s: &BedStatus) {
             c.conf.display()
         );
     }
+    let placed: Vec<_> = s.clusters.iter().filter_map(|c| Some((&c.name, c.placement.as_ref()?))).collect();
+    if !placed.is_empty() {
+        println!("{:<8} {:<24} {:<18} NODES AT", "DAEMONS", "NETWORK NAMESPACE", "CONTROLLER AT");
+        for (name, p) in placed {
+            println!("{:<8} {:<24} {:<18} {}", name, p.netns, p.controller_addr, p.node_addr);
+        }
+    }
     if let Some(net) = &s.network {
         println!(
             "{:<8} {:<8} {:<28} {:<26} SHAPED TO (Mbit/s)",

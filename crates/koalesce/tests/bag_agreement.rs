@@ -46,6 +46,7 @@ fn daemon_states() -> Vec<(String, JobState)> {
     let supervisor = SupervisorCommand {
         program: env!("CARGO_BIN_EXE_koalesce").into(),
         args: vec!["supervise".into()],
+        launcher: Some(vec!["supervise-launcher".into()]),
     };
     let tok = koalesce_server::create_token(tmp.path(), "tester", false).unwrap();
     let srv = BackgroundServer::start(koalesce_server::test_options(tmp.path(), &[("vu", 16)], supervisor)).unwrap();
@@ -179,6 +180,7 @@ fn daemon_task_bags() -> Vec<BagEnd> {
     let supervisor = SupervisorCommand {
         program: env!("CARGO_BIN_EXE_koalesce").into(),
         args: vec!["supervise".into()],
+        launcher: Some(vec!["supervise-launcher".into()]),
     };
     let tok = koalesce_server::create_token(tmp.path(), "tester", false).unwrap();
     let srv = BackgroundServer::start(koalesce_server::test_options(tmp.path(), &[("vu", 2)], supervisor)).unwrap();

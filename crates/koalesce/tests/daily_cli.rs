@@ -16,6 +16,7 @@ fn server(dir: &Path) -> BackgroundServer {
     let supervisor = SupervisorCommand {
         program: BIN.into(),
         args: vec!["supervise".into()],
+        launcher: Some(vec!["supervise-launcher".into()]),
     };
     let mut opts = koalesce_server::test_options(dir, &[("vu", 4), ("leiden", 4)], supervisor);
     opts.config.sandbox.cgroup_parent = format!("kdailycli-{}", std::process::id());

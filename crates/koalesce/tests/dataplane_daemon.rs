@@ -9,6 +9,15 @@
 //! - the a→b link is shaped to near zero: probes bring its forecast down and the next CF job
 //!   goes to c instead.
 //!
+//! And the faults of a daemon-driven stage-in, with real agent processes and a real server:
+//! a source replica corrupted on its site's disk is detected (the push from it fails its
+//! checksum), quarantined at its source (`<file>.quarantined`, out of the catalogue) and the
+//! transfer moves to another replica; the source agent of a large stage-in is SIGKILLed in the
+//! middle of the push, the transfer moves to the other replica and the job reads the right
+//! bytes (sha256). Two jobs that need one file at one site at the same time share one
+//! transfer (one push, the file once on the link), where they used to take the receiver's
+//! partial upload from each other in turn.
+//!
 //! Needs root (network namespaces), as CI has.
 
 mod netbed_common;
@@ -174,5 +183,195 @@ fn close_to_files_follows_the_forecast_of_real_shaped_links() {
     assert!(
         metrics.contains("koalesce_network_bytes_total{from=\"a\",to=\"c\"} 4194304"),
         "{metrics}"
+    );
+}
+
+/// Every regular file under `root` (the agent's storage), recursively.
+fn files_under(root: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![root.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let t = e.file_type().unwrap();
+            if t.is_dir() {
+                todo.push(e.path());
+            } else if t.is_file() {
+                out.push(e.path());
+            }
+        }
+    }
+    out
+}
+
+fn sha256_hex(data: &[u8]) -> String {
+    koalesce_server::store::sha256_hex(data)
+}
+
+fn replicas_of(srv: &Server, tok: &str, name: &str) -> Value {
+    let files = srv.json("/api/v1/files", tok);
+    files.as_array().unwrap().iter().find(|f| f["name"] == name).unwrap()["replicas"].clone()
+}
+
+fn pinned_reader(input: &str, site: &str) -> String {
+    cf_reader(input).replace("processors = 1\n", &format!("processors = 1\nsite = \"{site}\"\n"))
+}
+
+#[test]
+fn a_corrupt_source_is_quarantined_and_a_killed_source_agent_gives_way_to_another_replica() {
+    let _turn = one_at_a_time();
+    // To a: c fast (40), b slow (10). To b: a fast (40), c slower (16).
+    let bed = Bed::up(
+        "inter_site_mbit = 100\n[[sites]]\nname = \"a\"\n[[sites]]\nname = \"b\"\n[[sites]]\nname = \"c\"\n\
+         [[links]]\nfrom = \"a\"\nto = \"b\"\nmbit = 40\nreverse_mbit = 10\n\
+         [[links]]\nfrom = \"c\"\nto = \"b\"\nmbit = 16\n\
+         [[links]]\nfrom = \"c\"\nto = \"a\"\nmbit = 40\nreverse_mbit = 10\n",
+    );
+    let mut agents: Vec<Agent> = ["a", "b", "c"]
+        .iter()
+        .map(|s| Agent::start(&bed, s, &bed.dir.path().join(format!("storage-{s}"))))
+        .collect();
+    let srv = Server::start(
+        &bed.dir.path().join("server"),
+        &config(&bed, &[("a", 2, &agents[0]), ("b", 2, &agents[1]), ("c", 2, &agents[2])]),
+    );
+    let tok = srv.token("admin");
+    let register = |name: &str, site: &str, data: &[u8]| {
+        let src = bed.dir.path().join(format!("src-{name}-{site}"));
+        std::fs::write(&src, data).unwrap();
+        let body = format!(r#"{{"name":"{name}","path":"{}","site":"{site}"}}"#, src.display());
+        let (code, f) = srv.request("POST", "/api/v1/files", Some(&tok), &body);
+        assert_eq!(code, 201, "{f}");
+    };
+    let mbit = |l: &Value| l["bandwidth_bps"].as_f64().unwrap() / 1e6;
+    let probed = |from: &str, to: &str| wait_link(&srv, &tok, from, to, 40, "never probed", |l| l["samples"].as_u64().unwrap() >= 2);
+
+    // 1. A corrupt replica at c, the core's first choice for a (c->a is the fast link).
+    let small: Vec<u8> = (0..2 * MIB).map(|k| (k * 13 + k / 977) as u8).collect();
+    register("x.dat", "b", &small);
+    register("x.dat", "c", &small);
+    let at_c: Vec<_> = files_under(&agents[2].root)
+        .into_iter()
+        .filter(|p| std::fs::read(p).map(|d| d == small).unwrap_or(false))
+        .collect();
+    assert_eq!(at_c.len(), 1, "x.dat at c: {at_c:?}");
+    let mut bad = small.clone();
+    bad[12345] ^= 0x40;
+    std::fs::write(&at_c[0], &bad).unwrap();
+    let (ca, ba) = (probed("c", "a"), probed("b", "a"));
+    assert!(mbit(&ca) > 2.0 * mbit(&ba), "c->a must look faster than b->a: {ca} {ba}");
+    let client = koalesce_server::dataplane::AgentClient::new(Default::default());
+    let role = koalesce_server::dataplane::Role::Source;
+    let pushes = |i: usize| client.stats(&agents[i].control, role).unwrap();
+    let c_failed_before = pushes(2).pushes_failed;
+    let id = submit(&srv, &tok, &pinned_reader("x.dat", "a"));
+    let j = wait_job(&srv, &tok, id, 60);
+    assert_eq!(j["state"], "succeeded", "{j}");
+    let out = std::fs::read_to_string(j["components"][0]["stdout"].as_str().unwrap()).unwrap();
+    assert!(out.starts_with(&sha256_hex(&small)), "the job read the right bytes: {out}");
+    assert_eq!(
+        pushes(2).pushes_failed,
+        c_failed_before + 1,
+        "c was tried first and its push failed"
+    );
+    assert_eq!(
+        replicas_of(&srv, &tok, "x.dat"),
+        serde_json::json!(["a", "b"]),
+        "c's replica left the catalogue"
+    );
+    let mut q = at_c[0].clone().into_os_string();
+    q.push(".quarantined");
+    assert!(!at_c[0].exists(), "the corrupt replica is no longer in place at c");
+    assert_eq!(std::fs::read(&q).unwrap(), bad, "it was quarantined at its source, kept for a look");
+
+    // 2. A large stage-in to b from a (a->b is the fast link); a's agent is SIGKILLed in the
+    //    middle of the push: the transfer moves to c's replica.
+    let big: Vec<u8> = (0..24 * MIB).map(|k| (k * 29 + k / 1013) as u8).collect();
+    register("big.dat", "a", &big);
+    register("big.dat", "c", &big);
+    let (ab, cb) = (probed("a", "b"), probed("c", "b"));
+    assert!(mbit(&ab) > 1.5 * mbit(&cb), "a->b must look faster than c->b: {ab} {cb}");
+    let (a_wire, c_wire) = (bed.tx_bytes("a", "s1-b"), bed.tx_bytes("c", "s1-b"));
+    let id = submit(&srv, &tok, &pinned_reader("big.dat", "b"));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while bed.tx_bytes("a", "s1-b") - a_wire < 6 * MIB {
+        assert!(Instant::now() < deadline, "the push from a never got going");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    agents[0].kill();
+    let sent_by_a = bed.tx_bytes("a", "s1-b") - a_wire;
+    assert!(sent_by_a < 24 * MIB, "killed in the middle: {sent_by_a} bytes had crossed");
+    let j = wait_job(&srv, &tok, id, 120);
+    assert_eq!(j["state"], "succeeded", "{j}");
+    let out = std::fs::read_to_string(j["components"][0]["stdout"].as_str().unwrap()).unwrap();
+    assert!(out.starts_with(&sha256_hex(&big)), "the job read the right bytes: {out}");
+    let from_c = bed.tx_bytes("c", "s1-b") - c_wire;
+    assert!(from_c >= MIB, "c sent the rest ({from_c} bytes on c->b)");
+    let at_b: Vec<_> = files_under(&agents[1].root)
+        .into_iter()
+        .filter(|p| std::fs::metadata(p).unwrap().len() == 24 * MIB)
+        .collect();
+    assert_eq!(at_b.len(), 1, "{at_b:?}");
+    assert_eq!(sha256_hex(&std::fs::read(&at_b[0]).unwrap()), sha256_hex(&big));
+    assert_eq!(
+        replicas_of(&srv, &tok, "big.dat"),
+        serde_json::json!(["a", "b", "c"]),
+        "an unreachable agent is not a bad replica"
+    );
+    println!(
+        "a killed after {:.1} MiB on a->b; c then sent {:.1} MiB on c->b; stage-in {} ms",
+        sent_by_a as f64 / MIB as f64,
+        from_c as f64 / MIB as f64,
+        j["timeline"]["transfer_ms"]
+    );
+}
+
+#[test]
+fn two_jobs_needing_one_file_at_one_site_share_one_transfer() {
+    let _turn = one_at_a_time();
+    let bed = Bed::up(&two_sites(10, 10));
+    let agents: Vec<Agent> = ["a", "b"]
+        .iter()
+        .map(|s| Agent::start(&bed, s, &bed.dir.path().join(format!("storage-{s}"))))
+        .collect();
+    let srv = Server::start(
+        &bed.dir.path().join("server"),
+        &config(&bed, &[("a", 2, &agents[0]), ("b", 2, &agents[1])]),
+    );
+    let tok = srv.token("admin");
+    // 8 MiB at 10 Mbit/s: about 7 s on the link.
+    let data: Vec<u8> = (0..8 * MIB).map(|k| (k * 17 + k / 509) as u8).collect();
+    let src = bed.dir.path().join("shared.dat");
+    std::fs::write(&src, &data).unwrap();
+    let body = format!(r#"{{"name":"shared.dat","path":"{}","site":"a"}}"#, src.display());
+    let (code, f) = srv.request("POST", "/api/v1/files", Some(&tok), &body);
+    assert_eq!(code, 201, "{f}");
+    let client = koalesce_server::dataplane::AgentClient::new(Default::default());
+    let role = koalesce_server::dataplane::Role::Source;
+    let before = client.stats(&agents[0].control, role).unwrap();
+    let wire = bed.tx_bytes("a", "s1-b");
+    let first = submit(&srv, &tok, &pinned_reader("shared.dat", "b"));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while bed.tx_bytes("a", "s1-b") - wire < MIB {
+        assert!(Instant::now() < deadline, "the first stage-in never got going");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let second = submit(&srv, &tok, &pinned_reader("shared.dat", "b"));
+    let (j1, j2) = (wait_job(&srv, &tok, first, 90), wait_job(&srv, &tok, second, 90));
+    for j in [&j1, &j2] {
+        assert_eq!(j["state"], "succeeded", "{j}");
+        assert_eq!(j["placement_tries"], 1, "not placed again: {j}");
+        let out = std::fs::read_to_string(j["components"][0]["stdout"].as_str().unwrap()).unwrap();
+        assert!(out.starts_with(&sha256_hex(&data)), "{out}");
+    }
+    let after = client.stats(&agents[0].control, role).unwrap();
+    assert_eq!(after.pushes_completed - before.pushes_completed, 1, "one push for both: {after:?}");
+    assert_eq!(after.pushes_failed, before.pushes_failed, "no push was interrupted: {after:?}");
+    let moved = bed.tx_bytes("a", "s1-b") - wire;
+    assert!(moved < 8 * MIB + 2 * MIB, "the file crossed once (plus probes): {moved} bytes");
+    let waited = j2["timeline"]["transfer_ms"].as_u64().unwrap_or(0);
+    assert!(waited > 0, "the second job waited for the transfer: {j2}");
+    println!(
+        "one push of 8 MiB for two jobs: {moved} bytes on a->b; stage-in {} ms and {waited} ms",
+        j1["timeline"]["transfer_ms"]
     );
 }

@@ -29,6 +29,7 @@ fn create_list_modify_and_cancel_from_the_command_line() {
     let supervisor = SupervisorCommand {
         program: BIN.into(),
         args: vec!["supervise".into()],
+        launcher: Some(vec!["supervise-launcher".into()]),
     };
     let tok = koalesce_server::create_token(tmp.path(), "alice", false).unwrap();
     let mut opts = koalesce_server::test_options(tmp.path(), &[("vu", 8)], supervisor);
@@ -105,6 +106,7 @@ fn list_shows_where_the_site_moved_a_flexible_reservation() {
     let supervisor = SupervisorCommand {
         program: BIN.into(),
         args: vec!["supervise".into()],
+        launcher: Some(vec!["supervise-launcher".into()]),
     };
     let tok = koalesce_server::create_token(tmp.path(), "alice", false).unwrap();
     let mut opts = koalesce_server::test_options(tmp.path(), &[("vu", 8)], supervisor);

@@ -3,7 +3,9 @@
 //! `koalesce supervise` instead; both parse the same [`SuperviseOptions`] and call the same
 //! [`koalesce_server::supervise::supervise_main`].
 //!
-//! Usage: `koalesce-supervise --dir DIR [OPTIONS] -- PROGRAM [ARGS...]`
+//! Usage: `koalesce-supervise --dir DIR [OPTIONS] -- PROGRAM [ARGS...]`, or
+//! `koalesce-supervise --resident-launcher` (the resident launcher, [`koalesce_server::launcher`],
+//! as `koalesce supervise-launcher`).
 
 use clap::Parser;
 use koalesce_server::supervise::SuperviseOptions;
@@ -17,6 +19,12 @@ struct Cli {
 }
 
 fn main() {
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == koalesce_server::launcher::LAUNCHER_FLAG)
+    {
+        std::process::exit(koalesce_server::launcher::launcher_main());
+    }
     let cli = Cli::parse();
     std::process::exit(koalesce_server::supervise::supervise_main(&cli.opts));
 }

@@ -144,6 +144,9 @@ pub struct State {
     pub network: network::Network,
     /// The core's GridWay history version last written to the store.
     pub gridway_history_saved: u64,
+    /// Stage-ins on the way, by (file, destination site): the jobs waiting for one that
+    /// another job started (one transfer per file and destination at a time).
+    pub inflight: HashMap<(String, SiteId), Vec<transfers::Waiter>>,
 }
 
 impl State {

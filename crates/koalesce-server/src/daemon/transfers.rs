@@ -114,6 +114,15 @@ fn stage_from(shared: &Shared, sources: &[(SiteId, PathBuf)], dest: &Place, expe
     }
 }
 
+/// A job waiting for a stage-in that another job started (same file, same destination):
+/// it gets that transfer's outcome, its own `transfer_ms` counted from when it asked.
+#[derive(Debug)]
+pub struct Waiter {
+    pub job: u64,
+    pub key: TransferKey,
+    pub since: std::time::Instant,
+}
+
 pub fn start_transfer(shared: &Arc<Shared>, st: &mut State, job: u64, key: TransferKey, from: SiteId) {
     let to = shared.site(key.to);
     let to_name = to.name.clone();
@@ -139,6 +148,20 @@ pub fn start_transfer(shared: &Arc<Shared>, st: &mut State, job: u64, key: Trans
         st.core.transfer_failed(now_ms(), JobId(job), &key);
         return;
     }
+    // The same file to the same site is on its way already (another job's stage-in): wait
+    // for it. Two transfers of one file into one destination would take the receiver's
+    // partial upload from each other in turn, and the loser's job would be placed again.
+    let flight = (key.file.clone(), key.to);
+    if let Some(waiting) = st.inflight.get_mut(&flight) {
+        tracing::debug!(job, file = %key.file, to = %to_name, "stage-in already on its way; waiting for it");
+        waiting.push(Waiter {
+            job,
+            key,
+            since: std::time::Instant::now(),
+        });
+        return;
+    }
+    st.inflight.insert(flight.clone(), Vec::new());
     let dest_path = transfer::storage_path(&to.paths.storage, &key.file);
     let dest = place_at(to, &dest_path);
     let shared = shared.clone();
@@ -153,9 +176,18 @@ pub fn start_transfer(shared: &Arc<Shared>, st: &mut State, job: u64, key: Trans
         let mut guard = shared.lock();
         let st = &mut *guard;
         let now = now_ms();
+        // This job and every job that asked for the same transfer meanwhile.
+        let mut jobs = vec![Waiter {
+            job,
+            key: key.clone(),
+            since: started,
+        }];
+        jobs.extend(st.inflight.remove(&flight).unwrap_or_default());
         let Ok(staged) = staged else {
             tracing::error!("transfer task panicked");
-            st.core.transfer_failed(now, JobId(job), &key);
+            for w in &jobs {
+                st.core.transfer_failed(now, JobId(w.job), &w.key);
+            }
             process_actions(&shared, st);
             return;
         };
@@ -182,33 +214,38 @@ pub fn start_transfer(shared: &Arc<Shared>, st: &mut State, job: u64, key: Trans
                 }));
                 // The measured throughput feeds the pair's forecast, which the core uses.
                 network::observe(st, sid, key.to, &report, now);
-                if let Some(m) = st.meta.get_mut(&job) {
-                    let took = started.elapsed().as_millis() as u64;
-                    m.transfer_ms = Some(m.transfer_ms.map_or(took, |t| t.max(took)));
+                for w in &jobs {
+                    if let Some(m) = st.meta.get_mut(&w.job) {
+                        let took = w.since.elapsed().as_millis() as u64;
+                        m.transfer_ms = Some(m.transfer_ms.map_or(took, |t| t.max(took)));
+                    }
+                    st.core.transfer_finished(now, JobId(w.job), &w.key);
                 }
-                st.core.transfer_finished(now, JobId(job), &key);
             }
             Err((sid, e)) => {
                 shared.metrics.transfer_failures.fetch_add(1, Ordering::Relaxed);
                 let site = shared.site(sid).name.clone();
                 tracing::warn!(job, file = %key.file, from = %site, to = %to_name, error = %e, "stage-in failed");
                 let blame_source = e.blame() == Blame::Source;
-                if let Some(m) = st.meta.get_mut(&job) {
-                    m.failure = Some(if e.source_is_corrupt() {
-                        format!(
-                            "stage-in of '{}': the replica at {site} is corrupt (checksum mismatch) and was quarantined ({e})",
-                            key.file
-                        )
-                    } else {
-                        format!("stage-in of '{}' to {to_name} failed: {e}", key.file)
-                    });
-                }
-                if blame_source {
-                    // Every replica failed: nobody's site is blamed; the job is placed again
-                    // with the replicas that are left.
-                    st.core.transfer_source_failed(now, JobId(job), &key);
+                let failure = if e.source_is_corrupt() {
+                    format!(
+                        "stage-in of '{}': the replica at {site} is corrupt (checksum mismatch) and was quarantined ({e})",
+                        key.file
+                    )
                 } else {
-                    st.core.transfer_failed(now, JobId(job), &key);
+                    format!("stage-in of '{}' to {to_name} failed: {e}", key.file)
+                };
+                for w in &jobs {
+                    if let Some(m) = st.meta.get_mut(&w.job) {
+                        m.failure = Some(failure.clone());
+                    }
+                    if blame_source {
+                        // Every replica failed: nobody's site is blamed; the job is placed
+                        // again with the replicas that are left.
+                        st.core.transfer_source_failed(now, JobId(w.job), &w.key);
+                    } else {
+                        st.core.transfer_failed(now, JobId(w.job), &w.key);
+                    }
                 }
             }
         }

@@ -744,6 +744,7 @@ mod tests {
         let sup = SupervisorCommand {
             program: "/bin/koalesce".into(),
             args: vec!["supervise".into()],
+            launcher: None,
         };
         let spec = |n: &str, c: &Path| SlurmSiteSpec {
             name: n.into(),

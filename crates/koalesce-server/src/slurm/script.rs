@@ -176,6 +176,7 @@ mod tests {
         SupervisorCommand {
             program: PathBuf::from("/opt/koalesce"),
             args: vec!["supervise".into()],
+            launcher: None,
         }
     }
 
@@ -203,6 +204,7 @@ mod tests {
         let printer = SupervisorCommand {
             program: PathBuf::from("/usr/bin/printf"),
             args: vec!["[%s]\\n".into()],
+            launcher: None,
         };
         let mut s2 = s.clone();
         s2.executable = "/bin/true".into();
@@ -269,6 +271,7 @@ mod tests {
         let printer = SupervisorCommand {
             program: PathBuf::from("/bin/sh"),
             args: vec!["-c".into(), "env".into(), "supervise".into()],
+            launcher: None,
         };
         let s = sub(&[("KOALESCE_RANK", "1"), ("MODE", "a b\nc")], &[]);
         let text = script(&printer, &JobSandbox::default(), &s).unwrap();

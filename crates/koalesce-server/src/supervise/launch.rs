@@ -78,7 +78,7 @@ pub(super) fn prepare(opts: &SuperviseOptions, account: Option<&crate::users::Ac
             Some(cg)
         }
         Err(e) => {
-            eprintln!("supervise: warning: no control group ({e}); descendants that leave the process group cannot be tracked");
+            say!("supervise: warning: no control group ({e}); descendants that leave the process group cannot be tracked");
             None
         }
     };
@@ -89,10 +89,13 @@ pub(super) fn prepare(opts: &SuperviseOptions, account: Option<&crate::users::Ac
         o
     };
     if let Err(e) = crate::sandbox::landlock_fully_supported() {
-        eprintln!("supervise: warning: Landlock is not fully enforced on this kernel ({e}); the job is less confined");
+        say!("supervise: warning: Landlock is not fully enforced on this kernel ({e}); the job is less confined");
     }
     let (program, args) = (&opts.command[0], &opts.command[1..]);
-    let given: Vec<(std::ffi::OsString, std::ffi::OsString)> = std::env::vars_os().collect();
+    let given: Vec<(std::ffi::OsString, std::ffi::OsString)> = match &opts.environment {
+        Some(env) => env.clone(),
+        None => std::env::vars_os().collect(),
+    };
     let mut env = crate::sandbox::job_environment(given, &work, account);
     if let Some(d) = &start_dir {
         for (k, v) in env.iter_mut() {
@@ -221,7 +224,7 @@ impl Launcher {
         let hides = confinement.hides();
         match self.spawn_once(confinement, gate, gate_write, entered) {
             Err(e) if hides => {
-                eprintln!("supervise: warning: cannot hide the data directory ({e}); running without a private mount namespace");
+                say!("supervise: warning: cannot hide the data directory ({e}); running without a private mount namespace");
                 let c = crate::sandbox::Confinement::prepare(&self.request)?.without_mounts();
                 self.spawn_once(c, gate, gate_write, entered)
             }
@@ -346,7 +349,7 @@ impl Held {
                 Ok(s) => break Some(s),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
-                    eprintln!("supervise: wait failed: {e}");
+                    say!("supervise: wait failed: {e}");
                     break None;
                 }
             }
@@ -357,7 +360,7 @@ impl Held {
             // Whatever the program left behind ends with it.
             cg.kill_all();
             if !cg.wait_empty(DRAIN_TIMEOUT) {
-                eprintln!("supervise: warning: processes of the component survive SIGKILL: {:?}", cg.pids());
+                say!("supervise: warning: processes of the component survive SIGKILL: {:?}", cg.pids());
             }
             oom_killed = cg.oom_kills() > 0;
             cg.remove();

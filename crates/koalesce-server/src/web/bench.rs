@@ -150,6 +150,7 @@ pub fn run(ended: usize, live: usize, rounds: usize) -> anyhow::Result<Dashboard
         SupervisorCommand {
             program: "/bin/false".into(),
             args: vec![],
+            launcher: None,
         },
     );
     opts.config.scheduler.scan_interval = ScanInterval::Fixed { interval_ms: 3_600_000 };

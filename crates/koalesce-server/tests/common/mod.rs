@@ -9,6 +9,7 @@ pub fn supervisor() -> SupervisorCommand {
     SupervisorCommand {
         program: env!("CARGO_BIN_EXE_koalesce-supervise").into(),
         args: vec![],
+        launcher: Some(vec![koalesce_server::launcher::LAUNCHER_FLAG.into()]),
     }
 }
 
@@ -84,6 +85,26 @@ pub fn post_oversized(addr: std::net::SocketAddr, token: &str, bytes: usize) -> 
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
     let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
     (status, body.to_string())
+}
+
+/// How many live processes belong to the launch directory `dir`: their working directory is
+/// in it (a supervisor starts in its directory, its program in `work/`) or their command line
+/// names it (a supervisor spawned by a wrapper). A supervisor forked by the resident launcher
+/// has the launcher's command line, so the command line alone would miss it.
+pub fn processes_in(dir: &str) -> usize {
+    let Ok(rd) = std::fs::read_dir("/proc") else { return 0 };
+    rd.flatten()
+        .filter(|e| e.file_name().to_string_lossy().chars().all(|c| c.is_ascii_digit()))
+        .filter(|e| {
+            let zombie = std::fs::read_to_string(e.path().join("stat"))
+                .ok()
+                .and_then(|s| s.rfind(')').map(|i| s[i + 2..].starts_with('Z')))
+                .unwrap_or(true);
+            let cwd_in = std::fs::read_link(e.path().join("cwd")).is_ok_and(|p| p.to_string_lossy().starts_with(dir));
+            let named = std::fs::read(e.path().join("cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).contains(dir));
+            !zombie && (cwd_in || named)
+        })
+        .count()
 }
 
 /// How many processes have `needle` in their command line.

@@ -74,6 +74,27 @@ fn cpu_ms(pid: u32) -> Option<f64> {
     Some(ticks as f64 * 1e3 / hz)
 }
 
+/// [`cpu_ms`] of `pid` and of its live children: the server's resident launchers (one per
+/// local site) reap the supervisors they fork, so their time is in the launchers' counters
+/// until the server reaps the launchers at its end.
+fn tree_cpu_ms(pid: u32) -> Option<f64> {
+    let own = cpu_ms(pid)?;
+    let children: f64 = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .ok()
+                .and_then(|s| s[s.rfind(')')? + 2..].split_whitespace().nth(1)?.parse::<u32>().ok())
+                == Some(pid)
+        })
+        .filter_map(cpu_ms)
+        .sum();
+    Some(own + children)
+}
+
 /// CPU time (ms) of this process (the clients).
 fn own_cpu_ms() -> f64 {
     let u = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF);
@@ -106,7 +127,7 @@ impl BenchE2eArgs {
             );
         }
         let client = Client::new(&url, Some(token.clone()), Duration::from_secs(30));
-        let (server_cpu0, client_cpu0) = (server.pid().and_then(cpu_ms), own_cpu_ms());
+        let (server_cpu0, client_cpu0) = (server.pid().and_then(tree_cpu_ms), own_cpu_ms());
         let t0 = Instant::now();
         let watcher = {
             let (client, jobs, timeout) = (client.clone(), self.jobs as u64, Duration::from_secs(self.timeout_s));
@@ -128,11 +149,12 @@ impl BenchE2eArgs {
             .join()
             .map_err(|_| anyhow::anyhow!("the watcher thread panicked"))?
             .context("waiting for the jobs to end")?;
-        // The supervisors of the last jobs are reaped at the daemon's next status poll.
+        // The supervisors of the last jobs are reaped at the daemon's next status poll (or by
+        // their launcher, within 200 ms).
         std::thread::sleep(Duration::from_millis(300));
         let server_cpu = server
             .pid()
-            .and_then(cpu_ms)
+            .and_then(tree_cpu_ms)
             .zip(server_cpu0)
             .map(|(b, a)| (b - a) / self.jobs as f64);
         let client_cpu = (own_cpu_ms() - client_cpu0) / self.jobs as f64;

@@ -133,14 +133,20 @@ pub fn ports_needed(clusters: u32, nodes: u32) -> u32 {
 }
 
 /// The slurm.conf of one cluster (see ../shared/notes/slurm-testbed.md for why each line).
-pub fn slurm_conf(bed: &BedSpec, c: &ClusterSpec) -> String {
+/// `place`: the cluster's daemons run in a network namespace and listen on its addresses
+/// (else on loopback).
+pub fn slurm_conf(bed: &BedSpec, c: &ClusterSpec, place: Option<&super::network::Placement>) -> String {
+    let (ctl_addr, node_addr) = match place {
+        Some(p) => (p.controller_addr.to_string(), p.node_addr.to_string()),
+        None => ("127.0.0.1".to_string(), "127.0.0.1".to_string()),
+    };
     let d = bed.cluster_dir(&c.name);
     let d = d.display();
     let host = &bed.host;
     let mut s = format!(
         "# Written by `koalesce testbed up`; cluster {name} of the bed in {bed_dir}.\n\
          ClusterName={name}\n\
-         SlurmctldHost={host}(127.0.0.1)\n\
+         SlurmctldHost={host}({ctl_addr})\n\
          SlurmctldPort={cport}\n\
          SlurmdPort={dport}\n\
          SlurmUser=root\n\
@@ -185,7 +191,7 @@ pub fn slurm_conf(bed: &BedSpec, c: &ClusterSpec) -> String {
     );
     for n in &c.nodes {
         s.push_str(&format!(
-            "NodeName={} NodeHostname={host} NodeAddr=127.0.0.1 Port={} CPUs={cpus} Boards=1 SocketsPerBoard=1 CoresPerSocket={cpus} ThreadsPerCore=1 RealMemory=64000 State=UNKNOWN\n",
+            "NodeName={} NodeHostname={host} NodeAddr={node_addr} Port={} CPUs={cpus} Boards=1 SocketsPerBoard=1 CoresPerSocket={cpus} ThreadsPerCore=1 RealMemory=64000 State=UNKNOWN\n",
             n.name,
             n.port,
             cpus = bed.cpus
@@ -273,7 +279,7 @@ mod tests {
     #[test]
     fn slurm_conf_has_the_cluster_ports_and_nodes() {
         let b = bed();
-        let c = slurm_conf(&b, &b.clusters[2]);
+        let c = slurm_conf(&b, &b.clusters[2], None);
         for want in [
             "ClusterName=gamma\n",
             "SlurmctldPort=20006\n",
@@ -288,6 +294,16 @@ mod tests {
             assert!(c.contains(want), "{want} missing:\n{c}");
         }
         assert_eq!(koalesce_server::slurm::cmd::conf_value(&c, "ClusterName").as_deref(), Some("gamma"));
+        // In a namespace: the controller on its control link, the nodes on the bed's address.
+        let place = super::super::network::Placement {
+            netns: "kdpx-gamma".into(),
+            controller_addr: "10.251.0.10".parse().unwrap(),
+            node_addr: "10.250.0.3".parse().unwrap(),
+        };
+        let c = slurm_conf(&b, &b.clusters[2], Some(&place));
+        assert!(c.contains("SlurmctldHost=vm(10.251.0.10)\n"), "{c}");
+        assert!(c.contains("NodeName=gamma1 NodeHostname=vm NodeAddr=10.250.0.3 Port=20007 "), "{c}");
+        assert!(!c.contains("127.0.0.1"), "{c}");
     }
 
     #[test]

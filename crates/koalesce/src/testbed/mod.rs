@@ -17,6 +17,9 @@
 //!   client/               client copies of the slurm.conf files (short MessageTimeout)
 //!   alpha/slurm.conf      SLURM_CONF=DIR/alpha/slurm.conf squeue ...
 //!   alpha/{state,spool,run,log}/   controller state, slurmd spools, pid files, logs, jobcomp.txt
+//!   net/                  with `up --network`: the shaped network, storage agents, control
+//!                         links ([`network`], [`hostlink`]); each cluster's daemons then run
+//!                         inside its namespace
 //! ```
 //!
 //! Ports are picked free (or taken from `--port-base`), so beds in different directories do
@@ -24,6 +27,7 @@
 //! (`--tick-offset-ms` starts them out of phase on purpose).
 
 pub mod conf;
+pub mod hostlink;
 pub mod network;
 pub mod procs;
 
@@ -155,6 +159,9 @@ pub struct ClusterStatus {
     /// Jobs finished so far (lines of the jobcomp log).
     pub jobs_finished: usize,
     pub error: Option<String>,
+    /// On a network bed: the namespace the daemons run in and their addresses.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub placement: Option<network::Placement>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -242,14 +249,29 @@ impl TestBed {
             }
         };
         let bed = TestBed { spec, programs };
+        let names: Vec<String> = bed.spec.clusters.iter().map(|c| c.name.clone()).collect();
+        let network = opts.network || network::present(&bed.spec.dir);
+        if network && !network::present(&bed.spec.dir) {
+            // The daemons move into the namespaces: a bed already running without them would
+            // keep daemons listening on loopback under a slurm.conf that says otherwise.
+            let running: Vec<&String> = names.iter().filter(|n| bed.controller_pid(n).is_some()).collect();
+            anyhow::ensure!(
+                running.is_empty(),
+                "the bed in {} runs without a network (controllers of {running:?} are up); stop it with `koalesce testbed down --dir {}` first",
+                dir.display(),
+                dir.display()
+            );
+        }
+        if network {
+            network::up_network(&bed.spec.dir, &names, opts.network_config.as_ref(), opts.require_namespaces, true)?;
+        }
         bed.write_files()?;
         let mut started = Vec::new();
         bed.ensure_munge(&mut started)?;
-        let names: Vec<String> = bed.spec.clusters.iter().map(|c| c.name.clone()).collect();
         let fresh = bed.start_daemons(&names, opts.tick_offset_ms, &mut started)?;
         bed.wait_ready(&names, &fresh, opts.timeout)?;
-        if opts.network || network::present(&bed.spec.dir) {
-            let agents = network::up(&bed.spec.dir, &names, opts.network_config.as_ref(), opts.require_namespaces)?;
+        if network {
+            let agents = network::start_agents(&bed.spec.dir, &names)?;
             koalesce_server::supervise::write_atomic(&bed.server_toml(), conf::server_toml(&bed.spec, &agents).as_bytes())?;
             started.extend(names.iter().map(|n| format!("storage agent {n}")));
         }
@@ -339,7 +361,7 @@ impl TestBed {
             if !d.join("plugstack.conf").exists() {
                 std::fs::write(d.join("plugstack.conf"), "")?;
             }
-            let text = conf::slurm_conf(s, c);
+            let text = conf::slurm_conf(s, c, network::placement(&s.dir, &c.name).as_ref());
             if std::fs::read_to_string(s.conf(&c.name)).ok().as_deref() != Some(text.as_str()) {
                 koalesce_server::supervise::write_atomic(&s.conf(&c.name), text.as_bytes())?;
             }
@@ -397,6 +419,39 @@ impl TestBed {
         procs::daemon_pid(&self.spec.controller_pid_file(cluster), &self.conf(cluster).display().to_string())
     }
 
+    /// On a network bed, makes `cmd` enter the cluster's namespace before exec (as `ip netns
+    /// exec` does, without its mount namespace); the returned file must live until spawned.
+    fn enter_netns(&self, cmd: &mut Command, cluster: &str) -> anyhow::Result<Option<std::fs::File>> {
+        let Some(place) = network::placement(self.dir(), cluster) else {
+            return Ok(None);
+        };
+        let path = Path::new("/run/netns").join(&place.netns);
+        let f = std::fs::File::open(&path).with_context(|| {
+            format!(
+                "opening the namespace of cluster {cluster} ({}); is the network bed up?",
+                path.display()
+            )
+        })?;
+        let fd = f.as_raw_fd();
+        // SAFETY: setns is async-signal-safe; the fd stays open in the parent until spawn
+        // returns (it is close-on-exec, so the daemon does not keep it).
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            cmd.pre_exec(move || {
+                if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        Ok(Some(f))
+    }
+
+    /// Where the cluster's daemons run (`None`: the host namespace, on loopback).
+    pub fn placement(&self, cluster: &str) -> Option<network::Placement> {
+        network::placement(self.dir(), cluster)
+    }
+
     fn node_pid(&self, cluster: &str, node: &str) -> Option<u32> {
         procs::daemon_pid(&self.spec.node_pid_file(cluster, node), &format!("-N {node}"))
     }
@@ -419,6 +474,7 @@ impl TestBed {
             let mut cmd = Command::new(self.program("slurmctld"));
             cmd.arg("-f").arg(self.conf(name));
             self.daemon_env(&mut cmd, name);
+            let _ns = self.enter_netns(&mut cmd, name)?;
             children.push((procs::spawn_daemon(cmd, &log)?, format!("slurmctld {name}"), log));
             fresh.push(name.clone());
         }
@@ -445,6 +501,7 @@ impl TestBed {
                 let mut cmd = Command::new(self.program("slurmd"));
                 cmd.arg("-f").arg(self.conf(name)).arg("-N").arg(&n.name);
                 self.daemon_env(&mut cmd, name);
+                let _ns = self.enter_netns(&mut cmd, name)?;
                 children.push((procs::spawn_daemon(cmd, &log)?, format!("slurmd {}", n.name), log));
             }
         }
@@ -605,6 +662,7 @@ impl TestBed {
             cpus,
             jobs_finished: parse::parse_jobcomp(&jobcomp).len(),
             error,
+            placement: self.placement(&c.name),
         }
     }
 

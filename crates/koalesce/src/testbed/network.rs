@@ -6,10 +6,13 @@
 //! the cluster's address in the bed (for third-party pushes and probes between clusters).
 //! `server.toml` then gives every site a `[sites.agent]`.
 //!
-//! The Slurm daemons themselves stay in the host namespace (slurmctld, slurmd and munge talk
-//! over loopback); what crosses the shaped links is the data: stage-in between clusters and
-//! the probes that measure them. Jobs read their inputs from the agent's root on this
-//! machine's file system (`[sites.agent] root`).
+//! Each cluster's slurmctld and slurmd's run inside the cluster's namespace too (entered with
+//! setns before exec; munge's Unix socket works across network namespaces): the controller
+//! is reached from the host namespace, where the koalesce server and its sbatch/squeue run,
+//! over an unshaped control link ([`super::hostlink`]), and the slurmd's listen on the
+//! cluster's address in the bed. What crosses the shaped links is the data: stage-in between
+//! clusters and the probes that measure them. Jobs (which run in the namespace) read their
+//! inputs from the agent's root on this machine's file system (`[sites.agent] root`).
 //!
 //! ```text
 //! DIR/net/
@@ -17,6 +20,7 @@
 //!   agent.token             the agents' shared secret (0600)
 //!   storage-<cluster>/      the agent's root: the cluster's storage
 //!   agent-<cluster>.{pid,addr,log}
+//!   hostlinks.json          the clusters' control links (host side, namespace side)
 //! ```
 
 use std::os::unix::fs::PermissionsExt;
@@ -29,7 +33,9 @@ use anyhow::Context;
 use koalesce_server::config::AgentSiteConfig;
 use serde::Serialize;
 
-use super::procs;
+use std::net::Ipv4Addr;
+
+use super::{hostlink, procs};
 use crate::netbed::{NetBed, NetbedConfig};
 
 /// The network part's directory under the bed.
@@ -82,14 +88,55 @@ fn file(dir: &Path, site: &str, ext: &str) -> PathBuf {
     net_dir(dir).join(format!("agent-{site}.{ext}"))
 }
 
-/// Brings the network up (if not up) and starts every cluster's agent that is not running;
-/// returns each site's `[sites.agent]`.
+/// Where a cluster's Slurm daemons run on a network bed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Placement {
+    /// The cluster's namespace (the daemons enter it before exec).
+    pub netns: String,
+    /// Where the controller is reached (also from the host): its control link's namespace side.
+    pub controller_addr: Ipv4Addr,
+    /// Where the controller reaches the slurmd's: the cluster's address in the bed.
+    pub node_addr: Ipv4Addr,
+}
+
+/// Where the daemons of `cluster` run (`None`: no network bed, or loopback: the host).
+pub fn placement(dir: &Path, cluster: &str) -> Option<Placement> {
+    let net = net_dir(dir);
+    let bed = NetBed::load(&net).ok()?;
+    let netns = bed.netns(cluster)?.to_string();
+    let link = hostlink::load(&net).into_iter().find(|l| l.site == cluster)?;
+    let node_addr = match bed.address(cluster)? {
+        std::net::IpAddr::V4(a) => a,
+        std::net::IpAddr::V6(_) => return None,
+    };
+    Some(Placement {
+        netns,
+        controller_addr: link.ns_addr(),
+        node_addr,
+    })
+}
+
+/// Brings the network up (if not up) and starts every site's agent that is not running, for
+/// sites without Slurm daemons (no control links); returns each site's `[sites.agent]`.
 pub fn up(
     dir: &Path,
     clusters: &[String],
     config: Option<&NetbedConfig>,
     require_namespaces: bool,
 ) -> anyhow::Result<Vec<(String, AgentSiteConfig)>> {
+    up_network(dir, clusters, config, require_namespaces, false)?;
+    start_agents(dir, clusters)
+}
+
+/// Brings the network up (if not up): the namespaces and shaped links, and with
+/// `control_links` the clusters' control links from the host ([`hostlink`]).
+pub fn up_network(
+    dir: &Path,
+    clusters: &[String],
+    config: Option<&NetbedConfig>,
+    require_namespaces: bool,
+    control_links: bool,
+) -> anyhow::Result<()> {
     let net = net_dir(dir);
     std::fs::create_dir_all(&net)?;
     let bed = match NetBed::load(&net) {
@@ -111,6 +158,21 @@ pub fn up(
             bed
         }
     };
+    let sites: Vec<(String, String, usize)> = clusters
+        .iter()
+        .filter_map(|c| Some((c.clone(), bed.netns(c)?.to_string(), bed.sites().iter().position(|s| s == c)?)))
+        .collect();
+    if control_links && !sites.is_empty() {
+        hostlink::ensure(&net, &bed.plan.prefix, &sites)?;
+    }
+    Ok(())
+}
+
+/// Starts every cluster's agent that is not running (the network is up); returns each
+/// site's `[sites.agent]`.
+pub fn start_agents(dir: &Path, clusters: &[String]) -> anyhow::Result<Vec<(String, AgentSiteConfig)>> {
+    let net = net_dir(dir);
+    let bed = NetBed::load(&net)?;
     let token = net.join("agent.token");
     if !token.exists() {
         let mut bytes = [0u8; 24];
@@ -225,6 +287,7 @@ pub fn down(dir: &Path, clusters: &[String]) -> anyhow::Result<()> {
     procs::stop_pids(&pids, libc::SIGTERM, Duration::from_secs(5));
     if net_dir(dir).exists() {
         NetBed::down(&net_dir(dir))?;
+        hostlink::forget(&net_dir(dir));
     }
     Ok(())
 }

@@ -50,6 +50,7 @@ impl Bed {
         SupervisorCommand {
             program: PathBuf::from(BIN),
             args: vec!["supervise".into()],
+            launcher: None,
         }
     }
 
