@@ -319,12 +319,13 @@ async fn claim(shared: &Arc<Shared>, job: u64, component: u32, site: SiteId, pro
                 .and_then(|id| s.store.read(|c| store::load_reservation(c, id, now)).ok().flatten())
                 .filter(|r| r.info.end_ms > now);
             let r = match (row, h.backend.reservations()) {
-                // Modified to start later than the job was placed for: claiming now would
-                // take the processors before their time.
+                // Starts later than the job was claimed for (a move the core had not been told
+                // of yet, a race of milliseconds): claiming now would take the processors
+                // before their time.
                 (Some(row), _) if row.info.start_ms > now + 1_000 => Err(BackendError::Site {
                     site: h.name.clone(),
                     reason: format!(
-                        "reservation '{public}' was moved to start at {}; submit the job again",
+                        "reservation '{public}' starts at {}, after the job was claimed in it",
                         row.info.start_ms
                     ),
                 }),
