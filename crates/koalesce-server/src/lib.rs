@@ -103,6 +103,7 @@ pub mod local;
 pub mod openapi;
 pub mod peer;
 pub mod quotas;
+pub mod realtime;
 pub mod reservations;
 pub mod sandbox;
 pub mod slurm;

@@ -147,6 +147,10 @@ pub struct RunningRecord {
     /// program took after the barrier).
     #[serde(default)]
     pub go_seen_ms: u64,
+    /// The supervisor waited for `go` and started the program's process at a real-time
+    /// priority (the program itself runs at its normal one; see [`crate::realtime`]).
+    #[serde(default)]
+    pub realtime: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -386,6 +390,12 @@ pub struct SuperviseOptions {
     /// gone), recording that the program never started [default: 120000].
     #[arg(long, value_name = "MS")]
     pub barrier_timeout: Option<u64>,
+    /// Give the program only these variables of the supervisor's environment
+    /// (comma-separated names) and Slurm's (`SLURM*`); without it, all of them. A Slurm batch
+    /// script starts the supervisor with the job's variables plus what Slurm sets (HOME,
+    /// SHELL, ...): this keeps the job's and Slurm's, without a shell loop in the script.
+    #[arg(long, value_name = "NAMES")]
+    pub env_keep: Option<String>,
     /// The program and its arguments.
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
@@ -446,6 +456,9 @@ impl SuperviseOptions {
         if let Some(t) = self.barrier_timeout {
             opt("--barrier-timeout", t.to_string().into());
         }
+        if let Some(k) = &self.env_keep {
+            opt("--env-keep", k.into());
+        }
         if self.allow_root {
             a.push("--allow-root".into());
         }
@@ -453,6 +466,22 @@ impl SuperviseOptions {
         a.extend(self.command.iter().map(OsString::from));
         a
     }
+}
+
+/// The variables of `given` the program gets: with `keep` (`--env-keep`, comma-separated
+/// names) those it names and Slurm's (`SLURM*`), else all.
+pub fn kept_environment(
+    given: impl IntoIterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+    keep: Option<&str>,
+) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    let Some(keep) = keep else {
+        return given.into_iter().collect();
+    };
+    let names: std::collections::HashSet<&str> = keep.split(',').filter(|n| !n.is_empty()).collect();
+    given
+        .into_iter()
+        .filter(|(k, _)| k.to_str().is_some_and(|k| k.starts_with("SLURM") || names.contains(k)))
+        .collect()
 }
 
 /// Leaves the terminal of whoever started the supervisor, so that neither it nor the program
@@ -537,10 +566,26 @@ pub fn supervise_main(opts: &SuperviseOptions) -> i32 {
     // like an abort, cleaning up (caught before the program's process is forked: it must not
     // die of it while it waits either).
     let terminated = barrier::BarrierSignals::catch();
-    let held = match launch::prepare(opts, account.as_ref()).and_then(launch::Prepared::hold) {
+    let prepared = match launch::prepare(opts, account.as_ref()) {
+        Ok(p) => p,
+        Err(outcome) => return record_exit(dir, &opts.nonce, outcome),
+    };
+    // Released already (`go` written before the submission: a launch of one component, or
+    // while the supervisor set up): nothing to wait for, the program's process goes through
+    // its gate at once.
+    if barrier_check(dir, &rec) == Some(Barrier::Go) {
+        terminated.restore();
+        let go_seen_ms = crate::now_ms();
+        return match prepared.hold(true).and_then(|held| held.release(opts, go_seen_ms)) {
+            Ok(outcome) | Err(outcome) => record_exit(dir, &opts.nonce, outcome),
+        };
+    }
+    let mut held = match prepared.hold(false) {
         Ok(h) => h,
         Err(outcome) => return record_exit(dir, &opts.nonce, outcome),
     };
+    // Real-time from here to the start (where permitted): see crate::realtime.
+    held.raise();
     // Held: the daemon starts the launch once every component has this.
     // A hard link of the supervisor's record, like `go`: no new inode (see "Durability").
     if let Err(e) = fs::hard_link(dir.join(SUPERVISOR_FILE), dir.join(HELD_FILE)) {

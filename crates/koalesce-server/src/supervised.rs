@@ -48,9 +48,15 @@ pub fn barrier_state(dir: &Path, nonce: &str) -> std::io::Result<BarrierState> {
 }
 
 /// A live supervisor of this launch holds the directory, has set the component up (`held`:
-/// only the exec remains) and nothing told it to give up.
+/// only the exec remains) and nothing told it to give up; or the launch was released before
+/// its supervisor checked in (a launch of one component: `go` written before the spawn) and
+/// the supervisor took the directory (it runs the program without holding: there is nothing
+/// left to wait for).
 pub fn is_ready(dir: &Path, nonce: &str) -> bool {
-    dir.join(supervise::HELD_FILE).exists() && can_start(dir, nonce)
+    if dir.join(supervise::HELD_FILE).exists() {
+        return can_start(dir, nonce);
+    }
+    dir.join(supervise::GO_FILE).exists() && !dir.join(supervise::ABORT_FILE).exists() && record(dir, nonce).is_some_and(|r| !r.fenced)
 }
 
 /// A live supervisor of this launch holds the directory and nothing told it to give up, set

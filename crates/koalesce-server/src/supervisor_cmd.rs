@@ -45,6 +45,17 @@ impl SupervisorCommand {
         out.extend(sandbox.options(sub).to_args());
         out
     }
+
+    /// [`Self::arguments`] for a supervisor that a batch script starts (Slurm): the program
+    /// gets the job's variables (`--env-keep` names them) and Slurm's of the environment the
+    /// script starts it with, nothing else of it (see `slurm::script`).
+    pub fn arguments_keeping_env(&self, sandbox: &JobSandbox, sub: &ComponentSubmission) -> Vec<OsString> {
+        let mut o = sandbox.options(sub);
+        o.env_keep = Some(sub.environment.keys().map(String::as_str).collect::<Vec<_>>().join(","));
+        let mut out: Vec<OsString> = self.args.iter().map(OsString::from).collect();
+        out.extend(o.to_args());
+        out
+    }
 }
 
 /// How components are confined: the server config's `[users]`, `allow_root_jobs` and

@@ -333,6 +333,176 @@ fn a_supervisor_started_after_its_directory_was_removed_does_not_start() {
     assert!(!tmp.path().join("sites").exists(), "nothing re-created");
 }
 
+/// Field `n` (1-based, after the command's name) of `/proc/PID/stat`.
+fn stat_field(pid: &str, n: usize) -> String {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+    after_name.split(' ').nth(n - 3).unwrap().to_string()
+}
+
+fn remove_parent(parent: &str) {
+    for c in ["memory", "pids", "freezer", "cpu"] {
+        let _ = std::fs::remove_dir(format!("/sys/fs/cgroup/{c}/{parent}"));
+    }
+}
+
+fn wait_file(path: &Path, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !path.exists() {
+        assert!(Instant::now() < deadline, "{what} never appeared");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The start is real-time where permitted (root here): the supervisor waits at the barrier
+/// and opens the gate at a real-time priority, the program's process passes its gate at one
+/// too, but goes back to its normal policy, at the nice value it was started with, before it
+/// execs: the program itself never runs real-time, and neither does the supervisor once the
+/// program runs. The program reads its own policy and nice value (`/proc/$$/sched`, `stat`).
+#[test]
+fn the_start_is_real_time_but_the_program_never_is() {
+    use koalesce_server::realtime;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("sites/a/jobs/6/a1-c0");
+    let parent = format!("koalesce-test-rt-{}", std::process::id());
+    std::fs::create_dir_all(&dir).unwrap();
+    // Whether this process may raise a thread at all (root, or an RLIMIT_RTPRIO).
+    let permitted = std::thread::spawn(|| realtime::raise_thread().is_ok()).join().unwrap();
+    let own_nice: i32 = stat_field("self", 19).parse().unwrap();
+    // The program reports, then runs until the test lets it end (`proceed`).
+    let gate = tmp.path().join("gate");
+    std::fs::create_dir_all(&gate).unwrap();
+    let script = format!(
+        "sed -n 's/^policy *: *//p' /proc/$$/sched; cut -d' ' -f19 /proc/$$/stat; while [ ! -e '{}/proceed' ]; do sleep 0.02; done",
+        gate.display()
+    );
+    let mut child = std::process::Command::new("nice")
+        .args(["-n", "5", env!("CARGO_BIN_EXE_koalesce-supervise")])
+        .args([
+            "--dir",
+            dir.to_str().unwrap(),
+            "--cgroup-parent",
+            &parent,
+            "--read-write",
+            gate.to_str().unwrap(),
+        ])
+        .args(["--", "/bin/sh", "-c", &script])
+        .spawn()
+        .unwrap();
+    wait_file(&dir.join(supervise::HELD_FILE), "held");
+    let rec: SupervisorRecord = supervise::read_json(&dir.join(supervise::SUPERVISOR_FILE)).unwrap();
+    let sup_policy = realtime::policy(rec.pid).unwrap();
+    if permitted {
+        assert_eq!(sup_policy, libc::SCHED_FIFO, "the supervisor waits at the barrier real-time");
+        if let Some(cg) = koalesce_server::cgroup::Cgroup::recorded(&dir) {
+            let pids = cg.pids();
+            assert_eq!(pids.len(), 1, "{pids:?}");
+            assert_eq!(realtime::policy(pids[0] as u32).unwrap(), libc::SCHED_FIFO, "the gated process too");
+        }
+    } else {
+        assert!(!realtime::is_realtime(sup_policy));
+    }
+    supervise::release(&dir).unwrap();
+    wait_file(&dir.join(supervise::RUNNING_FILE), "running.json");
+    let running: supervise::RunningRecord = supervise::read_json(&dir.join(supervise::RUNNING_FILE)).unwrap();
+    assert_eq!(running.realtime, permitted, "{running:?}");
+    // The program runs (it waits for `proceed`): the supervisor is back to normal.
+    let sup_policy = realtime::policy(rec.pid).unwrap();
+    assert!(
+        !realtime::is_realtime(sup_policy),
+        "the supervisor after the start: policy {sup_policy}"
+    );
+    std::fs::write(gate.join("proceed"), b"").unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    let exit: ExitRecord = supervise::read_json(&dir.join(supervise::EXIT_FILE)).unwrap();
+    assert!(exit.success(), "{exit:?}");
+    let out = std::fs::read_to_string(dir.join(supervise::STDOUT_FILE)).unwrap();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out:?}");
+    assert_eq!(lines[0].trim(), "0", "the program runs SCHED_OTHER (0): {out:?}");
+    assert_eq!(
+        lines[1].trim().parse::<i32>().unwrap(),
+        (own_nice + 5).min(19),
+        "at the nice value it was started with"
+    );
+    remove_parent(&parent);
+}
+
+/// A component whose `go` is there before its supervisor starts (a launch of one component)
+/// goes through at once: no `held`, no wait at the barrier, no real-time start.
+#[test]
+fn a_component_released_before_its_supervisor_starts_does_not_hold() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("sites/a/jobs/7/a1-c0");
+    let parent = format!("koalesce-test-pre-{}", std::process::id());
+    std::fs::create_dir_all(&dir).unwrap();
+    supervise::release(&dir).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_koalesce-supervise"))
+        .args(["--dir", dir.to_str().unwrap(), "--cgroup-parent", &parent])
+        .args(["--", "/bin/sh", "-c", "echo ran"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let exit: ExitRecord = supervise::read_json(&dir.join(supervise::EXIT_FILE)).unwrap();
+    assert!(exit.success(), "{exit:?}");
+    assert_eq!(std::fs::read_to_string(dir.join(supervise::STDOUT_FILE)).unwrap(), "ran\n");
+    assert!(!dir.join(supervise::HELD_FILE).exists(), "it never held");
+    let running: supervise::RunningRecord = supervise::read_json(&dir.join(supervise::RUNNING_FILE)).unwrap();
+    assert!(
+        !running.realtime && running.go_seen_ms > 0 && running.started_ms >= running.go_seen_ms,
+        "{running:?}"
+    );
+    // The daemon's barrier counts it ready: checked in and released.
+    assert!(koalesce_server::supervised::is_ready(&dir, "") || dir.join(supervise::EXIT_FILE).exists());
+    remove_parent(&parent);
+}
+
+/// `--env-keep NAMES` (what a Slurm batch script passes): the program gets the named
+/// variables and Slurm's, nothing else of the supervisor's environment; without it, all.
+#[test]
+fn env_keep_passes_the_named_and_slurms_variables_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let parent = format!("koalesce-test-env-{}", std::process::id());
+    let run = |name: &str, keep: Option<&str>| -> String {
+        let dir = tmp.path().join(format!("sites/a/jobs/8/{name}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        supervise::release(&dir).unwrap();
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_koalesce-supervise"));
+        cmd.args(["--dir", dir.to_str().unwrap(), "--cgroup-parent", &parent]);
+        if let Some(k) = keep {
+            cmd.args(["--env-keep", k]);
+        }
+        let out = cmd
+            .args(["--", "/usr/bin/env"])
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("SHELL", "/bin/bash")
+            .env("SECRET", "x")
+            .env("GREETING", "hello")
+            .env("MODE", "a b")
+            .env("SLURM_JOB_ID", "7")
+            .env("SLURMD_NODENAME", "a1")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        std::fs::read_to_string(dir.join(supervise::STDOUT_FILE)).unwrap()
+    };
+    let kept = run("a1-c0", Some("GREETING,MODE"));
+    for want in ["GREETING=hello\n", "MODE=a b\n", "SLURM_JOB_ID=7\n", "SLURMD_NODENAME=a1\n"] {
+        assert!(kept.contains(want), "{want} missing: {kept}");
+    }
+    for gone in ["SECRET=", "SHELL="] {
+        assert!(!kept.contains(gone), "{gone} kept: {kept}");
+    }
+    assert!(
+        kept.contains("PATH=") && !kept.contains("PATH=/usr/bin:/bin\n"),
+        "the default PATH: {kept}"
+    );
+    let all = run("a1-c1", None);
+    assert!(all.contains("SECRET=x\n") && all.contains("SHELL=/bin/bash\n"), "{all}");
+    remove_parent(&parent);
+}
+
 /// The resident launcher forks the supervisors: killed, it is started again at the next
 /// launch, and the supervisors it forked run on (they lead sessions of their own): the
 /// component held at its barrier when the launcher died still starts and records its outcome.

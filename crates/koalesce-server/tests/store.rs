@@ -96,3 +96,37 @@ fn tokens_are_stored_hashed() {
     assert_eq!(store::lookup_token(&conn, &tok).unwrap(), Some(("alice".into(), true)));
     assert_eq!(store::lookup_token(&conn, "nope").unwrap(), None);
 }
+
+/// Opening the database (as `koalesce token create` does beside a running server) waits for
+/// the server's writer instead of failing with "database is locked" when the server commits
+/// between the opener's read of the schema version and its write of it.
+#[test]
+fn the_database_opens_beside_a_busy_writer() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("k.db");
+    let s = Arc::new(Store::open(&path).unwrap());
+    let stop = Arc::new(AtomicBool::new(false));
+    let written = Arc::new(AtomicU64::new(0));
+    let writer = {
+        let (s, stop, written) = (s.clone(), stop.clone(), written.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let id = written.fetch_add(1, Ordering::Relaxed) as i64 + 1;
+                s.write_blocking(insert(id)).unwrap();
+            }
+        })
+    };
+    // Opens go on for a second and until the writer committed 50 times meanwhile.
+    let t0 = std::time::Instant::now();
+    let mut opens = 0;
+    while t0.elapsed() < std::time::Duration::from_secs(1) || written.load(Ordering::Relaxed) < 50 {
+        if let Err(e) = store::open_db(&path) {
+            panic!("open {opens} beside the writer: {e}");
+        }
+        opens += 1;
+    }
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+    assert!(opens > 0);
+}

@@ -269,8 +269,10 @@ fn printed_clocks(job: &Value) -> anyhow::Result<Vec<i128>> {
 
 /// When a component passed each step of its launch, in ms since the epoch, from the records
 /// in its directory (the parent of its stdout): the batch script written (just before
-/// `sbatch`), the supervisor checked in (`supervisor.json`), set up and held (`held`), `go`
-/// staged by the daemon, `go` seen by the supervisor and the program started (`running.json`).
+/// `sbatch`), the supervisor checked in (`supervisor.json`), set up and held (`held`; a
+/// component released before it checked in does not hold: then when it saw `go`), `go`
+/// staged by the daemon, `go` seen by the supervisor and the program started (`running.json`),
+/// and whether its start was real-time.
 #[derive(Debug, Clone, Copy)]
 struct Steps {
     script: u64,
@@ -278,6 +280,7 @@ struct Steps {
     held: u64,
     go: u64,
     go_seen: u64,
+    realtime: bool,
 }
 
 fn launch_steps(job: &Value) -> anyhow::Result<Vec<Steps>> {
@@ -297,12 +300,23 @@ fn launch_steps(job: &Value) -> anyhow::Result<Vec<Steps>> {
                 .and_then(|m| m.modified())
                 .map(|t| t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64))
                 .unwrap_or(0);
+            let go_seen = read("running.json", "go_seen_ms")?;
+            let realtime = std::fs::read_to_string(dir.join("running.json"))
+                .ok()
+                .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+                .and_then(|v| v["realtime"].as_bool())
+                .unwrap_or(false);
             Ok(Steps {
                 script,
                 checkin: read("supervisor.json", "started_ms")?,
-                held: read("held", "held_ms")?,
+                held: if dir.join("held").exists() {
+                    read("held", "held_ms")?
+                } else {
+                    go_seen
+                },
                 go: read("go", "go_ms")?,
-                go_seen: read("running.json", "go_seen_ms")?,
+                go_seen,
+                realtime,
             })
         })
         .collect()
@@ -367,6 +381,7 @@ impl BenchCostartArgs {
         let (mut to_checkin, mut setup, mut to_go, mut go_to_start, mut go_spread) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let mut failed = 0;
+        let (mut realtime_starts, mut starts) = (0usize, 0usize);
         let pb = bar(self.jobs as u64, "coupled jobs");
         for _ in 0..self.jobs {
             let t_submit = now_ns();
@@ -391,6 +406,8 @@ impl BenchCostartArgs {
                 let seen = b.iter().map(|x| x.go_seen);
                 go_spread.push((seen.clone().max().unwrap_or(0) - seen.min().unwrap_or(0)) as f64);
                 for (c, x) in clocks.iter().zip(&b) {
+                    starts += 1;
+                    realtime_starts += usize::from(x.realtime);
                     setup.push(x.held as f64 - x.checkin as f64);
                     go_to_start.push((*c / 1_000_000) as f64 - x.go_seen as f64);
                 }
@@ -414,6 +431,8 @@ impl BenchCostartArgs {
                 "go_seen_to_program_start": summary(&go_to_start),
             },
             "target_skew_p99_ms": 50,
+            "realtime_starts": {"components": starts, "realtime": realtime_starts},
+            "load_average": load_average(),
         });
         if self.json {
             println!("{}", serde_json::to_string_pretty(&out)?);
@@ -433,6 +452,8 @@ impl BenchCostartArgs {
             println!("    last held to go           {}", fmt_summary(&b["last_held_to_go"]));
             println!("    spread of go seen         {}", fmt_summary(&b["go_seen_spread"]));
             println!("    go seen to program start  {}", fmt_summary(&b["go_seen_to_program_start"]));
+            println!("  real-time starts  {realtime_starts} of {starts} components");
+            println!("  load average      {}", out["load_average"]);
             println!("  failed jobs       {failed}");
         }
         Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
@@ -514,12 +535,23 @@ fn wait_clock(path: &Path, timeout: Duration) -> anyhow::Result<i128> {
     }
 }
 
+/// The machine's load averages (1, 5, 15 min) from /proc/loadavg, as the benchmarks print them.
+pub fn load_average() -> Value {
+    let t = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let v: Vec<f64> = t.split_whitespace().take(3).filter_map(|x| x.parse().ok()).collect();
+    json!(v)
+}
+
 /// `sdiag` counters of one controller.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 struct Sdiag {
     rpcs: u64,
     threads: u64,
     agent_queue: u64,
+    /// RPCs served, by message type.
+    by_type: std::collections::BTreeMap<String, u64>,
+    /// The main scheduler's longest cycle (µs).
+    max_cycle_us: u64,
 }
 
 fn sdiag(client: &koalesce_server::slurm::SlurmClient) -> Option<Sdiag> {
@@ -544,7 +576,16 @@ fn parse_sdiag(out: &str) -> Sdiag {
         } else if in_types {
             // "REQUEST_JOB_INFO ( 2003) count:10 ave_time:123 total_time:1230"
             if let Some(c) = l.split_whitespace().find_map(|w| w.strip_prefix("count:")) {
-                s.rpcs += c.parse::<u64>().unwrap_or(0);
+                let c = c.parse::<u64>().unwrap_or(0);
+                s.rpcs += c;
+                if let Some(name) = l.split_whitespace().next() {
+                    *s.by_type.entry(name.to_string()).or_default() += c;
+                }
+            }
+        } else if let Some(v) = l.strip_prefix("Max cycle:") {
+            // The first one is the main scheduler's (the backfill section follows).
+            if s.max_cycle_us == 0 {
+                s.max_cycle_us = v.trim().parse().unwrap_or(0);
             }
         }
     }
@@ -572,7 +613,7 @@ impl BenchSlurmOverheadArgs {
         // its own ~1 s tick, whose phase decides most of a single job's latency: jobs
         // submitted one after the other would each meet the tick at another phase). The pairs
         // start at phases spread over a second, so the figures cover the whole tick.
-        let (mut lat_k, mut lat_d) = (Vec::new(), Vec::new());
+        let (mut lat_k, mut lat_d, mut lat_diff) = (Vec::new(), Vec::new(), Vec::new());
         // koalesce's path, step by step: submit → sbatch (API, durable submission, placement,
         // launch intent), sbatch → check-in (Slurm: allocation, launch, batch script, the
         // supervisor's exec), set-up, held → go seen (the daemon's barrier), go seen → program.
@@ -595,9 +636,11 @@ impl BenchSlurmOverheadArgs {
                 })();
                 (d.join().unwrap_or_else(|_| Err(anyhow::anyhow!("the sbatch thread panicked"))), k)
             });
-            lat_d.push(direct_lat?);
+            let direct_lat = direct_lat?;
+            lat_d.push(direct_lat);
             let (t, clock, j) = koalesce?;
             lat_k.push((clock - t) as f64 / 1e6);
+            lat_diff.push((clock - t) as f64 / 1e6 - direct_lat);
             if let Some(x) = launch_steps(&j).ok().and_then(|v| v.first().copied()) {
                 let t_ms = (t / 1_000_000) as f64;
                 let marks = [
@@ -650,7 +693,14 @@ impl BenchSlurmOverheadArgs {
         let mut out = json!({
             "benchmark": "slurm-overhead",
             "cluster": site,
-            "latency_ms": {"koalesce": lat_k_s, "sbatch": lat_d_s, "ratio_p50": ratio(&lat_k_s, &lat_d_s)},
+            "latency_ms": {
+                "koalesce": lat_k_s,
+                "sbatch": lat_d_s,
+                "ratio_p50": ratio(&lat_k_s, &lat_d_s),
+                // koalesce's latency minus its pair's (same scheduling tick, mostly): what
+                // koalesce adds, without the tick's phase.
+                "koalesce_minus_sbatch_per_pair": summary(&lat_diff),
+            },
             "koalesce_steps_ms": {
                 "submit_to_sbatch": summary(&steps[0]),
                 "sbatch_to_checkin": summary(&steps[1]),
@@ -666,6 +716,7 @@ impl BenchSlurmOverheadArgs {
                 "submit_s": {"koalesce": submit_k.as_secs_f64(), "sbatch": submit_d.as_secs_f64()},
             },
             "target_latency_ratio": 1.2,
+            "load_average": load_average(),
         });
         if self.queued > 0 {
             out["queued"] = queued(&bed, &grid, self.queued)?;
@@ -677,6 +728,10 @@ impl BenchSlurmOverheadArgs {
             println!("  submit to start, koalesce  {}", fmt_summary(&out["latency_ms"]["koalesce"]));
             println!("  submit to start, sbatch    {}", fmt_summary(&out["latency_ms"]["sbatch"]));
             println!("  ratio of p50               {}", out["latency_ms"]["ratio_p50"]);
+            println!(
+                "  koalesce − sbatch per pair {}",
+                fmt_summary(&out["latency_ms"]["koalesce_minus_sbatch_per_pair"])
+            );
             for k in [
                 "submit_to_sbatch",
                 "sbatch_to_checkin",
@@ -692,7 +747,11 @@ impl BenchSlurmOverheadArgs {
                 self.burst, t["koalesce"], t["sbatch"], t["ratio"]
             );
             if let Some(q) = out.get("queued") {
-                println!("  {} queued jobs over all clusters: {}", self.queued, q);
+                println!(
+                    "  {} queued jobs over all clusters: {}",
+                    self.queued,
+                    serde_json::to_string_pretty(q)?
+                );
             }
         }
         Ok(ExitCode::SUCCESS)
@@ -701,15 +760,27 @@ impl BenchSlurmOverheadArgs {
 
 /// `n` jobs of one processor submitted at once, placed by koalesce over every cluster:
 /// time until all ended, the most jobs koalesce had in Slurm at once (sampled), and the
-/// controllers' load from `sdiag` (RPCs served during the run, peak server threads and agent
-/// queue).
+/// controllers' load from `sdiag`: RPCs served during the run by message type, koalesce's
+/// share of them (the run's RPCs minus this benchmark's own sampling: its `sdiag` and `squeue`
+/// calls, whose cost per call is measured first) and its rate, the peak server threads, agent
+/// queue and main scheduler cycle.
 fn queued(bed: &Bed, grid: &Grid, n: usize) -> anyhow::Result<Value> {
+    use std::collections::BTreeMap;
     let clients: Vec<_> = bed
         .bed
         .clusters()
         .iter()
         .map(|c| bed.bed.client(c))
         .collect::<anyhow::Result<_>>()?;
+    // What one sample (an squeue) costs a controller, by message type (sdiag's own requests
+    // are left out below: koalesce never calls sdiag).
+    let sample_cost: BTreeMap<String, u64> = {
+        let c = &clients[0];
+        let a = sdiag(c).unwrap_or_default();
+        let _ = c.run_args("squeue", &["-h", "-o", "%i"]);
+        let b = sdiag(c).unwrap_or_default();
+        diff(&b.by_type, &a.by_type).into_iter().filter(|(k, _)| k != STATS_RPC).collect()
+    };
     let before: Vec<Sdiag> = clients.iter().map(|c| sdiag(c).unwrap_or_default()).collect();
     let t0 = Instant::now();
     let mut ids = Vec::with_capacity(n);
@@ -721,8 +792,8 @@ fn queued(bed: &Bed, grid: &Grid, n: usize) -> anyhow::Result<Value> {
     }
     let submitted = t0.elapsed();
     let pb = bar(n as u64, "queued jobs");
-    let (mut peak_threads, mut peak_agent, mut peak_in_slurm) = (0u64, 0u64, 0usize);
-    let mut samples = 0usize;
+    let (mut peak_threads, mut peak_agent, mut peak_in_slurm, mut peak_cycle) = (0u64, 0u64, 0usize, 0u64);
+    let mut samples = 0u64;
     let ended = loop {
         let list = grid.client.jobs_json(None, true)?;
         let arr = list.as_array().cloned().unwrap_or_default();
@@ -736,6 +807,7 @@ fn queued(bed: &Bed, grid: &Grid, n: usize) -> anyhow::Result<Value> {
             if let Some(s) = sdiag(c) {
                 peak_threads = peak_threads.max(s.threads);
                 peak_agent = peak_agent.max(s.agent_queue);
+                peak_cycle = peak_cycle.max(s.max_cycle_us);
             }
             if let Ok(o) = c.run_args("squeue", &["-h", "-o", "%i"]) {
                 peak_in_slurm = peak_in_slurm.max(o.stdout.lines().count());
@@ -754,6 +826,26 @@ fn queued(bed: &Bed, grid: &Grid, n: usize) -> anyhow::Result<Value> {
     let elapsed = t0.elapsed();
     let after: Vec<Sdiag> = clients.iter().map(|c| sdiag(c).unwrap_or_default()).collect();
     let rpcs: u64 = after.iter().zip(&before).map(|(a, b)| a.rpcs.saturating_sub(b.rpcs)).sum();
+    let mut by_type: BTreeMap<String, u64> = BTreeMap::new();
+    let mut per_cluster = serde_json::Map::new();
+    let mut koalesce_total = 0u64;
+    let mut koalesce_by_type: BTreeMap<String, u64> = BTreeMap::new();
+    for ((a, b), name) in after.iter().zip(&before).zip(bed.bed.clusters()) {
+        let d = diff(&a.by_type, &b.by_type);
+        let k = koalesce_rpcs(&d, samples, &sample_cost);
+        let kn: u64 = k.values().sum();
+        koalesce_total += kn;
+        per_cluster.insert(
+            name,
+            json!({"rpcs": d.values().sum::<u64>(), "koalesce_rpcs": kn, "koalesce_rpcs_per_s": rate(kn, elapsed)}),
+        );
+        for (t, c) in d {
+            *by_type.entry(t).or_default() += c;
+        }
+        for (t, c) in k {
+            *koalesce_by_type.entry(t).or_default() += c;
+        }
+    }
     let mut succeeded = 0;
     for id in &ids {
         if grid.client.job_json(*id)?["state"] == "succeeded" {
@@ -768,12 +860,62 @@ fn queued(bed: &Bed, grid: &Grid, n: usize) -> anyhow::Result<Value> {
         "all_ended_s": (elapsed.as_secs_f64() * 10.0).round() / 10.0,
         "jobs_per_s": ((n as f64 / elapsed.as_secs_f64()) * 10.0).round() / 10.0,
         "controller_rpcs": rpcs,
-        "controller_rpcs_per_s": ((rpcs as f64 / elapsed.as_secs_f64()) * 10.0).round() / 10.0,
+        "controller_rpcs_per_s": rate(rpcs, elapsed),
+        "controller_rpcs_by_type": by_type,
+        "koalesce_rpcs": koalesce_total,
+        "koalesce_rpcs_per_s": rate(koalesce_total, elapsed),
+        "koalesce_rpcs_by_type": koalesce_by_type,
+        "node_daemon_rpcs": by_type.iter().filter(|(t, _)| node_rpc(t)).map(|(_, c)| c).sum::<u64>(),
+        "per_cluster": per_cluster,
+        "sampler": {"samples": samples, "rpcs_per_squeue": sample_cost},
         "peak_jobs_in_slurm": peak_in_slurm,
         "peak_server_threads": peak_threads,
         "peak_agent_queue": peak_agent,
-        "samples": samples,
+        "peak_main_sched_cycle_us": peak_cycle,
     }))
+}
+
+/// sdiag's own message type (only this benchmark asks for it).
+const STATS_RPC: &str = "REQUEST_STATS_INFO";
+
+fn rate(n: u64, d: Duration) -> f64 {
+    ((n as f64 / d.as_secs_f64().max(1e-9)) * 10.0).round() / 10.0
+}
+
+/// Counts of `a` minus those of `b`, by key (missing: 0), without the zeros.
+fn diff(
+    a: &std::collections::BTreeMap<String, u64>,
+    b: &std::collections::BTreeMap<String, u64>,
+) -> std::collections::BTreeMap<String, u64> {
+    a.iter()
+        .map(|(k, v)| (k.clone(), v.saturating_sub(b.get(k).copied().unwrap_or(0))))
+        .filter(|(_, v)| *v > 0)
+        .collect()
+}
+
+/// Whether message type `t` comes from the clusters' node daemons (slurmd, slurmstepd: a batch
+/// script's or a step's end, epilogs, registrations), not from a client command.
+fn node_rpc(t: &str) -> bool {
+    t.starts_with("MESSAGE_")
+        || t.starts_with("REQUEST_COMPLETE_")
+        || t.starts_with("REQUEST_STEP_COMPLETE")
+        || t.starts_with("REQUEST_NODE_REGISTRATION")
+        || t.starts_with("RESPONSE_")
+}
+
+/// koalesce's RPCs among `run` (by message type): its Slurm commands' requests, without the
+/// node daemons' messages, sdiag's and `samples` × `per_sample` (the benchmark's own squeue
+/// calls).
+fn koalesce_rpcs(
+    run: &std::collections::BTreeMap<String, u64>,
+    samples: u64,
+    per_sample: &std::collections::BTreeMap<String, u64>,
+) -> std::collections::BTreeMap<String, u64> {
+    run.iter()
+        .filter(|(k, _)| k.as_str() != STATS_RPC && !node_rpc(k))
+        .map(|(k, v)| (k.clone(), v.saturating_sub(samples * per_sample.get(k).copied().unwrap_or(0))))
+        .filter(|(_, v)| *v > 0)
+        .collect()
 }
 
 #[cfg(test)]
@@ -805,6 +947,26 @@ mod tests {
                    \troot            (       0) count:15     ave_time:200    total_time:3230\n";
         let s = parse_sdiag(out);
         assert_eq!((s.rpcs, s.threads, s.agent_queue), (15, 3, 1));
+        assert_eq!(s.by_type.get("REQUEST_JOB_INFO"), Some(&10));
+        assert_eq!(s.by_type.get("REQUEST_SUBMIT_BATCH_JOB"), Some(&5));
+        assert_eq!(s.by_type.len(), 2, "users are not message types: {:?}", s.by_type);
+        let koalesce = koalesce_rpcs(&s.by_type, 4, &[("REQUEST_JOB_INFO".into(), 1)].into_iter().collect());
+        assert_eq!(
+            koalesce.get("REQUEST_JOB_INFO"),
+            Some(&6),
+            "the sampler's squeue calls are not koalesce's"
+        );
+        assert_eq!(koalesce.get("REQUEST_SUBMIT_BATCH_JOB"), Some(&5));
+        let node: std::collections::BTreeMap<String, u64> = [
+            ("REQUEST_COMPLETE_BATCH_SCRIPT".to_string(), 7),
+            ("MESSAGE_EPILOG_COMPLETE".to_string(), 2),
+        ]
+        .into_iter()
+        .collect();
+        assert!(
+            koalesce_rpcs(&node, 0, &Default::default()).is_empty(),
+            "slurmd's messages are not koalesce's"
+        );
     }
 
     #[test]

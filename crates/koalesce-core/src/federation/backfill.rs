@@ -25,10 +25,13 @@ struct MinSeg {
 }
 
 impl MinSeg {
-    fn new(values: &[u64]) -> MinSeg {
-        let size = values.len().next_power_of_two().max(1);
+    /// Over `len` values (no intermediate vector: the leaves are written in place).
+    fn new(len: usize, values: impl Iterator<Item = u64>) -> MinSeg {
+        let size = len.next_power_of_two().max(1);
         let mut v = vec![u64::MAX; 2 * size];
-        v[size..size + values.len()].copy_from_slice(values);
+        for (slot, x) in v[size..size + len].iter_mut().zip(values) {
+            *slot = x;
+        }
         for i in (1..size).rev() {
             v[i] = v[2 * i].min(v[2 * i + 1]);
         }
@@ -40,7 +43,12 @@ impl MinSeg {
         self.v[k] = u64::MAX;
         while k > 1 {
             k /= 2;
-            self.v[k] = self.v[2 * k].min(self.v[2 * k + 1]);
+            let m = self.v[2 * k].min(self.v[2 * k + 1]);
+            if self.v[k] == m {
+                // Unchanged here, so unchanged above.
+                break;
+            }
+            self.v[k] = m;
         }
     }
 
@@ -48,24 +56,39 @@ impl MinSeg {
         self.v[self.size + i]
     }
 
-    /// First index in `[from, to)` whose value is ≤ `limit`.
-    fn first_le(&self, from: usize, to: usize, limit: u64) -> Option<usize> {
-        if from >= to {
+    /// First index at or after `from` whose value is ≤ `limit` (removed entries never match).
+    ///
+    /// Bottom-up: from the leaf at `from`, climb while the subtree right of the path holds no
+    /// match, then descend into the first subtree that does: O(log n) without recursion, and
+    /// without visiting the subtrees left of `from`.
+    fn first_le(&self, from: usize, limit: u64) -> Option<usize> {
+        if from >= self.size {
             return None;
         }
-        self.go(1, 0, self.size, from, to, limit)
-    }
-
-    fn go(&self, k: usize, lo: usize, hi: usize, from: usize, to: usize, limit: u64) -> Option<usize> {
-        if hi <= from || lo >= to || self.v[k] > limit || self.v[k] == u64::MAX {
+        // u64::MAX marks removed entries: they never match.
+        let limit = limit.min(u64::MAX - 1);
+        let v = &self.v;
+        if v[1] > limit {
             return None;
         }
-        if hi - lo == 1 {
-            return Some(lo);
+        let mut k = self.size + from;
+        while v[k] > limit {
+            // The next subtree to the right: climb while k is a right child.
+            while k & 1 == 1 {
+                k >>= 1;
+                if k <= 1 {
+                    return None;
+                }
+            }
+            k += 1;
         }
-        let mid = (lo + hi) / 2;
-        self.go(2 * k, lo, mid, from, to, limit)
-            .or_else(|| self.go(2 * k + 1, mid, hi, from, to, limit))
+        while k < self.size {
+            k *= 2;
+            if v[k] > limit {
+                k += 1;
+            }
+        }
+        Some(k - self.size)
     }
 }
 
@@ -135,16 +158,22 @@ pub(crate) struct BackfillIndex {
 }
 
 impl BackfillIndex {
-    /// An index over jobs given as (nodes, estimate) in queue order.
-    pub(crate) fn new(jobs: &[(u32, Millis)]) -> BackfillIndex {
-        let nodes: Vec<u64> = jobs.iter().map(|&(n, _)| u64::from(n)).collect();
-        let mut keys: Vec<u32> = jobs.iter().map(|&(n, _)| class_key(n)).collect();
-        keys.sort_unstable();
-        keys.dedup();
-        let mut members: Vec<Vec<usize>> = vec![Vec::new(); keys.len()];
+    /// An index over `jobs` in queue order, `size` giving each one's (nodes, estimate).
+    pub(crate) fn new<T>(jobs: &[T], size: impl Fn(&T) -> (u32, Millis)) -> BackfillIndex {
+        // The keys present, ascending, and each key's class index (no sort: keys are < 64).
+        let mut count = [0usize; 64];
+        for j in jobs {
+            count[class_key(size(j).0) as usize] += 1;
+        }
+        let keys: Vec<u32> = (0..64u32).filter(|&k| count[k as usize] > 0).collect();
+        let mut index = [0usize; 64];
+        for (c, &k) in keys.iter().enumerate() {
+            index[k as usize] = c;
+        }
+        let mut members: Vec<Vec<usize>> = keys.iter().map(|&k| Vec::with_capacity(count[k as usize])).collect();
         let mut place = Vec::with_capacity(jobs.len());
-        for (p, &(n, _)) in jobs.iter().enumerate() {
-            let c = keys.binary_search(&class_key(n)).expect("key listed");
+        for (p, j) in jobs.iter().enumerate() {
+            let c = index[class_key(size(j).0) as usize];
             place.push((c as u32, members[c].len() as u32));
             members[c].push(p);
         }
@@ -153,12 +182,12 @@ impl BackfillIndex {
             .zip(members)
             .map(|(&key, members)| {
                 // u64::MAX marks removed entries: an estimate that long counts one ms shorter.
-                let est: Vec<u64> = members.iter().map(|&p| jobs[p].1.min(u64::MAX - 1)).collect();
+                let est = MinSeg::new(members.len(), members.iter().map(|&p| size(&jobs[p]).1.min(u64::MAX - 1)));
                 let (lo, hi) = class_range(key);
                 Class {
                     lo,
                     hi,
-                    est: MinSeg::new(&est),
+                    est,
                     members,
                     cursor: (0, 0),
                 }
@@ -166,7 +195,7 @@ impl BackfillIndex {
             .collect();
         BackfillIndex {
             live: vec![true; jobs.len()],
-            nodes: MinSeg::new(&nodes),
+            nodes: MinSeg::new(jobs.len(), jobs.iter().map(|j| u64::from(size(j).0))),
             classes,
             place,
         }
@@ -189,8 +218,7 @@ impl BackfillIndex {
     /// First live position ≥ `from` whose job has nodes ≤ `free` and (estimate ≤ `slack` or
     /// nodes ≤ `extra`).
     pub(crate) fn find(&mut self, from: usize, free: u32, extra: u32, slack: Millis) -> Option<usize> {
-        let end = self.live.len();
-        let mut best = self.nodes.first_le(from, end, u64::from(free.min(extra)));
+        let mut best = self.nodes.first_le(from, u64::from(free.min(extra)));
         for class in &mut self.classes {
             if class.lo > free {
                 break;
@@ -200,7 +228,7 @@ impl BackfillIndex {
                 continue;
             }
             let mut m = class.first_member_from(from);
-            while let Some(i) = class.est.first_le(m, class.members.len(), slack) {
+            while let Some(i) = class.est.first_le(m, slack) {
                 let p = class.members[i];
                 if best.is_some_and(|b| p >= b) {
                     break;
@@ -248,7 +276,7 @@ mod tests {
         for _ in 0..20 {
             let n = 1 + next(300) as usize;
             let jobs: Vec<(u32, Millis)> = (0..n).map(|_| (1 + next(80) as u32, 1 + next(1_000))).collect();
-            let mut idx = BackfillIndex::new(&jobs);
+            let mut idx = BackfillIndex::new(&jobs, |&j| j);
             let mut from = 0;
             let mut live = vec![true; n];
             for _ in 0..400 {

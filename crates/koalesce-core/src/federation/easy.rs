@@ -344,7 +344,7 @@ impl Replay {
         for (end, _, n) in easy.running_jobs(now) {
             *ends.entry(end).or_insert(0) += n;
         }
-        let tree = BackfillIndex::new(&items.iter().map(|it| (it.nodes, it.estimate)).collect::<Vec<_>>());
+        let tree = BackfillIndex::new(&items, |it| (it.nodes, it.estimate));
         Replay {
             now,
             total: easy.total,

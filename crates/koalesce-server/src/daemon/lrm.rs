@@ -758,7 +758,7 @@ async fn launch(shared: Arc<Shared>, l: Launch) {
     // all run once all are there. (Components whose launch failed were aborted with the
     // job, which the barrier notices: then nothing of this launch ever runs.)
     if !submitted.is_empty() {
-        start_at_barrier(shared, job, attempt, submitted).await;
+        start_at_barrier(shared, job, attempt, submitted, solo).await;
     }
 }
 
@@ -781,7 +781,11 @@ fn by_site(comps: &[(u32, SiteId, String)]) -> BTreeMap<SiteId, Vec<String>> {
 /// crash before that leaves a launch of which no program ran (recovery aborts it and requeues
 /// the job), and a crash after that leaves one in which no directory can be fenced any more
 /// (recovery writes the missing `go` files and re-adopts the job).
-async fn start_at_barrier(shared: Arc<Shared>, job: u64, attempt: u32, comps: Vec<(u32, SiteId, String)>) {
+///
+/// `released`: the launch's `go` was written before its submission (one component): only
+/// the check-in is waited for (the claim), nothing is written after it. Otherwise the `go`
+/// files are written in one burst from the starter thread ([`super::starter`]).
+async fn start_at_barrier(shared: Arc<Shared>, job: u64, attempt: u32, comps: Vec<(u32, SiteId, String)>, released: bool) {
     let t0 = Instant::now();
     let sites = by_site(&comps);
     let timeout = sites
@@ -829,33 +833,26 @@ async fn start_at_barrier(shared: Arc<Shared>, job: u64, attempt: u32, comps: Ve
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(Duration::from_millis(10));
     }
+    if released {
+        tracing::debug!(
+            job,
+            attempt,
+            ms = t0.elapsed().as_millis() as u64,
+            "launch checked in (released before)"
+        );
+        return;
+    }
     let s = shared.clone();
     let groups = sites.clone();
-    let result = tokio::task::spawn_blocking(move || {
-        // Everything slow first, for every site; then all sites at once (one thread each), so
-        // that one site's syncs do not hold back another's start.
+    // Everything slow first (staging the files), for every site; then every site's start back
+    // to back (renames), on the one real-time starter thread.
+    let result = super::starter::run(move || {
         groups.iter().try_for_each(|(site, ids)| s.site(*site).backend.prepare_start(ids))?;
-        std::thread::scope(|scope| {
-            let started: Vec<_> = groups
-                .iter()
-                .map(|(site, ids)| {
-                    let s = &s;
-                    scope.spawn(move || s.site(*site).backend.start(ids))
-                })
-                .collect();
-            started.into_iter().try_for_each(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(BackendError::Site {
-                        site: "?".into(),
-                        reason: "start panicked".into(),
-                    })
-                })
-            })
-        })
+        groups.iter().try_for_each(|(site, ids)| s.site(*site).backend.start(ids))
     })
     .await;
     match result {
-        Ok(Ok(())) => tracing::debug!(
+        Some(Ok(())) => tracing::debug!(
             job,
             attempt,
             components = comps.len(),

@@ -1,13 +1,15 @@
 //! What koalesce hands to `sbatch`: the batch script and the options (pure functions).
 //!
-//! The batch script only sets the component's environment and `exec`s the supervisor with the
-//! same command line as the local executor's (`koalesce supervise --dir DIR [sandbox options]
-//! -- PROGRAM ARGS...`, built by [`crate::supervisor_cmd`]): the same account mapping,
-//! Landlock rules, hidden data directory, control group and limits. The job is submitted with
-//! sbatch's default `--export=ALL` of the clean environment [`super::cmd`] runs it in (`PATH`,
-//! `SLURM_CONF`), and the script drops everything but Slurm's variables before it exports the
-//! job's: the supervisor sees the job's variables and Slurm's `SLURM_*` ones, never the
-//! daemon's environment. (`--export=NONE` or `--export=VAR` would make Slurm 22.05 load the
+//! The batch script only exports the component's environment and `exec`s the supervisor with
+//! the local executor's command line (`koalesce supervise --dir DIR [sandbox options] -- PROGRAM
+//! ARGS...`, built by [`crate::supervisor_cmd`]) plus `--env-keep NAMES`: the same account
+//! mapping, Landlock rules, hidden data directory, control group and limits. The job is
+//! submitted with sbatch's default `--export=ALL` of the clean environment [`super::cmd`] runs
+//! it in (`PATH`, `SLURM_CONF`); Slurm adds its own (`SLURM_*`, HOME, USER, SHELL, ...). The
+//! supervisor gives the program the variables `--env-keep` names (the job's) and Slurm's
+//! `SLURM*` ones, never the rest ([`crate::supervise::kept_environment`]); the script no longer
+//! clears its environment in a shell loop (`env | sed`: two more processes to start on the
+//! path from allocation to check-in). (`--export=NONE` or `--export=VAR` would make Slurm 22.05 load the
 //! account's login environment for every job, `su - USER` on the node: 1–2 s and a login
 //! shell per job, measured on the test bed; a burst of 100 jobs then overloaded the machine.) The supervisor takes the component's directory exclusively
 //! (`supervisor.json`: a second run of the same Slurm job, after a controller crash, stops
@@ -41,17 +43,9 @@ fn quote(s: &str) -> Result<String, String> {
         .map_err(|_| format!("'{}' cannot be passed to a shell (NUL byte)", s.escape_debug()))
 }
 
-/// Drops every variable but Slurm's from the batch script's environment. Slurm sets some of
-/// its own (HOME, USER, SHELL, ...) and sbatch exports its clean environment (PATH): the
-/// supervisor must see the job's variables and Slurm's alone, as under the local executor. (`command` keeps a variable that cannot be
-/// unset from ending the script.)
-const CLEAR_ENVIRONMENT: &str = "for v in $(env | sed -n 's/^\\([A-Za-z_][A-Za-z0-9_]*\\)=.*/\\1/p'); do\n  \
-     case $v in SLURM*) ;; *) command unset \"$v\" 2>/dev/null ;; esac\n\
-     done\n";
-
-/// The batch script of a component: clears the environment but for Slurm's variables, exports
-/// the job's and execs `program` with `args` (the supervisor's command line, see
-/// [`crate::supervisor_cmd`]).
+/// The batch script of a component: exports the job's variables and execs `program` with
+/// `args` (the supervisor's command line, [`crate::supervisor_cmd::SupervisorCommand::arguments_keeping_env`],
+/// whose `--env-keep` keeps the job's variables and Slurm's for the program).
 pub fn batch_script(program: &Path, args: &[OsString], sub: &ComponentSubmission) -> Result<String, String> {
     let mut s = String::from(
         "#!/bin/sh\n\
@@ -59,7 +53,6 @@ pub fn batch_script(program: &Path, args: &[OsString], sub: &ComponentSubmission
          # allocated the processors; the supervisor then checks in (supervisor.json), holds at the\n\
          # start barrier until koalesce writes `go`, runs the program and records exit.json.\n",
     );
-    s.push_str(CLEAR_ENVIRONMENT);
     for (k, v) in &sub.environment {
         if !env_name_ok(k) {
             return Err(format!("environment variable name '{}' is not valid", k.escape_debug()));
@@ -182,7 +175,7 @@ mod tests {
 
     /// The script for `sub` run by `supervisor`, with the sandbox options of `sandbox`.
     fn script(supervisor: &SupervisorCommand, sandbox: &JobSandbox, sub: &ComponentSubmission) -> Result<String, String> {
-        batch_script(&supervisor.program, &supervisor.arguments(sandbox, sub), sub)
+        batch_script(&supervisor.program, &supervisor.arguments_keeping_env(sandbox, sub), sub)
     }
 
     #[test]
@@ -194,7 +187,7 @@ mod tests {
         let last = text.lines().last().unwrap();
         assert!(
             last.starts_with(
-                "exec /opt/koalesce supervise --dir '/data/jobs/3/a1 c0' --cgroup-parent koalesce --time-limit 90000 -- /bin/echo "
+                "exec /opt/koalesce supervise --dir '/data/jobs/3/a1 c0' --cgroup-parent koalesce --time-limit 90000 --env-keep 'KOALESCE_RANK,X' -- /bin/echo "
             ),
             "{last}"
         );
@@ -217,13 +210,13 @@ mod tests {
         let out = String::from_utf8(out.stdout).unwrap();
         assert_eq!(
             out,
-            "a'b $HOME `id`\n[--dir]\n[/data/jobs/3/a1 c0]\n[--cgroup-parent]\n[koalesce]\n[--time-limit]\n[90000]\n[--]\n[/bin/true]\n[it's]\n[$(reboot)]\n[]\n"
+            "a'b $HOME `id`\n[--dir]\n[/data/jobs/3/a1 c0]\n[--cgroup-parent]\n[koalesce]\n[--time-limit]\n[90000]\n[--env-keep]\n[KOALESCE_RANK,X]\n[--]\n[/bin/true]\n[it's]\n[$(reboot)]\n[]\n"
         );
     }
 
     /// A Slurm component is confined exactly as a local one: the script execs the command line
     /// the local executor spawns (account, hidden data directory, Landlock paths, inputs,
-    /// control group).
+    /// control group), plus `--env-keep` with the job's variables.
     #[test]
     fn the_script_passes_the_local_executors_sandbox_options() {
         let sandbox = JobSandbox {
@@ -246,8 +239,11 @@ mod tests {
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
-        let words = shlex::split(last.strip_prefix("exec ").unwrap()).unwrap();
+        let mut words = shlex::split(last.strip_prefix("exec ").unwrap()).unwrap();
         assert_eq!(words[0], "/opt/koalesce");
+        let keep = words.iter().position(|w| w == "--env-keep").expect("--env-keep");
+        assert_eq!(words[keep + 1], "KOALESCE_INPUT_IN");
+        words.drain(keep..keep + 2);
         assert_eq!(words[1..], local[..], "the same command line as the local executor's");
         for want in [
             "--user nobody",
@@ -263,18 +259,26 @@ mod tests {
         assert!(a.contains(&"--export=ALL".to_string()), "the daemon's environment stays out: {a:?}");
     }
 
-    /// What the supervisor is started with: the job's variables and Slurm's, nothing of the
-    /// login environment Slurm loads (run through a real shell, `env` in place of the
-    /// supervisor).
+    /// What the program gets: the job's variables and Slurm's, nothing else of what the
+    /// script runs with. The batch script runs through a real shell with `env -0` in place of
+    /// the supervisor; the supervisor's filter is applied to what it printed with the
+    /// script's `--env-keep` (`tests/executor.rs` runs the real supervisor with it).
     #[test]
-    fn the_supervisor_sees_the_jobs_and_slurms_variables_only() {
+    fn the_program_sees_the_jobs_and_slurms_variables_only() {
         let printer = SupervisorCommand {
-            program: PathBuf::from("/bin/sh"),
-            args: vec!["-c".into(), "env".into(), "supervise".into()],
+            program: PathBuf::from("/usr/bin/env"),
+            args: vec!["-0".into()],
             launcher: None,
         };
         let s = sub(&[("KOALESCE_RANK", "1"), ("MODE", "a b\nc")], &[]);
         let text = script(&printer, &JobSandbox::default(), &s).unwrap();
+        assert!(!text.contains("unset"), "no shell loop clears the environment: {text}");
+        let last = text.lines().last().unwrap();
+        let words = shlex::split(last.strip_prefix("exec ").unwrap()).unwrap();
+        let keep = words[words.iter().position(|w| w == "--env-keep").unwrap() + 1].clone();
+        assert_eq!(keep, "KOALESCE_RANK,MODE");
+        // `env -0 --dir ...` fails on its options: print the environment instead.
+        let text = text.replace(last, "exec /usr/bin/env -0");
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.sh");
         std::fs::write(&path, text).unwrap();
@@ -290,16 +294,23 @@ mod tests {
             .output()
             .unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let env = String::from_utf8(out.stdout).unwrap();
-        let mut names: Vec<&str> = env
-            .lines()
-            .filter_map(|l| l.split_once('=').map(|(k, _)| k))
-            .filter(|k| k.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'))
+        // What the supervisor is started with: everything, SECRET too.
+        let given: Vec<(OsString, OsString)> = out
+            .stdout
+            .split(|b| *b == 0)
+            .filter_map(|kv| std::str::from_utf8(kv).ok()?.split_once('=').map(|(k, v)| (k.into(), v.into())))
             .collect();
+        assert!(given.iter().any(|(k, _)| k == "SECRET"), "{given:?}");
+        let kept = crate::supervise::kept_environment(given, Some(&keep));
+        let mut names: Vec<String> = kept.iter().map(|(k, _)| k.to_string_lossy().into_owned()).collect();
         names.sort();
-        // (PWD is the shell's own; the supervisor replaces it with the working directory.)
-        assert_eq!(names, ["KOALESCE_RANK", "MODE", "PWD", "SLURMD_NODENAME", "SLURM_JOB_ID"], "{env}");
-        assert!(env.contains("MODE=a b\nc\n"), "{env}");
+        assert_eq!(names, ["KOALESCE_RANK", "MODE", "SLURMD_NODENAME", "SLURM_JOB_ID"], "{kept:?}");
+        assert!(kept.contains(&("MODE".into(), "a b\nc".into())), "{kept:?}");
+        assert_eq!(
+            crate::supervise::kept_environment(kept.clone(), None),
+            kept,
+            "no --env-keep: everything"
+        );
     }
 
     #[test]

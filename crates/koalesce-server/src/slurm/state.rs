@@ -47,9 +47,11 @@ impl Records {
         self.supervisor.as_ref().is_some_and(|r| r.fenced)
     }
 
-    /// Ready to be started: checked in, set up and holding, nothing ended or told to give up.
+    /// Ready to be started: checked in, set up and holding, nothing ended or told to give up;
+    /// or released before it checked in (a launch of one component: `go` written before the
+    /// submission) and checked in: its supervisor runs the program without holding.
     pub fn ready(&self) -> bool {
-        self.startable() && self.held
+        (self.startable() && self.held) || (self.checked_in() && self.released && !self.aborted)
     }
 
     /// May be let through: checked in, nothing ended or told to give up (perhaps still
@@ -316,7 +318,19 @@ mod tests {
             st(combine(SlurmView::NoAnswer, &held, DEAD, Some(&LrmState::Pending))),
             LrmState::Running
         );
+        assert!(!held.ready(), "checked in, not set up yet");
+        let released = Records {
+            released: true,
+            ..held.clone()
+        };
+        assert!(released.ready(), "released before it checked in: nothing to hold for");
+        assert!(Records {
+            held: true,
+            ..held.clone()
+        }
+        .ready());
         let aborted = Records { aborted: true, ..held };
         assert!(!aborted.ready());
+        assert!(!Records { aborted: true, ..released }.ready());
     }
 }

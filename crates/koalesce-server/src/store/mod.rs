@@ -186,14 +186,20 @@ pub fn open_db(path: &Path) -> Result<Connection, StoreError> {
         source: e,
     })?;
     let mut conn = open_conn(path).map_err(open)?;
-    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(open)?;
+    // Immediate: the write lock is taken at the start, where the busy timeout waits for a
+    // running server's writer. A deferred transaction that read first and then writes cannot
+    // wait (SQLite answers "database is locked" at once when another connection committed
+    // since the read): `koalesce token create` failed that way beside a busy server.
+    let tx = conn
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .map_err(open)?;
+    let version: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(open)?;
     if version > SCHEMA_VERSION {
         return Err(StoreError::TooNew {
             path: path.to_path_buf(),
             version,
         });
     }
-    let tx = conn.transaction().map_err(open)?;
     migrate::migrate(&tx, version).map_err(|e| StoreError::Migrate {
         path: path.to_path_buf(),
         from: version,

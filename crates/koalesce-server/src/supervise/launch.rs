@@ -35,6 +35,9 @@ struct Launcher {
     start_dir: Option<std::ffi::CString>,
     out: File,
     err: File,
+    /// The supervisor's scheduling policy before it raised anything: the program's process
+    /// goes back to it before it execs (see [`crate::realtime`]).
+    policy: i32,
 }
 
 /// Sets the component up (working directory, outputs, inputs, start directory, control group,
@@ -96,6 +99,7 @@ pub(super) fn prepare(opts: &SuperviseOptions, account: Option<&crate::users::Ac
         Some(env) => env.clone(),
         None => std::env::vars_os().collect(),
     };
+    let given = super::kept_environment(given, opts.env_keep.as_deref());
     let mut env = crate::sandbox::job_environment(given, &work, account);
     if let Some(d) = &start_dir {
         for (k, v) in env.iter_mut() {
@@ -129,6 +133,7 @@ pub(super) fn prepare(opts: &SuperviseOptions, account: Option<&crate::users::Ac
             start_dir,
             out,
             err,
+            policy: crate::realtime::policy(0).unwrap_or(libc::SCHED_OTHER),
         },
         confinement,
         cgroup,
@@ -145,8 +150,10 @@ impl Prepared {
 
     /// Forks the program's process now: it enters its confinement, reports that on a pipe
     /// and waits for [`Held::release`]. Returns once the process waits (or failed: the
-    /// outcome to record; the program never ran).
-    pub(super) fn hold(self) -> Result<Held, Outcome> {
+    /// outcome to record; the program never ran). `released`: `go` is there already (a
+    /// launch of one component): the gate is open from the start, the process goes through
+    /// without waiting.
+    pub(super) fn hold(self, released: bool) -> Result<Held, Outcome> {
         let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| Outcome::site(format!("cannot create a pipe: {e}")));
         let (gate_read, gate_write) = match pipe() {
             Ok(p) => p,
@@ -156,12 +163,18 @@ impl Prepared {
             Ok(p) => p,
             Err(o) => return Err(self.discarded(o)),
         };
+        if released {
+            if let Err(e) = nix::unistd::write(&gate_write, b"g") {
+                return Err(self.discarded(Outcome::site(format!("cannot open the gate: {e}"))));
+            }
+        }
         let Prepared {
             launcher,
             confinement,
             cgroup,
         } = self;
         let program = launcher.request.program.display().to_string();
+        let policy = launcher.policy;
         let gate_write_raw = gate_write.as_raw_fd();
         // Command::spawn returns only once the child has exec'd (or failed), that is after
         // `go`: it runs on a thread of its own while this one waits at the barrier.
@@ -170,21 +183,27 @@ impl Prepared {
             drop(entered_write);
             r
         });
-        // One byte: the process waits at its gate. End of file: the spawn failed before.
-        let mut b = [0u8; 1];
-        let entered = loop {
+        // Its pid (4 bytes, written at once): the process waits at its gate. End of file: the
+        // spawn failed before.
+        let mut b = [0u8; 4];
+        let pid = loop {
             match nix::unistd::read(&entered_read, &mut b) {
                 Err(nix::errno::Errno::EINTR) => continue,
-                r => break matches!(r, Ok(1)),
+                Ok(4) => break Some(i32::from_ne_bytes(b)).filter(|p| *p > 0).map(|p| p as u32),
+                _ => break None,
             }
         };
         let held = Held {
             gate: Some(gate_write),
+            gate_open: released,
             spawned: Some(spawned),
             cgroup,
             program,
+            pid,
+            policy,
+            realtime: false,
         };
-        if entered {
+        if pid.is_some() {
             Ok(held)
         } else {
             Err(held.failed())
@@ -242,6 +261,7 @@ impl Launcher {
         let mut cmd = self.command()?;
         let mut confinement = confinement;
         let cwd = self.start_dir.clone();
+        let policy = self.policy;
         let (gate, entered) = (gate.as_raw_fd(), entered.as_raw_fd());
         // SAFETY: the closure runs in the forked child before exec; it only makes system calls
         // on descriptors and strings prepared before the fork (no allocation, no locks).
@@ -254,16 +274,27 @@ impl Launcher {
                 if let Some(c) = &cwd {
                     nix::unistd::chdir(c.as_c_str())?;
                 }
-                let mut b = [0u8; 1];
-                if nix::libc::write(entered, b"e".as_ptr().cast(), 1) != 1 {
+                // Its pid tells the supervisor whom to raise to a real-time priority for the
+                // start (getpid(2): the child's, after the fork).
+                let pid = nix::libc::getpid().to_ne_bytes();
+                if nix::libc::write(entered, pid.as_ptr().cast(), pid.len()) != pid.len() as isize {
                     return Err(io::Error::last_os_error());
                 }
-                loop {
+                let mut b = [0u8; 1];
+                let opened = loop {
                     match nix::libc::read(gate, b.as_mut_ptr().cast(), 1) {
-                        1 => return Ok(()),
+                        1 => break true,
                         -1 if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted => continue,
-                        _ => return Err(io::Error::other("not released")),
+                        _ => break false,
                     }
+                };
+                // Back to the supervisor's policy before anything else: the program never
+                // runs real-time (and the process does not exit real-time either).
+                crate::realtime::leave(policy)?;
+                if opened {
+                    Ok(())
+                } else {
+                    Err(io::Error::other("not released"))
                 }
             });
         }
@@ -274,9 +305,17 @@ impl Launcher {
 /// The program's process, forked and confined, waiting at its gate.
 pub(super) struct Held {
     gate: Option<OwnedFd>,
+    /// The gate was opened before the fork (`go` was there already).
+    gate_open: bool,
     spawned: Option<std::thread::JoinHandle<io::Result<Child>>>,
     cgroup: Option<crate::cgroup::Cgroup>,
     program: String,
+    /// The waiting process.
+    pid: Option<u32>,
+    /// The supervisor's scheduling policy before [`Held::raise`].
+    policy: i32,
+    /// The supervisor's waiting thread and the process are real-time.
+    realtime: bool,
 }
 
 impl Held {
@@ -310,8 +349,34 @@ impl Held {
         }
     }
 
+    /// Raises the calling thread (the one that waits at the barrier and opens the gate) and
+    /// the waiting process to a real-time priority for the start, where permitted (see
+    /// [`crate::realtime`]); both leave it at the start. Returns whether they did.
+    pub(super) fn raise(&mut self) -> bool {
+        let Some(pid) = self.pid else { return false };
+        if crate::realtime::bound_rttime().is_err() || crate::realtime::raise_thread().is_err() {
+            return false;
+        }
+        if crate::realtime::raise(pid).is_err() {
+            let _ = crate::realtime::leave(self.policy);
+            return false;
+        }
+        self.realtime = true;
+        true
+    }
+
+    /// The calling thread back to its policy (the process leaves on its own at the gate).
+    fn lower(&mut self) {
+        if std::mem::take(&mut self.realtime) {
+            if let Err(e) = crate::realtime::leave(self.policy) {
+                eprintln!("supervise: warning: cannot leave the real-time priority: {e}");
+            }
+        }
+    }
+
     /// Gives up without running the program: the gate closes, the waiting process exits.
     pub(super) fn discard(mut self) {
+        self.lower();
         self.gate = None;
         let _ = self.join();
         self.remove_cgroup();
@@ -322,9 +387,13 @@ impl Held {
     pub(super) fn release(mut self, opts: &SuperviseOptions, go_seen_ms: u64) -> Result<Outcome, Outcome> {
         let dir = opts.dir.as_path();
         let opened = match self.gate.take() {
+            Some(_) if self.gate_open => Ok(()),
             Some(g) => nix::unistd::write(&g, b"g").map(drop),
             None => Err(nix::errno::Errno::EBADF),
         };
+        let realtime = self.realtime;
+        // The process runs (real-time until its exec) once this thread is normal again.
+        self.lower();
         let child = opened.map_err(io::Error::from).and_then(|()| self.join());
         let mut child = match child {
             Ok(c) => c,
@@ -341,6 +410,7 @@ impl Held {
             child_pid: child.id(),
             started_ms: crate::now_ms(),
             go_seen_ms,
+            realtime,
         };
         let _ = publish(&dir.join(RUNNING_FILE), &serde_json::to_vec(&running).unwrap());
         let timer = opts.time_limit.map(|ms| WallClock::start(ms, child.id(), cgroup.clone()));
