@@ -114,3 +114,16 @@ pub fn set_reservation_backend_id(tx: &Transaction<'_>, id: i64, backend_id: &st
     tx.execute("UPDATE reservations SET backend_id = ?2 WHERE id = ?1", params![id, backend_id])
         .map(drop)
 }
+
+/// A flexible reservation its site moved: its new times, found by its site's id; the row's
+/// public id, or `None` when no stored reservation has that id (not one of the API's).
+pub fn move_reservation(tx: &Transaction<'_>, site: &str, backend_id: &str, start: u64, end: u64) -> rusqlite::Result<Option<String>> {
+    let id: Option<i64> = tx
+        .query_row(
+            "UPDATE reservations SET start_ms = ?3, end_ms = ?4 WHERE site = ?1 AND backend_id = ?2 RETURNING id",
+            params![site, backend_id, start as i64, end as i64],
+            |r| r.get(0),
+        )
+        .optional()?;
+    Ok(id.map(reservation_public_id))
+}
