@@ -400,15 +400,54 @@ pub(crate) fn held_by(s: &S, caller: &Caller, raw: &str, array: bool) -> R<(Stri
     Ok((r.site, held))
 }
 
-/// `GET /api/v1/reservations`: the caller's reservations (an admin's: everyone's).
-pub(crate) async fn list(AxState(s): AxState<S>, headers: HeaderMap) -> R<Json<Vec<ReservationInfo>>> {
+/// Query of `GET /api/v1/reservations`.
+#[derive(Debug, Default, serde::Deserialize)]
+pub(crate) struct ListQuery {
+    limit: Option<usize>,
+    after: Option<u64>,
+}
+
+/// `GET /api/v1/reservations?limit=N&after=ID`: the caller's reservations (an admin's:
+/// everyone's) in id order, a page at a time as the job list
+/// ([`crate::job_list::DEFAULT_LIMIT`] unless `limit` says, at most
+/// [`crate::job_list::MAX_LIMIT`]); a cut page names the next one's `after` in
+/// `X-Koalesce-Next-After` and links it (`Link: <...>; rel="next"`).
+pub(crate) async fn list(
+    AxState(s): AxState<S>,
+    headers: HeaderMap,
+    q: Result<axum::extract::Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> R<Response> {
+    use crate::job_list::{DEFAULT_LIMIT, MAX_LIMIT, NEXT_AFTER_HEADER};
     let caller = authenticate(&s, &headers)?;
+    let axum::extract::Query(q) = q.map_err(|e| err(StatusCode::BAD_REQUEST, format!("query: {e}")))?;
+    let limit = q.limit.unwrap_or(DEFAULT_LIMIT);
+    if limit == 0 || limit > MAX_LIMIT {
+        return Err(err(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("parameter 'limit': must be in 1..={MAX_LIMIT}"),
+        ));
+    }
+    let after = i64::try_from(q.after.unwrap_or(0)).map_err(|_| err(StatusCode::UNPROCESSABLE_ENTITY, "parameter 'after': too large"))?;
     let user = (!caller.admin).then_some(caller.user.clone());
-    let rows = s
+    let mut rows = s
         .store
-        .read(|c| store::load_reservations(c, user.as_deref(), now_ms()))
+        .read(|c| store::load_reservations_page(c, user.as_deref(), now_ms(), after, limit + 1))
         .map_err(internal)?;
-    Ok(Json(rows.into_iter().map(|r| r.info).collect()))
+    let mut h = HeaderMap::new();
+    if rows.len() > limit {
+        rows.truncate(limit);
+        if let Some(last) = rows.last() {
+            if let Ok(v) = axum::http::HeaderValue::from_str(&last.id.to_string()) {
+                h.insert(NEXT_AFTER_HEADER, v);
+            }
+            let link = format!("</api/v1/reservations?limit={limit}&after={}>; rel=\"next\"", last.id);
+            if let Ok(v) = axum::http::HeaderValue::from_str(&link) {
+                h.insert(axum::http::header::LINK, v);
+            }
+        }
+    }
+    let page: Vec<ReservationInfo> = rows.into_iter().map(|r| r.info).collect();
+    Ok((StatusCode::OK, h, Json(page)).into_response())
 }
 
 /// `GET /api/v1/reservations/{id}`.

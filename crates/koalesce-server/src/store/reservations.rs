@@ -71,6 +71,21 @@ pub fn load_reservations(conn: &Connection, user: Option<&str>, now: u64) -> rus
     rows.collect()
 }
 
+/// One page of [`load_reservations`]: ids above `after`, at most `limit` of them.
+pub fn load_reservations_page(
+    conn: &Connection,
+    user: Option<&str>,
+    now: u64,
+    after: i64,
+    limit: usize,
+) -> rusqlite::Result<Vec<ReservationRow>> {
+    let mut st = conn.prepare(&format!(
+        "SELECT {COLUMNS} FROM reservations WHERE (?1 IS NULL OR user = ?1) AND id > ?2 ORDER BY id LIMIT ?3"
+    ))?;
+    let rows = st.query_map(params![user, after, limit as i64], |r| row(r, now))?;
+    rows.collect()
+}
+
 pub fn load_reservation(conn: &Connection, id: i64, now: u64) -> rusqlite::Result<Option<ReservationRow>> {
     conn.query_row(&format!("SELECT {COLUMNS} FROM reservations WHERE id = ?1"), [id], |r| row(r, now))
         .optional()

@@ -192,7 +192,7 @@ impl ReservationsCommand {
                 answer(status, &v, output)
             }
             ReservationsCommand::List { output, conn } => {
-                let v = conn.client().get_json("/api/v1/reservations")?;
+                let v = conn.client().reservations_json()?;
                 Output::from(output).print(&v, || {
                     let rs: Vec<ReservationInfo> = serde_json::from_value(v.clone()).context("reading the reservations")?;
                     Ok(table(&rs))
