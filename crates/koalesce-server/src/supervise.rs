@@ -20,7 +20,7 @@
 //!                     supervisor.json where it exists); `abort` also by a supervisor
 //!                     that gave up on its own (barrier timeout)
 //!   cgroup.json       the component's control group (see crate::cgroup), before the barrier
-//!   running.json      {child_pid, started_ms, go_seen_ms}
+//!   running.json      {child_pid, started_ms, go_seen_ms, held_ms, realtime}
 //!   exit.json         {exit_code, signal, spawn_error, finished_ms, never_started, oom_killed, timed_out, site_fault, nonce}
 //!   stdout, stderr    the program's output (it writes them through its descriptors)
 //!   supervisor.log    the supervisor's own diagnostics (created only when there are any)
@@ -147,6 +147,10 @@ pub struct RunningRecord {
     /// program took after the barrier).
     #[serde(default)]
     pub go_seen_ms: u64,
+    /// When the supervisor reported the component held (0: `go` was there first). `held` is a
+    /// hard link of `supervisor.json`, so it carries no time of its own.
+    #[serde(default)]
+    pub held_ms: u64,
     /// The supervisor waited for `go` and started the program's process at a real-time
     /// priority (the program itself runs at its normal one; see [`crate::realtime`]).
     #[serde(default)]
@@ -592,6 +596,7 @@ pub fn supervise_main(opts: &SuperviseOptions) -> i32 {
         held.discard();
         return record_exit(dir, &opts.nonce, Outcome::site(format!("cannot report the component held: {e}")));
     }
+    held.held_ms = crate::now_ms();
     // The start barrier: nothing runs before the daemon says so.
     let limit = std::time::Duration::from_millis(opts.barrier_timeout.unwrap_or(DEFAULT_BARRIER_TIMEOUT_MS));
     let barrier = wait_at_barrier(dir, &rec, limit);

@@ -309,11 +309,9 @@ fn launch_steps(job: &Value) -> anyhow::Result<Vec<Steps>> {
             Ok(Steps {
                 script,
                 checkin: read("supervisor.json", "started_ms")?,
-                held: if dir.join("held").exists() {
-                    read("held", "held_ms")?
-                } else {
-                    go_seen
-                },
+                // `held` is a hard link of supervisor.json; the supervisor records the moment in
+                // running.json (0 when `go` was there before it checked in).
+                held: Some(read("running.json", "held_ms")?).filter(|&t| t > 0).unwrap_or(go_seen),
                 go: read("go", "go_ms")?,
                 go_seen,
                 realtime,
@@ -382,6 +380,7 @@ impl BenchCostartArgs {
             (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let mut failed = 0;
         let (mut realtime_starts, mut starts) = (0usize, 0usize);
+        let mut steps_warned = false;
         let pb = bar(self.jobs as u64, "coupled jobs");
         for _ in 0..self.jobs {
             let t_submit = now_ns();
@@ -397,7 +396,14 @@ impl BenchCostartArgs {
             let (lo, hi) = (*clocks.iter().min().unwrap(), *clocks.iter().max().unwrap());
             skews.push((hi - lo) as f64 / 1e6);
             latencies.push((lo - t_submit) as f64 / 1e6);
-            if let Ok(b) = launch_steps(&j) {
+            let steps = launch_steps(&j);
+            if let Err(e) = &steps {
+                if !steps_warned {
+                    eprintln!("no step breakdown for job {id}: {e:#}");
+                    steps_warned = true;
+                }
+            }
+            if let Ok(b) = steps {
                 let last_in = b.iter().map(|x| x.checkin).max().unwrap_or(0) as f64;
                 let last_held = b.iter().map(|x| x.held).max().unwrap_or(0) as f64;
                 let go = b.iter().map(|x| x.go).min().unwrap_or(0) as f64;

@@ -202,6 +202,7 @@ impl Prepared {
             pid,
             policy,
             realtime: false,
+            held_ms: 0,
         };
         if pid.is_some() {
             Ok(held)
@@ -316,6 +317,8 @@ pub(super) struct Held {
     policy: i32,
     /// The supervisor's waiting thread and the process are real-time.
     realtime: bool,
+    /// When the component was reported held (0: it never was, `go` came first).
+    pub(super) held_ms: u64,
 }
 
 impl Held {
@@ -410,6 +413,7 @@ impl Held {
             child_pid: child.id(),
             started_ms: crate::now_ms(),
             go_seen_ms,
+            held_ms: self.held_ms,
             realtime,
         };
         let _ = publish(&dir.join(RUNNING_FILE), &serde_json::to_vec(&running).unwrap());
