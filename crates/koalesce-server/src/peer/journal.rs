@@ -415,6 +415,32 @@ mod tests {
     }
 
     #[test]
+    fn released_handoffs_no_longer_hold_their_inputs() {
+        let dir = tempfile::tempdir().unwrap();
+        let j = Journal::open(&dir.path().join("f.db")).unwrap();
+        for h in ["alpha-1-1", "alpha-2-1", "alpha-3-1"] {
+            j.prepare(h, "alpha", "u", "d", "[]").unwrap();
+        }
+        j.prepare("gamma-1-1", "gamma", "u", "d", "[]").unwrap();
+        j.abort("alpha-3-1", "alpha").unwrap();
+        // Only a committed handoff is released (a prepared one may still run).
+        assert!(!j.release("alpha-2-1").unwrap());
+        j.committed("alpha-1-1", 4).unwrap();
+        assert!(j.release("alpha-1-1").unwrap());
+        assert!(j.release("alpha-1-1").unwrap(), "idempotent");
+        let live: Vec<String> = j.live_incoming("alpha").unwrap().into_iter().map(|i| i.handoff).collect();
+        assert_eq!(
+            live,
+            vec!["alpha-2-1".to_string()],
+            "prepared stays live; released and aborted do not; other origins apart"
+        );
+        // Durable.
+        drop(j);
+        let j = Journal::open(&dir.path().join("f.db")).unwrap();
+        assert!(j.incoming("alpha-1-1").unwrap().unwrap().released);
+    }
+
+    #[test]
     fn transitions_only_from_the_expected_state() {
         let dir = tempfile::tempdir().unwrap();
         let j = Journal::open(&dir.path().join("f.db")).unwrap();
