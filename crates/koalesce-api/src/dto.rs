@@ -375,7 +375,9 @@ pub struct NewReservation {
     /// Latest acceptable start, Unix ms (default: the earliest start).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latest_start_ms: Option<u64>,
-    /// The site may move the reservation inside the window later (001 §2.3).
+    /// The site may move the reservation inside the window later (001 §2.3): later to make
+    /// room for another request, earlier when processors free up; a job held in it follows.
+    /// Only sites that move reservations (the local executor) take it: elsewhere (Slurm) 422.
     #[serde(default)]
     pub flexible: bool,
 }
@@ -389,8 +391,11 @@ pub struct ReservationInfo {
     pub user: String,
     pub site: String,
     pub processors: u32,
+    /// Start as it is now (a flexible reservation: where its site last moved it).
     pub start_ms: u64,
+    /// Exclusive end (start + duration).
     pub end_ms: u64,
+    /// The window the request accepted; a flexible reservation stays inside it.
     pub earliest_start_ms: u64,
     pub latest_start_ms: u64,
     pub flexible: bool,

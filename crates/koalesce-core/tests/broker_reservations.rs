@@ -16,6 +16,10 @@ enum Op {
     Release(usize),
     Modify(usize, ReservationRequest),
     Advance(Millis),
+    /// Moves flexible reservations earlier where room freed up.
+    MoveEarlier,
+    /// Releases a reservation and restores it at its start (a restarted server).
+    Restore(usize),
 }
 
 fn request() -> impl Strategy<Value = ReservationRequest> {
@@ -36,6 +40,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0usize..8).prop_map(Op::Release),
         2 => ((0usize..8), request()).prop_map(|(i, r)| Op::Modify(i, r)),
         1 => (0u64..6).prop_map(Op::Advance),
+        2 => Just(Op::MoveEarlier),
+        1 => (0usize..8).prop_map(Op::Restore),
     ]
 }
 
@@ -164,6 +170,45 @@ proptest! {
                         prop_assert!(r.end <= now);
                         ids.retain(|&i| i != r.id);
                     }
+                }
+                Op::MoveEarlier => {
+                    let before = table.clone();
+                    let moves = table.advance(now, Some(&others));
+                    prop_assert_eq!(&table.take_relocations(), &moves);
+                    for m in &moves {
+                        let old = before.get(m.id).expect("moved reservation existed");
+                        let new = table.get(m.id).expect("moved reservation exists");
+                        prop_assert!(old.flexible && old.start > now, "moved {:?}, not a flexible waiting one", old);
+                        prop_assert!(m.to < m.from && m.from == old.start && new.start == m.to, "{:?}", m);
+                        prop_assert!(m.to >= now && new.start >= new.earliest_start && new.start <= new.latest_start);
+                        prop_assert_eq!(new.duration(), old.duration());
+                    }
+                    // Everything else stays.
+                    for r in before.iter().filter(|r| !moves.iter().any(|m| m.id == r.id)) {
+                        prop_assert_eq!(table.get(r.id), Some(r));
+                    }
+                    // A second pass right after has no room left for the first reservation
+                    // that could move: each moved one sits at its earliest fit.
+                    for m in &moves {
+                        let r = *table.get(m.id).unwrap();
+                        let mut without = table.clone();
+                        without.release(r.id);
+                        let lo = r.earliest_start.max(now);
+                        let req = ReservationRequest::window(r.processors, r.duration(), lo, r.start);
+                        let earliest = brute_earliest(lo, &req, &without, &others);
+                        prop_assert!(earliest.is_some_and(|e| e <= r.start), "moved to {} where it does not fit", r.start);
+                    }
+                }
+                Op::Restore(i) if !ids.is_empty() => {
+                    let id = ids.remove(i % ids.len());
+                    let r = *table.get(id).unwrap();
+                    table.release(id);
+                    let back = table.restore(now, &r, Some(&others));
+                    let back = back.expect("a reservation released just now fits again at its start");
+                    let b = *table.get(back).unwrap();
+                    prop_assert_eq!((b.start, b.end, b.processors, b.flexible), (r.start.max(now), r.end, r.processors, r.flexible));
+                    prop_assert_eq!((b.earliest_start, b.latest_start.max(b.start)), (r.earliest_start, r.latest_start.max(b.start)));
+                    ids.push(back);
                 }
                 _ => {}
             }

@@ -165,3 +165,43 @@ fn own_queue_estimates_plan_running_jobs_and_steer_the_ranking() {
     // Planned: it waits for a.
     assert_eq!(run(true), None);
 }
+
+/// Advance reservations granted through the reservation service hold processors in the
+/// queue estimate the core makes of a site (001 §3.1's queue wait), so `queue_wait_estimate`
+/// and the TTS ranking see them; a job held in one is inside it and not counted twice.
+#[test]
+fn service_reservations_count_in_the_own_queue_estimate_and_the_ranking() {
+    let mut c = core();
+    for s in 0..2 {
+        c.estimate_queue_from_own_jobs(SiteId(s), true);
+    }
+    assert_eq!(c.queue_wait_estimate(0, SiteId(0), 4), Some(0));
+    // 6 of a's 8 processors reserved during [0, 50 s), all 8 during [50 s, 80 s).
+    let service = vec![
+        held(0, 6, 0, 50 * S),
+        HeldReservation {
+            id: "R8".into(),
+            ..held(0, 8, 50 * S, 80 * S)
+        },
+    ];
+    c.set_service_reservations(SiteId(0), service.clone());
+    assert_eq!(c.queue_wait_estimate(0, SiteId(0), 2), Some(0));
+    assert_eq!(c.queue_wait_estimate(0, SiteId(0), 4), Some(80 * S));
+    assert_eq!(c.queue_wait_estimate(10 * S, SiteId(1), 4), Some(0));
+    let e = c.own_queue_estimate(10 * S, SiteId(0));
+    assert_eq!((e.held.used_at(10 * S), e.held.used_at(60 * S), e.held.used_at(80 * S)), (6, 8, 0));
+    // A job held in R7 (6 processors at a from 0) is inside it: still 6 at 10 s, not 10.
+    let id = c.submit(0, job_in(&[4], held(0, 6, 0, 50 * S))).unwrap();
+    c.handle_timeout(0);
+    assert_ne!(c.job(id).unwrap().components[0].site, None);
+    assert_eq!(c.own_queue_estimate(10 * S, SiteId(0)).held.used_at(10 * S), 6);
+    // The TTS ranking: a 4-processor job goes to idle b, not to a where it would wait.
+    let mut tts = JobSpec::simple("tts", &[4], &[], 10 * S);
+    tts.policy = Some(koalesce_core::model::PolicyKind::Tts);
+    let j = c.submit(S, tts).unwrap();
+    c.handle_timeout(S);
+    assert_eq!(c.job(j).unwrap().components[0].site, Some(SiteId(1)));
+    // Without them a would have won the tie (4 of its processors free now, lower id).
+    c.set_service_reservations(SiteId(0), Vec::new());
+    assert_eq!(c.queue_wait_estimate(S, SiteId(0), 4), Some(0));
+}

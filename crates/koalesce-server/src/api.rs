@@ -368,6 +368,7 @@ async fn submit_query(
             let mut meta = JobMeta::new(caller.user.clone(), task_desc);
             meta.dependencies = job_deps;
             meta.array = array_meta;
+            meta.reservation = held.as_ref().map(|h| h.id.clone());
             let job = st
                 .core
                 .job(JobId(id))
@@ -743,9 +744,11 @@ pub fn render_metrics(s: &Shared) -> String {
     );
     let _ = writeln!(
         o,
-        "# HELP koalesce_reservations_granted_total Advance reservations the sites granted.\n# TYPE koalesce_reservations_granted_total counter\nkoalesce_reservations_granted_total {}\n# HELP koalesce_reservations_refused_total Advance reservations the sites refused.\n# TYPE koalesce_reservations_refused_total counter\nkoalesce_reservations_refused_total {}",
+        "# HELP koalesce_reservations_granted_total Advance reservations the sites granted.\n# TYPE koalesce_reservations_granted_total counter\nkoalesce_reservations_granted_total {}\n# HELP koalesce_reservations_refused_total Advance reservations the sites refused.\n# TYPE koalesce_reservations_refused_total counter\nkoalesce_reservations_refused_total {}\n# HELP koalesce_reservations_moved_total Flexible reservations the sites moved inside their windows.\n# TYPE koalesce_reservations_moved_total counter\nkoalesce_reservations_moved_total {}\n# HELP koalesce_reservation_calls_total Calls the LRM worker made to sites for the scheduler's reservations (one per site per batch).\n# TYPE koalesce_reservation_calls_total counter\nkoalesce_reservation_calls_total {}",
         r(&m.reservations_granted),
-        r(&m.reservations_refused)
+        r(&m.reservations_refused),
+        r(&m.reservations_moved),
+        r(&m.reservation_calls)
     );
     let secs = |ms: i64| ms as f64 / 1e3;
     let n = r(&m.broker_finished);

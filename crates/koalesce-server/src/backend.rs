@@ -137,6 +137,19 @@ pub struct WindowRequest {
     pub duration_ms: u64,
     pub earliest_ms: u64,
     pub latest_ms: u64,
+    /// The site may move the reservation inside `[earliest_ms, latest_ms]` later (001 §2.3);
+    /// only a site that [`Reservations::moves_flexible`] takes it.
+    pub flexible: bool,
+}
+
+/// A flexible reservation a site moved (001 §2.3), as [`Reservations::take_moves`] reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReservationMove {
+    /// The site's id of the reservation.
+    pub id: String,
+    pub start_ms: u64,
+    /// Exclusive end.
+    pub end_ms: u64,
 }
 
 /// The replies of 001 §2.3 to a [`WindowRequest`].
@@ -182,6 +195,33 @@ pub trait Reservations: Send + Sync {
     fn claim_reserved(&self, reservation: &str) -> Result<String, BackendError>;
     /// Gives a reservation back (unused, or no longer needed).
     fn cancel_reservation(&self, id: &str) -> Result<(), BackendError>;
+    /// Many [`Reservations::reserve`]s at once (the reservations of one batch of the LRM
+    /// worker at this site), answered in order. Default: one after the other.
+    fn reserve_many(&self, reqs: &[ReservationRequest]) -> Vec<Result<String, BackendError>> {
+        reqs.iter().map(|r| self.reserve(r)).collect()
+    }
+    /// Whether the site takes flexible reservations and moves them inside their windows
+    /// (001 §2.3). A site that does not (Slurm: its reservations are not moved by koalesce)
+    /// gets no flexible request: the API refuses it.
+    fn moves_flexible(&self) -> bool {
+        false
+    }
+    /// The flexible reservations the site moved since the last call (their new times). Called
+    /// on the async threads: it must not block (report what was noted, call no LRM).
+    fn take_moves(&self) -> Vec<ReservationMove> {
+        Vec::new()
+    }
+    /// After a restart: re-creates a reservation granted earlier at `start_ms` (where it was,
+    /// or was moved to), keeping its window and flexibility where the site can. Default: the
+    /// same request for exactly that start.
+    fn rebook(&self, req: &WindowRequest, start_ms: u64) -> Result<WindowAnswer, BackendError> {
+        self.reserve_window(&WindowRequest {
+            earliest_ms: start_ms,
+            latest_ms: start_ms,
+            flexible: false,
+            ..req.clone()
+        })
+    }
 }
 
 /// A local resource manager driving one or more sites.

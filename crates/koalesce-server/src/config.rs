@@ -317,6 +317,12 @@ pub struct ServerConfig {
     /// Longest advance reservation a user may ask for through the API (ms): a longer one is
     /// refused (422), so nobody holds a site's processors indefinitely.
     pub max_reservation_ms: u64,
+    /// The LRM worker hands the reservations the scheduler asks for that are waiting in its
+    /// queue (those of one job, and of jobs placed together) to each site in one call
+    /// ([`crate::backend::Reservations::reserve_many`]) and answers them under one lock;
+    /// `false`: one call and one lock each (kept to measure the difference, `koalesce bench
+    /// submit --policy ttd` compares both).
+    pub batch_reservations: bool,
     /// `[files]`: uploads, and which server-local directories users may register from.
     pub files: crate::file_import::FilesConfig,
     /// `[quotas]`: per-user limits (queued jobs, stored bytes).
@@ -361,6 +367,7 @@ impl Default for ServerConfig {
             site_probe_max_ms: 300_000,
             site_down_ms: 10_000,
             max_reservation_ms: 7 * 24 * 3_600_000,
+            batch_reservations: true,
             files: Default::default(),
             quotas: Default::default(),
             catalogue: Default::default(),

@@ -288,7 +288,10 @@ pub async fn start(opts: ServerOptions) -> anyhow::Result<RunningServer> {
             web::prepare(&store)?;
             // Reservations first: no job may claim what they hold.
             reservations::restore(&store, &sites)?;
-            daemon::recover(&config, &store, &sites).map(|st| (st, store, sites))
+            let mut st = daemon::recover(&config, &store, &sites)?;
+            // The core plans the reservations into the local sites' queue estimates.
+            reservations::publish(&store, &mut st)?;
+            anyhow::Ok((st, store, sites))
         })
         .await??
     };

@@ -28,6 +28,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 
+use crate::backend::ReservationMove;
 use crate::backend::{
     Backend, BackendError, BarrierState, ComponentSubmission, LrmState, ProcessorCount, ReservationRequest, Reservations, WindowAnswer,
     WindowRequest,
@@ -36,6 +37,7 @@ use crate::cgroup::Cgroup;
 use crate::supervise::{self, SupervisorRecord};
 use crate::supervised;
 pub use crate::supervisor_cmd::{JobSandbox, SupervisorCommand};
+use koalesce_core::broker::{Profile, ReservationId, ReservationReply, ReservationRequest as CoreRequest, ReservationTable, FOREVER};
 
 /// Whether an error starting a process means this machine is short of something for now
 /// (also when the resident launcher's fork met it).
@@ -69,13 +71,6 @@ fn component_gone(dir: &Path) -> bool {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Reservation {
-    processors: u32,
-    start: u64,
-    end: u64,
-}
-
 /// A supervisor this instance started.
 enum Spawned {
     /// Spawned by the daemon (its child, to reap).
@@ -93,7 +88,6 @@ impl Spawned {
     }
 }
 
-#[derive(Default)]
 struct Inner {
     /// claim id → processors
     claims: HashMap<String, u32>,
@@ -104,8 +98,11 @@ struct Inner {
     draining: Vec<(u32, String)>,
     used: u32,
     next_id: u64,
-    /// Granted, unclaimed reservations by id.
-    reservations: HashMap<String, Reservation>,
+    /// Granted, unclaimed reservations (the core's table: it answers requests and moves
+    /// flexible reservations); a reservation's id here is `resv-<table id>`.
+    table: ReservationTable,
+    /// Flexible reservations the table moved, not yet taken by [`Reservations::take_moves`].
+    moved: Vec<ReservationMove>,
     /// Supervisors this instance started and that may not have made their record yet
     /// (spawned ones are reaped by `status`, no thread per supervisor).
     spawned: HashMap<String, Spawned>,
@@ -155,35 +152,53 @@ impl Inner {
         self.spawned.get_mut(id).is_some_and(Spawned::alive)
     }
 
-    /// Drops reservations that ended unclaimed.
-    fn expire(&mut self, now: u64) {
-        self.reservations.retain(|_, r| r.end > now);
+    fn new(slots: u32) -> Self {
+        Inner {
+            claims: HashMap::new(),
+            claim_dirs: HashMap::new(),
+            draining: Vec::new(),
+            used: 0,
+            next_id: 0,
+            table: ReservationTable::new(slots),
+            moved: Vec::new(),
+            spawned: HashMap::new(),
+            peak: 0,
+            nonces: HashMap::new(),
+        }
     }
 
-    /// Most processors reserved at once at any instant in `[from, to)`: a sweep over the
-    /// starts and ends of the reservations overlapping it (ends first at equal times: a
-    /// reservation's end is exclusive), O(n log n) in the reservations.
+    /// What holds processors besides the reservations: every claim, until released (for all
+    /// the scheduler knows, forever).
+    fn others(&self, now: u64) -> Profile {
+        Profile::build(self.table.capacity(), now, [(now, FOREVER, self.used)])
+    }
+
+    /// Most processors reserved at once at any instant in `[from, to)`.
     fn max_reserved(&self, from: u64, to: u64) -> u32 {
-        let mut events: Vec<(u64, i64)> = Vec::new();
-        for r in self.reservations.values().filter(|r| r.start < to && r.end > from) {
-            events.push((r.start.max(from), i64::from(r.processors)));
-            events.push((r.end, -i64::from(r.processors)));
-        }
-        events.sort_unstable();
-        let (mut now, mut most) = (0i64, 0i64);
-        for (_, delta) in events {
-            now += delta;
-            most = most.max(now);
-        }
-        most as u32
+        self.table.reserved().max_used(from, to) as u32
     }
 
-    /// Records a granted reservation; returns its id.
-    fn add_reservation(&mut self, processors: u32, start: u64, end: u64) -> String {
-        self.next_id += 1;
-        let id = format!("resv-{}", self.next_id);
-        self.reservations.insert(id.clone(), Reservation { processors, start, end });
-        id
+    /// Keeps the moves the table made, by reservation id.
+    fn note_moves(&mut self) {
+        for m in self.table.take_relocations() {
+            if let Some(r) = self.table.get(m.id) {
+                self.moved.push(ReservationMove {
+                    id: backend_id(m.id),
+                    start_ms: r.start,
+                    end_ms: r.end,
+                });
+            }
+        }
+    }
+
+    /// Drops reservations that ended unclaimed, gives back the slots of drained components,
+    /// and moves flexible reservations earlier into room that freed up (001 §2.3).
+    fn settle(&mut self, now: u64) {
+        self.table.expire(now);
+        self.drain();
+        let others = self.others(now);
+        self.table.advance(now, Some(&others));
+        self.note_moves();
     }
 
     fn take(&mut self, processors: u32) -> String {
@@ -223,7 +238,7 @@ impl LocalBackend {
                 .map(|args| crate::launcher::ResidentLauncher::new(&supervisor.program, args)),
             supervisor,
             sandbox: JobSandbox::default(),
-            inner: Mutex::new(Inner::default()),
+            inner: Mutex::new(Inner::new(slots)),
         }
     }
 
@@ -311,10 +326,10 @@ impl Backend for LocalBackend {
 
     fn processors(&self, site: &str) -> Result<ProcessorCount, BackendError> {
         self.check_site(site)?;
+        let now = crate::now_ms();
         let mut inner = self.inner();
-        inner.expire(crate::now_ms());
-        inner.drain();
-        let idle = self.claimable(&inner, crate::now_ms());
+        inner.settle(now);
+        let idle = self.claimable(&inner, now);
         Ok(ProcessorCount {
             total: self.slots,
             idle,
@@ -326,7 +341,7 @@ impl Backend for LocalBackend {
         self.check_site(site)?;
         let now = crate::now_ms();
         let mut inner = self.inner();
-        inner.expire(now);
+        inner.table.expire(now);
         inner.drain();
         let idle = self.claimable(&inner, now);
         if processors > idle {
@@ -348,6 +363,8 @@ impl Backend for LocalBackend {
                 Some(dir) if !component_gone(Path::new(&dir)) => inner.draining.push((p, dir)),
                 _ => inner.used = inner.used.saturating_sub(p),
             }
+            // Room for flexible reservations waiting for it.
+            inner.settle(crate::now_ms());
         }
     }
 
@@ -471,81 +488,171 @@ impl Backend for LocalBackend {
     }
 }
 
+/// The site's id of a reservation of the table.
+fn backend_id(id: ReservationId) -> String {
+    format!("resv-{}", id.0)
+}
+
+/// The table's id of a reservation id given out by [`backend_id`].
+fn table_id(id: &str) -> Option<ReservationId> {
+    id.strip_prefix("resv-")?.parse().ok().map(ReservationId)
+}
+
 impl Reservations for LocalBackend {
-    /// The earliest start in the window where the processors are free of claims (held until
-    /// released: their end is unknown) and of other reservations; else `T_next`, the earliest
-    /// later such start. The free processors change only where a reservation starts or ends,
-    /// so the earliest feasible start is the window's first instant or a reservation's end.
+    /// The core's reservation table decides (see [`koalesce_core::broker::reservations`]): the
+    /// earliest start in the window where the processors are free of claims (held until
+    /// released: their end is unknown) and of other reservations, moving flexible reservations
+    /// inside their windows if that makes room; else `T_next`, the earliest later such start.
     fn reserve_window(&self, req: &WindowRequest) -> Result<WindowAnswer, BackendError> {
         self.check_site(&req.site)?;
         let now = crate::now_ms();
         let mut inner = self.inner();
-        inner.expire(now);
+        inner.table.expire(now);
         inner.drain();
-        let duration = req.duration_ms.max(1);
-        let earliest = req.earliest_ms.max(now);
-        let never = |why: String| {
-            Ok(WindowAnswer::Rejected {
-                t_next_ms: None,
-                reason: why,
-            })
-        };
         let free_ever = self.slots.saturating_sub(inner.used);
         if req.processors > free_ever {
-            return never(format!(
-                "site '{}' has {} processor(s), {} of them claimed until released: {} cannot be reserved",
-                self.site, self.slots, inner.used, req.processors
-            ));
-        }
-        let mut starts: Vec<u64> = std::iter::once(earliest)
-            .chain(inner.reservations.values().map(|r| r.end).filter(|&e| e > earliest))
-            .collect();
-        starts.sort_unstable();
-        starts.dedup();
-        let fits = |t: u64| req.processors + inner.max_reserved(t, t.saturating_add(duration)) <= free_ever;
-        let Some(start) = starts.into_iter().find(|&t| fits(t)) else {
-            return never("no start after the window has the processors free".into());
-        };
-        // A window whose latest start passed while the request travelled (milliseconds: the
-        // API checks windows against its own clock) starts now.
-        if start > req.latest_ms.max(earliest) {
             return Ok(WindowAnswer::Rejected {
-                t_next_ms: Some(start),
-                reason: format!("the processors are reserved during the whole window; free from {start}"),
+                t_next_ms: None,
+                reason: format!(
+                    "site '{}' has {} processor(s), {} of them claimed until released: {} cannot be reserved",
+                    self.site, self.slots, inner.used, req.processors
+                ),
             });
         }
-        let id = inner.add_reservation(req.processors, start, start.saturating_add(duration));
-        Ok(WindowAnswer::Granted { id, start_ms: start })
+        let earliest = req.earliest_ms.max(now);
+        // A window whose latest start passed while the request travelled (milliseconds: the
+        // API checks windows against its own clock) starts now.
+        let request = CoreRequest {
+            processors: req.processors,
+            duration_ms: req.duration_ms.max(1),
+            earliest_start: req.earliest_ms.min(earliest),
+            latest_start: req.latest_ms.max(earliest),
+            flexible: req.flexible,
+        };
+        let others = inner.others(now);
+        let reply = inner.table.request(now, &request, Some(&others));
+        inner.note_moves();
+        Ok(match reply {
+            ReservationReply::Granted { id, start } => WindowAnswer::Granted {
+                id: backend_id(id),
+                start_ms: start,
+            },
+            ReservationReply::RejectedNext { t_next } => WindowAnswer::Rejected {
+                t_next_ms: Some(t_next),
+                reason: format!("the processors are reserved during the whole window; free from {t_next}"),
+            },
+            ReservationReply::Rejected => WindowAnswer::Rejected {
+                t_next_ms: None,
+                reason: "no start after the window has the processors free".into(),
+            },
+        })
     }
 
     fn reserve(&self, req: &ReservationRequest) -> Result<String, BackendError> {
+        let mut inner = self.inner();
+        self.reserve_locked(&mut inner, req)
+    }
+
+    /// All of them under one lock (the LRM worker's batch).
+    fn reserve_many(&self, reqs: &[ReservationRequest]) -> Vec<Result<String, BackendError>> {
+        let mut inner = self.inner();
+        reqs.iter().map(|r| self.reserve_locked(&mut inner, r)).collect()
+    }
+
+    fn moves_flexible(&self) -> bool {
+        true
+    }
+
+    fn take_moves(&self) -> Vec<ReservationMove> {
+        std::mem::take(&mut self.inner().moved)
+    }
+
+    /// Puts the reservation back into the table at its (possibly moved) start, with its window
+    /// and flexibility.
+    fn rebook(&self, req: &WindowRequest, start_ms: u64) -> Result<WindowAnswer, BackendError> {
         self.check_site(&req.site)?;
         let now = crate::now_ms();
         let mut inner = self.inner();
-        inner.expire(now);
-        let (start, end) = (req.start_ms.max(now), req.start_ms.max(now).saturating_add(req.duration_ms.max(1)));
-        let free = self.slots.saturating_sub(inner.used + inner.max_reserved(start, end));
-        if req.processors > free {
-            return Err(self.busy(req.processors, free));
-        }
-        Ok(inner.add_reservation(req.processors, start, end))
+        inner.table.expire(now);
+        inner.drain();
+        let r = koalesce_core::broker::Reservation {
+            id: ReservationId(0),
+            processors: req.processors,
+            start: start_ms,
+            end: start_ms.saturating_add(req.duration_ms.max(1)),
+            earliest_start: req.earliest_ms,
+            latest_start: req.latest_ms,
+            flexible: req.flexible,
+        };
+        let others = inner.others(now);
+        Ok(match inner.table.restore(now, &r, Some(&others)) {
+            Some(id) => WindowAnswer::Granted {
+                id: backend_id(id),
+                start_ms: start_ms.max(now),
+            },
+            None => WindowAnswer::Rejected {
+                t_next_ms: None,
+                reason: format!("its processors are no longer free from {start_ms}"),
+            },
+        })
     }
 
+    /// Claims the reservation's processors, from its start on (a flexible reservation moved
+    /// later cannot be claimed at its old start).
     fn claim_reserved(&self, reservation: &str) -> Result<String, BackendError> {
+        let now = crate::now_ms();
         let mut inner = self.inner();
-        inner.expire(crate::now_ms());
-        let Some(r) = inner.reservations.remove(reservation) else {
+        inner.table.expire(now);
+        let gone = || BackendError::Site {
+            site: self.site.clone(),
+            reason: format!("reservation '{reservation}' does not exist (expired or cancelled)"),
+        };
+        let id = table_id(reservation).ok_or_else(gone)?;
+        let r = *inner.table.get(id).ok_or_else(gone)?;
+        if r.start > now + CLAIM_EARLY_MS {
             return Err(BackendError::Site {
                 site: self.site.clone(),
-                reason: format!("reservation '{reservation}' does not exist (expired or cancelled)"),
+                reason: format!("reservation '{reservation}' starts at {}, not yet", r.start),
             });
-        };
+        }
+        inner.table.release(id);
         Ok(inner.take(r.processors))
     }
 
     fn cancel_reservation(&self, id: &str) -> Result<(), BackendError> {
-        self.inner().reservations.remove(id);
+        let mut inner = self.inner();
+        if let Some(id) = table_id(id) {
+            inner.table.release(id);
+        }
+        inner.settle(crate::now_ms());
         Ok(())
+    }
+}
+
+/// How long before its start a reservation may be claimed (the scheduler's timer and the
+/// LRM worker see slightly different instants).
+const CLAIM_EARLY_MS: u64 = 1_000;
+
+impl LocalBackend {
+    /// A reservation at exactly `req.start_ms` (or now, if that passed), under the lock.
+    fn reserve_locked(&self, inner: &mut Inner, req: &ReservationRequest) -> Result<String, BackendError> {
+        self.check_site(&req.site)?;
+        let now = crate::now_ms();
+        inner.table.expire(now);
+        let start = req.start_ms.max(now);
+        let others = inner.others(now);
+        let reply = inner
+            .table
+            .request(now, &CoreRequest::at(req.processors, start, req.duration_ms.max(1)), Some(&others));
+        inner.note_moves();
+        match reply {
+            ReservationReply::Granted { id, .. } => Ok(backend_id(id)),
+            _ => {
+                let end = start.saturating_add(req.duration_ms.max(1));
+                let free = self.slots.saturating_sub(inner.used + inner.max_reserved(start, end));
+                Err(self.busy(req.processors, free))
+            }
+        }
     }
 }
 
@@ -575,44 +682,85 @@ impl SitePaths {
 mod tests {
     use super::*;
 
-    /// The sweep equals the most reserved at any instant, checked at every millisecond of
-    /// small random windows (xorshift-seeded, so the test is deterministic).
-    #[test]
-    fn max_reserved_is_the_peak_at_every_instant() {
-        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
-        let mut rnd = move |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
+    fn site(slots: u32) -> LocalBackend {
+        let sup = SupervisorCommand {
+            program: "/bin/false".into(),
+            args: Vec::new(),
+            launcher: None,
         };
-        for round in 0..300 {
-            let mut inner = Inner::default();
-            for i in 0..rnd(8) {
-                let start = rnd(60);
-                inner.reservations.insert(
-                    format!("r{i}"),
-                    Reservation {
-                        processors: 1 + rnd(5) as u32,
-                        start,
-                        end: start + 1 + rnd(30),
-                    },
-                );
-            }
-            let from = rnd(70);
-            let to = from + 1 + rnd(40);
-            let brute = (from..to)
-                .map(|t| {
-                    inner
-                        .reservations
-                        .values()
-                        .filter(|r| r.start <= t && t < r.end)
-                        .map(|r| r.processors)
-                        .sum::<u32>()
-                })
-                .max()
-                .unwrap_or(0);
-            assert_eq!(inner.max_reserved(from, to), brute, "round {round}: [{from}, {to})");
+        LocalBackend::new("s", slots, true, sup)
+    }
+
+    fn at(processors: u32, start_ms: u64, duration_ms: u64) -> ReservationRequest {
+        ReservationRequest {
+            site: "s".into(),
+            processors,
+            start_ms,
+            duration_ms,
         }
+    }
+
+    /// One batch answers as the same requests one after the other would, in order: a
+    /// refusal in the middle does not stop the rest; an unknown site is an error of its own.
+    #[test]
+    fn a_batch_answers_like_requests_one_by_one() {
+        let t = crate::now_ms() + 3_600_000;
+        let mut reqs = vec![at(3, t, 60_000), at(2, t, 60_000), at(1, t, 60_000), at(1, t + 60_000, 1_000)];
+        reqs.push(ReservationRequest {
+            site: "elsewhere".into(),
+            ..at(1, t, 1)
+        });
+        let (one, many) = (site(4), site(4));
+        let single: Vec<_> = reqs.iter().map(|r| one.reserve(r).map_err(|e| e.to_string())).collect();
+        let batch: Vec<_> = many.reserve_many(&reqs).into_iter().map(|r| r.map_err(|e| e.to_string())).collect();
+        assert_eq!(single, batch);
+        assert!(
+            batch[0].is_ok() && batch[1].is_err() && batch[2].is_ok() && batch[3].is_ok(),
+            "{batch:?}"
+        );
+        assert!(
+            batch[1].as_ref().unwrap_err().contains("2 processors requested, 1 idle"),
+            "{batch:?}"
+        );
+        assert!(matches!(many.reserve_many(&reqs[4..])[0], Err(BackendError::UnknownSite(_))));
+        // Both hold 4 reserved processors during [t, t + 1 min): no plain claim fits.
+        assert_eq!(many.processors("s").unwrap().idle, 0);
+    }
+
+    /// A flexible reservation the site moves shows in `take_moves` with its new times, once;
+    /// one moved later cannot be claimed before its start.
+    #[test]
+    fn moves_are_reported_once_and_a_reservation_is_claimed_only_from_its_start() {
+        let b = site(4);
+        let t = crate::now_ms() + 3_600_000;
+        let w = |p: u32, lo: u64, hi: u64, flexible: bool| WindowRequest {
+            site: "s".into(),
+            processors: p,
+            duration_ms: 60_000,
+            earliest_ms: lo,
+            latest_ms: hi,
+            flexible,
+        };
+        let WindowAnswer::Granted { id: flex, start_ms } = b.reserve_window(&w(4, t, t + 600_000, true)).unwrap() else {
+            panic!()
+        };
+        assert_eq!(start_ms, t);
+        assert!(b.take_moves().is_empty());
+        // A fixed one at t: the flexible one moves to t + 1 min.
+        assert!(matches!(b.reserve_window(&w(4, t, t, false)).unwrap(), WindowAnswer::Granted { start_ms, .. } if start_ms == t));
+        let moves = b.take_moves();
+        assert_eq!(
+            moves,
+            vec![ReservationMove {
+                id: flex.clone(),
+                start_ms: t + 60_000,
+                end_ms: t + 120_000
+            }]
+        );
+        assert!(b.take_moves().is_empty());
+        let e = b.claim_reserved(&flex).unwrap_err().to_string();
+        assert!(e.contains("not yet"), "{e}");
+        // Slurm-like sites say they do not move; this one does.
+        assert!(b.moves_flexible());
     }
 }

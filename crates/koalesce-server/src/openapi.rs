@@ -201,7 +201,11 @@ fn paths() -> Value {
                 "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}}],
                 "responses": {"204": {"description": "deleted"}, "401": err, "403": err, "404": err, "409": err}}},
             "/api/v1/reservations": {
-                "get": {"summary": "The caller's advance reservations (admins: everyone's)", "responses": {"200": {"description": "reservations", "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/ReservationInfo"}}}}}, "401": err}},
+                "get": {"summary": "The caller's advance reservations (admins: everyone's), in id order, a page at a time (limit: 1000 unless given, at most 10000; after: the cursor; a cut page has X-Koalesce-Next-After and a Link rel=next)",
+                    "parameters": [
+                        {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 10000}},
+                        {"name": "after", "in": "query", "schema": {"type": "integer", "minimum": 0}}],
+                    "responses": {"200": {"description": "reservations", "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/ReservationInfo"}}}}}, "401": err, "422": err}},
                 "post": {"summary": "Ask for an advance reservation (001 §2.3): granted, rejected, or rejected with t_next_ms",
                     "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/NewReservation"}}}},
                     "responses": {"201": {"description": "granted: {answer, reservation}"}, "401": err, "409": {"description": "rejected: {answer, error, t_next_ms?}"}, "413": err, "422": err}}

@@ -19,13 +19,15 @@ use koalesce_api::dto::{NewReservation, ReservationInfo};
 use serde_json::{json, Value};
 
 use crate::api::{authenticate, err, read_body, ApiError, Caller, R, S};
-use crate::backend::{WindowAnswer, WindowRequest};
-use crate::daemon::SiteHandle;
+use std::sync::Arc;
+
+use crate::backend::{ReservationMove, WindowAnswer, WindowRequest};
+use crate::daemon::{Shared, SiteHandle};
 use crate::now_ms;
 use crate::store::{self, ReservationRow, Store};
 
-/// The same reservation asked for again (after a restart, or when a refused modification
-/// gives it back): at its granted start, or now for the rest of its time if it has begun.
+/// The same reservation asked for again when a refused modification gives it back: at its
+/// granted start, or now for the rest of its time if it has begun.
 fn same_again(info: &ReservationInfo, now: u64) -> WindowRequest {
     let start = info.start_ms.max(now);
     WindowRequest {
@@ -34,12 +36,27 @@ fn same_again(info: &ReservationInfo, now: u64) -> WindowRequest {
         duration_ms: info.end_ms.saturating_sub(start).max(1),
         earliest_ms: start,
         latest_ms: start,
+        flexible: false,
     }
 }
 
-/// Re-creates the stored reservations that have not ended at their sites (at their granted
-/// start) and drops the ended ones; called at startup before jobs are recovered. A
-/// reservation its site can no longer grant is dropped with an error in the log.
+/// A stored reservation as its site is asked for it again after a restart: its window and
+/// flexibility, its whole duration ([`Reservations::rebook`] puts it at its stored start).
+fn stored_request(info: &ReservationInfo) -> WindowRequest {
+    WindowRequest {
+        site: info.site.clone(),
+        processors: info.processors,
+        duration_ms: info.end_ms.saturating_sub(info.start_ms).max(1),
+        earliest_ms: info.earliest_start_ms,
+        latest_ms: info.latest_start_ms,
+        flexible: info.flexible,
+    }
+}
+
+/// Re-creates the stored reservations that have not ended at their sites (at their stored
+/// start, which is where a flexible one was last moved to, with their window and flexibility)
+/// and drops the ended ones; called at startup before jobs are recovered. A reservation its
+/// site can no longer grant is dropped with an error in the log.
 pub fn restore(store: &Store, sites: &[SiteHandle]) -> anyhow::Result<()> {
     let now = now_ms();
     let rows = store.read(|c| store::load_reservations(c, None, now))?;
@@ -50,7 +67,7 @@ pub fn restore(store: &Store, sites: &[SiteHandle]) -> anyhow::Result<()> {
             .then(|| sites.iter().find(|h| h.name == r.info.site))
             .flatten()
             .and_then(|h| h.backend.reservations())
-            .map(|res| res.reserve_window(&same_again(&r.info, now)));
+            .map(|res| res.rebook(&stored_request(&r.info), r.info.start_ms));
         match granted {
             Some(Ok(WindowAnswer::Granted { id, .. })) => updates.push((r.id, Some(id))),
             other => {
@@ -71,6 +88,88 @@ pub fn restore(store: &Store, sites: &[SiteHandle]) -> anyhow::Result<()> {
         Ok(())
     }))?;
     Ok(())
+}
+
+/// Tells the core every stored reservation that has not ended, per site: at a site whose
+/// queue the core estimates (the local executor) they hold processors in the queue-wait
+/// estimate (`queue_wait_ms`, `sites --long`, the TTS/TTD ranking).
+pub fn publish(store: &Store, st: &mut crate::daemon::State) -> anyhow::Result<()> {
+    let now = now_ms();
+    let rows = store.read(|c| store::load_reservations(c, None, now))?;
+    let sites = st.core.sites().len();
+    let mut per_site: Vec<Vec<koalesce_core::model::HeldReservation>> = vec![Vec::new(); sites];
+    for r in rows.into_iter().filter(|r| r.info.end_ms > now) {
+        if let Some(site) = st.site_id(&r.info.site) {
+            per_site[site.index()].push(koalesce_core::model::HeldReservation {
+                id: r.info.id,
+                site,
+                processors: r.info.processors,
+                start: r.info.start_ms,
+                end: r.info.end_ms,
+            });
+        }
+    }
+    for (i, list) in per_site.into_iter().enumerate() {
+        st.core.set_service_reservations(koalesce_core::SiteId(i as u32), list);
+    }
+    Ok(())
+}
+
+/// [`publish`] from a handler or task.
+fn publish_now(shared: &Shared) {
+    let mut st = shared.lock();
+    if let Err(e) = publish(&shared.store, &mut st) {
+        tracing::warn!(error = %e, "cannot read the reservations for the queue estimates");
+    }
+}
+
+/// Carries out the moves of flexible reservations the sites made (001 §2.3: to make room
+/// for a request, or earlier into room that freed up): stores each reservation's new times
+/// (so a restart keeps them) and lets the jobs held in it follow (the core claims them at
+/// the new start). Called by the API after every reservation it changed, by the LRM worker
+/// after reservations it asked for, and by the driver at each refresh of the sites.
+pub async fn apply_moves(shared: &Arc<Shared>) {
+    // `take_moves` does not block (it reads what the site noted), so no blocking-pool hop.
+    let moves: Vec<(String, ReservationMove)> = shared
+        .sites
+        .iter()
+        .filter_map(|h| h.backend.reservations().map(|r| (h, r)))
+        .flat_map(|(h, r)| r.take_moves().into_iter().map(|m| (h.name.clone(), m)))
+        .collect();
+    if moves.is_empty() {
+        return;
+    }
+    let (tx_out, rx) = tokio::sync::oneshot::channel();
+    let written = shared
+        .store
+        .write(Box::new(move |tx| {
+            let mut moved = Vec::with_capacity(moves.len());
+            for (site, m) in &moves {
+                if let Some(public) = store::move_reservation(tx, site, &m.id, m.start_ms, m.end_ms)? {
+                    moved.push((public, m.start_ms, m.end_ms));
+                }
+            }
+            let _ = tx_out.send(moved);
+            Ok(())
+        }))
+        .await;
+    let moved = match (written, rx.await) {
+        (Ok(()), Ok(moved)) => moved,
+        (written, _) => {
+            tracing::error!(error = ?written.err(), "moved reservations could not be stored; a restart puts them back where they were");
+            return;
+        }
+    };
+    publish_now(shared);
+    let mut guard = shared.lock();
+    let st = &mut *guard;
+    let now = now_ms();
+    for (public, start, end) in moved {
+        let jobs = st.core.held_reservation_moved(now, &public, start, end);
+        shared.metrics.reservations_moved.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(reservation = %public, start_ms = start, end_ms = end, ?jobs, "flexible reservation moved");
+    }
+    crate::daemon::process_actions(shared, st);
 }
 
 fn unprocessable(m: String) -> ApiError {
@@ -130,7 +229,7 @@ fn window(s: &S, req: &NewReservation, now: u64) -> R<WindowRequest> {
     earliest
         .checked_add(duration)
         .ok_or_else(|| unprocessable("field 'duration': too long".into()))?;
-    if site.backend.reservations().is_none() {
+    let Some(res) = site.backend.reservations() else {
         return Err(err(
             StatusCode::CONFLICT,
             format!(
@@ -138,6 +237,13 @@ fn window(s: &S, req: &NewReservation, now: u64) -> R<WindowRequest> {
                 req.site
             ),
         ));
+    };
+    if req.flexible && !res.moves_flexible() {
+        return Err(unprocessable(format!(
+            "field 'flexible': site '{}' ({}) does not move reservations; ask for a fixed one (flexible = false)",
+            req.site,
+            site.backend.kind()
+        )));
     }
     Ok(WindowRequest {
         site: req.site.clone(),
@@ -145,6 +251,7 @@ fn window(s: &S, req: &NewReservation, now: u64) -> R<WindowRequest> {
         duration_ms: duration,
         earliest_ms: earliest,
         latest_ms: latest,
+        flexible: req.flexible,
     })
 }
 
@@ -176,7 +283,7 @@ impl Rejection {
 
 /// Asks the site for `w` (off the async threads: an LRM call may block) and stores what it
 /// grants, owned by `user`; a grant that cannot be stored is given back at the site.
-async fn grant(s: &S, user: &str, w: WindowRequest, flexible: bool) -> R<Result<ReservationInfo, Rejection>> {
+async fn grant(s: &S, user: &str, w: WindowRequest) -> R<Result<ReservationInfo, Rejection>> {
     let s2 = s.clone();
     let w2 = w.clone();
     let answer = tokio::task::spawn_blocking(move || {
@@ -203,7 +310,7 @@ async fn grant(s: &S, user: &str, w: WindowRequest, flexible: bool) -> R<Result<
         end_ms: start + w.duration_ms,
         earliest_start_ms: w.earliest_ms,
         latest_start_ms: w.latest_ms,
-        flexible,
+        flexible: w.flexible,
         created_ms: now_ms(),
         state: String::new(),
     };
@@ -240,7 +347,11 @@ pub(crate) async fn create(AxState(s): AxState<S>, req: Request) -> R<Response> 
     let caller = authenticate(&s, req.headers())?;
     let new = read_request(&s, req).await?;
     let w = window(&s, &new, now_ms())?;
-    Ok(match grant(&s, &caller.user, w, new.flexible).await? {
+    let answer = grant(&s, &caller.user, w).await?;
+    // A grant may have moved flexible reservations to make room.
+    apply_moves(&s).await;
+    publish_now(&s);
+    Ok(match answer {
         Ok(info) => granted(StatusCode::CREATED, info),
         Err(rejection) => rejected(rejection.body()),
     })
@@ -289,15 +400,54 @@ pub(crate) fn held_by(s: &S, caller: &Caller, raw: &str, array: bool) -> R<(Stri
     Ok((r.site, held))
 }
 
-/// `GET /api/v1/reservations`: the caller's reservations (an admin's: everyone's).
-pub(crate) async fn list(AxState(s): AxState<S>, headers: HeaderMap) -> R<Json<Vec<ReservationInfo>>> {
+/// Query of `GET /api/v1/reservations`.
+#[derive(Debug, Default, serde::Deserialize)]
+pub(crate) struct ListQuery {
+    limit: Option<usize>,
+    after: Option<u64>,
+}
+
+/// `GET /api/v1/reservations?limit=N&after=ID`: the caller's reservations (an admin's:
+/// everyone's) in id order, a page at a time as the job list
+/// ([`crate::job_list::DEFAULT_LIMIT`] unless `limit` says, at most
+/// [`crate::job_list::MAX_LIMIT`]); a cut page names the next one's `after` in
+/// `X-Koalesce-Next-After` and links it (`Link: <...>; rel="next"`).
+pub(crate) async fn list(
+    AxState(s): AxState<S>,
+    headers: HeaderMap,
+    q: Result<axum::extract::Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> R<Response> {
+    use crate::job_list::{DEFAULT_LIMIT, MAX_LIMIT, NEXT_AFTER_HEADER};
     let caller = authenticate(&s, &headers)?;
+    let axum::extract::Query(q) = q.map_err(|e| err(StatusCode::BAD_REQUEST, format!("query: {e}")))?;
+    let limit = q.limit.unwrap_or(DEFAULT_LIMIT);
+    if limit == 0 || limit > MAX_LIMIT {
+        return Err(err(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("parameter 'limit': must be in 1..={MAX_LIMIT}"),
+        ));
+    }
+    let after = i64::try_from(q.after.unwrap_or(0)).map_err(|_| err(StatusCode::UNPROCESSABLE_ENTITY, "parameter 'after': too large"))?;
     let user = (!caller.admin).then_some(caller.user.clone());
-    let rows = s
+    let mut rows = s
         .store
-        .read(|c| store::load_reservations(c, user.as_deref(), now_ms()))
+        .read(|c| store::load_reservations_page(c, user.as_deref(), now_ms(), after, limit + 1))
         .map_err(internal)?;
-    Ok(Json(rows.into_iter().map(|r| r.info).collect()))
+    let mut h = HeaderMap::new();
+    if rows.len() > limit {
+        rows.truncate(limit);
+        if let Some(last) = rows.last() {
+            if let Ok(v) = axum::http::HeaderValue::from_str(&last.id.to_string()) {
+                h.insert(NEXT_AFTER_HEADER, v);
+            }
+            let link = format!("</api/v1/reservations?limit={limit}&after={}>; rel=\"next\"", last.id);
+            if let Ok(v) = axum::http::HeaderValue::from_str(&link) {
+                h.insert(axum::http::header::LINK, v);
+            }
+        }
+    }
+    let page: Vec<ReservationInfo> = rows.into_iter().map(|r| r.info).collect();
+    Ok((StatusCode::OK, h, Json(page)).into_response())
 }
 
 /// `GET /api/v1/reservations/{id}`.
@@ -321,6 +471,9 @@ pub(crate) async fn cancel(AxState(s): AxState<S>, headers: HeaderMap, Path(raw)
     let caller = authenticate(&s, &headers)?;
     let row = find(&s, &caller, &raw)?;
     delete_row(&s, &row).await?;
+    // The freed processors may let flexible reservations move earlier.
+    apply_moves(&s).await;
+    publish_now(&s);
     let mut info = row.info;
     info.state = "cancelled".into();
     Ok(Json(info))
@@ -337,11 +490,18 @@ pub(crate) async fn modify(AxState(s): AxState<S>, Path(raw): Path<String>, req:
     let w = window(&s, &new, now_ms())?;
     delete_row(&s, &old).await?;
     let owner = &old.info.user;
-    match grant(&s, owner, w, new.flexible).await? {
-        Ok(info) => Ok(granted(StatusCode::OK, info)),
+    let answer = grant(&s, owner, w).await?;
+    match answer {
+        Ok(info) => {
+            apply_moves(&s).await;
+            publish_now(&s);
+            Ok(granted(StatusCode::OK, info))
+        }
         Err(rejection) => {
             let back = same_again(&old.info, now_ms());
-            let kept = grant(&s, owner, back, old.info.flexible).await?.ok();
+            let kept = grant(&s, owner, back).await?.ok();
+            apply_moves(&s).await;
+            publish_now(&s);
             let mut body = rejection.body();
             body["kept"] = json!(kept);
             Ok(rejected(body))

@@ -187,3 +187,43 @@ fn sites_publish_the_queue_wait_of_their_running_components() {
     let (code, _) = srv.request("POST", &format!("/api/v1/jobs/{id}/cancel"), Some(&alice), b"");
     assert!(code < 300, "cancel: {code}");
 }
+
+/// A reservation made through the service occupies its processors in the local site's queue
+/// simulation: `queue_wait_ms` (and so `sites --long` and the TTS/TTD ranking) counts it,
+/// and cancelling it takes it out again.
+#[test]
+fn service_reservations_count_in_the_local_queue_wait() {
+    let tmp = tempfile::tempdir().unwrap();
+    let alice = token(tmp.path(), "alice", false);
+    let srv = reservation_server(tmp.path());
+    let wait = |srv: &koalesce_server::BackgroundServer| {
+        let (code, body) = srv.request("GET", "/api/v1/sites", Some(&alice), b"");
+        assert_eq!(code, 200, "{body}");
+        let sites = json(&body);
+        let res = sites.as_array().unwrap().iter().find(|s| s["name"] == "res").unwrap().clone();
+        res["queue_wait_ms"].as_u64().unwrap_or_else(|| panic!("no estimate: {res}"))
+    };
+    assert_eq!(wait(&srv), 0);
+    let (rid, start) = reserve(&srv, &alice, 4, 0, "1m");
+    let expected = (start + 60_000).saturating_sub(koalesce_server::now_ms());
+    let w = wait(&srv);
+    assert!(
+        w.abs_diff(expected) < 2_000,
+        "wait {w} ms, the reservation holds the site for {expected} ms more"
+    );
+    // A tts job goes to the idle site.
+    let id = submit(
+        &srv,
+        &alice,
+        &shell_job("ranked", "true", 1, "policy = \"tts\"\nruntime_estimate = \"1s\""),
+    );
+    let j = wait_state(&srv, &alice, id, &["succeeded", "failed"], 30);
+    assert_eq!(
+        (j["state"].as_str(), j["components"][0]["site"].as_str()),
+        (Some("succeeded"), Some("plain")),
+        "{j}"
+    );
+    let (code, body) = srv.request("DELETE", &format!("/api/v1/reservations/{rid}"), Some(&alice), b"");
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(wait(&srv), 0);
+}

@@ -1,7 +1,8 @@
 //! Advance reservations on a real Slurm bed (001 §2.3 over `scontrol create reservation`):
 //! the start is planned on the partition's running jobs and reservations, a window that
 //! cannot be met is `<rejected, T_next>` with the start Slurm would grant, and the service
-//! (`POST /api/v1/reservations`) works on a Slurm site as on a local one.
+//! (`POST /api/v1/reservations`) works on a Slurm site as on a local one, except that
+//! koalesce does not move Slurm reservations: a flexible request there is a 422.
 
 mod slurm_common;
 
@@ -27,6 +28,7 @@ fn window(processors: u32, duration_ms: u64, earliest_ms: u64, latest_ms: u64) -
         duration_ms,
         earliest_ms,
         latest_ms,
+        flexible: false,
     }
 }
 
@@ -150,6 +152,18 @@ fn service_and_a_job_in_a_reservation(bed: &Bed) {
         (code, serde_json::from_str::<serde_json::Value>(&text).unwrap_or_default())
     };
     let t0 = now_ms();
+    // koalesce does not move Slurm's reservations: a flexible one is refused, naming why.
+    let (code, v) = post(
+        "/api/v1/reservations",
+        serde_json::json!({"site": "alpha", "processors": 8, "duration": "5m", "earliest_start_ms": t0 + 4_000,
+                           "latest_start_ms": t0 + 600_000, "flexible": true}),
+    );
+    assert_eq!(code, 422, "{v}");
+    let e = v["error"].as_str().unwrap_or_default();
+    assert!(
+        e.contains("field 'flexible'") && e.contains("(slurm) does not move reservations"),
+        "{v}"
+    );
     let (code, v) = post(
         "/api/v1/reservations",
         serde_json::json!({"site": "alpha", "processors": 8, "duration": "5m", "earliest_start_ms": t0 + 4_000}),

@@ -166,6 +166,19 @@ impl Profile {
         self.steps.dedup_by(|later, earlier| later.1 == earlier.1);
     }
 
+    /// The same commitments from `t` on (`t` becomes the origin; nothing changes for a `t`
+    /// before the origin).
+    pub fn since(&self, t: Millis) -> Profile {
+        if t <= self.origin() {
+            return self.clone();
+        }
+        let i = self.index_at(t);
+        let mut steps = Vec::with_capacity(self.steps.len() - i);
+        steps.push((t, self.steps[i].1));
+        steps.extend_from_slice(&self.steps[i + 1..]);
+        Profile { cap: self.cap, steps }
+    }
+
     /// The pointwise sum of two profiles of the same capacity, from the earlier origin.
     pub fn sum(&self, other: &Profile) -> Profile {
         let mut out: Vec<(Millis, u64)> = Vec::with_capacity(self.steps.len() + other.steps.len());
@@ -245,6 +258,18 @@ mod tests {
         assert_eq!(p.used_at(13), 7);
         p.remove(12, 15, 3);
         assert_eq!(p.steps(), &[(0, 4), (5, 8), (10, 4), (20, 0), (30, 2)]);
+    }
+
+    #[test]
+    fn since_moves_the_origin() {
+        let p = Profile::build(8, 0, [(0, 10, 4), (5, 20, 4), (30, FOREVER, 2)]);
+        let q = p.since(7);
+        assert_eq!(q.steps(), &[(7, 8), (10, 4), (20, 0), (30, 2)]);
+        assert_eq!(p.since(10).steps(), &[(10, 4), (20, 0), (30, 2)]);
+        assert_eq!(p.since(0), p);
+        for t in 7..40 {
+            assert_eq!(q.used_at(t), p.used_at(t), "t={t}");
+        }
     }
 
     #[test]

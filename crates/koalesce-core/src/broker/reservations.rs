@@ -28,6 +28,11 @@
 //!   of them back at its earliest feasible start inside its window (by id); the first candidate
 //!   where all of them find room wins. Moves are reported by [`ReservationTable::take_relocations`].
 //!   `T_next` is computed without moving anything (it is exact for that definition).
+//! - When room frees up (a reservation released, a claim given back), the owner of the table
+//!   calls [`ReservationTable::advance`]: every flexible reservation that has not begun moves to
+//!   its earliest feasible start inside its window when that is earlier (never later). A
+//!   restarted owner puts stored reservations back with [`ReservationTable::restore`], at their
+//!   (possibly moved) start, with their window and flexibility.
 //!
 //! Invariant (property-tested): at no instant from `now` on do the other commitments plus the
 //! reservations exceed the capacity, provided the other commitments alone did not; every
@@ -188,14 +193,13 @@ impl ReservationTable {
 
     /// Reservations plus `others`, from `now` on.
     pub fn committed(&self, now: Millis, others: Option<&Profile>) -> Profile {
-        let mut base = match others {
-            Some(o) => o.sum(&Profile::empty(self.capacity, now)),
-            None => Profile::empty(self.capacity, now),
-        };
-        for r in self.reservations.values().filter(|r| r.end > now) {
-            base.add(r.start, r.end, r.processors);
+        // The table's own profile (kept up to date by every change) summed with the others:
+        // linear in the steps, not one insertion per reservation.
+        let reserved = self.reserved.since(now);
+        match others {
+            Some(o) => o.since(now).sum(&reserved).sum(&Profile::empty(self.capacity, now)),
+            None => reserved.sum(&Profile::empty(self.capacity, now)),
         }
-        base
     }
 
     /// Answers a request (see the module docs); `others` are the site's other commitments
@@ -248,6 +252,59 @@ impl ReservationTable {
     pub fn expire(&mut self, now: Millis) -> Vec<Reservation> {
         let ended: Vec<ReservationId> = self.reservations.values().filter(|r| r.end <= now).map(|r| r.id).collect();
         ended.into_iter().filter_map(|id| self.release(id)).collect()
+    }
+
+    /// Puts back a reservation granted earlier (a restarted server re-creating its table) at
+    /// its granted start, with its own window and flexibility, provided it still fits next to
+    /// the other reservations and `others` during its remaining time. A reservation that has
+    /// begun keeps only its rest (`[now, end)`). `None`: it does not fit (or is invalid).
+    pub fn restore(&mut self, now: Millis, r: &Reservation, others: Option<&Profile>) -> Option<ReservationId> {
+        let start = r.start.max(now);
+        if r.processors == 0 || r.processors > self.capacity || r.end <= start {
+            return None;
+        }
+        if !self.committed(now, others).fits(start, r.end, r.processors) {
+            return None;
+        }
+        let req = ReservationRequest {
+            processors: r.processors,
+            duration_ms: r.end - start,
+            earliest_start: r.earliest_start,
+            latest_start: r.latest_start.max(start),
+            flexible: r.flexible,
+        };
+        Some(self.insert(&req, start))
+    }
+
+    /// Moves flexible reservations earlier when room has freed up (001 §2.3: the local
+    /// scheduler may alter a flexible reservation's start inside its window). Every flexible
+    /// reservation that has not begun (`start > now`), by start then id, moves to its earliest
+    /// feasible start at or after `max(earliest, now)` next to `others` and every other
+    /// reservation, when that is earlier than its start. Never later, never outside its
+    /// window, never over capacity. Returns the moves (also kept for
+    /// [`ReservationTable::take_relocations`]).
+    pub fn advance(&mut self, now: Millis, others: Option<&Profile>) -> Vec<Relocation> {
+        let mut flexible: Vec<(Millis, ReservationId)> = self
+            .reservations
+            .values()
+            .filter(|r| r.flexible && r.start > now && r.earliest_start < r.start)
+            .map(|r| (r.start, r.id))
+            .collect();
+        flexible.sort_unstable();
+        let mut moved = Vec::new();
+        for (_, id) in flexible {
+            let r = self.reservations[&id];
+            let mut committed = self.committed(now, others);
+            committed.remove(r.start, r.end, r.processors);
+            let lo = r.earliest_start.max(now);
+            if let Some(s) = committed.earliest_fit(lo, r.duration(), r.processors) {
+                if s < r.start && s <= r.latest_start {
+                    moved.push(Relocation { id, from: r.start, to: s });
+                    self.move_to(id, s);
+                }
+            }
+        }
+        moved
     }
 
     /// Flexible reservations moved since the last call.
@@ -446,6 +503,70 @@ mod tests {
         // flexible one moves (the rigid one is in the way): the first free start is 30.
         let r = t.request(0, &ReservationRequest::window(4, 25, 5, 29), None);
         assert_eq!(r, ReservationReply::RejectedNext { t_next: 30 });
+    }
+
+    #[test]
+    fn flexible_reservation_moves_earlier_when_room_frees_up() {
+        let mut t = ReservationTable::new(4);
+        let ReservationReply::Granted { id: blocker, start: 0 } = t.request(0, &ReservationRequest::at(4, 0, 30), None) else {
+            panic!()
+        };
+        let flex = ReservationRequest {
+            flexible: true,
+            ..ReservationRequest::window(2, 10, 5, 50)
+        };
+        let ReservationReply::Granted { id, start: 30 } = t.request(0, &flex, None) else {
+            panic!()
+        };
+        let rigid = t.request(0, &ReservationRequest::window(2, 10, 5, 50), None);
+        let ReservationReply::Granted { id: rigid, start: 30 } = rigid else {
+            panic!("{rigid:?}")
+        };
+        // Nothing freed: nothing moves.
+        assert!(t.advance(1, None).is_empty());
+        t.release(blocker);
+        // The flexible one moves to its earliest start (5, not `now`); the rigid one stays.
+        assert_eq!(t.advance(1, None), vec![Relocation { id, from: 30, to: 5 }]);
+        assert_eq!((t.get(id).unwrap().start, t.get(id).unwrap().end), (5, 15));
+        assert_eq!(t.get(rigid).unwrap().start, 30);
+        assert_eq!(t.take_relocations(), vec![Relocation { id, from: 30, to: 5 }]);
+        // Other commitments count; a reservation that began is never moved.
+        let mut t = ReservationTable::new(4);
+        let others = Profile::build(4, 0, [(0, 20, 3)]);
+        let ReservationReply::Granted { id, start: 20 } = t.request(0, &flex, Some(&others)) else {
+            panic!()
+        };
+        let fewer = Profile::build(4, 0, [(0, 12, 3)]);
+        assert_eq!(t.advance(8, Some(&fewer)), vec![Relocation { id, from: 20, to: 12 }]);
+        assert!(t.advance(13, None).is_empty(), "it began at 12");
+    }
+
+    #[test]
+    fn restore_keeps_start_window_and_flexibility() {
+        let mut t = ReservationTable::new(4);
+        let flex = ReservationRequest {
+            flexible: true,
+            ..ReservationRequest::window(3, 10, 5, 50)
+        };
+        let ReservationReply::Granted { id, .. } = t.request(0, &flex, None) else {
+            panic!()
+        };
+        let mut moved = t.get(id).copied().unwrap();
+        moved.start = 20;
+        moved.end = 30;
+        let mut fresh = ReservationTable::new(4);
+        let back = fresh.restore(0, &moved, None).unwrap();
+        let r = fresh.get(back).unwrap();
+        assert_eq!(
+            (r.start, r.end, r.earliest_start, r.latest_start, r.flexible),
+            (20, 30, 5, 50, true)
+        );
+        // It does not fit twice, nor next to commitments in its way; a begun one keeps its rest.
+        assert_eq!(fresh.restore(0, &moved, None), None);
+        let mut other = ReservationTable::new(4);
+        assert_eq!(other.restore(0, &moved, Some(&Profile::build(4, 0, [(25, 26, 2)]))), None);
+        let rest = other.restore(24, &moved, None).unwrap();
+        assert_eq!((other.get(rest).unwrap().start, other.get(rest).unwrap().end), (24, 30));
     }
 
     #[test]

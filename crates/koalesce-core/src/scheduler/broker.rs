@@ -185,6 +185,45 @@ impl Scheduler {
         Some(vec![placement])
     }
 
+    /// The site moved the flexible reservation `reservation` (001 §2.3) to `[start, end)`:
+    /// every job held in it follows. A queued job is placed at the new start when its turn
+    /// comes; a job placed and waiting for the reservation's start is claimed at the new start
+    /// instead (at once when that has come). A job already claimed inside it is not touched
+    /// (a site moves only reservations that have not begun). Returns the jobs that followed.
+    pub fn held_reservation_moved(&mut self, now: Millis, reservation: &str, start: Millis, end: Millis) -> Vec<JobId> {
+        let ids: Vec<JobId> = self
+            .jobs
+            .iter()
+            .filter(|(_, j)| !j.state.is_terminal())
+            .filter(|(_, j)| j.spec.preferences.held_reservation.as_ref().is_some_and(|h| h.id == reservation))
+            .map(|(id, _)| *id)
+            .collect();
+        let mut followed = Vec::new();
+        for id in ids {
+            let job = self.jobs.get_mut(&id).expect("listed above");
+            let h = job.spec.preferences.held_reservation.as_mut().expect("filtered above");
+            if (h.start, h.end) == (start, end) {
+                continue;
+            }
+            match job.state {
+                JobState::Queued | JobState::Held => {}
+                JobState::Placed => {
+                    let waiting = self.reservation_starts.iter().find(|&&(_, j)| j == id).copied();
+                    let Some((at, _)) = waiting else { continue };
+                    let new_start = start.max(now);
+                    self.reservation_starts.remove(&(at, id));
+                    self.reservation_starts.insert((new_start, id));
+                    job.timeline.estimated_start = Some(new_start);
+                }
+                _ => continue,
+            }
+            h.start = start;
+            h.end = end;
+            followed.push(id);
+        }
+        followed
+    }
+
     /// The job's reservation is gone: it fails (it cannot run anywhere else).
     pub(super) fn fail_held(&mut self, now: Millis, id: JobId) {
         self.end_job(now, id, JobState::Failed(FailureReason::ReservationGone));

@@ -2,7 +2,9 @@
 //! from the LRM's state" for a site whose LRM runs only koalesce's components, the local
 //! executor): each component there holds its processors until its expected end (its start
 //! plus the runtime estimate at the site's speed), placed and reserved components from their
-//! estimated start. The driver turns it on per site ([`Scheduler::estimate_queue_from_own_jobs`]);
+//! estimated start; and every advance reservation granted through the reservation service
+//! there ([`Scheduler::set_service_reservations`]) holds its processors during its time (the
+//! components of a job held in one are inside it and not counted again). The driver turns it on per site ([`Scheduler::estimate_queue_from_own_jobs`]);
 //! the scheduler then refreshes it before it ranks, so the TTD ranking plans such a site's
 //! queue instead of seeing only its idle processors.
 
@@ -24,12 +26,32 @@ impl Scheduler {
         }
     }
 
+    /// The advance reservations granted through the reservation service at `site` (the
+    /// driver's list, replacing the previous one; `site` in each is ignored): they hold
+    /// processors in the queue estimate the core makes of the site.
+    pub fn set_service_reservations(&mut self, site: SiteId, reservations: Vec<crate::model::HeldReservation>) {
+        if let Some(slot) = self.service_reservations.get_mut(site.index()) {
+            *slot = reservations;
+            self.own_estimated_at = None;
+        }
+    }
+
     /// The site's queue as the core's own jobs make it, at `now` (see the module docs).
     pub fn own_queue_estimate(&self, now: Millis, site: SiteId) -> QueueEstimate {
         let s = &self.sites[site.index()];
         let speed = if s.speed.is_finite() && s.speed > 0.0 { s.speed } else { 1.0 };
-        let mut items = Vec::new();
+        let service = &self.service_reservations[site.index()];
+        let mut items: Vec<(Millis, Millis, u32)> = service.iter().map(|r| (r.start, r.end, r.processors)).collect();
         for job in self.jobs.values().filter(|j| !j.state.is_terminal()) {
+            let inside = job
+                .spec
+                .preferences
+                .held_reservation
+                .as_ref()
+                .is_some_and(|h| service.iter().any(|r| r.id == h.id));
+            if inside {
+                continue;
+            }
             let exec = ((job.spec.runtime_estimate_ms as f64 / speed).round() as Millis).max(1);
             for c in job.components.iter().filter(|c| c.site == Some(site)) {
                 let start = match c.state {

@@ -80,6 +80,9 @@ pub struct Scheduler {
     own_estimates: Vec<bool>,
     /// When they were last refreshed.
     own_estimated_at: Option<Millis>,
+    /// Per site: the advance reservations granted through the reservation service there
+    /// (`estimate.rs`: they hold processors in the site's queue estimate).
+    service_reservations: Vec<Vec<crate::model::HeldReservation>>,
     queues: PlacementQueues,
     /// Jobs waiting on each job (the reverse of their dependencies).
     dependents: BTreeMap<JobId, BTreeSet<JobId>>,
@@ -132,6 +135,7 @@ impl Scheduler {
             policies: Policies::new(cf),
             jobs: BTreeMap::new(),
             own_estimates: vec![false; sites_len],
+            service_reservations: vec![Vec::new(); sites_len],
             own_estimated_at: None,
             claiming: BTreeSet::new(),
             dependents: BTreeMap::new(),

@@ -49,6 +49,8 @@ async fn refresh_sites(shared: &Arc<Shared>) {
     .await
     .unwrap_or_default();
     blacklist::observe_refresh(shared, &answers);
+    // Freed processors may have let flexible reservations move earlier.
+    crate::reservations::apply_moves(shared).await;
     refresh_queue_estimates(shared).await;
 }
 

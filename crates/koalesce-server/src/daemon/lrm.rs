@@ -105,15 +105,21 @@ fn refresh_site(shared: &Shared, site: SiteId) {
 
 /// The LRM worker (one task per server), until `shutdown`.
 pub async fn worker(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<LrmOp>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+    // An op taken from the queue behind a batch of reservations, carried out next.
+    let mut pending: Option<LrmOp> = None;
     loop {
-        let op = tokio::select! {
-            op = rx.recv() => match op {
-                Some(op) => op,
-                None => return,
-            },
-            _ = shutdown.changed() => {
-                kill_pending(&shared, &mut rx).await;
-                return;
+        let op = if let Some(op) = pending.take() {
+            op
+        } else {
+            tokio::select! {
+                op = rx.recv() => match op {
+                    Some(op) => op,
+                    None => return,
+                },
+                _ = shutdown.changed() => {
+                    kill_pending(&shared, &mut rx).await;
+                    return;
+                }
             }
         };
         match op {
@@ -153,31 +159,26 @@ pub async fn worker(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<LrmOp>,
                 site,
                 request,
             } => {
-                let s = shared.clone();
-                let r = blocking(move || match s.site(site).backend.reservations() {
-                    Some(r) => r.reserve(&request),
-                    None => Err(BackendError::Site {
-                        site: request.site.clone(),
-                        reason: "no advance reservations".into(),
-                    }),
-                })
-                .await;
-                let mut guard = shared.lock();
-                let st = &mut *guard;
-                let granted = match r {
-                    Ok(id) => {
-                        st.reservations.insert((job, component), id);
-                        shared.metrics.reservations_granted.fetch_add(1, Ordering::Relaxed);
-                        true
+                let mut batch = vec![(job, component, site, request)];
+                if shared.config.batch_reservations {
+                    // The reservations queued right behind it go with it; the first other
+                    // op is carried out next, so the order of the queue is kept.
+                    while let Ok(next) = rx.try_recv() {
+                        match next {
+                            LrmOp::Reserve {
+                                job,
+                                component,
+                                site,
+                                request,
+                            } => batch.push((job, component, site, request)),
+                            other => {
+                                pending = Some(other);
+                                break;
+                            }
+                        }
                     }
-                    Err(e) => {
-                        tracing::info!(job, component, error = %e, "reservation refused");
-                        shared.metrics.reservations_refused.fetch_add(1, Ordering::Relaxed);
-                        false
-                    }
-                };
-                st.core.reservation_answer(now_ms(), JobId(job), component, granted);
-                process_actions(&shared, st);
+                }
+                reserve_batch(&shared, batch).await;
             }
             LrmOp::CancelReservation { site, id } => {
                 let s = shared.clone();
@@ -189,6 +190,89 @@ pub async fn worker(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<LrmOp>,
             }
         }
     }
+}
+
+/// Reservations the scheduler asked for, `(job, component, site, request)` in queue order:
+/// one [`crate::backend::Reservations::reserve_many`] call per site (off the lock), then the
+/// answers to the core under one lock. A grant for a component that no longer waits for it
+/// (its job went back to the queue, e.g. after another component's refusal) is given back.
+async fn reserve_batch(shared: &Arc<Shared>, batch: Vec<(u64, u32, SiteId, ReservationRequest)>) {
+    let mut by_site: BTreeMap<SiteId, Vec<usize>> = BTreeMap::new();
+    for (i, (_, _, site, _)) in batch.iter().enumerate() {
+        by_site.entry(*site).or_default().push(i);
+    }
+    let s = shared.clone();
+    let requests: Vec<ReservationRequest> = batch.iter().map(|b| b.3.clone()).collect();
+    let n = batch.len();
+    let answers: Vec<Result<String, BackendError>> = blocking(move || {
+        let mut out: Vec<Option<Result<String, BackendError>>> = (0..n).map(|_| None).collect();
+        for (site, idx) in by_site {
+            let reqs: Vec<ReservationRequest> = idx.iter().map(|&i| requests[i].clone()).collect();
+            s.metrics.reservation_calls.fetch_add(1, Ordering::Relaxed);
+            let results = match s.site(site).backend.reservations() {
+                Some(r) => r.reserve_many(&reqs),
+                None => reqs
+                    .iter()
+                    .map(|q| {
+                        Err(BackendError::Site {
+                            site: q.site.clone(),
+                            reason: "no advance reservations".into(),
+                        })
+                    })
+                    .collect(),
+            };
+            for (i, r) in idx.into_iter().zip(results) {
+                out[i] = Some(r);
+            }
+        }
+        Ok(out
+            .into_iter()
+            .map(|r| {
+                r.unwrap_or_else(|| {
+                    Err(BackendError::Site {
+                        site: "?".into(),
+                        reason: "no answer".into(),
+                    })
+                })
+            })
+            .collect())
+    })
+    .await
+    .unwrap_or_else(|e| (0..n).map(|_| Err(e.clone())).collect());
+    {
+        let mut guard = shared.lock();
+        let st = &mut *guard;
+        for ((job, component, site, _), r) in batch.into_iter().zip(answers) {
+            let granted = match r {
+                Ok(id) => {
+                    shared.metrics.reservations_granted.fetch_add(1, Ordering::Relaxed);
+                    // Its job went back to the queue (or ended) before the answer came.
+                    let stale = st.core.job(JobId(job)).is_none_or(|j| {
+                        j.state.is_terminal()
+                            || matches!(j.state, koalesce_core::JobState::Queued | koalesce_core::JobState::Held)
+                            || j.components
+                                .get(component as usize)
+                                .is_none_or(|c| c.state == ComponentState::Unplaced)
+                    });
+                    if !stale {
+                        st.reservations.insert((job, component), id);
+                    } else {
+                        shared.lrm.send(LrmOp::CancelReservation { site, id });
+                    }
+                    true
+                }
+                Err(e) => {
+                    tracing::info!(job, component, error = %e, "reservation refused");
+                    shared.metrics.reservations_refused.fetch_add(1, Ordering::Relaxed);
+                    false
+                }
+            };
+            st.core.reservation_answer(now_ms(), JobId(job), component, granted);
+        }
+        process_actions(shared, st);
+    }
+    // Granting them may have moved flexible reservations to make room.
+    crate::reservations::apply_moves(shared).await;
 }
 
 /// At shutdown: the kills the core asked for are still carried out (a component of a
@@ -235,12 +319,13 @@ async fn claim(shared: &Arc<Shared>, job: u64, component: u32, site: SiteId, pro
                 .and_then(|id| s.store.read(|c| store::load_reservation(c, id, now)).ok().flatten())
                 .filter(|r| r.info.end_ms > now);
             let r = match (row, h.backend.reservations()) {
-                // Modified to start later than the job was placed for: claiming now would
-                // take the processors before their time.
+                // Starts later than the job was claimed for (a move the core had not been told
+                // of yet, a race of milliseconds): claiming now would take the processors
+                // before their time.
                 (Some(row), _) if row.info.start_ms > now + 1_000 => Err(BackendError::Site {
                     site: h.name.clone(),
                     reason: format!(
-                        "reservation '{public}' was moved to start at {}; submit the job again",
+                        "reservation '{public}' starts at {}, after the job was claimed in it",
                         row.info.start_ms
                     ),
                 }),

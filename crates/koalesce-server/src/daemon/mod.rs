@@ -91,6 +91,11 @@ pub struct Metrics {
     /// Advance reservations the sites granted / refused (for jobs and through the API).
     pub reservations_granted: AtomicU64,
     pub reservations_refused: AtomicU64,
+    /// Flexible reservations the sites moved (001 §2.3).
+    pub reservations_moved: AtomicU64,
+    /// Calls the LRM worker made to sites for the scheduler's reservations (one per site per
+    /// batch; see `batch_reservations`).
+    pub reservation_calls: AtomicU64,
     /// Broker jobs (`ttd`/`tts`) that succeeded, with the sums of their prediction errors
     /// (actual − predicted, ms) and of the errors' absolute values.
     pub broker_finished: AtomicU64,

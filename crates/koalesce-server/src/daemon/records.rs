@@ -42,6 +42,9 @@ pub struct JobMeta {
     /// `running` (as Slurm shows a job in its epilog as COMPLETING), so nobody sees it
     /// succeeded without its outputs. Not stored.
     pub staging_out: bool,
+    /// The advance reservation the job runs in (its public id, `R7`), resolved again after a
+    /// restart (the job follows the reservation's moves).
+    pub reservation: Option<String>,
 }
 
 /// A task of an array (`submit --array`): its tasks have consecutive job ids from the array's.
@@ -104,6 +107,7 @@ pub struct StoredMeta {
     pub dependencies: Vec<Dependency>,
     pub array: Option<ArrayTaskMeta>,
     pub transfer_ms: Option<u64>,
+    pub reservation: Option<String>,
 }
 
 impl JobMeta {
@@ -117,6 +121,7 @@ impl JobMeta {
             dependencies: self.dependencies.clone(),
             array: self.array,
             transfer_ms: self.transfer_ms,
+            reservation: self.reservation.clone(),
         }
     }
 
@@ -133,6 +138,7 @@ impl JobMeta {
             array: m.array,
             transfer_ms: m.transfer_ms,
             staging_out: false,
+            reservation: m.reservation,
         }
     }
 
@@ -150,6 +156,7 @@ impl JobMeta {
             outputs: Vec::new(),
             transfer_ms: None,
             staging_out: false,
+            reservation: None,
         }
     }
 

@@ -135,10 +135,16 @@ pub fn recover(config: &ServerConfig, store: &Store, sites: &[SiteHandle]) -> an
         // sites may have been reordered since (positions would move the job elsewhere).
         let spec: JobSpec = match meta.desc.to_spec(|n| st.site_id(n)) {
             // The owner, as at submission (GridWay's share policy).
-            Ok(spec) => JobSpec {
-                owner: Some(meta.user.clone()),
-                ..spec
-            },
+            Ok(spec) => {
+                let mut spec = JobSpec {
+                    owner: Some(meta.user.clone()),
+                    ..spec
+                };
+                if let Some(rid) = &meta.reservation {
+                    spec.preferences.held_reservation = Some(held_again(store, &st, rid, now)?);
+                }
+                spec
+            }
             Err(e) => {
                 tracing::warn!(job = id, error = %e, "cannot be resubmitted after restart; failed");
                 failed.push((id, meta, snap, e.to_string()));
@@ -359,4 +365,31 @@ fn make_stale_launches_harmless(
         store.write_blocking(store::launches_done_op(stale))?;
     }
     Ok(())
+}
+
+/// The reservation a recovered job runs in, as the store has it now (its start moved with
+/// the reservation's moves). One that ended or was cancelled meanwhile comes back as an
+/// ended one, so the job fails as it would have (its reservation is gone).
+fn held_again(store: &Store, st: &State, rid: &str, now: u64) -> anyhow::Result<koalesce_core::model::HeldReservation> {
+    let row = match store::parse_reservation_id(rid) {
+        Some(id) => store.read(|c| store::load_reservation(c, id, now))?,
+        None => None,
+    };
+    let gone = koalesce_core::model::HeldReservation {
+        id: rid.to_string(),
+        site: SiteId(0),
+        processors: u32::MAX,
+        start: 0,
+        end: 1,
+    };
+    Ok(match row.and_then(|r| st.site_id(&r.info.site).map(|site| (site, r))) {
+        Some((site, r)) => koalesce_core::model::HeldReservation {
+            id: r.info.id,
+            site,
+            processors: r.info.processors,
+            start: r.info.start_ms,
+            end: r.info.end_ms,
+        },
+        None => gone,
+    })
 }

@@ -207,6 +207,7 @@ fn v0_to_v2(tx: &Transaction<'_>) -> Result<(), Box<dyn std::error::Error>> {
             dependencies: Vec::new(),
             array: None,
             transfer_ms: None,
+            reservation: None,
         };
         let mut sites: Vec<String> = rec.components.iter().filter_map(|c| c.site.clone()).collect();
         sites.sort();

@@ -71,6 +71,21 @@ pub fn load_reservations(conn: &Connection, user: Option<&str>, now: u64) -> rus
     rows.collect()
 }
 
+/// One page of [`load_reservations`]: ids above `after`, at most `limit` of them.
+pub fn load_reservations_page(
+    conn: &Connection,
+    user: Option<&str>,
+    now: u64,
+    after: i64,
+    limit: usize,
+) -> rusqlite::Result<Vec<ReservationRow>> {
+    let mut st = conn.prepare(&format!(
+        "SELECT {COLUMNS} FROM reservations WHERE (?1 IS NULL OR user = ?1) AND id > ?2 ORDER BY id LIMIT ?3"
+    ))?;
+    let rows = st.query_map(params![user, after, limit as i64], |r| row(r, now))?;
+    rows.collect()
+}
+
 pub fn load_reservation(conn: &Connection, id: i64, now: u64) -> rusqlite::Result<Option<ReservationRow>> {
     conn.query_row(&format!("SELECT {COLUMNS} FROM reservations WHERE id = ?1"), [id], |r| row(r, now))
         .optional()
@@ -113,4 +128,17 @@ pub fn delete_reservation(tx: &Transaction<'_>, id: i64) -> rusqlite::Result<()>
 pub fn set_reservation_backend_id(tx: &Transaction<'_>, id: i64, backend_id: &str) -> rusqlite::Result<()> {
     tx.execute("UPDATE reservations SET backend_id = ?2 WHERE id = ?1", params![id, backend_id])
         .map(drop)
+}
+
+/// A flexible reservation its site moved: its new times, found by its site's id; the row's
+/// public id, or `None` when no stored reservation has that id (not one of the API's).
+pub fn move_reservation(tx: &Transaction<'_>, site: &str, backend_id: &str, start: u64, end: u64) -> rusqlite::Result<Option<String>> {
+    let id: Option<i64> = tx
+        .query_row(
+            "UPDATE reservations SET start_ms = ?3, end_ms = ?4 WHERE site = ?1 AND backend_id = ?2 RETURNING id",
+            params![site, backend_id, start as i64, end as i64],
+            |r| r.get(0),
+        )
+        .optional()?;
+    Ok(id.map(reservation_public_id))
 }

@@ -407,13 +407,24 @@ impl Client {
 
     /// `GET /api/v1/files`, every page (the server answers a page at a time), raw JSON.
     pub fn files_json(&self) -> anyhow::Result<Value> {
+        self.every_page("/api/v1/files")
+    }
+
+    /// `GET /api/v1/reservations`, every page, raw JSON.
+    pub fn reservations_json(&self) -> anyhow::Result<Value> {
+        self.every_page("/api/v1/reservations")
+    }
+
+    /// Every page of a list the server answers a page at a time (`limit`, `after`, and the
+    /// next page's cursor in `X-Koalesce-Next-After`), as one JSON array.
+    fn every_page(&self, base: &str) -> anyhow::Result<Value> {
         let mut files = Vec::new();
         let mut after: Option<String> = None;
         loop {
             let path = match &after {
                 // The server's cursor comes percent-encoded, ready for the query.
-                Some(a) => format!("/api/v1/files?limit={JOBS_PAGE}&after={a}"),
-                None => format!("/api/v1/files?limit={JOBS_PAGE}"),
+                Some(a) => format!("{base}?limit={JOBS_PAGE}&after={a}"),
+                None => format!("{base}?limit={JOBS_PAGE}"),
             };
             let url = self.url(&path);
             let mut resp = self.get_stream(&path)?;

@@ -55,6 +55,15 @@ pub struct BenchSubmitArgs {
     /// benchmark also waits until every job holds its reservation.
     #[arg(long, value_parser = ["wf", "cf", "cm", "fcm", "ttd", "tts"], value_name = "POLICY")]
     pub policy: Option<String>,
+    /// With `--policy ttd|tts` on a fresh server: whether the server's LRM worker hands the
+    /// queued reservations to a site in one call (`on`, the default: `batch_reservations =
+    /// true`), one call each (`off`), or `compare`: fresh servers with and without,
+    /// alternating, `--rounds` times each, side by side in one run.
+    #[arg(long, value_parser = ["on", "off", "compare"], default_value = "on", value_name = "MODE")]
+    pub reservation_batching: String,
+    /// Rounds of each mode for `--reservation-batching compare`.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
 }
 
 impl BenchSubmitArgs {
@@ -70,9 +79,9 @@ fn is_broker(policy: Option<&str>) -> bool {
 
 /// The fresh server of `bench submit --policy ttd`: four sites (the seed's test bed had four)
 /// that grant advance reservations, big enough that every job's reservation fits in the same
-/// window, and placement at submission.
-pub fn broker_config() -> String {
-    let mut c = super::demo::server_config(3_600_000, true);
+/// window, and placement at submission; `batch`: the LRM worker batches reservations.
+pub fn broker_config(batch: bool) -> String {
+    let mut c = format!("batch_reservations = {batch}\n{}", super::demo::server_config(3_600_000, true));
     for name in ["umu", "hpc2n", "pdc", "nsc"] {
         c.push_str(&format!("[[sites]]\nname = \"{name}\"\nprocessors = 100000\nreservations = true\n"));
     }
@@ -204,10 +213,143 @@ pub fn run_submissions_of(
     })
 }
 
+/// One measured run against one server.
+struct Measured {
+    r: BenchResult,
+    /// Until every job held its reservation (broker policies).
+    reserved: Option<Duration>,
+    listed: Option<usize>,
+}
+
 impl BenchSubmitArgs {
+    /// Starts a fresh private server (broker config with `batch` for a broker policy).
+    fn fresh_server(&self, batch: bool) -> anyhow::Result<(LocalServer, String)> {
+        let opts = LocalServerOptions {
+            config_toml: Some(if self.broker() { broker_config(batch) } else { queue_only_config() }),
+            ..Default::default()
+        };
+        let prepared = LocalServer::prepare(&opts)?;
+        let token = prepared.create_token("bench", false)?;
+        let server = prepared.start(Duration::from_secs(30))?;
+        Ok((server, token))
+    }
+
+    /// Warm-up, the measured submissions, and (broker) the wait for every reservation.
+    fn measure(&self, url: &str, token: &str, fresh: bool) -> anyhow::Result<Measured> {
+        let policy = self.policy.clone();
+        let job: Arc<dyn Fn(usize) -> String + Send + Sync> = Arc::new(move |i| policy_job(i, policy.as_deref()));
+        if self.warmup > 0 {
+            run_submissions_of(url, token, self.clients, self.warmup, 0, job.clone()).context("warm-up")?;
+        }
+        let reserved_before = if self.broker() { reservations_granted(url)? } else { 0 };
+        let r = run_submissions_of(url, token, self.clients, self.jobs, self.warmup, job)?;
+        // The broker's path ends when every job holds its reservation.
+        let reserved = if self.broker() {
+            Some(wait_reserved(url, reserved_before + self.jobs as u64, r.elapsed)?)
+        } else {
+            None
+        };
+        // Every acknowledged job must be listed (it was committed before the 201).
+        let mut listed = None;
+        if fresh {
+            let client = Client::new(url, Some(token.to_string()), Duration::from_secs(60));
+            let n = client.jobs(None, false)?.len();
+            if n < self.jobs + self.warmup {
+                bail!(
+                    "only {n} jobs are listed after {} acknowledged submissions",
+                    self.jobs + self.warmup
+                );
+            }
+            listed = Some(n);
+        }
+        Ok(Measured { r, reserved, listed })
+    }
+
+    /// `--reservation-batching compare`: fresh servers with and without batching, alternating.
+    fn compare_batching(&self) -> anyhow::Result<ExitCode> {
+        if !self.broker() || self.url.is_some() {
+            bail!("--reservation-batching compare needs --policy ttd or tts and a fresh server (no --url)");
+        }
+        let rounds = self.rounds.max(1);
+        let mut rates: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+        if !self.json {
+            eprintln!(
+                "bench submit --policy {}: {} clients, {} jobs (+{} warm-up) per run, {rounds} round(s) of batched / unbatched reservations on fresh servers",
+                self.policy.as_deref().unwrap_or_default(),
+                self.clients,
+                self.jobs,
+                self.warmup
+            );
+        }
+        for round in 0..rounds {
+            // Alternate which goes first, so a drift of the machine's load hits both.
+            let order = if round % 2 == 0 { [true, false] } else { [false, true] };
+            for batch in order {
+                let (server, token) = self.fresh_server(batch)?;
+                let m = self.measure(&server.url, &token, true)?;
+                let calls = counter(&server.url, "koalesce_reservation_calls_total").unwrap_or(0);
+                let granted = reservations_granted(&server.url).unwrap_or(0);
+                drop(server);
+                let d = m.reserved.expect("broker policy");
+                let rate = self.jobs as f64 / d.as_secs_f64();
+                if !self.json {
+                    eprintln!(
+                        "  round {} {:<9} {rate:>8.0} jobs/s reserved ({:.0} jobs/s acknowledged; {:.1} reservations per site call)",
+                        round + 1,
+                        if batch { "batched" } else { "unbatched" },
+                        m.r.jobs_per_sec(),
+                        granted as f64 / calls.max(1) as f64
+                    );
+                }
+                rates[usize::from(!batch)].push(rate);
+            }
+        }
+        let median = |v: &[f64]| {
+            let mut v = v.to_vec();
+            v.sort_by(f64::total_cmp);
+            let n = v.len();
+            if n % 2 == 1 {
+                v[n / 2]
+            } else {
+                (v[n / 2 - 1] + v[n / 2]) / 2.0
+            }
+        };
+        let (on, off) = (median(&rates[0]), median(&rates[1]));
+        let seed = SEED_001_RESERVED_JOBS_PER_MIN / 60.0;
+        if self.json {
+            let v = serde_json::json!({
+                "policy": self.policy,
+                "clients": self.clients,
+                "jobs": self.jobs,
+                "rounds": rounds,
+                "batched_reserved_jobs_per_sec": rates[0],
+                "unbatched_reserved_jobs_per_sec": rates[1],
+                "batched_median": on,
+                "unbatched_median": off,
+                "ratio_batched_to_unbatched": on / off,
+                "batched_ratio_to_seed_001": on / seed,
+            });
+            println!("{}", serde_json::to_string_pretty(&v)?);
+        } else {
+            println!(
+                "reserved jobs/s      batched median {on:.0}   unbatched median {off:.0}   ratio {:.2}",
+                on / off
+            );
+            println!(
+                "vs seed 001 §5.2.1   batched {:.0}x, unbatched {:.0}x its ~{SEED_001_RESERVED_JOBS_PER_MIN:.0} jobs/min with advance reservations",
+                on / seed,
+                off / seed
+            );
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+
     pub fn run(self) -> anyhow::Result<ExitCode> {
         if self.clients == 0 || self.jobs == 0 {
             bail!("--clients and --jobs must be at least 1");
+        }
+        if self.reservation_batching == "compare" {
+            return self.compare_batching();
         }
         let mut _server: Option<LocalServer> = None;
         let (url, token, what) = match &self.url {
@@ -216,13 +358,7 @@ impl BenchSubmitArgs {
                 (u.clone(), token, format!("server at {u}"))
             }
             None => {
-                let opts = LocalServerOptions {
-                    config_toml: Some(if self.broker() { broker_config() } else { queue_only_config() }),
-                    ..Default::default()
-                };
-                let prepared = LocalServer::prepare(&opts)?;
-                let token = prepared.create_token("bench", false)?;
-                let server = prepared.start(Duration::from_secs(30))?;
+                let (server, token) = self.fresh_server(self.reservation_batching != "off")?;
                 let url = server.url.clone();
                 let what = format!("fresh server at {url}");
                 _server = Some(server);
@@ -235,33 +371,7 @@ impl BenchSubmitArgs {
                 self.clients, self.jobs, self.warmup
             );
         }
-        let policy = self.policy.clone();
-        let job: Arc<dyn Fn(usize) -> String + Send + Sync> = Arc::new(move |i| policy_job(i, policy.as_deref()));
-        if self.warmup > 0 {
-            run_submissions_of(&url, &token, self.clients, self.warmup, 0, job.clone()).context("warm-up")?;
-        }
-        let reserved_before = if self.broker() { reservations_granted(&url)? } else { 0 };
-        let r = run_submissions_of(&url, &token, self.clients, self.jobs, self.warmup, job)?;
-        // The broker's path ends when every job holds its reservation.
-        let reserved = if self.broker() {
-            Some(wait_reserved(&url, reserved_before + self.jobs as u64, r.elapsed)?)
-        } else {
-            None
-        };
-
-        // Every acknowledged job must be listed (it was committed before the 201).
-        let mut listed = None;
-        if _server.is_some() {
-            let client = Client::new(&url, Some(token.clone()), Duration::from_secs(60));
-            let n = client.jobs(None, false)?.len();
-            if n < self.jobs + self.warmup {
-                bail!(
-                    "only {n} jobs are listed after {} acknowledged submissions",
-                    self.jobs + self.warmup
-                );
-            }
-            listed = Some(n);
-        }
+        let Measured { r, reserved, listed } = self.measure(&url, &token, _server.is_some())?;
 
         let rate = r.jobs_per_sec();
         let seed_rate = SEED_001_JOBS_PER_MIN / 60.0;
@@ -326,6 +436,11 @@ impl BenchSubmitArgs {
 
 /// `koalesce_reservations_granted_total` from the server's /metrics.
 fn reservations_granted(url: &str) -> anyhow::Result<u64> {
+    counter(url, "koalesce_reservations_granted_total")
+}
+
+/// A counter from the server's /metrics.
+fn counter(url: &str, name: &str) -> anyhow::Result<u64> {
     let body = ureq::get(&format!("{}/metrics", url.trim_end_matches('/')))
         .call()
         .context("reading /metrics")?
@@ -334,13 +449,9 @@ fn reservations_granted(url: &str) -> anyhow::Result<u64> {
         .context("reading /metrics")?;
     let line = body
         .lines()
-        .find(|l| l.starts_with("koalesce_reservations_granted_total "))
-        .context("/metrics has no koalesce_reservations_granted_total (an older server?)")?;
-    line.rsplit(' ')
-        .next()
-        .unwrap_or_default()
-        .parse()
-        .context("koalesce_reservations_granted_total")
+        .find(|l| l.strip_prefix(name).is_some_and(|rest| rest.starts_with(' ')))
+        .with_context(|| format!("/metrics has no {name} (an older server?)"))?;
+    line.rsplit(' ').next().unwrap_or_default().parse().context(name.to_string())
 }
 
 /// Waits until `want` reservations were granted; returns the time since the submissions began.

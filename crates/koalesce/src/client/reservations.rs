@@ -29,7 +29,10 @@ pub struct ReservationRequestArgs {
     /// earliest start in the window it can.
     #[arg(long, value_name = "DURATION")]
     pub latest: Option<String>,
-    /// The site may move the reservation inside the window later (001 §2.3).
+    /// The site may move the reservation inside [start, latest] later (001 §2.3): later, to
+    /// make room for another request, or earlier when processors free up; a job held in it
+    /// follows, and `list` shows the moved start. Only sites that move reservations take it
+    /// (the local executor); a Slurm site refuses it (422).
     #[arg(long)]
     pub flexible: bool,
 }
@@ -72,7 +75,9 @@ pub enum ReservationsCommand {
         #[command(flatten)]
         conn: Connection,
     },
-    /// List your reservations (an admin: everyone's): ID USER SITE CPUS START END STATE.
+    /// List your reservations (an admin: everyone's): ID USER SITE CPUS START END STATE
+    /// FLEXIBLE (START and END as they are now: a flexible reservation shows where its site
+    /// moved it).
     #[command(alias = "ls")]
     List {
         #[command(flatten)]
@@ -116,7 +121,7 @@ pub enum ReservationsCommand {
 }
 
 fn table(rs: &[ReservationInfo]) -> String {
-    let mut t = format::Table::new(&["ID", "USER", "SITE", "CPUS", "START", "END", "STATE"]);
+    let mut t = format::Table::new(&["ID", "USER", "SITE", "CPUS", "START", "END", "STATE", "FLEXIBLE"]);
     for r in rs {
         t.push(vec![
             format::escape(&r.id),
@@ -126,6 +131,7 @@ fn table(rs: &[ReservationInfo]) -> String {
             format::format_unix_ms(r.start_ms as i64),
             format::format_unix_ms(r.end_ms as i64),
             format::escape(&r.state),
+            if r.flexible { "yes" } else { "no" }.to_string(),
         ]);
     }
     t.render()
@@ -186,7 +192,7 @@ impl ReservationsCommand {
                 answer(status, &v, output)
             }
             ReservationsCommand::List { output, conn } => {
-                let v = conn.client().get_json("/api/v1/reservations")?;
+                let v = conn.client().reservations_json()?;
                 Output::from(output).print(&v, || {
                     let rs: Vec<ReservationInfo> = serde_json::from_value(v.clone()).context("reading the reservations")?;
                     Ok(table(&rs))

@@ -178,7 +178,20 @@ pub fn ensure(net_dir: &Path, prefix: &str, sites: &[(String, String, usize)]) -
     Ok(links)
 }
 
-/// Forgets the links (the namespaces' deletion removed them).
+/// Deletes the host ends of the bed's control links (which deletes their namespace ends too).
+/// Deleting a namespace also removes them, but only once the kernel has freed it, which it
+/// does asynchronously: on a busy machine the host ends outlived `testbed down`.
+pub fn remove(net_dir: &Path) {
+    for l in load(net_dir) {
+        let _ = std::process::Command::new("ip")
+            .args(["link", "del", &l.host_dev])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+}
+
+/// Forgets the links (after [`remove`] and the namespaces' deletion).
 pub fn forget(net_dir: &Path) {
     let _ = std::fs::remove_file(net_dir.join(STATE_FILE));
 }

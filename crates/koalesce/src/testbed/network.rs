@@ -286,6 +286,7 @@ pub fn down(dir: &Path, clusters: &[String]) -> anyhow::Result<()> {
         .collect();
     procs::stop_pids(&pids, libc::SIGTERM, Duration::from_secs(5));
     if net_dir(dir).exists() {
+        hostlink::remove(&net_dir(dir));
         NetBed::down(&net_dir(dir))?;
         hostlink::forget(&net_dir(dir));
     }
