@@ -478,8 +478,8 @@ pub(crate) async fn upload_file(
 /// `DELETE /api/v1/files/{name}`: the owner or an admin.
 pub(crate) async fn delete_file(AxState(s): AxState<S>, headers: HeaderMap, Path(name): Path<String>) -> R<Response> {
     let caller = authenticate(&s, &headers)?;
-    let paths = {
-        let mut st = s.lock();
+    {
+        let st = s.lock();
         let Some(info) = st.files.get(&name) else {
             return Err(err(StatusCode::NOT_FOUND, format!("file '{name}' not found")));
         };
@@ -498,6 +498,26 @@ pub(crate) async fn delete_file(AxState(s): AxState<S>, headers: HeaderMap, Path
                 StatusCode::CONFLICT,
                 format!("file '{name}' is an input of job {} ({})", j.id.0, j.state.name()),
             ));
+        };
+    }
+    let removed = remove_file(&s, &name)
+        .await
+        .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, e))?;
+    if !removed {
+        return Err(err(StatusCode::CONFLICT, format!("file '{name}' became an input of a job")));
+    }
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// Removes catalogue file `name` (entry, then its replicas' bytes) unless a job that has not
+/// ended uses it as an input; false when it is in use (or unknown). The entry goes first: a
+/// crash in between leaves unregistered bytes, never an entry without them.
+pub(crate) async fn remove_file(s: &Shared, name: &str) -> Result<bool, String> {
+    let name = name.to_string();
+    let paths = {
+        let mut st = s.lock();
+        if !st.files.contains_key(&name) || st.core.jobs().any(|j| !j.state.is_terminal() && j.spec.input_files.contains(&name)) {
+            return Ok(false);
         }
         let info = st.files.remove(&name).map(|i| i.replicas).unwrap_or_default();
         st.core.catalogue_mut().remove(&name);
@@ -509,10 +529,7 @@ pub(crate) async fn delete_file(AxState(s): AxState<S>, headers: HeaderMap, Path
             .collect::<Vec<_>>()
     };
     s.data_catalogue.invalidate(&name);
-    s.store
-        .write(store::delete_file_op(name))
-        .await
-        .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    s.store.write(store::delete_file_op(name)).await.map_err(|e| e.to_string())?;
     let client = s.agents.clone();
     let _ = tokio::task::spawn_blocking(move || {
         for p in paths {
@@ -529,5 +546,5 @@ pub(crate) async fn delete_file(AxState(s): AxState<S>, headers: HeaderMap, Path
         }
     })
     .await;
-    Ok(StatusCode::NO_CONTENT.into_response())
+    Ok(true)
 }

@@ -103,6 +103,8 @@ fn federation_paths() -> Value {
             "parameters": [handoff.clone()], "responses": {"200": ok("the handoff", "HandoffState"), "401": err, "404": err, "409": err}}},
         "/api/v1/peer/handoffs/{h}/abort": {"post": {"summary": "Peers: abort a handoff that is not committed (unknown: a tombstone)", "security": peer,
             "parameters": [handoff.clone()], "responses": {"200": ok("the handoff", "HandoffState"), "401": err, "422": err}}},
+        "/api/v1/peer/handoffs/{h}/done": {"post": {"summary": "Peers (at the receiver): the caller has what it needs of the ended job (its outputs are back); the inputs received for it that no other live handoff or job uses are removed here. Idempotent", "security": peer,
+            "parameters": [handoff.clone()], "responses": {"200": ok("the handoff", "HandoffState"), "401": err, "404": err, "409": err}}},
         "/api/v1/peer/handoffs/{h}/outputs/{name}": {"get": {"summary": "Peers (at the receiver): an output of the job the caller handed over, once it succeeded", "security": peer,
             "parameters": [handoff.clone(), path("name", "the output's name here (<job id>/<file>)"), {"name": "Range", "in": "header", "schema": {"type": "string"}, "description": "bytes=N- to resume"}],
             "responses": {"200": file.clone(), "206": file.clone(), "401": err, "404": err, "416": err}}},

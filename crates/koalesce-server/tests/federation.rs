@@ -428,19 +428,12 @@ fn a_job_moves_with_its_input_files_and_its_outputs_come_back_to_the_origin() {
         (entry["owner"].as_str(), entry["sha256"].as_str()),
         (Some("alice"), Some(sha256_hex(&data).as_str()))
     );
-    // At beta: the input under the origin's reserved name, owned by peer-alpha; the job ran
-    // once there, as peer-alpha, with its outputs registered under its own id there.
+    // At beta: the job ran once there, as peer-alpha, on the input it received under the
+    // origin's reserved name; once the outputs are back at alpha, that input goes (catalogue
+    // entry and bytes).
     let root_b = token(&b.data_dir, "root", true);
-    let there = get(&b, &root_b, "/api/v1/files");
     let received = format!("peer-alpha/{}", sha256_hex(&data));
-    assert!(
-        there
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|f| f["name"] == received.as_str() && f["owner"] == "peer-alpha"),
-        "{there}"
-    );
+    wait_no_received(&b, &root_b, 20);
     let jobs_b = get(&b, &root_b, "/api/v1/jobs?all=true");
     assert_eq!(jobs_b.as_array().unwrap().len(), 1, "{jobs_b}");
     assert_eq!(
@@ -453,6 +446,96 @@ fn a_job_moves_with_its_input_files_and_its_outputs_come_back_to_the_origin() {
     assert_eq!(code, 422, "{msg}");
     let (code, msg) = b.request("PUT", &format!("/api/v1/files/{received}x?site=b1"), Some(&root_b), b"x");
     assert_eq!(code, 422, "{msg}");
+}
+
+/// The `peer-*` entries of `srv`'s catalogue and the files under its data directory whose
+/// path names `peer-`.
+fn received_here(srv: &BackgroundServer, root: &str) -> (Vec<String>, Vec<std::path::PathBuf>) {
+    let files = get(srv, root, "/api/v1/files");
+    let names = files
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| f["name"].as_str().filter(|n| n.starts_with("peer-")).map(str::to_string))
+        .collect();
+    let stored = walk(&srv.data_dir)
+        .into_iter()
+        .filter(|p| p.to_string_lossy().contains("peer-"))
+        .collect();
+    (names, stored)
+}
+
+/// Waits until `srv` holds no received input (catalogue and disk).
+fn wait_no_received(srv: &BackgroundServer, root: &str, secs: u64) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let (names, stored) = received_here(srv, root);
+        if names.is_empty() && stored.is_empty() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "received inputs stay: {names:?} {stored:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Issue 14: the inputs a peer received for a migrated job are removed there once the job
+/// ended and its outputs are back at the origin (`done`), but not while another job handed
+/// over with the same input still runs there.
+#[test]
+fn received_inputs_go_once_the_outputs_are_back_unless_a_running_job_shares_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (pa, pb) = (free_port(), free_port());
+    let a = server(&tmp.path().join("a"), "alpha", pa, &[("a1", 1)], &[("beta", pb)]);
+    let b = server(&tmp.path().join("b"), "beta", pb, &[("b1", 4)], &[("alpha", pa)]);
+    let alice = token(&a.data_dir, "alice", false);
+    let root_b = token(&b.data_dir, "root", true);
+    let data = text(200_000, 7);
+    let (code, body) = a.request("PUT", "/api/v1/files/data.bin?site=a1", Some(&alice), &data);
+    assert_eq!(code, 201, "{body}");
+    let blocker = grid_submit(&a, &alice, &sleep_job("blocker", 2));
+    let job = |name: &str, secs: u32| {
+        let script = format!("sleep {secs} && sha256sum \"$KOALESCE_INPUT_DATA_BIN\" | cut -d' ' -f1 > sum.txt");
+        format!(
+            "name = {name:?}\nexecutable = \"/bin/sh\"\narguments = [\"-c\", {script:?}]\nruntime_estimate = \"20s\"\n\
+             inputs = [\"data.bin\"]\noutputs = [\"sum.txt\"]\n[[components]]\nprocessors = 1\n"
+        )
+    };
+    let short = grid_submit(&a, &alice, &job("short", 0));
+    let long = grid_submit(&a, &alice, &job("long", 12));
+    let g = wait_grid(&a, &alice, short, 60);
+    assert_eq!(
+        (g["state"].as_str(), g["runs_at"].as_str()),
+        (Some("succeeded"), Some("beta")),
+        "{g}"
+    );
+    // The short job is released at beta (its origin recorded the answer to `done`) ...
+    let journal = Journal::open(&a.data_dir.join("federation.db")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !journal.grid_job(short).unwrap().unwrap().released {
+        assert!(Instant::now() < deadline, "short job never released");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // ... while the long one, with the same input, still runs there: the input stays.
+    let l = get(&a, &alice, &format!("/api/v1/grid/jobs/{long}"));
+    assert_eq!(l["runs_at"], "beta", "{l}");
+    assert!(!["succeeded", "failed", "cancelled"].contains(&l["state"].as_str().unwrap()), "{l}");
+    let received = format!("peer-alpha/{}", sha256_hex(&data));
+    let (names, stored) = received_here(&b, &root_b);
+    assert_eq!(names, vec![received.clone()], "kept for the running job");
+    assert_eq!(stored.len(), 1, "{stored:?}");
+    assert_eq!(std::fs::read(&stored[0]).unwrap(), data);
+    // The long job ends with the right bytes; then the input goes at beta.
+    let g = wait_grid(&a, &alice, long, 60);
+    assert_eq!(g["state"], "succeeded", "{g}");
+    let (code, sum) = a.request("GET", &format!("/api/v1/files/grid-{long}/sum.txt"), Some(&alice), b"");
+    assert_eq!((code, sum.trim()), (200, sha256_hex(&data).as_str()));
+    wait_no_received(&b, &root_b, 20);
+    assert!(journal.grid_job(long).unwrap().unwrap().released);
+    assert_eq!(wait_grid(&a, &alice, blocker, 60)["runs_at"], "local");
+    // Each job ran once; the origin's input is untouched.
+    assert_eq!(get(&b, &root_b, "/api/v1/jobs?all=true").as_array().unwrap().len(), 2);
+    let (code, back) = a.request("GET", "/api/v1/files/data.bin", Some(&alice), b"");
+    assert_eq!((code, back.as_bytes() == &data[..]), (200, true));
 }
 
 /// How the fake origin answers a fetch of its input.

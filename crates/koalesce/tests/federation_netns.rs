@@ -456,3 +456,102 @@ fn a_receiver_killed_during_an_input_transfer_resumes_it_and_runs_the_job_once()
     let here = a.json(&alice, &["jobs"]);
     assert_eq!(here.as_array().unwrap().len(), 1, "only the blocker at alpha: {here}");
 }
+
+/// The origin is SIGKILLed while the receiver pulls a 4 MB input from it over the 8 Mbit/s
+/// link: restarted on its port, it commits the handoff again (its journal says `migrated`), the
+/// receiver resumes its partial, and the job runs exactly once there on the verified bytes;
+/// once its output is back, the receiver drops the input it received.
+#[test]
+fn an_origin_killed_during_an_input_transfer_is_restarted_and_the_job_runs_once() {
+    if !is_root() {
+        eprintln!("SKIPPED: this test needs root (network namespaces and tc shaping); CI runs as root");
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = tempfile::tempdir().unwrap();
+    let bed_dir = tmp.path().join("bed");
+    std::fs::create_dir_all(&bed_dir).unwrap();
+    let bed = Bed::up(&bed_dir);
+    let extra = "probe_bytes = 65536\noutput_ratio = 0.0\n";
+    let (mut a, alice) = Server::start_with(&bed, tmp.path(), "alpha", 1, "beta", "alice", extra);
+    let (b, root_b) = Server::start_with(&bed, tmp.path(), "beta", 4, "alpha", "root", extra);
+    let data: Vec<u8> = (0..4_000_000u32).map(|i| (i.wrapping_mul(2_246_822_519) >> 24) as u8).collect();
+    let sha = koalesce_server::store::sha256_hex(&data);
+    let input = tmp.path().join("big.bin");
+    std::fs::write(&input, &data).unwrap();
+    let (ok, text) = a.cli(&alice, &["files", "add", "big.bin", input.to_str().unwrap(), "--site", "alpha1"]);
+    assert!(ok, "{text}");
+    let submit = |a: &Server, toml: &str| -> u64 {
+        let f = tmp.path().join(format!("job-{}.toml", toml.len()));
+        std::fs::write(&f, toml).unwrap();
+        a.json(&alice, &["federation", "submit", f.to_str().unwrap()])["id"]
+            .as_u64()
+            .unwrap()
+    };
+    let blocker = submit(&a, &job("blocker", "", "sleep 30; echo b > out.txt", "60s"));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while a.json(&alice, &["federation", "status", &blocker.to_string()])["state"] != "running" {
+        assert!(Instant::now() < deadline, "blocker never ran");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let check = format!("test \"$(sha256sum < $KOALESCE_INPUT_BIG_BIN | cut -d' ' -f1)\" = {sha} && echo ok > out.txt");
+    let id = submit(&a, &job("moved", "big.bin", &check, "10s"));
+    // Kill alpha once beta holds at least 1 MiB of the input durably (the pull is under way).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while partial_offset(&b.data) < 1 << 20 {
+        assert!(
+            Instant::now() < deadline,
+            "no transfer under way: {}",
+            a.json(&alice, &["federation", "status", &id.to_string()])
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    a.kill_and_restart();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let g = loop {
+        let (ok, text) = a.cli(&alice, &["federation", "status", &id.to_string(), "--json"]);
+        let g: Value = if ok {
+            serde_json::from_str(&text).unwrap_or(Value::Null)
+        } else {
+            Value::Null
+        };
+        if ["succeeded", "failed", "cancelled"].contains(&g["state"].as_str().unwrap_or("")) {
+            break g;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "stuck: {text}\nbeta: {}\nalpha: {}",
+            b.log_tail(),
+            a.log_tail()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(
+        (g["state"].as_str(), g["runs_at"].as_str()),
+        (Some("succeeded"), Some("beta")),
+        "{g}"
+    );
+    assert_eq!(g["exit_ok"], true, "the job read exactly alpha's bytes: {g}");
+    let there = b.json(&root_b, &["jobs", "--all"]);
+    assert_eq!(there.as_array().unwrap().len(), 1, "ran once at beta: {there}");
+    let here = a.json(&alice, &["jobs"]);
+    assert_eq!(here.as_array().unwrap().len(), 1, "only the blocker at alpha: {here}");
+    // Its output came back to alpha; then beta drops the input it received (catalogue).
+    let out = g["outputs"][0].as_str().unwrap_or_default().to_string();
+    assert!(!out.is_empty(), "{g}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let files = b.json(&root_b, &["files", "ls"]);
+        let kept: Vec<&Value> = files
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["name"].as_str().is_some_and(|n| n.starts_with("peer-")))
+            .collect();
+        if kept.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "beta keeps {kept:?}\n{}", b.log_tail());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

@@ -466,6 +466,32 @@ pub(crate) fn inputs_ready(fed: &Arc<Federation>, i: usize, inc: &Incoming, desc
     None
 }
 
+/// Removes the inputs received for released handoff `inc` that no live handoff from the same
+/// origin declares (prepared, or committed and not released) and no unended job uses; how many
+/// went. The caller holds `submit_lock` (no commit takes an input meanwhile). A crash before
+/// or during leaves files that are not needed (a repeated `done` sweeps them), never removes
+/// one that is.
+pub(crate) async fn release_inputs(fed: &Arc<Federation>, inc: &Incoming) -> Result<usize, String> {
+    let j = fed.journal.clone();
+    let origin = inc.origin.clone();
+    let live = blocking(move || j.live_incoming(&origin)).await.map_err(|e| e.to_string())?;
+    let needed: BTreeSet<String> = live
+        .iter()
+        .filter(|l| l.handoff != inc.handoff)
+        .flat_map(|l| declared(l).into_iter().map(|f| f.sha256))
+        .collect();
+    let mut removed = 0;
+    for f in declared(inc) {
+        if needed.contains(&f.sha256) {
+            continue;
+        }
+        if crate::api_files::remove_file(&fed.shared, &received_name(&inc.origin, &f.sha256)).await? {
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
 /// `desc` with its inputs renamed (`(old, new)` logical names): the job still finds each
 /// under the names it used — staged as before (`as`), and `KOALESCE_INPUT_<OLD>` both in its
 /// environment and in `${...}` references of its program, arguments and environment.

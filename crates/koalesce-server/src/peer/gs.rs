@@ -346,6 +346,8 @@ async fn follow(fed: &Arc<Federation>, row: &GridRow) -> anyhow::Result<()> {
         if r.job_state.as_deref().is_some_and(terminal) {
             if r.job_state.as_deref() == Some("succeeded") && row.outputs.is_none() {
                 outputs_back(fed, row, r)?;
+            } else if !row.released {
+                release(fed, row).await?;
             }
             return Ok(());
         }
@@ -366,6 +368,28 @@ async fn follow(fed: &Arc<Federation>, row: &GridRow) -> anyhow::Result<()> {
         let j = fed.journal.clone();
         let (id, json) = (row.id, serde_json::to_string(&s)?);
         blocking(move || j.set_remote(id, s.job, &json)).await?;
+    }
+    Ok(())
+}
+
+/// An ended migrated job whose outputs are recorded here: tells the peer it may drop the
+/// inputs it received for it (`done`, idempotent), then records that it answered. Unanswered:
+/// asked again at the next pass; a peer that never hears it keeps files, nothing more.
+async fn release(fed: &Arc<Federation>, row: &GridRow) -> anyhow::Result<()> {
+    let (Some(peer), Some(h)) = (row.peer.as_deref(), row.handoff.as_deref()) else {
+        return Ok(());
+    };
+    let Some(i) = fed.peer_index(peer) else { return Ok(()) };
+    if !fed.available(i) {
+        return Ok(());
+    }
+    let path = format!("/api/v1/peer/handoffs/{}/done", super::data::encode(h));
+    match call::<(), HandoffState>(fed, i, path, Some(())).await {
+        Ok(_) => {
+            let (j, id) = (fed.journal.clone(), row.id);
+            blocking(move || j.set_released(id)).await?;
+        }
+        Err(e) => tracing::warn!(grid_job = row.id, peer, error = %e, "telling the peer the job is done failed"),
     }
     Ok(())
 }

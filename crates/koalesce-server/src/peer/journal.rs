@@ -49,6 +49,9 @@ pub struct GridRow {
     pub outputs: Option<String>,
     /// Why the job's data did not move (yet).
     pub data_error: Option<String>,
+    /// The peer confirmed it let go of the job's inputs (`POST .../done` answered): the job is
+    /// over for the federation.
+    pub released: bool,
 }
 
 /// One handoff received from a peer.
@@ -63,6 +66,9 @@ pub struct Incoming {
     pub local_id: Option<u64>,
     /// The input files the origin offered (JSON list of `PeerFile`).
     pub inputs: String,
+    /// The origin is done with the job (its outputs are back): its inputs are no longer needed
+    /// for it here.
+    pub released: bool,
 }
 
 /// The journal; cheap to clone. Calls block on SQLite (run them off the async threads).
@@ -83,16 +89,18 @@ CREATE TABLE IF NOT EXISTS incoming (
 ";
 
 /// Columns added after the first release of the journal (added to an older file on open).
-const ADDED_COLUMNS: [(&str, &str); 3] = [
+const ADDED_COLUMNS: [(&str, &str); 5] = [
     ("grid_jobs", "outputs TEXT"),
     ("grid_jobs", "data_error TEXT"),
     ("incoming", "inputs TEXT NOT NULL DEFAULT '[]'"),
+    ("grid_jobs", "released INTEGER NOT NULL DEFAULT 0"),
+    ("incoming", "released INTEGER NOT NULL DEFAULT 0"),
 ];
 
-const INCOMING_COLUMNS: &str = "handoff, origin, user, description, state, local_id, inputs";
+const INCOMING_COLUMNS: &str = "handoff, origin, user, description, state, local_id, inputs, released";
 
 const GRID_COLUMNS: &str =
-    "id, user, name, description, submitted_ms, state, local_id, peer, handoff, remote_id, remote, reason, attempts, outputs, data_error";
+    "id, user, name, description, submitted_ms, state, local_id, peer, handoff, remote_id, remote, reason, attempts, outputs, data_error, released";
 
 fn grid_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<GridRow> {
     Ok(GridRow {
@@ -111,6 +119,7 @@ fn grid_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<GridRow> {
         attempts: r.get::<_, i64>(12)? as u32,
         outputs: r.get(13)?,
         data_error: r.get(14)?,
+        released: r.get::<_, i64>(15)? != 0,
     })
 }
 
@@ -123,6 +132,7 @@ fn incoming_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Incoming> {
         state: r.get(4)?,
         local_id: r.get::<_, Option<i64>>(5)?.map(|v| v as u64),
         inputs: r.get(6)?,
+        released: r.get::<_, i64>(7)? != 0,
     })
 }
 
@@ -317,6 +327,45 @@ impl Journal {
         })
     }
 
+    /// Marks grid job `id` released at its peer (the peer confirmed `done`).
+    pub fn set_released(&self, id: u64) -> rusqlite::Result<()> {
+        self.with(|c| {
+            c.execute("UPDATE grid_jobs SET released = 1 WHERE id = ?1", [id as i64])?;
+            Ok(())
+        })
+    }
+
+    /// Marks a committed handoff done (its origin has what it needs); false when it is not
+    /// committed.
+    pub fn release(&self, handoff: &str) -> rusqlite::Result<bool> {
+        self.with(|c| {
+            c.execute(
+                "UPDATE incoming SET released = 1 WHERE handoff = ?1 AND state = 'committed'",
+                [handoff],
+            )?;
+            let r: Option<i64> = c
+                .query_row(
+                    "SELECT released FROM incoming WHERE handoff = ?1 AND state = 'committed'",
+                    [handoff],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            Ok(r == Some(1))
+        })
+    }
+
+    /// The handoffs from `origin` whose inputs are still needed here (prepared, or committed
+    /// and not released).
+    pub fn live_incoming(&self, origin: &str) -> rusqlite::Result<Vec<Incoming>> {
+        self.with(|c| {
+            let mut st = c.prepare(&format!(
+                "SELECT {INCOMING_COLUMNS} FROM incoming WHERE origin = ?1 AND released = 0 AND state IN ('prepared', 'committed')"
+            ))?;
+            let rows = st.query_map([origin], incoming_row)?;
+            rows.collect()
+        })
+    }
+
     /// Counts of grid jobs per state and of committed incoming handoffs.
     pub fn counts(&self) -> rusqlite::Result<(Vec<(String, u64)>, u64)> {
         self.with(|c| {
@@ -363,6 +412,32 @@ mod tests {
         assert_eq!(j.prepare("alpha-2-1", "alpha", "u", "d", "[]").unwrap().state, "aborted");
         j.committed("alpha-2-1", 9).unwrap();
         assert_eq!(j.incoming("alpha-2-1").unwrap().unwrap().local_id, None);
+    }
+
+    #[test]
+    fn released_handoffs_no_longer_hold_their_inputs() {
+        let dir = tempfile::tempdir().unwrap();
+        let j = Journal::open(&dir.path().join("f.db")).unwrap();
+        for h in ["alpha-1-1", "alpha-2-1", "alpha-3-1"] {
+            j.prepare(h, "alpha", "u", "d", "[]").unwrap();
+        }
+        j.prepare("gamma-1-1", "gamma", "u", "d", "[]").unwrap();
+        j.abort("alpha-3-1", "alpha").unwrap();
+        // Only a committed handoff is released (a prepared one may still run).
+        assert!(!j.release("alpha-2-1").unwrap());
+        j.committed("alpha-1-1", 4).unwrap();
+        assert!(j.release("alpha-1-1").unwrap());
+        assert!(j.release("alpha-1-1").unwrap(), "idempotent");
+        let live: Vec<String> = j.live_incoming("alpha").unwrap().into_iter().map(|i| i.handoff).collect();
+        assert_eq!(
+            live,
+            vec!["alpha-2-1".to_string()],
+            "prepared stays live; released and aborted do not; other origins apart"
+        );
+        // Durable.
+        drop(j);
+        let j = Journal::open(&dir.path().join("f.db")).unwrap();
+        assert!(j.incoming("alpha-1-1").unwrap().unwrap().released);
     }
 
     #[test]

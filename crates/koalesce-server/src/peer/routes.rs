@@ -33,6 +33,7 @@ pub(super) fn router(fed: F) -> Router {
         .route("/api/v1/peer/handoffs/{h}", get(handoff_state))
         .route("/api/v1/peer/handoffs/{h}/commit", post(commit))
         .route("/api/v1/peer/handoffs/{h}/abort", post(abort))
+        .route("/api/v1/peer/handoffs/{h}/done", post(done))
         .route("/api/v1/peer/handoffs/{h}/outputs/{*name}", get(output_file))
         .route("/api/v1/peer/sent/{h}/inputs/{*name}", get(input_file))
         .route("/api/v1/peer/probe", get(probe))
@@ -401,6 +402,37 @@ async fn abort(State(fed): State<F>, headers: HeaderMap, Path(h): Path<String>) 
     let one = fed.submit_lock.lock().await;
     let inc = blocking(move || j.abort(&h, &origin)).await.map_err(internal)?;
     drop(one);
+    Ok(Json(handoff_view(&fed, inc).await))
+}
+
+/// `POST /api/v1/peer/handoffs/{h}/done` (at the receiver): the origin has what it needs of
+/// the ended job (its outputs are back). Marks the handoff released (durable), then removes
+/// the inputs received for it that no live handoff (prepared, or committed and not released)
+/// or unended job uses. Idempotent: a repeated call sweeps again.
+async fn done(State(fed): State<F>, headers: HeaderMap, Path(h): Path<String>) -> R<Json<HandoffState>> {
+    let i = peer_auth(&fed, &headers)?;
+    let inc = find(&fed, i, &h).await?;
+    let conflict = |why: &str| err(StatusCode::CONFLICT, format!("handoff '{}' {why}", api::cut_message(&h)));
+    let Some(id) = inc.local_id.filter(|_| inc.state == "committed") else {
+        return Err(conflict(&format!("is {}, not committed", inc.state)));
+    };
+    let d = api::job_detail(&fed.shared, id).await?;
+    let ended =
+        matches!(d.state.as_str(), "succeeded" | "failed" | "cancelled") && fed.shared.lock().core.job(koalesce_core::JobId(id)).is_none();
+    if !ended {
+        return Err(conflict(&format!("has a job that has not ended ({})", d.state)));
+    }
+    // Under the lock no commit can take an input between the look-up and the removal.
+    let one = fed.submit_lock.lock().await;
+    let j = fed.journal.clone();
+    let key = h.clone();
+    blocking(move || j.release(&key)).await.map_err(internal)?;
+    let removed = data::release_inputs(&fed, &inc).await.map_err(internal)?;
+    drop(one);
+    if removed > 0 {
+        tracing::info!(handoff = %h, removed, "inputs received for an ended job removed");
+    }
+    let inc = find(&fed, i, &h).await?;
     Ok(Json(handoff_view(&fed, inc).await))
 }
 
