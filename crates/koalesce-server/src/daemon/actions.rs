@@ -62,7 +62,7 @@ pub fn process_actions(shared: &Arc<Shared>, st: &mut State) {
                     reserved: reservation,
                 });
             }
-            Action::Launch { job } => super::lrm::prepare_launch(shared, st, job.0),
+            Action::Launch { job } => super::launch::prepare_launch(shared, st, job.0),
             Action::Abort { job, component, .. } => {
                 if let Some(e) = st.exec.remove(&(job.0, component)) {
                     if e.attempt > 0 {

@@ -19,6 +19,7 @@
 pub(crate) mod actions;
 pub(crate) mod blacklist;
 pub(crate) mod driver;
+pub(crate) mod launch;
 pub(crate) mod lrm;
 pub mod network;
 pub(crate) mod records;

@@ -496,7 +496,7 @@ pub(crate) async fn release_inputs(fed: &Arc<Federation>, inc: &Incoming) -> Res
 /// under the names it used — staged as before (`as`), and `KOALESCE_INPUT_<OLD>` both in its
 /// environment and in `${...}` references of its program, arguments and environment.
 pub(crate) fn renamed_inputs(desc: &JobDescription, renamed: &[(String, String)]) -> JobDescription {
-    use crate::daemon::lrm::env_name;
+    use crate::daemon::launch::env_name;
     let mut d = desc.clone();
     let vars: Vec<(String, String)> = renamed
         .iter()
