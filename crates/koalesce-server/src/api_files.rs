@@ -47,16 +47,9 @@ pub(crate) async fn list_files(
     headers: HeaderMap,
     q: Result<Query<FilesQuery>, axum::extract::rejection::QueryRejection>,
 ) -> R<Response> {
-    use crate::job_list::{DEFAULT_LIMIT, MAX_LIMIT, NEXT_AFTER_HEADER};
     authenticate(&s, &headers)?;
     let Query(q) = q.map_err(|e| err(StatusCode::BAD_REQUEST, format!("query: {e}")))?;
-    let limit = q.limit.unwrap_or(DEFAULT_LIMIT);
-    if limit == 0 || limit > MAX_LIMIT {
-        return Err(err(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            format!("parameter 'limit': must be in 1..={MAX_LIMIT}"),
-        ));
-    }
+    let limit = crate::job_list::page_limit(q.limit).map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, e))?;
     let mut page: Vec<FileInfo> = {
         let st = s.lock();
         let from = match &q.after {
@@ -74,12 +67,7 @@ pub(crate) async fn list_files(
         page.truncate(limit);
         if let Some(last) = page.last() {
             let enc: String = form_urlencoded::byte_serialize(last.name.as_bytes()).collect();
-            if let Ok(v) = axum::http::HeaderValue::from_str(&enc) {
-                h.insert(NEXT_AFTER_HEADER, v);
-            }
-            if let Ok(v) = axum::http::HeaderValue::from_str(&format!("</api/v1/files?limit={limit}&after={enc}>; rel=\"next\"")) {
-                h.insert(header::LINK, v);
-            }
+            h = crate::job_list::next_page_headers("/api/v1/files", &format!("limit={limit}"), &enc);
         }
     }
     Ok((StatusCode::OK, h, Json(page)).into_response())

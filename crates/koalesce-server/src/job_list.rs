@@ -100,19 +100,14 @@ impl Filter {
             None if admin && q.all.unwrap_or(false) => None,
             None => Some(user.to_string()),
         };
-        if q.limit == Some(0) || q.limit.is_some_and(|l| l > MAX_LIMIT) {
-            return Err(err(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                format!("parameter 'limit': must be in 1..={MAX_LIMIT}"),
-            ));
-        }
+        let limit = page_limit(q.limit).map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, e))?;
         Ok(Filter {
             states,
             user: who,
             name: q.name.filter(|n| !n.is_empty()),
             site: q.site.filter(|n| !n.is_empty()),
             since: q.since,
-            limit: q.limit.unwrap_or(DEFAULT_LIMIT),
+            limit,
             after: q.after.unwrap_or(0),
         })
     }
@@ -203,22 +198,39 @@ pub async fn list_jobs(
     if jobs.len() > f.limit {
         jobs.truncate(f.limit);
         if let Some(last) = jobs.last() {
-            h.insert(NEXT_AFTER_HEADER, HeaderValue::from(last.id));
-            let link = format!(
-                "</api/v1/jobs?{}>; rel=\"next\"",
-                next_query(raw.0.as_deref().unwrap_or(""), last.id)
-            );
-            if let Ok(v) = HeaderValue::from_str(&link) {
-                h.insert(axum::http::header::LINK, v);
-            }
+            h = next_page_headers("/api/v1/jobs", raw.0.as_deref().unwrap_or(""), &last.id.to_string());
         }
     }
     Ok((StatusCode::OK, h, Json(jobs)).into_response())
 }
 
+/// `limit` of a paged list (jobs, files, reservations): [`DEFAULT_LIMIT`] when not given, and
+/// an error naming it outside 1..=[`MAX_LIMIT`].
+pub(crate) fn page_limit(limit: Option<usize>) -> Result<usize, String> {
+    match limit {
+        Some(l) if l == 0 || l > MAX_LIMIT => Err(format!("parameter 'limit': must be in 1..={MAX_LIMIT}")),
+        l => Ok(l.unwrap_or(DEFAULT_LIMIT)),
+    }
+}
+
+/// The headers of a page that `limit` cut: the next page's `after` in
+/// `X-Koalesce-Next-After` and its whole URL in `Link: <...>; rel="next"` (RFC 8288), the
+/// request's `query` with `after` set to `cursor` (given ready for a query: percent-encoded
+/// where it needs to be).
+pub(crate) fn next_page_headers(path: &str, query: &str, cursor: &str) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    if let Ok(v) = HeaderValue::from_str(cursor) {
+        h.insert(NEXT_AFTER_HEADER, v);
+    }
+    if let Ok(v) = HeaderValue::from_str(&format!("<{path}?{}>; rel=\"next\"", next_query(query, cursor))) {
+        h.insert(axum::http::header::LINK, v);
+    }
+    h
+}
+
 /// The query of the next page: the request's own, with `after` set to `after` (the request's
 /// parameters are kept as they came, so the next page has the same filter and size).
-pub fn next_query(query: &str, after: u64) -> String {
+pub fn next_query(query: &str, after: impl std::fmt::Display) -> String {
     let mut parts: Vec<String> = query
         .split('&')
         .filter(|p| !p.is_empty() && p.split('=').next() != Some("after"))

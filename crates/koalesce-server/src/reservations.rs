@@ -417,16 +417,9 @@ pub(crate) async fn list(
     headers: HeaderMap,
     q: Result<axum::extract::Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> R<Response> {
-    use crate::job_list::{DEFAULT_LIMIT, MAX_LIMIT, NEXT_AFTER_HEADER};
     let caller = authenticate(&s, &headers)?;
     let axum::extract::Query(q) = q.map_err(|e| err(StatusCode::BAD_REQUEST, format!("query: {e}")))?;
-    let limit = q.limit.unwrap_or(DEFAULT_LIMIT);
-    if limit == 0 || limit > MAX_LIMIT {
-        return Err(err(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            format!("parameter 'limit': must be in 1..={MAX_LIMIT}"),
-        ));
-    }
+    let limit = crate::job_list::page_limit(q.limit).map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, e))?;
     let after = i64::try_from(q.after.unwrap_or(0)).map_err(|_| err(StatusCode::UNPROCESSABLE_ENTITY, "parameter 'after': too large"))?;
     let user = (!caller.admin).then_some(caller.user.clone());
     let mut rows = s
@@ -437,13 +430,7 @@ pub(crate) async fn list(
     if rows.len() > limit {
         rows.truncate(limit);
         if let Some(last) = rows.last() {
-            if let Ok(v) = axum::http::HeaderValue::from_str(&last.id.to_string()) {
-                h.insert(NEXT_AFTER_HEADER, v);
-            }
-            let link = format!("</api/v1/reservations?limit={limit}&after={}>; rel=\"next\"", last.id);
-            if let Ok(v) = axum::http::HeaderValue::from_str(&link) {
-                h.insert(axum::http::header::LINK, v);
-            }
+            h = crate::job_list::next_page_headers("/api/v1/reservations", &format!("limit={limit}"), &last.id.to_string());
         }
     }
     let page: Vec<ReservationInfo> = rows.into_iter().map(|r| r.info).collect();
