@@ -58,7 +58,7 @@ pub fn prefix_for(dir: &Path) -> String {
 
 /// Runs a command (`ip`, `tc`) and returns its standard output; a failure names the command
 /// and what it printed.
-fn output<S: AsRef<str>>(args: &[S]) -> anyhow::Result<String> {
+pub(crate) fn output<S: AsRef<str>>(args: &[S]) -> anyhow::Result<String> {
     let args: Vec<&str> = args.iter().map(AsRef::as_ref).collect();
     let out = Command::new(args[0])
         .args(&args[1..])

@@ -16,7 +16,6 @@ use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
 use std::os::fd::AsRawFd;
 use std::path::Path;
-use std::process::Command;
 
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
@@ -109,27 +108,13 @@ pub fn commands(l: &HostLink) -> Vec<Vec<String>> {
 }
 
 fn run(args: &[String]) -> anyhow::Result<()> {
-    let out = Command::new(&args[0])
-        .args(&args[1..])
-        .output()
-        .with_context(|| format!("running {}", args[0]))?;
-    anyhow::ensure!(
-        out.status.success(),
-        "`{}` failed: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr).trim()
-    );
-    Ok(())
+    crate::netbed::output(args).map(drop)
 }
 
 /// The slots the host's interfaces use now.
 fn used_slots() -> anyhow::Result<BTreeSet<u16>> {
-    let out = Command::new("ip")
-        .args(["-4", "-o", "addr", "show"])
-        .output()
-        .context("running ip")?;
-    anyhow::ensure!(out.status.success(), "ip -4 addr show failed");
-    Ok(String::from_utf8_lossy(&out.stdout)
+    let out = crate::netbed::output(&["ip", "-4", "-o", "addr", "show"])?;
+    Ok(out
         .split_whitespace()
         .filter_map(|w| w.split('/').next()?.parse::<Ipv4Addr>().ok())
         .filter_map(slot_of)
@@ -183,11 +168,7 @@ pub fn ensure(net_dir: &Path, prefix: &str, sites: &[(String, String, usize)]) -
 /// does asynchronously: on a busy machine the host ends outlived `testbed down`.
 pub fn remove(net_dir: &Path) {
     for l in load(net_dir) {
-        let _ = std::process::Command::new("ip")
-            .args(["link", "del", &l.host_dev])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status();
+        let _ = crate::netbed::output(&["ip", "link", "del", &l.host_dev]);
     }
 }
 
