@@ -304,16 +304,7 @@ impl BenchSubmitArgs {
                 rates[usize::from(!batch)].push(rate);
             }
         }
-        let median = |v: &[f64]| {
-            let mut v = v.to_vec();
-            v.sort_by(f64::total_cmp);
-            let n = v.len();
-            if n % 2 == 1 {
-                v[n / 2]
-            } else {
-                (v[n / 2 - 1] + v[n / 2]) / 2.0
-            }
-        };
+        let median = |v: &[f64]| koalesce_core::nws::median(v.to_vec());
         let (on, off) = (median(&rates[0]), median(&rates[1]));
         let seed = SEED_001_RESERVED_JOBS_PER_MIN / 60.0;
         if self.json {
