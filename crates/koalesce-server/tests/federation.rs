@@ -276,6 +276,24 @@ fn peer_endpoints_take_only_the_pairs_secret_and_check_what_they_get() {
     // A committed handoff cannot be aborted.
     let ab: Value = as_alpha.call("/api/v1/peer/handoffs/alpha-8-1/abort", Some(&())).unwrap();
     assert_eq!(ab["state"], "committed");
+    // `done` (the origin has the outputs back): never for an unknown, another peer's, an
+    // aborted or a prepared handoff, nor one whose job has not ended; never with a user token.
+    let done = |h: &str| match as_alpha.call::<_, Value>(&format!("/api/v1/peer/handoffs/{h}/done"), Some(&())) {
+        Err(koalesce_server::peer::CallError::Refused(code, msg)) => (code, msg),
+        other => panic!("accepted: {other:?}"),
+    };
+    assert_eq!(done("alpha-9-1").0, 404);
+    assert_eq!(done("gamma-8-1").0, 404);
+    assert_eq!(done("..%2F..%2Fetc").0, 404);
+    let (code, msg) = done("alpha-7-1");
+    assert_eq!(code, 409, "{msg}");
+    assert!(msg.contains("aborted"), "{msg}");
+    let _: Value = as_alpha.call("/api/v1/peer/handoffs", Some(&job("alpha-10-1", ok_desc))).unwrap();
+    assert_eq!(done("alpha-10-1").0, 409, "a prepared handoff");
+    assert_eq!(
+        raw("/api/v1/peer/handoffs/alpha-8-1/done", &[("Authorization", &bearer(&user))], ""),
+        401
+    );
 }
 
 /// The origin is killed at each step of a handoff (its journal left as the crash left it) and
