@@ -102,6 +102,7 @@ pub mod listener;
 pub mod local;
 pub mod openapi;
 pub mod peer;
+pub mod priority;
 pub mod quotas;
 pub mod realtime;
 pub mod reservations;
@@ -347,7 +348,10 @@ pub async fn start(opts: ServerOptions) -> anyhow::Result<RunningServer> {
 /// `koalesce server`: builds a runtime, starts, runs until SIGINT/SIGTERM.
 pub fn run_blocking(opts: ServerOptions) -> anyhow::Result<()> {
     init_tracing();
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .on_thread_start(priority::favour_thread_or_log)
+        .enable_all()
+        .build()?;
     rt.block_on(async move {
         // Handled from the start: the address is published before recovery.
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
@@ -407,7 +411,11 @@ impl BackgroundServer {
         if std::env::var_os("RUST_LOG").is_some() {
             init_tracing();
         }
-        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .on_thread_start(priority::favour_thread_or_log)
+            .enable_all()
+            .build()?;
         let data_dir = opts.data_dir.clone();
         let server = runtime.block_on(start(opts))?;
         Ok(BackgroundServer {

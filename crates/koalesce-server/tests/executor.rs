@@ -574,3 +574,56 @@ fn a_killed_launcher_is_started_again_and_its_supervisors_run_on() {
     b.release(&c1);
     b.release(&c2);
 }
+
+/// The `se.slice` (ns) and nice value of the thread whose /proc directory is `path`.
+fn slice_and_nice(path: &str) -> (u64, i32) {
+    let sched = std::fs::read_to_string(format!("{path}/sched")).unwrap();
+    let field = |name: &str| -> i64 {
+        let line = sched.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("{name} in {sched}"));
+        line.rsplit(':').next().unwrap().trim().parse().unwrap()
+    };
+    (field("se.slice") as u64, field("prio") as i32 - 120)
+}
+
+/// The daemon's threads are favoured (a short slice, and a lower nice value as root: see
+/// `koalesce_server::priority`), but nothing it starts inherits that: the program and its
+/// supervisor run at the default slice and at the test's own nice value. The program reports
+/// its own and its supervisor's (`$PPID`) slice and priority from /proc.
+#[test]
+fn the_daemon_is_favoured_but_its_supervisors_and_programs_are_not() {
+    use koalesce_server::priority;
+    let Ok(favoured) = std::thread::spawn(priority::favour_thread).join().unwrap() else {
+        return; // this kernel has no sched_setattr for normal threads
+    };
+    if favoured.slice_ns != priority::SLICE_NS {
+        return; // a kernel before 6.12: no custom slices
+    }
+    let own_nice: i32 = stat_field("self", 19).parse().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let tok = common::token(tmp.path(), "alice", false);
+    let srv = common::server(tmp.path(), &[("a", 2)]);
+    let script = "for p in $$ $PPID; do sed -n 's/^se.slice *: *//p; s/^prio *: *//p' /proc/$p/sched; done";
+    let id = common::submit(&srv, &tok, &common::shell_job("prio", script, 1, ""));
+    let j = common::wait_state(&srv, &tok, id, &["succeeded", "failed"], 30);
+    assert_eq!(j["state"], "succeeded", "{j}");
+    let out = std::fs::read_to_string(j["components"][0]["stdout"].as_str().unwrap()).unwrap();
+    let v: Vec<i64> = out.lines().map(|l| l.trim().parse().unwrap()).collect();
+    assert_eq!(v.len(), 4, "{out:?}");
+    for (who, slice, prio) in [("program", v[0], v[1]), ("supervisor", v[2], v[3])] {
+        assert_ne!(slice as u64, priority::SLICE_NS, "the {who} runs at the default slice: {out:?}");
+        assert_eq!(prio - 120, own_nice.max(0) as i64, "the {who} runs at the normal nice value: {out:?}");
+    }
+    // The database writer (which every acknowledgement waits for) is favoured.
+    let writers: Vec<(u64, i32)> = std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .flatten()
+        .map(|t| t.path().display().to_string())
+        .filter(|p| std::fs::read_to_string(format!("{p}/comm")).is_ok_and(|c| c.trim() == "koalesce-db-wri"))
+        .map(|p| slice_and_nice(&p))
+        .collect();
+    assert!(!writers.is_empty());
+    for (slice, nice) in writers {
+        assert_eq!(slice, priority::SLICE_NS);
+        assert_eq!(nice, favoured.nice);
+    }
+}

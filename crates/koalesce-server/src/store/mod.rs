@@ -253,7 +253,11 @@ impl Store {
         let st = stats.clone();
         std::thread::Builder::new()
             .name("koalesce-db-writer".into())
-            .spawn(move || writer_loop(write, rx, st))
+            .spawn(move || {
+                // Acknowledgements wait for its commits (see crate::priority).
+                crate::priority::favour_thread_or_log();
+                writer_loop(write, rx, st)
+            })
             .map_err(StoreError::Writer)?;
         Ok(Store {
             tx,
