@@ -100,6 +100,7 @@ pub use koalesce_api::jobdesc;
 pub mod launcher;
 pub mod listener;
 pub mod local;
+pub mod metrics;
 pub mod openapi;
 pub mod peer;
 pub mod priority;

@@ -101,7 +101,11 @@ pub fn favour_thread() -> io::Result<Favour> {
         size: std::mem::size_of::<SchedAttr>() as u32,
         sched_policy: libc::SCHED_OTHER as u32,
         sched_flags: SCHED_FLAG_RESET_ON_FORK,
-        sched_nice: if current.sched_nice > 0 { current.sched_nice } else { current.sched_nice.min(NICE) },
+        sched_nice: if current.sched_nice > 0 {
+            current.sched_nice
+        } else {
+            current.sched_nice.min(NICE)
+        },
         sched_runtime: SLICE_NS,
         ..Default::default()
     };

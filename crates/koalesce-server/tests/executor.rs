@@ -579,7 +579,10 @@ fn a_killed_launcher_is_started_again_and_its_supervisors_run_on() {
 fn slice_and_nice(path: &str) -> (u64, i32) {
     let sched = std::fs::read_to_string(format!("{path}/sched")).unwrap();
     let field = |name: &str| -> i64 {
-        let line = sched.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("{name} in {sched}"));
+        let line = sched
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("{name} in {sched}"));
         line.rsplit(':').next().unwrap().trim().parse().unwrap()
     };
     (field("se.slice") as u64, field("prio") as i32 - 120)
@@ -611,7 +614,11 @@ fn the_daemon_is_favoured_but_its_supervisors_and_programs_are_not() {
     assert_eq!(v.len(), 4, "{out:?}");
     for (who, slice, prio) in [("program", v[0], v[1]), ("supervisor", v[2], v[3])] {
         assert_ne!(slice as u64, priority::SLICE_NS, "the {who} runs at the default slice: {out:?}");
-        assert_eq!(prio - 120, own_nice.max(0) as i64, "the {who} runs at the normal nice value: {out:?}");
+        assert_eq!(
+            prio - 120,
+            own_nice.max(0) as i64,
+            "the {who} runs at the normal nice value: {out:?}"
+        );
     }
     // The database writer (which every acknowledgement waits for) is favoured.
     let writers: Vec<(u64, i32)> = std::fs::read_dir("/proc/self/task")

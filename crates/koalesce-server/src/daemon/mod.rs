@@ -107,6 +107,89 @@ pub struct Metrics {
     /// Replicas the scrub looked at, and the corrupt ones it quarantined.
     pub replica_checks: AtomicU64,
     pub replicas_quarantined: AtomicU64,
+    /// How long the state lock is held and submissions wait for their answer.
+    pub latency: Latency,
+}
+
+/// How long the state lock was held and submissions took to be acknowledged (the figures of
+/// `koalesce bench e2e`'s submit latency, as the server sees them).
+#[derive(Debug, Default)]
+pub struct Latency {
+    lock_held_max_us: AtomicU64,
+    /// Where the longest hold took the lock.
+    lock_held_max_at: Mutex<Option<&'static std::panic::Location<'static>>>,
+    /// Holds of at least [`Latency::LONG_HOLD_US`].
+    pub lock_long_holds: AtomicU64,
+    /// Acknowledged submissions: the longest from the request to the answer, how many took
+    /// more than [`Latency::SLOW_ACK_US`], and the longest waits for the state lock and for the
+    /// commit.
+    pub ack_max_us: AtomicU64,
+    pub acks_slow: AtomicU64,
+    pub ack_lock_wait_max_us: AtomicU64,
+    pub ack_commit_max_us: AtomicU64,
+}
+
+impl Latency {
+    pub const LONG_HOLD_US: u64 = 5_000;
+    /// Issue 9's target for the submit p99.
+    pub const SLOW_ACK_US: u64 = 20_000;
+
+    fn held(&self, us: u64, at: &'static std::panic::Location<'static>) {
+        if us >= Self::LONG_HOLD_US {
+            self.lock_long_holds.fetch_add(1, Ordering::Relaxed);
+        }
+        if us > self.lock_held_max_us.fetch_max(us, Ordering::Relaxed) {
+            *self.lock_held_max_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(at);
+        }
+    }
+
+    /// The longest hold of the state lock (µs) and the source location that took it.
+    pub fn lock_held_max(&self) -> (u64, Option<String>) {
+        let at = self
+            .lock_held_max_at
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .map(|l| format!("{}:{}", l.file(), l.line()));
+        (self.lock_held_max_us.load(Ordering::Relaxed), at)
+    }
+
+    /// Records one acknowledged submission: its total time, its wait for the lock and for the
+    /// commit (µs).
+    pub fn acknowledged(&self, total_us: u64, lock_wait_us: u64, commit_us: u64) {
+        if total_us > Self::SLOW_ACK_US {
+            self.acks_slow.fetch_add(1, Ordering::Relaxed);
+        }
+        self.ack_max_us.fetch_max(total_us, Ordering::Relaxed);
+        self.ack_lock_wait_max_us.fetch_max(lock_wait_us, Ordering::Relaxed);
+        self.ack_commit_max_us.fetch_max(commit_us, Ordering::Relaxed);
+    }
+}
+
+/// The state lock while held ([`Shared::lock`]); measures how long (see [`Latency`]).
+pub struct StateGuard<'a> {
+    guard: MutexGuard<'a, State>,
+    since: std::time::Instant,
+    at: &'static std::panic::Location<'static>,
+    latency: &'a Latency,
+}
+
+impl std::ops::Deref for StateGuard<'_> {
+    type Target = State;
+    fn deref(&self) -> &State {
+        &self.guard
+    }
+}
+
+impl std::ops::DerefMut for StateGuard<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        &mut self.guard
+    }
+}
+
+impl Drop for StateGuard<'_> {
+    fn drop(&mut self) {
+        self.latency.held(self.since.elapsed().as_micros() as u64, self.at);
+    }
 }
 
 impl Metrics {
@@ -177,8 +260,16 @@ impl Shared {
     /// The state lock. A panic while it was held cannot leave a half-changed state behind
     /// that is worse than stopping: the poisoned lock is taken over, so that the server keeps
     /// answering (the panic itself is logged by the task that had it).
-    pub fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    #[track_caller]
+    pub fn lock(&self) -> StateGuard<'_> {
+        let at = std::panic::Location::caller();
+        let guard = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        StateGuard {
+            guard,
+            since: std::time::Instant::now(),
+            at,
+            latency: &self.metrics.latency,
+        }
     }
 
     pub fn site(&self, s: SiteId) -> &SiteHandle {

@@ -58,6 +58,32 @@ fn ended(client: &Client) -> anyhow::Result<(u64, u64)> {
     Ok((count("succeeded"), count("failed") + count("cancelled")))
 }
 
+/// The server's own view of the run (`/metrics`): the longest acknowledgement and its waits
+/// for the state lock and the commit, submissions answered after more than 20 ms, the longest
+/// hold of the state lock (ms) and where it was taken.
+fn server_latency(client: &Client) -> serde_json::Value {
+    let Ok(text) = client.get_text("/metrics") else {
+        return serde_json::Value::Null;
+    };
+    let value = |prefix: &str| -> Option<(String, f64)> {
+        text.lines().find(|l| l.starts_with(prefix)).and_then(|l| {
+            let (key, v) = l.rsplit_once(' ')?;
+            Some((key.to_string(), v.parse().ok()?))
+        })
+    };
+    let ms = |prefix: &str| value(prefix).map(|(_, v)| v * 1e3);
+    let held = value("koalesce_state_lock_held_max_seconds{");
+    serde_json::json!({
+        "ack_max_ms": ms("koalesce_submit_ack_max_seconds{part=\"total\"}"),
+        "ack_lock_wait_max_ms": ms("koalesce_submit_ack_max_seconds{part=\"lock_wait\"}"),
+        "ack_commit_max_ms": ms("koalesce_submit_ack_max_seconds{part=\"commit\"}"),
+        "acks_over_20ms": value("koalesce_submit_acks_slow_total ").map(|(_, v)| v),
+        "state_lock_held_max_ms": held.as_ref().map(|(_, v)| v * 1e3),
+        "state_lock_held_max_at": held.and_then(|(k, _)| Some(k.split_once("at=\"")?.1.trim_end_matches("\"}").to_string())),
+        "state_lock_long_holds": value("koalesce_state_lock_long_holds_total ").map(|(_, v)| v),
+    })
+}
+
 /// CPU time (ms) a process used, with that of its children it reaped (fields 14-17 of
 /// /proc/PID/stat: utime, stime, cutime, cstime). For the server that is the daemon, every
 /// supervisor and every program: what the jobs cost the machine, which unlike the wall time
@@ -158,6 +184,7 @@ impl BenchE2eArgs {
             .zip(server_cpu0)
             .map(|(b, a)| (b - a) / self.jobs as f64);
         let client_cpu = (own_cpu_ms() - client_cpu0) / self.jobs as f64;
+        let server_view = server_latency(&client);
         let lat = &submitted.latencies;
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         let rate = self.jobs as f64 / elapsed.as_secs_f64().max(1e-9);
@@ -181,6 +208,7 @@ impl BenchE2eArgs {
                 "client_cpu_ms_per_job": client_cpu,
                 "load_average": std::fs::read_to_string("/proc/loadavg").ok().map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" ")),
                 "target_met": met,
+                "server": server_view,
             });
             println!("{}", serde_json::to_string_pretty(&v)?);
         } else {
@@ -198,6 +226,7 @@ impl BenchE2eArgs {
                 "submit latency       p50 {p50:.2} ms   p99 {p99:.2} ms   max {:.2} ms (while jobs run)",
                 ms(lat.last().copied().unwrap_or_default())
             );
+            println!("server's view         {server_view}");
             if let Some(c) = server_cpu {
                 println!("cpu per job          {c:.2} ms (daemon, supervisor and program), clients {client_cpu:.2} ms");
             }

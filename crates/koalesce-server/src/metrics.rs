@@ -1,0 +1,186 @@
+//! `GET /metrics`: the server's Prometheus metrics (jobs by state, queues, scans, transfers,
+//! the database writer, the sites; and how long acknowledgements and the state lock took,
+//! see [`crate::daemon::Latency`]).
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+
+use axum::body::Body;
+use axum::extract::State as AxState;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use koalesce_core::Priority;
+
+use crate::api::S;
+use crate::daemon::Shared;
+
+const STATES: &[&str] = &koalesce_core::JobState::NAMES;
+
+pub(crate) async fn metrics(AxState(s): AxState<S>) -> Response {
+    let text = render_metrics(&s);
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], Body::from(text)).into_response()
+}
+
+pub fn render_metrics(s: &Shared) -> String {
+    use std::fmt::Write;
+    let mut o = String::new();
+    let st = s.lock();
+    let mut by_state: HashMap<&str, u64> = STATES.iter().map(|k| (*k, 0)).collect();
+    // Live jobs from the core; ended ones are counted when they end (and loaded at startup).
+    for j in st.core.jobs().filter(|j| !j.state.is_terminal()) {
+        *by_state.entry(j.state.name()).or_default() += 1;
+    }
+    for (k, n) in &st.ended {
+        *by_state.entry(k).or_default() += n;
+    }
+    let _ = writeln!(o, "# HELP koalesce_jobs Jobs by state.\n# TYPE koalesce_jobs gauge");
+    for k in STATES {
+        let _ = writeln!(o, "koalesce_jobs{{state=\"{k}\"}} {}", by_state[k]);
+    }
+    let _ = writeln!(
+        o,
+        "# HELP koalesce_queue_length Jobs in each placement queue.\n# TYPE koalesce_queue_length gauge"
+    );
+    for p in Priority::ALL {
+        let _ = writeln!(
+            o,
+            "koalesce_queue_length{{priority=\"{}\"}} {}",
+            p.name(),
+            st.core.queued(p).count()
+        );
+    }
+    let stats = st.core.stats();
+    let m = &s.metrics;
+    let r = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    let _ = writeln!(
+        o,
+        "# TYPE koalesce_placement_tries_total counter\nkoalesce_placement_tries_total {}",
+        stats.placement_tries
+    );
+    let _ = writeln!(
+        o,
+        "# TYPE koalesce_claiming_tries_total counter\nkoalesce_claiming_tries_total {}",
+        stats.claiming_tries
+    );
+    let _ = writeln!(
+        o,
+        "# TYPE koalesce_preemptions_total counter\nkoalesce_preemptions_total {}",
+        stats.preemptions
+    );
+    let _ = writeln!(
+        o,
+        "# TYPE koalesce_soft_errors_total counter\nkoalesce_soft_errors_total {}",
+        stats.soft_errors
+    );
+    let _ = writeln!(
+        o,
+        "# HELP koalesce_scan_duration_seconds Placement scan (timer handling) duration.\n# TYPE koalesce_scan_duration_seconds summary\nkoalesce_scan_duration_seconds_sum {}\nkoalesce_scan_duration_seconds_count {}",
+        r(&m.scan_micros_total) as f64 / 1e6,
+        r(&m.scans)
+    );
+    let _ = writeln!(
+        o,
+        "# HELP koalesce_reservations_granted_total Advance reservations the sites granted.\n# TYPE koalesce_reservations_granted_total counter\nkoalesce_reservations_granted_total {}\n# HELP koalesce_reservations_refused_total Advance reservations the sites refused.\n# TYPE koalesce_reservations_refused_total counter\nkoalesce_reservations_refused_total {}\n# HELP koalesce_reservations_moved_total Flexible reservations the sites moved inside their windows.\n# TYPE koalesce_reservations_moved_total counter\nkoalesce_reservations_moved_total {}\n# HELP koalesce_reservation_calls_total Calls the LRM worker made to sites for the scheduler's reservations (one per site per batch).\n# TYPE koalesce_reservation_calls_total counter\nkoalesce_reservation_calls_total {}",
+        r(&m.reservations_granted),
+        r(&m.reservations_refused),
+        r(&m.reservations_moved),
+        r(&m.reservation_calls)
+    );
+    let secs = |ms: i64| ms as f64 / 1e3;
+    let n = r(&m.broker_finished);
+    for (what, sum, abs) in [
+        ("ttd", &m.broker_ttd_error_ms, &m.broker_ttd_abs_error_ms),
+        ("tts", &m.broker_tts_error_ms, &m.broker_tts_abs_error_ms),
+    ] {
+        let _ = writeln!(
+            o,
+            "# HELP koalesce_broker_{what}_error_seconds Actual minus predicted {} of the broker's jobs that succeeded (001 §3.1).\n# TYPE koalesce_broker_{what}_error_seconds summary\nkoalesce_broker_{what}_error_seconds_sum {}\nkoalesce_broker_{what}_error_seconds_count {n}\n# HELP koalesce_broker_{what}_abs_error_seconds Absolute prediction error, summed.\n# TYPE koalesce_broker_{what}_abs_error_seconds summary\nkoalesce_broker_{what}_abs_error_seconds_sum {}\nkoalesce_broker_{what}_abs_error_seconds_count {n}",
+            if what == "ttd" { "Total Time to Delivery" } else { "Total Time to Start" },
+            secs(sum.load(Ordering::Relaxed)),
+            r(abs) as f64 / 1e3,
+        );
+    }
+    let _ = writeln!(
+        o,
+        "# TYPE koalesce_last_scan_duration_seconds gauge\nkoalesce_last_scan_duration_seconds {}",
+        r(&m.last_scan_micros) as f64 / 1e6
+    );
+    let _ = writeln!(
+        o,
+        "# TYPE koalesce_transfer_bytes_total counter\nkoalesce_transfer_bytes_total {}",
+        r(&m.transfer_bytes)
+    );
+    let _ = writeln!(
+        o,
+        "# TYPE koalesce_transfers_total counter\nkoalesce_transfers_total {}",
+        r(&m.transfers)
+    );
+    let _ = writeln!(
+        o,
+        "# TYPE koalesce_transfer_failures_total counter\nkoalesce_transfer_failures_total {}",
+        r(&m.transfer_failures)
+    );
+    let _ = writeln!(
+        o,
+        "# TYPE koalesce_submissions_total counter\nkoalesce_submissions_total {}",
+        r(&m.submissions)
+    );
+    let _ = writeln!(
+        o,
+        "# TYPE koalesce_launches_total counter\nkoalesce_launches_total {}",
+        r(&m.launches)
+    );
+    let _ = writeln!(
+        o,
+        "# TYPE koalesce_replica_checks_total counter\nkoalesce_replica_checks_total {}",
+        r(&m.replica_checks)
+    );
+    let _ = writeln!(
+        o,
+        "# TYPE koalesce_replicas_quarantined_total counter\nkoalesce_replicas_quarantined_total {}",
+        r(&m.replicas_quarantined)
+    );
+    let w = s.store.stats();
+    let _ = writeln!(
+        o,
+        "# TYPE koalesce_db_commits_total counter\nkoalesce_db_commits_total {}",
+        w.commits
+    );
+    let _ = writeln!(o, "# TYPE koalesce_db_writes_total counter\nkoalesce_db_writes_total {}", w.ops);
+    let l = &m.latency;
+    let (held, at) = l.lock_held_max();
+    let _ = writeln!(
+        o,
+        "# HELP koalesce_state_lock_held_max_seconds The longest hold of the daemon's state lock, and where it was taken.\n# TYPE koalesce_state_lock_held_max_seconds gauge\nkoalesce_state_lock_held_max_seconds{{at=\"{}\"}} {}\n# HELP koalesce_state_lock_long_holds_total Holds of the state lock of 5 ms or more.\n# TYPE koalesce_state_lock_long_holds_total counter\nkoalesce_state_lock_long_holds_total {}",
+        at.unwrap_or_default(),
+        held as f64 / 1e6,
+        r(&l.lock_long_holds)
+    );
+    let _ = writeln!(
+        o,
+        "# HELP koalesce_submit_ack_max_seconds The longest a submission took from its request to its answer (durable), and its longest waits for the state lock and for the commit.\n# TYPE koalesce_submit_ack_max_seconds gauge\nkoalesce_submit_ack_max_seconds{{part=\"total\"}} {}\nkoalesce_submit_ack_max_seconds{{part=\"lock_wait\"}} {}\nkoalesce_submit_ack_max_seconds{{part=\"commit\"}} {}\n# HELP koalesce_submit_acks_slow_total Submissions answered after more than 20 ms.\n# TYPE koalesce_submit_acks_slow_total counter\nkoalesce_submit_acks_slow_total {}",
+        r(&l.ack_max_us) as f64 / 1e6,
+        r(&l.ack_lock_wait_max_us) as f64 / 1e6,
+        r(&l.ack_commit_max_us) as f64 / 1e6,
+        r(&l.acks_slow)
+    );
+    let _ = writeln!(o, "# TYPE koalesce_site_processors gauge");
+    crate::gridway::render_metrics(&st, &s.data_catalogue, &mut o);
+    crate::daemon::network::render_metrics(s, &st, &mut o);
+    for (i, site) in st.core.sites().iter().enumerate() {
+        let used = s.sites[i].used.load(Ordering::Relaxed);
+        let v = st.core.site_view(koalesce_core::SiteId(i as u32));
+        let _ = writeln!(
+            o,
+            "koalesce_site_processors{{site=\"{}\",kind=\"total\"}} {}",
+            site.name, site.processors
+        );
+        let _ = writeln!(o, "koalesce_site_processors{{site=\"{}\",kind=\"used\"}} {}", site.name, used);
+        let _ = writeln!(
+            o,
+            "koalesce_site_processors{{site=\"{}\",kind=\"placed_unclaimed\"}} {}",
+            site.name, v.placed_unclaimed
+        );
+    }
+    o
+}
