@@ -612,7 +612,8 @@ fn the_daemon_is_favoured_but_its_supervisors_and_programs_are_not() {
     let out = std::fs::read_to_string(j["components"][0]["stdout"].as_str().unwrap()).unwrap();
     let v: Vec<i64> = out.lines().map(|l| l.trim().parse().unwrap()).collect();
     assert_eq!(v.len(), 4, "{out:?}");
-    for (who, slice, prio) in [("program", v[0], v[1]), ("supervisor", v[2], v[3])] {
+    // /proc/PID/sched lists prio before se.slice.
+    for (who, prio, slice) in [("program", v[0], v[1]), ("supervisor", v[2], v[3])] {
         assert_ne!(slice as u64, priority::SLICE_NS, "the {who} runs at the default slice: {out:?}");
         assert_eq!(
             prio - 120,
