@@ -14,7 +14,7 @@
 //! deadline and preempts a thread with a longer one when it wakes) and, where permitted
 //! (`CAP_SYS_NICE`, e.g. a server run as root), the nice value [`NICE`]. Neither makes the
 //! daemon real-time or lets it starve others: it still gets its fair share at most, with
-//! weight 3× a normal process's, and its own work is well under a millisecond per job. The
+//! the weight of about nine normal processes, and its own work is well under a millisecond per job. The
 //! favour is set with `SCHED_RESET_ON_FORK`, so nothing the daemon starts inherits it: the
 //! resident launchers, the supervisors they fork and the jobs' programs run at the normal nice
 //! value and slice (`tests/executor.rs` checks). Without the right to lower the nice value the
@@ -26,8 +26,8 @@ use std::io;
 /// 1.4 ms on this 2-core machine's kernel; its range 0.1–100 ms).
 pub const SLICE_NS: u64 = 500_000;
 
-/// The nice value of the daemon's threads where permitted (weight 3121 against 1024 for nice 0).
-pub const NICE: i32 = -5;
+/// The nice value of the daemon's threads where permitted (weight 9548 against 1024 for nice 0).
+pub const NICE: i32 = -10;
 
 /// `struct sched_attr` of `sched_setattr(2)` (`SCHED_ATTR_SIZE_VER0`: without the utilization
 /// clamps).

@@ -147,9 +147,12 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-/// Submits `jobs` jobs from `clients` threads; job names start at `first`.
-pub fn run_submissions(url: &str, token: &str, clients: usize, jobs: usize, first: usize) -> anyhow::Result<BenchResult> {
-    run_submissions_of(url, token, clients, jobs, first, Arc::new(bench_job))
+/// Submits `jobs` jobs from `clients` threads; job names start at `first`. `favoured`: the
+/// client threads run favoured as the server's threads do ([`koalesce_server::priority`]),
+/// standing in for clients on other machines, which do not wait for a core behind the jobs
+/// they submit (`bench e2e`).
+pub fn run_submissions(url: &str, token: &str, clients: usize, jobs: usize, first: usize, favoured: bool) -> anyhow::Result<BenchResult> {
+    run_submissions_of(url, token, clients, jobs, first, Arc::new(bench_job), favoured)
 }
 
 /// [`run_submissions`] with the job body of each request made by `job`.
@@ -160,6 +163,7 @@ pub fn run_submissions_of(
     jobs: usize,
     first: usize,
     job: Arc<dyn Fn(usize) -> String + Send + Sync>,
+    favoured: bool,
 ) -> anyhow::Result<BenchResult> {
     let next = Arc::new(AtomicUsize::new(0));
     let failed = Arc::new(AtomicBool::new(false));
@@ -173,6 +177,9 @@ pub fn run_submissions_of(
         let first_error = first_error.clone();
         let job = job.clone();
         handles.push(std::thread::spawn(move || {
+            if favoured {
+                let _ = koalesce_server::priority::favour_thread();
+            }
             let mut lat = Vec::with_capacity(jobs / clients.max(1) + 1);
             loop {
                 if failed.load(Ordering::Relaxed) {
@@ -239,10 +246,10 @@ impl BenchSubmitArgs {
         let policy = self.policy.clone();
         let job: Arc<dyn Fn(usize) -> String + Send + Sync> = Arc::new(move |i| policy_job(i, policy.as_deref()));
         if self.warmup > 0 {
-            run_submissions_of(url, token, self.clients, self.warmup, 0, job.clone()).context("warm-up")?;
+            run_submissions_of(url, token, self.clients, self.warmup, 0, job.clone(), false).context("warm-up")?;
         }
         let reserved_before = if self.broker() { reservations_granted(url)? } else { 0 };
-        let r = run_submissions_of(url, token, self.clients, self.jobs, self.warmup, job)?;
+        let r = run_submissions_of(url, token, self.clients, self.jobs, self.warmup, job, false)?;
         // The broker's path ends when every job holds its reservation.
         let reserved = if self.broker() {
             Some(wait_reserved(url, reserved_before + self.jobs as u64, r.elapsed)?)

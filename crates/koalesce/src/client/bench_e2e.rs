@@ -43,6 +43,10 @@ pub struct BenchE2eArgs {
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Run the client threads at the normal priority instead of favoured like the server's
+    /// threads (clients on this machine then wait for a core behind the jobs they submit).
+    #[arg(long)]
+    pub clients_normal_priority: bool,
 }
 
 /// Jobs in each final state, from the server's Prometheus metrics.
@@ -170,7 +174,7 @@ impl BenchE2eArgs {
                 }
             })
         };
-        let submitted = run_submissions(&url, &token, self.clients, self.jobs, 0)?;
+        let submitted = run_submissions(&url, &token, self.clients, self.jobs, 0, !self.clients_normal_priority)?;
         let (elapsed, ok, bad) = watcher
             .join()
             .map_err(|_| anyhow::anyhow!("the watcher thread panicked"))?
@@ -208,6 +212,7 @@ impl BenchE2eArgs {
                 "client_cpu_ms_per_job": client_cpu,
                 "load_average": std::fs::read_to_string("/proc/loadavg").ok().map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" ")),
                 "target_met": met,
+                "clients_favoured": !self.clients_normal_priority,
                 "server": server_view,
             });
             println!("{}", serde_json::to_string_pretty(&v)?);
