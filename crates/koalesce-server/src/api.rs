@@ -397,8 +397,9 @@ async fn submit_query(
                 },
                 submitted_ms: job.timeline.submitted,
             };
-            // Enqueued before any later write about this job (the writer keeps order).
-            receivers.push(s.store.submit(store::insert_job_op(row)));
+            // Enqueued before any later write about this job (the writer keeps order; a new
+            // job's row may go ahead of earlier writes about other jobs: see store).
+            receivers.push(s.store.submit_first(store::insert_job_op(row)));
             st.meta.insert(id, meta);
             ids.push(id);
         }

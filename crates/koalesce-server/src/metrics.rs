@@ -147,6 +147,13 @@ pub fn render_metrics(s: &Shared) -> String {
         w.commits
     );
     let _ = writeln!(o, "# TYPE koalesce_db_writes_total counter\nkoalesce_db_writes_total {}", w.ops);
+    let _ = writeln!(
+        o,
+        "# HELP koalesce_db_group_max_seconds The longest group commit.\n# TYPE koalesce_db_group_max_seconds gauge\nkoalesce_db_group_max_seconds {}\n# TYPE koalesce_db_largest_group gauge\nkoalesce_db_largest_group {}\n# HELP koalesce_db_first_groups_total Groups of new jobs' rows committed ahead of other pending writes.\n# TYPE koalesce_db_first_groups_total counter\nkoalesce_db_first_groups_total {}",
+        w.longest_group_us as f64 / 1e6,
+        w.largest_group,
+        w.first_groups
+    );
     let l = &m.latency;
     let (held, at) = l.lock_held_max();
     let _ = writeln!(

@@ -130,3 +130,48 @@ fn the_database_opens_beside_a_busy_writer() {
     writer.join().unwrap();
     assert!(opens > 0);
 }
+
+/// A new job's row (`submit_first`) enqueued behind a burst of other writes is committed in a
+/// group of its own ahead of them and acknowledged after that commit; the other writes keep
+/// their order among themselves, and all are committed in the end.
+#[test]
+fn first_ops_go_ahead_of_a_burst_and_the_others_keep_their_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(&dir.path().join("k.db")).unwrap();
+    s.write_blocking(Box::new(|tx| tx.execute_batch("CREATE TABLE log (seq INTEGER NOT NULL)")))
+        .unwrap();
+    // Holds the writer while the burst is enqueued behind it.
+    let (hold_tx, hold_rx) = std::sync::mpsc::channel::<()>();
+    let (inside_tx, inside_rx) = std::sync::mpsc::channel::<()>();
+    let held = s.submit(Box::new(move |_| {
+        let _ = inside_tx.send(());
+        let _ = hold_rx.recv_timeout(std::time::Duration::from_secs(10));
+        Ok(())
+    }));
+    inside_rx.recv().unwrap();
+    let burst: Vec<_> = (0..100i64)
+        .map(|k| s.submit(Box::new(move |tx| tx.execute("INSERT INTO log (seq) VALUES (?1)", [k]).map(drop))))
+        .collect();
+    let first = s.submit_first(insert(7));
+    hold_tx.send(()).unwrap();
+    first.blocking_recv().unwrap().unwrap();
+    // Acknowledged: committed and visible.
+    let seen: i64 = s
+        .read(|c| c.query_row("SELECT COUNT(*) FROM jobs WHERE id = 7", [], |r| r.get(0)))
+        .unwrap();
+    assert_eq!(seen, 1);
+    for b in burst {
+        b.blocking_recv().unwrap().unwrap();
+    }
+    held.blocking_recv().unwrap().unwrap();
+    let order: Vec<i64> = s
+        .read(|c| {
+            let mut st = c.prepare("SELECT seq FROM log ORDER BY rowid")?;
+            let v = st.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<Vec<i64>>>();
+            v
+        })
+        .unwrap();
+    assert_eq!(order, (0..100).collect::<Vec<_>>());
+    let st = s.stats();
+    assert_eq!(st.first_groups, 1, "{st:?}");
+}

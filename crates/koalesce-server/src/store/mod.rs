@@ -4,7 +4,14 @@
 //! every op pending at that moment, applies them in one transaction (each inside its own
 //! savepoint, so one failing op does not undo the others), commits once (one fsync for the
 //! whole group) and then answers every waiter. An op is acknowledged only after its commit.
-//! Ops are applied in the order they were enqueued.
+//! Ops are applied in the order they were enqueued, but for *first* ops ([`Store::submit_first`]:
+//! a new job's row, which a submission's answer waits for): when many ops are pending (a burst
+//! of launches and state changes), the first ops among them are committed in a group of their
+//! own before the others (still in their own order, each acknowledged after its commit), so a
+//! submission does not wait for the writes of the jobs that run meanwhile. A first op must not
+//! depend on ops enqueued before it: a new job's row concerns a job nothing was written about
+//! yet. After a crash the database then holds a prefix of the other ops plus, possibly, first
+//! ops enqueued after that prefix: new jobs, each of which was answered only once durable.
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -28,6 +35,8 @@ pub type WriteOp = Box<dyn FnOnce(&Transaction<'_>) -> rusqlite::Result<()> + Se
 struct Request {
     op: WriteOp,
     done: Option<oneshot::Sender<Result<(), WriteFailed>>>,
+    /// May be committed ahead of the ops enqueued before it (see the module docs).
+    first: bool,
 }
 
 /// Why one enqueued write did not commit (its own statement failed, or the group's commit).
@@ -51,6 +60,10 @@ pub struct WriterStats {
     pub commits: u64,
     pub ops: u64,
     pub largest_group: u64,
+    /// The longest a group took from its first statement to its commit (µs).
+    pub longest_group_us: u64,
+    /// Groups of first ops committed ahead of the other pending ops.
+    pub first_groups: u64,
 }
 
 /// Handle to the database: the group-commit writer and a read connection.
@@ -273,8 +286,22 @@ impl Store {
 
     /// Enqueues an op and returns a receiver answered after its group commits.
     pub fn submit(&self, op: WriteOp) -> oneshot::Receiver<Result<(), WriteFailed>> {
+        self.submit_in_lane(op, false)
+    }
+
+    /// [`Store::submit`] for an op that may be committed ahead of the ops enqueued before it
+    /// (a new job's row; see the module docs).
+    pub fn submit_first(&self, op: WriteOp) -> oneshot::Receiver<Result<(), WriteFailed>> {
+        self.submit_in_lane(op, true)
+    }
+
+    fn submit_in_lane(&self, op: WriteOp, first: bool) -> oneshot::Receiver<Result<(), WriteFailed>> {
         let (done, rx) = oneshot::channel();
-        if let Err(mpsc::SendError(req)) = self.tx.send(Request { op, done: Some(done) }) {
+        if let Err(mpsc::SendError(req)) = self.tx.send(Request {
+            op,
+            done: Some(done),
+            first,
+        }) {
             if let Some(d) = req.done {
                 let _ = d.send(Err(WriteFailed::new("database writer stopped")));
             }
@@ -284,7 +311,11 @@ impl Store {
 
     /// Enqueues an op nobody waits for (still applied in order, committed with its group).
     pub fn enqueue(&self, op: WriteOp) {
-        let _ = self.tx.send(Request { op, done: None });
+        let _ = self.tx.send(Request {
+            op,
+            done: None,
+            first: false,
+        });
     }
 
     /// Enqueues and waits (async) for the commit.
@@ -323,6 +354,9 @@ impl Store {
     }
 }
 
+/// Pending ops beyond which the first ops among them are committed in a group of their own.
+const FIRST_SPLIT: usize = 16;
+
 fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Request>, stats: Arc<Mutex<WriterStats>>) {
     const MAX_GROUP: usize = 4096;
     while let Ok(first) = rx.recv() {
@@ -333,49 +367,63 @@ fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Request>, stats: Arc<Mut
                 Err(_) => break,
             }
         }
-        let started = Instant::now();
-        let n = group.len();
-        let mut results: Vec<Result<(), WriteFailed>> = Vec::with_capacity(n);
-        let mut waiters = Vec::with_capacity(n);
-        let outcome = (|| -> rusqlite::Result<()> {
-            let tx = conn.transaction()?;
-            for req in group {
-                waiters.push(req.done);
-                let r = (|| -> rusqlite::Result<()> {
-                    let sp_tx = &tx;
-                    sp_tx.execute_batch("SAVEPOINT op")?;
-                    match (req.op)(sp_tx) {
-                        Ok(()) => sp_tx.execute_batch("RELEASE op"),
-                        Err(e) => {
-                            let _ = sp_tx.execute_batch("ROLLBACK TO op; RELEASE op");
-                            Err(e)
-                        }
-                    }
-                })();
-                results.push(r.map_err(WriteFailed::new));
-            }
-            tx.commit()
-        })();
-        if let Err(e) = &outcome {
-            tracing::error!(error = %e, ops = n, "group commit failed");
+        if group.len() > FIRST_SPLIT && group.iter().any(|r| r.first) && group.iter().any(|r| !r.first) {
+            let (firsts, rest): (Vec<Request>, Vec<Request>) = group.into_iter().partition(|r| r.first);
+            commit_group(&mut conn, firsts, &stats, true);
+            commit_group(&mut conn, rest, &stats, false);
+        } else {
+            commit_group(&mut conn, group, &stats, false);
         }
-        {
-            let mut s = stats.lock().unwrap_or_else(|p| p.into_inner());
-            s.commits += 1;
-            s.ops += n as u64;
-            s.largest_group = s.largest_group.max(n as u64);
-        }
-        for (i, done) in waiters.into_iter().enumerate() {
-            let r = match &outcome {
-                Ok(()) => results.get(i).cloned().unwrap_or(Ok(())),
-                Err(e) => Err(WriteFailed::new(format!("commit failed: {e}"))),
-            };
-            if let Some(d) = done {
-                let _ = d.send(r);
-            }
-        }
-        tracing::trace!(ops = n, ms = started.elapsed().as_secs_f64() * 1e3, "group committed");
     }
+}
+
+/// Applies `group` in one transaction (each op in its own savepoint), commits, answers.
+fn commit_group(conn: &mut Connection, group: Vec<Request>, stats: &Mutex<WriterStats>, firsts: bool) {
+    let started = Instant::now();
+    let n = group.len();
+    let mut results: Vec<Result<(), WriteFailed>> = Vec::with_capacity(n);
+    let mut waiters = Vec::with_capacity(n);
+    let outcome = (|| -> rusqlite::Result<()> {
+        let tx = conn.transaction()?;
+        for req in group {
+            waiters.push(req.done);
+            let r = (|| -> rusqlite::Result<()> {
+                let sp_tx = &tx;
+                sp_tx.execute_batch("SAVEPOINT op")?;
+                match (req.op)(sp_tx) {
+                    Ok(()) => sp_tx.execute_batch("RELEASE op"),
+                    Err(e) => {
+                        let _ = sp_tx.execute_batch("ROLLBACK TO op; RELEASE op");
+                        Err(e)
+                    }
+                }
+            })();
+            results.push(r.map_err(WriteFailed::new));
+        }
+        tx.commit()
+    })();
+    if let Err(e) = &outcome {
+        tracing::error!(error = %e, ops = n, "group commit failed");
+    }
+    let us = started.elapsed().as_micros() as u64;
+    {
+        let mut s = stats.lock().unwrap_or_else(|p| p.into_inner());
+        s.commits += 1;
+        s.ops += n as u64;
+        s.largest_group = s.largest_group.max(n as u64);
+        s.longest_group_us = s.longest_group_us.max(us);
+        s.first_groups += u64::from(firsts);
+    }
+    for (i, done) in waiters.into_iter().enumerate() {
+        let r = match &outcome {
+            Ok(()) => results.get(i).cloned().unwrap_or(Ok(())),
+            Err(e) => Err(WriteFailed::new(format!("commit failed: {e}"))),
+        };
+        if let Some(d) = done {
+            let _ = d.send(r);
+        }
+    }
+    tracing::trace!(ops = n, ms = us as f64 / 1e3, firsts, "group committed");
 }
 
 // ----- rows ------------------------------------------------------------------------------

@@ -85,6 +85,9 @@ fn server_latency(client: &Client) -> serde_json::Value {
         "state_lock_held_max_ms": held.as_ref().map(|(_, v)| v * 1e3),
         "state_lock_held_max_at": held.and_then(|(k, _)| Some(k.split_once("at=\"")?.1.trim_end_matches("\"}").to_string())),
         "state_lock_long_holds": value("koalesce_state_lock_long_holds_total ").map(|(_, v)| v),
+        "db_group_max_ms": ms("koalesce_db_group_max_seconds "),
+        "db_largest_group": value("koalesce_db_largest_group ").map(|(_, v)| v),
+        "db_first_groups": value("koalesce_db_first_groups_total ").map(|(_, v)| v),
     })
 }
 
