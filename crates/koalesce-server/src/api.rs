@@ -198,6 +198,7 @@ struct SubmitQuery {
 }
 
 async fn submit(AxState(s): AxState<S>, req: Request) -> R<Response> {
+    let started = std::time::Instant::now();
     let caller = authenticate(&s, req.headers())?;
     let q: SubmitQuery = match req.uri().query() {
         Some(text) => Query::<SubmitQuery>::try_from_uri(req.uri())
@@ -209,7 +210,7 @@ async fn submit(AxState(s): AxState<S>, req: Request) -> R<Response> {
         .map_err(|e| err(StatusCode::UNPROCESSABLE_ENTITY, format!("parameter 'dependency': {e}")))?;
     let body = read_body(&s, req).await?;
     let text = std::str::from_utf8(&body).map_err(|_| err(StatusCode::BAD_REQUEST, "body: not UTF-8 text"))?;
-    let answer = submit_query(&s, &caller, &q, extra, text).await?;
+    let answer = submit_query(&s, &caller, &q, extra, text, started).await?;
     Ok((StatusCode::CREATED, Json(answer)).into_response())
 }
 
@@ -221,20 +222,21 @@ pub(crate) async fn submit_text(s: &S, user: &str, text: &str) -> R<u64> {
         user: user.to_string(),
         admin: false,
     };
-    submit_query(s, &caller, &SubmitQuery::default(), Vec::new(), text)
+    submit_query(s, &caller, &SubmitQuery::default(), Vec::new(), text, std::time::Instant::now())
         .await
         .map(|a| a.id)
 }
 
 /// A submission with its query's options and `extra` dependencies; the answer once durable.
+/// `started`: when its request was taken up (for [`daemon::Latency`]).
 async fn submit_query(
     s: &S,
     caller: &Caller,
     q: &SubmitQuery,
     extra: Vec<koalesce_core::scheduler::Dependency>,
     text: &str,
+    started: std::time::Instant,
 ) -> R<Submitted> {
-    let started = std::time::Instant::now();
     let desc = JobDescription::parse(text).map_err(|e| match e {
         DescriptionError::Malformed(m) => err(StatusCode::BAD_REQUEST, format!("malformed TOML: {m}")),
         DescriptionError::Invalid(m) => err(StatusCode::UNPROCESSABLE_ENTITY, m),

@@ -346,10 +346,19 @@ pub async fn start(opts: ServerOptions) -> anyhow::Result<RunningServer> {
     })
 }
 
+/// The server runtime's worker threads: twice the cores, at least 4. A handler waits for the
+/// state lock on its worker thread (it is held only to change state, but a scan that places
+/// and launches hundreds of jobs holds it for tens of milliseconds on a loaded host); with one
+/// worker per core, two such waits stalled every other connection, acknowledgements included.
+fn worker_threads() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get()).saturating_mul(2).max(4)
+}
+
 /// `koalesce server`: builds a runtime, starts, runs until SIGINT/SIGTERM.
 pub fn run_blocking(opts: ServerOptions) -> anyhow::Result<()> {
     init_tracing();
     let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(worker_threads())
         .on_thread_start(priority::favour_thread_or_log)
         .enable_all()
         .build()?;

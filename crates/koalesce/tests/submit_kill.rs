@@ -104,7 +104,10 @@ fn every_acknowledged_job_survives_a_sigkill_during_submissions_and_none_is_ther
         std::thread::sleep(Duration::from_millis(5));
     }
     let metrics = http("GET", port, "/metrics", "", "").1;
-    let firsts = metrics.lines().find(|l| l.starts_with("koalesce_db_first_groups_total ")).unwrap_or("");
+    let firsts = metrics
+        .lines()
+        .find(|l| l.starts_with("koalesce_db_first_groups_total "))
+        .unwrap_or("");
     eprintln!("killed after {} acknowledgements; {firsts}", acked.lock().unwrap().len());
     server.kill().unwrap();
     server.wait().unwrap();
