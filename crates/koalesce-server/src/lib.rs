@@ -357,11 +357,12 @@ fn worker_threads() -> usize {
 /// `koalesce server`: builds a runtime, starts, runs until SIGINT/SIGTERM.
 pub fn run_blocking(opts: ServerOptions) -> anyhow::Result<()> {
     init_tracing();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(worker_threads())
-        .on_thread_start(priority::favour_thread_or_log)
-        .enable_all()
-        .build()?;
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    // TOKIO_WORKER_THREADS, when set, is tokio's own.
+    if std::env::var_os("TOKIO_WORKER_THREADS").is_none() {
+        rt.worker_threads(worker_threads());
+    }
+    let rt = rt.on_thread_start(priority::favour_thread_or_log).enable_all().build()?;
     rt.block_on(async move {
         // Handled from the start: the address is published before recovery.
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
