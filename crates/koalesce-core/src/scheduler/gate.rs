@@ -8,11 +8,24 @@
 //! pending forever unless `kill_invalid_depend` is set; ending it tells the user at once), and
 //! that end may in turn decide its own dependents.
 //!
+//! A dependency on an array's or a bag's id (declared with [`Scheduler::declare_bag`]) is on
+//! the whole array, as Slurm's `afterok:<array id>`: it is decided by every task
+//! ([`DependencyKind::decided_by_bag`]), not by the first task whose id the array shares. A
+//! task's own dependency on its array's id (a `%M` throttle on the first task) is on that one
+//! task: a task cannot wait for the array it is part of.
+//!
+//! A job that stages out outputs ([`crate::model::JobSpec::stages_out`]) decides the
+//! dependencies on it once its outputs are registered, not when it succeeds.
+//!
 //! The core only knows jobs it has not forgotten: a driver resolves dependencies on jobs that
-//! ended earlier itself ([`DependencyKind::decided_by`]) and passes only the open ones.
+//! ended earlier itself ([`DependencyKind::decided_by`], [`DependencyKind::decided_by_bag`])
+//! and passes only the open ones.
+
+use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
+use crate::bag::BagProgress;
 use crate::model::{JobId, Millis};
 use crate::state::{FailureReason, JobState};
 
@@ -61,6 +74,22 @@ impl DependencyKind {
             (DependencyKind::AfterNotOk, s) => Some(s != JobState::Succeeded),
         }
     }
+
+    /// What a whole array or bag of tasks in `progress` means for the dependency (Slurm's
+    /// `afterok:<array id>`, which waits for every task): `after` once every task started (or
+    /// ended), `afterany` once every task ended, `afterok` once every task ended and the bag
+    /// succeeded (at least its `needed` tasks; never satisfiable as soon as too many failed),
+    /// `afternotok` once every task ended and the bag did not succeed.
+    pub fn decided_by_bag(self, progress: &BagProgress) -> Option<bool> {
+        let outcome = progress.outcome();
+        match self {
+            DependencyKind::After => (progress.waiting == 0).then_some(true),
+            DependencyKind::AfterAny => outcome.map(|_| true),
+            DependencyKind::AfterOk if outcome.is_none() && progress.cannot_succeed() => Some(false),
+            DependencyKind::AfterOk => outcome.map(|s| s == JobState::Succeeded),
+            DependencyKind::AfterNotOk => outcome.map(|s| s != JobState::Succeeded),
+        }
+    }
 }
 
 /// One dependency of a job on another.
@@ -107,7 +136,11 @@ impl Scheduler {
     /// dependencies are satisfied. A dependency on a job the core does not know is an error
     /// of the driver's (it resolves those), reported as a submission error naming it.
     pub fn submit_gated(&mut self, now: Millis, id: JobId, spec: crate::model::JobSpec, gate: Gate) -> Result<JobId, super::SubmitError> {
-        if let Some(d) = gate.after.iter().find(|d| !self.jobs.contains_key(&d.job) || d.job == id) {
+        if let Some(d) = gate
+            .after
+            .iter()
+            .find(|d| !(self.jobs.contains_key(&d.job) || self.bags.contains_key(&d.job)) || d.job == id)
+        {
             return Err(super::SubmitError::Invalid {
                 job: spec.name.clone(),
                 reason: format!("dependency {d}: no such job"),
@@ -133,11 +166,21 @@ impl Scheduler {
         self.jobs.insert(id, job);
         let mut decided = Vec::new();
         for d in gate.after {
-            match d.kind.decided_by(self.jobs[&d.job].state) {
+            let whole = self.bags.get(&d.job).filter(|b| !b.has_member(id));
+            let decision = match whole {
+                Some(bag) => d.kind.decided_by_bag(&bag.progress),
+                None => d.kind.decided_by(self.visible_state(d.job)),
+            };
+            match decision {
                 Some(ok) => decided.push((d, ok)),
                 None => {
                     known(&mut self.jobs, id).waiting_on.push(d);
-                    self.dependents.entry(d.job).or_default().insert(id);
+                    let waiters = if whole.is_some() {
+                        &mut self.bag_dependents
+                    } else {
+                        &mut self.dependents
+                    };
+                    waiters.entry(d.job).or_default().insert(id);
                 }
             }
         }
@@ -179,9 +222,27 @@ impl Scheduler {
         Ok(())
     }
 
-    /// Job `id` reached `to` (running or an end): decides the dependencies on it.
+    /// Job `id` reached `to` as jobs depending on it see it (running, or an end — for a job
+    /// that stages out, success once its outputs are registered): decides the dependencies on
+    /// it, then those on its bag.
     pub(super) fn dependency_event(&mut self, now: Millis, id: JobId, to: JobState) {
-        let Some(waiting) = self.dependents.get(&id).cloned() else { return };
+        if let Some(waiting) = self.dependents.get(&id).cloned() {
+            self.decide_waiters(now, id, waiting, |kind| kind.decided_by(to));
+            if to.is_terminal() {
+                self.dependents.remove(&id);
+            }
+        }
+        self.bag_member_event(now, id, to);
+    }
+
+    /// Decides the dependencies on `target` of the jobs `waiting`, by `decide`.
+    pub(super) fn decide_waiters(
+        &mut self,
+        now: Millis,
+        target: JobId,
+        waiting: BTreeSet<JobId>,
+        decide: impl Fn(DependencyKind) -> Option<bool>,
+    ) {
         for w in waiting {
             let Some(j) = self.jobs.get_mut(&w) else { continue };
             if j.state != JobState::Held {
@@ -189,7 +250,7 @@ impl Scheduler {
             }
             let mut never = false;
             j.waiting_on
-                .retain(|d| match (d.job == id).then(|| d.kind.decided_by(to)).flatten() {
+                .retain(|d| match (d.job == target).then(|| decide(d.kind)).flatten() {
                     None => true,
                     Some(ok) => {
                         never |= !ok;
@@ -201,9 +262,6 @@ impl Scheduler {
             } else {
                 self.maybe_unblock(now, w);
             }
-        }
-        if to.is_terminal() {
-            self.dependents.remove(&id);
         }
     }
 
