@@ -480,6 +480,8 @@ impl JobDescription {
                 None => None,
             },
             preferences: self.broker.preferences().map_err(DescriptionError::Invalid)?,
+            // Dependents wait until the declared outputs are registered (stage-out).
+            stages_out: !self.outputs.is_empty(),
             ..JobSpec::default()
         })
     }

@@ -399,6 +399,14 @@ async fn submit_query(
             st.meta.insert(id, meta);
             ids.push(id);
         }
+        if array.is_some() {
+            // One unit to jobs depending on the array's id (Slurm's `afterok:<array id>`).
+            let tasks: Vec<_> = ids.iter().map(|&i| (JobId(i), None)).collect();
+            let needed = bag.map_or(tasks.len() as u32, |b| b.needed);
+            if let Err(e) = st.core.declare_bag(JobId(first), needed, &tasks) {
+                tracing::error!(array = first, error = %e, "array not declared to the core");
+            }
+        }
         daemon::process_actions(s, st);
     }
     s.metrics.submissions.fetch_add(ids.len() as u64, Ordering::Relaxed);

@@ -508,6 +508,26 @@ pub fn load_live_jobs(conn: &Connection) -> rusqlite::Result<(Vec<LiveJobRow>, u
     Ok((rows, max as u64))
 }
 
+/// Jobs that succeeded and whose stage-out a stop interrupted (their final row was written
+/// with `staging_out`), in id order.
+pub fn load_staging_out(conn: &Connection) -> rusqlite::Result<Vec<LiveJobRow>> {
+    let mut st = conn.prepare(
+        "SELECT id, user, description, spec, core, meta FROM jobs WHERE state = 'succeeded' \
+         AND instr(meta, '\"staging_out\":true') > 0 ORDER BY id",
+    )?;
+    let rows = st.query_map([], |r| {
+        Ok(LiveJobRow {
+            id: r.get::<_, i64>(0)? as u64,
+            user: r.get(1)?,
+            description: r.get(2)?,
+            spec: r.get(3)?,
+            core: r.get(4)?,
+            meta: r.get(5)?,
+        })
+    })?;
+    rows.collect()
+}
+
 /// Ended jobs' API renderings (JSON), in id order: of `user` (all users: `None`), in `state`
 /// (any ended state: `None`).
 pub fn load_ended(conn: &Connection, user: Option<&str>, state: Option<&str>) -> rusqlite::Result<Vec<(u64, String)>> {
