@@ -15,7 +15,9 @@
 //! task: a task cannot wait for the array it is part of.
 //!
 //! A job that stages out outputs ([`crate::model::JobSpec::stages_out`]) decides the
-//! dependencies on it once its outputs are registered, not when it succeeds.
+//! dependencies on it once its outputs are registered, not when it succeeds; a job with
+//! dependencies may name inputs that the jobs it waits for will register (they are checked
+//! when it may start: one still missing then fails it, [`FailureReason::MissingInput`]).
 //!
 //! The core only knows jobs it has not forgotten: a driver resolves dependencies on jobs that
 //! ended earlier itself ([`DependencyKind::decided_by`], [`DependencyKind::decided_by_bag`])
@@ -149,7 +151,13 @@ impl Scheduler {
         if gate.is_open() {
             return self.submit_with_id(now, id, spec);
         }
-        self.validate(&spec)?;
+        // A job waiting for others may read what they will produce: its inputs are checked
+        // when it may start.
+        if gate.after.is_empty() {
+            self.validate(&spec)?;
+        } else {
+            self.validate_shape(&spec)?;
+        }
         self.next_job = self.next_job.max(id.0 + 1);
         let components = spec
             .components
@@ -279,6 +287,13 @@ impl Scheduler {
         if j.state != JobState::Held || j.user_hold || !j.waiting_on.is_empty() {
             return;
         }
+        if self.validate_inputs(&self.jobs[&id].spec).is_err() {
+            let j = known(&mut self.jobs, id);
+            j.timeline.finished = Some(now);
+            self.set_state(now, id, JobState::Failed(FailureReason::MissingInput));
+            return;
+        }
+        let j = known(&mut self.jobs, id);
         j.timeline.queued = now;
         let priority = j.priority;
         self.set_state(now, id, JobState::Queued);
