@@ -662,6 +662,13 @@ pub fn parse_dependency_list(text: &str) -> Result<Vec<Dependency>, String> {
             .ok_or_else(|| format!("dependency '{part}': unknown kind '{kind_name}' (after, afterany, afterok, afternotok)"))?;
         let mut any = false;
         for id in fields {
+            if let Some((array, task)) = id.trim().split_once('_').filter(|(a, t)| a.parse::<u64>().is_ok() && t.parse::<u64>().is_ok()) {
+                return Err(format!(
+                    "dependency '{part}': '{id}' names task {task} of array {array}: give that task's own job id \
+                     (`koalesce status {array}` lists them; not the array's first task, whose id is the array's); \
+                     the array's id alone waits for every task"
+                ));
+            }
             let job: u64 = id
                 .trim()
                 .parse()
@@ -689,7 +696,9 @@ mod dependency_tests {
         let d = parse_dependency_list("afterok:12:13, after:9,afterok:12").unwrap();
         let names: Vec<String> = d.iter().map(|d| d.to_string()).collect();
         assert_eq!(names, ["after:9", "afterok:12", "afterok:13"]);
-        for bad in ["afterok", "later:3", "afterok:x", "afterok:0"] {
+        let e = parse_dependency_list("afterok:40_2").unwrap_err();
+        assert!(e.contains("task 2 of array 40") && e.contains("own job id"), "{e}");
+        for bad in ["afterok", "later:3", "afterok:x", "afterok:0", "afterok:40_x"] {
             assert!(parse_dependency_list(bad).is_err(), "{bad}");
         }
         let desc =
