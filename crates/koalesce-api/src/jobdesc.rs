@@ -662,7 +662,11 @@ pub fn parse_dependency_list(text: &str) -> Result<Vec<Dependency>, String> {
             .ok_or_else(|| format!("dependency '{part}': unknown kind '{kind_name}' (after, afterany, afterok, afternotok)"))?;
         let mut any = false;
         for id in fields {
-            if let Some((array, task)) = id.trim().split_once('_').filter(|(a, t)| a.parse::<u64>().is_ok() && t.parse::<u64>().is_ok()) {
+            if let Some((array, task)) = id
+                .trim()
+                .split_once('_')
+                .filter(|(a, t)| a.parse::<u64>().is_ok() && t.parse::<u64>().is_ok())
+            {
                 return Err(format!(
                     "dependency '{part}': '{id}' names task {task} of array {array}: give that task's own job id \
                      (`koalesce status {array}` lists them; not the array's first task, whose id is the array's); \

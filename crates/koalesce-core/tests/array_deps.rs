@@ -50,7 +50,10 @@ fn array(s: &mut Scheduler, now: u64, first: u64, n: u64, needed: u32, throttle:
             Some(m) => after(&[(ids[(k - m) as usize], DependencyKind::AfterAny)]),
             None => Gate::default(),
         };
-        ids.push(s.submit_gated(now, JobId(first + k), spec(&format!("t{k}"), stages_out), gate).unwrap());
+        ids.push(
+            s.submit_gated(now, JobId(first + k), spec(&format!("t{k}"), stages_out), gate)
+                .unwrap(),
+        );
     }
     let tasks: Vec<(JobId, Option<JobState>)> = ids.iter().map(|&id| (id, None)).collect();
     s.declare_bag(JobId(first), needed, &tasks).unwrap();
@@ -73,7 +76,11 @@ fn afterok_on_an_array_waits_for_every_task_not_only_the_first() {
     assert_eq!(state(&s, started), JobState::Queued, "after: every task started");
     s.component_finished(61_000, tasks[0], 0, ComponentOutcome::Success);
     assert_eq!(state(&s, tasks[0]), JobState::Succeeded);
-    assert_eq!(state(&s, ok), JobState::Held, "task 0 alone (the array's id) does not satisfy afterok");
+    assert_eq!(
+        state(&s, ok),
+        JobState::Held,
+        "task 0 alone (the array's id) does not satisfy afterok"
+    );
     assert_eq!(state(&s, any), JobState::Held);
     s.component_finished(62_000, tasks[2], 0, ComponentOutcome::Success);
     assert_eq!(state(&s, ok), JobState::Held);
@@ -191,7 +198,8 @@ fn forgotten_tasks_still_count_and_a_restart_declares_them_with_their_final_stat
             task: JobId(1)
         })
     );
-    r.declare_bag(JobId(1), 2, &[(JobId(1), Some(JobState::Succeeded)), (task1, None)]).unwrap();
+    r.declare_bag(JobId(1), 2, &[(JobId(1), Some(JobState::Succeeded)), (task1, None)])
+        .unwrap();
     let ok = dependent(&mut r, 70_000, 10, JobId(1), DependencyKind::AfterOk);
     assert_eq!(state(&r, ok), JobState::Held);
     assert!(r.outputs_registered(71_000, task1));
@@ -297,8 +305,20 @@ fn check(s: &Scheduler, deps: &[JobId], seen: &[JobState], needed: u32) -> Resul
         let got = state(s, *d);
         match expected(k, seen, needed) {
             None => prop_assert_eq!(got, JobState::Held, "{:?} with {:?}", k, seen),
-            Some(true) => prop_assert!(!matches!(got, JobState::Held | JobState::Failed(_)), "{:?} with {:?}: {:?}", k, seen, got),
-            Some(false) => prop_assert_eq!(got, JobState::Failed(FailureReason::DependencyNeverSatisfied), "{:?} with {:?}", k, seen),
+            Some(true) => prop_assert!(
+                !matches!(got, JobState::Held | JobState::Failed(_)),
+                "{:?} with {:?}: {:?}",
+                k,
+                seen,
+                got
+            ),
+            Some(false) => prop_assert_eq!(
+                got,
+                JobState::Failed(FailureReason::DependencyNeverSatisfied),
+                "{:?} with {:?}",
+                k,
+                seen
+            ),
         }
     }
     Ok(())

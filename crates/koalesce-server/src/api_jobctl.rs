@@ -48,7 +48,9 @@ pub fn stored_jobs(conn: &rusqlite::Connection, deps: &[Dependency]) -> rusqlite
     for d in deps {
         let row = conn
             .prepare_cached("SELECT user, state, meta FROM jobs WHERE id = ?1")?
-            .query_row([d.job.0 as i64], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?)));
+            .query_row([d.job.0 as i64], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?))
+            });
         let (user, state, meta) = match row {
             Ok(r) => r,
             Err(rusqlite::Error::QueryReturnedNoRows) => continue,
@@ -71,7 +73,9 @@ pub fn stored_jobs(conn: &rusqlite::Connection, deps: &[Dependency]) -> rusqlite
 pub fn array_states(conn: &rusqlite::Connection, array_id: u64, count: u64) -> rusqlite::Result<std::collections::BTreeMap<u64, String>> {
     let mut st = conn.prepare_cached("SELECT id, state FROM jobs WHERE id >= ?1 AND id < ?2 ORDER BY id")?;
     let last = array_id.saturating_add(count.min(koalesce_api::jobdesc::MAX_ARRAY_TASKS as u64));
-    let rows = st.query_map(rusqlite::params![array_id as i64, last as i64], |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, String>(1)?)))?;
+    let rows = st.query_map(rusqlite::params![array_id as i64, last as i64], |r| {
+        Ok((r.get::<_, i64>(0)? as u64, r.get::<_, String>(1)?))
+    })?;
     rows.collect()
 }
 

@@ -81,9 +81,15 @@ fn afterok_on_an_array_waits_for_every_task_also_across_a_restart() {
         })
         .max()
         .unwrap();
-    assert!(jd["started_ms"].as_u64().unwrap() >= last_end, "{jd}: the last task ended at {last_end}");
+    assert!(
+        jd["started_ms"].as_u64().unwrap() >= last_end,
+        "{jd}: the last task ended at {last_end}"
+    );
     let jn = ended(&srv, &tok, notok, 30);
-    assert!(jn["failure"].as_str().unwrap().contains("dependency can never be satisfied"), "{jn}");
+    assert!(
+        jn["failure"].as_str().unwrap().contains("dependency can never be satisfied"),
+        "{jn}"
+    );
 
     // Once every task ended and was let go, the array is decided from the store.
     let (code, v) = post(
@@ -92,7 +98,10 @@ fn afterok_on_an_array_waits_for_every_task_also_across_a_restart() {
         &tok,
         &shell_job("late", "true", 1, ""),
     );
-    assert!(code == 422 && v["error"].as_str().unwrap().contains("never be satisfied"), "{code} {v}");
+    assert!(
+        code == 422 && v["error"].as_str().unwrap().contains("never be satisfied"),
+        "{code} {v}"
+    );
     let (code, v) = post(
         &srv,
         &format!("/api/v1/jobs?dependency=afterok:{array}"),
@@ -133,10 +142,24 @@ fn a_failed_task_fails_afterok_on_its_bag_unless_the_bag_needs_fewer() {
         let j = ended(&srv, &tok, dep, 60);
         let b = ended(&srv, &tok, bag, 60);
         if min == 3 {
-            assert_eq!((b["state"].as_str(), j["state"].as_str()), (Some("failed"), Some("failed")), "{b}\n{j}");
+            assert_eq!(
+                (b["state"].as_str(), j["state"].as_str()),
+                (Some("failed"), Some("failed")),
+                "{b}\n{j}"
+            );
         } else {
-            assert_eq!((b["state"].as_str(), j["state"].as_str()), (Some("succeeded"), Some("succeeded")), "{b}\n{j}");
-            let last = b["tasks"].as_array().unwrap().iter().map(|t| ended(&srv, &tok, t["id"].as_u64().unwrap(), 5)["finished_ms"].as_u64().unwrap()).max().unwrap();
+            assert_eq!(
+                (b["state"].as_str(), j["state"].as_str()),
+                (Some("succeeded"), Some("succeeded")),
+                "{b}\n{j}"
+            );
+            let last = b["tasks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| ended(&srv, &tok, t["id"].as_u64().unwrap(), 5)["finished_ms"].as_u64().unwrap())
+                .max()
+                .unwrap();
             assert!(j["started_ms"].as_u64().unwrap() >= last, "{j}");
         }
     }

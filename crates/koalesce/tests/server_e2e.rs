@@ -891,9 +891,8 @@ fn a_stage_out_interrupted_by_sigkill_is_redone_after_the_restart() {
         "name = \"parent\"\nexecutable = \"/bin/sh\"\narguments = [\"-c\", \"echo one > first.txt; echo two > second.txt\"]\n\
          outputs = [\"first.txt\", \"second.txt\"]\n[[components]]\nprocessors = 1\n",
     );
-    let script = format!(
-        "grep -qx one \\\"$KOALESCE_INPUT_{parent}_FIRST_TXT\\\" && grep -qx two \\\"$KOALESCE_INPUT_{parent}_SECOND_TXT\\\""
-    );
+    let script =
+        format!("grep -qx one \\\"$KOALESCE_INPUT_{parent}_FIRST_TXT\\\" && grep -qx two \\\"$KOALESCE_INPUT_{parent}_SECOND_TXT\\\"");
     let child = submit(
         &s,
         &token,
@@ -904,7 +903,11 @@ fn a_stage_out_interrupted_by_sigkill_is_redone_after_the_restart() {
     );
     let t0 = Instant::now();
     while !reached.exists() {
-        assert!(t0.elapsed() < Duration::from_secs(30), "the stage-out never reached the hold:\n{}", s.log_tail());
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the stage-out never reached the hold:\n{}",
+            s.log_tail()
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     // Succeeded, its first output registered, the second not: shown as still running, and
@@ -918,7 +921,12 @@ fn a_stage_out_interrupted_by_sigkill_is_redone_after_the_restart() {
     s.start();
     let p = wait_final(&s, &token, parent, Duration::from_secs(30));
     assert_eq!(p["state"], "succeeded", "{p}");
-    let mut outputs: Vec<String> = p["outputs"].as_array().unwrap().iter().map(|o| o.as_str().unwrap().to_string()).collect();
+    let mut outputs: Vec<String> = p["outputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o.as_str().unwrap().to_string())
+        .collect();
     outputs.sort();
     assert_eq!(outputs, [format!("{parent}/first.txt"), format!("{parent}/second.txt")]);
     let c = wait_final(&s, &token, child, Duration::from_secs(30));
@@ -934,6 +942,9 @@ fn a_stage_out_interrupted_by_sigkill_is_redone_after_the_restart() {
         assert_eq!(entries.len(), 1, "{logical}: {files}");
         assert_eq!(entries[0]["replicas"].as_array().map(|r| r.len()), Some(1), "{logical}: {files}");
     }
-    assert_eq!(stored_files(&s, &format!("{parent}_first.txt")).len() + stored_files(&s, &format!("{parent}_second.txt")).len(), 2);
+    assert_eq!(
+        stored_files(&s, &format!("{parent}_first.txt")).len() + stored_files(&s, &format!("{parent}_second.txt")).len(),
+        2
+    );
     assert_eq!(succeeded_count(&s), 2, "parent and child, each counted once");
 }

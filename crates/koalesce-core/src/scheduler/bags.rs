@@ -76,7 +76,13 @@ impl Scheduler {
                     self.visible_state(task)
                 }
                 (None, Some(s)) if s.is_terminal() => s,
-                (None, Some(s)) => return Err(BagError::NotEnded { bag, task, state: s.name() }),
+                (None, Some(s)) => {
+                    return Err(BagError::NotEnded {
+                        bag,
+                        task,
+                        state: s.name(),
+                    })
+                }
                 (None, None) => return Err(BagError::UnknownTask { bag, task }),
             };
             seen.insert(task, state);
@@ -129,7 +135,13 @@ impl Scheduler {
     /// still being registered when the daemon stopped (the driver redoes its stage-out and
     /// then calls [`Scheduler::outputs_registered`]). `sites[i]` is where component `i` ran
     /// (`None`: skipped). The job holds no processors; no action is emitted.
-    pub fn adopt_staging_out(&mut self, id: JobId, spec: JobSpec, sites: &[Option<SiteId>], timeline: Timeline) -> Result<JobId, SubmitError> {
+    pub fn adopt_staging_out(
+        &mut self,
+        id: JobId,
+        spec: JobSpec,
+        sites: &[Option<SiteId>],
+        timeline: Timeline,
+    ) -> Result<JobId, SubmitError> {
         self.validate(&spec)?;
         if let Some((component, site)) = sites
             .iter()
@@ -170,13 +182,17 @@ impl Scheduler {
     /// A task of a bag reached `to` as dependents see it: the bag's progress moves, and the
     /// dependencies on the whole bag that this decides are decided.
     pub(super) fn bag_member_event(&mut self, now: Millis, id: JobId, to: JobState) {
-        let Some(bag) = self.jobs.get(&id).and_then(|j| j.bag) else { return };
+        let Some(bag) = self.jobs.get(&id).and_then(|j| j.bag) else {
+            return;
+        };
         let Some(record) = self.bags.get_mut(&bag) else { return };
         let Some(seen) = record.seen.get_mut(&id) else { return };
         let from = std::mem::replace(seen, to);
         record.progress.moved(from, to);
         let progress = record.progress;
-        let Some(waiting) = self.bag_dependents.get(&bag).cloned() else { return };
+        let Some(waiting) = self.bag_dependents.get(&bag).cloned() else {
+            return;
+        };
         self.decide_waiters(now, bag, waiting, |kind| kind.decided_by_bag(&progress));
         if progress.outcome().is_some() {
             self.bag_dependents.remove(&bag);

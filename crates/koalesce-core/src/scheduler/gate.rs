@@ -257,14 +257,13 @@ impl Scheduler {
                 continue;
             }
             let mut never = false;
-            j.waiting_on
-                .retain(|d| match (d.job == target).then(|| decide(d.kind)).flatten() {
-                    None => true,
-                    Some(ok) => {
-                        never |= !ok;
-                        false
-                    }
-                });
+            j.waiting_on.retain(|d| match (d.job == target).then(|| decide(d.kind)).flatten() {
+                None => true,
+                Some(ok) => {
+                    never |= !ok;
+                    false
+                }
+            });
             if never {
                 self.never_satisfied(now, w);
             } else {
