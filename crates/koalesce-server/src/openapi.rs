@@ -135,7 +135,7 @@ fn paths() -> Value {
                 "post": {"summary": "Submit a job (TOML job description), held, with dependencies, as an array or as a bag of tasks",
                     "parameters": [
                         q("hold", "boolean", "submit held (placed after release)"),
-                        q("dependency", "string", "Slurm syntax: afterok:12:13,afterany:9 (after, afterany, afterok, afternotok)"),
+                        q("dependency", "string", "Slurm syntax: afterok:12:13,afterany:9 (after, afterany, afterok, afternotok); an array's or bag's id: every task"),
                         q("array", "string", "one job per task: 1-100, 0-30:10, 1,3,5; %M at most M active"),
                         q("tasks", "integer", "a bag of N tasks (GridWay's array job), each placed on its own; its id is the bag's"),
                         q("min_tasks", "integer", "with tasks: the bag succeeds when at least this many tasks succeed (default: all)"),
