@@ -206,6 +206,31 @@ fn forgotten_tasks_still_count_and_a_restart_declares_them_with_their_final_stat
     assert_eq!(state(&r, ok), JobState::Queued);
 }
 
+#[test]
+fn a_dependent_may_name_an_input_its_parent_will_register_checked_when_it_may_start() {
+    let mut s = grid();
+    let reader = |name: &str, file: &str| {
+        let mut r = spec(name, false);
+        r.input_files = vec![file.to_string()];
+        r
+    };
+    let parent = s.submit_gated(0, JobId(1), spec("parent", true), Gate::default()).unwrap();
+    let gate = || after(&[(parent, DependencyKind::AfterOk)]);
+    let child = s.submit_gated(0, JobId(2), reader("child", "1/out"), gate()).unwrap();
+    let orphan = s.submit_gated(0, JobId(3), reader("orphan", "1/never"), gate()).unwrap();
+    tick(&mut s, 60_000);
+    s.component_finished(61_000, parent, 0, ComponentOutcome::Success);
+    // The driver registers the output, then tells the core.
+    s.catalogue_mut().insert("1/out", 10, [SiteId(0)]);
+    assert!(s.outputs_registered(62_000, parent));
+    assert_eq!(state(&s, child), JobState::Queued);
+    assert_eq!(state(&s, orphan), JobState::Failed(FailureReason::MissingInput));
+    // Nothing left to wait for: an unknown input is refused at submission, as without a gate.
+    let err = s.submit_gated(63_000, JobId(4), reader("late", "1/never"), gate()).unwrap_err();
+    assert!(err.to_string().contains("1/never"), "{err}");
+    assert!(s.job(JobId(4)).is_none());
+}
+
 /// What a task does in the property test.
 #[derive(Debug, Clone, Copy)]
 enum End {

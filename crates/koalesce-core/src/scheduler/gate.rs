@@ -151,12 +151,25 @@ impl Scheduler {
         if gate.is_open() {
             return self.submit_with_id(now, id, spec);
         }
-        // A job waiting for others may read what they will produce: its inputs are checked
-        // when it may start.
-        if gate.after.is_empty() {
-            self.validate(&spec)?;
-        } else {
-            self.validate_shape(&spec)?;
+        self.validate_shape(&spec)?;
+        // What each dependency's job (or array) decides already; the others are waited for.
+        let mut never = false;
+        let mut open = Vec::new();
+        for d in gate.after {
+            let whole = self.bags.get(&d.job).filter(|b| !b.has_member(id));
+            let decision = match whole {
+                Some(bag) => d.kind.decided_by_bag(&bag.progress),
+                None => d.kind.decided_by(self.visible_state(d.job)),
+            };
+            match decision {
+                Some(ok) => never |= !ok,
+                None => open.push((d, whole.is_some())),
+            }
+        }
+        // A job that waits for others may read what they will produce: its inputs are checked
+        // when it may start. One that waits for nothing is checked now, as any submission.
+        if open.is_empty() && !never {
+            self.validate_inputs(&spec)?;
         }
         self.next_job = self.next_job.max(id.0 + 1);
         let components = spec
@@ -172,27 +185,12 @@ impl Scheduler {
         let mut job = self.new_job(id, spec, components, JobState::Held, timeline);
         job.user_hold = gate.hold;
         self.jobs.insert(id, job);
-        let mut decided = Vec::new();
-        for d in gate.after {
-            let whole = self.bags.get(&d.job).filter(|b| !b.has_member(id));
-            let decision = match whole {
-                Some(bag) => d.kind.decided_by_bag(&bag.progress),
-                None => d.kind.decided_by(self.visible_state(d.job)),
-            };
-            match decision {
-                Some(ok) => decided.push((d, ok)),
-                None => {
-                    known(&mut self.jobs, id).waiting_on.push(d);
-                    let waiters = if whole.is_some() {
-                        &mut self.bag_dependents
-                    } else {
-                        &mut self.dependents
-                    };
-                    waiters.entry(d.job).or_default().insert(id);
-                }
-            }
+        for (d, whole) in open {
+            known(&mut self.jobs, id).waiting_on.push(d);
+            let waiters = if whole { &mut self.bag_dependents } else { &mut self.dependents };
+            waiters.entry(d.job).or_default().insert(id);
         }
-        if decided.iter().any(|(_, ok)| !ok) {
+        if never {
             self.never_satisfied(now, id);
         } else {
             self.maybe_unblock(now, id);
