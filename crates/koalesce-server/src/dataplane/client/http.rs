@@ -69,7 +69,7 @@ pub(super) fn read_json<T: serde::de::DeserializeOwned>(resp: &mut ureq::http::R
 }
 
 /// `bytes START-END/TOTAL` → (start, end, total).
-pub fn parse_content_range(v: &str) -> Option<(u64, u64, u64)> {
+pub(crate) fn parse_content_range(v: &str) -> Option<(u64, u64, u64)> {
     let rest = v.trim().strip_prefix("bytes ")?;
     let (range, total) = rest.split_once('/')?;
     let (start, end) = range.split_once('-')?;

@@ -28,7 +28,7 @@ use super::{Endpoint, Role, TransferError};
 mod http;
 mod source;
 
-pub use http::parse_content_range;
+pub(crate) use http::parse_content_range;
 use http::{bearer, error_message, file_url, header, local_error, protocol, read_json, refused, unreachable};
 use source::{hash_reader, Body, Origin, Source};
 
@@ -406,8 +406,10 @@ impl AgentClient {
             return Ok((elapsed, receipt));
         }
         let held = header(&resp, OFFSET_HEADER).and_then(|v| v.parse::<u64>().ok());
+        if let (StatusCode::CONFLICT, Some(at)) = (status, held) {
+            return Err(Retry::At(at));
+        }
         match status {
-            StatusCode::CONFLICT if held.is_some() => Err(Retry::At(held.unwrap())),
             StatusCode::UNPROCESSABLE_ENTITY => {
                 let answer: Option<ErrorBody> = resp.body_mut().with_config().limit(64 << 10).read_json().ok();
                 let received = answer
