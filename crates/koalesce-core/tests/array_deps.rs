@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use koalesce_core::model::{NetworkForecast, PolicyKind, ReplicaCatalogue};
-use koalesce_core::scheduler::{BagError, ComponentOutcome, Dependency, DependencyKind, Gate};
+use koalesce_core::scheduler::{BagError, BagTask, ComponentOutcome, Dependency, DependencyKind, Gate};
 use koalesce_core::state::FailureReason;
 use koalesce_core::{JobId, JobSpec, JobState, Scheduler, SchedulerConfig, SiteId};
 use proptest::prelude::*;
@@ -37,7 +37,7 @@ fn tick(s: &mut Scheduler, now: u64) {
 fn after(deps: &[(JobId, DependencyKind)]) -> Gate {
     Gate {
         hold: false,
-        after: deps.iter().map(|&(job, kind)| Dependency { job, kind }).collect(),
+        after: deps.iter().map(|&(job, kind)| Dependency::on(job, kind)).collect(),
     }
 }
 
@@ -55,7 +55,15 @@ fn array(s: &mut Scheduler, now: u64, first: u64, n: u64, needed: u32, throttle:
                 .unwrap(),
         );
     }
-    let tasks: Vec<(JobId, Option<JobState>)> = ids.iter().map(|&id| (id, None)).collect();
+    let tasks: Vec<BagTask> = ids
+        .iter()
+        .enumerate()
+        .map(|(k, &job)| BagTask {
+            job,
+            index: k as u64,
+            ended: None,
+        })
+        .collect();
     s.declare_bag(JobId(first), needed, &tasks).unwrap();
     ids
 }
@@ -191,19 +199,56 @@ fn forgotten_tasks_still_count_and_a_restart_declares_them_with_their_final_stat
     let task1 = r
         .adopt_staging_out(JobId(2), spec("t1", true), &[Some(SiteId(0))], Default::default())
         .unwrap();
+    let task = |job, index, ended| BagTask { job, index, ended };
     assert_eq!(
-        r.declare_bag(JobId(1), 2, &[(JobId(1), None), (task1, None)]),
+        r.declare_bag(JobId(1), 2, &[task(JobId(1), 0, None), task(task1, 1, None)]),
         Err(BagError::UnknownTask {
             bag: JobId(1),
             task: JobId(1)
         })
     );
-    r.declare_bag(JobId(1), 2, &[(JobId(1), Some(JobState::Succeeded)), (task1, None)])
-        .unwrap();
+    let ok0 = Some(JobState::Succeeded);
+    assert_eq!(
+        r.declare_bag(JobId(1), 2, &[task(JobId(1), 0, ok0), task(task1, 0, None)]),
+        Err(BagError::DuplicateIndex { bag: JobId(1), index: 0 })
+    );
+    r.declare_bag(JobId(1), 2, &[task(JobId(1), 0, ok0), task(task1, 1, None)]).unwrap();
     let ok = dependent(&mut r, 70_000, 10, JobId(1), DependencyKind::AfterOk);
     assert_eq!(state(&r, ok), JobState::Held);
     assert!(r.outputs_registered(71_000, task1));
     assert_eq!(state(&r, ok), JobState::Queued);
+}
+
+#[test]
+fn a_dependency_on_one_task_of_an_array_waits_for_that_task_alone() {
+    let mut s = grid();
+    let tasks = array(&mut s, 0, 1, 3, 3, None, false);
+    let on = |job: u64, task: Option<u64>| Gate {
+        hold: false,
+        after: vec![Dependency {
+            job: JobId(job),
+            kind: DependencyKind::AfterOk,
+            task,
+        }],
+    };
+    // Task 0 alone: its id is the array's, which without `_0` means every task.
+    let first = s.submit_gated(0, JobId(10), spec("first", false), on(1, Some(0))).unwrap();
+    let second = s.submit_gated(0, JobId(11), spec("second", false), on(1, Some(1))).unwrap();
+    let whole = s.submit_gated(0, JobId(12), spec("whole", false), on(1, None)).unwrap();
+    assert_eq!(s.job(first).unwrap().waiting_on[0].to_string(), "afterok:1_0");
+    let err = s.submit_gated(0, JobId(13), spec("x", false), on(1, Some(7))).unwrap_err();
+    assert!(err.to_string().contains("afterok:1_7: no such task"), "{err}");
+    tick(&mut s, 60_000);
+    s.component_finished(61_000, tasks[0], 0, ComponentOutcome::Success);
+    assert_eq!(state(&s, first), JobState::Queued);
+    assert_eq!((state(&s, second), state(&s, whole)), (JobState::Held, JobState::Held));
+    assert!(s.forget(tasks[0]).is_some());
+    // Decided at once on a forgotten task, by the state the array keeps of it.
+    let late = s.submit_gated(62_000, JobId(14), spec("late", false), on(1, Some(0))).unwrap();
+    assert_eq!(state(&s, late), JobState::Queued);
+    s.component_finished(63_000, tasks[1], 0, ComponentOutcome::ApplicationError);
+    assert_eq!(state(&s, second), JobState::Failed(FailureReason::DependencyNeverSatisfied));
+    assert_eq!(state(&s, whole), JobState::Failed(FailureReason::DependencyNeverSatisfied));
 }
 
 #[test]

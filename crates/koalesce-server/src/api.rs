@@ -352,10 +352,7 @@ async fn submit_query(
             let throttle = array.as_ref().and_then(|a| a.max_active).map(|m| m as usize).filter(|&m| k >= m);
             let mut job_deps = deps.clone();
             if let Some(m) = throttle {
-                let d = koalesce_core::scheduler::Dependency {
-                    job: JobId(ids[k - m]),
-                    kind: koalesce_core::scheduler::DependencyKind::AfterAny,
-                };
+                let d = koalesce_core::scheduler::Dependency::on(JobId(ids[k - m]), koalesce_core::scheduler::DependencyKind::AfterAny);
                 gate.after.push(d);
                 job_deps.push(d);
             }
@@ -399,9 +396,17 @@ async fn submit_query(
             st.meta.insert(id, meta);
             ids.push(id);
         }
-        if array.is_some() {
+        if let Some(a) = &array {
             // One unit to jobs depending on the array's id (Slurm's `afterok:<array id>`).
-            let tasks: Vec<_> = ids.iter().map(|&i| (JobId(i), None)).collect();
+            let tasks: Vec<_> = ids
+                .iter()
+                .zip(&a.tasks)
+                .map(|(&i, &index)| koalesce_core::scheduler::BagTask {
+                    job: JobId(i),
+                    index,
+                    ended: None,
+                })
+                .collect();
             let needed = bag.map_or(tasks.len() as u32, |b| b.needed);
             if let Err(e) = st.core.declare_bag(JobId(first), needed, &tasks) {
                 tracing::error!(array = first, error = %e, "array not declared to the core");

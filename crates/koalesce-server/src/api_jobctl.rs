@@ -35,8 +35,8 @@ pub struct StoredJob {
 pub struct StoredArray {
     /// Successful tasks the array needs (all of them, for a Slurm array).
     pub needed: u32,
-    /// Each task's stored state name, in task order.
-    pub states: Vec<String>,
+    /// Each task's index (`None`: unreadable) and stored state name, in task order.
+    pub tasks: Vec<(Option<u64>, String)>,
 }
 
 pub type StoredJobs = std::collections::BTreeMap<u64, StoredJob>;
@@ -60,7 +60,7 @@ pub fn stored_jobs(conn: &rusqlite::Connection, deps: &[Dependency]) -> rusqlite
         let array = match meta.and_then(|m| m.array).filter(|a| a.array_id == d.job.0) {
             Some(a) => Some(StoredArray {
                 needed: a.bag.map_or(a.count as u32, |b| b.needed),
-                states: array_states(conn, d.job.0, a.count)?.into_values().collect(),
+                tasks: array_states(conn, d.job.0, a.count)?.into_values().map(|(s, t)| (t, s)).collect(),
             }),
             None => None,
         };
@@ -69,12 +69,19 @@ pub fn stored_jobs(conn: &rusqlite::Connection, deps: &[Dependency]) -> rusqlite
     Ok(out)
 }
 
-/// The stored state names of the `count` tasks of array `array_id` (consecutive ids), by id.
-pub fn array_states(conn: &rusqlite::Connection, array_id: u64, count: u64) -> rusqlite::Result<std::collections::BTreeMap<u64, String>> {
-    let mut st = conn.prepare_cached("SELECT id, state FROM jobs WHERE id >= ?1 AND id < ?2 ORDER BY id")?;
+/// The stored state names and task indices of the `count` tasks of array `array_id`
+/// (consecutive ids), by id.
+pub fn array_states(
+    conn: &rusqlite::Connection,
+    array_id: u64,
+    count: u64,
+) -> rusqlite::Result<std::collections::BTreeMap<u64, (String, Option<u64>)>> {
+    let mut st = conn.prepare_cached("SELECT id, state, meta FROM jobs WHERE id >= ?1 AND id < ?2 ORDER BY id")?;
     let last = array_id.saturating_add(count.min(koalesce_api::jobdesc::MAX_ARRAY_TASKS as u64));
     let rows = st.query_map(rusqlite::params![array_id as i64, last as i64], |r| {
-        Ok((r.get::<_, i64>(0)? as u64, r.get::<_, String>(1)?))
+        let meta: Option<records::StoredMeta> = serde_json::from_str(&r.get::<_, String>(2)?).ok();
+        let task = meta.and_then(|m| m.array).filter(|a| a.array_id == array_id).map(|a| a.task_id);
+        Ok((r.get::<_, i64>(0)? as u64, (r.get::<_, String>(1)?, task)))
     })?;
     rows.collect()
 }
@@ -100,9 +107,10 @@ pub fn gate(st: &State, stored: &StoredJobs, user: &str, admin: bool, deps: &[De
 
 /// [`gate`] for a job that is a task of the array `array` (after a restart): its dependency on
 /// its array's id (a `%M` throttle) is on the first task alone. Any other dependency on an
-/// array's id is on the whole array (Slurm's `afterok:<array id>`): the core decides it once
-/// it knows the array ([`koalesce_core::Scheduler::declare_bag`]); an array every task of which
-/// ended and was let go is decided here from the tasks' stored states.
+/// array's id is on the whole array (Slurm's `afterok:<array id>`), one on `<array>_<task>` on
+/// that task: the core decides them while it knows the array
+/// ([`koalesce_core::Scheduler::declare_bag`]); an array every task of which ended and was let
+/// go is decided here from the tasks' stored states.
 pub fn gate_of_task(
     st: &State,
     stored: &StoredJobs,
@@ -122,8 +130,21 @@ pub fn gate_of_task(
         if owner.is_none_or(|o| o != user && !admin) {
             return Err(format!("dependency {d}: job {} not found", d.job));
         }
-        if st.core.job(d.job).is_some() || st.core.bag_progress(d.job).is_some() {
+        let array_live = st.core.bag_progress(d.job).is_some();
+        if array_live || (d.task.is_none() && st.core.job(d.job).is_some()) {
             after.push(*d);
+            continue;
+        }
+        let stored_array = stored.get(&d.job.0).and_then(|j| j.array.as_ref());
+        if let Some(t) = d.task {
+            // `<array>_<task>`: that task's stored state.
+            let Some(a) = stored_array else {
+                return Err(format!("dependency {d}: job {} is not an array", d.job));
+            };
+            let Some((_, state)) = a.tasks.iter().find(|(index, _)| *index == Some(t)) else {
+                return Err(format!("dependency {d}: array {} has no task {t}", d.job));
+            };
+            decide_ended(d, Some(state.as_str()))?;
             continue;
         }
         let whole = stored
@@ -131,10 +152,10 @@ pub fn gate_of_task(
             .and_then(|j| j.array.as_ref())
             .filter(|_| array != Some(d.job.0));
         if let Some(a) = whole {
-            if a.states.iter().any(|s| ended_state(s).is_none()) {
+            if a.tasks.iter().any(|(_, s)| ended_state(s).is_none()) {
                 return Err(format!("dependency {d}: array {} is ending right now; submit again", d.job));
             }
-            let progress = BagProgress::of_names(a.states.iter().map(String::as_str), a.needed);
+            let progress = BagProgress::of_names(a.tasks.iter().map(|(_, s)| s.as_str()), a.needed);
             match d.kind.decided_by_bag(&progress) {
                 Some(true) => continue,
                 _ => {
@@ -147,21 +168,24 @@ pub fn gate_of_task(
                 }
             }
         }
-        let state = stored.get(&d.job.0).and_then(|j| ended_state(&j.state));
-        match state.map(|s| (s, d.kind.decided_by(s))) {
-            Some((_, Some(true))) => {}
-            Some((s, _)) => {
-                return Err(format!(
-                    "dependency {d}: job {} ended {}, so it can never be satisfied",
-                    d.job,
-                    s.name()
-                ))
-            }
-            // Live in the store but no longer in the core: it ended a moment ago.
-            None => return Err(format!("dependency {d}: job {} is ending right now; submit again", d.job)),
-        }
+        decide_ended(d, stored.get(&d.job.0).map(|j| j.state.as_str()))?;
     }
     Ok(Gate { hold, after })
+}
+
+/// Decides `d` on a job (or task) the core let go, by its stored state name: satisfied, or
+/// refused naming why.
+fn decide_ended(d: &Dependency, stored_state: Option<&str>) -> Result<(), String> {
+    let job = match d.task {
+        Some(t) => format!("task {t} of array {}", d.job),
+        None => format!("job {}", d.job),
+    };
+    match stored_state.and_then(ended_state).map(|s| (s, d.kind.decided_by(s))) {
+        Some((_, Some(true))) => Ok(()),
+        Some((s, _)) => Err(format!("dependency {d}: {job} ended {}, so it can never be satisfied", s.name())),
+        // Live in the store but no longer in the core: it ended a moment ago.
+        None => Err(format!("dependency {d}: {job} is ending right now; submit again")),
+    }
 }
 
 fn control(s: &S, headers: &HeaderMap, raw: &str, hold: bool) -> Result<Json<JobSummary>, ApiError> {

@@ -1,6 +1,7 @@
 //! Dependencies as Slurm users write them, against a real server: `afterok:<array id>` waits
 //! for every task of the array (not only the first, whose id the array shares), also across a
-//! restart and once the array's tasks were let go; a `%M` throttle keeps working; and a job
+//! restart and once the array's tasks were let go; `afterok:<array id>_<task>` waits for that
+//! task alone; a `%M` throttle keeps working; and a job
 //! depending on one that declares outputs starts only once they are registered, so it reads
 //! them from the catalogue every time.
 
@@ -61,8 +62,19 @@ fn afterok_on_an_array_waits_for_every_task_also_across_a_restart() {
     );
     assert_eq!(code, 201, "{n}");
     let notok = n["id"].as_u64().unwrap();
-    // Task 0 ends first (and is let go); the dependent still waits.
+    // Slurm's `<array>_<task>`: task 0 alone, whose id is the array's.
+    let (code, f) = post(
+        &srv,
+        &format!("/api/v1/jobs?dependency=afterok:{array}_0"),
+        &tok,
+        &shell_job("after-task-0", "true", 1, ""),
+    );
+    assert_eq!(code, 201, "{f}");
+    let first = f["id"].as_u64().unwrap();
+    // Task 0 ends first (and is let go); the dependent still waits, the one on task 0 starts.
     assert_eq!(ended(&srv, &tok, tasks[0], 30)["state"], "succeeded");
+    let jf = ended(&srv, &tok, first, 30);
+    assert_eq!(jf["state"], "succeeded", "{jf}");
     std::thread::sleep(Duration::from_millis(300));
     let j = job(&srv, &tok, dep);
     assert_eq!(j["state"], "held", "afterok on the array started after its first task: {j}");
@@ -84,6 +96,10 @@ fn afterok_on_an_array_waits_for_every_task_also_across_a_restart() {
     assert!(
         jd["started_ms"].as_u64().unwrap() >= last_end,
         "{jd}: the last task ended at {last_end}"
+    );
+    assert!(
+        jf["started_ms"].as_u64().unwrap() < last_end,
+        "{jf}: afterok:{array}_0 waited for more than task 0"
     );
     let jn = ended(&srv, &tok, notok, 30);
     assert!(
@@ -110,6 +126,22 @@ fn afterok_on_an_array_waits_for_every_task_also_across_a_restart() {
     );
     assert_eq!(code, 201, "{v}");
     assert_eq!(ended(&srv, &tok, v["id"].as_u64().unwrap(), 30)["state"], "succeeded");
+    // One task of it, from the store: task 2 (index 2), and a task it does not have.
+    let (code, v) = post(
+        &srv,
+        &format!("/api/v1/jobs?dependency=afterany:{array}_2"),
+        &tok,
+        &shell_job("late", "true", 1, ""),
+    );
+    assert_eq!(code, 201, "{v}");
+    assert_eq!(ended(&srv, &tok, v["id"].as_u64().unwrap(), 30)["state"], "succeeded");
+    let (code, v) = post(
+        &srv,
+        &format!("/api/v1/jobs?dependency=afterok:{array}_9"),
+        &tok,
+        &shell_job("late", "true", 1, ""),
+    );
+    assert!(code == 422 && v["error"].as_str().unwrap().contains("no task 9"), "{code} {v}");
 }
 
 #[test]

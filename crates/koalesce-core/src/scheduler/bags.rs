@@ -4,9 +4,10 @@
 //! A driver submits an array's (or a bag's) tasks as jobs of their own, with consecutive ids,
 //! the first one being the array's, and then declares them one unit ([`Scheduler::declare_bag`]).
 //! From then on a dependency on the array's id waits for every task, as Slurm's
-//! `afterok:<array id>` does ([`super::DependencyKind::decided_by_bag`]); the core keeps each
-//! task's state as dependents see it, including tasks it has forgotten since, until every task
-//! is forgotten.
+//! `afterok:<array id>` does ([`super::DependencyKind::decided_by_bag`]), and one on
+//! `<array id>_<task>` ([`super::Dependency::task`]) waits for that one task; the core keeps
+//! each task's index and state as dependents see it, including tasks it has forgotten since,
+//! until every task is forgotten.
 //!
 //! A job whose spec [`stages_out`](crate::model::JobSpec::stages_out) succeeds as any job, but
 //! the jobs depending on it (and on its bag) see it succeeded only once the driver reports its
@@ -23,9 +24,11 @@ use super::{known, Component, Scheduler, SubmitError};
 /// An array or bag of tasks the core knows as one unit.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct BagRecord {
-    /// Each task's state as jobs depending on it see it (a task that stages out is running
-    /// until its outputs are registered).
-    seen: BTreeMap<JobId, JobState>,
+    /// Each task's index and state as jobs depending on it see it (a task that stages out is
+    /// running until its outputs are registered).
+    seen: BTreeMap<JobId, (u64, JobState)>,
+    /// The tasks by index (Slurm's `<array id>_<task>`).
+    by_index: BTreeMap<u64, JobId>,
     /// Tasks still in the core's table (the record goes when the last one is forgotten).
     live: BTreeSet<JobId>,
     pub(super) progress: BagProgress,
@@ -35,6 +38,21 @@ impl BagRecord {
     pub(super) fn has_member(&self, id: JobId) -> bool {
         self.seen.contains_key(&id)
     }
+
+    pub(super) fn index_of(&self, id: JobId) -> Option<u64> {
+        self.seen.get(&id).map(|s| s.0)
+    }
+}
+
+/// A task of an array or bag being declared ([`Scheduler::declare_bag`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BagTask {
+    pub job: JobId,
+    /// Its index in the array (`KOALESCE_TASK_ID`, Slurm's array index).
+    pub index: u64,
+    /// `None` for a job the core holds; its final state for one that ended and that the core
+    /// forgot (a driver rebuilding its state after a restart).
+    pub ended: Option<JobState>,
 }
 
 /// Why [`Scheduler::declare_bag`] was refused (a driver's mistake, named).
@@ -50,14 +68,14 @@ pub enum BagError {
     OtherBag { bag: JobId, task: JobId, other: JobId },
     #[error("bag {bag}: task {task} was given the state {state}, which is not a final one")]
     NotEnded { bag: JobId, task: JobId, state: &'static str },
+    #[error("bag {bag}: two tasks have the index {index}")]
+    DuplicateIndex { bag: JobId, index: u64 },
 }
 
 impl Scheduler {
     /// Declares jobs one array or bag of tasks with id `bag` that succeeds when at least
-    /// `needed` tasks succeed (all of them for a Slurm array): `tasks` are its tasks in order,
-    /// each `(id, None)` for a job the core holds, or `(id, Some(final state))` for one that
-    /// ended and that the core forgot (a driver rebuilding its state after a restart).
-    pub fn declare_bag(&mut self, bag: JobId, needed: u32, tasks: &[(JobId, Option<JobState>)]) -> Result<(), BagError> {
+    /// `needed` tasks succeed (all of them for a Slurm array): `tasks` are its tasks in order.
+    pub fn declare_bag(&mut self, bag: JobId, needed: u32, tasks: &[BagTask]) -> Result<(), BagError> {
         if self.bags.contains_key(&bag) {
             return Err(BagError::Declared(bag));
         }
@@ -65,8 +83,12 @@ impl Scheduler {
             return Err(BagError::Empty { bag });
         }
         let mut seen = BTreeMap::new();
+        let mut by_index = BTreeMap::new();
         let mut live = BTreeSet::new();
-        for &(task, ended) in tasks {
+        for &BagTask { job: task, index, ended } in tasks {
+            if by_index.insert(index, task).is_some() {
+                return Err(BagError::DuplicateIndex { bag, index });
+            }
             let state = match (self.jobs.get(&task), ended) {
                 (Some(j), _) => {
                     if let Some(other) = j.bag {
@@ -85,18 +107,35 @@ impl Scheduler {
                 }
                 (None, None) => return Err(BagError::UnknownTask { bag, task }),
             };
-            seen.insert(task, state);
+            seen.insert(task, (index, state));
         }
         for t in &live {
             known(&mut self.jobs, *t).bag = Some(bag);
         }
-        let progress = BagProgress::of(seen.values().copied(), needed);
+        let progress = BagProgress::of(seen.values().map(|s| s.1), needed);
         if live.is_empty() {
             // Every task ended and was forgotten: the driver decides from its own records.
             return Ok(());
         }
-        self.bags.insert(bag, BagRecord { seen, live, progress });
+        self.bags.insert(
+            bag,
+            BagRecord {
+                seen,
+                by_index,
+                live,
+                progress,
+            },
+        );
         Ok(())
+    }
+
+    /// The job a dependency is on: `job` itself, or for `<array>_<task>` that task's job
+    /// (`None`: no such array or task).
+    pub(super) fn dependency_target(&self, d: &super::Dependency) -> Option<JobId> {
+        match d.task {
+            None => Some(d.job),
+            Some(t) => self.bags.get(&d.job)?.by_index.get(&t).copied(),
+        }
     }
 
     /// The array or bag of tasks `bag` as jobs depending on it see it; `None` when it was not
@@ -112,7 +151,7 @@ impl Scheduler {
             Some(j) if j.outputs_pending => JobState::Running,
             Some(j) => j.state,
             None => {
-                let seen = self.bags.values().find_map(|b| b.seen.get(&id).copied());
+                let seen = self.bags.values().find_map(|b| b.seen.get(&id).map(|s| s.1));
                 seen.unwrap_or(JobState::Queued)
             }
         }
@@ -187,13 +226,14 @@ impl Scheduler {
         };
         let Some(record) = self.bags.get_mut(&bag) else { return };
         let Some(seen) = record.seen.get_mut(&id) else { return };
-        let from = std::mem::replace(seen, to);
+        let from = std::mem::replace(&mut seen.1, to);
         record.progress.moved(from, to);
         let progress = record.progress;
         let Some(waiting) = self.bag_dependents.get(&bag).cloned() else {
             return;
         };
-        self.decide_waiters(now, bag, waiting, |kind| kind.decided_by_bag(&progress));
+        let on_bag = |d: &super::Dependency, _: Option<JobId>| d.job == bag && d.task.is_none();
+        self.decide_waiters(now, waiting, on_bag, |kind| kind.decided_by_bag(&progress));
         if progress.outcome().is_some() {
             self.bag_dependents.remove(&bag);
         }

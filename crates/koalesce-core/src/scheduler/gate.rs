@@ -94,16 +94,31 @@ impl DependencyKind {
     }
 }
 
-/// One dependency of a job on another.
+/// One dependency of a job on another (or on a whole array, or on one task of an array).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Dependency {
     pub job: JobId,
     pub kind: DependencyKind,
+    /// Slurm's `<array id>_<task>`: only the task with this index of the array (or bag) `job`
+    /// ([`Scheduler::declare_bag`]), not the whole array.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<u64>,
+}
+
+impl Dependency {
+    /// A dependency on job `job` (on the whole array when `job` is an array's id).
+    pub fn on(job: JobId, kind: DependencyKind) -> Self {
+        Dependency { job, kind, task: None }
+    }
 }
 
 impl std::fmt::Display for Dependency {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{}", self.kind.name(), self.job)
+        write!(f, "{}:{}", self.kind.name(), self.job)?;
+        match self.task {
+            Some(t) => write!(f, "_{t}"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -138,14 +153,15 @@ impl Scheduler {
     /// dependencies are satisfied. A dependency on a job the core does not know is an error
     /// of the driver's (it resolves those), reported as a submission error naming it.
     pub fn submit_gated(&mut self, now: Millis, id: JobId, spec: crate::model::JobSpec, gate: Gate) -> Result<JobId, super::SubmitError> {
-        if let Some(d) = gate
-            .after
-            .iter()
-            .find(|d| !(self.jobs.contains_key(&d.job) || self.bags.contains_key(&d.job)) || d.job == id)
-        {
+        let unknown = |d: &Dependency| match d.task {
+            Some(_) => self.dependency_target(d).is_none(),
+            None => !(self.jobs.contains_key(&d.job) || self.bags.contains_key(&d.job)),
+        };
+        if let Some(d) = gate.after.iter().find(|d| unknown(d) || d.job == id) {
+            let what = if d.task.is_some() { "task" } else { "job" };
             return Err(super::SubmitError::Invalid {
                 job: spec.name.clone(),
-                reason: format!("dependency {d}: no such job"),
+                reason: format!("dependency {d}: no such {what}"),
             });
         }
         if gate.is_open() {
@@ -156,14 +172,15 @@ impl Scheduler {
         let mut never = false;
         let mut open = Vec::new();
         for d in gate.after {
-            let whole = self.bags.get(&d.job).filter(|b| !b.has_member(id));
+            let whole = self.bags.get(&d.job).filter(|b| d.task.is_none() && !b.has_member(id));
+            let target = self.dependency_target(&d).unwrap_or(d.job);
             let decision = match whole {
                 Some(bag) => d.kind.decided_by_bag(&bag.progress),
-                None => d.kind.decided_by(self.visible_state(d.job)),
+                None => d.kind.decided_by(self.visible_state(target)),
             };
             match decision {
                 Some(ok) => never |= !ok,
-                None => open.push((d, whole.is_some())),
+                None => open.push((d, target, whole.is_some())),
             }
         }
         // A job that waits for others may read what they will produce: its inputs are checked
@@ -185,10 +202,10 @@ impl Scheduler {
         let mut job = self.new_job(id, spec, components, JobState::Held, timeline);
         job.user_hold = gate.hold;
         self.jobs.insert(id, job);
-        for (d, whole) in open {
+        for (d, target, whole) in open {
             known(&mut self.jobs, id).waiting_on.push(d);
             let waiters = if whole { &mut self.bag_dependents } else { &mut self.dependents };
-            waiters.entry(d.job).or_default().insert(id);
+            waiters.entry(target).or_default().insert(id);
         }
         if never {
             self.never_satisfied(now, id);
@@ -233,7 +250,16 @@ impl Scheduler {
     /// it, then those on its bag.
     pub(super) fn dependency_event(&mut self, now: Millis, id: JobId, to: JobState) {
         if let Some(waiting) = self.dependents.get(&id).cloned() {
-            self.decide_waiters(now, id, waiting, |kind| kind.decided_by(to));
+            // The dependencies on this one job: by its id (on an array's id, only those of the
+            // array's own tasks: the others are on the whole array), or as `<array>_<task>`.
+            let array = self.jobs.get(&id).and_then(|j| j.bag);
+            let task = array.and_then(|b| self.bags.get(&b)).and_then(|b| b.index_of(id));
+            let is_array = self.bags.contains_key(&id);
+            let on_this = |d: &Dependency, waiter_array: Option<JobId>| match d.task {
+                Some(t) => Some(d.job) == array && Some(t) == task,
+                None => d.job == id && !(is_array && waiter_array != Some(id)),
+            };
+            self.decide_waiters(now, waiting, on_this, |kind| kind.decided_by(to));
             if to.is_terminal() {
                 self.dependents.remove(&id);
             }
@@ -241,12 +267,13 @@ impl Scheduler {
         self.bag_member_event(now, id, to);
     }
 
-    /// Decides the dependencies on `target` of the jobs `waiting`, by `decide`.
+    /// Decides the dependencies of the jobs `waiting` that `on_this` picks (given the
+    /// dependency and the waiting job's own array), by `decide`.
     pub(super) fn decide_waiters(
         &mut self,
         now: Millis,
-        target: JobId,
         waiting: BTreeSet<JobId>,
+        on_this: impl Fn(&Dependency, Option<JobId>) -> bool,
         decide: impl Fn(DependencyKind) -> Option<bool>,
     ) {
         for w in waiting {
@@ -255,13 +282,15 @@ impl Scheduler {
                 continue;
             }
             let mut never = false;
-            j.waiting_on.retain(|d| match (d.job == target).then(|| decide(d.kind)).flatten() {
-                None => true,
-                Some(ok) => {
-                    never |= !ok;
-                    false
-                }
-            });
+            let waiter_array = j.bag;
+            j.waiting_on
+                .retain(|d| match on_this(d, waiter_array).then(|| decide(d.kind)).flatten() {
+                    None => true,
+                    Some(ok) => {
+                        never |= !ok;
+                        false
+                    }
+                });
             if never {
                 self.never_satisfied(now, w);
             } else {

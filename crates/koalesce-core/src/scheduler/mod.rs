@@ -50,7 +50,7 @@ use crate::placement::{CloseToFiles, Policies};
 use crate::queues::PlacementQueues;
 
 pub use action::{Action, ComponentOutcome, TransferKey};
-pub use bags::BagError;
+pub use bags::{BagError, BagTask};
 pub use broker::BrokerStats;
 pub use error::SubmitError;
 pub use gate::{Dependency, DependencyKind, Gate, GateError};

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use koalesce_core::model::{NetworkForecast, ReplicaCatalogue, Site};
+use koalesce_core::scheduler::BagTask;
 use koalesce_core::state::FailureReason;
 use koalesce_core::{JobId, JobSpec, JobState, Scheduler, SiteId};
 
@@ -264,12 +265,22 @@ fn declare_arrays(st: &mut State, store: &Store, arrays: &mut Arrays, before: u6
     for (array_id, (count, needed)) in due {
         arrays.remove(&array_id);
         let stored = store.read(|c| crate::api_jobctl::array_states(c, array_id, count))?;
-        let tasks: Vec<(JobId, Option<JobState>)> = (array_id..array_id.saturating_add(count))
-            .map(|id| match st.core.job(JobId(id)) {
-                Some(_) => (JobId(id), None),
-                None => {
-                    let ended = stored.get(&id).and_then(|s| crate::api_jobctl::ended_state(s));
-                    (JobId(id), Some(ended.unwrap_or(JobState::Failed(FailureReason::Unplaceable))))
+        let tasks: Vec<BagTask> = (array_id..array_id.saturating_add(count))
+            .map(|id| {
+                let row = stored.get(&id);
+                // The task's index as stored (its position in the array for a row without one).
+                let index = row.and_then(|r| r.1).unwrap_or(id - array_id);
+                let ended = match st.core.job(JobId(id)) {
+                    Some(_) => None,
+                    None => {
+                        let ended = row.and_then(|r| crate::api_jobctl::ended_state(&r.0));
+                        Some(ended.unwrap_or(JobState::Failed(FailureReason::Unplaceable)))
+                    }
+                };
+                BagTask {
+                    job: JobId(id),
+                    index,
+                    ended,
                 }
             })
             .collect();
