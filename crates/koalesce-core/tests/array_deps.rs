@@ -301,7 +301,17 @@ proptest! {
         let n = ends.len() as u64;
         let mut s = grid();
         let tasks = array(&mut s, 0, 1, n, needed, throttle, stages_out);
-        let deps: Vec<JobId> = DependencyKind::ALL.iter().enumerate().map(|(i, k)| dependent(&mut s, 0, 100 + i as u64, JobId(1), *k)).collect();
+        // Every kind on the whole array, on its task 0 alone (whose id is the array's) and on
+        // its last task alone.
+        let mut deps = Vec::new();
+        for (i, task) in [None, Some(0), Some(n - 1)].into_iter().enumerate() {
+            for (j, kind) in DependencyKind::ALL.into_iter().enumerate() {
+                let d = Dependency { job: JobId(1), kind, task };
+                let gate = Gate { hold: false, after: vec![d] };
+                let id = JobId(100 + 10 * i as u64 + j as u64);
+                deps.push((s.submit_gated(0, id, spec("dep", false), gate).unwrap(), d));
+            }
+        }
         let mut seen = vec![JobState::Queued; tasks.len()];
         let mut pending: Vec<usize> = (0..tasks.len()).collect();
         let mut now = 0;
@@ -346,7 +356,7 @@ proptest! {
             pending.remove(pick);
             check(&s, &deps, &seen, needed)?;
         }
-        prop_assert!(deps.iter().all(|d| state(&s, *d) != JobState::Held), "every dependency decided once the array ended");
+        prop_assert!(deps.iter().all(|d| state(&s, d.0) != JobState::Held), "every dependency decided once the array ended");
     }
 }
 
@@ -368,12 +378,17 @@ fn expected(kind: DependencyKind, seen: &[JobState], needed: u32) -> Option<bool
     }
 }
 
-/// Each dependent (one per kind, in [`DependencyKind::ALL`]'s order) is held while its
-/// dependency is undecided, queued (or further) once satisfied, failed once never satisfiable.
-fn check(s: &Scheduler, deps: &[JobId], seen: &[JobState], needed: u32) -> Result<(), TestCaseError> {
-    for (d, k) in deps.iter().zip(DependencyKind::ALL) {
-        let got = state(s, *d);
-        match expected(k, seen, needed) {
+/// Each dependent is held while its dependency is undecided, queued (or further) once
+/// satisfied, failed once never satisfiable; one on a task alone as one on an array of that
+/// task.
+fn check(s: &Scheduler, deps: &[(JobId, Dependency)], seen: &[JobState], needed: u32) -> Result<(), TestCaseError> {
+    for &(d, dep) in deps {
+        let (k, got) = (dep.kind, state(s, d));
+        let decided = match dep.task {
+            Some(t) => expected(k, &seen[t as usize..=t as usize], 1),
+            None => expected(k, seen, needed),
+        };
+        match decided {
             None => prop_assert_eq!(got, JobState::Held, "{:?} with {:?}", k, seen),
             Some(true) => prop_assert!(
                 !matches!(got, JobState::Held | JobState::Failed(_)),
