@@ -397,20 +397,7 @@ async fn submit_query(
             ids.push(id);
         }
         if let Some(a) = &array {
-            // One unit to jobs depending on the array's id (Slurm's `afterok:<array id>`).
-            let tasks: Vec<_> = ids
-                .iter()
-                .zip(&a.tasks)
-                .map(|(&i, &index)| koalesce_core::scheduler::BagTask {
-                    job: JobId(i),
-                    index,
-                    ended: None,
-                })
-                .collect();
-            let needed = bag.map_or(tasks.len() as u32, |b| b.needed);
-            if let Err(e) = st.core.declare_bag(JobId(first), needed, &tasks) {
-                tracing::error!(array = first, error = %e, "array not declared to the core");
-            }
+            crate::api_jobctl::declare_array(st, first, &ids, &a.tasks, bag.map(|b| b.needed));
         }
         daemon::process_actions(s, st);
     }

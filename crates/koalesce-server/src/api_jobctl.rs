@@ -11,7 +11,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
 use koalesce_api::dto::JobSummary;
 use koalesce_core::bag::BagProgress;
-use koalesce_core::scheduler::{Dependency, Gate, GateError};
+use koalesce_core::scheduler::{BagTask, Dependency, Gate, GateError};
 use koalesce_core::state::FailureReason;
 use koalesce_core::{JobId, JobState};
 
@@ -84,6 +84,25 @@ pub fn array_states(
         Ok((r.get::<_, i64>(0)? as u64, (r.get::<_, String>(1)?, task)))
     })?;
     rows.collect()
+}
+
+/// Declares the array (or bag) just submitted as tasks `ids` with indices `indices` to the
+/// core, one unit to the jobs depending on its id (Slurm's `afterok:<array id>`); `needed`:
+/// the bag's `min_tasks` (an array needs every task).
+pub fn declare_array(st: &mut State, first: u64, ids: &[u64], indices: &[u64], needed: Option<u32>) {
+    let tasks: Vec<BagTask> = ids
+        .iter()
+        .zip(indices)
+        .map(|(&i, &index)| BagTask {
+            job: JobId(i),
+            index,
+            ended: None,
+        })
+        .collect();
+    let needed = needed.unwrap_or(tasks.len() as u32);
+    if let Err(e) = st.core.declare_bag(JobId(first), needed, &tasks) {
+        tracing::error!(array = first, error = %e, "array not declared to the core");
+    }
 }
 
 /// A state like the stored `name` of an ended job, for deciding dependencies on it.
