@@ -41,10 +41,10 @@ pub const MAX_TAIL_LINES: usize = 100_000;
 
 #[derive(Deserialize)]
 pub struct LogQuery {
-    component: Option<u64>,
-    stream: Option<String>,
-    offset: Option<u64>,
-    tail: Option<usize>,
+    pub(crate) component: Option<u64>,
+    pub(crate) stream: Option<String>,
+    pub(crate) offset: Option<u64>,
+    pub(crate) tail: Option<usize>,
 }
 
 /// A file streamed as an HTTP body, `len` bytes from where `file` stands (read in chunks, off
@@ -184,17 +184,30 @@ pub async fn job_logs(
             ),
         ));
     };
-    let stream = q.stream.as_deref().unwrap_or("stdout");
-    let path = match stream {
+    let path = match log_stream(&q)? {
         "stdout" => c.stdout.clone(),
-        "stderr" => c.stderr.clone(),
-        other => {
-            return Err(err(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                format!("parameter 'stream': '{other}' is not stdout or stderr"),
-            ))
-        }
+        _ => c.stderr.clone(),
     };
+    log_answer(path.map(PathBuf::from), &job.state, &q, &format!("job {id}")).await
+}
+
+/// The stream a log request asks for (`stdout` unless said), or 422.
+pub(crate) fn log_stream(q: &LogQuery) -> R<&'static str> {
+    match q.stream.as_deref().unwrap_or("stdout") {
+        "stdout" => Ok("stdout"),
+        "stderr" => Ok("stderr"),
+        other => Err(err(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("parameter 'stream': '{other}' is not stdout or stderr"),
+        )),
+    }
+}
+
+/// The answer to a log request for the log file at `path` (None, or not there: nothing yet)
+/// of a job in `state` (`what` names it in errors): the bytes from `offset`, or the last
+/// `tail` lines, with the size, lines-cut and job-state headers.
+pub(crate) async fn log_answer(path: Option<PathBuf>, state: &str, q: &LogQuery, what: &str) -> R<Response> {
+    let stream = log_stream(q)?;
     if q.tail.is_some_and(|t| t > MAX_TAIL_LINES) {
         return Err(err(
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -202,10 +215,10 @@ pub async fn job_logs(
         ));
     }
     let mut resp_headers = HeaderMap::new();
-    resp_headers.insert(JOB_STATE_HEADER, header_value(&job.state));
+    resp_headers.insert(JOB_STATE_HEADER, header_value(state));
     resp_headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
     // Not started yet (or started where no file was written yet): nothing so far.
-    let file = path.map(PathBuf::from).and_then(|p| std::fs::File::open(&p).ok().map(|f| (p, f)));
+    let file = path.and_then(|p| std::fs::File::open(&p).ok().map(|f| (p, f)));
     let Some((path, mut file)) = file else {
         resp_headers.insert(LOG_SIZE_HEADER, header_value(0));
         resp_headers.insert(LINES_CUT_HEADER, header_value(0));
@@ -215,7 +228,7 @@ pub async fn job_logs(
         let (bytes, cut) = tokio::task::spawn_blocking(move || tail_lines(&path, lines))
             .await
             .map_err(internal)?
-            .map_err(|e| internal(format!("reading the {stream} of job {id}: {e}")))?;
+            .map_err(|e| internal(format!("reading the {stream} of {what}: {e}")))?;
         let size = file.metadata().map(|m| m.len()).unwrap_or(0);
         resp_headers.insert(LOG_SIZE_HEADER, header_value(size));
         resp_headers.insert(LINES_CUT_HEADER, header_value(cut));

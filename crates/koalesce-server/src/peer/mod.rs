@@ -42,11 +42,13 @@
 //! peer (probes and real transfers), `bandwidth_bps` until there is a measurement. Jobs fixed
 //! to a site of this server stay here.
 
+mod cleanup;
 pub mod client;
 pub mod config;
 pub mod data;
 pub(crate) mod gs;
 pub mod journal;
+pub(crate) mod results;
 mod routes;
 pub mod wire;
 
