@@ -22,6 +22,11 @@ struct Proc {
 
 impl Proc {
     fn new(dir: &Path, name: &str, port: u16, procs: u32, peer: (&str, u16)) -> Proc {
+        Proc::with(dir, name, port, procs, peer, "")
+    }
+
+    /// As [`Proc::new`], with `extra` lines in its `[federation]` table.
+    fn with(dir: &Path, name: &str, port: u16, procs: u32, peer: (&str, u16), extra: &str) -> Proc {
         let data = dir.join(name).join("data");
         std::fs::create_dir_all(&data).unwrap();
         let secret = dir.join("pair.secret");
@@ -33,7 +38,7 @@ impl Proc {
                 "allow_root_jobs = true\npoll_interval_ms = 50\n[[sites]]\nname = \"{name}1\"\nprocessors = {procs}\n\
                  [scheduler]\nplace_on_submit = true\nmin_claim_retry_ms = 100\nscan_interval = {{ kind = \"fixed\", interval_ms = 100 }}\n\
                  [users]\n\"*\" = \"root\"\n[federation]\nname = \"{name}\"\nphi = \"1s\"\ncheck_interval_ms = 100\n\
-                 peer_timeout_ms = 1000\nbackoff_initial_ms = 200\nbackoff_max_ms = 1000\n\
+                 peer_timeout_ms = 1000\nbackoff_initial_ms = 200\nbackoff_max_ms = 1000\n{extra}\n\
                  [[federation.peers]]\nname = \"{}\"\nurl = \"http://127.0.0.1:{}\"\nsecret_file = {:?}\n",
                 peer.0, peer.1, secret
             ),
@@ -186,4 +191,125 @@ fn sigkilled_origin_and_receiver_lose_no_job_and_run_none_twice() {
         "alpha ran {here}, beta ran {there}: a job lost or run twice"
     );
     assert!(there >= 1, "no job moved: the kills did not meet a handoff");
+}
+
+/// A fake origin "alpha": serves input `d.bin` of handoff `alpha-<k>-1` as `contents[k-1]`,
+/// sending the first `stall_at` bytes and then nothing more on that connection (a transfer
+/// under way that the receiver is killed in). Other requests: 404.
+fn stalling_origin(contents: Vec<Vec<u8>>, stall_at: usize) -> u16 {
+    use std::io::{BufRead, BufReader, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let contents = std::sync::Arc::new(contents);
+    std::thread::spawn(move || {
+        for conn in l.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let contents = contents.clone();
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(conn.try_clone().unwrap());
+                let mut first = String::new();
+                let _ = r.read_line(&mut first);
+                loop {
+                    let mut h = String::new();
+                    if r.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
+                        break;
+                    }
+                }
+                let k = first
+                    .strip_prefix("GET /api/v1/peer/sent/alpha-")
+                    .and_then(|rest| rest.split('-').next())
+                    .and_then(|k| k.parse::<usize>().ok())
+                    .filter(|&k| k >= 1 && k <= contents.len() && first.contains("/inputs/d.bin "));
+                let Some(k) = k else {
+                    let _ = conn.write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}");
+                    return;
+                };
+                let data = &contents[k - 1];
+                let sha = koalesce_server::store::sha256_hex(data);
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nx-checksum-sha256: {sha}\r\nconnection: close\r\n\r\n",
+                    data.len()
+                );
+                let _ = conn.write_all(head.as_bytes());
+                let _ = conn.write_all(&data[..stall_at]);
+                let _ = conn.flush();
+                std::thread::sleep(Duration::from_secs(120));
+            });
+        }
+    });
+    port
+}
+
+/// Issue 14: a receiver SIGKILLed in the middle of the input transfers of two prepared
+/// handoffs keeps their partials across the restart (a commit would resume them), then drops
+/// each once it is aborted: the first by its origin, the second by the receiver itself when
+/// its origin has not spoken of it for `handoff_timeout_ms`. A late commit is refused; nothing
+/// is registered or run.
+#[test]
+fn a_receiver_sigkilled_during_input_transfers_drops_them_once_their_handoffs_are_aborted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let content = |seed: u8| -> Vec<u8> { (0..3_000_000u32).map(|i| (i % 251) as u8 ^ seed).collect() };
+    let contents = vec![content(1), content(2)];
+    let shas: Vec<String> = contents.iter().map(|c| koalesce_server::store::sha256_hex(c)).collect();
+    let fake = stalling_origin(contents, 1_500_000);
+    let pb = free_port();
+    let mut b = Proc::with(
+        tmp.path(),
+        "beta",
+        pb,
+        4,
+        ("alpha", fake),
+        "probe_bytes = 0\nhandoff_timeout_ms = 8000",
+    );
+    let root = b.token("root", true);
+    b.start();
+    let as_alpha = koalesce_server::peer::PeerClient::new("alpha", "beta", &format!("http://127.0.0.1:{pb}"), SECRET.into(), 5_000);
+    let desc = "name = \"x\"\nexecutable = \"/bin/true\"\ninputs = [\"d.bin\"]\n[[components]]\nprocessors = 1\n";
+    for (k, sha) in shas.iter().enumerate() {
+        let h = format!("alpha-{}-1", k + 1);
+        let body = serde_json::json!({"handoff": h, "user": "alice", "description": desc,
+            "inputs": [{"name": "d.bin", "size_bytes": 3_000_000, "sha256": sha}]});
+        let p: Value = as_alpha.call("/api/v1/peer/handoffs", Some(&body)).unwrap();
+        assert_eq!(p["state"], "prepared", "{p}");
+        // One commit starts the transfer (it stalls half-way).
+        let c: Value = as_alpha.call(&format!("/api/v1/peer/handoffs/{h}/commit"), Some(&())).unwrap();
+        assert!(c["job"].is_null(), "{c}");
+    }
+    // Both partials hold a durable checkpoint (every MiB): kill the receiver now.
+    let parts_dir = b.data.join("federation-partial");
+    let partials_of = |sha: &str| -> usize {
+        std::fs::read_dir(&parts_dir)
+            .map(|d| d.flatten().filter(|e| e.file_name().to_string_lossy().contains(&sha[..16])).count())
+            .unwrap_or(0)
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while shas.iter().any(|s| partials_of(s) < 2) {
+        assert!(Instant::now() < deadline, "no checkpoints: {}", b.log_tail());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    b.kill9();
+    b.start();
+    // Kept across the restart: the origin may still commit (and the transfer resume).
+    assert!(shas.iter().all(|s| partials_of(s) == 2));
+    // The origin aborts the first: its partial goes at once; the second's stays.
+    let ab: Value = as_alpha.call("/api/v1/peer/handoffs/alpha-1-1/abort", Some(&())).unwrap();
+    assert_eq!(ab["state"], "aborted");
+    assert_eq!(partials_of(&shas[0]), 0);
+    assert_eq!(partials_of(&shas[1]), 2);
+    // The origin never speaks of the second again: the receiver aborts it after 8 s.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while partials_of(&shas[1]) > 0 {
+        assert!(Instant::now() < deadline, "{}", b.log_tail());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let st: Value = as_alpha.call::<(), _>("/api/v1/peer/handoffs/alpha-2-1", None).unwrap();
+    assert_eq!(st["state"], "aborted", "{st}");
+    assert!(matches!(
+        as_alpha.call::<_, Value>("/api/v1/peer/handoffs/alpha-2-1/commit", Some(&())),
+        Err(koalesce_server::peer::CallError::Refused(409, _))
+    ));
+    let (code, files) = http("GET", pb, "/api/v1/files", Some(&root), "");
+    assert_eq!((code, files.trim()), (200, "[]"));
+    let (code, jobs) = http("GET", pb, "/api/v1/jobs?all=true", Some(&root), "");
+    assert_eq!((code, jobs.trim()), (200, "[]"));
 }
