@@ -160,6 +160,44 @@ pub fn tail_lines(path: &std::path::Path, lines: usize) -> std::io::Result<(Vec<
     Ok((out, cut))
 }
 
+/// The last `lines` lines of `b` (a final line without newline counts) and how many lines come
+/// before them: [`tail_lines`] for bytes in memory.
+pub(crate) fn tail_bytes(b: &[u8], lines: usize) -> (Vec<u8>, u64) {
+    let Some(&last) = b.last() else {
+        return (Vec::new(), 0);
+    };
+    let total = b.iter().filter(|&&x| x == b'\n').count() as u64 + u64::from(last != b'\n');
+    let cut = total - (lines as u64).min(total);
+    if cut == total {
+        return (Vec::new(), cut);
+    }
+    let mut start = 0;
+    let mut seen = 0u64;
+    if cut > 0 {
+        for (i, &x) in b.iter().enumerate() {
+            if x == b'\n' {
+                seen += 1;
+                if seen == cut {
+                    start = i + 1;
+                    break;
+                }
+            }
+        }
+    }
+    (b[start..].to_vec(), cut)
+}
+
+/// A log answer made of `bytes` (a log read elsewhere): `size` is the next offset, `cut` the
+/// lines a tail left out, `state` the job's.
+pub(crate) fn log_bytes_answer(bytes: Vec<u8>, size: u64, cut: u64, state: &str) -> Response {
+    let mut h = HeaderMap::new();
+    h.insert(JOB_STATE_HEADER, header_value(state));
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    h.insert(LOG_SIZE_HEADER, header_value(size));
+    h.insert(LINES_CUT_HEADER, header_value(cut));
+    (StatusCode::OK, h, Body::from(bytes)).into_response()
+}
+
 /// `GET /api/v1/jobs/{id}/logs?component=N&stream=stdout|stderr&offset=B&tail=L`.
 pub async fn job_logs(
     AxState(s): AxState<S>,
@@ -302,5 +340,18 @@ mod tests {
         std::fs::write(&p, format!("{long}\n{long}\nend\n")).unwrap();
         let (b, cut) = tail_lines(&p, 2).unwrap();
         assert_eq!((b.len(), cut), (long.len() + 1 + 4, 1));
+    }
+
+    #[test]
+    fn tail_of_bytes_agrees_with_tail_of_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("out");
+        let texts = ["", "\n", "a", "a\n", "a\nb\nc", "a\n\nb\n", "1\n2\n3\n4\n5\n"];
+        for text in texts {
+            std::fs::write(&p, text).unwrap();
+            for lines in 0..7 {
+                assert_eq!(tail_bytes(text.as_bytes(), lines), tail_lines(&p, lines).unwrap(), "{text:?} {lines}");
+            }
+        }
     }
 }

@@ -275,15 +275,22 @@ fn a_receiver_sigkilled_during_input_transfers_drops_them_once_their_handoffs_ar
         let c: Value = as_alpha.call(&format!("/api/v1/peer/handoffs/{h}/commit"), Some(&())).unwrap();
         assert!(c["job"].is_null(), "{c}");
     }
-    // Both partials hold a durable checkpoint (every MiB): kill the receiver now.
+    // Both partials hold a durable checkpoint (every MiB; its record is `….offset`, written
+    // through a temporary file a kill may leave too): kill the receiver now.
     let parts_dir = b.data.join("federation-partial");
-    let partials_of = |sha: &str| -> usize {
+    let names_of = |sha: &str| -> Vec<String> {
         std::fs::read_dir(&parts_dir)
-            .map(|d| d.flatten().filter(|e| e.file_name().to_string_lossy().contains(&sha[..16])).count())
-            .unwrap_or(0)
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.contains(&sha[..16]))
+                    .collect()
+            })
+            .unwrap_or_default()
     };
+    let partials_of = |sha: &str| names_of(sha).len();
     let deadline = Instant::now() + Duration::from_secs(30);
-    while shas.iter().any(|s| partials_of(s) < 2) {
+    while shas.iter().any(|s| !names_of(s).iter().any(|n| n.ends_with(".part.offset"))) {
         assert!(Instant::now() < deadline, "no checkpoints: {}", b.log_tail());
         std::thread::sleep(Duration::from_millis(50));
     }

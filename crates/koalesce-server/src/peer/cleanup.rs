@@ -88,12 +88,24 @@ async fn remove_unneeded(fed: &Arc<Federation>, inc: &Incoming) -> anyhow::Resul
         if !registered && std::fs::remove_file(&dest).is_ok() {
             removed += 1;
         }
-        if part.exists() {
-            removed += 1;
-        }
-        crate::dataplane::partial::remove(&part);
+        removed += remove_partial(&part);
     }
     Ok(removed)
+}
+
+/// Removes the partial `part`, its resume record and any temporary copy of that record a kill
+/// left (`….part.offset.tmp.<pid>.<ms>`): every file of its directory whose name starts with
+/// the partial's. How many went.
+fn remove_partial(part: &std::path::Path) -> usize {
+    let (Some(dir), Some(head)) = (part.parent(), part.file_name().map(|n| n.to_string_lossy().into_owned())) else {
+        return 0;
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&head))
+        .filter(|e| std::fs::remove_file(e.path()).is_ok())
+        .count()
 }
 
 /// A transfer of handoff `h`'s inputs ended: if the handoff was aborted meanwhile, what the

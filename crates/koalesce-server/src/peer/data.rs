@@ -155,14 +155,14 @@ pub(crate) fn serve(fed: &Federation, name: &str, headers: &HeaderMap) -> Result
             format!("file '{name}': no readable replica of {size} bytes"),
         ));
     };
-    serve_open(file, size, &sha, headers)
+    serve_open(file, size, Some(&sha), headers)
 }
 
-/// Streams the open `file` of `size` bytes and content `sha` to a peer: from byte N on when
-/// asked `Range: bytes=N-` (206), with its SHA-256 and whole size in headers.
-pub(crate) fn serve_open(mut file: std::fs::File, size: u64, sha: &str, headers: &HeaderMap) -> Result<Response, ApiError> {
+/// Streams the open `file` of `size` bytes and content `sha` (None: a file still growing) to a
+/// peer: from byte N on when asked `Range: bytes=N-` (206), with its SHA-256 and whole size in
+/// headers.
+pub(crate) fn serve_open(mut file: std::fs::File, size: u64, sha: Option<&str>, headers: &HeaderMap) -> Result<Response, ApiError> {
     use std::io::{Seek, SeekFrom};
-    let sha = sha.to_string();
     let offset = match headers.get(header::RANGE).map(|v| v.to_str().unwrap_or("")) {
         None => 0,
         Some(r) => r
@@ -182,7 +182,9 @@ pub(crate) fn serve_open(mut file: std::fs::File, size: u64, sha: &str, headers:
     let mut h = HeaderMap::new();
     let value = |v: String| HeaderValue::from_str(&v).unwrap_or(HeaderValue::from_static("?"));
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
-    h.insert(crate::api_output::SHA256_HEADER, value(sha));
+    if let Some(sha) = sha {
+        h.insert(crate::api_output::SHA256_HEADER, value(sha.to_string()));
+    }
     h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
     let status = if offset > 0 {
         h.insert(

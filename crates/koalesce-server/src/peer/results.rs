@@ -72,23 +72,25 @@ pub(crate) async fn logs_of(d: &JobDetail) -> Vec<PeerFile> {
     .await
 }
 
-/// The ended job of the calling peer's handoff `h`.
-async fn ended_job(fed: &F, i: usize, h: &str) -> R<JobDetail> {
+/// The job of the calling peer's committed handoff `h`, and whether it ended (its logs no
+/// longer change).
+async fn handoff_job(fed: &F, i: usize, h: &str) -> R<(JobDetail, bool)> {
     let inc = find(fed, i, h).await?;
-    let not_ended = || err(StatusCode::CONFLICT, format!("handoff '{}' has no ended job here", api::cut_message(h)));
-    let id = inc.local_id.ok_or_else(not_ended)?;
+    let id = inc
+        .local_id
+        .ok_or_else(|| err(StatusCode::CONFLICT, format!("handoff '{}' has no job here", api::cut_message(h))))?;
     let d = api::job_detail(&fed.shared, id).await?;
-    if !is_final_state(&d.state) || fed.shared.lock().core.job(koalesce_core::JobId(id)).is_some() {
-        return Err(not_ended());
-    }
-    Ok(d)
+    let ended = is_final_state(&d.state) && fed.shared.lock().core.job(koalesce_core::JobId(id)).is_none();
+    Ok((d, ended))
 }
 
 /// `GET /api/v1/peer/handoffs/{h}/logs/{c<N>/stdout|stderr}` (at the receiver): a log of the
-/// ended job the calling peer handed over as `h` (Range: bytes=N- resumes).
+/// job the calling peer handed over as `h` (Range: bytes=N- resumes). Once the job ended with
+/// its SHA-256 (the origin fetches it and checks); before, as it is now (the origin shows it
+/// to a user following a running job).
 pub(crate) async fn log_file(State(fed): State<F>, headers: HeaderMap, Path((h, name)): Path<(String, String)>) -> R<Response> {
     let i = peer_auth(&fed, &headers)?;
-    let d = ended_job(&fed, i, &h).await?;
+    let (d, ended) = handoff_job(&fed, i, &h).await?;
     let not_found = || {
         err(
             StatusCode::NOT_FOUND,
@@ -98,12 +100,18 @@ pub(crate) async fn log_file(State(fed): State<F>, headers: HeaderMap, Path((h, 
     let (c, stream) = parse_log_name(&name).ok_or_else(not_found)?;
     let path = log_path(&d, c, stream).ok_or_else(not_found)?;
     let opened = blocking(move || {
-        let (sha, size) = crate::transfer::checksum(&path)?;
-        Ok::<_, std::io::Error>((std::fs::File::open(&path)?, size, sha))
+        let sha = if ended { Some(crate::transfer::checksum(&path)?.0) } else { None };
+        let f = std::fs::File::open(&path)?;
+        let size = f.metadata()?.len();
+        Ok::<_, std::io::Error>((f, size, sha))
     })
-    .await
-    .map_err(|_| not_found())?;
-    data::serve_open(opened.0, opened.1, &opened.2, &headers)
+    .await;
+    match opened {
+        Ok((f, size, sha)) => data::serve_open(f, size, sha.as_deref(), &headers),
+        // Not written yet (a job that has not started): nothing so far.
+        Err(_) if !ended => Ok((StatusCode::OK, Vec::<u8>::new()).into_response()),
+        Err(_) => Err(not_found()),
+    }
 }
 
 /// `POST /api/v1/peer/handoffs/{h}/cancel` (at the receiver): the origin's user cancelled the
@@ -307,13 +315,63 @@ pub(crate) async fn grid_logs(State(fed): State<F>, headers: HeaderMap, Path(raw
             ),
         ));
     }
-    let back: Vec<String> = row.logs.as_deref().and_then(|l| serde_json::from_str(l).ok()).unwrap_or_default();
+    let back: Option<Vec<String>> = row.logs.as_deref().and_then(|l| serde_json::from_str(l).ok());
     let path = back
-        .iter()
-        .any(|n| parse_log_name(n) == Some((c, stream)))
+        .as_ref()
+        .is_some_and(|b| b.iter().any(|n| parse_log_name(n) == Some((c, stream))))
         .then(|| stored_log(&fed, row.id, c, stream));
-    let (gid, g) = (row.id, render(&fed, row).await);
+    let (gid, live) = (row.id, back.is_none() && row.state == state::MIGRATED && row.remote_id.is_some());
+    let peer = row.peer.clone();
+    let handoff = row.handoff.clone();
+    let g = render(&fed, row).await;
+    if let (true, Some(peer), Some(h)) = (live, peer, handoff) {
+        // Not back yet: as the peer has it now (within the peer's time limit).
+        let (bytes, size, cut) = live_log(&fed, &peer, &h, c, stream, &q).await;
+        return Ok(crate::api_output::log_bytes_answer(bytes, size, cut, &g.state));
+    }
     crate::api_output::log_answer(path, &g.state, &q, &format!("grid job {gid}")).await
+}
+
+/// Most bytes of a log read from a peer for one answer.
+const LIVE_LOG_BYTES: u64 = 16 << 20;
+
+/// Log `c<c>/<stream>` of handoff `h` as peer `peer` has it now: (bytes, next offset, lines
+/// cut) for the request `q`; nothing (from the asked offset) when the peer does not answer.
+async fn live_log(fed: &F, peer: &str, h: &str, c: u64, stream: &str, q: &LogQuery) -> (Vec<u8>, u64, u64) {
+    let offset = if q.tail.is_some() { 0 } else { q.offset.unwrap_or(0) };
+    let nothing = (Vec::new(), offset, 0);
+    let Some(i) = fed.peer_index(peer).filter(|&i| fed.available(i)) else {
+        return nothing;
+    };
+    let client = fed.peers[i].clone();
+    let path = format!("/api/v1/peer/handoffs/{}/logs/c{c}/{stream}", data::encode(h));
+    let got = blocking(move || -> Result<Vec<u8>, CallError> {
+        let mut resp = client.get_bytes(&path, offset, LIVE_LOG_BYTES)?;
+        let status = resp.status().as_u16();
+        if status != 200 && status != 206 {
+            return Err(CallError::Refused(status, String::new()));
+        }
+        let mut out = Vec::new();
+        let mut body = std::io::Read::take(resp.body_mut().with_config().limit(u64::MAX).reader(), LIVE_LOG_BYTES);
+        std::io::Read::read_to_end(&mut body, &mut out).map_err(|e| CallError::Unreachable(e.to_string()))?;
+        Ok(out)
+    })
+    .await;
+    if matches!(got, Err(CallError::Unreachable(_))) {
+        fed.record(i, &got);
+    }
+    let Ok(bytes) = got else { return nothing };
+    match q.tail {
+        Some(lines) => {
+            let size = bytes.len() as u64;
+            let (b, cut) = crate::api_output::tail_bytes(&bytes, lines);
+            (b, size, cut)
+        }
+        None => {
+            let size = offset + bytes.len() as u64;
+            (bytes, size, 0)
+        }
+    }
 }
 
 /// Whether a migrated job's cancel still has to reach its peer.
