@@ -337,9 +337,9 @@ fn a_restarted_receiver_aborts_a_handoff_never_committed_and_drops_its_partial()
         std::thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(partials(&b).len(), 2, "{:?}", partials(&b));
+    let record = partials(&b).into_iter().find(|p| p.to_string_lossy().ends_with(".offset")).unwrap();
     b.stop();
     // As a SIGKILL in the middle of a checkpoint leaves it: a temporary copy of the record.
-    let record = partials(&b).into_iter().find(|p| p.to_string_lossy().ends_with(".offset")).unwrap();
     std::fs::write(format!("{}.tmp.4242.1", record.display()), b"{").unwrap();
     // Restarted: the handoff is prepared in its journal, its partial on disk. Within the
     // deadline nothing goes (the origin may still commit); after it, all of it goes.
