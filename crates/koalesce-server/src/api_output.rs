@@ -350,7 +350,11 @@ mod tests {
         for text in texts {
             std::fs::write(&p, text).unwrap();
             for lines in 0..7 {
-                assert_eq!(tail_bytes(text.as_bytes(), lines), tail_lines(&p, lines).unwrap(), "{text:?} {lines}");
+                assert_eq!(
+                    tail_bytes(text.as_bytes(), lines),
+                    tail_lines(&p, lines).unwrap(),
+                    "{text:?} {lines}"
+                );
             }
         }
     }

@@ -63,12 +63,23 @@ fn logs_of_migrated_jobs_that_failed_or_timed_out_come_back_to_the_origin() {
         (Some("failed"), Some("beta"), Some(false)),
         "{gf}"
     );
-    assert_eq!((gt["state"].as_str(), gt["runs_at"].as_str()), (Some("timeout"), Some("beta")), "{gt}");
+    assert_eq!(
+        (gt["state"].as_str(), gt["runs_at"].as_str()),
+        (Some("timeout"), Some("beta")),
+        "{gt}"
+    );
     // At the origin, as for a local job: stdout, stderr, the last line only.
     let (code, out) = grid_log(&a, &alice, f, "stream=stdout");
-    assert_eq!((code, out.as_str()), (200, "line 1 of stdout\nline 2 of stdout\nline 3 of stdout\n"));
+    assert_eq!(
+        (code, out.as_str()),
+        (200, "line 1 of stdout\nline 2 of stdout\nline 3 of stdout\n")
+    );
     let (code, err) = grid_log(&a, &alice, f, "stream=stderr");
-    assert_eq!((code, err.as_str()), (200, "error: disk on fire\n50000\n"), "the job read the input");
+    assert_eq!(
+        (code, err.as_str()),
+        (200, "error: disk on fire\n50000\n"),
+        "the job read the input"
+    );
     let (_, last) = grid_log(&a, &alice, f, "tail=1");
     assert_eq!(last, "line 3 of stdout\n");
     let (_, out_t) = grid_log(&a, &alice, t, "stream=stdout");
@@ -147,13 +158,23 @@ fn a_cancel_at_the_origin_reaches_the_peer_also_after_it_was_away() {
     let (code, body) = a.request("POST", &format!("/api/v1/grid/jobs/{one}/cancel"), Some(&alice), b"");
     assert!(code == 200 || code == 202, "{code} {body}");
     let g = wait_grid(&a, &alice, one, 30);
-    assert_eq!((g["state"].as_str(), g["runs_at"].as_str()), (Some("cancelled"), Some("beta")), "{g}");
+    assert_eq!(
+        (g["state"].as_str(), g["runs_at"].as_str()),
+        (Some("cancelled"), Some("beta")),
+        "{g}"
+    );
     assert_eq!(common::job(&b, &root_b, rid1)["state"], "cancelled");
     assert_eq!(grid_log(&a, &alice, one, "stream=stdout"), (200, "started\n".to_string()));
     // Another user cannot cancel alice's grid job; an ended one answers 409.
     let bob = token(&a.data_dir, "bob", false);
-    assert_eq!(a.request("POST", &format!("/api/v1/grid/jobs/{two}/cancel"), Some(&bob), b"").0, 404);
-    assert_eq!(a.request("POST", &format!("/api/v1/grid/jobs/{one}/cancel"), Some(&alice), b"").0, 409);
+    assert_eq!(
+        a.request("POST", &format!("/api/v1/grid/jobs/{two}/cancel"), Some(&bob), b"").0,
+        404
+    );
+    assert_eq!(
+        a.request("POST", &format!("/api/v1/grid/jobs/{one}/cancel"), Some(&alice), b"").0,
+        409
+    );
     // Beta goes away (its job keeps running under its supervisor): the cancel of the second
     // job answers within the peer's time limit, is recorded, and beta is backed off.
     b.stop();
@@ -181,7 +202,11 @@ fn a_cancel_at_the_origin_reaches_the_peer_also_after_it_was_away() {
     let (code, body) = a.request("POST", &format!("/api/v1/grid/jobs/{blocker}/cancel"), Some(&alice), b"");
     assert!(code == 200 || code == 202, "{code} {body}");
     let g = wait_grid(&a, &alice, blocker, 30);
-    assert_eq!((g["state"].as_str(), g["runs_at"].as_str()), (Some("cancelled"), Some("local")), "{g}");
+    assert_eq!(
+        (g["state"].as_str(), g["runs_at"].as_str()),
+        (Some("cancelled"), Some("local")),
+        "{g}"
+    );
 }
 
 /// The received files of `srv` under `federation-partial` (partials of transfers from peers).
@@ -226,7 +251,12 @@ fn inputs_of_aborted_handoffs_are_removed_at_the_receiver_and_nothing_else() {
     };
     let files = || -> Vec<String> {
         let v = get(&b, &root, "/api/v1/files");
-        let mut n: Vec<String> = v.as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap().to_string()).collect();
+        let mut n: Vec<String> = v
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["name"].as_str().unwrap().to_string())
+            .collect();
         n.sort();
         n
     };
@@ -256,7 +286,10 @@ fn inputs_of_aborted_handoffs_are_removed_at_the_receiver_and_nothing_else() {
         assert!(Instant::now() < deadline, "{:?}", files());
         std::thread::sleep(Duration::from_millis(50));
     }
-    let stored_alpha: Vec<_> = walk(&b.data_dir).into_iter().filter(|p| p.to_string_lossy().contains("peer-alpha")).collect();
+    let stored_alpha: Vec<_> = walk(&b.data_dir)
+        .into_iter()
+        .filter(|p| p.to_string_lossy().contains("peer-alpha"))
+        .collect();
     assert_eq!(stored_alpha.len(), 1, "{stored_alpha:?}");
     // Ids shaped like paths, another peer's handoff: refused; nothing removed.
     for bad in ["..%2F..%2Fb1", "alpha-1-1%2F..%2F..", "alpha-..-1", "gamma-1-1", "alpha-1-1-1"] {
@@ -299,7 +332,11 @@ fn inputs_of_aborted_handoffs_are_removed_at_the_receiver_and_nothing_else() {
         as_alpha.call::<_, Value>("/api/v1/peer/handoffs/alpha-2-1/commit", Some(&())),
         Err(CallError::Refused(409, _))
     ));
-    assert_eq!(get(&b, &root, "/api/v1/jobs?all=true").as_array().unwrap().len(), 1, "gamma's job only");
+    assert_eq!(
+        get(&b, &root, "/api/v1/jobs?all=true").as_array().unwrap().len(),
+        1,
+        "gamma's job only"
+    );
 }
 
 /// Issue 14: a receiver stopped with a partial input of a prepared handoff, whose origin then

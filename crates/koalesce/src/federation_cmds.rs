@@ -126,7 +126,10 @@ pub fn grid_cancel(client: &crate::client_cmds::api::Client, id: u64, output: Ou
         let g: GridJob = serde_json::from_value(v.clone()).context("reading the grid job")?;
         Ok(match (g.cancel_requested, g.runs_at.as_deref()) {
             (true, Some(peer)) if peer != "local" => {
-                format!("grid job {id} {}: the cancel is on its way to {peer} (sent until it answers)\n", g.state)
+                format!(
+                    "grid job {id} {}: the cancel is on its way to {peer} (sent until it answers)\n",
+                    g.state
+                )
             }
             _ => format!("grid job {id} {}\n", g.state),
         })
@@ -177,7 +180,12 @@ fn status_report(g: &GridJob) -> String {
         let _ = writeln!(s, "cancel   requested; on its way to {}", opt(&g.runs_at));
     }
     if g.runs_at.as_deref().is_some_and(|r| r != "local") && koalesce_api::dto::is_final_state(&g.state) {
-        let _ = writeln!(s, "logs     koalesce logs g{} [--stderr] (brought back from {})", g.id, opt(&g.runs_at));
+        let _ = writeln!(
+            s,
+            "logs     koalesce logs g{} [--stderr] (brought back from {})",
+            g.id,
+            opt(&g.runs_at)
+        );
     }
     if let Some(e) = &g.data_error {
         let _ = writeln!(s, "data     {e}");

@@ -76,7 +76,10 @@ async fn remove_unneeded(fed: &Arc<Federation>, inc: &Incoming) -> anyhow::Resul
             continue;
         }
         let name = data::received_name(&inc.origin, &f.sha256);
-        if crate::api_files::remove_file(&fed.shared, &name).await.map_err(anyhow::Error::msg)? {
+        if crate::api_files::remove_file(&fed.shared, &name)
+            .await
+            .map_err(anyhow::Error::msg)?
+        {
             removed += 1;
         }
         let Ok((dest, part)) = data::received_paths(fed, &inc.origin, &f.sha256) else {

@@ -370,7 +370,10 @@ async fn fetch_and_register(
         Some(h) => {
             let one = fed.submit_lock.lock().await;
             let (j, key) = (fed.journal.clone(), h.clone());
-            let state = blocking(move || j.incoming(&key)).await.map_err(|e| e.to_string())?.map(|inc| inc.state);
+            let state = blocking(move || j.incoming(&key))
+                .await
+                .map_err(|e| e.to_string())?
+                .map(|inc| inc.state);
             if state.as_deref() != Some("prepared") {
                 let _ = std::fs::remove_file(&dest);
                 return Err(format!("handoff '{h}' is no longer prepared here: '{}' discarded", f.name));

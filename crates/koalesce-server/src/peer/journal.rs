@@ -115,7 +115,8 @@ const ADDED_COLUMNS: [(&str, &str); 9] = [
 
 const INCOMING_COLUMNS: &str = "handoff, origin, user, description, state, local_id, inputs, released, touched_ms";
 
-const GRID_COLUMNS: &str = "id, user, name, description, submitted_ms, state, local_id, peer, handoff, remote_id, remote, reason, attempts, \
+const GRID_COLUMNS: &str =
+    "id, user, name, description, submitted_ms, state, local_id, peer, handoff, remote_id, remote, reason, attempts, \
      outputs, data_error, released, logs, cancel";
 
 fn grid_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<GridRow> {

@@ -33,7 +33,9 @@ pub const LOG_DIR: &str = "federation-logs";
 /// `c<component>/<stream>` → (component, stream), for names a peer sends.
 fn parse_log_name(name: &str) -> Option<(u64, &'static str)> {
     let (c, stream) = name.split_once('/')?;
-    let digits = c.strip_prefix('c').filter(|d| !d.is_empty() && d.len() <= 6 && d.bytes().all(|b| b.is_ascii_digit()))?;
+    let digits = c
+        .strip_prefix('c')
+        .filter(|d| !d.is_empty() && d.len() <= 6 && d.bytes().all(|b| b.is_ascii_digit()))?;
     let stream = match stream {
         "stdout" => "stdout",
         "stderr" => "stderr",
@@ -277,7 +279,9 @@ pub(crate) async fn cancel_grid_job(State(fed): State<F>, headers: HeaderMap, Pa
                 ..Default::default()
             };
             let j = fed.journal.clone();
-            let waiting = blocking(move || j.transition(id, state::WAITING, state::CANCELLED, &t)).await.map_err(internal)?;
+            let waiting = blocking(move || j.transition(id, state::WAITING, state::CANCELLED, &t))
+                .await
+                .map_err(internal)?;
             if !waiting && row.state == state::MIGRATED {
                 let mut row = row.clone();
                 row.cancel = true;
@@ -286,9 +290,16 @@ pub(crate) async fn cancel_grid_job(State(fed): State<F>, headers: HeaderMap, Pa
         }
     }
     let j = fed.journal.clone();
-    let row = blocking(move || j.grid_job(id)).await.map_err(internal)?.ok_or_else(|| internal("vanished"))?;
+    let row = blocking(move || j.grid_job(id))
+        .await
+        .map_err(internal)?
+        .ok_or_else(|| internal("vanished"))?;
     let g: GridJob = render(&fed, row).await;
-    let code = if is_final_state(&g.state) { StatusCode::OK } else { StatusCode::ACCEPTED };
+    let code = if is_final_state(&g.state) {
+        StatusCode::OK
+    } else {
+        StatusCode::ACCEPTED
+    };
     Ok((code, Json(g)).into_response())
 }
 
@@ -388,7 +399,10 @@ pub(crate) async fn commit_refused(fed: &F, i: usize, row: &GridRow, h: &str) ->
     fed.record(i, &r);
     if let Ok(s) = r {
         if s.state == "aborted" {
-            let why = format!("handoff {h} was aborted at {} before it was committed: decided again", fed.peers[i].name);
+            let why = format!(
+                "handoff {h} was aborted at {} before it was committed: decided again",
+                fed.peers[i].name
+            );
             let (j, id) = (fed.journal.clone(), row.id);
             blocking(move || {
                 let t = Transition {
@@ -417,7 +431,15 @@ mod tests {
     fn log_names_from_peers_are_only_component_and_stream() {
         assert_eq!(parse_log_name("c0/stdout"), Some((0, "stdout")));
         assert_eq!(parse_log_name("c12/stderr"), Some((12, "stderr")));
-        for bad in ["c/stdout", "0/stdout", "c0/other", "c0/../../etc/passwd", "../c0/stdout", "c1234567/stdout", "c0"] {
+        for bad in [
+            "c/stdout",
+            "0/stdout",
+            "c0/other",
+            "c0/../../etc/passwd",
+            "../c0/stdout",
+            "c1234567/stdout",
+            "c0",
+        ] {
             assert_eq!(parse_log_name(bad), None, "{bad}");
         }
     }

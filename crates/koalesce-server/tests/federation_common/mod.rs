@@ -100,7 +100,6 @@ pub fn sleep_job(name: &str, secs: u32) -> String {
     )
 }
 
-
 pub fn sha256_hex(b: &[u8]) -> String {
     koalesce_server::store::sha256_hex(b)
 }
@@ -116,7 +115,6 @@ pub fn text(n: usize, seed: u32) -> Vec<u8> {
     out.truncate(n);
     out
 }
-
 
 /// The `peer-*` entries of `srv`'s catalogue and the files under its data directory whose
 /// path names `peer-`.
@@ -147,7 +145,6 @@ pub fn wait_no_received(srv: &BackgroundServer, root: &str, secs: u64) {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
-
 
 /// How the fake origin answers a fetch of its input.
 #[derive(Clone, Copy, PartialEq)]
@@ -236,8 +233,6 @@ impl FakeOrigin {
         *self.mode.lock().unwrap() = m;
     }
 }
-
-
 
 pub fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
