@@ -397,3 +397,52 @@ fn a_restarted_receiver_aborts_a_handoff_never_committed_and_drops_its_partial()
     assert!(get(&b, &root, "/api/v1/files").as_array().unwrap().is_empty());
     assert!(get(&b, &root, "/api/v1/jobs?all=true").as_array().unwrap().is_empty());
 }
+
+/// Issue 14: the receiver aborted a handoff whose origin did not commit it in time (the
+/// origin was down past `handoff_timeout_ms` after the commit point): the restarted origin's
+/// commit gets 409, it sees `aborted` and decides the job again — it runs exactly once.
+#[test]
+fn an_origin_whose_handoff_expired_at_the_peer_decides_the_job_again_and_it_runs_once() {
+    use koalesce_server::peer::journal::{state, Transition};
+    let tmp = tempfile::tempdir().unwrap();
+    let (pa, pb) = (free_port(), free_port());
+    let b = server_tuned(&tmp.path().join("b"), "beta", pb, &[("b1", 4)], &[("alpha", pa)], |f| {
+        f.handoff_timeout_ms = 1_000;
+    });
+    let as_alpha = PeerClient::new("alpha", "beta", &b.url(), SECRET.into(), 5_000);
+    let desc = sleep_job("expired", 0);
+    // Alpha's journal as it was when alpha died just after the commit point.
+    let adir = tmp.path().join("a");
+    std::fs::create_dir_all(adir.join("data")).unwrap();
+    let j = Journal::open(&adir.join("data").join("federation.db")).unwrap();
+    assert_eq!(j.add_grid_job("alice", "expired", &desc, 0).unwrap(), 1);
+    let t = Transition {
+        peer: Some("beta"),
+        handoff: Some("alpha-1-1"),
+        new_attempt: true,
+        ..Default::default()
+    };
+    assert!(j.transition(1, state::WAITING, state::HANDING, &t).unwrap());
+    let body = serde_json::json!({"handoff": "alpha-1-1", "user": "alice", "description": desc});
+    let p: Value = as_alpha.call("/api/v1/peer/handoffs", Some(&body)).unwrap();
+    assert_eq!(p["state"], "prepared");
+    assert!(j.transition(1, state::HANDING, state::MIGRATED, &Transition::default()).unwrap());
+    drop(j);
+    // Beta gives up on it after 1 s.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while as_alpha.call::<(), Value>("/api/v1/peer/handoffs/alpha-1-1", None).unwrap()["state"] != "aborted" {
+        assert!(Instant::now() < deadline, "beta never aborted the handoff");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Alpha comes back: the job is decided again and runs once, wherever.
+    let a = server(&adir, "alpha", pa, &[("a1", 1)], &[("beta", pb)]);
+    let alice = token(&a.data_dir, "alice", false);
+    let g = wait_grid(&a, &alice, 1, 30);
+    assert_eq!(g["state"], "succeeded", "{g}");
+    let root = token(&b.data_dir, "root", true);
+    let at_b = get(&b, &root, "/api/v1/jobs?all=true").as_array().unwrap().len();
+    let at_a = get(&a, &alice, "/api/v1/jobs").as_array().unwrap().len();
+    assert_eq!(at_a + at_b, 1, "alpha ran {at_a}, beta ran {at_b}");
+    let st: Value = as_alpha.call::<(), _>("/api/v1/peer/handoffs/alpha-1-1", None).unwrap();
+    assert_eq!(st["state"], "aborted", "{st}");
+}

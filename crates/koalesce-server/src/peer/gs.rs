@@ -237,6 +237,16 @@ async fn submit_local(fed: &Arc<Federation>, row: &GridRow, from: &'static str, 
                 },
             )
             .await?;
+            // Its user cancelled it while it was being decided: cancelled here now.
+            let j = fed.journal.clone();
+            let gid = row.id;
+            if blocking(move || j.grid_job(gid)).await?.is_some_and(|r| r.cancel) {
+                let admin = crate::api::Caller {
+                    user: String::new(),
+                    admin: true,
+                };
+                let _ = crate::api::cancel_for(&fed.shared, &admin, id).await;
+            }
         }
         Err(e) if e.0.is_client_error() => {
             transition(

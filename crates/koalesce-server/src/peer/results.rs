@@ -282,10 +282,19 @@ pub(crate) async fn cancel_grid_job(State(fed): State<F>, headers: HeaderMap, Pa
             let waiting = blocking(move || j.transition(id, state::WAITING, state::CANCELLED, &t))
                 .await
                 .map_err(internal)?;
-            if !waiting && row.state == state::MIGRATED {
-                let mut row = row.clone();
-                row.cancel = true;
-                deliver_cancel(&fed, &row).await.map_err(internal)?;
+            if !waiting {
+                // Moved on meanwhile (decided, handed over): where it is now.
+                let j = fed.journal.clone();
+                let now = blocking(move || j.grid_job(id)).await.map_err(internal)?;
+                match now {
+                    Some(r) if r.state == state::MIGRATED => deliver_cancel(&fed, &r).await.map_err(internal)?,
+                    Some(r) if r.state == state::LOCAL => {
+                        if let Some(local) = r.local_id {
+                            let _ = api::cancel_for(&fed.shared, &caller, local).await;
+                        }
+                    }
+                    _ => {}
+                }
             }
         }
     }
