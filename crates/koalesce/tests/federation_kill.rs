@@ -1,7 +1,8 @@
-//! Two peered `koalesce server` processes; the origin and the receiver are SIGKILLed again and
-//! again while jobs are being decided, handed over and run, and restarted on the same ports.
-//! In the end every grid job succeeded and ran exactly once (issue 14 item 5's kill test, on
-//! loopback).
+//! Peered `koalesce server` processes (issue 14, on loopback): the origin and the receiver are
+//! SIGKILLed again and again while jobs are being decided, handed over and run, and restarted
+//! on the same ports — in the end every grid job succeeded and ran exactly once (item 5's kill
+//! test); a receiver SIGKILLed during input transfers drops them once their handoffs are
+//! aborted; and the CLI a user at the origin runs for a job at the peer.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -319,4 +320,92 @@ fn a_receiver_sigkilled_during_input_transfers_drops_them_once_their_handoffs_ar
     assert_eq!((code, files.trim()), (200, "[]"));
     let (code, jobs) = http("GET", pb, "/api/v1/jobs?all=true", Some(&root), "");
     assert_eq!((code, jobs.trim()), (200, "[]"));
+}
+
+/// `koalesce …` against the server on `port` as `token`: (success, stdout + stderr).
+fn cli(port: u16, token: &str, args: &[&str]) -> (bool, String) {
+    let out = Command::new(BIN)
+        .args(args)
+        .args(["--url", &format!("http://127.0.0.1:{port}"), "--token", token])
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), text)
+}
+
+/// Issue 14, for a user at the origin (real `koalesce server` processes, the real CLI): a job
+/// that failed at the peer shows where it ran, why it moved and why it failed (`koalesce status
+/// g<N>`), its stderr and stdout come from `koalesce logs g<N>`; `koalesce cancel g<N>` cancels a
+/// job running at the peer there, and its output so far comes back.
+#[test]
+fn the_cli_shows_a_migrated_jobs_failure_and_logs_and_cancels_it_at_the_peer() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (pa, pb) = (free_port(), free_port());
+    let mut a = Proc::new(tmp.path(), "alpha", pa, 1, ("beta", pb));
+    let mut b = Proc::new(tmp.path(), "beta", pb, 4, ("alpha", pa));
+    let alice = a.token("alice", false);
+    a.start();
+    b.start();
+    let submit = |toml: &str| -> u64 {
+        let (code, body) = http("POST", pa, "/api/v1/grid/jobs", Some(&alice), toml);
+        assert_eq!(code, 201, "{body}");
+        serde_json::from_str::<Value>(&body).unwrap()["id"].as_u64().unwrap()
+    };
+    let job = |name: &str, script: &str| {
+        format!(
+            "name = {name:?}\nexecutable = \"/bin/sh\"\narguments = [\"-c\", {script:?}]\nruntime_estimate = \"20s\"\n\
+             [[components]]\nprocessors = 1\n"
+        )
+    };
+    let _blocker = submit(&job("blocker", "sleep 20"));
+    let failing = submit(&job("fails", "echo working; echo 'error: no such frobnicator' >&2; exit 2"));
+    let long = submit(&job("long", "echo started; exec sleep 120"));
+    let state = |id: u64| -> Value {
+        let (_, body) = http("GET", pa, &format!("/api/v1/grid/jobs/{id}"), Some(&alice), "");
+        serde_json::from_str(&body).unwrap_or(Value::Null)
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while state(failing)["state"] != "failed" || state(long)["state"] != "running" {
+        assert!(Instant::now() < deadline, "{} {}\n{}", state(failing), state(long), b.log_tail());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (ok, text) = cli(pa, &alice, &["status", &format!("g{failing}")]);
+    assert!(ok, "{text}");
+    for want in [
+        "state    failed",
+        "runs at  beta",
+        "why      moved: local ATT",
+        "failure  ",
+        "koalesce logs g",
+    ] {
+        assert!(text.contains(want), "no '{want}' in:\n{text}");
+    }
+    let (ok, err) = cli(pa, &alice, &["logs", &format!("g{failing}"), "--stderr"]);
+    assert!(ok, "{err}");
+    assert_eq!(err, "error: no such frobnicator\n");
+    let (ok, out) = cli(pa, &alice, &["logs", &format!("g{failing}")]);
+    assert_eq!((ok, out.as_str()), (true, "working\n"));
+    // While the long one runs at beta its output is there too; then it is cancelled there.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while cli(pa, &alice, &["logs", &format!("g{long}")]).1 != "started\n" {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (ok, text) = cli(pa, &alice, &["cancel", &format!("g{long}")]);
+    assert!(ok, "{text}");
+    assert!(text.starts_with(&format!("grid job {long} ")), "{text}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while state(long)["state"] != "cancelled" {
+        assert!(Instant::now() < deadline, "{}", state(long));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let rid = state(long)["job"].as_u64().unwrap();
+    let root_b = b.token("root", true);
+    let (_, body) = http("GET", pb, &format!("/api/v1/jobs/{rid}"), Some(&root_b), "");
+    assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["state"], "cancelled", "{body}");
+    assert_eq!(cli(pa, &alice, &["logs", &format!("g{long}")]).1, "started\n");
+    let (ok, text) = cli(pa, &alice, &["cancel", &format!("g{long}")]);
+    assert!(!ok && text.contains("409"), "{text}");
+    a.kill9();
+    b.kill9();
 }
