@@ -98,6 +98,7 @@ CREATE INDEX IF NOT EXISTS grid_jobs_state ON grid_jobs(state);
 CREATE TABLE IF NOT EXISTS incoming (
     handoff TEXT PRIMARY KEY, origin TEXT NOT NULL, user TEXT NOT NULL, description TEXT NOT NULL,
     state TEXT NOT NULL, local_id INTEGER);
+CREATE INDEX IF NOT EXISTS incoming_state ON incoming(state);
 ";
 
 /// Columns added after the first release of the journal (added to an older file on open).
@@ -494,6 +495,46 @@ mod tests {
         assert_eq!(j.prepare("alpha-2-1", "alpha", "u", "d", "[]").unwrap().state, "aborted");
         j.committed("alpha-2-1", 9).unwrap();
         assert_eq!(j.incoming("alpha-2-1").unwrap().unwrap().local_id, None);
+    }
+
+    #[test]
+    fn prepared_handoffs_expire_by_the_last_word_and_aborted_ones_wait_for_their_sweep() {
+        let dir = tempfile::tempdir().unwrap();
+        let j = Journal::open(&dir.path().join("f.db")).unwrap();
+        for h in ["alpha-1-1", "alpha-2-1", "alpha-3-1"] {
+            j.prepare(h, "alpha", "u", "d", "[]").unwrap();
+        }
+        j.touch("alpha-1-1", 1_000).unwrap();
+        j.touch("alpha-3-1", 5_000).unwrap();
+        j.committed("alpha-3-1", 4).unwrap();
+        j.touch("alpha-3-1", 1).unwrap();
+        // alpha-2-1 has no time yet: it gets `now`, a full deadline from here.
+        assert_eq!(j.stale_prepared(2_000, 9_000).unwrap(), vec!["alpha-1-1".to_string()]);
+        assert_eq!(j.incoming("alpha-2-1").unwrap().unwrap().touched_ms, 9_000);
+        assert_eq!(
+            j.incoming("alpha-3-1").unwrap().unwrap().touched_ms,
+            5_000,
+            "only prepared ones are touched"
+        );
+        assert_eq!(
+            j.stale_prepared(9_500, 9_600).unwrap(),
+            vec!["alpha-1-1".to_string(), "alpha-2-1".to_string()]
+        );
+        // Aborted: waits for its sweep; a sweep mark on a prepared handoff does nothing.
+        j.set_swept("alpha-2-1").unwrap();
+        j.abort("alpha-1-1", "alpha").unwrap();
+        j.abort("alpha-2-1", "alpha").unwrap();
+        let unswept = |j: &Journal| j.unswept_aborted().unwrap().into_iter().map(|i| i.handoff).collect::<Vec<_>>();
+        assert_eq!(unswept(&j), vec!["alpha-1-1".to_string(), "alpha-2-1".to_string()]);
+        j.set_swept("alpha-1-1").unwrap();
+        // Durable.
+        drop(j);
+        let j = Journal::open(&dir.path().join("f.db")).unwrap();
+        assert_eq!(unswept(&j), vec!["alpha-2-1".to_string()]);
+        assert!(
+            j.stale_prepared(u64::MAX, 0).unwrap().is_empty(),
+            "aborted and committed never expire"
+        );
     }
 
     #[test]
