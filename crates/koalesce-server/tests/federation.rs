@@ -347,6 +347,12 @@ fn a_job_moves_with_its_input_files_and_its_outputs_come_back_to_the_origin() {
     let root_b = token(&b.data_dir, "root", true);
     let received = format!("peer-alpha/{}", sha256_hex(&data));
     wait_no_received(&b, &root_b, 20);
+    // Its outputs at beta go too: the origin has them.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while get(&b, &root_b, "/api/v1/files") != serde_json::json!([]) {
+        assert!(Instant::now() < deadline, "{}", get(&b, &root_b, "/api/v1/files"));
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let jobs_b = get(&b, &root_b, "/api/v1/jobs?all=true");
     assert_eq!(jobs_b.as_array().unwrap().len(), 1, "{jobs_b}");
     assert_eq!(

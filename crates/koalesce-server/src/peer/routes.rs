@@ -431,9 +431,10 @@ async fn abort(State(fed): State<F>, headers: HeaderMap, Path(h): Path<String>) 
 }
 
 /// `POST /api/v1/peer/handoffs/{h}/done` (at the receiver): the origin has what it needs of
-/// the ended job (its outputs are back). Marks the handoff released (durable), then removes
-/// the inputs received for it that no live handoff (prepared, or committed and not released)
-/// or unended job uses. Idempotent: a repeated call sweeps again.
+/// the ended job (its outputs and logs are back). Marks the handoff released (durable), then
+/// removes the inputs received for it that no live handoff (prepared, or committed and not
+/// released) or unended job uses, and the job's outputs here (the origin has them).
+/// Idempotent: a repeated call sweeps again.
 async fn done(State(fed): State<F>, headers: HeaderMap, Path(h): Path<String>) -> R<Json<HandoffState>> {
     let i = peer_auth(&fed, &headers)?;
     let inc = find(&fed, i, &h).await?;
@@ -451,10 +452,23 @@ async fn done(State(fed): State<F>, headers: HeaderMap, Path(h): Path<String>) -
     let j = fed.journal.clone();
     let key = h.clone();
     blocking(move || j.release(&key)).await.map_err(internal)?;
-    let removed = data::release_inputs(&fed, &inc).await.map_err(internal)?;
+    let mut removed = data::release_inputs(&fed, &inc).await.map_err(internal)?;
     drop(one);
+    // Its outputs here are copies the origin holds now (registered for `peer-<origin>`).
+    let owner = format!("peer-{}", inc.origin);
+    for name in &d.outputs {
+        let theirs = fed
+            .shared
+            .lock()
+            .files
+            .get(name)
+            .is_some_and(|f| f.owner.as_deref() == Some(owner.as_str()));
+        if theirs && crate::api_files::remove_file(&fed.shared, name).await.map_err(internal)? {
+            removed += 1;
+        }
+    }
     if removed > 0 {
-        tracing::info!(handoff = %h, removed, "inputs received for an ended job removed");
+        tracing::info!(handoff = %h, removed, "inputs and outputs of an ended job removed");
     }
     let inc = find(&fed, i, &h).await?;
     Ok(Json(handoff_view(&fed, inc).await))
