@@ -60,6 +60,7 @@ impl BedSpec {
         anyhow::ensure!((1..=64).contains(&nodes), "--nodes must be within 1..=64");
         anyhow::ensure!((1..=4096).contains(&cpus), "--cpus must be within 1..=4096");
         anyhow::ensure!(ports.len() >= ports_needed(clusters, nodes) as usize, "not enough ports");
+        // The check above leaves a port for every `it.next().unwrap()` below.
         let mut it = ports.iter().copied();
         let clusters = CLUSTER_NAMES[..clusters as usize]
             .iter()
