@@ -446,3 +446,76 @@ fn an_origin_whose_handoff_expired_at_the_peer_decides_the_job_again_and_it_runs
     let st: Value = as_alpha.call::<(), _>("/api/v1/peer/handoffs/alpha-1-1", None).unwrap();
     assert_eq!(st["state"], "aborted", "{st}");
 }
+
+/// Issue 14 with the data plane (issue 17): alpha's and beta's sites keep their storage in
+/// storage agents, reached only through them. A job's input moves from alpha's agent (read
+/// there and streamed to beta) into beta's agent (uploaded, verified), the job runs once at
+/// beta on those bytes, its output goes from beta's agent back into alpha's; the servers keep
+/// no copies; after `done` beta's agent no longer holds the input.
+#[test]
+fn peer_transfers_go_through_the_sites_storage_agents() {
+    use koalesce_server::dataplane::{AgentClient, ClientConfig, Endpoint, Role};
+    let tmp = tempfile::tempdir().unwrap();
+    let (pa, pb) = (free_port(), free_port());
+    let (a, agents_a) = server_with_agents(&tmp.path().join("a"), "alpha", pa, &[("a1", 1)], &[("beta", pb)]);
+    let (b, agents_b) = server_with_agents(&tmp.path().join("b"), "beta", pb, &[("b1", 4)], &[("alpha", pa)]);
+    let client = AgentClient::new(ClientConfig::default());
+    let stats =
+        |agent: &koalesce_server::agent::BackgroundAgent| client.stats(&Endpoint::new(agent.url(), SECRET), Role::Destination).unwrap();
+    let alice = token(&a.data_dir, "alice", false);
+    let root_b = token(&b.data_dir, "root", true);
+    let data = text(300_000, 13);
+    let (code, body) = a.request("PUT", "/api/v1/files/data.bin?site=a1", Some(&alice), &data);
+    assert_eq!(code, 201, "{body}");
+    let (sent_a, got_b) = (stats(&agents_a[0]).bytes_sent, stats(&agents_b[0]).uploads_completed);
+    let blocker = grid_submit(&a, &alice, &sleep_job("blocker", 2));
+    let script = "sha256sum \"$KOALESCE_INPUT_DATA_BIN\" | cut -d' ' -f1 > sum.txt";
+    let job = format!(
+        "name = \"agents\"\nexecutable = \"/bin/sh\"\narguments = [\"-c\", {script:?}]\nruntime_estimate = \"20s\"\n\
+         inputs = [\"data.bin\"]\noutputs = [\"sum.txt\"]\n[[components]]\nprocessors = 1\n"
+    );
+    let id = grid_submit(&a, &alice, &job);
+    let g = wait_grid(&a, &alice, id, 60);
+    assert_eq!(
+        (g["state"].as_str(), g["runs_at"].as_str()),
+        (Some("succeeded"), Some("beta")),
+        "{g}"
+    );
+    // The input left alpha's agent and arrived at beta's through their agents.
+    assert!(
+        stats(&agents_a[0]).bytes_sent >= sent_a + data.len() as u64,
+        "{:?}",
+        stats(&agents_a[0])
+    );
+    assert!(stats(&agents_b[0]).uploads_completed > got_b, "{:?}", stats(&agents_b[0]));
+    // The job read exactly alpha's bytes; its output is back, stored in alpha's agent.
+    let (code, sum) = a.request("GET", &format!("/api/v1/files/grid-{id}/sum.txt"), Some(&alice), b"");
+    assert_eq!((code, sum.trim()), (200, sha256_hex(&data).as_str()));
+    let stored: Vec<_> = walk(&tmp.path().join("a").join("agent-a1"))
+        .into_iter()
+        .filter(|p| p.to_string_lossy().contains(&format!("grid-{id}")))
+        .collect();
+    assert_eq!(stored.len(), 1, "the output in alpha's agent: {stored:?}");
+    // No copies on either server's disk (spool, partials), none of the input left at beta.
+    wait_no_received(&b, &root_b, 20);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while walk(&tmp.path().join("b").join("agent-b1"))
+        .iter()
+        .any(|p| p.to_string_lossy().contains("peer-alpha"))
+    {
+        assert!(Instant::now() < deadline, "{:?}", walk(&tmp.path().join("b").join("agent-b1")));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for srv in [&a, &b] {
+        let left: Vec<_> = walk(&srv.data_dir)
+            .into_iter()
+            .filter(|p| {
+                let s = p.to_string_lossy();
+                s.contains("/spool/") || s.contains("federation-partial") || s.contains("peer-alpha") || s.contains("data.bin")
+            })
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
+    assert_eq!(wait_grid(&a, &alice, blocker, 60)["runs_at"], "local");
+    assert_eq!(get(&b, &root_b, "/api/v1/jobs?all=true").as_array().unwrap().len(), 1);
+}

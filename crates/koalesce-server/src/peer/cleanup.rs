@@ -88,8 +88,22 @@ async fn remove_unneeded(fed: &Arc<Federation>, inc: &Incoming) -> anyhow::Resul
         // A verified file not registered yet (a crash between rename and registration), and
         // the partial of a transfer under way or interrupted.
         let registered = fed.shared.lock().files.contains_key(&name);
-        if !registered && std::fs::remove_file(&dest).is_ok() {
-            removed += 1;
+        if !registered {
+            // At a site with a storage agent: its spool copy here, and what reached the agent.
+            for p in [dest.clone(), data::spool_path(fed, &dest)] {
+                if std::fs::remove_file(&p).is_ok() {
+                    removed += 1;
+                }
+            }
+            if let Some(place) = fed
+                .shared
+                .sites
+                .first()
+                .filter(|h| h.agent.is_some())
+                .map(|h| crate::daemon::transfers::place_at(h, &dest))
+            {
+                super::via_agent::remove(fed, &place).await;
+            }
         }
         removed += remove_partial(&part);
     }

@@ -25,15 +25,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
 use koalesce_api::fields::InputFile;
 
 use super::client::CallError;
 use super::journal::{GridRow, Incoming};
 use super::wire::PeerFile;
 use super::{blocking, Federation};
-use crate::api::{err, ApiError};
 use crate::dataplane::partial::Partial;
 use crate::jobdesc::JobDescription;
 
@@ -129,83 +126,6 @@ pub(crate) fn output_name_here(desc: &JobDescription, gid: u64, file: &str) -> O
         Some(_) => out.logical_name(gid),
         None => format!("{GRID_OUTPUT_PREFIX}{gid}/{file}"),
     })
-}
-
-// ----- serving ---------------------------------------------------------------------------
-
-/// Streams catalogue file `name` to a peer: from byte N on when asked `Range: bytes=N-` (206),
-/// with its SHA-256 and whole size in headers.
-pub(crate) fn serve(fed: &Federation, name: &str, headers: &HeaderMap) -> Result<Response, ApiError> {
-    let found = {
-        let st = fed.shared.lock();
-        st.files
-            .get(name)
-            .map(|f| (f.size_bytes, f.sha256.clone(), f.replicas.values().cloned().collect::<Vec<_>>()))
-    };
-    let Some((size, sha, replicas)) = found else {
-        return Err(err(StatusCode::NOT_FOUND, format!("file '{name}' not found")));
-    };
-    let opened = replicas.iter().find_map(|p| {
-        let f = std::fs::File::open(p).ok()?;
-        (f.metadata().ok()?.len() == size).then_some(f)
-    });
-    let Some(file) = opened else {
-        return Err(err(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("file '{name}': no readable replica of {size} bytes"),
-        ));
-    };
-    serve_open(file, size, Some(&sha), headers)
-}
-
-/// Streams the open `file` of `size` bytes and content `sha` (None: a file still growing) to a
-/// peer: from byte N on when asked `Range: bytes=N-` (206), with its SHA-256 and whole size in
-/// headers.
-pub(crate) fn serve_open(mut file: std::fs::File, size: u64, sha: Option<&str>, headers: &HeaderMap) -> Result<Response, ApiError> {
-    use std::io::{Seek, SeekFrom};
-    let offset = match headers.get(header::RANGE).map(|v| v.to_str().unwrap_or("")) {
-        None => 0,
-        Some(r) => r
-            .strip_prefix("bytes=")
-            .and_then(|r| r.strip_suffix('-'))
-            .and_then(|n| n.parse::<u64>().ok())
-            .filter(|&n| n <= size)
-            .ok_or_else(|| {
-                err(
-                    StatusCode::RANGE_NOT_SATISFIABLE,
-                    format!("Range '{}': only 'bytes=N-' with N ≤ {size}", crate::api::cut_message(r)),
-                )
-            })?,
-    };
-    file.seek(SeekFrom::Start(offset))
-        .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
-    let mut h = HeaderMap::new();
-    let value = |v: String| HeaderValue::from_str(&v).unwrap_or(HeaderValue::from_static("?"));
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
-    if let Some(sha) = sha {
-        h.insert(crate::api_output::SHA256_HEADER, value(sha.to_string()));
-    }
-    h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
-    let status = if offset > 0 {
-        h.insert(
-            header::CONTENT_RANGE,
-            value(format!("bytes {offset}-{}/{size}", size.saturating_sub(1))),
-        );
-        StatusCode::PARTIAL_CONTENT
-    } else {
-        StatusCode::OK
-    };
-    Ok((status, h, crate::api_output::file_body(file, size - offset)).into_response())
-}
-
-/// `GET /api/v1/peer/probe?bytes=N`: N zero bytes, for the caller to measure the bandwidth
-/// from here to it.
-pub(crate) fn probe_body(bytes: u64) -> Response {
-    // At most MAX_PROBE_BYTES (16 MiB), to authenticated peers only.
-    let body = vec![0u8; usize::try_from(bytes.min(super::config::MAX_PROBE_BYTES)).unwrap_or(0)];
-    let mut h = HeaderMap::new();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
-    (StatusCode::OK, h, body).into_response()
 }
 
 // ----- fetching --------------------------------------------------------------------------
@@ -307,6 +227,9 @@ pub(crate) fn fetch(fed: &Federation, i: usize, path: &str, f: &PeerFile, dest: 
             done.sha256, f.sha256
         ));
     }
+    if let Some(dir) = dest.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{what}: {e}"))?;
+    }
     std::fs::rename(&done.path, dest).map_err(|e| format!("{what}: {e}"))?;
     Ok(Fetched {
         bytes: received,
@@ -319,6 +242,12 @@ pub(crate) fn fetch(fed: &Federation, i: usize, path: &str, f: &PeerFile, dest: 
 pub(crate) fn partial_for(fed: &Federation, dest: &Path, sha256: &str) -> PathBuf {
     let parts = fed.shared.data_dir.join(PARTIAL_DIR);
     crate::dataplane::partial_path(&parts.join(dest.file_name().unwrap_or_default()), sha256)
+}
+
+/// Where a file for `dest` at a site with a storage agent is written before it is uploaded
+/// there.
+pub(crate) fn spool_path(fed: &Federation, dest: &Path) -> PathBuf {
+    fed.shared.data_dir.join("spool").join(dest.file_name().unwrap_or_default())
 }
 
 /// Where input `sha256` received from `origin` is stored here, and its partial while it
@@ -359,10 +288,24 @@ async fn fetch_and_register(
     }
     let (site, storage) = storage_site(fed)?;
     let dest = crate::transfer::storage_path(&storage, &name);
-    let (fd, d, ff) = (fed.clone(), dest.clone(), f.clone());
+    // A site with a storage agent is reached only through it: the verified file is uploaded
+    // there from a spool copy (removed once it is there).
+    let place = fed
+        .shared
+        .site_by_name(&site)
+        .filter(|h| h.agent.is_some())
+        .map(|h| crate::daemon::transfers::place_at(h, &dest));
+    let write_to = match &place {
+        Some(_) => spool_path(fed, &dest),
+        None => dest.clone(),
+    };
+    let (fd, d, ff) = (fed.clone(), write_to.clone(), f.clone());
     let got = blocking(move || fetch(&fd, i, &path, &ff, &d)).await?;
     if got.bytes >= 64 << 10 && !got.took.is_zero() {
         fed.measured(i, got.bytes as f64 * 8.0 / got.took.as_secs_f64());
+    }
+    if let Some(place) = &place {
+        super::via_agent::store(fed, &write_to, place, &f).await?;
     }
     // Under the lock aborts take: either this registers before an abort (whose sweep then
     // removes it) or it sees the abort and discards the file.
@@ -375,7 +318,12 @@ async fn fetch_and_register(
                 .map_err(|e| e.to_string())?
                 .map(|inc| inc.state);
             if state.as_deref() != Some("prepared") {
-                let _ = std::fs::remove_file(&dest);
+                match &place {
+                    Some(p) => super::via_agent::remove(fed, p).await,
+                    None => {
+                        let _ = std::fs::remove_file(&dest);
+                    }
+                }
                 return Err(format!("handoff '{h}' is no longer prepared here: '{}' discarded", f.name));
             }
             Some(one)

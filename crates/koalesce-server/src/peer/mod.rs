@@ -52,6 +52,8 @@ pub(crate) mod gs;
 pub mod journal;
 pub(crate) mod results;
 mod routes;
+mod serve;
+mod via_agent;
 pub mod wire;
 
 use std::path::Path;

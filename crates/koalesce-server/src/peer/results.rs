@@ -109,7 +109,7 @@ pub(crate) async fn log_file(State(fed): State<F>, headers: HeaderMap, Path((h, 
     })
     .await;
     match opened {
-        Ok((f, size, sha)) => data::serve_open(f, size, sha.as_deref(), &headers),
+        Ok((f, size, sha)) => super::serve::serve_open(f, size, sha.as_deref(), &headers),
         // Not written yet (a job that has not started): nothing so far.
         Err(_) if !ended => Ok((StatusCode::OK, Vec::<u8>::new()).into_response()),
         Err(_) => Err(not_found()),

@@ -490,7 +490,7 @@ async fn output_file(State(fed): State<F>, headers: HeaderMap, Path((h, name)): 
     if d.state != "succeeded" || !d.outputs.contains(&name) {
         return Err(not_found());
     }
-    data::serve(&fed, &name, &headers)
+    super::serve::serve(&fed, &name, &headers)
 }
 
 /// `GET /api/v1/peer/sent/{h}/inputs/{name}` (at the origin): an input of the job this server
@@ -517,7 +517,7 @@ async fn input_file(State(fed): State<F>, headers: HeaderMap, Path((h, name)): P
     if !desc.inputs.iter().any(|f| f.logical() == name) {
         return Err(not_found());
     }
-    data::serve(&fed, &name, &headers)
+    super::serve::serve(&fed, &name, &headers)
 }
 
 #[derive(serde::Deserialize)]
@@ -540,5 +540,5 @@ async fn probe(
             format!("parameter 'bytes': at most {}", super::config::MAX_PROBE_BYTES),
         ));
     }
-    Ok(data::probe_body(q.bytes))
+    Ok(super::serve::probe_body(q.bytes))
 }

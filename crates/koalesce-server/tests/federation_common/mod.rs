@@ -41,6 +41,47 @@ pub fn server_tuned(
     peers: &[(&str, u16)],
     tune: impl FnOnce(&mut FederationConfig),
 ) -> BackgroundServer {
+    BackgroundServer::start(options(dir, name, port, sites, peers, tune)).expect("server starts")
+}
+
+/// As [`server`], every site's storage a storage agent on loopback (root `dir/agent-<site>`):
+/// the server, and each site's agent.
+pub fn server_with_agents(
+    dir: &Path,
+    name: &str,
+    port: u16,
+    sites: &[(&str, u32)],
+    peers: &[(&str, u16)],
+) -> (BackgroundServer, Vec<koalesce_server::agent::BackgroundAgent>) {
+    let mut opts = options(dir, name, port, sites, peers, |_| {});
+    let token_file = dir.join("agent.token");
+    std::fs::write(&token_file, SECRET).unwrap();
+    let mut agents = Vec::new();
+    for (cfg, (site, _)) in opts.config.sites.iter_mut().zip(sites) {
+        let root = dir.join(format!("agent-{site}"));
+        std::fs::create_dir_all(&root).unwrap();
+        let mut config = koalesce_server::agent::AgentConfig::new(&root, SECRET);
+        config.min_free_bytes = 0;
+        let agent = koalesce_server::agent::BackgroundAgent::start(config).expect("agent starts");
+        cfg.agent = Some(koalesce_server::config::AgentSiteConfig {
+            url: agent.url(),
+            data_url: None,
+            token_file: token_file.clone(),
+            root: Some(root),
+        });
+        agents.push(agent);
+    }
+    (BackgroundServer::start(opts).expect("server starts"), agents)
+}
+
+fn options(
+    dir: &Path,
+    name: &str,
+    port: u16,
+    sites: &[(&str, u32)],
+    peers: &[(&str, u16)],
+    tune: impl FnOnce(&mut FederationConfig),
+) -> koalesce_server::ServerOptions {
     let secret = dir.join("peer.secret");
     std::fs::create_dir_all(dir).unwrap();
     std::fs::write(&secret, SECRET).unwrap();
@@ -66,7 +107,7 @@ pub fn server_tuned(
     };
     tune(&mut fed);
     opts.config.federation = Some(fed);
-    BackgroundServer::start(opts).expect("server starts")
+    opts
 }
 
 pub fn grid_submit(srv: &BackgroundServer, tok: &str, toml: &str) -> u64 {
