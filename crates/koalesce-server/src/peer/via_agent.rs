@@ -69,7 +69,16 @@ pub(crate) fn read(ep: &Endpoint, path: &str, offset: u64, size: u64) -> Body {
     let token = ep.token.clone();
     tokio::task::spawn_blocking(move || {
         let fail = |m: String| std::io::Error::other(m);
-        let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+        // Never waited on for ever: the answer within 30 s, the bytes at 256 kbit/s at least.
+        let t = |ms: u64| Some(std::time::Duration::from_millis(ms));
+        let body_ms = 30_000 + (size - offset).saturating_mul(8_000) / super::client::MIN_RATE_BPS;
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_connect(t(10_000))
+            .timeout_recv_response(t(30_000))
+            .timeout_recv_body(t(body_ms))
+            .build()
+            .into();
         let mut req = agent.get(&url).header("Authorization", &format!("Bearer {token}"));
         if offset > 0 {
             req = req.header("Range", &format!("bytes={offset}-"));
