@@ -271,6 +271,25 @@ fn inputs_of_aborted_handoffs_are_removed_at_the_receiver_and_nothing_else() {
         assert!(Instant::now() < deadline);
         std::thread::sleep(Duration::from_millis(100));
     }
+    // Logs and cancels of gamma's handoff: only gamma's, only `c<N>/stdout|stderr`.
+    let status = |c: &PeerClient, path: &str| c.get_bytes(path, 0, 1 << 20).unwrap().status().as_u16();
+    assert_eq!(status(&as_gamma, "/api/v1/peer/handoffs/gamma-1-1/logs/c0/stdout"), 200);
+    assert_eq!(status(&as_alpha, "/api/v1/peer/handoffs/gamma-1-1/logs/c0/stdout"), 404);
+    for bad in [
+        "c0%2F..%2F..%2F..%2Fetc%2Fpasswd",
+        "..%2F..%2Fetc%2Fpasswd",
+        "c0/stdin",
+        "c99/stdout",
+        "c0",
+    ] {
+        assert_eq!(
+            status(&as_gamma, &format!("/api/v1/peer/handoffs/gamma-1-1/logs/{bad}")),
+            404,
+            "{bad}"
+        );
+    }
+    let r = as_alpha.call::<_, Value>("/api/v1/peer/handoffs/gamma-1-1/cancel", Some(&()));
+    assert!(matches!(r, Err(CallError::Refused(404, _))), "{r:?}");
     // Alpha's handoff gets its input in full (the commit starts the fetch), then is aborted.
     prepare(&as_alpha, "alpha-1-1");
     let received = format!("peer-alpha/{sha}");

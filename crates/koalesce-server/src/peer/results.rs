@@ -100,7 +100,17 @@ pub(crate) async fn log_file(State(fed): State<F>, headers: HeaderMap, Path((h, 
         )
     };
     let (c, stream) = parse_log_name(&name).ok_or_else(not_found)?;
-    let path = log_path(&d, c, stream).ok_or_else(not_found)?;
+    if !d.components.iter().any(|x| x.index == c) {
+        return Err(not_found());
+    }
+    let Some(path) = log_path(&d, c, stream) else {
+        // Not started yet: nothing so far (an ended job that never started has no log).
+        return if ended {
+            Err(not_found())
+        } else {
+            Ok((StatusCode::OK, Vec::<u8>::new()).into_response())
+        };
+    };
     let opened = blocking(move || {
         let sha = if ended { Some(crate::transfer::checksum(&path)?.0) } else { None };
         let f = std::fs::File::open(&path)?;
