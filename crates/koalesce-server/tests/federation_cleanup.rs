@@ -538,3 +538,59 @@ fn peer_transfers_go_through_the_sites_storage_agents() {
     assert_eq!(wait_grid(&a, &alice, blocker, 60)["runs_at"], "local");
     assert_eq!(get(&b, &root_b, "/api/v1/jobs?all=true").as_array().unwrap().len(), 1);
 }
+
+/// Issue 14: a peer that accepts connections and never answers, while a job runs there: the
+/// origin's status, the job's logs (read through from the peer) and its cancel all answer
+/// within the peer's time limit — never a hang — and the peer is backed off.
+#[test]
+fn a_silent_peer_never_holds_up_status_logs_or_cancel_of_a_job_there() {
+    use koalesce_server::peer::journal::{state, Transition};
+    let tmp = tempfile::tempdir().unwrap();
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let pb = silent.local_addr().unwrap().port();
+    // Alpha's journal: grid job 1 runs at beta as its job 7 (last seen running).
+    let adir = tmp.path().join("a");
+    std::fs::create_dir_all(adir.join("data")).unwrap();
+    let j = Journal::open(&adir.join("data").join("federation.db")).unwrap();
+    assert_eq!(j.add_grid_job("alice", "far", &sleep_job("far", 60), 0).unwrap(), 1);
+    let t = Transition {
+        peer: Some("beta"),
+        handoff: Some("alpha-1-1"),
+        reason: Some("moved: local ATT 40.0 s vs 20.0 s at beta"),
+        new_attempt: true,
+        ..Default::default()
+    };
+    assert!(j.transition(1, state::WAITING, state::HANDING, &t).unwrap());
+    assert!(j.transition(1, state::HANDING, state::MIGRATED, &Transition::default()).unwrap());
+    let seen = serde_json::json!({"handoff": "alpha-1-1", "state": "committed", "job": 7, "job_state": "running",
+        "sites": ["beta/b1"], "exit_ok": null, "failure": null});
+    j.set_remote(1, Some(7), &seen.to_string()).unwrap();
+    drop(j);
+    let a = server(&adir, "alpha", free_port(), &[("a1", 1)], &[("beta", pb)]);
+    let alice = token(&a.data_dir, "alice", false);
+    let quick = |what: &str, f: &dyn Fn() -> (u16, String)| -> (u16, String) {
+        let t0 = Instant::now();
+        let r = f();
+        assert!(t0.elapsed() < Duration::from_secs(4), "{what} took {:?}", t0.elapsed());
+        r
+    };
+    for _ in 0..3 {
+        let (code, g) = quick("status", &|| a.request("GET", "/api/v1/grid/jobs/1", Some(&alice), b""));
+        let g = common::json(&g);
+        assert_eq!(
+            (code, g["runs_at"].as_str(), g["state"].as_str()),
+            (200, Some("beta"), Some("running")),
+            "{g}"
+        );
+        assert!(g["reason"].as_str().unwrap().starts_with("moved:"), "{g}");
+        let (code, out) = quick("logs", &|| grid_log(&a, &alice, 1, "stream=stdout&offset=0"));
+        assert_eq!((code, out.as_str()), (200, ""));
+    }
+    let (code, body) = quick("cancel", &|| a.request("POST", "/api/v1/grid/jobs/1/cancel", Some(&alice), b""));
+    assert_eq!(code, 202, "{body}");
+    assert_eq!(common::json(&body)["cancel_requested"], true);
+    let f = get(&a, &alice, "/api/v1/federation");
+    let peer = &f["peers"][0];
+    assert!(peer["failures"].as_u64().unwrap() >= 1 && peer["last_error"].is_string(), "{f}");
+    drop(silent);
+}
