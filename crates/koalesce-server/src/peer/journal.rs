@@ -390,7 +390,10 @@ impl Journal {
     /// Records the logs fetched back for a migrated job that ended (JSON list of names).
     pub fn set_logs(&self, id: u64, logs: &str) -> rusqlite::Result<()> {
         self.with(|c| {
-            c.execute("UPDATE grid_jobs SET logs = ?2, data_error = NULL WHERE id = ?1", params![id as i64, logs])?;
+            c.execute(
+                "UPDATE grid_jobs SET logs = ?2, data_error = NULL WHERE id = ?1",
+                params![id as i64, logs],
+            )?;
             Ok(())
         })
     }
