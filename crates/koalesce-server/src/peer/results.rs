@@ -173,12 +173,18 @@ pub(crate) fn logs_back(fed: &F, i: usize, row: &GridRow, r: &HandoffState) {
     let (f2, h, logs) = (fed.clone(), row.handoff.clone().unwrap_or_default(), r.logs.clone());
     let max = fed.shared.config.files.max_upload_bytes;
     data::spawn_once(fed, format!("logs:{gid}"), async move {
+        let mut left = Vec::new();
         let result = async {
             let mut names = Vec::new();
             for f in logs {
                 let (c, stream) = parse_log_name(&f.name).ok_or_else(|| format!("'{}' is not a log name", api::cut_message(&f.name)))?;
-                if f.size_bytes > max || f.sha256.len() != 64 || !f.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
-                    return Err(format!("log '{}': size over {max} bytes or a malformed SHA-256", f.name));
+                if f.sha256.len() != 64 || !f.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return Err(format!("log '{}': a malformed SHA-256", f.name));
+                }
+                if f.size_bytes > max {
+                    // Not held up for ever by one huge log: it stays at the peer, said so.
+                    left.push(format!("{} ({} bytes)", f.name, f.size_bytes));
+                    continue;
                 }
                 let dest = stored_log(&f2, gid, c, stream);
                 std::fs::create_dir_all(dest.parent().unwrap_or(&dest)).map_err(|e| e.to_string())?;
@@ -194,7 +200,19 @@ pub(crate) fn logs_back(fed: &F, i: usize, row: &GridRow, r: &HandoffState) {
         match result {
             Ok(names) => {
                 let json = serde_json::to_string(&names).unwrap_or_else(|_| "[]".into());
-                blocking(move || j.set_logs(gid, &json)).await.map_err(|e| e.to_string())
+                let note = (!left.is_empty()).then(|| {
+                    format!(
+                        "logs over files.max_upload_bytes ({max}) left at {}: {}",
+                        f2.peers[i].name,
+                        left.join(", ")
+                    )
+                });
+                blocking(move || {
+                    j.set_logs(gid, &json)?;
+                    j.set_data_error(gid, note.as_deref())
+                })
+                .await
+                .map_err(|e| e.to_string())
             }
             Err(e) => {
                 let msg = format!("logs from {}: {e}", f2.peers[i].name);
