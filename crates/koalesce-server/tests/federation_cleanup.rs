@@ -594,3 +594,28 @@ fn a_silent_peer_never_holds_up_status_logs_or_cancel_of_a_job_there() {
     assert!(peer["failures"].as_u64().unwrap() >= 1 && peer["last_error"].is_string(), "{f}");
     drop(silent);
 }
+
+/// A log larger than the origin takes (`files.max_upload_bytes`) does not hold the grid job in
+/// `staging-out` for ever: it stays at the peer, `data_error` says so, the other log comes back.
+#[test]
+fn a_log_too_large_for_the_origin_stays_at_the_peer_and_the_job_still_ends() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (pa, pb) = (free_port(), free_port());
+    let mut opts = options(&tmp.path().join("a"), "alpha", pa, &[("a1", 1)], &[("beta", pb)], |_| {});
+    opts.config.files.max_upload_bytes = 1_000;
+    let a = BackgroundServer::start(opts).expect("server starts");
+    let _b = server(&tmp.path().join("b"), "beta", pb, &[("b1", 4)], &[("alpha", pa)]);
+    let alice = token(&a.data_dir, "alice", false);
+    let _blocker = grid_submit(&a, &alice, &sleep_job("blocker", 2));
+    let script = "head -c 5000 /dev/zero | tr '\\\\0' x; echo 'short and sweet' >&2; exit 1";
+    let job = format!(
+        "name = \"loud\"\nexecutable = \"/bin/sh\"\narguments = [\"-c\", {script:?}]\nruntime_estimate = \"20s\"\n[[components]]\nprocessors = 1\n"
+    );
+    let id = grid_submit(&a, &alice, &job);
+    let g = wait_grid(&a, &alice, id, 60);
+    assert_eq!((g["state"].as_str(), g["runs_at"].as_str()), (Some("failed"), Some("beta")), "{g}");
+    let note = g["data_error"].as_str().unwrap_or_default();
+    assert!(note.contains("c0/stdout (5000 bytes)") && note.contains("left at beta"), "{g}");
+    assert_eq!(grid_log(&a, &alice, id, "stream=stderr"), (200, "short and sweet\n".to_string()));
+    assert_eq!(grid_log(&a, &alice, id, "stream=stdout"), (200, String::new()));
+}

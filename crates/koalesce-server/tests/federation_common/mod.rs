@@ -74,7 +74,7 @@ pub fn server_with_agents(
     (BackgroundServer::start(opts).expect("server starts"), agents)
 }
 
-fn options(
+pub fn options(
     dir: &Path,
     name: &str,
     port: u16,
