@@ -57,6 +57,7 @@ pub(crate) fn err(code: StatusCode, msg: impl Into<String>) -> ApiError {
 
 pub(crate) type R<T> = Result<T, ApiError>;
 
+#[derive(Clone)]
 pub struct Caller {
     pub user: String,
     pub admin: bool,
@@ -501,6 +502,12 @@ async fn get_job(AxState(s): AxState<S>, headers: HeaderMap, Path(raw): Path<Str
 async fn cancel_job(AxState(s): AxState<S>, headers: HeaderMap, Path(raw): Path<String>) -> R<Json<JobSummary>> {
     let caller = authenticate(&s, &headers)?;
     let id = parse_id(&raw)?;
+    cancel_for(&s, &caller, id).await
+}
+
+/// Cancels job (or bag) `id` for `caller`: 404 for another user's, 409 once it ended.
+pub(crate) async fn cancel_for(s: &S, caller: &Caller, id: u64) -> R<Json<JobSummary>> {
+    let (s, caller) = (s.clone(), caller.clone());
     // A bag's id cancels the whole bag.
     let bag = {
         let mut guard = s.lock();

@@ -122,7 +122,7 @@ impl SlurmSiteConfig {
 
     /// Checks the values (not the cluster: see `SlurmBackend::verify`). `site` names the site
     /// in errors.
-    pub(crate) fn validate(&self, site: &str) -> Result<(), String> {
+    pub fn validate(&self, site: &str) -> Result<(), String> {
         let bad = |what: String| Err(format!("site '{site}': [sites.slurm] {what}"));
         if !self.conf.is_absolute() {
             return bad(format!("conf '{}' must be an absolute path", self.conf.display()));

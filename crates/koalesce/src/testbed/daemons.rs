@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use koalesce_server::slurm::parse;
+use nix::sys::signal::Signal;
 
 use super::{lock_dir, network, procs, ClusterSpec, TestBed};
 
@@ -254,9 +255,7 @@ impl TestBed {
             }
             StopHow::Freeze => {
                 for (p, _) in &pids {
-                    unsafe {
-                        libc::kill(*p as i32, libc::SIGSTOP);
-                    }
+                    let _ = signal(*p, Signal::SIGSTOP);
                 }
             }
         }
@@ -284,9 +283,7 @@ impl TestBed {
         let t0 = Instant::now();
         let _lock = lock_dir(self.dir())?;
         for (p, _) in self.cluster_pids(&c, false) {
-            unsafe {
-                libc::kill(p as i32, libc::SIGCONT);
-            }
+            let _ = signal(p, Signal::SIGCONT);
         }
         let mut started = Vec::new();
         self.ensure_munge(&mut started)?;
@@ -317,9 +314,7 @@ impl TestBed {
         }
         for (p, _) in &pids {
             // A frozen daemon would not see SIGTERM.
-            unsafe {
-                libc::kill(*p as i32, libc::SIGCONT);
-            }
+            let _ = signal(*p, Signal::SIGCONT);
         }
         procs::stop_pids(&pids, libc::SIGTERM, Duration::from_secs(5));
         if let Some(p) = self.munge_pid() {
@@ -375,4 +370,9 @@ pub enum StopHow {
     /// SIGSTOP: a hung controller (connections are accepted, nothing is answered);
     /// `start-cluster` resumes it.
     Freeze,
+}
+
+/// Sends `sig` to process `pid` (nix's checked `kill`, no `unsafe`).
+fn signal(pid: u32, sig: Signal) -> nix::Result<()> {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), sig)
 }

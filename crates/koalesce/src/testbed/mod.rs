@@ -33,7 +33,6 @@ pub mod network;
 pub mod procs;
 mod status;
 
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -112,7 +111,7 @@ pub fn default_dir() -> PathBuf {
 
 /// An exclusive lock on the bed's directory while a command changes it.
 struct DirLock {
-    _file: std::fs::File,
+    _lock: nix::fcntl::Flock<std::fs::File>,
 }
 
 fn lock_dir(dir: &Path) -> anyhow::Result<DirLock> {
@@ -122,9 +121,9 @@ fn lock_dir(dir: &Path) -> anyhow::Result<DirLock> {
         .truncate(false)
         .open(dir.join("testbed.lock"))
         .with_context(|| format!("locking {}", dir.display()))?;
-    let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
-    anyhow::ensure!(r == 0, "cannot lock {}", dir.display());
-    Ok(DirLock { _file: f })
+    let lock = nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive)
+        .map_err(|(_, e)| anyhow::anyhow!("cannot lock {}: {e}", dir.display()))?;
+    Ok(DirLock { _lock: lock })
 }
 
 impl TestBed {
