@@ -347,10 +347,11 @@ pub async fn start(opts: ServerOptions) -> anyhow::Result<RunningServer> {
     })
 }
 
-/// The server runtime's worker threads: two more than the cores (at least 4). A handler waits for the
-/// state lock on its worker thread (it is held only to change state, but a scan that places
-/// and launches hundreds of jobs holds it for tens of milliseconds on a loaded host); with one
-/// worker per core, two such waits stalled every other connection, acknowledgements included.
+/// The server runtime's worker threads: two more than the cores (at least 4). A handler waits
+/// for the state lock on its worker thread (it is held only to change state, but a scan that
+/// places and launches hundreds of jobs holds it for tens of milliseconds on a loaded host);
+/// with one worker per core, two such waits stalled every other connection, acknowledgements
+/// included.
 fn worker_threads() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get()).max(2) + 2
 }
