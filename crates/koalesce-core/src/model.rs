@@ -479,13 +479,18 @@ impl CoallocationMode {
     }
 }
 
+/// A co-allocation mode that is neither `claiming` nor `reservations` (the text given).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown co-allocation mode '{0}' (expected claiming or reservations)")]
+pub struct UnknownCoallocationMode(pub String);
+
 impl std::str::FromStr for CoallocationMode {
-    type Err = String;
+    type Err = UnknownCoallocationMode;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.to_ascii_lowercase().as_str() {
             "claiming" => Ok(CoallocationMode::Claiming),
             "reservations" => Ok(CoallocationMode::Reservations),
-            _ => Err(format!("unknown co-allocation mode '{s}' (expected claiming or reservations)")),
+            _ => Err(UnknownCoallocationMode(s.to_string())),
         }
     }
 }
