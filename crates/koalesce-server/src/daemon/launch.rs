@@ -169,7 +169,7 @@ enum NotLaunched {
         file: String,
         site: String,
         path: PathBuf,
-        reason: String,
+        reason: crate::transfer::ReplicaError,
     },
 }
 
