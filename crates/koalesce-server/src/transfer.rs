@@ -230,12 +230,22 @@ pub fn find_output(components: impl IntoIterator<Item = (String, PathBuf)>, name
 
 /// SHA-256 and size of a file.
 pub fn checksum(path: &Path) -> io::Result<(String, u64)> {
-    let mut f = File::open(path)?;
+    checksum_open(&File::open(path)?)
+}
+
+/// SHA-256 and size of an open file, read from its start by position: its offset stays where
+/// it was (the file can still be copied from it afterwards).
+pub fn checksum_open(f: &File) -> io::Result<(String, u64)> {
+    use std::os::unix::fs::FileExt;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 16];
     let mut bytes = 0;
     loop {
-        let n = f.read(&mut buf)?;
+        let n = match f.read_at(&mut buf, bytes) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
         if n == 0 {
             break;
         }
