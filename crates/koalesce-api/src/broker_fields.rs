@@ -214,7 +214,10 @@ mod tests {
         );
         assert!(matches!(
             typed(r#"max_start_deviation = "soon""#),
-            BrokerFieldError::Duration { field: "max_start_deviation", .. }
+            BrokerFieldError::Duration {
+                field: "max_start_deviation",
+                ..
+            }
         ));
         assert_eq!(
             typed(r#"coallocation = "magic""#).to_string(),

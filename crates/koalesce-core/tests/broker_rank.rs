@@ -197,7 +197,13 @@ fn bad_preferences_are_refused_naming_the_field() {
     }];
     let e = c.submit(0, spec.clone()).unwrap_err();
     assert!(
-        matches!(&e, SubmitError::InvalidPreferences { reason: PreferencesError::BadReferenceScore { index: 0 }, .. }),
+        matches!(
+            &e,
+            SubmitError::InvalidPreferences {
+                reason: PreferencesError::BadReferenceScore { index: 0 },
+                ..
+            }
+        ),
         "{e}"
     );
     assert!(e.to_string().contains("benchmarks[0].reference_score"), "{e}");
@@ -208,7 +214,16 @@ fn bad_preferences_are_refused_naming_the_field() {
     };
     let e = c.submit(0, spec).unwrap_err();
     assert!(
-        matches!(&e, SubmitError::InvalidPreferences { reason: PreferencesError::LatestBeforeEarliest { earliest_ms: 10, latest_ms: 5 }, .. }),
+        matches!(
+            &e,
+            SubmitError::InvalidPreferences {
+                reason: PreferencesError::LatestBeforeEarliest {
+                    earliest_ms: 10,
+                    latest_ms: 5
+                },
+                ..
+            }
+        ),
         "{e}"
     );
     assert!(e.to_string().contains("latest_start_ms"), "{e}");

@@ -400,13 +400,20 @@ mod tests {
         put(b"intact bytes", 1_000);
         let (sha, size) = checksum(&path).unwrap();
         let week = 7 * 86_400_000;
-        assert_eq!(scrub_replica(&path, &sha, size, week).unwrap(), Intact::Hashed(size), "first look: hashed");
+        assert_eq!(
+            scrub_replica(&path, &sha, size, week).unwrap(),
+            Intact::Hashed(size),
+            "first look: hashed"
+        );
         assert_eq!(scrub_replica(&path, &sha, size, week).unwrap(), Intact::Unchanged, "fast path");
         // Bit rot: same size, same modification time.
         put(b"rotted bytes", 1_000);
         assert_eq!(scrub_replica(&path, &sha, size, week).unwrap(), Intact::Unchanged, "not due yet");
         let e = scrub_replica(&path, &sha, size, 0).unwrap_err();
-        assert!(matches!(&e, ReplicaError::ContentChanged { expected, .. } if *expected == sha), "{e}");
+        assert!(
+            matches!(&e, ReplicaError::ContentChanged { expected, .. } if *expected == sha),
+            "{e}"
+        );
         assert!(e.to_string().contains("content changed"), "{e}");
         // A change of modification time is hashed at once.
         put(b"intact bytes", 2_000);
@@ -417,7 +424,10 @@ mod tests {
         // A size other than the catalogue's, and a replica gone, name the path.
         put(b"short", 4_000);
         let e = verify_replica(&path, &sha, size).unwrap_err();
-        assert!(matches!(e, ReplicaError::WrongSize { actual: 5, expected, .. } if expected == size), "{e}");
+        assert!(
+            matches!(e, ReplicaError::WrongSize { actual: 5, expected, .. } if expected == size),
+            "{e}"
+        );
         assert_eq!(e.to_string(), format!("{}: 5 bytes, the catalogue says {size}", path.display()));
         std::fs::remove_file(&path).unwrap();
         let e = verify_replica(&path, &sha, size).unwrap_err();

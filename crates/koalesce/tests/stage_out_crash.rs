@@ -148,7 +148,9 @@ fn a_redone_stage_out_does_not_count_an_output_registered_before_the_crash_twice
         .as_array()
         .unwrap()
         .iter()
-        .map(|f| f["size_bytes"].as_u64().unwrap_or_else(|| panic!("no size: {f}")) * f["replicas"].as_array().map_or(1, |r| r.len() as u64))
+        .map(|f| {
+            f["size_bytes"].as_u64().unwrap_or_else(|| panic!("no size: {f}")) * f["replicas"].as_array().map_or(1, |r| r.len() as u64)
+        })
         .sum();
     assert_eq!(stored, 16, "{body}");
 }

@@ -133,7 +133,11 @@ impl SlurmSiteConfig {
             return bad(SlurmConfigProblem::RelativeConf(self.conf.clone()));
         }
         let plain = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-        for (key, v) in [("partition", Some(&self.partition)), ("account", self.account.as_ref()), ("qos", self.qos.as_ref())] {
+        for (key, v) in [
+            ("partition", Some(&self.partition)),
+            ("account", self.account.as_ref()),
+            ("qos", self.qos.as_ref()),
+        ] {
             if let Some(v) = v {
                 if !plain(v) {
                     return bad(SlurmConfigProblem::NotPlainName { key, value: v.clone() });
@@ -219,7 +223,10 @@ sbatch_args = ["--constraint=ib"]
         let ok = SlurmSiteConfig::new("/b/slurm.conf", "debug");
         ok.validate("a").unwrap();
         assert_eq!(
-            SlurmSiteConfig::new("/b/slurm.conf", "de bug").validate("a").unwrap_err().to_string(),
+            SlurmSiteConfig::new("/b/slurm.conf", "de bug")
+                .validate("a")
+                .unwrap_err()
+                .to_string(),
             "site 'a': [sites.slurm] partition 'de bug' must be a plain name"
         );
         assert_eq!(
