@@ -276,7 +276,8 @@ pub fn quarantine_replica(shared: &Shared, st: &mut State, name: &str, site: &st
 ///
 /// Idempotent: after a restart that interrupted it (the job's row still says `staging_out`),
 /// [`resume_stage_outs`] does it again; a copy lands on the same storage path and registering
-/// a replica again replaces the row, so each output ends registered once.
+/// a replica again replaces the row, so each output ends registered once (and one registered
+/// already with the same content at the same site is not counted again against the quota).
 pub fn stage_out(shared: &Arc<Shared>, st: &State, id: u64) {
     let (Some(job), Some(meta)) = (st.core.job(JobId(id)), st.meta.get(&id)) else {
         return;
