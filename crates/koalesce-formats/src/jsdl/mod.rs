@@ -8,6 +8,7 @@
 //! attributes are errors.
 
 mod range;
+mod spmd;
 
 use std::collections::BTreeMap;
 
@@ -24,6 +25,8 @@ const FMT: Format = Format::Jsdl;
 pub const NS_JSDL: &str = "http://schemas.ggf.org/jsdl/2005/11/jsdl";
 pub const NS_POSIX: &str = "http://schemas.ggf.org/jsdl/2005/11/jsdl-posix";
 pub const NS_HPCPA: &str = "http://schemas.ggf.org/jsdl/2006/07/jsdl-hpcpa";
+/// The SPMD Application extension (GFD.115).
+pub const NS_SPMD: &str = "http://schemas.ogf.org/jsdl/2007/02/jsdl-spmd";
 const NS_XSI: &str = "http://www.w3.org/2001/XMLSchema-instance";
 const JOB_DIR: &str = "${KOALESCE_JOB_DIR}";
 
@@ -36,6 +39,7 @@ fn prefix_of(ns: Option<&str>) -> String {
         Some(NS_JSDL) => "jsdl:".into(),
         Some(NS_POSIX) => "jsdl-posix:".into(),
         Some(NS_HPCPA) => "jsdl-hpcpa:".into(),
+        Some(NS_SPMD) => "jsdl-spmd:".into(),
         Some(other) => format!("{{{other}}}"),
         None => String::new(),
     }
@@ -102,7 +106,7 @@ impl<'a> Reader<'a> {
 
     fn unknown(&self, n: Node) -> FormatError {
         let m = match n.tag_name().namespace() {
-            Some(NS_JSDL) | Some(NS_POSIX) | Some(NS_HPCPA) => format!("element {} is not known here", qname(n)),
+            Some(NS_JSDL) | Some(NS_POSIX) | Some(NS_HPCPA) | Some(NS_SPMD) => format!("element {} is not known here", qname(n)),
             Some(ns) => format!(
                 "element {} is from an extension namespace koalesce does not support ({ns})",
                 n.tag_name().name()
@@ -448,7 +452,7 @@ pub fn convert(text: &str, name_hint: Option<&str>) -> Result<JobDescription, Fo
             (Some(NS_JSDL), "ApplicationName" | "ApplicationVersion" | "Description") => {
                 rd.text(a)?;
             }
-            (Some(NS_POSIX), "POSIXApplication") | (Some(NS_HPCPA), "HPCProfileApplication") => {
+            (Some(NS_POSIX), "POSIXApplication") | (Some(NS_HPCPA), "HPCProfileApplication") | (Some(NS_SPMD), "SPMDApplication") => {
                 if posix.is_some() {
                     return Err(rd.err(a, "a second application element"));
                 }
@@ -460,10 +464,10 @@ pub fn convert(text: &str, name_hint: Option<&str>) -> Result<JobDescription, Fo
     let Some(posix) = posix else {
         return Err(rd.err(
             app,
-            "jsdl:Application has no jsdl-posix:POSIXApplication or jsdl-hpcpa:HPCProfileApplication",
+            "jsdl:Application has no jsdl-posix:POSIXApplication, jsdl-hpcpa:HPCProfileApplication or jsdl-spmd:SPMDApplication",
         ));
     };
-    let memory_limit = application(&rd, posix, &mut job, &res.filesystems)?;
+    let (memory_limit, spmd) = application(&rd, posix, &mut job, &res.filesystems)?;
 
     // Data staging: Source → an input from the catalogue, Target → an output registered
     // under the target's logical name.
@@ -519,9 +523,9 @@ pub fn convert(text: &str, name_hint: Option<&str>) -> Result<JobDescription, Fo
             return Err(rd.err(s, format!("jsdl:DataStaging of '{local}' has neither a Source nor a Target")));
         }
         if let Some((uri, node)) = source {
-            let logical = match locate(&uri).map_err(|m| rd.err(node, m))? {
+            let logical = match locate(&uri).map_err(|m| rd.err(node, format!("jsdl:Source of '{local}': {m}")))? {
                 Location::Catalogue(l) => l,
-                Location::Absolute(a) => return Err(rd.err(node, format!("'{a}' is a path, not a URI or logical name"))),
+                Location::Absolute(a) => return Err(rd.err(node, format!("jsdl:Source of '{local}': '{a}' is a path, not a URI or logical name"))),
             };
             if staged_names.contains(&local) {
                 return Err(rd.err(s, format!("'{local}' is staged in twice")));
@@ -530,9 +534,9 @@ pub fn convert(text: &str, name_hint: Option<&str>) -> Result<JobDescription, Fo
             job.inputs.push(staged(&logical, Some(&local), false));
         }
         if let Some((uri, node)) = target {
-            let to = match locate(&uri).map_err(|m| rd.err(node, m))? {
+            let to = match locate(&uri).map_err(|m| rd.err(node, format!("jsdl:Target of '{local}': {m}")))? {
                 Location::Catalogue(l) => l,
-                Location::Absolute(a) => return Err(rd.err(node, format!("'{a}' is a path, not a URI or logical name"))),
+                Location::Absolute(a) => return Err(rd.err(node, format!("jsdl:Target of '{local}': '{a}' is a path, not a URI or logical name"))),
             };
             job.outputs.push(OutputFile { file: local, to: Some(to) });
         }
@@ -556,34 +560,38 @@ pub fn convert(text: &str, name_hint: Option<&str>) -> Result<JobDescription, Fo
         }
         Ok((0..n).map(|_| ComponentDescription::new(each as u32)).collect())
     };
-    match (i, t, r) {
-        (None, Some(total), None) => {
-            job.flexible = Some(FlexibleDescription {
-                total: u32::try_from(total).map_err(|_| count_err(format!("TotalCPUCount {total} is too large")))?,
-                min_component: None,
-                max_components: None,
-            })
-        }
-        (Some(each), Some(total), r) => {
-            if !total.is_multiple_of(each) || r.is_some_and(|r| r * each != total) {
-                return Err(count_err(format!(
-                    "TotalCPUCount {total} is not a whole number of resources of IndividualCPUCount {each}"
-                )));
+    if let Some(sp) = &spmd {
+        spmd::components(&rd, sp, &res, &mut job)?;
+    } else {
+        match (i, t, r) {
+            (None, Some(total), None) => {
+                job.flexible = Some(FlexibleDescription {
+                    total: u32::try_from(total).map_err(|_| count_err(format!("TotalCPUCount {total} is too large")))?,
+                    min_component: None,
+                    max_components: None,
+                })
             }
-            job.components = comps(total / each, each)?;
-        }
-        (None, Some(total), Some(r)) => {
-            if !total.is_multiple_of(r) {
-                return Err(count_err(format!(
-                    "TotalCPUCount {total} does not split evenly over TotalResourceCount {r}"
-                )));
+            (Some(each), Some(total), r) => {
+                if !total.is_multiple_of(each) || r.is_some_and(|r| r * each != total) {
+                    return Err(count_err(format!(
+                        "TotalCPUCount {total} is not a whole number of resources of IndividualCPUCount {each}"
+                    )));
+                }
+                job.components = comps(total / each, each)?;
             }
-            job.components = comps(r, total / r)?;
+            (None, Some(total), Some(r)) => {
+                if !total.is_multiple_of(r) {
+                    return Err(count_err(format!(
+                        "TotalCPUCount {total} does not split evenly over TotalResourceCount {r}"
+                    )));
+                }
+                job.components = comps(r, total / r)?;
+            }
+            (each, None, r) => job.components = comps(r.unwrap_or(1), each.unwrap_or(1))?,
         }
-        (each, None, r) => job.components = comps(r.unwrap_or(1), each.unwrap_or(1))?,
-    }
-    if job.components.len() > 1 || job.flexible.is_some() {
-        job.runner = Runner::Coupled;
+        if job.components.len() > 1 || job.flexible.is_some() {
+            job.runner = Runner::Coupled;
+        }
     }
     let procs_per_resource = i.unwrap_or(1).max(1);
     let total_procs = t.unwrap_or(procs_per_resource * r.unwrap_or(1)).max(1);
@@ -605,14 +613,29 @@ pub fn convert(text: &str, name_hint: Option<&str>) -> Result<JobDescription, Fo
     Ok(job)
 }
 
-/// The POSIX / HPC Profile application; returns POSIX MemoryLimit (bytes) if given.
-fn application(rd: &Reader, app: Node, job: &mut JobDescription, fs: &[String]) -> Result<Option<u64>, FormatError> {
+/// The POSIX / HPC Profile / SPMD application; returns POSIX MemoryLimit (bytes) if given,
+/// and the SPMD elements of an SPMD application.
+fn application<'a>(
+    rd: &Reader<'a>,
+    app: Node<'a, 'a>,
+    job: &mut JobDescription,
+    fs: &[String],
+) -> Result<(Option<u64>, Option<spmd::Spmd<'a>>), FormatError> {
     rd.attrs(app, &["name"])?;
     let mut memory = None;
     let mut env = BTreeMap::new();
-    let hpc = app.tag_name().namespace() == Some(NS_HPCPA);
+    let is_spmd = app.tag_name().namespace() == Some(NS_SPMD);
+    // GFD.115 §4: SPMDApplication holds the POSIX elements Executable … UserName (no
+    // limits) and its own NumberOfProcesses, ProcessesPerHost, ThreadsPerProcess and
+    // SPMDVariation; limits are refused like HPC Profile Application's.
+    let hpc = app.tag_name().namespace() == Some(NS_HPCPA) || is_spmd;
+    let mut sp = is_spmd.then(spmd::Spmd::default);
     for e in rd.elements(app)? {
         let ns = e.tag_name().namespace();
+        if let (Some(sp), Some(NS_SPMD)) = (sp.as_mut(), ns) {
+            sp.element(rd, e)?;
+            continue;
+        }
         if ns != Some(NS_POSIX) && ns != Some(NS_HPCPA) {
             return Err(rd.unknown(e));
         }
@@ -690,7 +713,10 @@ fn application(rd: &Reader, app: Node, job: &mut JobDescription, fs: &[String]) 
         return Err(rd.err(app, format!("{} has no Executable", qname(app))));
     }
     job.environment = env;
-    Ok(memory)
+    if let Some(sp) = &sp {
+        sp.check(rd, app)?;
+    }
+    Ok((memory, sp))
 }
 
 /// An executable in the job's directory runs as `./name`.

@@ -360,7 +360,6 @@ pub fn describe(
     } else {
         vec![cpus]
     };
-    let per_component = components[0];
     let mut desc = JobDescription {
         name: o.job_name.clone().unwrap_or_else(|| script_name.to_string()),
         executable: String::new(),
@@ -410,19 +409,23 @@ pub fn describe(
             desc.walltime = Some(format!("{secs}s"));
         }
     }
-    // Memory: koalesce's `memory` is per processor.
+    // Memory: koalesce's `memory` is per processor (one processor per allocated CPU).
+    // sbatch(1): "--mem: memory required per node"; "--mem-per-cpu: minimum memory required
+    // per usable allocated CPU". So --mem spreads over the CPUs of one node (all CPUs ÷
+    // nodes), and --mem-per-cpu is the per-processor figure as it stands.
     match (&o.mem, &o.mem_per_cpu) {
         (Some(_), Some(_)) => return Err(SlurmError::msg("--mem and --mem-per-cpu are mutually exclusive")),
         (Some(m), None) => {
             let bytes = slurm_size(m)?;
             if bytes > 0 {
-                desc.memory = Some(format!("{}K", bytes.div_ceil(1024).div_ceil(u64::from(per_component))));
+                let kib_all_nodes = bytes.div_ceil(1024).saturating_mul(u64::from(nodes));
+                desc.memory = Some(format!("{}K", kib_all_nodes.div_ceil(u64::from(cpus))));
             }
         }
         (None, Some(m)) => {
             let bytes = slurm_size(m)?;
             if bytes > 0 {
-                desc.memory = Some(format!("{}K", bytes.div_ceil(1024).div_ceil(u64::from(cpt))));
+                desc.memory = Some(format!("{}K", bytes.div_ceil(1024)));
             }
         }
         (None, None) => {}
@@ -758,3 +761,7 @@ mod tests {
         assert_eq!(o.ntasks, None);
     }
 }
+
+#[cfg(test)]
+#[path = "sbatch_corpus_tests.rs"]
+mod corpus_tests;
