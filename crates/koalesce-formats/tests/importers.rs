@@ -189,9 +189,9 @@ fn gridway_array_tasks_substitute_per_task() {
     assert_eq!(t3.environment["GW_TASK_ID"], "3");
     assert_eq!(t0.executable, "./pi");
     assert!(t0.inputs[0].executable);
-    // Not an array: GridWay's -1 / 0 values.
+    // Not an array: GridWay's values (gw_job_init: task_id = 0, total_tasks = 0).
     let single = one("jt/pi.jt", Format::GridWay);
-    assert_eq!(single.arguments, ["-1", "-1", "100000"]);
+    assert_eq!(single.arguments, ["0", "0", "100000"]);
 }
 
 /// A bag's one description (`submit --tasks N`) keeps the task variables as references; each

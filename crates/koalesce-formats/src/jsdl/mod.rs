@@ -525,7 +525,12 @@ pub fn convert(text: &str, name_hint: Option<&str>) -> Result<JobDescription, Fo
         if let Some((uri, node)) = source {
             let logical = match locate(&uri).map_err(|m| rd.err(node, format!("jsdl:Source of '{local}': {m}")))? {
                 Location::Catalogue(l) => l,
-                Location::Absolute(a) => return Err(rd.err(node, format!("jsdl:Source of '{local}': '{a}' is a path, not a URI or logical name"))),
+                Location::Absolute(a) => {
+                    return Err(rd.err(
+                        node,
+                        format!("jsdl:Source of '{local}': '{a}' is a path, not a URI or logical name"),
+                    ))
+                }
             };
             if staged_names.contains(&local) {
                 return Err(rd.err(s, format!("'{local}' is staged in twice")));
@@ -536,7 +541,12 @@ pub fn convert(text: &str, name_hint: Option<&str>) -> Result<JobDescription, Fo
         if let Some((uri, node)) = target {
             let to = match locate(&uri).map_err(|m| rd.err(node, format!("jsdl:Target of '{local}': {m}")))? {
                 Location::Catalogue(l) => l,
-                Location::Absolute(a) => return Err(rd.err(node, format!("jsdl:Target of '{local}': '{a}' is a path, not a URI or logical name"))),
+                Location::Absolute(a) => {
+                    return Err(rd.err(
+                        node,
+                        format!("jsdl:Target of '{local}': '{a}' is a path, not a URI or logical name"),
+                    ))
+                }
             };
             job.outputs.push(OutputFile { file: local, to: Some(to) });
         }

@@ -408,6 +408,8 @@ pub(crate) struct Rel {
     pub op: &'static str,
     pub values: Vec<RVal>,
     pub pos: Pos,
+    /// xRSL `(|(a=x)(a=y))`: the alternatives (then `op` is "|" and `values` empty).
+    pub alts: Vec<Rel>,
 }
 
 /// A request after substitution: a conjunction's relations, or sub-requests.
@@ -488,6 +490,10 @@ impl Resolver {
             Spec::Bool('&', items, pos) => {
                 let mut rels = Vec::new();
                 for item in items {
+                    if let (Format::Xrsl, Spec::Bool('|', alts, pos)) = (self.fmt, item) {
+                        rels.push(self.alternatives(alts, *pos, env)?);
+                        continue;
+                    }
                     match self.request(item, env)? {
                         Req::And(rs, _) => rels.extend(rs),
                         Req::Multi(_, p) | Req::Or(p) => return Err(FormatError::at(
@@ -511,6 +517,52 @@ impl Resolver {
             }
             Spec::Bool(_, _, pos) => Ok(Req::Or(*pos)),
         }
+    }
+
+    /// xRSL's `(|(queue=a)(queue=b))` inside a conjunction: alternatives of one attribute
+    /// (the xRSL manual allows `|` for queue, runTimeEnvironment, opsys, architecture and
+    /// others); a relation whose `alts` hold them. Other shapes are refused here.
+    fn alternatives(&self, alts: &[Spec], pos: Pos, env: &mut BTreeMap<String, String>) -> Result<Rel, FormatError> {
+        let mut out: Vec<Rel> = Vec::new();
+        for a in alts {
+            let r = match a {
+                Spec::Rel(r) => self.relation(r, env)?,
+                Spec::Bool(_, _, p) => {
+                    return Err(FormatError::at(
+                        self.fmt,
+                        p.line,
+                        Some(p.col),
+                        "'|' alternatives must each be one relation, such as (queue=a)",
+                    ))
+                }
+            };
+            if let Some(first) = out.first() {
+                if first.canon != r.canon {
+                    return Err(FormatError::at(
+                        self.fmt,
+                        r.pos.line,
+                        Some(r.pos.col),
+                        format!(
+                            "'|' alternatives must all be of one attribute ({} and {} are mixed)",
+                            first.attr, r.attr
+                        ),
+                    ));
+                }
+            }
+            out.push(r);
+        }
+        let first = out
+            .first()
+            .cloned()
+            .ok_or_else(|| FormatError::at(self.fmt, pos.line, Some(pos.col), "'|' has no alternatives"))?;
+        Ok(Rel {
+            attr: first.attr,
+            canon: first.canon,
+            op: "|",
+            values: Vec::new(),
+            pos,
+            alts: out,
+        })
     }
 
     fn relation(&self, r: &Relation, env: &mut BTreeMap<String, String>) -> Result<Rel, FormatError> {
@@ -546,6 +598,7 @@ impl Resolver {
             op: r.op,
             values: r.values.iter().map(|v| self.value(v, env)).collect::<Result<_, _>>()?,
             pos: r.pos,
+            alts: Vec::new(),
         })
     }
 }

@@ -83,6 +83,39 @@ pub(crate) fn period_seconds(s: &str) -> Option<u64> {
     Some(total)
 }
 
+/// The requirement term of a runTimeEnvironment, opSys, architecture or queue relation.
+fn site_term(r: &Rel) -> Result<String, FormatError> {
+    if r.canon == "runtimeenvironment" {
+        let v = match r.values.as_slice() {
+            [super::RVal::Str(s)] => s.replace('"', ""),
+            [super::RVal::Str(s), ..] => {
+                return Err(r.err(
+                    FMT,
+                    format!("options of runtime environment '{s}' cannot be honoured (koalesce only checks that a site has it)"),
+                ))
+            }
+            _ => return Err(r.err(FMT, "expects the name of a runtime environment")),
+        };
+        return match r.op {
+            "=" => Ok(format!("HAS_SOFTWARE(\"{v}\")")),
+            "!=" => Ok(format!("!HAS_SOFTWARE(\"{v}\")")),
+            op => Err(r.err(
+                FMT,
+                format!("version comparisons ('{op}') cannot be honoured; name the exact environment"),
+            )),
+        };
+    }
+    let var = match r.canon.as_str() {
+        "opsys" => "OS_NAME",
+        "architecture" => "ARCH",
+        _ => "QUEUE_NAME",
+    };
+    if r.op != "=" && r.op != "!=" {
+        return Err(r.err(FMT, format!("only '=' and '!=' are supported, not '{}'", r.op)));
+    }
+    Ok(format!("{var} {} \"{}\"", r.op, r.one(FMT)?.replace('"', "")))
+}
+
 fn seconds_string(secs: u64) -> String {
     koalesce_api::fields::format_seconds(secs)
 }
@@ -122,6 +155,19 @@ fn job(rels: &[Rel], name_hint: Option<&str>) -> Result<JobDescription, FormatEr
     let mut req = Requirements::default();
     for r in rels {
         let c = r.canon.as_str();
+        if !r.alts.is_empty() {
+            // xRSL manual §2.1: "|" gives alternatives for an attribute; a requirement that
+            // any of them holds.
+            if !matches!(c, "queue" | "runtimeenvironment" | "opsys" | "architecture") {
+                return Err(r.err(
+                    FMT,
+                    "'|' alternatives can be honoured for queue, runTimeEnvironment, opSys and architecture only; choose one value",
+                ));
+            }
+            let terms = r.alts.iter().map(site_term).collect::<Result<Vec<_>, _>>()?;
+            req.add(terms.join(" | "));
+            continue;
+        }
         if !matches!(c, "queue" | "runtimeenvironment" | "opsys" | "architecture" | "rslsubstitution") {
             r.require_eq(FMT)?;
         }
@@ -224,30 +270,7 @@ fn job(rels: &[Rel], name_hint: Option<&str>) -> Result<JobDescription, FormatEr
             }
             "memory" => j.memory = Some(format!("{}M", r.number(FMT)?)),
             "disk" => req.add(format!("FREE_DISK_MB >= {}", r.number(FMT)?)),
-            "runtimeenvironment" => {
-                let v = r.one(FMT)?.replace('"', "");
-                match r.op {
-                    "=" => req.add(format!("HAS_SOFTWARE(\"{v}\")")),
-                    "!=" => req.add(format!("!HAS_SOFTWARE(\"{v}\")")),
-                    op => {
-                        return Err(r.err(
-                            FMT,
-                            format!("version comparisons ('{op}') cannot be honoured; name the exact environment"),
-                        ))
-                    }
-                }
-            }
-            "opsys" | "architecture" | "queue" => {
-                let var = match c {
-                    "opsys" => "OS_NAME",
-                    "architecture" => "ARCH",
-                    _ => "QUEUE_NAME",
-                };
-                if r.op != "=" && r.op != "!=" {
-                    return Err(r.err(FMT, format!("only '=' and '!=' are supported, not '{}'", r.op)));
-                }
-                req.add(format!("{var} {} \"{}\"", r.op, r.one(FMT)?.replace('"', "")));
-            }
+            "runtimeenvironment" | "opsys" | "architecture" | "queue" => req.add(site_term(r)?),
             "rerun" => j.retries = Some(u32::try_from(r.number(FMT)?).map_err(|_| r.err(FMT, "too large"))?),
             "priority" => {
                 let p = r.number(FMT)?.min(100);
