@@ -3,8 +3,8 @@
 //! Every job file format koalesce accepts besides its own TOML, each turned into the native
 //! [`JobDescription`] (docs/job-formats.md says what maps to what and what is refused):
 //!
-//! - [`jsdl`]: OGF JSDL 1.0 (GFD.56) with the POSIX Application and HPC Profile Application
-//!   (GFD.111) extensions;
+//! - [`jsdl`]: OGF JSDL 1.0 (GFD.56) with the POSIX Application, HPC Profile Application and SPMD
+//!   Application (GFD.111, GFD.115) extensions;
 //! - [`gridway`]: GridWay 5 job templates, with variable substitution and array tasks;
 //! - [`rsl`]: Globus GT2 RSL, including DUROC multi-requests (a co-allocated job), and
 //!   NorduGrid xRSL.

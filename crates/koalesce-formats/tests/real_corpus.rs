@@ -53,7 +53,12 @@ fn gridway_pi_single_job_sees_task_zero_of_zero() {
     assert_eq!(files, ["pi", "pi.c"]);
     assert!(j.inputs[0].executable);
     // As an array task: ${TASK_ID} and ${TOTAL_TASKS} of that task.
-    let t = convert(&read("jt/gridway-pi.jt"), Format::GridWay, &opts("jt/gridway-pi.jt", Some(TaskContext::new(2, 4)))).unwrap();
+    let t = convert(
+        &read("jt/gridway-pi.jt"),
+        Format::GridWay,
+        &opts("jt/gridway-pi.jt", Some(TaskContext::new(2, 4))),
+    )
+    .unwrap();
     assert_eq!(t[0].arguments, ["2", "4", "100000"]);
     assert_eq!(t[0].stderr.as_deref(), Some("stderr_file.2"));
 }
@@ -67,7 +72,10 @@ fn gridway_mpi_and_ls_examples() {
     assert_eq!(m.rank.as_deref(), Some("CPU_MHZ + QUEUE_FREENODECOUNT"));
     assert_eq!(m.stdout.as_deref(), Some("stdout.${KOALESCE_JOB_ID}"));
     let l = one("jt/gridway-ls.jt", Format::GridWay);
-    assert_eq!((l.executable.as_str(), l.arguments.as_slice()), ("/bin/ls", &["-la".to_string()][..]));
+    assert_eq!(
+        (l.executable.as_str(), l.arguments.as_slice()),
+        ("/bin/ls", &["-la".to_string()][..])
+    );
     assert_eq!(l.stdin, None, "STDIN_FILE = /dev/null");
     assert_eq!(l.requirements.as_deref(), Some(r#"(ARCH = "i686" | ARCH="x86") & CPU_MHZ > 1000"#));
     assert_eq!(l.rank.as_deref(), Some("(CPU_MHZ * 2) + FREE_MEM_MB"));
@@ -76,7 +84,10 @@ fn gridway_mpi_and_ls_examples() {
 #[test]
 fn gridway_test_templates() {
     let m = one("jt/gridway-migration.jt", Format::GridWay);
-    assert_eq!((m.executable.as_str(), m.arguments.as_slice()), ("/bin/sleep", &["60".to_string()][..]));
+    assert_eq!(
+        (m.executable.as_str(), m.arguments.as_slice()),
+        ("/bin/sleep", &["60".to_string()][..])
+    );
     assert_eq!(m.environment["VAL1"], "example");
     assert_eq!(m.environment["VAL2"], "other");
     assert_eq!(m.environment["VAL4"], "234");
@@ -96,7 +107,13 @@ fn gridway_default_template_examples() {
     let path = "jt/default-template-examples.jt";
     let j = one(path, Format::GridWay);
     // "SCRATCH_DIR /tmp" (name and value separated by a blank) and "NAME=value".
-    assert!(j.arguments.iter().any(|a| a.contains("SCRATCH_DIR=\"/tmp\"") && a.contains("LD_LIBRARY_PATH=\"/usr/local/lib\"")), "{:?}", j.arguments);
+    assert!(
+        j.arguments
+            .iter()
+            .any(|a| a.contains("SCRATCH_DIR=\"/tmp\"") && a.contains("LD_LIBRARY_PATH=\"/usr/local/lib\"")),
+        "{:?}",
+        j.arguments
+    );
     assert_eq!(j.requirements.as_deref(), Some(r#"ARCH = "i686" & CPU_MHZ > 1000;"#));
     let param = j.inputs.iter().find(|i| i.local_name() == "param").unwrap();
     assert_eq!(param.file, "param.${GW_TASK_ID}", "a single job has no GW_TASK_ID: left to the job");
@@ -135,25 +152,39 @@ fn jsdl_spmd_counts_must_agree_with_resources() {
         "</Application><Resources><TotalCPUCount><Exact>8</Exact></TotalCPUCount></Resources>",
     );
     let e = convert(&with_total, Format::Jsdl, &opts("x", None)).unwrap_err();
-    assert!(e.message.contains("NumberOfProcesses 5") && e.message.contains("TotalCPUCount 8"), "{e}");
+    assert!(
+        e.message.contains("NumberOfProcesses 5") && e.message.contains("TotalCPUCount 8"),
+        "{e}"
+    );
     let agreeing = base.replace(
         "</Application>",
         "</Application><Resources><TotalCPUCount><Exact>10</Exact></TotalCPUCount></Resources>",
     );
     let j = convert(&agreeing, Format::Jsdl, &opts("x", None)).unwrap();
     assert_eq!(procs(&j[0]), [4, 4, 2]);
-    let no_variation = base.replace("<jsdl-spmd:SPMDVariation>http://www.ogf.org/jsdl/2007/02/jsdl-spmd/MPICH2</jsdl-spmd:SPMDVariation>", "");
+    let no_variation = base.replace(
+        "<jsdl-spmd:SPMDVariation>http://www.ogf.org/jsdl/2007/02/jsdl-spmd/MPICH2</jsdl-spmd:SPMDVariation>",
+        "",
+    );
     let e = convert(&no_variation, Format::Jsdl, &opts("x", None)).unwrap_err();
     assert!(e.message.contains("SPMDVariation"), "{e}");
     let zero = base.replace(">5<", ">0<");
     let e = convert(&zero, Format::Jsdl, &opts("x", None)).unwrap_err();
-    assert!(e.message.contains("jsdl-spmd:NumberOfProcesses") && e.message.contains("'0'"), "{e}");
+    assert!(
+        e.message.contains("jsdl-spmd:NumberOfProcesses") && e.message.contains("'0'"),
+        "{e}"
+    );
 }
 
 #[test]
 fn jsdl_gridway_examples_are_refused_with_the_reason() {
     // gsiftp sources cannot be staged: the error names the staging element and the file.
-    refused("jsdl/gridway-basicExample.jsdl", Format::Jsdl, 45, &["jsdl:Source of 'file.txt'", "gsiftp://"]);
+    refused(
+        "jsdl/gridway-basicExample.jsdl",
+        Format::Jsdl,
+        45,
+        &["jsdl:Source of 'file.txt'", "gsiftp://"],
+    );
     // The jsdl-hpcpa prefix is used without an xmlns declaration: not well-formed.
     refused("jsdl/gridway-HPCProfileExample.jsdl", Format::Jsdl, 22, &["jsdl-hpcpa"]);
     // Declared, the same document imports up to its gsiftp staging.
@@ -169,7 +200,10 @@ fn jsdl_gridway_examples_are_refused_with_the_reason() {
 fn xrsl_arc_examples() {
     let h = one("xrsl/arc-helloworld.xrsl", Format::Xrsl);
     assert_eq!(h.name, "Hello World");
-    assert_eq!((h.executable.as_str(), h.arguments.as_slice()), ("/bin/echo", &["Hello World".to_string()][..]));
+    assert_eq!(
+        (h.executable.as_str(), h.arguments.as_slice()),
+        ("/bin/echo", &["Hello World".to_string()][..])
+    );
     assert_eq!(h.stdout.as_deref(), Some("std.out"));
     assert_eq!(h.stderr.as_deref(), Some("std.out"), "join = yes");
     assert_eq!(h.cputime.as_deref(), Some("1m"), "cputime = 1: minutes");
@@ -179,7 +213,12 @@ fn xrsl_arc_examples() {
         Some(r#"(QUEUE_NAME = "q1" | QUEUE_NAME = "q2") & (HAS_SOFTWARE("APPS/A-1.0") | HAS_SOFTWARE("APPS/A-1.1"))"#)
     );
     assert_eq!(a.arguments, ["Hello world!"]);
-    refused("xrsl/err-rte-options.xrsl", Format::Xrsl, 1, &["runTimeEnvironment", "options", "RTE-1.2.3"]);
+    refused(
+        "xrsl/err-rte-options.xrsl",
+        Format::Xrsl,
+        1,
+        &["runTimeEnvironment", "options", "RTE-1.2.3"],
+    );
     let mixed = "&(executable=/bin/true)(|(queue=a)(opsys=b))";
     let e = convert(mixed, Format::Xrsl, &opts("x", None)).unwrap_err();
     assert!(e.message.contains("one attribute"), "{e}");
@@ -221,7 +260,11 @@ fn gt2_rsl_examples() {
     let d = one("rsl/duroc-multirequest.rsl", Format::Rsl);
     assert_eq!(d.runner, Runner::Coupled);
     assert_eq!(procs(&d), [2, 3]);
-    assert_eq!(d.components[0].site.as_deref(), Some("grid1"), "resourceManagerContact names site grid1");
+    assert_eq!(
+        d.components[0].site.as_deref(),
+        Some("grid1"),
+        "resourceManagerContact names site grid1"
+    );
     assert_eq!(d.components[1].site, None);
     assert_eq!(d.components[1].label.as_deref(), Some("subjob 1"));
     refused("rsl/err-gass-executable.rsl", Format::Rsl, 1, &["executable", "GLOBUSRUN_GASS_URL"]);

@@ -1,8 +1,8 @@
-//! OGF JSDL 1.0 (GFD.56) with the POSIX Application extension and the HPC Profile
-//! Application extension (GFD.111), read with roxmltree (namespaces, positions, entities,
-//! CDATA; DTDs are refused).
+//! OGF JSDL 1.0 (GFD.56) with the POSIX Application extension, the HPC Profile Application
+//! extension (GFD.111) and the SPMD Application extension (GFD.115, in `spmd`), read with
+//! roxmltree (namespaces, positions, entities, CDATA; DTDs are refused).
 //!
-//! Every element must be in the JSDL, JSDL-POSIX or JSDL-HPCPA namespace and known there;
+//! Every element must be in the JSDL, JSDL-POSIX, JSDL-HPCPA or JSDL-SPMD namespace and known there;
 //! each maps onto the native description or is an error naming it and its line. Attributes
 //! of the XML Schema instance namespace (`xsi:schemaLocation`) are accepted; other foreign
 //! attributes are errors.
