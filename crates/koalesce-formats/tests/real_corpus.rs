@@ -269,3 +269,51 @@ fn gt2_rsl_examples() {
     assert_eq!(d.components[1].label.as_deref(), Some("subjob 1"));
     refused("rsl/err-gass-executable.rsl", Format::Rsl, 1, &["executable", "GLOBUSRUN_GASS_URL"]);
 }
+
+#[test]
+fn arc_jsdl_variants() {
+    let s = one("jsdl/arc-jsdl_simple.jsdl", Format::Jsdl);
+    assert_eq!((s.name.as_str(), s.executable.as_str()), ("TEST", "/bin/true"));
+    assert_eq!(procs(&s), [1]);
+    // ARC's client staging example: a file:// source from the client cannot be staged.
+    refused(
+        "jsdl/arc-jsdl_stage.jsdl",
+        Format::Jsdl,
+        23,
+        &["jsdl:Source of 'inputdir1/inputfile2'", "file://"],
+    );
+    // Without it: a bare URI is a catalogue name; DataStaging with neither Source nor Target
+    // (ARC writes these for stdout and stderr) is an output kept with the job.
+    let text = read("jsdl/arc-jsdl_stage.jsdl").replace("file://./inputfile2", "sets/inputfile2");
+    let j = convert(&text, Format::Jsdl, &opts("x", None)).unwrap().pop().unwrap();
+    assert_eq!((j.stdout.as_deref(), j.stderr.as_deref()), (Some("out.txt"), Some("err.txt")));
+    let ins: Vec<(&str, &str)> = j.inputs.iter().map(|i| (i.file.as_str(), i.local_name())).collect();
+    assert_eq!(ins, [("inputfile1", "inputfile1"), ("sets/inputfile2", "inputdir1/inputfile2")]);
+    let outs: Vec<(&str, Option<&str>)> = j.outputs.iter().map(|o| (o.file.as_str(), o.to.as_deref())).collect();
+    assert_eq!(outs, [("out.txt", None), ("err.txt", None)]);
+    // ARC's QueueName (require="ne") and IsExecutable.
+    let q = one("jsdl/arc-queue-ne.jsdl", Format::Jsdl);
+    assert_eq!(q.requirements.as_deref(), Some(r#"(QUEUE_NAME != "q1") & (QUEUE_NAME = "long")"#));
+    assert_eq!(q.executable, "./executable");
+    assert!(q.inputs[0].executable);
+    assert_eq!(q.inputs[0].file, "bin/executable");
+    refused("jsdl/err-arc-urioption.jsdl", Format::Jsdl, 14, &["jsdl:URIOption", "threads=5"]);
+    let bad_require = read("jsdl/arc-queue-ne.jsdl").replace("require=\"ne\"", "require=\"gt\"");
+    let e = convert(&bad_require, Format::Jsdl, &opts("x", None)).unwrap_err();
+    assert!(e.message.contains("jsdl:QueueName@require 'gt'"), "{e}");
+}
+
+#[test]
+fn jsdl_filesystemname_as_gfd56_spells_it() {
+    // GFD.56 §6.3.2: DataStaging/FilesystemName.
+    let text = read("jsdl/arc-jsdl_simple.jsdl").replace(
+        "</JobDescription>",
+        "<Resources><FileSystem name=\"SCRATCH\"/></Resources><DataStaging><FileName>in.dat</FileName><FilesystemName>SCRATCH</FilesystemName><CreationFlag>overwrite</CreationFlag><Source><URI>koalesce:d/in.dat</URI></Source></DataStaging></JobDescription>",
+    );
+    let j = convert(&text, Format::Jsdl, &opts("x", None)).unwrap().pop().unwrap();
+    assert_eq!(j.inputs[0].file, "d/in.dat");
+    assert_eq!(j.inputs[0].local_name(), "in.dat");
+    let other = text.replace("<FilesystemName>SCRATCH", "<FilesystemName>PROJECTS");
+    let e = convert(&other, Format::Jsdl, &opts("x", None)).unwrap_err();
+    assert!(e.message.contains("PROJECTS"), "{e}");
+}

@@ -25,6 +25,9 @@ const FMT: Format = Format::Jsdl;
 pub const NS_JSDL: &str = "http://schemas.ggf.org/jsdl/2005/11/jsdl";
 pub const NS_POSIX: &str = "http://schemas.ggf.org/jsdl/2005/11/jsdl-posix";
 pub const NS_HPCPA: &str = "http://schemas.ggf.org/jsdl/2006/07/jsdl-hpcpa";
+/// NorduGrid ARC's JSDL extension (its nordugrid-jsdl.xsd); ARC's own parser also took
+/// some of its elements in the JSDL namespace (jsdl:QueueName, jsdl:URIOption).
+pub const NS_ARC: &str = "http://www.nordugrid.org/ws/schemas/jsdl-arc";
 /// The SPMD Application extension (GFD.115).
 pub const NS_SPMD: &str = "http://schemas.ogf.org/jsdl/2007/02/jsdl-spmd";
 const NS_XSI: &str = "http://www.w3.org/2001/XMLSchema-instance";
@@ -40,6 +43,7 @@ fn prefix_of(ns: Option<&str>) -> String {
         Some(NS_POSIX) => "jsdl-posix:".into(),
         Some(NS_HPCPA) => "jsdl-hpcpa:".into(),
         Some(NS_SPMD) => "jsdl-spmd:".into(),
+        Some(NS_ARC) => "jsdl-arc:".into(),
         Some(other) => format!("{{{other}}}"),
         None => String::new(),
     }
@@ -234,6 +238,18 @@ impl<'a> Reader<'a> {
     fn resources(&self, n: Node<'a, 'a>, out: &mut Resources) -> Result<(), FormatError> {
         self.attrs(n, &[])?;
         for k in self.elements(n)? {
+            // ARC's QueueName (jsdl-arc:, or jsdl: as ARC's parser also took it), with
+            // require="ne" for "not this queue".
+            if matches!(k.tag_name().namespace(), Some(NS_ARC | NS_JSDL)) && k.tag_name().name() == "QueueName" {
+                self.attrs(k, &["require"])?;
+                let op = match k.attribute("require").map(str::trim) {
+                    None | Some("eq") => "=",
+                    Some("ne") => "!=",
+                    Some(other) => return Err(self.err(k, format!("{}@require '{other}': only eq and ne apply to a queue name", qname(k)))),
+                };
+                out.req.add(format!("QUEUE_NAME {op} \"{}\"", self.text(k)?.replace('"', "")));
+                continue;
+            }
             if k.tag_name().namespace() != Some(NS_JSDL) {
                 return Err(self.unknown(k));
             }
@@ -476,10 +492,14 @@ pub fn convert(text: &str, name_hint: Option<&str>) -> Result<JobDescription, Fo
         rd.attrs(s, &["name"])?;
         let (mut file, mut source, mut target) = (None, None, None);
         let mut fs_name: Option<String> = None;
+        let mut is_exec = false;
         for d in rd.elements(s)? {
             match (d.tag_name().namespace(), d.tag_name().name()) {
                 (Some(NS_JSDL), "FileName") => file = Some((subst(&rd.text(d)?), d)),
-                (Some(NS_JSDL), "FileSystemName") => fs_name = Some(rd.text(d)?),
+                // GFD.56 §6.3.2 spells it FilesystemName; FileSystemName is taken too.
+                (Some(NS_JSDL), "FilesystemName" | "FileSystemName") => fs_name = Some(rd.text(d)?),
+                // ARC's extension: the staged file is a program.
+                (Some(NS_ARC), "IsExecutable") => is_exec = rd.boolean(d)?,
                 (Some(NS_JSDL), "CreationFlag") => {
                     let f = rd.text(d)?;
                     if !matches!(f.as_str(), "overwrite" | "dontOverwrite" | "append") {
@@ -494,6 +514,16 @@ pub fn convert(text: &str, name_hint: Option<&str>) -> Result<JobDescription, Fo
                 (Some(NS_JSDL), "Source" | "Target") => {
                     let mut uri = None;
                     for u in rd.elements(d)? {
+                        if matches!(u.tag_name().namespace(), Some(NS_JSDL | NS_ARC)) && u.tag_name().name() == "URIOption" {
+                            return Err(rd.err(
+                                u,
+                                format!(
+                                    "{} '{}': ARC's transfer options cannot be honoured (koalesce moves files itself)",
+                                    qname(u),
+                                    rd.text(u)?
+                                ),
+                            ));
+                        }
                         if !rd.is(u, NS_JSDL, "URI") {
                             return Err(rd.unknown(u));
                         }
@@ -520,7 +550,20 @@ pub fn convert(text: &str, name_hint: Option<&str>) -> Result<JobDescription, Fo
         }
         let local = relative_name("jsdl:FileName", &local_path(&file)).map_err(|m| rd.err(fnode, m))?;
         if source.is_none() && target.is_none() {
-            return Err(rd.err(s, format!("jsdl:DataStaging of '{local}' has neither a Source nor a Target")));
+            // GFD.56 §6.3 makes Source and Target optional; a file with neither is one the job
+            // makes. ARC (whose client writes these for stdout and stderr) keeps it for the
+            // user to fetch: an output kept with the job (`<job-id>/name`), as xRSL's
+            // outputFiles ("name" "").
+            job.outputs.push(OutputFile {
+                file: local.clone(),
+                to: None,
+            });
+        }
+        if is_exec && source.is_none() {
+            return Err(rd.err(
+                s,
+                format!("jsdl-arc:IsExecutable of '{local}': only a staged-in file can be marked executable"),
+            ));
         }
         if let Some((uri, node)) = source {
             let logical = match locate(&uri).map_err(|m| rd.err(node, format!("jsdl:Source of '{local}': {m}")))? {
@@ -536,7 +579,7 @@ pub fn convert(text: &str, name_hint: Option<&str>) -> Result<JobDescription, Fo
                 return Err(rd.err(s, format!("'{local}' is staged in twice")));
             }
             staged_names.push(local.clone());
-            job.inputs.push(staged(&logical, Some(&local), false));
+            job.inputs.push(staged(&logical, Some(&local), is_exec));
         }
         if let Some((uri, node)) = target {
             let to = match locate(&uri).map_err(|m| rd.err(node, format!("jsdl:Target of '{local}': {m}")))? {
