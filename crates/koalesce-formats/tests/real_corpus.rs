@@ -317,3 +317,32 @@ fn jsdl_filesystemname_as_gfd56_spells_it() {
     let e = convert(&other, Format::Jsdl, &opts("x", None)).unwrap_err();
     assert!(e.message.contains("PROJECTS"), "{e}");
 }
+
+#[test]
+fn gfd56_gnuplot_example() {
+    let j = one("jsdl/gfd56-gnuplot.jsdl", Format::Jsdl);
+    assert_eq!(j.name, "My Gnuplot invocation");
+    assert_eq!(j.executable, "/usr/local/bin/gnuplot");
+    assert_eq!(j.arguments, ["control.txt"]);
+    assert_eq!((j.stdin.as_deref(), j.stdout.as_deref()), (Some("input.dat"), Some("output1.png")));
+    // IndividualPhysicalMemory is bytes: 2097152.0 is 2 MiB for the one processor.
+    assert_eq!(j.memory.as_deref(), Some("2M"));
+    // TotalCPUCount Exact 1.0: one processor, not a flexible request.
+    assert_eq!(procs(&j), [1]);
+    assert_eq!((j.flexible.as_ref(), j.runner), (None, Runner::Independent));
+    let ins: Vec<&str> = j.inputs.iter().map(|i| i.file.as_str()).collect();
+    assert_eq!(ins, ["~me/control.txt", "pub/input.dat"]);
+    assert_eq!(j.outputs[0].to.as_deref(), Some("results/output1.png"));
+    // The spec's own http:// source is refused, naming the staging element and file.
+    let http = read("jsdl/gfd56-gnuplot.jsdl").replace("koalesce:pub/input.dat", "http://www.example.org/pub/input.dat");
+    let e = convert(&http, Format::Jsdl, &opts("x", None)).unwrap_err();
+    assert_eq!(e.line, Some(43));
+    assert!(
+        e.message.contains("jsdl:Source of 'input.dat'") && e.message.contains("http://"),
+        "{e}"
+    );
+    // Two CPUs in all stay a flexible request.
+    let two = read("jsdl/gfd56-gnuplot.jsdl").replace("<jsdl:Exact>1.0</jsdl:Exact>", "<jsdl:Exact>2</jsdl:Exact>");
+    let j2 = convert(&two, Format::Jsdl, &opts("x", None)).unwrap().pop().unwrap();
+    assert_eq!(j2.flexible.map(|f| f.total), Some(2));
+}

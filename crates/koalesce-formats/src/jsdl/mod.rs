@@ -617,6 +617,9 @@ pub fn convert(text: &str, name_hint: Option<&str>) -> Result<JobDescription, Fo
         spmd::components(&rd, sp, &res, &mut job)?;
     } else {
         match (i, t, r) {
+            // One CPU in all (GFD.56's own gnuplot example says TotalCPUCount Exact 1.0):
+            // one processor, nothing to split.
+            (None, Some(1), None) => job.components = comps(1, 1)?,
             (None, Some(total), None) => {
                 job.flexible = Some(FlexibleDescription {
                     total: u32::try_from(total).map_err(|_| count_err(format!("TotalCPUCount {total} is too large")))?,
