@@ -136,3 +136,26 @@ fn malformed_lines_name_their_line_and_field() {
     let e = parse(&with(first_job, &bad)).unwrap_err().to_string();
     assert!(e.contains("test.swf") && e.contains(&(first_job + 1).to_string()), "{e}");
 }
+
+#[test]
+fn sandia_ross_header_without_blank_after_semicolon() {
+    // Sandia-Ross writes ";MaxNodes: 1524" and ";Computer: ...".
+    let t = parse(&data("Sandia-Ross-2001-1.1-cln.head.swf")).unwrap();
+    assert_eq!((t.max_procs, t.max_nodes), (Some(1524), Some(1524)));
+    assert_eq!(t.unix_start_time, Some(1_007_061_086));
+    assert_eq!(t.header_value("Computer"), Some("Compaq DS10L 1U servers"));
+    assert_eq!(t.records.len(), 3);
+    let r = &t.records[1];
+    assert_eq!((r.run_s, r.allocated_procs, r.avg_cpu_s, r.used_memory_kb), (11, 210, 9.0, 3296.0));
+    assert_eq!((r.requested_procs, r.requested_time_s, r.status, r.partition), (210, 600, 0, 2));
+}
+
+#[test]
+fn sdsc_paragon_node_count_with_a_remark() {
+    let t = parse(&data("SDSC-Par-1996-3.1-cln.head.swf")).unwrap();
+    // "; MaxNodes: 400 (48 interactive, 352 batch, 6 service, 10 I/O)"
+    assert_eq!((t.max_procs, t.max_nodes), (Some(400), Some(400)));
+    assert_eq!(t.header_value("Computer"), Some("Intel Paragon"));
+    assert_eq!(t.records[2].submit_s, 251_072);
+    assert_eq!(t.records[2].queue, 25);
+}
