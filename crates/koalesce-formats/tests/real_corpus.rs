@@ -3,7 +3,7 @@
 //! an error naming the element or attribute, its line, and why.
 
 use koalesce_api::{JobDescription, Runner};
-use koalesce_formats::{convert, detect, Format, FormatError, Options, TaskContext};
+use koalesce_formats::{convert, decode, detect, Format, FormatError, Options, TaskContext};
 
 fn read(path: &str) -> String {
     std::fs::read_to_string(format!("{}/tests/data/real/{path}", env!("CARGO_MANIFEST_DIR"))).unwrap()
@@ -345,4 +345,33 @@ fn gfd56_gnuplot_example() {
     let two = read("jsdl/gfd56-gnuplot.jsdl").replace("<jsdl:Exact>1.0</jsdl:Exact>", "<jsdl:Exact>2</jsdl:Exact>");
     let j2 = convert(&two, Format::Jsdl, &opts("x", None)).unwrap().pop().unwrap();
     assert_eq!(j2.flexible.map(|f| f.total), Some(2));
+}
+
+#[test]
+fn windows_encodings_byte_order_marks_and_utf16() {
+    // ARC's JSDL saved as UTF-16 (little and big endian, with a byte-order mark).
+    let text = read("jsdl/arc-jsdl_simple.jsdl");
+    let units: Vec<u16> = text.encode_utf16().collect();
+    let mut le = vec![0xFF, 0xFE];
+    let mut be = vec![0xFE, 0xFF];
+    for u in &units {
+        le.extend(u.to_le_bytes());
+        be.extend(u.to_be_bytes());
+    }
+    for bytes in [le, be] {
+        let decoded = decode(&bytes).unwrap();
+        assert_eq!(decoded, text);
+        assert_eq!(detect(&decoded), Format::Jsdl);
+    }
+    // A GridWay template with a UTF-8 byte-order mark is still a template.
+    let jt = format!("\u{feff}{}", read("jt/gridway-ls.jt"));
+    assert_eq!(decode(jt.as_bytes()).unwrap(), read("jt/gridway-ls.jt"));
+    assert_eq!(detect(&jt), Format::GridWay, "the mark must not hide the first keyword");
+    let j = convert(&jt, Format::GridWay, &opts("x", None)).unwrap().pop().unwrap();
+    assert_eq!(j.executable, "/bin/ls");
+    // Latin-1 is refused, naming the line and the byte.
+    let e = decode(b"EXECUTABLE = /bin/ls\nARGUMENTS = caf\xe9\n").unwrap_err();
+    assert!(e.contains("line 2") && e.contains("0xe9"), "{e}");
+    assert!(decode(&[0xFF, 0xFE, 0x41]).is_err(), "odd UTF-16 length");
+    assert!(decode(&[0xFF, 0xFE, 0x00, 0xD8]).is_err(), "a lone surrogate");
 }
