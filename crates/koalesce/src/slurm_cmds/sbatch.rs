@@ -262,15 +262,30 @@ pub fn directives(script: &str) -> SResult<Vec<String>> {
         if !rest.is_empty() && !rest.starts_with(char::is_whitespace) {
             continue;
         }
-        // A comment after the options (" # ...") is not an option.
-        let rest = match rest.find(" #") {
-            Some(i) => &rest[..i],
-            None => rest,
-        };
+        // A comment after the options (" # ...", outside quotes) is not an option.
+        let rest = strip_trailing_comment(rest);
         let words = shlex::split(rest).ok_or_else(|| SlurmError::msg(format!("line {}: cannot parse #SBATCH directive: {t}", n + 1)))?;
         out.extend(words);
     }
     Ok(out)
+}
+
+/// The options of a `#SBATCH` line without a trailing `# comment`: a `#` after a blank and
+/// outside quotes starts one (`--job-name="run #1"` keeps its `#`).
+fn strip_trailing_comment(rest: &str) -> &str {
+    let mut quote: Option<char> = None;
+    let mut prev_blank = false;
+    for (i, c) in rest.char_indices() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'') => quote = Some(c),
+            (None, '#') if prev_blank => return &rest[..i],
+            _ => {}
+        }
+        prev_blank = c.is_whitespace();
+    }
+    rest
 }
 
 fn refuse(what: &str, why: &str) -> SlurmError {

@@ -68,3 +68,13 @@ fn refusals_name_the_option() {
     let e = describe_file("unknown-option.sh").unwrap_err();
     assert!(e.message.contains("--hint"), "{}", e.message);
 }
+
+#[test]
+fn a_hash_inside_quotes_is_not_a_comment() {
+    let d = describe_file("quoted-hash.sh").unwrap();
+    assert_eq!(d.name, "run #1");
+    assert_eq!(d.components[0].processors, 6, "2 tasks × 3 CPUs from one line");
+    assert_eq!(d.walltime.as_deref(), Some("172800s"), "2-00:00:00");
+    // --mem=4GB (as many centres write it) per node over 6 CPUs.
+    assert_eq!(d.memory.as_deref(), Some(format!("{}K", (4u64 << 20).div_ceil(6)).as_str()));
+}
