@@ -84,7 +84,7 @@ impl std::str::FromStr for Format {
 pub fn decode(bytes: &[u8]) -> Result<String, String> {
     let utf16 = |be: bool| -> Result<String, String> {
         let body = &bytes[2..];
-        if body.len() % 2 != 0 {
+        if !body.len().is_multiple_of(2) {
             return Err("UTF-16 text with an odd number of bytes".into());
         }
         let units = body.chunks_exact(2).map(|c| {

@@ -43,7 +43,7 @@ impl<'a> Spmd<'a> {
                 return Ok(None);
             }
             match t.parse::<u64>() {
-                Ok(n) if n >= 1 && n <= MAX_PROCESSES => Ok(Some(n)),
+                Ok(n) if (1..=MAX_PROCESSES).contains(&n) => Ok(Some(n)),
                 _ => Err(rd.err(e, format!("{}: '{t}' is not a whole number from 1 to {MAX_PROCESSES}", qname(e)))),
             }
         };
