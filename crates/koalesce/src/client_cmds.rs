@@ -238,6 +238,28 @@ mod tests {
                 ..
             })
         ));
+        assert!(matches!(
+            parse(&["logs", "g7", "--stderr"]),
+            ClientCommand::Logs(logs::LogsArgs {
+                id: crate::federation_cmds::JobRef::Grid(7),
+                stderr: true,
+                ..
+            })
+        ));
+        assert!(matches!(
+            parse(&["cancel", "g7"]),
+            ClientCommand::Cancel(CancelArgs {
+                id: crate::federation_cmds::JobRef::Grid(7),
+                ..
+            })
+        ));
+        assert!(matches!(
+            parse(&["cancel", "7"]),
+            ClientCommand::Cancel(CancelArgs {
+                id: crate::federation_cmds::JobRef::Job(7),
+                ..
+            })
+        ));
         assert!(TestCli::try_parse_from(["koalesce", "status", "g"]).is_err());
         assert!(TestCli::try_parse_from(["koalesce", "status", "-3"]).is_err());
         assert!(TestCli::try_parse_from(["koalesce", "jobs", "--state", "bogus"]).is_err());

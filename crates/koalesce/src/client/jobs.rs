@@ -358,9 +358,10 @@ pub fn next_backoff(d: Duration) -> Duration {
 /// Arguments of `koalesce cancel`.
 #[derive(Debug, Args)]
 pub struct CancelArgs {
-    /// Job id.
+    /// Job id, or `g<N>` for grid job N (cancelled wherever it is: waiting, here, or at the
+    /// peer it migrated to).
     #[arg(value_name = "ID")]
-    pub id: u64,
+    pub id: crate::federation_cmds::JobRef,
     /// `--json`: the server's answer (the job summary).
     #[command(flatten)]
     pub output: OutputArgs,
@@ -370,12 +371,16 @@ pub struct CancelArgs {
 
 impl CancelArgs {
     pub fn run(self) -> anyhow::Result<ExitCode> {
-        let v = self.conn.client().cancel_json(self.id)?;
+        let id = match self.id {
+            crate::federation_cmds::JobRef::Job(id) => id,
+            crate::federation_cmds::JobRef::Grid(g) => return crate::federation_cmds::grid_cancel(&self.conn.client(), g, self.output),
+        };
+        let v = self.conn.client().cancel_json(id)?;
         Output::from(self.output).print(&v, || {
             let state = v.get("state").and_then(|s| s.as_str()).unwrap_or("cancelled");
             match v.get("bag").and_then(|b| serde_json::from_value::<api::BagStatus>(b.clone()).ok()) {
-                Some(b) => Ok(format!("bag {} {}: {}\n", self.id, format::escape(state), format::bag_progress(&b))),
-                None => Ok(format!("job {} {}\n", self.id, format::escape(state))),
+                Some(b) => Ok(format!("bag {id} {}: {}\n", format::escape(state), format::bag_progress(&b))),
+                None => Ok(format!("job {id} {}\n", format::escape(state))),
             }
         })?;
         Ok(ExitCode::SUCCESS)

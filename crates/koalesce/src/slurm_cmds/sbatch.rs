@@ -171,8 +171,10 @@ pub fn run(args: &[String], conn: impl FnOnce() -> SResult<Client>) -> SResult<E
     let env: Vec<(String, String)> = std::env::vars().collect();
     let desc = describe(&opts, &script_text, &script_name, &script_args, &submit_dir, &env, &sites)?;
     let toml_text = toml::to_string(&desc).map_err(|e| SlurmError::msg(format!("cannot write the job description: {e}")))?;
-    // Holds and arrays are submission options of the API (the description has no field).
-    let client = client.with_submit_options(opts.hold, None, opts.array.as_deref());
+    // Holds, arrays and dependencies on one task of an array are submission options of the API
+    // (the description has no field for them).
+    let task_deps = opts.dependency.as_deref().and_then(task_dependencies);
+    let client = client.with_submit_options(opts.hold, task_deps.as_deref(), opts.array.as_deref());
     let id = client
         .submit(&toml_text)
         .map_err(|e| SlurmError::msg(format!("Batch job submission failed: {e:#}")))?;
@@ -512,7 +514,8 @@ fn apply_dependency(desc: &mut JobDescription, dep: &str) -> SResult<()> {
             "Job dependency problem: {e}\nBatch job submission failed: Job dependency problem"
         ))
     })?;
-    for d in list {
+    // `<array>_<task>` goes as the API's `dependency` parameter (task_dependencies).
+    for d in list.into_iter().filter(|d| d.task.is_none()) {
         let v = match d.kind {
             DependencyKind::After => &mut desc.after,
             DependencyKind::AfterAny => &mut desc.afterany,
@@ -522,6 +525,14 @@ fn apply_dependency(desc: &mut JobDescription, dep: &str) -> SResult<()> {
         v.push(d.job.0);
     }
     Ok(())
+}
+
+/// The `<array>_<task>` items of `--dependency` (Slurm's dependency on one task of an array),
+/// which the description's `after*` fields (job ids) cannot hold; `None` when there are none.
+fn task_dependencies(dep: &str) -> Option<String> {
+    let list = koalesce_api::jobdesc::parse_dependency_list(dep).ok()?;
+    let items: Vec<String> = list.iter().filter(|d| d.task.is_some()).map(|d| d.to_string()).collect();
+    (!items.is_empty()).then(|| items.join(","))
 }
 
 /// `-p`: one site (the component's site), several sites (a REQUIREMENTS expression over
@@ -750,6 +761,14 @@ mod tests {
         let s = "#!/bin/sh\ntrue\n";
         let d = describe_script(s, &["--dependency=afterok:3:4,afterany:5", "--array=1-3"]).unwrap();
         assert_eq!((d.afterok.as_slice(), d.afterany.as_slice()), (&[3, 4][..], &[5][..]));
+        // One task of an array: not a field (the API's `dependency` parameter carries it).
+        let d = describe_script(s, &["--dependency=afterok:3_0:4,afterany:5_2"]).unwrap();
+        assert_eq!((d.afterok.as_slice(), d.afterany.as_slice()), (&[4][..], &[][..]));
+        assert_eq!(
+            task_dependencies("afterok:3_0:4,afterany:5_2").as_deref(),
+            Some("afterok:3_0,afterany:5_2")
+        );
+        assert_eq!(task_dependencies("afterok:3"), None);
     }
 
     #[test]

@@ -328,7 +328,9 @@ mod tests {
         assert_eq!((beta.name.as_str(), beta.kind.as_str(), beta.processors), ("beta", "slurm", 64));
         assert_eq!(beta.slurm.conf, Path::new("/tmp/bed/beta/slurm.conf"));
         assert_eq!(beta.slurm.partition, "debug");
-        beta.slurm.validate("beta").unwrap();
+        // The whole file is a configuration the server accepts ([sites.slurm] checks included).
+        let cfg: koalesce_server::ServerConfig = toml::from_str(&text).unwrap();
+        cfg.validate().unwrap();
         assert!(text.contains("[[sites]]") && text.contains("[sites.slurm]"), "{text}");
     }
 }

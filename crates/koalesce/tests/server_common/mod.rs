@@ -1,6 +1,6 @@
-//! What the `koalesce server` end-to-end tests (server_e2e, server_crash, server_bad_input)
-//! share: a real server child on a temporary data dir that survives restarts, raw HTTP
-//! requests, job submission and waiting, and the CLI run as a client.
+//! What the `koalesce server` end-to-end tests (server_e2e, server_crash, server_bad_input,
+//! stage_out_crash) share: a real server child on a temporary data dir that survives restarts,
+//! raw HTTP requests, job submission and waiting, and the CLI run as a client.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -46,6 +46,8 @@ pub struct TestServer {
     pub starts: u32,
     /// Restart on the same port (so clients keep their URL); None: let the server pick.
     pub port: Option<u16>,
+    /// Extra environment of the server process (failure injection).
+    pub env: Vec<(&'static str, PathBuf)>,
 }
 
 impl TestServer {
@@ -78,6 +80,7 @@ impl TestServer {
             url: String::new(),
             starts: 0,
             port: None,
+            env: Vec::new(),
         }
     }
 
@@ -134,6 +137,7 @@ impl TestServer {
             .arg(format!("127.0.0.1:{}", self.port.unwrap_or(0)))
             .arg("--config")
             .arg(&self.config)
+            .envs(self.env.iter().map(|(k, v)| (*k, v.as_os_str())))
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
