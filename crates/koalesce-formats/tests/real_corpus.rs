@@ -375,3 +375,24 @@ fn windows_encodings_byte_order_marks_and_utf16() {
     assert!(decode(&[0xFF, 0xFE, 0x41]).is_err(), "odd UTF-16 length");
     assert!(decode(&[0xFF, 0xFE, 0x00, 0xD8]).is_err(), "a lone surrogate");
 }
+
+#[test]
+fn gram_glidein_host_count() {
+    // As GRAM glidein services (Pegasus Corral, Condor-G globus_rsl) write it.
+    let j = one("rsl/glidein-hostcount.rsl", Format::Rsl);
+    assert_eq!(procs(&j), vec![1; 16], "count = 16 copies over hostCount = 2 hosts");
+    assert_eq!(j.runner, Runner::Independent);
+    assert_eq!(j.walltime.as_deref(), Some("120m"), "maxTime is minutes");
+    assert_eq!(j.memory.as_deref(), Some("950M"), "max_memory per process");
+    assert_eq!(j.requirements.as_deref(), Some(r#"QUEUE_NAME = "normal""#));
+    let text = read("rsl/glidein-hostcount.rsl");
+    for (h, bad) in [("17", "17 hosts for 16"), ("0", "0 hosts")] {
+        let e = convert(
+            &text.replace("hostCount=2", &format!("hostCount={h}")),
+            Format::Rsl,
+            &opts("x", None),
+        )
+        .unwrap_err();
+        assert!(e.message.starts_with("hostCount:") && e.message.contains(bad), "{e}");
+    }
+}
