@@ -310,6 +310,13 @@ pub fn describe(
              For instance: #!/bin/sh",
         ));
     }
+    // As Slurm's sbatch does: a script saved with CR LF would run "/bin/bash\r" and fail
+    // later with an obscure error; it is refused before anything is submitted.
+    if script.contains("\r\n") {
+        return Err(SlurmError::msg(
+            "Batch script contains DOS line breaks (\\r\\n)\ninstead of expected UNIX line breaks (\\n).",
+        ));
+    }
     if let Some(a) = &o.array {
         koalesce_api::jobdesc::parse_array(a).map_err(|e| SlurmError::msg(format!("Invalid job array specification: {e}")))?;
     }

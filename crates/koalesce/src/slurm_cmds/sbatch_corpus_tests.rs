@@ -54,10 +54,18 @@ fn mem_is_per_node() {
 }
 
 #[test]
-fn crlf_line_ends() {
-    let d = describe_file("crlf.sh").unwrap();
-    assert_eq!(d.name, "crlf");
-    assert_eq!(d.components[0].processors, 3);
+fn crlf_line_ends_are_refused_as_slurm_does() {
+    // The directives themselves read fine ...
+    let s = script("crlf.sh");
+    assert_eq!(directives(&s).unwrap(), ["--job-name=crlf", "--ntasks=3", "--time=10:00"]);
+    // ... but the script would run "/bin/bash\r": Slurm's sbatch refuses it, and so does this.
+    let e = describe_file("crlf.sh").unwrap_err();
+    assert!(e.message.contains("DOS line breaks"), "{}", e.message);
+    // The same script with UNIX line ends is taken.
+    let unix = s.replace("\r\n", "\n");
+    let o: SbatchArgs = parse_options("sbatch", &directives(&unix).unwrap()).unwrap();
+    let d = describe(&o, &unix, "crlf.sh", &[], Path::new("/home/u"), &[], &["vu".into()]).unwrap();
+    assert_eq!((d.name.as_str(), d.components[0].processors), ("crlf", 3));
     assert_eq!(d.walltime.as_deref(), Some("600s"), "10:00 is ten minutes");
 }
 
