@@ -186,7 +186,15 @@ fn jsdl_gridway_examples_are_refused_with_the_reason() {
         &["jsdl:Source of 'file.txt'", "gsiftp://"],
     );
     // The jsdl-hpcpa prefix is used without an xmlns declaration: not well-formed.
-    refused("jsdl/gridway-HPCProfileExample.jsdl", Format::Jsdl, 22, &["jsdl-hpcpa"]);
+    refused(
+        "jsdl/gridway-HPCProfileExample.jsdl",
+        Format::Jsdl,
+        22,
+        &[
+            "jsdl-hpcpa",
+            "declare xmlns:jsdl-hpcpa=\"http://schemas.ggf.org/jsdl/2006/07/jsdl-hpcpa\"",
+        ],
+    );
     // Declared, the same document imports up to its gsiftp staging.
     let fixed = read("jsdl/gridway-HPCProfileExample.jsdl").replace(
         "xmlns:xsi=",

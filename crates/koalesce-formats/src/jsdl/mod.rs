@@ -399,7 +399,19 @@ pub fn convert(text: &str, name_hint: Option<&str>) -> Result<JobDescription, Fo
     };
     let doc = Document::parse_with_options(text, opts).map_err(|e| {
         let p = e.pos();
-        FormatError::at(FMT, p.row as usize, Some(p.col as usize), format!("not well-formed XML: {e}"))
+        // An undeclared prefix of a JSDL namespace (GridWay's own HPCProfileExample.xml uses
+        // jsdl-hpcpa: without declaring it): say which declaration is missing.
+        let hint = match &e {
+            roxmltree::Error::UnknownNamespace(prefix, _) => match prefix.as_str() {
+                "jsdl" => format!(" (declare xmlns:jsdl=\"{NS_JSDL}\")"),
+                "jsdl-posix" => format!(" (declare xmlns:jsdl-posix=\"{NS_POSIX}\")"),
+                "jsdl-hpcpa" => format!(" (declare xmlns:jsdl-hpcpa=\"{NS_HPCPA}\")"),
+                "jsdl-spmd" => format!(" (declare xmlns:jsdl-spmd=\"{NS_SPMD}\")"),
+                _ => String::new(),
+            },
+            _ => String::new(),
+        };
+        FormatError::at(FMT, p.row as usize, Some(p.col as usize), format!("not well-formed XML: {e}{hint}"))
     })?;
     let rd = Reader { doc: &doc };
     let root = doc.root_element();
