@@ -13,7 +13,7 @@
 //! max_start_deviation = "1m"
 //! ```
 
-use koalesce_core::model::{BenchmarkRef, CoallocationMode, JobPreferences};
+use koalesce_core::model::{BenchmarkRef, CoallocationMode, JobPreferences, UnknownCoallocationMode};
 use serde::{Deserialize, Serialize};
 
 use crate::duration::parse_ms;
@@ -56,26 +56,23 @@ impl BrokerDescription {
     }
 
     /// The core's preferences; errors name the field (`broker.stage_in: ...`).
-    pub fn preferences(&self) -> Result<JobPreferences, String> {
-        let dur = |field: &str, v: &Option<String>| -> Result<Option<u64>, String> {
+    pub fn to_preferences(&self) -> Result<JobPreferences, BrokerFieldError> {
+        let dur = |field: &'static str, v: &Option<String>| -> Result<Option<u64>, BrokerFieldError> {
             v.as_deref()
-                .map(|s| parse_ms(s).map_err(|e| format!("field 'broker.{field}': {e}")))
+                .map(|s| parse_ms(s).map_err(|reason| BrokerFieldError::Duration { field, reason }))
                 .transpose()
         };
         let mut benchmarks = Vec::with_capacity(self.benchmarks.len());
-        for (i, b) in self.benchmarks.iter().enumerate() {
+        for (index, b) in self.benchmarks.iter().enumerate() {
             if b.name.trim().is_empty() {
-                return Err(format!("field 'broker.benchmarks[{i}].name': must not be empty"));
+                return Err(BrokerFieldError::EmptyBenchmarkName { index });
             }
             if !(b.score.is_finite() && b.score > 0.0) {
-                return Err(format!(
-                    "field 'broker.benchmarks[{i}].score': must be a positive number, not {}",
-                    b.score
-                ));
+                return Err(BrokerFieldError::BadBenchmarkScore { index, score: b.score });
             }
-            let time = parse_ms(&b.time).map_err(|e| format!("field 'broker.benchmarks[{i}].time': {e}"))?;
+            let time = parse_ms(&b.time).map_err(|reason| BrokerFieldError::BenchmarkTime { index, reason })?;
             if time == 0 {
-                return Err(format!("field 'broker.benchmarks[{i}].time': must be longer than 0"));
+                return Err(BrokerFieldError::ZeroBenchmarkTime { index });
             }
             benchmarks.push(BenchmarkRef {
                 name: b.name.clone(),
@@ -84,21 +81,17 @@ impl BrokerDescription {
             });
         }
         let coallocation = match &self.coallocation {
-            Some(c) => Some(
-                c.parse::<CoallocationMode>()
-                    .map_err(|e| format!("field 'broker.coallocation': {e}"))?,
-            ),
+            Some(c) => Some(c.parse::<CoallocationMode>()?),
             None => None,
         };
         let earliest = dur("earliest_start", &self.earliest_start)?;
         let latest = dur("latest_start", &self.latest_start)?;
         if let (Some(e), Some(l)) = (earliest, latest) {
             if l < e {
-                return Err(format!(
-                    "field 'broker.latest_start': {} is before earliest_start {}",
-                    self.latest_start.as_deref().unwrap_or_default(),
-                    self.earliest_start.as_deref().unwrap_or_default()
-                ));
+                return Err(BrokerFieldError::LatestBeforeEarliest {
+                    latest: self.latest_start.clone().unwrap_or_default(),
+                    earliest: self.earliest_start.clone().unwrap_or_default(),
+                });
             }
         }
         Ok(JobPreferences {
@@ -113,6 +106,37 @@ impl BrokerDescription {
             held_reservation: None,
         })
     }
+
+    /// [`Self::to_preferences`] with the error as its message, for `jobdesc`'s checks (whose
+    /// errors are still text: `DescriptionError::Invalid`).
+    pub(crate) fn preferences(&self) -> Result<JobPreferences, String> {
+        self.to_preferences().map_err(|e| e.to_string())
+    }
+}
+
+/// Why a `[broker]` table is refused; the message names the field.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BrokerFieldError {
+    #[error("field 'broker.{field}': {reason}")]
+    Duration {
+        field: &'static str,
+        reason: crate::duration::DurationError,
+    },
+    #[error("field 'broker.benchmarks[{index}].name': must not be empty")]
+    EmptyBenchmarkName { index: usize },
+    #[error("field 'broker.benchmarks[{index}].score': must be a positive number, not {score}")]
+    BadBenchmarkScore { index: usize, score: f64 },
+    #[error("field 'broker.benchmarks[{index}].time': {reason}")]
+    BenchmarkTime {
+        index: usize,
+        reason: crate::duration::DurationError,
+    },
+    #[error("field 'broker.benchmarks[{index}].time': must be longer than 0")]
+    ZeroBenchmarkTime { index: usize },
+    #[error("field 'broker.coallocation': {0}")]
+    Coallocation(#[from] UnknownCoallocationMode),
+    #[error("field 'broker.latest_start': {latest} is before earliest_start {earliest}")]
+    LatestBeforeEarliest { latest: String, earliest: String },
 }
 
 #[cfg(test)]
@@ -175,5 +199,29 @@ mod tests {
             assert!(e.contains(field), "{text}: {e}");
         }
         assert!(parse(r#"benchmark = []"#).unwrap_err().contains("benchmark"));
+    }
+
+    #[test]
+    fn errors_are_typed() {
+        let typed = |text: &str| toml::from_str::<BrokerDescription>(text).unwrap().to_preferences().unwrap_err();
+        assert_eq!(
+            typed(r#"benchmarks = [{ name = "x", score = -2.0, time = "1m" }]"#),
+            BrokerFieldError::BadBenchmarkScore { index: 0, score: -2.0 }
+        );
+        assert_eq!(
+            typed(r#"coallocation = "magic""#),
+            BrokerFieldError::Coallocation(UnknownCoallocationMode("magic".into()))
+        );
+        assert!(matches!(
+            typed(r#"max_start_deviation = "soon""#),
+            BrokerFieldError::Duration {
+                field: "max_start_deviation",
+                ..
+            }
+        ));
+        assert_eq!(
+            typed(r#"coallocation = "magic""#).to_string(),
+            "field 'broker.coallocation': unknown co-allocation mode 'magic' (expected claiming or reservations)"
+        );
     }
 }

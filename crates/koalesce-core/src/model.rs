@@ -235,13 +235,18 @@ impl Priority {
     }
 }
 
+/// A priority name that is none of the four (the text given).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown priority '{0}' (expected super-high, high, low or super-low)")]
+pub struct UnknownPriority(pub String);
+
 impl std::str::FromStr for Priority {
-    type Err = String;
+    type Err = UnknownPriority;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Priority::ALL
             .into_iter()
             .find(|p| p.name() == s)
-            .ok_or_else(|| format!("unknown priority '{s}' (expected super-high, high, low or super-low)"))
+            .ok_or_else(|| UnknownPriority(s.to_string()))
     }
 }
 
@@ -306,14 +311,19 @@ impl fmt::Display for PolicyKind {
     }
 }
 
+/// A placement policy name the core does not implement (the text given).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown placement policy '{0}' (expected one of: wf, cf, cm, fcm, ttd, tts, gridway)")]
+pub struct UnknownPolicy(pub String);
+
 impl std::str::FromStr for PolicyKind {
-    type Err = String;
+    type Err = UnknownPolicy;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let lower = s.to_ascii_lowercase();
         PolicyKind::ALL
             .into_iter()
             .find(|p| p.name() == lower)
-            .ok_or_else(|| format!("unknown placement policy '{s}' (expected one of: wf, cf, cm, fcm, ttd, tts, gridway)"))
+            .ok_or_else(|| UnknownPolicy(s.to_string()))
     }
 }
 
@@ -479,13 +489,18 @@ impl CoallocationMode {
     }
 }
 
+/// A co-allocation mode that is neither `claiming` nor `reservations` (the text given).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown co-allocation mode '{0}' (expected claiming or reservations)")]
+pub struct UnknownCoallocationMode(pub String);
+
 impl std::str::FromStr for CoallocationMode {
-    type Err = String;
+    type Err = UnknownCoallocationMode;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.to_ascii_lowercase().as_str() {
             "claiming" => Ok(CoallocationMode::Claiming),
             "reservations" => Ok(CoallocationMode::Reservations),
-            _ => Err(format!("unknown co-allocation mode '{s}' (expected claiming or reservations)")),
+            _ => Err(UnknownCoallocationMode(s.to_string())),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The broker's ranking (001 §3.1) and co-allocation by reservations (001 §3.2) through the
 //! scheduler, with rankings computed by hand.
 
-use koalesce_core::broker::{Profile, QueueEstimate, FOREVER};
+use koalesce_core::broker::{PreferencesError, Profile, QueueEstimate, FOREVER};
 use koalesce_core::config::ScanInterval;
 use koalesce_core::model::{BenchmarkRef, CoallocationMode, JobPreferences, NetworkForecast, PolicyKind, ReplicaCatalogue, Site};
 use koalesce_core::state::{ComponentState, FailureReason};
@@ -197,15 +197,36 @@ fn bad_preferences_are_refused_naming_the_field() {
     }];
     let e = c.submit(0, spec.clone()).unwrap_err();
     assert!(
-        matches!(&e, SubmitError::InvalidPreferences { reason, .. } if reason.contains("benchmarks[0].reference_score")),
+        matches!(
+            &e,
+            SubmitError::InvalidPreferences {
+                reason: PreferencesError::BadReferenceScore { index: 0 },
+                ..
+            }
+        ),
         "{e}"
     );
+    assert!(e.to_string().contains("benchmarks[0].reference_score"), "{e}");
     spec.preferences = JobPreferences {
         earliest_start_ms: Some(10),
         latest_start_ms: Some(5),
         ..Default::default()
     };
-    assert!(c.submit(0, spec).unwrap_err().to_string().contains("latest_start_ms"));
+    let e = c.submit(0, spec).unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            SubmitError::InvalidPreferences {
+                reason: PreferencesError::LatestBeforeEarliest {
+                    earliest_ms: 10,
+                    latest_ms: 5
+                },
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("latest_start_ms"), "{e}");
 }
 
 fn reservations_job(sizes: &[u32], runtime_s: u64, latest_s: Option<u64>) -> JobSpec {

@@ -117,10 +117,53 @@ pub(crate) fn ended_state(name: &str) -> Option<JobState> {
     }
 }
 
+/// A dependency refused at submission (or at recovery), naming the dependency and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DependencyError {
+    /// No job with that id, or one of another user's.
+    #[error("dependency {dep}: job {} not found", dep.job)]
+    NotFound { dep: Dependency },
+    #[error("dependency {dep}: job {} is not an array", dep.job)]
+    NotAnArray { dep: Dependency },
+    #[error("dependency {dep}: array {} has no task {task}", dep.job)]
+    NoSuchTask { dep: Dependency, task: u64 },
+    /// The job (or task) was let go by the core a moment ago and is not yet stored as ended.
+    #[error("dependency {dep}: {} is ending right now; submit again", subject(dep))]
+    Ending { dep: Dependency },
+    /// The whole array `dep.job` is ending: some of its tasks are not yet stored as ended.
+    #[error("dependency {dep}: array {} is ending right now; submit again", dep.job)]
+    ArrayEnding { dep: Dependency },
+    /// The job (or task) ended in `state`, which can never satisfy it.
+    #[error("dependency {dep}: {} ended {state}, so it can never be satisfied", subject(dep))]
+    NeverSatisfied { dep: Dependency, state: &'static str },
+    /// The whole array ended in `state` (its tasks' tally in `tally`), which can never satisfy it.
+    #[error("dependency {dep}: array {} ended {state} ({tally}), so it can never be satisfied", dep.job)]
+    ArrayNeverSatisfied {
+        dep: Dependency,
+        state: &'static str,
+        tally: String,
+    },
+}
+
+/// What a dependency is on, in words: `job 7` or `task 2 of array 7`.
+fn subject(d: &Dependency) -> String {
+    match d.task {
+        Some(t) => format!("task {t} of array {}", d.job),
+        None => format!("job {}", d.job),
+    }
+}
+
+/// The message an API answer carries (`api::err` takes text).
+impl From<DependencyError> for String {
+    fn from(e: DependencyError) -> String {
+        e.to_string()
+    }
+}
+
 /// The gate of a job of `user` (`admin`: may depend on anyone's jobs) with `deps`: the
 /// dependencies on jobs the core knows, the others decided from `stored`. Refused, naming the
 /// dependency, when one names no (visible) job or can never be satisfied.
-pub fn gate(st: &State, stored: &StoredJobs, user: &str, admin: bool, deps: &[Dependency], hold: bool) -> Result<Gate, String> {
+pub fn gate(st: &State, stored: &StoredJobs, user: &str, admin: bool, deps: &[Dependency], hold: bool) -> Result<Gate, DependencyError> {
     gate_of_task(st, stored, user, admin, deps, hold, None)
 }
 
@@ -138,7 +181,7 @@ pub fn gate_of_task(
     deps: &[Dependency],
     hold: bool,
     array: Option<u64>,
-) -> Result<Gate, String> {
+) -> Result<Gate, DependencyError> {
     let mut after = Vec::new();
     for d in deps {
         let owner = st
@@ -147,7 +190,7 @@ pub fn gate_of_task(
             .map(|m| m.user.as_str())
             .or(stored.get(&d.job.0).map(|j| j.user.as_str()));
         if owner.is_none_or(|o| o != user && !admin) {
-            return Err(format!("dependency {d}: job {} not found", d.job));
+            return Err(DependencyError::NotFound { dep: *d });
         }
         let array_live = st.core.bag_progress(d.job).is_some();
         if array_live || (d.task.is_none() && st.core.job(d.job).is_some()) {
@@ -158,10 +201,10 @@ pub fn gate_of_task(
         if let Some(t) = d.task {
             // `<array>_<task>`: that task's stored state.
             let Some(a) = stored_array else {
-                return Err(format!("dependency {d}: job {} is not an array", d.job));
+                return Err(DependencyError::NotAnArray { dep: *d });
             };
             let Some((_, state)) = a.tasks.iter().find(|(index, _)| *index == Some(t)) else {
-                return Err(format!("dependency {d}: array {} has no task {t}", d.job));
+                return Err(DependencyError::NoSuchTask { dep: *d, task: t });
             };
             decide_ended(d, Some(state.as_str()))?;
             continue;
@@ -172,18 +215,17 @@ pub fn gate_of_task(
             .filter(|_| array != Some(d.job.0));
         if let Some(a) = whole {
             if a.tasks.iter().any(|(_, s)| ended_state(s).is_none()) {
-                return Err(format!("dependency {d}: array {} is ending right now; submit again", d.job));
+                return Err(DependencyError::ArrayEnding { dep: *d });
             }
             let progress = BagProgress::of_names(a.tasks.iter().map(|(_, s)| s.as_str()), a.needed);
             match d.kind.decided_by_bag(&progress) {
                 Some(true) => continue,
                 _ => {
-                    return Err(format!(
-                        "dependency {d}: array {} ended {} ({}), so it can never be satisfied",
-                        d.job,
-                        progress.state().name(),
-                        progress.describe()
-                    ))
+                    return Err(DependencyError::ArrayNeverSatisfied {
+                        dep: *d,
+                        state: progress.state().name(),
+                        tally: progress.describe(),
+                    })
                 }
             }
         }
@@ -194,16 +236,12 @@ pub fn gate_of_task(
 
 /// Decides `d` on a job (or task) the core let go, by its stored state name: satisfied, or
 /// refused naming why.
-fn decide_ended(d: &Dependency, stored_state: Option<&str>) -> Result<(), String> {
-    let job = match d.task {
-        Some(t) => format!("task {t} of array {}", d.job),
-        None => format!("job {}", d.job),
-    };
+fn decide_ended(d: &Dependency, stored_state: Option<&str>) -> Result<(), DependencyError> {
     match stored_state.and_then(ended_state).map(|s| (s, d.kind.decided_by(s))) {
         Some((_, Some(true))) => Ok(()),
-        Some((s, _)) => Err(format!("dependency {d}: {job} ended {}, so it can never be satisfied", s.name())),
+        Some((s, _)) => Err(DependencyError::NeverSatisfied { dep: *d, state: s.name() }),
         // Live in the store but no longer in the core: it ended a moment ago.
-        None => Err(format!("dependency {d}: {job} is ending right now; submit again")),
+        None => Err(DependencyError::Ending { dep: *d }),
     }
 }
 

@@ -230,12 +230,22 @@ pub fn find_output(components: impl IntoIterator<Item = (String, PathBuf)>, name
 
 /// SHA-256 and size of a file.
 pub fn checksum(path: &Path) -> io::Result<(String, u64)> {
-    let mut f = File::open(path)?;
+    checksum_open(&File::open(path)?)
+}
+
+/// SHA-256 and size of an open file, read from its start by position: its offset stays where
+/// it was (the file can still be copied from it afterwards).
+pub fn checksum_open(f: &File) -> io::Result<(String, u64)> {
+    use std::os::unix::fs::FileExt;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 16];
     let mut bytes = 0;
     loop {
-        let n = f.read(&mut buf)?;
+        let n = match f.read_at(&mut buf, bytes) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
         if n == 0 {
             break;
         }
@@ -297,25 +307,46 @@ pub enum Intact {
     Hashed(u64),
 }
 
+/// Why a replica is not what the catalogue says.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplicaError {
+    /// It cannot be read (gone, not a regular file, an I/O error).
+    #[error("{}: {error}", path.display())]
+    Unreadable { path: PathBuf, error: io::Error },
+    #[error("{}: {actual} bytes, the catalogue says {expected}", path.display())]
+    WrongSize { path: PathBuf, actual: u64, expected: u64 },
+    #[error("{}: content changed (sha256 {actual}, the catalogue says {expected})", path.display())]
+    ContentChanged { path: PathBuf, actual: String, expected: String },
+}
+
 /// Checks a replica: its size against the catalogue, then its content: hashed unless its
 /// size and modification time are those it had when last found intact, at most `rehash_ms`
 /// ago (the fast path).
-fn check_replica(path: &Path, sha256: &str, size: u64, rehash_ms: u64) -> Result<Intact, String> {
-    let before = stamp(path).map_err(|e| format!("{}: {e}", path.display()))?;
+fn check_replica(path: &Path, sha256: &str, size: u64, rehash_ms: u64) -> Result<Intact, ReplicaError> {
+    let unreadable = |error| ReplicaError::Unreadable {
+        path: path.to_path_buf(),
+        error,
+    };
+    let before = stamp(path).map_err(unreadable)?;
     if before.0 != size {
-        return Err(format!("{}: {} bytes, the catalogue says {size}", path.display(), before.0));
+        return Err(ReplicaError::WrongSize {
+            path: path.to_path_buf(),
+            actual: before.0,
+            expected: size,
+        });
     }
     let now = crate::now_ms();
     let known = verified().as_ref().and_then(|m| m.get(path).copied());
     if known.is_some_and(|(st, at)| st == before && now.saturating_sub(at) < rehash_ms) {
         return Ok(Intact::Unchanged);
     }
-    let (actual, bytes) = checksum(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let (actual, bytes) = checksum(path).map_err(unreadable)?;
     if bytes != size || actual != sha256 {
-        return Err(format!(
-            "{}: content changed (sha256 {actual}, the catalogue says {sha256})",
-            path.display()
-        ));
+        return Err(ReplicaError::ContentChanged {
+            path: path.to_path_buf(),
+            actual,
+            expected: sha256.to_string(),
+        });
     }
     verified()
         .get_or_insert_with(Default::default)
@@ -326,14 +357,14 @@ fn check_replica(path: &Path, sha256: &str, size: u64, rehash_ms: u64) -> Result
 /// Checks a replica before a job uses it: when its size and modification time are those it
 /// had when last found intact, it is taken as intact (fast path); otherwise (changed, or not
 /// checked since the server started) its SHA-256 is computed and compared with the catalogue.
-pub(crate) fn verify_replica(path: &Path, sha256: &str, size: u64) -> Result<(), String> {
+pub(crate) fn verify_replica(path: &Path, sha256: &str, size: u64) -> Result<(), ReplicaError> {
     check_replica(path, sha256, size, u64::MAX).map(|_| ())
 }
 
 /// The periodic re-check of a replica no job is using (see `crate::daemon::scrub`): as
 /// [`verify_replica`], and hashed in any case when its content was last hashed `rehash_ms`
 /// ago or more (a change that kept size and modification time: bit rot, a careless restore).
-pub fn scrub_replica(path: &Path, sha256: &str, size: u64, rehash_ms: u64) -> Result<Intact, String> {
+pub fn scrub_replica(path: &Path, sha256: &str, size: u64, rehash_ms: u64) -> Result<Intact, ReplicaError> {
     check_replica(path, sha256, size, rehash_ms)
 }
 
@@ -370,21 +401,37 @@ mod tests {
         let (sha, size) = checksum(&path).unwrap();
         let week = 7 * 86_400_000;
         assert_eq!(
-            scrub_replica(&path, &sha, size, week),
-            Ok(Intact::Hashed(size)),
+            scrub_replica(&path, &sha, size, week).unwrap(),
+            Intact::Hashed(size),
             "first look: hashed"
         );
-        assert_eq!(scrub_replica(&path, &sha, size, week), Ok(Intact::Unchanged), "fast path");
+        assert_eq!(scrub_replica(&path, &sha, size, week).unwrap(), Intact::Unchanged, "fast path");
         // Bit rot: same size, same modification time.
         put(b"rotted bytes", 1_000);
-        assert_eq!(scrub_replica(&path, &sha, size, week), Ok(Intact::Unchanged), "not due yet");
+        assert_eq!(scrub_replica(&path, &sha, size, week).unwrap(), Intact::Unchanged, "not due yet");
         let e = scrub_replica(&path, &sha, size, 0).unwrap_err();
-        assert!(e.contains("content changed"), "{e}");
+        assert!(
+            matches!(&e, ReplicaError::ContentChanged { expected, .. } if *expected == sha),
+            "{e}"
+        );
+        assert!(e.to_string().contains("content changed"), "{e}");
         // A change of modification time is hashed at once.
         put(b"intact bytes", 2_000);
-        assert_eq!(scrub_replica(&path, &sha, size, week), Ok(Intact::Hashed(size)));
+        assert_eq!(scrub_replica(&path, &sha, size, week).unwrap(), Intact::Hashed(size));
         put(b"other  bytes", 3_000);
         assert!(scrub_replica(&path, &sha, size, week).is_err());
         assert!(verify_replica(&path, &sha, size).is_err());
+        // A size other than the catalogue's, and a replica gone, name the path.
+        put(b"short", 4_000);
+        let e = verify_replica(&path, &sha, size).unwrap_err();
+        assert!(
+            matches!(e, ReplicaError::WrongSize { actual: 5, expected, .. } if expected == size),
+            "{e}"
+        );
+        assert_eq!(e.to_string(), format!("{}: 5 bytes, the catalogue says {size}", path.display()));
+        std::fs::remove_file(&path).unwrap();
+        let e = verify_replica(&path, &sha, size).unwrap_err();
+        assert!(matches!(e, ReplicaError::Unreadable { .. }), "{e}");
+        assert!(e.to_string().starts_with(&format!("{}: ", path.display())), "{e}");
     }
 }

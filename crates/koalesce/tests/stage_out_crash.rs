@@ -95,3 +95,62 @@ fn a_stage_out_interrupted_by_sigkill_is_redone_after_the_restart() {
     );
     assert_eq!(succeeded_count(&s), 2, "parent and child, each counted once");
 }
+
+/// A user right at their stored-bytes quota once a job's outputs are registered: the stage-out
+/// is interrupted by SIGKILL after the first (larger) output was registered, and the redo after
+/// the restart does not count that output a second time (same name, same checksum, same site),
+/// so both outputs end registered and nothing is refused.
+#[test]
+fn a_redone_stage_out_does_not_count_an_output_registered_before_the_crash_twice() {
+    let _g = serial();
+    // first.txt: 12 bytes, second.txt: 4 bytes; the quota is their sum. Counting first.txt
+    // twice (12 + 12) would go over it.
+    let mut s = TestServer::new(&format!("{}[quotas]\nmax_stored_bytes = 16\n", test_config(&[("alpha", 2)])));
+    let token = s.token("alice", false);
+    let hold = s.path().join("hold-stage-out");
+    let reached = s.path().join("hold-stage-out.reached");
+    std::fs::write(&hold, "").unwrap();
+    s.env.push(("KOALESCE_FAULT_STAGE_OUT_HOLD", hold.clone()));
+    s.start();
+    let parent = submit(
+        &s,
+        &token,
+        "name = \"parent\"\nexecutable = \"/bin/sh\"\narguments = [\"-c\", \"echo one one one > first.txt; echo two > second.txt\"]\n\
+         outputs = [\"first.txt\", \"second.txt\"]\n[[components]]\nprocessors = 1\n",
+    );
+    let t0 = Instant::now();
+    while !reached.exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the stage-out never reached the hold:\n{}",
+            s.log_tail()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    s.kill9();
+    std::fs::remove_file(&hold).unwrap();
+    s.start();
+    let p = wait_final(&s, &token, parent, Duration::from_secs(30));
+    assert_eq!(p["state"], "succeeded", "{p}");
+    assert!(p["failure"].is_null(), "nothing refused on the redo: {p}\n{}", s.log_tail());
+    let mut outputs: Vec<String> = p["outputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o.as_str().unwrap().to_string())
+        .collect();
+    outputs.sort();
+    assert_eq!(outputs, [format!("{parent}/first.txt"), format!("{parent}/second.txt")], "{p}");
+    // Exactly at the quota now: one byte more is refused.
+    let (code, body) = http(&s.url, "GET", "/api/v1/files", Some(&token), None, b"").unwrap();
+    assert_eq!(code, 200, "{body}");
+    let stored: u64 = json(&body)
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            f["size_bytes"].as_u64().unwrap_or_else(|| panic!("no size: {f}")) * f["replicas"].as_array().map_or(1, |r| r.len() as u64)
+        })
+        .sum();
+    assert_eq!(stored, 16, "{body}");
+}

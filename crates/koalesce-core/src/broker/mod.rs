@@ -28,22 +28,35 @@ pub use reservations::{
 
 use crate::model::JobPreferences;
 
+/// Why a job's preferences are refused; the message names the field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PreferencesError {
+    #[error("benchmarks[{index}].name must not be empty")]
+    EmptyBenchmarkName { index: usize },
+    #[error("benchmarks[{index}].reference_score must be a positive number")]
+    BadReferenceScore { index: usize },
+    #[error("benchmarks[{index}].reference_time_ms must be positive")]
+    ZeroReferenceTime { index: usize },
+    #[error("latest_start_ms {latest_ms} is before earliest_start_ms {earliest_ms}")]
+    LatestBeforeEarliest { earliest_ms: u64, latest_ms: u64 },
+}
+
 /// Checks a job's preferences; the error names the field.
-pub fn validate_preferences(p: &JobPreferences) -> Result<(), String> {
-    for (i, b) in p.benchmarks.iter().enumerate() {
+pub fn validate_preferences(p: &JobPreferences) -> Result<(), PreferencesError> {
+    for (index, b) in p.benchmarks.iter().enumerate() {
         if b.name.trim().is_empty() {
-            return Err(format!("benchmarks[{i}].name must not be empty"));
+            return Err(PreferencesError::EmptyBenchmarkName { index });
         }
         if !(b.reference_score.is_finite() && b.reference_score > 0.0) {
-            return Err(format!("benchmarks[{i}].reference_score must be a positive number"));
+            return Err(PreferencesError::BadReferenceScore { index });
         }
         if b.reference_time_ms == 0 {
-            return Err(format!("benchmarks[{i}].reference_time_ms must be positive"));
+            return Err(PreferencesError::ZeroReferenceTime { index });
         }
     }
-    if let (Some(e), Some(l)) = (p.earliest_start_ms, p.latest_start_ms) {
-        if l < e {
-            return Err(format!("latest_start_ms {l} is before earliest_start_ms {e}"));
+    if let (Some(earliest_ms), Some(latest_ms)) = (p.earliest_start_ms, p.latest_start_ms) {
+        if latest_ms < earliest_ms {
+            return Err(PreferencesError::LatestBeforeEarliest { earliest_ms, latest_ms });
         }
     }
     Ok(())

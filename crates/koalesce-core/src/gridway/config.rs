@@ -31,13 +31,18 @@ impl Queueing {
     }
 }
 
+/// A queueing name that is neither `koala` nor `gridway` (the text given).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown queueing '{0}' (expected koala or gridway)")]
+pub struct UnknownQueueing(pub String);
+
 impl std::str::FromStr for Queueing {
-    type Err = String;
+    type Err = UnknownQueueing;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.to_ascii_lowercase().as_str() {
             "koala" => Ok(Queueing::Koala),
             "gridway" => Ok(Queueing::Gridway),
-            _ => Err(format!("unknown queueing '{s}' (expected koala or gridway)")),
+            _ => Err(UnknownQueueing(s.to_string())),
         }
     }
 }

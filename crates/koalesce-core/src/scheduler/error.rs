@@ -48,7 +48,10 @@ pub enum SubmitError {
     #[error("job '{job}': min_components {min} is not in 1..={components}")]
     InvalidMinComponents { job: String, min: u32, components: usize },
     #[error("job '{job}': preferences: {reason}")]
-    InvalidPreferences { job: String, reason: String },
+    InvalidPreferences {
+        job: String,
+        reason: crate::broker::PreferencesError,
+    },
     #[error("job '{job}': {reason}")]
     Invalid { job: String, reason: String },
 }

@@ -169,7 +169,7 @@ enum NotLaunched {
         file: String,
         site: String,
         path: PathBuf,
-        reason: String,
+        reason: Box<crate::transfer::ReplicaError>,
     },
 }
 
@@ -222,7 +222,7 @@ fn submit_component(
                 file: i.file.clone(),
                 site: sub.site.clone(),
                 path: i.path.clone(),
-                reason,
+                reason: Box::new(reason),
             });
         }
     }

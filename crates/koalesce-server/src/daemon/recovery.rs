@@ -177,9 +177,9 @@ pub fn recover(config: &ServerConfig, store: &Store, sites: &[SiteHandle]) -> an
         let stored_deps = store.read(|c| crate::api_jobctl::stored_jobs(c, &meta.dependencies))?;
         let task_of = meta.array.map(|a| a.array_id);
         let submitted = crate::api_jobctl::gate_of_task(&st, &stored_deps, &meta.user, true, &meta.dependencies, snap.held, task_of)
-            .map_err(|reason| koalesce_core::SubmitError::Invalid {
+            .map_err(|e| koalesce_core::SubmitError::Invalid {
                 job: spec.name.clone(),
-                reason,
+                reason: e.to_string(),
             })
             .and_then(|gate| st.core.submit_gated(now, JobId(id), spec, gate));
         match submitted {

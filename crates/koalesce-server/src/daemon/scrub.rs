@@ -100,7 +100,7 @@ fn next_batch(shared: &Shared, cursor: Option<&(String, String)>) -> Vec<Replica
 
 /// Checks replicas in order until `budget` bytes were hashed: the replicas looked at, and the
 /// corrupt ones with why.
-fn check(batch: Vec<Replica>, budget: u64, rehash_ms: u64) -> (Vec<Replica>, Vec<(Replica, String)>) {
+fn check(batch: Vec<Replica>, budget: u64, rehash_ms: u64) -> (Vec<Replica>, Vec<(Replica, transfer::ReplicaError)>) {
     let (mut done, mut corrupt, mut hashed) = (Vec::new(), Vec::new(), 0u64);
     for r in batch {
         if hashed >= budget {

@@ -276,7 +276,8 @@ pub fn quarantine_replica(shared: &Shared, st: &mut State, name: &str, site: &st
 ///
 /// Idempotent: after a restart that interrupted it (the job's row still says `staging_out`),
 /// [`resume_stage_outs`] does it again; a copy lands on the same storage path and registering
-/// a replica again replaces the row, so each output ends registered once.
+/// a replica again replaces the row, so each output ends registered once (and one registered
+/// already with the same content at the same site is not counted again against the quota).
 pub fn stage_out(shared: &Arc<Shared>, st: &State, id: u64) {
     let (Some(job), Some(meta)) = (st.core.job(JobId(id)), st.meta.get(&id)) else {
         return;
@@ -315,7 +316,14 @@ pub fn stage_out(shared: &Arc<Shared>, st: &State, id: u64) {
             };
             let logical = out.logical_name(id);
             let size = src.metadata().map(|m| m.len()).unwrap_or(0);
-            if let Err(why) = may_register_output(&shared, id, &user, &logical, size) {
+            // Registered already with this content at this site (a stage-out redone after a
+            // restart): replacing it stores nothing more, so it is not counted again.
+            let adding = if registered_already(&shared, &user, &logical, &site, size, &src).await {
+                0
+            } else {
+                size
+            };
+            if let Err(why) = may_register_output(&shared, id, &user, &logical, adding) {
                 tracing::warn!(job = id, output = %out.file, "stage-out refused: {why}");
                 refused.push(format!("output '{}' refused: {why}", out.file));
                 continue;
@@ -407,16 +415,38 @@ async fn fault_hold_stage_out(id: u64) {
     }
 }
 
-/// Whether job `id` of `user` may register an output of `size` bytes as `logical`: a name
-/// `<job-id>/...` only for its own id, never a name another user's file has, and within the
-/// user's stored-bytes quota.
-fn may_register_output(shared: &Shared, id: u64, user: &str, logical: &str, size: u64) -> Result<(), String> {
+/// Whether `logical` is registered already as `user`'s with a replica at `site` holding what
+/// `src` holds (same size and SHA-256): an output a stage-out interrupted by a stop had
+/// registered before it. Hashes `src` (off the runtime, by position: the copy still reads it
+/// from its start) only when the catalogue's entry matches in everything else.
+async fn registered_already(shared: &Shared, user: &str, logical: &str, site: &str, size: u64, src: &std::fs::File) -> bool {
+    let known = {
+        let st = shared.lock();
+        st.files
+            .get(logical)
+            .filter(|f| f.owner.as_deref() == Some(user) && f.size_bytes == size && f.replicas.contains_key(site))
+            .map(|f| f.sha256.clone())
+    };
+    let Some(sha256) = known else { return false };
+    let Ok(src) = src.try_clone() else { return false };
+    matches!(
+        tokio::task::spawn_blocking(move || transfer::checksum_open(&src)).await,
+        Ok(Ok((actual, bytes))) if bytes == size && actual == sha256
+    )
+}
+
+/// Whether job `id` of `user` may register an output as `logical` that adds `adding` bytes to
+/// what the user stores: a name `<job-id>/...` only for its own id, never a name another
+/// user's file has, and within the user's stored-bytes quota (not checked when it adds
+/// nothing: an output registered already, see [`registered_already`]).
+fn may_register_output(shared: &Shared, id: u64, user: &str, logical: &str, adding: u64) -> Result<(), String> {
     if let Some(owner_job) = crate::file_import::reserved_output_name(logical).filter(|j| *j != id) {
         return Err(format!("'{logical}' is reserved for the outputs of job {owner_job}"));
     }
     let st = shared.lock();
     match st.files.get(logical).map(|f| f.owner.as_deref()) {
         Some(owner) if owner != Some(user) => Err(format!("'{logical}' is another user's file")),
-        _ => shared.config.quotas.check_bytes(&st, user, size).map_err(|e| e.to_string()),
+        _ if adding == 0 => Ok(()),
+        _ => shared.config.quotas.check_bytes(&st, user, adding).map_err(|e| e.to_string()),
     }
 }

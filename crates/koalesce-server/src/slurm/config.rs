@@ -122,47 +122,78 @@ impl SlurmSiteConfig {
 
     /// Checks the values (not the cluster: see `SlurmBackend::verify`). `site` names the site
     /// in errors.
-    pub fn validate(&self, site: &str) -> Result<(), String> {
-        let bad = |what: String| Err(format!("site '{site}': [sites.slurm] {what}"));
+    pub fn validate(&self, site: &str) -> Result<(), SlurmConfigError> {
+        let bad = |problem: SlurmConfigProblem| {
+            Err(SlurmConfigError {
+                site: site.to_string(),
+                problem,
+            })
+        };
         if !self.conf.is_absolute() {
-            return bad(format!("conf '{}' must be an absolute path", self.conf.display()));
+            return bad(SlurmConfigProblem::RelativeConf(self.conf.clone()));
         }
         let plain = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-        if !plain(&self.partition) {
-            return bad(format!("partition '{}' must be a plain name", self.partition));
-        }
-        for (k, v) in [("account", &self.account), ("qos", &self.qos)] {
+        for (key, v) in [
+            ("partition", Some(&self.partition)),
+            ("account", self.account.as_ref()),
+            ("qos", self.qos.as_ref()),
+        ] {
             if let Some(v) = v {
                 if !plain(v) {
-                    return bad(format!("{k} '{v}' must be a plain name"));
+                    return bad(SlurmConfigProblem::NotPlainName { key, value: v.clone() });
                 }
             }
         }
         for a in &self.sbatch_args {
             let name = a.split('=').next().unwrap_or(a);
             if !a.starts_with('-') {
-                return bad(format!("sbatch_args entry '{a}' is not an option (write '--opt=value')"));
+                return bad(SlurmConfigProblem::NotAnOption(a.clone()));
             }
             if RESERVED_OPTIONS.contains(&name) || (name.len() > 2 && !name.starts_with("--") && RESERVED_OPTIONS.contains(&&name[..2])) {
-                return bad(format!("sbatch_args may not set '{name}': koalesce sets it itself"));
+                return bad(SlurmConfigProblem::ReservedOption(name.to_string()));
             }
         }
         if !(500..=600_000).contains(&self.command_timeout_ms) {
-            return bad(format!(
-                "command_timeout_ms {} must be within 500..=600000",
-                self.command_timeout_ms
-            ));
+            return bad(SlurmConfigProblem::CommandTimeout(self.command_timeout_ms));
         }
         if !(1000..=86_400_000).contains(&self.claim_timeout_ms) {
-            return bad(format!("claim_timeout_ms {} must be within 1000..=86400000", self.claim_timeout_ms));
+            return bad(SlurmConfigProblem::ClaimTimeout(self.claim_timeout_ms));
         }
         if let Some(s) = &self.supervisor {
             if !s.is_absolute() {
-                return bad(format!("supervisor '{}' must be an absolute path", s.display()));
+                return bad(SlurmConfigProblem::RelativeSupervisor(s.clone()));
             }
         }
         Ok(())
     }
+}
+
+/// A `[sites.slurm]` table refused by [`SlurmSiteConfig::validate`]: the site and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("site '{site}': [sites.slurm] {problem}")]
+pub struct SlurmConfigError {
+    pub site: String,
+    pub problem: SlurmConfigProblem,
+}
+
+/// What is wrong in a `[sites.slurm]` table.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SlurmConfigProblem {
+    #[error("conf '{}' must be an absolute path", .0.display())]
+    RelativeConf(PathBuf),
+    /// `partition`, `account` or `qos` (the key) is not a plain name.
+    #[error("{key} '{value}' must be a plain name")]
+    NotPlainName { key: &'static str, value: String },
+    #[error("sbatch_args entry '{0}' is not an option (write '--opt=value')")]
+    NotAnOption(String),
+    #[error("sbatch_args may not set '{0}': koalesce sets it itself")]
+    ReservedOption(String),
+    #[error("command_timeout_ms {0} must be within 500..=600000")]
+    CommandTimeout(u64),
+    #[error("claim_timeout_ms {0} must be within 1000..=86400000")]
+    ClaimTimeout(u64),
+    #[error("supervisor '{}' must be an absolute path", .0.display())]
+    RelativeSupervisor(PathBuf),
 }
 
 #[cfg(test)]
@@ -191,6 +222,23 @@ sbatch_args = ["--constraint=ib"]
     fn validation_names_the_problem() {
         let ok = SlurmSiteConfig::new("/b/slurm.conf", "debug");
         ok.validate("a").unwrap();
+        assert_eq!(
+            SlurmSiteConfig::new("/b/slurm.conf", "de bug")
+                .validate("a")
+                .unwrap_err()
+                .to_string(),
+            "site 'a': [sites.slurm] partition 'de bug' must be a plain name"
+        );
+        assert_eq!(
+            SlurmSiteConfig {
+                sbatch_args: vec!["-n4".into()],
+                ..ok.clone()
+            }
+            .validate("a")
+            .unwrap_err()
+            .problem,
+            SlurmConfigProblem::ReservedOption("-n4".into())
+        );
         let cases: Vec<(SlurmSiteConfig, &str)> = vec![
             (SlurmSiteConfig::new("rel/slurm.conf", "debug"), "absolute"),
             (SlurmSiteConfig::new("/b/slurm.conf", "de bug"), "partition"),
@@ -239,6 +287,8 @@ sbatch_args = ["--constraint=ib"]
         ];
         for (cfg, needle) in cases {
             let e = cfg.validate("alpha").unwrap_err();
+            assert_eq!(e.site, "alpha");
+            let e = e.to_string();
             assert!(e.contains(needle) && e.contains("alpha"), "{e}");
         }
         let fine = SlurmSiteConfig {

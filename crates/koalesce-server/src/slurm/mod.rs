@@ -435,8 +435,8 @@ impl Backend for SlurmBackend {
                 }
             }
         };
-        let script =
-            script::batch_script(&s.supervisor.program, &s.supervisor.arguments_keeping_env(&self.sandbox, sub), sub).map_err(err)?;
+        let script = script::batch_script(&s.supervisor.program, &s.supervisor.arguments_keeping_env(&self.sandbox, sub), sub)
+            .map_err(|e| err(e.to_string()))?;
         {
             use std::os::unix::fs::DirBuilderExt;
             fs::DirBuilder::new()

@@ -37,16 +37,28 @@ fn env_name_ok(k: &str) -> bool {
     c.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_') && c.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-fn quote(s: &str) -> Result<String, String> {
+/// Why no batch script could be written for a component.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ScriptError {
+    /// A word (a variable's value, an argument) holds a NUL byte.
+    #[error("'{}' cannot be passed to a shell (NUL byte)", .0.escape_debug())]
+    Nul(String),
+    #[error("environment variable name '{}' is not valid", .0.escape_debug())]
+    EnvName(String),
+    #[error("the supervisor's command line is not valid UTF-8")]
+    NotUtf8,
+}
+
+fn quote(s: &str) -> Result<String, ScriptError> {
     shlex::try_quote(s)
         .map(|q| q.into_owned())
-        .map_err(|_| format!("'{}' cannot be passed to a shell (NUL byte)", s.escape_debug()))
+        .map_err(|_| ScriptError::Nul(s.to_string()))
 }
 
 /// The batch script of a component: exports the job's variables and execs `program` with
 /// `args` (the supervisor's command line, [`crate::supervisor_cmd::SupervisorCommand::arguments_keeping_env`],
 /// whose `--env-keep` keeps the job's variables and Slurm's for the program).
-pub(crate) fn batch_script(program: &Path, args: &[OsString], sub: &ComponentSubmission) -> Result<String, String> {
+pub(crate) fn batch_script(program: &Path, args: &[OsString], sub: &ComponentSubmission) -> Result<String, ScriptError> {
     let mut s = String::from(
         "#!/bin/sh\n\
          # A koalesce component, written by koalesce's Slurm backend. Slurm runs it once it has\n\
@@ -55,7 +67,7 @@ pub(crate) fn batch_script(program: &Path, args: &[OsString], sub: &ComponentSub
     );
     for (k, v) in &sub.environment {
         if !env_name_ok(k) {
-            return Err(format!("environment variable name '{}' is not valid", k.escape_debug()));
+            return Err(ScriptError::EnvName(k.clone()));
         }
         s.push_str(&format!("export {k}={}\n", quote(v)?));
     }
@@ -63,7 +75,7 @@ pub(crate) fn batch_script(program: &Path, args: &[OsString], sub: &ComponentSub
         .chain(args.iter().map(|a| a.as_os_str()))
         .map(|w| w.to_str().map(str::to_string))
         .collect::<Option<_>>()
-        .ok_or_else(|| "the supervisor's command line is not valid UTF-8".to_string())?;
+        .ok_or(ScriptError::NotUtf8)?;
     let quoted: Vec<String> = words.iter().map(|w| quote(w)).collect::<Result<_, _>>()?;
     s.push_str("exec ");
     s.push_str(&quoted.join(" "));
@@ -174,7 +186,7 @@ mod tests {
     }
 
     /// The script for `sub` run by `supervisor`, with the sandbox options of `sandbox`.
-    fn script(supervisor: &SupervisorCommand, sandbox: &JobSandbox, sub: &ComponentSubmission) -> Result<String, String> {
+    fn script(supervisor: &SupervisorCommand, sandbox: &JobSandbox, sub: &ComponentSubmission) -> Result<String, ScriptError> {
         batch_script(&supervisor.program, &supervisor.arguments_keeping_env(sandbox, sub), sub)
     }
 
@@ -316,10 +328,14 @@ mod tests {
     #[test]
     fn bad_environment_names_and_nul_bytes_are_refused() {
         let sb = JobSandbox::default();
-        assert!(script(&sup(), &sb, &sub(&[("A=B", "x")], &[])).unwrap_err().contains("A=B"));
+        let e = script(&sup(), &sb, &sub(&[("A=B", "x")], &[])).unwrap_err();
+        assert_eq!(e, ScriptError::EnvName("A=B".into()));
+        assert_eq!(e.to_string(), "environment variable name 'A=B' is not valid");
         assert!(script(&sup(), &sb, &sub(&[("1X", "x")], &[])).is_err());
         assert!(script(&sup(), &sb, &sub(&[("X; rm -rf /", "x")], &[])).is_err());
-        assert!(script(&sup(), &sb, &sub(&[], &["a\0b"])).unwrap_err().contains("NUL"));
+        let e = script(&sup(), &sb, &sub(&[], &["a\0b"])).unwrap_err();
+        assert_eq!(e, ScriptError::Nul("a\0b".into()));
+        assert_eq!(e.to_string(), "'a\\0b' cannot be passed to a shell (NUL byte)");
     }
 
     #[test]

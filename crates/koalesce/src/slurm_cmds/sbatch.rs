@@ -264,15 +264,30 @@ pub fn directives(script: &str) -> SResult<Vec<String>> {
         if !rest.is_empty() && !rest.starts_with(char::is_whitespace) {
             continue;
         }
-        // A comment after the options (" # ...") is not an option.
-        let rest = match rest.find(" #") {
-            Some(i) => &rest[..i],
-            None => rest,
-        };
+        // A comment after the options (" # ...", outside quotes) is not an option.
+        let rest = strip_trailing_comment(rest);
         let words = shlex::split(rest).ok_or_else(|| SlurmError::msg(format!("line {}: cannot parse #SBATCH directive: {t}", n + 1)))?;
         out.extend(words);
     }
     Ok(out)
+}
+
+/// The options of a `#SBATCH` line without a trailing `# comment`: a `#` after a blank and
+/// outside quotes starts one (`--job-name="run #1"` keeps its `#`).
+fn strip_trailing_comment(rest: &str) -> &str {
+    let mut quote: Option<char> = None;
+    let mut prev_blank = false;
+    for (i, c) in rest.char_indices() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'') => quote = Some(c),
+            (None, '#') if prev_blank => return &rest[..i],
+            _ => {}
+        }
+        prev_blank = c.is_whitespace();
+    }
+    rest
 }
 
 fn refuse(what: &str, why: &str) -> SlurmError {
@@ -293,6 +308,13 @@ pub fn describe(
         return Err(SlurmError::msg(
             "This does not look like a batch script.  The first line must start with #! followed by the path to an interpreter.\n\
              For instance: #!/bin/sh",
+        ));
+    }
+    // As Slurm's sbatch does: a script saved with CR LF would run "/bin/bash\r" and fail
+    // later with an obscure error; it is refused before anything is submitted.
+    if script.contains("\r\n") {
+        return Err(SlurmError::msg(
+            "Batch script contains DOS line breaks (\\r\\n)\ninstead of expected UNIX line breaks (\\n).",
         ));
     }
     if let Some(a) = &o.array {
@@ -362,7 +384,6 @@ pub fn describe(
     } else {
         vec![cpus]
     };
-    let per_component = components[0];
     let mut desc = JobDescription {
         name: o.job_name.clone().unwrap_or_else(|| script_name.to_string()),
         executable: String::new(),
@@ -412,19 +433,23 @@ pub fn describe(
             desc.walltime = Some(format!("{secs}s"));
         }
     }
-    // Memory: koalesce's `memory` is per processor.
+    // Memory: koalesce's `memory` is per processor (one processor per allocated CPU).
+    // sbatch(1): "--mem: memory required per node"; "--mem-per-cpu: minimum memory required
+    // per usable allocated CPU". So --mem spreads over the CPUs of one node (all CPUs ÷
+    // nodes), and --mem-per-cpu is the per-processor figure as it stands.
     match (&o.mem, &o.mem_per_cpu) {
         (Some(_), Some(_)) => return Err(SlurmError::msg("--mem and --mem-per-cpu are mutually exclusive")),
         (Some(m), None) => {
             let bytes = slurm_size(m)?;
             if bytes > 0 {
-                desc.memory = Some(format!("{}K", bytes.div_ceil(1024).div_ceil(u64::from(per_component))));
+                let kib_all_nodes = bytes.div_ceil(1024).saturating_mul(u64::from(nodes));
+                desc.memory = Some(format!("{}K", kib_all_nodes.div_ceil(u64::from(cpus))));
             }
         }
         (None, Some(m)) => {
             let bytes = slurm_size(m)?;
             if bytes > 0 {
-                desc.memory = Some(format!("{}K", bytes.div_ceil(1024).div_ceil(u64::from(cpt))));
+                desc.memory = Some(format!("{}K", bytes.div_ceil(1024)));
             }
         }
         (None, None) => {}
@@ -777,3 +802,7 @@ mod tests {
         assert_eq!(o.ntasks, None);
     }
 }
+
+#[cfg(test)]
+#[path = "sbatch_corpus_tests.rs"]
+mod corpus_tests;
