@@ -43,10 +43,12 @@ pub struct BenchE2eArgs {
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
-    /// Run the client threads at the normal priority instead of favoured like the server's
-    /// threads (clients on this machine then wait for a core behind the jobs they submit).
+    /// Favour the client threads like the server's threads (a short scheduler slice, nice
+    /// -10 as root), standing in for clients on other machines that do not wait for a core
+    /// behind the jobs they submit. Off by default: clients on this machine compete with the
+    /// jobs, as a workflow tool beside the server does.
     #[arg(long)]
-    pub clients_normal_priority: bool,
+    pub clients_favoured: bool,
 }
 
 /// Jobs in each final state, from the server's Prometheus metrics.
@@ -177,7 +179,7 @@ impl BenchE2eArgs {
                 }
             })
         };
-        let submitted = run_submissions(&url, &token, self.clients, self.jobs, 0, !self.clients_normal_priority)?;
+        let submitted = run_submissions(&url, &token, self.clients, self.jobs, 0, self.clients_favoured)?;
         let (elapsed, ok, bad) = watcher
             .join()
             .map_err(|_| anyhow::anyhow!("the watcher thread panicked"))?
@@ -215,7 +217,7 @@ impl BenchE2eArgs {
                 "client_cpu_ms_per_job": client_cpu,
                 "load_average": std::fs::read_to_string("/proc/loadavg").ok().map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" ")),
                 "target_met": met,
-                "clients_favoured": !self.clients_normal_priority,
+                "clients_favoured": self.clients_favoured,
                 "server": server_view,
             });
             println!("{}", serde_json::to_string_pretty(&v)?);
