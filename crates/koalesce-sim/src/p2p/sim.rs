@@ -410,8 +410,10 @@ impl<'a> Sim<'a> {
     // ---- the grid schedulers -------------------------------------------------------------
 
     /// AWT of job `j` on server `s` now if it is at most `cutoff` (see [`Replay::wait_within`]).
-    /// The server's replay is made once per state, from the time the state began, so the
-    /// answers do not depend on which queries came before.
+    /// The server's replay is made once per state of the jobs holding its nodes, from the time
+    /// that state began, with the jobs queued since joining it at their times (carried across
+    /// appends, or appended when it is made: the same replay), so the answers do not depend on
+    /// which queries came before.
     fn awt_within(&mut self, j: u32, s: usize, cutoff: Millis) -> Wait {
         let now = self.now;
         let (nodes, estimate, _) = self.size_on(j, s);
