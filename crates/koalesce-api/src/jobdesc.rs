@@ -391,7 +391,7 @@ impl JobDescription {
             (DependencyKind::AfterNotOk, &self.afternotok),
         ]
         .into_iter()
-        .flat_map(|(kind, ids)| ids.iter().map(move |&id| Dependency { job: JobId(id), kind }))
+        .flat_map(|(kind, ids)| ids.iter().map(move |&id| Dependency::on(JobId(id), kind)))
         .collect();
         out.sort();
         out.dedup();
@@ -480,6 +480,8 @@ impl JobDescription {
                 None => None,
             },
             preferences: self.broker.preferences().map_err(DescriptionError::Invalid)?,
+            // Dependents wait until the declared outputs are registered (stage-out).
+            stages_out: !self.outputs.is_empty(),
             ..JobSpec::default()
         })
     }
@@ -648,7 +650,8 @@ arguments = ["--worker"]
 }
 
 /// Parses Slurm's dependency syntax, `KIND:ID[:ID...][,KIND:ID...]` (`afterok:12:13,after:9`;
-/// kinds after, afterany, afterok, afternotok; `?` as Slurm's "any of" is not supported).
+/// kinds after, afterany, afterok, afternotok; an id `12_3` is task 3 of array 12 alone; `?`
+/// as Slurm's "any of" is not supported).
 pub fn parse_dependency_list(text: &str) -> Result<Vec<Dependency>, String> {
     let mut out = Vec::new();
     for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
@@ -660,13 +663,28 @@ pub fn parse_dependency_list(text: &str) -> Result<Vec<Dependency>, String> {
             .ok_or_else(|| format!("dependency '{part}': unknown kind '{kind_name}' (after, afterany, afterok, afternotok)"))?;
         let mut any = false;
         for id in fields {
-            let job: u64 = id
-                .trim()
+            // `12` (a job; an array's id: every task) or `12_3` (task 3 of array 12 alone).
+            let (job, task) = match id.trim().split_once('_') {
+                Some((a, t)) => (a, Some(t)),
+                None => (id.trim(), None),
+            };
+            let job: u64 = job
                 .parse()
                 .ok()
                 .filter(|&n| n > 0)
-                .ok_or_else(|| format!("dependency '{part}': '{id}' is not a job id"))?;
-            out.push(Dependency { job: JobId(job), kind });
+                .ok_or_else(|| format!("dependency '{part}': '{id}' is not a job id (nor ARRAY_TASK)"))?;
+            let task = match task {
+                Some(t) => Some(
+                    t.parse::<u64>()
+                        .map_err(|_| format!("dependency '{part}': '{id}': '{t}' is not a task index"))?,
+                ),
+                None => None,
+            };
+            out.push(Dependency {
+                job: JobId(job),
+                kind,
+                task,
+            });
             any = true;
         }
         if !any {
@@ -687,7 +705,19 @@ mod dependency_tests {
         let d = parse_dependency_list("afterok:12:13, after:9,afterok:12").unwrap();
         let names: Vec<String> = d.iter().map(|d| d.to_string()).collect();
         assert_eq!(names, ["after:9", "afterok:12", "afterok:13"]);
-        for bad in ["afterok", "later:3", "afterok:x", "afterok:0"] {
+        let t = parse_dependency_list("afterok:40_2:40,afterany:40_0").unwrap();
+        let names: Vec<String> = t.iter().map(|d| d.to_string()).collect();
+        assert_eq!(names, ["afterany:40_0", "afterok:40", "afterok:40_2"]);
+        assert_eq!((t[0].task, t[1].task), (Some(0), None));
+        for bad in [
+            "afterok",
+            "later:3",
+            "afterok:x",
+            "afterok:0",
+            "afterok:40_x",
+            "afterok:_2",
+            "afterok:0_1",
+        ] {
             assert!(parse_dependency_list(bad).is_err(), "{bad}");
         }
         let desc =

@@ -39,16 +39,35 @@ impl BagProgress {
         let mut p = BagProgress::default();
         for s in states {
             p.tasks += 1;
-            match s {
-                JobState::Running => p.running += 1,
-                JobState::Succeeded => p.succeeded += 1,
-                JobState::Cancelled => p.cancelled += 1,
-                s if s.is_terminal() => p.failed += 1,
-                _ => p.waiting += 1,
-            }
+            *p.count_of(s) += 1;
         }
         p.needed = needed.clamp(1, p.tasks.max(1));
         p
+    }
+
+    /// The counter a task in state `s` is counted in.
+    fn count_of(&mut self, s: JobState) -> &mut u32 {
+        match s {
+            JobState::Running => &mut self.running,
+            JobState::Succeeded => &mut self.succeeded,
+            JobState::Cancelled => &mut self.cancelled,
+            s if s.is_terminal() => &mut self.failed,
+            _ => &mut self.waiting,
+        }
+    }
+
+    /// One task went from state `from` to state `to` (a driver or the core keeping the
+    /// progress of a large bag without counting every task again).
+    pub fn moved(&mut self, from: JobState, to: JobState) {
+        let old = self.count_of(from);
+        *old = old.saturating_sub(1);
+        *self.count_of(to) += 1;
+    }
+
+    /// Whether the bag can no longer succeed: more tasks ended without success than it can
+    /// spare (decided before every task ended).
+    pub fn cannot_succeed(&self) -> bool {
+        self.failed + self.cancelled > self.tasks.saturating_sub(self.needed)
     }
 
     /// [`BagProgress::of`] from state names ([`JobState::name`]: `failed`, `timeout` and

@@ -392,6 +392,12 @@ pub struct JobSpec {
     /// stage-in/out estimates, the start window and how to co-allocate.
     #[serde(default)]
     pub preferences: JobPreferences,
+    /// The driver registers the job's outputs after it succeeds (stage-out of declared
+    /// outputs): jobs depending on it wait until [`crate::Scheduler::outputs_registered`], so a
+    /// dependent that reads an output finds it (as Slurm holds dependents while a job is
+    /// COMPLETING).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stages_out: bool,
 }
 
 impl JobSpec {

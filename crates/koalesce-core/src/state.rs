@@ -29,6 +29,9 @@ pub enum FailureReason {
     /// The advance reservation the job was to run in ended or was cancelled before the job
     /// could start in it.
     ReservationGone,
+    /// An input file of a job that waited for other jobs is not in the catalogue when it may
+    /// start (the job it depends on did not register it).
+    MissingInput,
 }
 
 impl std::fmt::Display for FailureReason {
@@ -46,6 +49,7 @@ impl std::fmt::Display for FailureReason {
             FailureReason::OutOfMemory => f.write_str("a component went over its memory limit"),
             FailureReason::DependencyNeverSatisfied => f.write_str("a dependency can never be satisfied"),
             FailureReason::ReservationGone => f.write_str("its advance reservation ended or was cancelled before it could start"),
+            FailureReason::MissingInput => f.write_str("an input file is not in the catalogue when the job may start"),
         }
     }
 }

@@ -35,7 +35,7 @@ fn tick(s: &mut Scheduler, now: u64) {
 fn after(job: JobId, kind: DependencyKind) -> Gate {
     Gate {
         hold: false,
-        after: vec![Dependency { job, kind }],
+        after: vec![Dependency::on(job, kind)],
     }
 }
 
@@ -103,10 +103,7 @@ fn a_held_job_is_placed_only_after_release() {
         "w",
         Gate {
             hold: true,
-            after: vec![Dependency {
-                job: q,
-                kind: DependencyKind::AfterAny,
-            }],
+            after: vec![Dependency::on(q, DependencyKind::AfterAny)],
         },
     );
     s.release_hold(121_000, w).unwrap();

@@ -106,8 +106,8 @@ impl TaskContext {
             return None;
         }
         Some(match name {
-            "TASK_ID" => "${KOALESCE_TASK_ID}",
-            "TOTAL_TASKS" => "${KOALESCE_ARRAY_TASK_COUNT}",
+            "TASK_ID" | "GW_TASK_ID" => "${KOALESCE_TASK_ID}",
+            "TOTAL_TASKS" | "GW_TOTAL_TASKS" => "${KOALESCE_ARRAY_TASK_COUNT}",
             "ARRAY_ID" => "${KOALESCE_ARRAY_JOB_ID}",
             "PARAM" => "${KOALESCE_PARAM}",
             "MAX_PARAM" => "${KOALESCE_MAX_PARAM}",
@@ -267,8 +267,18 @@ impl Subst<'_> {
                 _ if deferred.is_some() => deferred.unwrap_or_default().to_string(),
                 "JOB_ID" => "${KOALESCE_JOB_ID}".to_string(),
                 "ARCH" => "${KOALESCE_ARCH}".to_string(),
-                "TASK_ID" => t.map_or(-1, |t| t.task_id as i64).to_string(),
-                "TOTAL_TASKS" => t.map_or(-1, |t| t.total_tasks as i64).to_string(),
+                // GridWay's gw_job_init sets task_id = 0 and total_tasks = 0 and only an
+                // array sets them otherwise; its template variable parser prints them as
+                // they are (gw_job_template_var_parser.l), so a single job sees 0 and 0.
+                "TASK_ID" => t.map_or(0, |t| t.task_id as i64).to_string(),
+                "TOTAL_TASKS" => t.map_or(0, |t| t.total_tasks as i64).to_string(),
+                // The wrapper's environment variables, which GridWay's own default template
+                // uses in file names (`INPUT_FILES = param.${GW_TASK_ID} param`): an array
+                // task's values are known here. (A single job has no GW_TASK_ID; the name is
+                // left for the job's shell, as GridWay leaves it.)
+                "GW_TASK_ID" if t.is_some() => t.map_or(0, |t| t.task_id as i64).to_string(),
+                "GW_TOTAL_TASKS" if t.is_some() => t.map_or(0, |t| t.total_tasks as i64).to_string(),
+                "GW_JOB_ID" => "${KOALESCE_JOB_ID}".to_string(),
                 "PARAM" => t
                     .map_or(0, |t| {
                         t.param_start.saturating_add(t.param_increment.saturating_mul(t.task_id as i64))

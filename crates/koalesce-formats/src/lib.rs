@@ -3,8 +3,8 @@
 //! Every job file format koalesce accepts besides its own TOML, each turned into the native
 //! [`JobDescription`] (docs/job-formats.md says what maps to what and what is refused):
 //!
-//! - [`jsdl`]: OGF JSDL 1.0 (GFD.56) with the POSIX Application and HPC Profile Application
-//!   (GFD.111) extensions;
+//! - [`jsdl`]: OGF JSDL 1.0 (GFD.56) with the POSIX Application, HPC Profile Application and SPMD
+//!   Application (GFD.111, GFD.115) extensions;
 //! - [`gridway`]: GridWay 5 job templates, with variable substitution and array tasks;
 //! - [`rsl`]: Globus GT2 RSL, including DUROC multi-requests (a co-allocated job), and
 //!   NorduGrid xRSL.
@@ -78,10 +78,48 @@ impl std::str::FromStr for Format {
     }
 }
 
+/// A job file's bytes as text: UTF-8 (a leading byte-order mark dropped), or UTF-16 with a
+/// byte-order mark (what Windows tools write XML in; XML 1.0 §4.3.3 requires processors to
+/// read both). Anything else is an error naming the first byte that is not UTF-8.
+pub fn decode(bytes: &[u8]) -> Result<String, String> {
+    let utf16 = |be: bool| -> Result<String, String> {
+        let body = &bytes[2..];
+        if !body.len().is_multiple_of(2) {
+            return Err("UTF-16 text with an odd number of bytes".into());
+        }
+        let units = body.chunks_exact(2).map(|c| {
+            if be {
+                u16::from_be_bytes([c[0], c[1]])
+            } else {
+                u16::from_le_bytes([c[0], c[1]])
+            }
+        });
+        char::decode_utf16(units)
+            .collect::<Result<String, _>>()
+            .map_err(|e| format!("invalid UTF-16 text: {e}"))
+    };
+    match bytes {
+        [0xFF, 0xFE, ..] => utf16(false),
+        [0xFE, 0xFF, ..] => utf16(true),
+        _ => {
+            let b = bytes.strip_prefix(&[0xEF, 0xBB, 0xBF]).unwrap_or(bytes);
+            std::str::from_utf8(b).map(str::to_string).map_err(|e| {
+                let at = e.valid_up_to();
+                let line = b[..at].iter().filter(|c| **c == b'\n').count() + 1;
+                format!(
+                    "line {line}: byte {at} (0x{:02x}) is not UTF-8 text (job files are UTF-8, or UTF-16 with a byte-order mark)",
+                    b[at]
+                )
+            })
+        }
+    }
+}
+
 /// Guesses the format from the content: an XML document → JSDL; `&`, `+` or `|` first (after
 /// comments) → RSL, or xRSL when its attribute names are xRSL's; `KEYWORD = value` lines with
 /// GridWay keywords → a GridWay template; anything else → TOML.
 pub fn detect(text: &str) -> Format {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let t = text.trim_start_matches('\u{feff}').trim_start();
     if t.starts_with('<') {
         return Format::Jsdl;
@@ -112,6 +150,8 @@ pub struct Options {
 /// (`+(&…)(&…)`), which describes several independent jobs. (A GT2 multi-request is one
 /// co-allocated job.)
 pub fn convert(text: &str, format: Format, opts: &Options) -> Result<Vec<JobDescription>, FormatError> {
+    // A byte-order mark (Windows editors write one) is not part of any format's syntax.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     if opts.task.is_some() && format != Format::GridWay {
         return Err(FormatError::general(
             format,

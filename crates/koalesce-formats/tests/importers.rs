@@ -189,9 +189,9 @@ fn gridway_array_tasks_substitute_per_task() {
     assert_eq!(t3.environment["GW_TASK_ID"], "3");
     assert_eq!(t0.executable, "./pi");
     assert!(t0.inputs[0].executable);
-    // Not an array: GridWay's -1 / 0 values.
+    // Not an array: GridWay's values (gw_job_init: task_id = 0, total_tasks = 0).
     let single = one("jt/pi.jt", Format::GridWay);
-    assert_eq!(single.arguments, ["-1", "-1", "100000"]);
+    assert_eq!(single.arguments, ["0", "0", "100000"]);
 }
 
 /// A bag's one description (`submit --tasks N`) keeps the task variables as references; each
@@ -254,7 +254,7 @@ fn gridway_every_default_keyword_is_understood() {
         "shell expansions run in a shell, as GridWay's wrapper does"
     );
     assert!(
-        s.arguments[1].contains("$RANDOM") && s.arguments[1].contains("expr -1 + 3"),
+        s.arguments[1].contains("$RANDOM") && s.arguments[1].contains("expr 0 + 3"),
         "{:?}",
         s.arguments
     );
@@ -353,7 +353,12 @@ fn xrsl_jobs() {
     assert_eq!(m.iter().map(|j| j.name.as_str()).collect::<Vec<_>>(), ["first", "second"]);
     assert_eq!(m[1].walltime.as_deref(), Some("15m"));
     refused("xrsl/err-notify.xrsl", Format::Xrsl, 2, &["notify"]);
-    refused("xrsl/err-alternatives.xrsl", Format::Xrsl, 2, &["'|'"]);
+    // `(|(queue=a)(queue=b))` inside the conjunction: a requirement that either holds.
+    let alt = one("xrsl/queue-alternatives.xrsl", Format::Xrsl);
+    assert_eq!(alt.requirements.as_deref(), Some(r#"QUEUE_NAME = "short" | QUEUE_NAME = "long""#));
+    // A whole request of alternatives is still one description too many.
+    let e = convert("|(&(executable=/bin/a))(&(executable=/bin/b))", Format::Xrsl, &opts("x")).unwrap_err();
+    assert!(e.message.contains("'|'"), "{e}");
 }
 
 #[test]

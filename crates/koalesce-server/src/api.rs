@@ -57,6 +57,7 @@ pub(crate) fn err(code: StatusCode, msg: impl Into<String>) -> ApiError {
 
 pub(crate) type R<T> = Result<T, ApiError>;
 
+#[derive(Clone)]
 pub struct Caller {
     pub user: String,
     pub admin: bool,
@@ -352,10 +353,7 @@ async fn submit_query(
             let throttle = array.as_ref().and_then(|a| a.max_active).map(|m| m as usize).filter(|&m| k >= m);
             let mut job_deps = deps.clone();
             if let Some(m) = throttle {
-                let d = koalesce_core::scheduler::Dependency {
-                    job: JobId(ids[k - m]),
-                    kind: koalesce_core::scheduler::DependencyKind::AfterAny,
-                };
+                let d = koalesce_core::scheduler::Dependency::on(JobId(ids[k - m]), koalesce_core::scheduler::DependencyKind::AfterAny);
                 gate.after.push(d);
                 job_deps.push(d);
             }
@@ -398,6 +396,9 @@ async fn submit_query(
             receivers.push(s.store.submit(store::insert_job_op(row)));
             st.meta.insert(id, meta);
             ids.push(id);
+        }
+        if let Some(a) = &array {
+            crate::api_jobctl::declare_array(st, first, &ids, &a.tasks, bag.map(|b| b.needed));
         }
         daemon::process_actions(s, st);
     }
@@ -501,6 +502,12 @@ async fn get_job(AxState(s): AxState<S>, headers: HeaderMap, Path(raw): Path<Str
 async fn cancel_job(AxState(s): AxState<S>, headers: HeaderMap, Path(raw): Path<String>) -> R<Json<JobSummary>> {
     let caller = authenticate(&s, &headers)?;
     let id = parse_id(&raw)?;
+    cancel_for(&s, &caller, id).await
+}
+
+/// Cancels job (or bag) `id` for `caller`: 404 for another user's, 409 once it ended.
+pub(crate) async fn cancel_for(s: &S, caller: &Caller, id: u64) -> R<Json<JobSummary>> {
+    let (s, caller) = (s.clone(), caller.clone());
     // A bag's id cancels the whole bag.
     let bag = {
         let mut guard = s.lock();

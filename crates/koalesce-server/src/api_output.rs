@@ -41,10 +41,10 @@ pub const MAX_TAIL_LINES: usize = 100_000;
 
 #[derive(Deserialize)]
 pub struct LogQuery {
-    component: Option<u64>,
-    stream: Option<String>,
-    offset: Option<u64>,
-    tail: Option<usize>,
+    pub(crate) component: Option<u64>,
+    pub(crate) stream: Option<String>,
+    pub(crate) offset: Option<u64>,
+    pub(crate) tail: Option<usize>,
 }
 
 /// A file streamed as an HTTP body, `len` bytes from where `file` stands (read in chunks, off
@@ -160,6 +160,44 @@ pub fn tail_lines(path: &std::path::Path, lines: usize) -> std::io::Result<(Vec<
     Ok((out, cut))
 }
 
+/// The last `lines` lines of `b` (a final line without newline counts) and how many lines come
+/// before them: [`tail_lines`] for bytes in memory.
+pub(crate) fn tail_bytes(b: &[u8], lines: usize) -> (Vec<u8>, u64) {
+    let Some(&last) = b.last() else {
+        return (Vec::new(), 0);
+    };
+    let total = b.iter().filter(|&&x| x == b'\n').count() as u64 + u64::from(last != b'\n');
+    let cut = total - (lines as u64).min(total);
+    if cut == total {
+        return (Vec::new(), cut);
+    }
+    let mut start = 0;
+    let mut seen = 0u64;
+    if cut > 0 {
+        for (i, &x) in b.iter().enumerate() {
+            if x == b'\n' {
+                seen += 1;
+                if seen == cut {
+                    start = i + 1;
+                    break;
+                }
+            }
+        }
+    }
+    (b[start..].to_vec(), cut)
+}
+
+/// A log answer made of `bytes` (a log read elsewhere): `size` is the next offset, `cut` the
+/// lines a tail left out, `state` the job's.
+pub(crate) fn log_bytes_answer(bytes: Vec<u8>, size: u64, cut: u64, state: &str) -> Response {
+    let mut h = HeaderMap::new();
+    h.insert(JOB_STATE_HEADER, header_value(state));
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    h.insert(LOG_SIZE_HEADER, header_value(size));
+    h.insert(LINES_CUT_HEADER, header_value(cut));
+    (StatusCode::OK, h, Body::from(bytes)).into_response()
+}
+
 /// `GET /api/v1/jobs/{id}/logs?component=N&stream=stdout|stderr&offset=B&tail=L`.
 pub async fn job_logs(
     AxState(s): AxState<S>,
@@ -184,17 +222,30 @@ pub async fn job_logs(
             ),
         ));
     };
-    let stream = q.stream.as_deref().unwrap_or("stdout");
-    let path = match stream {
+    let path = match log_stream(&q)? {
         "stdout" => c.stdout.clone(),
-        "stderr" => c.stderr.clone(),
-        other => {
-            return Err(err(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                format!("parameter 'stream': '{other}' is not stdout or stderr"),
-            ))
-        }
+        _ => c.stderr.clone(),
     };
+    log_answer(path.map(PathBuf::from), &job.state, &q, &format!("job {id}")).await
+}
+
+/// The stream a log request asks for (`stdout` unless said), or 422.
+pub(crate) fn log_stream(q: &LogQuery) -> R<&'static str> {
+    match q.stream.as_deref().unwrap_or("stdout") {
+        "stdout" => Ok("stdout"),
+        "stderr" => Ok("stderr"),
+        other => Err(err(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("parameter 'stream': '{other}' is not stdout or stderr"),
+        )),
+    }
+}
+
+/// The answer to a log request for the log file at `path` (None, or not there: nothing yet)
+/// of a job in `state` (`what` names it in errors): the bytes from `offset`, or the last
+/// `tail` lines, with the size, lines-cut and job-state headers.
+pub(crate) async fn log_answer(path: Option<PathBuf>, state: &str, q: &LogQuery, what: &str) -> R<Response> {
+    let stream = log_stream(q)?;
     if q.tail.is_some_and(|t| t > MAX_TAIL_LINES) {
         return Err(err(
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -202,10 +253,10 @@ pub async fn job_logs(
         ));
     }
     let mut resp_headers = HeaderMap::new();
-    resp_headers.insert(JOB_STATE_HEADER, header_value(&job.state));
+    resp_headers.insert(JOB_STATE_HEADER, header_value(state));
     resp_headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
     // Not started yet (or started where no file was written yet): nothing so far.
-    let file = path.map(PathBuf::from).and_then(|p| std::fs::File::open(&p).ok().map(|f| (p, f)));
+    let file = path.and_then(|p| std::fs::File::open(&p).ok().map(|f| (p, f)));
     let Some((path, mut file)) = file else {
         resp_headers.insert(LOG_SIZE_HEADER, header_value(0));
         resp_headers.insert(LINES_CUT_HEADER, header_value(0));
@@ -215,7 +266,7 @@ pub async fn job_logs(
         let (bytes, cut) = tokio::task::spawn_blocking(move || tail_lines(&path, lines))
             .await
             .map_err(internal)?
-            .map_err(|e| internal(format!("reading the {stream} of job {id}: {e}")))?;
+            .map_err(|e| internal(format!("reading the {stream} of {what}: {e}")))?;
         let size = file.metadata().map(|m| m.len()).unwrap_or(0);
         resp_headers.insert(LOG_SIZE_HEADER, header_value(size));
         resp_headers.insert(LINES_CUT_HEADER, header_value(cut));
@@ -289,5 +340,22 @@ mod tests {
         std::fs::write(&p, format!("{long}\n{long}\nend\n")).unwrap();
         let (b, cut) = tail_lines(&p, 2).unwrap();
         assert_eq!((b.len(), cut), (long.len() + 1 + 4, 1));
+    }
+
+    #[test]
+    fn tail_of_bytes_agrees_with_tail_of_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("out");
+        let texts = ["", "\n", "a", "a\n", "a\nb\nc", "a\n\nb\n", "1\n2\n3\n4\n5\n"];
+        for text in texts {
+            std::fs::write(&p, text).unwrap();
+            for lines in 0..7 {
+                assert_eq!(
+                    tail_bytes(text.as_bytes(), lines),
+                    tail_lines(&p, lines).unwrap(),
+                    "{text:?} {lines}"
+                );
+            }
+        }
     }
 }

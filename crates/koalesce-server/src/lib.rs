@@ -311,6 +311,7 @@ pub async fn start(opts: ServerOptions) -> anyhow::Result<RunningServer> {
     {
         let mut guard = shared.lock();
         daemon::process_actions(&shared, &mut guard);
+        daemon::transfers::resume_stage_outs(&shared, &guard);
     }
     daemon::lrm::poll_running(shared.clone()).await;
     let (tx, rx) = tokio::sync::watch::channel(false);

@@ -100,7 +100,7 @@ impl Default for SandboxConfig {
 
 /// Whether the running kernel enforces everything the sandbox asks of Landlock; the error
 /// says what is missing.
-pub fn landlock_fully_supported() -> Result<(), String> {
+pub(crate) fn landlock_fully_supported() -> Result<(), String> {
     Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(AccessFs::from_all(LANDLOCK_ABI))

@@ -326,7 +326,7 @@ fn check_replica(path: &Path, sha256: &str, size: u64, rehash_ms: u64) -> Result
 /// Checks a replica before a job uses it: when its size and modification time are those it
 /// had when last found intact, it is taken as intact (fast path); otherwise (changed, or not
 /// checked since the server started) its SHA-256 is computed and compared with the catalogue.
-pub fn verify_replica(path: &Path, sha256: &str, size: u64) -> Result<(), String> {
+pub(crate) fn verify_replica(path: &Path, sha256: &str, size: u64) -> Result<(), String> {
     check_replica(path, sha256, size, u64::MAX).map(|_| ())
 }
 

@@ -3,104 +3,15 @@
 //! the supervisors.
 
 mod common;
+mod federation_common;
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{json, supervisor, token};
+use common::token;
+use federation_common::*;
 use koalesce_server::peer::journal::{state, Transition};
-use koalesce_server::peer::{FederationConfig, Journal, PeerAlgorithm, PeerClient, PeerConfig};
-use koalesce_server::BackgroundServer;
+use koalesce_server::peer::{Journal, PeerAlgorithm, PeerClient};
 use serde_json::Value;
-
-const SECRET: &str = "alpha-beta-pair-secret-0123456789";
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// A server named `name` with `sites`, listening on `port`, peered with `peers` (name, port).
-fn server(dir: &Path, name: &str, port: u16, sites: &[(&str, u32)], peers: &[(&str, u16)]) -> BackgroundServer {
-    server_with(dir, name, port, sites, peers, PeerAlgorithm::SenderInitiated)
-}
-
-fn server_with(
-    dir: &Path,
-    name: &str,
-    port: u16,
-    sites: &[(&str, u32)],
-    peers: &[(&str, u16)],
-    algorithm: PeerAlgorithm,
-) -> BackgroundServer {
-    server_tuned(dir, name, port, sites, peers, |f| f.algorithm = algorithm)
-}
-
-fn server_tuned(
-    dir: &Path,
-    name: &str,
-    port: u16,
-    sites: &[(&str, u32)],
-    peers: &[(&str, u16)],
-    tune: impl FnOnce(&mut FederationConfig),
-) -> BackgroundServer {
-    let secret = dir.join("peer.secret");
-    std::fs::create_dir_all(dir).unwrap();
-    std::fs::write(&secret, SECRET).unwrap();
-    let mut opts = koalesce_server::test_options(&dir.join("data"), sites, supervisor());
-    opts.listen = Some(format!("127.0.0.1:{port}"));
-    let mut fed = FederationConfig {
-        name: name.into(),
-        phi: "1s".into(),
-        sigma: "1s".into(),
-        check_interval_ms: 100,
-        peer_timeout_ms: 700,
-        backoff_initial_ms: 500,
-        backoff_max_ms: 2_000,
-        peers: peers
-            .iter()
-            .map(|(n, p)| PeerConfig {
-                name: n.to_string(),
-                url: format!("http://127.0.0.1:{p}"),
-                secret_file: secret.clone(),
-            })
-            .collect(),
-        ..FederationConfig::default()
-    };
-    tune(&mut fed);
-    opts.config.federation = Some(fed);
-    BackgroundServer::start(opts).expect("server starts")
-}
-
-fn grid_submit(srv: &BackgroundServer, tok: &str, toml: &str) -> u64 {
-    let (code, body) = srv.request("POST", "/api/v1/grid/jobs", Some(tok), toml.as_bytes());
-    assert_eq!(code, 201, "{body}");
-    json(&body)["id"].as_u64().unwrap()
-}
-
-fn get(srv: &BackgroundServer, tok: &str, path: &str) -> Value {
-    let (code, body) = srv.request("GET", path, Some(tok), b"");
-    assert_eq!(code, 200, "{path}: {body}");
-    json(&body)
-}
-
-/// Waits until grid job `id` has ended; returns it.
-fn wait_grid(srv: &BackgroundServer, tok: &str, id: u64, secs: u64) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        let g = get(srv, tok, &format!("/api/v1/grid/jobs/{id}"));
-        if ["succeeded", "failed", "cancelled"].contains(&g["state"].as_str().unwrap()) {
-            return g;
-        }
-        assert!(Instant::now() < deadline, "grid job {id} stuck: {g}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn sleep_job(name: &str, secs: u32) -> String {
-    format!(
-        "name = {name:?}\nexecutable = \"/bin/sleep\"\narguments = [\"{secs}\"]\nruntime_estimate = \"20s\"\n[[components]]\nprocessors = 1\n"
-    )
-}
 
 #[test]
 fn queued_jobs_migrate_to_an_idle_peer_and_run_there_once() {
@@ -376,22 +287,6 @@ fn receiver_initiated_jobs_wait_for_a_volunteer_and_move_to_it() {
     assert_eq!(at_a + at_b, 3, "each job ran once: alpha {at_a}, beta {at_b}");
 }
 
-fn sha256_hex(b: &[u8]) -> String {
-    koalesce_server::store::sha256_hex(b)
-}
-
-/// Text of `n` bytes, different for each `seed`.
-fn text(n: usize, seed: u32) -> Vec<u8> {
-    let mut out = Vec::with_capacity(n + 64);
-    let mut k = 0u64;
-    while out.len() < n {
-        out.extend_from_slice(format!("{seed}:{k} the quick brown fox\n").as_bytes());
-        k += 1;
-    }
-    out.truncate(n);
-    out
-}
-
 /// Issue 14: a job with input and output files moves to the idle peer with its input (fetched
 /// peer to peer, checksummed, registered there under the origin's name), runs there once on
 /// those bytes, and its outputs come back to the origin: the user gets them with `files get`
@@ -452,6 +347,12 @@ fn a_job_moves_with_its_input_files_and_its_outputs_come_back_to_the_origin() {
     let root_b = token(&b.data_dir, "root", true);
     let received = format!("peer-alpha/{}", sha256_hex(&data));
     wait_no_received(&b, &root_b, 20);
+    // Its outputs at beta go too: the origin has them.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while get(&b, &root_b, "/api/v1/files") != serde_json::json!([]) {
+        assert!(Instant::now() < deadline, "{}", get(&b, &root_b, "/api/v1/files"));
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let jobs_b = get(&b, &root_b, "/api/v1/jobs?all=true");
     assert_eq!(jobs_b.as_array().unwrap().len(), 1, "{jobs_b}");
     assert_eq!(
@@ -464,36 +365,6 @@ fn a_job_moves_with_its_input_files_and_its_outputs_come_back_to_the_origin() {
     assert_eq!(code, 422, "{msg}");
     let (code, msg) = b.request("PUT", &format!("/api/v1/files/{received}x?site=b1"), Some(&root_b), b"x");
     assert_eq!(code, 422, "{msg}");
-}
-
-/// The `peer-*` entries of `srv`'s catalogue and the files under its data directory whose
-/// path names `peer-`.
-fn received_here(srv: &BackgroundServer, root: &str) -> (Vec<String>, Vec<std::path::PathBuf>) {
-    let files = get(srv, root, "/api/v1/files");
-    let names = files
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|f| f["name"].as_str().filter(|n| n.starts_with("peer-")).map(str::to_string))
-        .collect();
-    let stored = walk(&srv.data_dir)
-        .into_iter()
-        .filter(|p| p.to_string_lossy().contains("peer-"))
-        .collect();
-    (names, stored)
-}
-
-/// Waits until `srv` holds no received input (catalogue and disk).
-fn wait_no_received(srv: &BackgroundServer, root: &str, secs: u64) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        let (names, stored) = received_here(srv, root);
-        if names.is_empty() && stored.is_empty() {
-            return;
-        }
-        assert!(Instant::now() < deadline, "received inputs stay: {names:?} {stored:?}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 /// Issue 14: the inputs a peer received for a migrated job are removed there once the job
@@ -554,94 +425,6 @@ fn received_inputs_go_once_the_outputs_are_back_unless_a_running_job_shares_them
     assert_eq!(get(&b, &root_b, "/api/v1/jobs?all=true").as_array().unwrap().len(), 2);
     let (code, back) = a.request("GET", "/api/v1/files/data.bin", Some(&alice), b"");
     assert_eq!((code, back.as_bytes() == &data[..]), (200, true));
-}
-
-/// How the fake origin answers a fetch of its input.
-#[derive(Clone, Copy, PartialEq)]
-enum Serve {
-    /// Other bytes of the declared length.
-    Wrong,
-    /// Twice the declared bytes.
-    TooMuch,
-    /// The declared length in the header, then only this many bytes and a closed connection.
-    Cut(usize),
-    /// The right bytes, from the asked range on.
-    Good,
-}
-
-/// Each request's first line and Range header, as the fake origin saw them.
-type Seen = std::sync::Arc<std::sync::Mutex<Vec<(String, Option<String>)>>>;
-
-/// A fake origin "alpha" for beta: answers input fetches as `mode` says and records each
-/// request's first line and Range header.
-struct FakeOrigin {
-    port: u16,
-    mode: std::sync::Arc<std::sync::Mutex<Serve>>,
-    seen: Seen,
-    served: std::sync::Arc<std::sync::atomic::AtomicUsize>,
-}
-
-impl FakeOrigin {
-    fn start(data: Vec<u8>) -> FakeOrigin {
-        use std::io::{BufRead, BufReader, Write};
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = l.local_addr().unwrap().port();
-        let mode = std::sync::Arc::new(std::sync::Mutex::new(Serve::Wrong));
-        let seen: Seen = Default::default();
-        let served = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let (m, s, n) = (mode.clone(), seen.clone(), served.clone());
-        std::thread::spawn(move || {
-            for conn in l.incoming() {
-                let Ok(mut conn) = conn else { return };
-                let mut r = BufReader::new(conn.try_clone().unwrap());
-                let mut first = String::new();
-                let _ = r.read_line(&mut first);
-                let mut range = None;
-                loop {
-                    let mut h = String::new();
-                    if r.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
-                        break;
-                    }
-                    if let Some(v) = h.to_ascii_lowercase().strip_prefix("range: bytes=") {
-                        range = v.trim().trim_end_matches('-').parse::<usize>().ok();
-                    }
-                }
-                s.lock()
-                    .unwrap()
-                    .push((first.trim().to_string(), range.map(|r| format!("bytes={r}-"))));
-                if !first.contains("/api/v1/peer/sent/alpha-1-1/inputs/d.bin") {
-                    let _ = conn.write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}");
-                    continue;
-                }
-                let sha = sha256_hex(&data);
-                let mode = *m.lock().unwrap();
-                let (status, body, len): (&str, Vec<u8>, usize) = match mode {
-                    Serve::Wrong => ("200 OK", text(data.len(), 2), data.len()),
-                    Serve::TooMuch => ("200 OK", [data.clone(), data.clone()].concat(), 2 * data.len()),
-                    Serve::Cut(k) => ("200 OK", data[..k].to_vec(), data.len()),
-                    Serve::Good => {
-                        let from = range.unwrap_or(0);
-                        let st = if from > 0 { "206 Partial Content" } else { "200 OK" };
-                        (st, data[from..].to_vec(), data.len() - from)
-                    }
-                };
-                let mut head = format!("HTTP/1.1 {status}\r\ncontent-length: {len}\r\nx-checksum-sha256: {sha}\r\nconnection: close\r\n");
-                if let Some(from) = range.filter(|_| mode == Serve::Good && status.starts_with("206")) {
-                    head.push_str(&format!("content-range: bytes {from}-{}/{}\r\n", data.len() - 1, data.len()));
-                }
-                head.push_str("\r\n");
-                let _ = conn.write_all(head.as_bytes());
-                let _ = conn.write_all(&body);
-                n.fetch_add(body.len(), std::sync::atomic::Ordering::SeqCst);
-                let _ = conn.flush();
-            }
-        });
-        FakeOrigin { port, mode, seen, served }
-    }
-
-    fn set(&self, m: Serve) {
-        *self.mode.lock().unwrap() = m;
-    }
 }
 
 /// Peer inputs are untrusted (issue 14): declarations that are malformed, oversized or name
@@ -739,17 +522,4 @@ fn peer_inputs_are_checked_and_an_interrupted_fetch_resumes() {
         .filter(|p| p.to_string_lossy().contains("peer-alpha"))
         .collect();
     assert_eq!(storage.len(), 1, "one stored copy, no partials left: {storage:?}");
-}
-
-fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
 }

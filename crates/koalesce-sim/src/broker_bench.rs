@@ -113,8 +113,7 @@ pub fn ttd_bench(p: TtdBenchParams) -> TtdBench {
             ends.remove(&(t, job));
             core.component_finished(t, job, 0, ComponentOutcome::Success);
         }
-        while core.poll_timeout().is_some_and(|t| t <= now) {
-            let t = core.poll_timeout().unwrap();
+        while let Some(t) = core.poll_timeout().filter(|&t| t <= now) {
             core.handle_timeout(t);
         }
         if i % p.refresh.max(1) == 0 {

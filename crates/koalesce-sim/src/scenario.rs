@@ -329,7 +329,7 @@ impl Scenario {
         Ok(scenario)
     }
 
-    fn invalid(&self, field: impl Into<String>, reason: impl Into<String>) -> ScenarioError {
+    pub(crate) fn invalid(&self, field: impl Into<String>, reason: impl Into<String>) -> ScenarioError {
         ScenarioError::Invalid {
             path: self.path.clone(),
             field: field.into(),

@@ -348,7 +348,13 @@ fn parse_lines<R: BufRead>(mut reader: R, path: &Path) -> Result<SwfTrace, SwfEr
             }
         }
         line_no += 1;
-        let line = trim_ascii(&buf);
+        // A byte-order mark (files saved by Windows editors) is not part of the first line.
+        let raw = if line_no == 1 {
+            buf.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&buf)
+        } else {
+            &buf[..]
+        };
+        let line = trim_ascii(raw);
         if line.is_empty() {
             continue;
         }

@@ -117,8 +117,17 @@ fn resolve(spec: &GeneratedSpec, scenario: &Scenario) -> Result<GeneratedSpec, S
 
 /// Builds the grid arrivals and registers the files they need in `catalogue`.
 pub fn build(scenario: &Scenario, rng: &mut Rng, catalogue: &mut ReplicaCatalogue) -> Result<Vec<GridArrival>, ScenarioError> {
-    for f in &scenario.files {
-        let replicas = f.replicas.iter().map(|r| SiteId(scenario.site_index(r).unwrap() as u32));
+    for (i, f) in scenario.files.iter().enumerate() {
+        let replicas = f
+            .replicas
+            .iter()
+            .map(|r| {
+                let site = scenario
+                    .site_index(r)
+                    .ok_or_else(|| scenario.invalid(format!("files[{i}].replicas"), format!("unknown site '{r}'")))?;
+                Ok(SiteId(site as u32))
+            })
+            .collect::<Result<Vec<_>, ScenarioError>>()?;
         catalogue.insert(f.name.clone(), (f.size_gb * GB).round() as u64, replicas);
     }
     let largest = scenario.sites.iter().map(|s| s.processors).max().unwrap_or(0);
@@ -423,5 +432,16 @@ processors = 64
         let s = das2("[workload]\nkind = \"jobs\"\njobs = [{ submit_s = 0, components = [500], runtime_s = 1 }]\n");
         let e = build(&s, &mut Rng::new(1), &mut ReplicaCatalogue::new()).unwrap_err().to_string();
         assert!(e.contains("workload.jobs[0].components") && e.contains("500"), "{e}");
+    }
+
+    #[test]
+    fn a_replica_at_an_unknown_site_is_an_error_not_a_panic() {
+        // `Scenario`'s fields are public: a caller can change one after `parse` validated it.
+        let mut s =
+            das2("[[files]]\nname = \"in\"\nsize_gb = 1.0\nreplicas = [\"vu\"]\n[workload]\nkind = \"generated\"\npreset = \"w30\"\n");
+        assert!(build(&s, &mut Rng::new(1), &mut ReplicaCatalogue::new()).is_ok());
+        s.files[0].replicas.push("nowhere".into());
+        let e = build(&s, &mut Rng::new(1), &mut ReplicaCatalogue::new()).unwrap_err().to_string();
+        assert!(e.contains("files[0].replicas") && e.contains("nowhere"), "{e}");
     }
 }

@@ -118,6 +118,25 @@ pub fn grid_status(client: &crate::client_cmds::api::Client, id: u64, output: Ou
     Ok(ExitCode::SUCCESS)
 }
 
+/// `koalesce cancel g<N>`: cancels grid job N wherever it is; says where the cancel went.
+pub fn grid_cancel(client: &crate::client_cmds::api::Client, id: u64, output: OutputArgs) -> anyhow::Result<ExitCode> {
+    let (_, body) = client.send("POST", &format!("/api/v1/grid/jobs/{id}/cancel"), None, b"")?;
+    let v: serde_json::Value = serde_json::from_str(&body).context("reading the answer")?;
+    Output::from(output).print(&v, || {
+        let g: GridJob = serde_json::from_value(v.clone()).context("reading the grid job")?;
+        Ok(match (g.cancel_requested, g.runs_at.as_deref()) {
+            (true, Some(peer)) if peer != "local" => {
+                format!(
+                    "grid job {id} {}: the cancel is on its way to {peer} (sent until it answers)\n",
+                    g.state
+                )
+            }
+            _ => format!("grid job {id} {}\n", g.state),
+        })
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
 /// For `koalesce jobs`: the grid jobs that are not in this server's queue (waiting in the grid
 /// queue, being handed over, or at a peer), as a second table; "" when there are none or the
 /// server has no federation.
@@ -153,6 +172,20 @@ fn status_report(g: &GridJob) -> String {
     let _ = writeln!(s, "why      {}", opt(&g.reason));
     if !g.outputs.is_empty() {
         let _ = writeln!(s, "outputs  {} (koalesce files get NAME)", g.outputs.join(", "));
+    }
+    if let Some(e) = &g.failure {
+        let _ = writeln!(s, "failure  {e}");
+    }
+    if g.cancel_requested && !koalesce_api::dto::is_final_state(&g.state) {
+        let _ = writeln!(s, "cancel   requested; on its way to {}", opt(&g.runs_at));
+    }
+    if g.runs_at.as_deref().is_some_and(|r| r != "local") && koalesce_api::dto::is_final_state(&g.state) {
+        let _ = writeln!(
+            s,
+            "logs     koalesce logs g{} [--stderr] (brought back from {})",
+            g.id,
+            opt(&g.runs_at)
+        );
     }
     if let Some(e) = &g.data_error {
         let _ = writeln!(s, "data     {e}");

@@ -77,16 +77,19 @@ impl FormatArgs {
 }
 
 /// Reads FILE, or standard input for `-`.
+/// UTF-8, or UTF-16 with a byte-order mark (`koalesce_formats::decode`).
 pub fn read_job_file(file: &Path) -> anyhow::Result<String> {
-    if file.as_os_str() == "-" {
-        let mut s = String::new();
+    let (bytes, what) = if file.as_os_str() == "-" {
+        let mut b = Vec::new();
         std::io::stdin()
-            .read_to_string(&mut s)
+            .read_to_end(&mut b)
             .context("reading the job description from standard input")?;
-        Ok(s)
+        (b, "standard input".to_string())
     } else {
-        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))
-    }
+        let b = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+        (b, file.display().to_string())
+    };
+    koalesce_formats::decode(&bytes).map_err(|e| anyhow::anyhow!("reading {what}: {e}"))
 }
 
 /// Submits a job file of any format; returns the new jobs' ids in submission order (with

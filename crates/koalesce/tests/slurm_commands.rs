@@ -369,6 +369,74 @@ fn commands_speak_slurm() {
     assert_eq!(s.stdout("squeue", &["-h", "-j", &jid, "-o", "%P %T"]), "leiden COMPLETED\n");
 }
 
+/// `sbatch --dependency=afterok:<array id>` waits for every task of the array, as in Slurm
+/// (it used to start after the array's first task alone, whose id the array shares), also with
+/// a `%M` throttle; `afterok:<array id>_<task>` waits for that task alone (task 0 included, whose
+/// id is the array's).
+#[test]
+fn an_sbatch_dependency_on_an_array_waits_for_every_task() {
+    let s = Server::start(LOCAL_SITES, &[]);
+    let shared = s.shared();
+    let done = shared.join("done");
+    std::fs::create_dir_all(&done).unwrap();
+    // Task 0 ends at once, the others later; each leaves a mark when it ends.
+    let task = format!(
+        "[ $SLURM_ARRAY_TASK_ID = 0 ] || sleep 1.5; touch {}/task-$SLURM_ARRAY_TASK_ID",
+        done.display()
+    );
+    let arr = s
+        .stdout("sbatch", &["--parsable", "--array=0-2%2", "-o", "/dev/null", "--wrap", &task])
+        .trim()
+        .to_string();
+    let count = shared.join("count.txt");
+    let dep = s
+        .stdout(
+            "sbatch",
+            &[
+                "--parsable",
+                &format!("--dependency=afterok:{arr}"),
+                "-o",
+                "/dev/null",
+                "--wrap",
+                &format!("ls {} | wc -l > {}", done.display(), count.display()),
+            ],
+        )
+        .trim()
+        .to_string();
+    // `<array>_<task>`, submitted while the array runs: starts after task 0 alone.
+    let count0 = shared.join("count0.txt");
+    let first = s
+        .stdout(
+            "sbatch",
+            &[
+                "--parsable",
+                &format!("--dependency=afterok:{arr}_0"),
+                "-o",
+                "/dev/null",
+                "--wrap",
+                &format!("ls {} | wc -l > {}", done.display(), count0.display()),
+            ],
+        )
+        .trim()
+        .to_string();
+    assert_eq!(s.wait_final(&first), "COMPLETED");
+    let n0: u32 = std::fs::read_to_string(&count0).unwrap().trim().parse().unwrap();
+    assert!((1..3).contains(&n0), "afterok:{arr}_0 started after task 0 alone ({n0} tasks done)");
+    assert_eq!(s.wait_final(&dep), "COMPLETED");
+    assert_eq!(
+        std::fs::read_to_string(&count).unwrap().trim(),
+        "3",
+        "the dependent ran after every task of the array"
+    );
+    let o = s.run(
+        "sbatch",
+        &["--parsable", &format!("--dependency=afterok:{arr}_7"), "--wrap", "true"],
+    );
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains(&format!("afterok:{arr}_7")) && err.contains("task"), "{err}");
+}
+
 /// The venv with the tools (made by python/ci/setup-venv.sh, which CI runs too).
 fn tools_venv(target: &Path) -> PathBuf {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../python/ci/setup-venv.sh");

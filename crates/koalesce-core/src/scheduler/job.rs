@@ -111,6 +111,14 @@ pub struct Job {
     /// is left.
     #[serde(default)]
     pub waiting_on: Vec<super::Dependency>,
+    /// Succeeded, and its outputs ([`crate::model::JobSpec::stages_out`]) are not registered
+    /// yet: jobs depending on it still wait ([`super::Scheduler::outputs_registered`]).
+    #[serde(default)]
+    pub outputs_pending: bool,
+    /// The array or bag of tasks the job is a task of (its id: the first task's), once the
+    /// driver declared it ([`super::Scheduler::declare_bag`]).
+    #[serde(default)]
+    pub bag: Option<JobId>,
 }
 
 impl Job {

@@ -15,6 +15,8 @@
 //! - `claiming`: the claiming queue, ICP (re-placement, preemption), the launch.
 //! - `reservation`: claiming with advance reservations.
 //! - `broker`: placement by predicted TTD/TTS and co-allocation by reservations (001).
+//! - `gate`, `bags`: held jobs and dependencies (on jobs, and on whole arrays and bags of
+//!   tasks), outputs registered after success.
 //! - `release`: faults, ends, cancellation, blacklisting, returns to the placement queue.
 //! - `gridway`: REQUIREMENTS / RANK and GridWay's priorities and banning in placement tries,
 //!   the `queueing = "gridway"` scan, the GW_* environment.
@@ -24,6 +26,7 @@
 //! `handle_timeout`, `poll_action`).
 
 mod action;
+mod bags;
 mod broker;
 mod claiming;
 mod error;
@@ -47,6 +50,7 @@ use crate::placement::{CloseToFiles, Policies};
 use crate::queues::PlacementQueues;
 
 pub use action::{Action, ComponentOutcome, TransferKey};
+pub use bags::{BagError, BagTask};
 pub use broker::BrokerStats;
 pub use error::SubmitError;
 pub use gate::{Dependency, DependencyKind, Gate, GateError};
@@ -86,6 +90,10 @@ pub struct Scheduler {
     queues: PlacementQueues,
     /// Jobs waiting on each job (the reverse of their dependencies).
     dependents: BTreeMap<JobId, BTreeSet<JobId>>,
+    /// Arrays and bags of tasks declared as one unit, by id (`bags.rs`).
+    bags: BTreeMap<JobId, bags::BagRecord>,
+    /// Jobs waiting on each whole array or bag.
+    bag_dependents: BTreeMap<JobId, BTreeSet<JobId>>,
     /// Claiming queue ordered by JCT.
     claiming: BTreeSet<(Millis, JobId)>,
     /// Jobs holding reservations, by the JST at which the reservations are claimed.
@@ -139,6 +147,8 @@ impl Scheduler {
             own_estimated_at: None,
             claiming: BTreeSet::new(),
             dependents: BTreeMap::new(),
+            bags: BTreeMap::new(),
+            bag_dependents: BTreeMap::new(),
             reservation_starts: BTreeSet::new(),
             next_scan: None,
             actions: VecDeque::new(),

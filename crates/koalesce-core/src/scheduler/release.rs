@@ -142,11 +142,16 @@ impl Scheduler {
     /// Removes a job in a terminal state from the core (a driver that persisted its final
     /// state need not keep it in memory). Returns the job; `None` if it is unknown or still
     /// active.
+    /// A job whose outputs are still pending ([`Scheduler::outputs_registered`]) is not
+    /// forgotten either: jobs depending on it wait for them.
     pub fn forget(&mut self, job: JobId) -> Option<Job> {
-        if !self.jobs.get(&job)?.state.is_terminal() {
+        let j = self.jobs.get(&job)?;
+        if !j.state.is_terminal() || j.outputs_pending {
             return None;
         }
+        let bag = j.bag;
         self.dependents.remove(&job);
+        self.forget_bag_member(job, bag);
         self.jobs.remove(&job)
     }
 
@@ -320,13 +325,16 @@ impl Scheduler {
             panic!("scheduler bug: job {id}: {e}");
         }
         job.state = to;
+        // Success is seen by dependents once the outputs are registered.
+        let outputs_pending = to == JobState::Succeeded && job.spec.stages_out;
+        job.outputs_pending = outputs_pending;
         self.actions.push_back(Action::StateChanged {
             job: id,
             from,
             to,
             at: now,
         });
-        if to == JobState::Running || to.is_terminal() {
+        if (to == JobState::Running || to.is_terminal()) && !outputs_pending {
             self.dependency_event(now, id, to);
         }
     }

@@ -155,6 +155,8 @@ impl Scheduler {
             prediction: None,
             user_hold: false,
             waiting_on: Vec::new(),
+            outputs_pending: false,
+            bag: None,
         }
     }
 

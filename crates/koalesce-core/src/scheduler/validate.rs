@@ -37,6 +37,35 @@ impl Scheduler {
     }
 
     pub(super) fn validate(&self, spec: &JobSpec) -> Result<(), SubmitError> {
+        self.validate_shape(spec)?;
+        self.validate_inputs(spec)
+    }
+
+    /// Every input file is in the catalogue with a replica.
+    pub(super) fn validate_inputs(&self, spec: &JobSpec) -> Result<(), SubmitError> {
+        let job = || spec.name.clone();
+        for f in &spec.input_files {
+            match self.catalogue.get(f) {
+                None => {
+                    return Err(SubmitError::UnknownFile {
+                        job: job(),
+                        file: f.clone(),
+                    })
+                }
+                Some(e) if e.replicas.is_empty() => {
+                    return Err(SubmitError::NoReplica {
+                        job: job(),
+                        file: f.clone(),
+                    })
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Everything but the input files.
+    pub(super) fn validate_shape(&self, spec: &JobSpec) -> Result<(), SubmitError> {
         let job = || spec.name.clone();
         let largest = self.sites.iter().map(|s| s.processors).max().unwrap_or(0);
         if let Some(flex) = &spec.flexible {
@@ -134,23 +163,6 @@ impl Scheduler {
         if let Some(h) = &spec.preferences.held_reservation {
             self.validate_held(spec, h)
                 .map_err(|reason| SubmitError::Invalid { job: job(), reason })?;
-        }
-        for f in &spec.input_files {
-            match self.catalogue.get(f) {
-                None => {
-                    return Err(SubmitError::UnknownFile {
-                        job: job(),
-                        file: f.clone(),
-                    })
-                }
-                Some(e) if e.replicas.is_empty() => {
-                    return Err(SubmitError::NoReplica {
-                        job: job(),
-                        file: f.clone(),
-                    })
-                }
-                Some(_) => {}
-            }
         }
         Ok(())
     }

@@ -1,13 +1,14 @@
-//! OGF JSDL 1.0 (GFD.56) with the POSIX Application extension and the HPC Profile
-//! Application extension (GFD.111), read with roxmltree (namespaces, positions, entities,
-//! CDATA; DTDs are refused).
+//! OGF JSDL 1.0 (GFD.56) with the POSIX Application extension, the HPC Profile Application
+//! extension (GFD.111) and the SPMD Application extension (GFD.115, in `spmd`), read with
+//! roxmltree (namespaces, positions, entities, CDATA; DTDs are refused).
 //!
-//! Every element must be in the JSDL, JSDL-POSIX or JSDL-HPCPA namespace and known there;
+//! Every element must be in the JSDL, JSDL-POSIX, JSDL-HPCPA or JSDL-SPMD namespace and known there;
 //! each maps onto the native description or is an error naming it and its line. Attributes
 //! of the XML Schema instance namespace (`xsi:schemaLocation`) are accepted; other foreign
 //! attributes are errors.
 
 mod range;
+mod spmd;
 
 use std::collections::BTreeMap;
 
@@ -24,6 +25,11 @@ const FMT: Format = Format::Jsdl;
 pub const NS_JSDL: &str = "http://schemas.ggf.org/jsdl/2005/11/jsdl";
 pub const NS_POSIX: &str = "http://schemas.ggf.org/jsdl/2005/11/jsdl-posix";
 pub const NS_HPCPA: &str = "http://schemas.ggf.org/jsdl/2006/07/jsdl-hpcpa";
+/// NorduGrid ARC's JSDL extension (its nordugrid-jsdl.xsd); ARC's own parser also took
+/// some of its elements in the JSDL namespace (jsdl:QueueName, jsdl:URIOption).
+pub const NS_ARC: &str = "http://www.nordugrid.org/ws/schemas/jsdl-arc";
+/// The SPMD Application extension (GFD.115).
+pub const NS_SPMD: &str = "http://schemas.ogf.org/jsdl/2007/02/jsdl-spmd";
 const NS_XSI: &str = "http://www.w3.org/2001/XMLSchema-instance";
 const JOB_DIR: &str = "${KOALESCE_JOB_DIR}";
 
@@ -36,6 +42,8 @@ fn prefix_of(ns: Option<&str>) -> String {
         Some(NS_JSDL) => "jsdl:".into(),
         Some(NS_POSIX) => "jsdl-posix:".into(),
         Some(NS_HPCPA) => "jsdl-hpcpa:".into(),
+        Some(NS_SPMD) => "jsdl-spmd:".into(),
+        Some(NS_ARC) => "jsdl-arc:".into(),
         Some(other) => format!("{{{other}}}"),
         None => String::new(),
     }
@@ -102,7 +110,7 @@ impl<'a> Reader<'a> {
 
     fn unknown(&self, n: Node) -> FormatError {
         let m = match n.tag_name().namespace() {
-            Some(NS_JSDL) | Some(NS_POSIX) | Some(NS_HPCPA) => format!("element {} is not known here", qname(n)),
+            Some(NS_JSDL) | Some(NS_POSIX) | Some(NS_HPCPA) | Some(NS_SPMD) => format!("element {} is not known here", qname(n)),
             Some(ns) => format!(
                 "element {} is from an extension namespace koalesce does not support ({ns})",
                 n.tag_name().name()
@@ -230,6 +238,18 @@ impl<'a> Reader<'a> {
     fn resources(&self, n: Node<'a, 'a>, out: &mut Resources) -> Result<(), FormatError> {
         self.attrs(n, &[])?;
         for k in self.elements(n)? {
+            // ARC's QueueName (jsdl-arc:, or jsdl: as ARC's parser also took it), with
+            // require="ne" for "not this queue".
+            if matches!(k.tag_name().namespace(), Some(NS_ARC | NS_JSDL)) && k.tag_name().name() == "QueueName" {
+                self.attrs(k, &["require"])?;
+                let op = match k.attribute("require").map(str::trim) {
+                    None | Some("eq") => "=",
+                    Some("ne") => "!=",
+                    Some(other) => return Err(self.err(k, format!("{}@require '{other}': only eq and ne apply to a queue name", qname(k)))),
+                };
+                out.req.add(format!("QUEUE_NAME {op} \"{}\"", self.text(k)?.replace('"', "")));
+                continue;
+            }
             if k.tag_name().namespace() != Some(NS_JSDL) {
                 return Err(self.unknown(k));
             }
@@ -379,7 +399,19 @@ pub fn convert(text: &str, name_hint: Option<&str>) -> Result<JobDescription, Fo
     };
     let doc = Document::parse_with_options(text, opts).map_err(|e| {
         let p = e.pos();
-        FormatError::at(FMT, p.row as usize, Some(p.col as usize), format!("not well-formed XML: {e}"))
+        // An undeclared prefix of a JSDL namespace (GridWay's own HPCProfileExample.xml uses
+        // jsdl-hpcpa: without declaring it): say which declaration is missing.
+        let hint = match &e {
+            roxmltree::Error::UnknownNamespace(prefix, _) => match prefix.as_str() {
+                "jsdl" => format!(" (declare xmlns:jsdl=\"{NS_JSDL}\")"),
+                "jsdl-posix" => format!(" (declare xmlns:jsdl-posix=\"{NS_POSIX}\")"),
+                "jsdl-hpcpa" => format!(" (declare xmlns:jsdl-hpcpa=\"{NS_HPCPA}\")"),
+                "jsdl-spmd" => format!(" (declare xmlns:jsdl-spmd=\"{NS_SPMD}\")"),
+                _ => String::new(),
+            },
+            _ => String::new(),
+        };
+        FormatError::at(FMT, p.row as usize, Some(p.col as usize), format!("not well-formed XML: {e}{hint}"))
     })?;
     let rd = Reader { doc: &doc };
     let root = doc.root_element();
@@ -448,7 +480,7 @@ pub fn convert(text: &str, name_hint: Option<&str>) -> Result<JobDescription, Fo
             (Some(NS_JSDL), "ApplicationName" | "ApplicationVersion" | "Description") => {
                 rd.text(a)?;
             }
-            (Some(NS_POSIX), "POSIXApplication") | (Some(NS_HPCPA), "HPCProfileApplication") => {
+            (Some(NS_POSIX), "POSIXApplication") | (Some(NS_HPCPA), "HPCProfileApplication") | (Some(NS_SPMD), "SPMDApplication") => {
                 if posix.is_some() {
                     return Err(rd.err(a, "a second application element"));
                 }
@@ -460,10 +492,10 @@ pub fn convert(text: &str, name_hint: Option<&str>) -> Result<JobDescription, Fo
     let Some(posix) = posix else {
         return Err(rd.err(
             app,
-            "jsdl:Application has no jsdl-posix:POSIXApplication or jsdl-hpcpa:HPCProfileApplication",
+            "jsdl:Application has no jsdl-posix:POSIXApplication, jsdl-hpcpa:HPCProfileApplication or jsdl-spmd:SPMDApplication",
         ));
     };
-    let memory_limit = application(&rd, posix, &mut job, &res.filesystems)?;
+    let (memory_limit, spmd) = application(&rd, posix, &mut job, &res.filesystems)?;
 
     // Data staging: Source → an input from the catalogue, Target → an output registered
     // under the target's logical name.
@@ -472,10 +504,14 @@ pub fn convert(text: &str, name_hint: Option<&str>) -> Result<JobDescription, Fo
         rd.attrs(s, &["name"])?;
         let (mut file, mut source, mut target) = (None, None, None);
         let mut fs_name: Option<String> = None;
+        let mut is_exec = false;
         for d in rd.elements(s)? {
             match (d.tag_name().namespace(), d.tag_name().name()) {
                 (Some(NS_JSDL), "FileName") => file = Some((subst(&rd.text(d)?), d)),
-                (Some(NS_JSDL), "FileSystemName") => fs_name = Some(rd.text(d)?),
+                // GFD.56 §6.3.2 spells it FilesystemName; FileSystemName is taken too.
+                (Some(NS_JSDL), "FilesystemName" | "FileSystemName") => fs_name = Some(rd.text(d)?),
+                // ARC's extension: the staged file is a program.
+                (Some(NS_ARC), "IsExecutable") => is_exec = rd.boolean(d)?,
                 (Some(NS_JSDL), "CreationFlag") => {
                     let f = rd.text(d)?;
                     if !matches!(f.as_str(), "overwrite" | "dontOverwrite" | "append") {
@@ -490,6 +526,16 @@ pub fn convert(text: &str, name_hint: Option<&str>) -> Result<JobDescription, Fo
                 (Some(NS_JSDL), "Source" | "Target") => {
                     let mut uri = None;
                     for u in rd.elements(d)? {
+                        if matches!(u.tag_name().namespace(), Some(NS_JSDL | NS_ARC)) && u.tag_name().name() == "URIOption" {
+                            return Err(rd.err(
+                                u,
+                                format!(
+                                    "{} '{}': ARC's transfer options cannot be honoured (koalesce moves files itself)",
+                                    qname(u),
+                                    rd.text(u)?
+                                ),
+                            ));
+                        }
                         if !rd.is(u, NS_JSDL, "URI") {
                             return Err(rd.unknown(u));
                         }
@@ -516,23 +562,46 @@ pub fn convert(text: &str, name_hint: Option<&str>) -> Result<JobDescription, Fo
         }
         let local = relative_name("jsdl:FileName", &local_path(&file)).map_err(|m| rd.err(fnode, m))?;
         if source.is_none() && target.is_none() {
-            return Err(rd.err(s, format!("jsdl:DataStaging of '{local}' has neither a Source nor a Target")));
+            // GFD.56 §6.3 makes Source and Target optional; a file with neither is one the job
+            // makes. ARC (whose client writes these for stdout and stderr) keeps it for the
+            // user to fetch: an output kept with the job (`<job-id>/name`), as xRSL's
+            // outputFiles ("name" "").
+            job.outputs.push(OutputFile {
+                file: local.clone(),
+                to: None,
+            });
+        }
+        if is_exec && source.is_none() {
+            return Err(rd.err(
+                s,
+                format!("jsdl-arc:IsExecutable of '{local}': only a staged-in file can be marked executable"),
+            ));
         }
         if let Some((uri, node)) = source {
-            let logical = match locate(&uri).map_err(|m| rd.err(node, m))? {
+            let logical = match locate(&uri).map_err(|m| rd.err(node, format!("jsdl:Source of '{local}': {m}")))? {
                 Location::Catalogue(l) => l,
-                Location::Absolute(a) => return Err(rd.err(node, format!("'{a}' is a path, not a URI or logical name"))),
+                Location::Absolute(a) => {
+                    return Err(rd.err(
+                        node,
+                        format!("jsdl:Source of '{local}': '{a}' is a path, not a URI or logical name"),
+                    ))
+                }
             };
             if staged_names.contains(&local) {
                 return Err(rd.err(s, format!("'{local}' is staged in twice")));
             }
             staged_names.push(local.clone());
-            job.inputs.push(staged(&logical, Some(&local), false));
+            job.inputs.push(staged(&logical, Some(&local), is_exec));
         }
         if let Some((uri, node)) = target {
-            let to = match locate(&uri).map_err(|m| rd.err(node, m))? {
+            let to = match locate(&uri).map_err(|m| rd.err(node, format!("jsdl:Target of '{local}': {m}")))? {
                 Location::Catalogue(l) => l,
-                Location::Absolute(a) => return Err(rd.err(node, format!("'{a}' is a path, not a URI or logical name"))),
+                Location::Absolute(a) => {
+                    return Err(rd.err(
+                        node,
+                        format!("jsdl:Target of '{local}': '{a}' is a path, not a URI or logical name"),
+                    ))
+                }
             };
             job.outputs.push(OutputFile { file: local, to: Some(to) });
         }
@@ -556,34 +625,41 @@ pub fn convert(text: &str, name_hint: Option<&str>) -> Result<JobDescription, Fo
         }
         Ok((0..n).map(|_| ComponentDescription::new(each as u32)).collect())
     };
-    match (i, t, r) {
-        (None, Some(total), None) => {
-            job.flexible = Some(FlexibleDescription {
-                total: u32::try_from(total).map_err(|_| count_err(format!("TotalCPUCount {total} is too large")))?,
-                min_component: None,
-                max_components: None,
-            })
-        }
-        (Some(each), Some(total), r) => {
-            if !total.is_multiple_of(each) || r.is_some_and(|r| r * each != total) {
-                return Err(count_err(format!(
-                    "TotalCPUCount {total} is not a whole number of resources of IndividualCPUCount {each}"
-                )));
+    if let Some(sp) = &spmd {
+        spmd::components(&rd, sp, &res, &mut job)?;
+    } else {
+        match (i, t, r) {
+            // One CPU in all (GFD.56's own gnuplot example says TotalCPUCount Exact 1.0):
+            // one processor, nothing to split.
+            (None, Some(1), None) => job.components = comps(1, 1)?,
+            (None, Some(total), None) => {
+                job.flexible = Some(FlexibleDescription {
+                    total: u32::try_from(total).map_err(|_| count_err(format!("TotalCPUCount {total} is too large")))?,
+                    min_component: None,
+                    max_components: None,
+                })
             }
-            job.components = comps(total / each, each)?;
-        }
-        (None, Some(total), Some(r)) => {
-            if !total.is_multiple_of(r) {
-                return Err(count_err(format!(
-                    "TotalCPUCount {total} does not split evenly over TotalResourceCount {r}"
-                )));
+            (Some(each), Some(total), r) => {
+                if !total.is_multiple_of(each) || r.is_some_and(|r| r * each != total) {
+                    return Err(count_err(format!(
+                        "TotalCPUCount {total} is not a whole number of resources of IndividualCPUCount {each}"
+                    )));
+                }
+                job.components = comps(total / each, each)?;
             }
-            job.components = comps(r, total / r)?;
+            (None, Some(total), Some(r)) => {
+                if !total.is_multiple_of(r) {
+                    return Err(count_err(format!(
+                        "TotalCPUCount {total} does not split evenly over TotalResourceCount {r}"
+                    )));
+                }
+                job.components = comps(r, total / r)?;
+            }
+            (each, None, r) => job.components = comps(r.unwrap_or(1), each.unwrap_or(1))?,
         }
-        (each, None, r) => job.components = comps(r.unwrap_or(1), each.unwrap_or(1))?,
-    }
-    if job.components.len() > 1 || job.flexible.is_some() {
-        job.runner = Runner::Coupled;
+        if job.components.len() > 1 || job.flexible.is_some() {
+            job.runner = Runner::Coupled;
+        }
     }
     let procs_per_resource = i.unwrap_or(1).max(1);
     let total_procs = t.unwrap_or(procs_per_resource * r.unwrap_or(1)).max(1);
@@ -605,14 +681,29 @@ pub fn convert(text: &str, name_hint: Option<&str>) -> Result<JobDescription, Fo
     Ok(job)
 }
 
-/// The POSIX / HPC Profile application; returns POSIX MemoryLimit (bytes) if given.
-fn application(rd: &Reader, app: Node, job: &mut JobDescription, fs: &[String]) -> Result<Option<u64>, FormatError> {
+/// The POSIX / HPC Profile / SPMD application; returns POSIX MemoryLimit (bytes) if given,
+/// and the SPMD elements of an SPMD application.
+fn application<'a>(
+    rd: &Reader<'a>,
+    app: Node<'a, 'a>,
+    job: &mut JobDescription,
+    fs: &[String],
+) -> Result<(Option<u64>, Option<spmd::Spmd<'a>>), FormatError> {
     rd.attrs(app, &["name"])?;
     let mut memory = None;
     let mut env = BTreeMap::new();
-    let hpc = app.tag_name().namespace() == Some(NS_HPCPA);
+    let is_spmd = app.tag_name().namespace() == Some(NS_SPMD);
+    // GFD.115 §4: SPMDApplication holds the POSIX elements Executable … UserName (no
+    // limits) and its own NumberOfProcesses, ProcessesPerHost, ThreadsPerProcess and
+    // SPMDVariation; limits are refused like HPC Profile Application's.
+    let hpc = app.tag_name().namespace() == Some(NS_HPCPA) || is_spmd;
+    let mut sp = is_spmd.then(spmd::Spmd::default);
     for e in rd.elements(app)? {
         let ns = e.tag_name().namespace();
+        if let (Some(sp), Some(NS_SPMD)) = (sp.as_mut(), ns) {
+            sp.element(rd, e)?;
+            continue;
+        }
         if ns != Some(NS_POSIX) && ns != Some(NS_HPCPA) {
             return Err(rd.unknown(e));
         }
@@ -690,7 +781,10 @@ fn application(rd: &Reader, app: Node, job: &mut JobDescription, fs: &[String]) 
         return Err(rd.err(app, format!("{} has no Executable", qname(app))));
     }
     job.environment = env;
-    Ok(memory)
+    if let Some(sp) = &sp {
+        sp.check(rd, app)?;
+    }
+    Ok((memory, sp))
 }
 
 /// An executable in the job's directory runs as `./name`.

@@ -368,12 +368,19 @@ fn single(rels: &[Rel], pos: Pos, name_hint: Option<&str>, sites: &[String]) -> 
     let mut job = base_job(&mut p, pos, name_hint)?;
     let count = p.count.unwrap_or(1);
     let kind = p.jobtype.clone().unwrap_or_else(|| "single".into());
-    if p.host_count.is_some_and(|h| h > 1) {
-        let r = rels.iter().find(|r| r.canon == "hostcount").unwrap();
-        return Err(r.err(
-            FMT,
-            "spreading processes over several hosts of one site cannot be honoured (koalesce allocates processors)",
-        ));
+    // rsl(5): "host_count: only applies to clusters of SMP computers … the number of nodes
+    // to distribute the count processes across". A layout of the count processes, which
+    // koalesce places as processors of a site (packed, for multiple and mpi, on few sites):
+    // accepted when it can be honoured at all (no more hosts than processes), as GRAM
+    // glidein descriptions (hostCount, count, jobType=multiple) use it.
+    if let Some(h) = p.host_count {
+        if h == 0 || h > u64::from(count) {
+            let r = rels
+                .iter()
+                .find(|r| r.canon == "hostcount")
+                .expect("host_count came from a relation");
+            return Err(r.err(FMT, format!("{h} hosts for {count} process(es) cannot be honoured (1 to count)")));
+        }
     }
     let (mut components, mut runner, policy) = job_type_components(&kind, count).expect("checked job type");
     for comp in &mut components {

@@ -408,6 +408,8 @@ pub(crate) struct Rel {
     pub op: &'static str,
     pub values: Vec<RVal>,
     pub pos: Pos,
+    /// xRSL `(|(a=x)(a=y))`: the alternatives (then `op` is "|" and `values` empty).
+    pub alts: Vec<Rel>,
 }
 
 /// A request after substitution: a conjunction's relations, or sub-requests.
@@ -488,6 +490,10 @@ impl Resolver {
             Spec::Bool('&', items, pos) => {
                 let mut rels = Vec::new();
                 for item in items {
+                    if let (Format::Xrsl, Spec::Bool('|', alts, pos)) = (self.fmt, item) {
+                        rels.push(self.alternatives(alts, *pos, env)?);
+                        continue;
+                    }
                     match self.request(item, env)? {
                         Req::And(rs, _) => rels.extend(rs),
                         Req::Multi(_, p) | Req::Or(p) => return Err(FormatError::at(
@@ -511,6 +517,52 @@ impl Resolver {
             }
             Spec::Bool(_, _, pos) => Ok(Req::Or(*pos)),
         }
+    }
+
+    /// xRSL's `(|(queue=a)(queue=b))` inside a conjunction: alternatives of one attribute
+    /// (the xRSL manual allows `|` for queue, runTimeEnvironment, opsys, architecture and
+    /// others); a relation whose `alts` hold them. Other shapes are refused here.
+    fn alternatives(&self, alts: &[Spec], pos: Pos, env: &mut BTreeMap<String, String>) -> Result<Rel, FormatError> {
+        let mut out: Vec<Rel> = Vec::new();
+        for a in alts {
+            let r = match a {
+                Spec::Rel(r) => self.relation(r, env)?,
+                Spec::Bool(_, _, p) => {
+                    return Err(FormatError::at(
+                        self.fmt,
+                        p.line,
+                        Some(p.col),
+                        "'|' alternatives must each be one relation, such as (queue=a)",
+                    ))
+                }
+            };
+            if let Some(first) = out.first() {
+                if first.canon != r.canon {
+                    return Err(FormatError::at(
+                        self.fmt,
+                        r.pos.line,
+                        Some(r.pos.col),
+                        format!(
+                            "'|' alternatives must all be of one attribute ({} and {} are mixed)",
+                            first.attr, r.attr
+                        ),
+                    ));
+                }
+            }
+            out.push(r);
+        }
+        let first = out
+            .first()
+            .cloned()
+            .ok_or_else(|| FormatError::at(self.fmt, pos.line, Some(pos.col), "'|' has no alternatives"))?;
+        Ok(Rel {
+            attr: first.attr,
+            canon: first.canon,
+            op: "|",
+            values: Vec::new(),
+            pos,
+            alts: out,
+        })
     }
 
     fn relation(&self, r: &Relation, env: &mut BTreeMap<String, String>) -> Result<Rel, FormatError> {
@@ -546,6 +598,7 @@ impl Resolver {
             op: r.op,
             values: r.values.iter().map(|v| self.value(v, env)).collect::<Result<_, _>>()?,
             pos: r.pos,
+            alts: Vec::new(),
         })
     }
 }
@@ -701,77 +754,4 @@ pub(crate) fn dialect(text: &str) -> Format {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn rels(src: &str) -> Vec<Rel> {
-        match resolve(src, Format::Rsl).unwrap() {
-            Req::And(r, _) => r,
-            other => panic!("{other:?}"),
-        }
-    }
-
-    #[test]
-    fn spec_example_substitution_and_concatenation() {
-        // The example of the GT2 RSL v1.0 specification.
-        let src = r#"&(rsl_substitution = (TOPDIR "/home/nobody")
-                (DATADIR $(TOPDIR)"/data")
-                (EXECDIR $(TOPDIR)/bin) )
-  (executable = $(EXECDIR)/a.out (* implicit concatenation *))
-  (directory  = $(TOPDIR) )
-  (arguments  = $(DATADIR)/file1
-                $(DATADIR) # /file2
-                '$(FOO)'            (* a quoted literal *))
-  (environment = (DATADIR $(DATADIR)))
-  (count = 1)"#;
-        let r = rels(src);
-        let get = |a: &str| r.iter().find(|x| x.canon == a).unwrap().clone();
-        assert_eq!(get("executable").one(Format::Rsl).unwrap(), "/home/nobody/bin/a.out");
-        assert_eq!(
-            get("arguments").strings(Format::Rsl).unwrap(),
-            ["/home/nobody/data/file1", "/home/nobody/data/file2", "$(FOO)"]
-        );
-        assert_eq!(
-            get("environment").tuples(Format::Rsl).unwrap(),
-            vec![vec!["DATADIR".to_string(), "/home/nobody/data".into()]]
-        );
-    }
-
-    #[test]
-    fn quoting_forms_and_names() {
-        let r = rels(r#"&(arguments = "a ""b"" c" 'd''e' ^!f "g!!h! )(MAX_WALL_TIME=5)(Job_Type = mpi)"#);
-        assert_eq!(r[0].strings(Format::Rsl).unwrap(), ["a \"b\" c", "d'e", "f \"g!h"]);
-        assert_eq!(r[1].canon, "maxwalltime");
-        assert_eq!(r[2].canon, "jobtype");
-        assert_eq!(rels("(executable=/bin/date)(count=2)").len(), 2);
-    }
-
-    #[test]
-    fn multirequest_scopes_and_errors() {
-        let src = "+( &(rsl_substitution=(X a))(executable=$(X)) )( &(executable=$(X)) )";
-        let e = resolve(src, Format::Rsl).unwrap_err();
-        assert!(e.message.contains("$(X)"), "{e}");
-        assert_eq!(e.line, Some(1));
-        let ok = "+( &(rsl_substitution=(X a))(executable=$(X)) )( &(executable=$(X b)) )";
-        assert!(matches!(resolve(ok, Format::Rsl).unwrap(), Req::Multi(v, _) if v.len() == 2));
-        for (bad, line, col) in [
-            ("&(executable=/bin/ls", 1, 21),
-            ("&(a=\"x)", 1, 5),
-            ("&(a b)", 1, 5),
-            ("&\n(* open", 2, 1),
-            ("&(a=b) junk", 1, 8),
-        ] {
-            let e = resolve(bad, Format::Rsl).unwrap_err();
-            assert_eq!((e.line, e.column), (Some(line), Some(col)), "{bad}: {e}");
-        }
-    }
-
-    #[test]
-    fn dialects() {
-        assert_eq!(dialect("&(executable=a)(inputFiles=(a \"\"))(jobName=x)"), Format::Xrsl);
-        assert_eq!(dialect("&(executable=a)(maxWallTime=4)(directory=/tmp)"), Format::Rsl);
-        assert_eq!(dialect("&(executable=a)"), Format::Rsl);
-        assert_eq!(dialect("(* ARC *) &(executable=a)(stdout=o)"), Format::Xrsl);
-        assert_eq!(dialect("(* GT2 *) &(executable=a)(directory=/tmp)"), Format::Rsl);
-    }
-}
+mod tests;

@@ -55,32 +55,102 @@ pub(crate) fn period_seconds(s: &str) -> Option<u64> {
         }
         return Some(secs);
     }
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let spaced;
-    let t = if split > 0 && split < t.len() && !t[split..].starts_with(' ') {
-        spaced = format!("{} {}", &t[..split], &t[split..]);
-        spaced.as_str()
-    } else {
-        t
-    };
-    let words: Vec<&str> = t.split_whitespace().collect();
-    if words.is_empty() || !words.len().is_multiple_of(2) {
-        return None;
-    }
-    let mut total: u64 = 0;
-    for pair in words.chunks(2) {
-        let n: u64 = pair[0].parse().ok()?;
-        let mult = match pair[1].to_ascii_lowercase().trim_end_matches('s') {
-            "sec" | "second" | "" => 1,
-            "min" | "minute" | "m" => 60,
-            "hour" | "h" | "hr" => 3600,
-            "day" | "d" => 86_400,
-            "week" | "w" => 604_800,
+    free_period(t)
+}
+
+/// ARC's "free" period format (Arc::Period, libs/common/DateTime.cpp): numbers each followed
+/// by a unit (`2 hours`, `1h30m`, `1 day 2 hours`), and a last number without a unit counts in
+/// the unit below the previous one (`1h30` is 1 h 30 min; alone it is minutes, xRSL's base).
+/// ARC takes a word by its first letter; here only the units' own words are taken, so that
+/// `1 month` is an error rather than ARC's one minute.
+fn free_period(t: &str) -> Option<u64> {
+    const UNITS: [u64; 4] = [604_800, 86_400, 3600, 60];
+    let unit = |w: &str| -> Option<u64> {
+        Some(match w.to_ascii_lowercase().as_str() {
+            "w" | "week" | "weeks" => 604_800,
+            "d" | "day" | "days" => 86_400,
+            "h" | "hr" | "hrs" | "hour" | "hours" => 3600,
+            "m" | "min" | "mins" | "minute" | "minutes" => 60,
+            "s" | "sec" | "secs" | "second" | "seconds" => 1,
             _ => return None,
+        })
+    };
+    let b = t.as_bytes();
+    let (mut i, mut total, mut last): (usize, u64, Option<u64>) = (0, 0, None);
+    let mut any = false;
+    while i < b.len() {
+        if b[i] == b' ' {
+            i += 1;
+            continue;
+        }
+        let d0 = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        if i == d0 {
+            return None;
+        }
+        let n: u64 = t[d0..i].parse().ok()?;
+        while i < b.len() && b[i] == b' ' {
+            i += 1;
+        }
+        let w0 = i;
+        while i < b.len() && b[i].is_ascii_alphabetic() {
+            i += 1;
+        }
+        let mult = if i > w0 {
+            unit(&t[w0..i])?
+        } else {
+            // A trailing bare number: the unit below the last one, or minutes.
+            if i < b.len() {
+                return None;
+            }
+            match last {
+                None => 60,
+                Some(u) => *UNITS.iter().find(|x| **x < u)?,
+            }
         };
+        if last.is_some_and(|l| mult >= l) {
+            return None; // units must go down: "30m 1h" is a typo
+        }
+        last = Some(mult);
         total = total.checked_add(n.checked_mul(mult)?)?;
+        any = true;
     }
-    Some(total)
+    any.then_some(total)
+}
+
+/// The requirement term of a runTimeEnvironment, opSys, architecture or queue relation.
+fn site_term(r: &Rel) -> Result<String, FormatError> {
+    if r.canon == "runtimeenvironment" {
+        let v = match r.values.as_slice() {
+            [super::RVal::Str(s)] => s.replace('"', ""),
+            [super::RVal::Str(s), ..] => {
+                return Err(r.err(
+                    FMT,
+                    format!("options of runtime environment '{s}' cannot be honoured (koalesce only checks that a site has it)"),
+                ))
+            }
+            _ => return Err(r.err(FMT, "expects the name of a runtime environment")),
+        };
+        return match r.op {
+            "=" => Ok(format!("HAS_SOFTWARE(\"{v}\")")),
+            "!=" => Ok(format!("!HAS_SOFTWARE(\"{v}\")")),
+            op => Err(r.err(
+                FMT,
+                format!("version comparisons ('{op}') cannot be honoured; name the exact environment"),
+            )),
+        };
+    }
+    let var = match r.canon.as_str() {
+        "opsys" => "OS_NAME",
+        "architecture" => "ARCH",
+        _ => "QUEUE_NAME",
+    };
+    if r.op != "=" && r.op != "!=" {
+        return Err(r.err(FMT, format!("only '=' and '!=' are supported, not '{}'", r.op)));
+    }
+    Ok(format!("{var} {} \"{}\"", r.op, r.one(FMT)?.replace('"', "")))
 }
 
 fn seconds_string(secs: u64) -> String {
@@ -122,6 +192,19 @@ fn job(rels: &[Rel], name_hint: Option<&str>) -> Result<JobDescription, FormatEr
     let mut req = Requirements::default();
     for r in rels {
         let c = r.canon.as_str();
+        if !r.alts.is_empty() {
+            // xRSL manual §2.1: "|" gives alternatives for an attribute; a requirement that
+            // any of them holds.
+            if !matches!(c, "queue" | "runtimeenvironment" | "opsys" | "architecture") {
+                return Err(r.err(
+                    FMT,
+                    "'|' alternatives can be honoured for queue, runTimeEnvironment, opSys and architecture only; choose one value",
+                ));
+            }
+            let terms = r.alts.iter().map(site_term).collect::<Result<Vec<_>, _>>()?;
+            req.add(terms.join(" | "));
+            continue;
+        }
         if !matches!(c, "queue" | "runtimeenvironment" | "opsys" | "architecture" | "rslsubstitution") {
             r.require_eq(FMT)?;
         }
@@ -224,30 +307,7 @@ fn job(rels: &[Rel], name_hint: Option<&str>) -> Result<JobDescription, FormatEr
             }
             "memory" => j.memory = Some(format!("{}M", r.number(FMT)?)),
             "disk" => req.add(format!("FREE_DISK_MB >= {}", r.number(FMT)?)),
-            "runtimeenvironment" => {
-                let v = r.one(FMT)?.replace('"', "");
-                match r.op {
-                    "=" => req.add(format!("HAS_SOFTWARE(\"{v}\")")),
-                    "!=" => req.add(format!("!HAS_SOFTWARE(\"{v}\")")),
-                    op => {
-                        return Err(r.err(
-                            FMT,
-                            format!("version comparisons ('{op}') cannot be honoured; name the exact environment"),
-                        ))
-                    }
-                }
-            }
-            "opsys" | "architecture" | "queue" => {
-                let var = match c {
-                    "opsys" => "OS_NAME",
-                    "architecture" => "ARCH",
-                    _ => "QUEUE_NAME",
-                };
-                if r.op != "=" && r.op != "!=" {
-                    return Err(r.err(FMT, format!("only '=' and '!=' are supported, not '{}'", r.op)));
-                }
-                req.add(format!("{var} {} \"{}\"", r.op, r.one(FMT)?.replace('"', "")));
-            }
+            "runtimeenvironment" | "opsys" | "architecture" | "queue" => req.add(site_term(r)?),
             "rerun" => j.retries = Some(u32::try_from(r.number(FMT)?).map_err(|_| r.err(FMT, "too large"))?),
             "priority" => {
                 let p = r.number(FMT)?.min(100);
@@ -366,5 +426,17 @@ mod tests {
         assert_eq!(p("2h"), Some(7200));
         assert_eq!(p("1:30:00"), Some(5400));
         assert_eq!(p("1:2:3:4"), None);
+        // ARC's free format (Arc::Period): units glued or spaced, a last bare number in the
+        // unit below the previous one.
+        assert_eq!(p("1h30m"), Some(5400));
+        assert_eq!(p("1h30"), Some(5400));
+        assert_eq!(p("2d12"), Some(2 * 86_400 + 12 * 3600));
+        assert_eq!(p("1 week 2 days"), Some(604_800 + 2 * 86_400));
+        assert_eq!(p("45 sec"), Some(45));
+        assert_eq!(p("1 month"), None, "ARC would read one minute");
+        assert_eq!(p("30m 1h"), None);
+        assert_eq!(p("10s5"), None);
+        assert_eq!(p("2 hours, 3 minutes"), None);
+        assert_eq!(p(""), None);
     }
 }

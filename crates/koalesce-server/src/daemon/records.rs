@@ -40,7 +40,8 @@ pub struct JobMeta {
     pub transfer_ms: Option<u64>,
     /// The job succeeded and its outputs are being registered: until they are, it is shown as
     /// `running` (as Slurm shows a job in its epilog as COMPLETING), so nobody sees it
-    /// succeeded without its outputs. Not stored.
+    /// succeeded without its outputs. Stored: a restart redoes the stage-out of a job whose
+    /// final row says it was still under way.
     pub staging_out: bool,
     /// The advance reservation the job runs in (its public id, `R7`), resolved again after a
     /// restart (the job follows the reservation's moves).
@@ -108,6 +109,9 @@ pub struct StoredMeta {
     pub array: Option<ArrayTaskMeta>,
     pub transfer_ms: Option<u64>,
     pub reservation: Option<String>,
+    /// Succeeded, its outputs not registered yet (see [`JobMeta::staging_out`]).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub staging_out: bool,
 }
 
 impl JobMeta {
@@ -122,6 +126,7 @@ impl JobMeta {
             array: self.array,
             transfer_ms: self.transfer_ms,
             reservation: self.reservation.clone(),
+            staging_out: self.staging_out,
         }
     }
 
@@ -137,7 +142,7 @@ impl JobMeta {
             dependencies: m.dependencies,
             array: m.array,
             transfer_ms: m.transfer_ms,
-            staging_out: false,
+            staging_out: m.staging_out,
             reservation: m.reservation,
         }
     }

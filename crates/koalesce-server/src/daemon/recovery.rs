@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use koalesce_core::model::{NetworkForecast, ReplicaCatalogue, Site};
+use koalesce_core::scheduler::BagTask;
 use koalesce_core::state::FailureReason;
 use koalesce_core::{JobId, JobSpec, JobState, Scheduler, SiteId};
 
@@ -116,8 +117,17 @@ pub fn recover(config: &ServerConfig, store: &Store, sites: &[SiteHandle]) -> an
     let mut failed = Vec::new();
     let now = now_ms();
     let mut requeued = 0;
+    // Arrays with a task back in the core, declared to the core once every task of theirs is
+    // back (or ended): before any later job, which may depend on the whole array.
+    let mut arrays = Arrays::new();
+    // Jobs that succeeded and whose stage-out a stop interrupted: back in the core with their
+    // outputs pending (jobs depending on them wait); the server redoes the stage-out.
+    for row in store.read(store::load_staging_out)? {
+        readopt_staging_out(&mut st, store, row, &mut arrays)?;
+    }
     for row in rows {
         let id = row.id;
+        declare_arrays(&mut st, store, &mut arrays, id)?;
         let mut snap: CoreSnapshot = serde_json::from_str(&row.core).with_context(|| format!("job {id}: stored core state"))?;
         let stored: StoredMeta = serde_json::from_str(&row.meta).with_context(|| format!("job {id}: stored daemon data"))?;
         let desc = JobDescription::parse(&row.description).map_err(|e| anyhow::anyhow!("job {id}: stored description: {e}"))?;
@@ -157,6 +167,7 @@ pub fn recover(config: &ServerConfig, store: &Store, sites: &[SiteHandle]) -> an
             // them (a bag's skipped components have none).
             if !attempt_rows.is_empty() && readopt(&mut st, sites, id, &spec, &snap, meta.attempt, &attempt_rows)? {
                 adopted.insert((id, meta.attempt));
+                note_array(&mut arrays, &meta);
                 st.meta.insert(id, meta);
                 continue;
             }
@@ -164,7 +175,8 @@ pub fn recover(config: &ServerConfig, store: &Store, sites: &[SiteHandle]) -> an
         // Anything else that was not finished goes back to its queue (or is held again), in id
         // order: the jobs it depends on are back in the core, or ended and in the store.
         let stored_deps = store.read(|c| crate::api_jobctl::stored_jobs(c, &meta.dependencies))?;
-        let submitted = crate::api_jobctl::gate(&st, &stored_deps, &meta.user, true, &meta.dependencies, snap.held)
+        let task_of = meta.array.map(|a| a.array_id);
+        let submitted = crate::api_jobctl::gate_of_task(&st, &stored_deps, &meta.user, true, &meta.dependencies, snap.held, task_of)
             .map_err(|reason| koalesce_core::SubmitError::Invalid {
                 job: spec.name.clone(),
                 reason,
@@ -180,6 +192,7 @@ pub fn recover(config: &ServerConfig, store: &Store, sites: &[SiteHandle]) -> an
                     snap.error_resubmissions,
                     snap.priority,
                 );
+                note_array(&mut arrays, &meta);
                 st.meta.insert(id, meta);
                 requeued += 1;
             }
@@ -189,6 +202,7 @@ pub fn recover(config: &ServerConfig, store: &Store, sites: &[SiteHandle]) -> an
             }
         }
     }
+    declare_arrays(&mut st, store, &mut arrays, u64::MAX)?;
     make_stale_launches_harmless(store, sites, &launches, &adopted)?;
     // Persist what recovery changed (requeued jobs are queued again), and fail the jobs that
     // cannot come back (their rendering is the last one stored, marked failed).
@@ -228,6 +242,89 @@ pub fn recover(config: &ServerConfig, store: &Store, sites: &[SiteHandle]) -> an
     }
     tracing::info!(jobs = st.meta.len(), requeued, adopted = adopted.len(), "state recovered");
     Ok(st)
+}
+
+/// Arrays not declared to the core yet: id → (tasks, successes needed).
+type Arrays = BTreeMap<u64, (u64, u32)>;
+
+fn note_array(arrays: &mut Arrays, meta: &JobMeta) {
+    if let Some(a) = meta.array {
+        arrays.insert(a.array_id, (a.count, a.bag.map_or(a.count as u32, |b| b.needed)));
+    }
+}
+
+/// Declares to the core the arrays all of whose tasks have ids below `before` (every task is
+/// back in the core, or ended: a task that could not come back counts as failed, as it is
+/// about to be stored).
+fn declare_arrays(st: &mut State, store: &Store, arrays: &mut Arrays, before: u64) -> anyhow::Result<()> {
+    let due: Vec<(u64, (u64, u32))> = arrays
+        .iter()
+        .filter(|(id, (count, _))| id.saturating_add(*count) <= before)
+        .map(|(id, a)| (*id, *a))
+        .collect();
+    for (array_id, (count, needed)) in due {
+        arrays.remove(&array_id);
+        let stored = store.read(|c| crate::api_jobctl::array_states(c, array_id, count))?;
+        let tasks: Vec<BagTask> = (array_id..array_id.saturating_add(count))
+            .map(|id| {
+                let row = stored.get(&id);
+                // The task's index as stored (its position in the array for a row without one).
+                let index = row.and_then(|r| r.1).unwrap_or(id - array_id);
+                let ended = match st.core.job(JobId(id)) {
+                    Some(_) => None,
+                    None => {
+                        let ended = row.and_then(|r| crate::api_jobctl::ended_state(&r.0));
+                        Some(ended.unwrap_or(JobState::Failed(FailureReason::Unplaceable)))
+                    }
+                };
+                BagTask {
+                    job: JobId(id),
+                    index,
+                    ended,
+                }
+            })
+            .collect();
+        if let Err(e) = st.core.declare_bag(JobId(array_id), needed, &tasks) {
+            tracing::warn!(array = array_id, error = %e, "array not declared to the core after restart");
+        }
+    }
+    Ok(())
+}
+
+/// Re-adopts a job that succeeded and whose stage-out a stop interrupted: in the core with its
+/// outputs pending, its components where its last launch ran them (the stage-out reads their
+/// directories). One that cannot come back keeps its stored row (succeeded) and is logged.
+fn readopt_staging_out(st: &mut State, store: &Store, row: store::LiveJobRow, arrays: &mut Arrays) -> anyhow::Result<()> {
+    let id = row.id;
+    let snap: CoreSnapshot = serde_json::from_str(&row.core).with_context(|| format!("job {id}: stored core state"))?;
+    let stored: StoredMeta = serde_json::from_str(&row.meta).with_context(|| format!("job {id}: stored daemon data"))?;
+    let desc = JobDescription::parse(&row.description).map_err(|e| anyhow::anyhow!("job {id}: stored description: {e}"))?;
+    let meta = JobMeta::restore(row.user.clone(), desc, stored);
+    let launches = store.read(|c| store::load_attempt(c, id, meta.attempt))?;
+    let adopted = meta.desc.to_spec(|n| st.site_id(n)).map_err(|e| e.to_string()).and_then(|spec| {
+        let spec = JobSpec {
+            owner: Some(meta.user.clone()),
+            ..spec
+        };
+        let mut sites = vec![None; spec.components.len()];
+        for l in &launches {
+            if let Some(slot) = sites.get_mut(l.component as usize) {
+                *slot = st.site_id(&l.site);
+            }
+        }
+        st.core
+            .adopt_staging_out(JobId(id), spec, &sites, snap.timeline)
+            .map_err(|e| e.to_string())
+    });
+    match adopted {
+        Ok(_) => {
+            tracing::info!(job = id, "succeeded; its stage-out is redone");
+            note_array(arrays, &meta);
+            st.meta.insert(id, meta);
+        }
+        Err(e) => tracing::warn!(job = id, error = %e, "its interrupted stage-out cannot be redone"),
+    }
+    Ok(())
 }
 
 /// Re-adopts a running job whose launch goes on at the start barrier: it does when a

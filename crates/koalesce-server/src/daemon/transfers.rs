@@ -270,8 +270,13 @@ pub fn quarantine_replica(shared: &Shared, st: &mut State, name: &str, site: &st
 /// After success: copy each declared output from the first component (rank order) that wrote
 /// it (in its `work/` directory, never through a link) into that site's storage and register
 /// it as `<job-id>/<name>` (or its `to` name); outputs that are links or not regular files are
-/// refused, named in the job's `failure`. Then the job's final row (with its outputs) is
-/// written and the job forgotten.
+/// refused, named in the job's `failure`. Then the core is told the outputs are registered
+/// (jobs depending on this one may start: they find the outputs), the job's final row (with
+/// its outputs) is written and the job forgotten.
+///
+/// Idempotent: after a restart that interrupted it (the job's row still says `staging_out`),
+/// [`resume_stage_outs`] does it again; a copy lands on the same storage path and registering
+/// a replica again replaces the row, so each output ends registered once.
 pub fn stage_out(shared: &Arc<Shared>, st: &State, id: u64) {
     let (Some(job), Some(meta)) = (st.core.job(JobId(id)), st.meta.get(&id)) else {
         return;
@@ -292,7 +297,10 @@ pub fn stage_out(shared: &Arc<Shared>, st: &State, id: u64) {
     tokio::spawn(async move {
         let mut registered = Vec::new();
         let mut refused = Vec::new();
-        for out in &outputs {
+        for (k, out) in outputs.iter().enumerate() {
+            if k > 0 {
+                fault_hold_stage_out(id).await;
+            }
             let (site, src) = match transfer::find_output(sources.iter().cloned(), &out.file) {
                 Ok(Some(found)) => found,
                 Ok(None) => {
@@ -343,26 +351,60 @@ pub fn stage_out(shared: &Arc<Shared>, st: &State, id: u64) {
             let st = &mut *guard;
             for (logical, c, site, dest) in registered {
                 add_replica_mem(st, &logical, c.size, &c.sha256, &site, dest, Some(&user));
-                if let Some(m) = st.meta.get_mut(&id) {
+                if let Some(m) = st.meta.get_mut(&id).filter(|m| !m.outputs.contains(&logical)) {
                     m.outputs.push(logical);
                 }
             }
             if let (Some(m), false) = (st.meta.get_mut(&id), refused.is_empty()) {
                 m.failure = Some(refused.join("; "));
             }
-            // The outputs are in the catalogue: the job may be seen succeeded now.
+            // The outputs are in the catalogue: the job may be seen succeeded now, and the jobs
+            // depending on it may start.
             if let Some(m) = st.meta.get_mut(&id) {
                 m.staging_out = false;
             }
+            st.core.outputs_registered(crate::now_ms(), JobId(id));
             let (Some(job), Some(meta)) = (st.core.job(JobId(id)), st.meta.get(&id)) else {
                 return;
             };
-            shared
+            let committed = shared
                 .store
-                .submit(store::update_job_op(records::update(id, job, meta, &shared.sites)))
+                .submit(store::update_job_op(records::update(id, job, meta, &shared.sites)));
+            super::process_actions(&shared, st);
+            committed
         };
+        shared.wake.notify_one();
         actions::forget_when_committed(&shared, id, committed);
     });
+}
+
+/// After a restart: the stage-outs that a stop interrupted (jobs whose final row still says
+/// `staging_out`, re-adopted by recovery) are done again ([`stage_out`] is idempotent).
+pub fn resume_stage_outs(shared: &Arc<Shared>, st: &State) {
+    let ids: Vec<u64> = st.meta.iter().filter(|(_, m)| m.staging_out).map(|(id, _)| *id).collect();
+    for id in ids {
+        tracing::info!(job = id, "redoing a stage-out a stop interrupted");
+        stage_out(shared, st, id);
+    }
+}
+
+/// Failure injection for the kill tests (a real daemon cannot be stopped on cue between two
+/// outputs of a stage-out): with `KOALESCE_FAULT_STAGE_OUT_HOLD=<path>` in the daemon's
+/// environment, a stage-out that registered its first output writes `<path>.reached` and
+/// waits while `<path>` exists.
+async fn fault_hold_stage_out(id: u64) {
+    let Some(hold) = std::env::var_os("KOALESCE_FAULT_STAGE_OUT_HOLD").map(PathBuf::from) else {
+        return;
+    };
+    if !hold.exists() {
+        return;
+    }
+    let mut reached = hold.clone().into_os_string();
+    reached.push(".reached");
+    let _ = std::fs::write(&reached, id.to_string());
+    while hold.exists() {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }
 
 /// Whether job `id` of `user` may register an output of `size` bytes as `logical`: a name

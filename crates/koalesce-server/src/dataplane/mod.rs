@@ -19,7 +19,8 @@ pub mod partial;
 pub mod route;
 pub mod wire;
 
-pub use client::{parse_content_range, partial_path, AgentClient, ClientConfig};
+pub(crate) use client::parse_content_range;
+pub use client::{partial_path, AgentClient, ClientConfig};
 pub use error::{Blame, Role, TransferError};
 pub use route::{move_file, move_resuming, send_open, Place, RetryPolicy};
 pub use wire::{AgentStats, Endpoint, Expected, ListEntry, TransferReport, UploadStatus};

@@ -11,6 +11,7 @@
 //! peer_timeout_ms = 2000         # a peer that does not answer within this is left out
 //! backoff_initial_ms = 1000      # then marked unavailable for this long, doubling ...
 //! backoff_max_ms = 60000         # ... up to this
+//! handoff_timeout_ms = 600000    # a handoff prepared here and not committed for this long is aborted
 //! tau = 1.4                      # the seed's parameters (002 §V); phi as a duration
 //! phi = "1m"
 //! epsilon = 0.01
@@ -91,6 +92,9 @@ pub struct FederationConfig {
     pub peer_timeout_ms: u64,
     pub backoff_initial_ms: u64,
     pub backoff_max_ms: u64,
+    /// A handoff a peer prepared here and did not commit (nor ask about) for this long is
+    /// aborted here and its received inputs removed.
+    pub handoff_timeout_ms: u64,
     pub tau: f64,
     /// φ as a duration ("1m", "30s", "500ms" are not allowed: whole seconds or more).
     pub phi: String,
@@ -120,6 +124,7 @@ impl Default for FederationConfig {
             peer_timeout_ms: 2000,
             backoff_initial_ms: 1000,
             backoff_max_ms: 60_000,
+            handoff_timeout_ms: 600_000,
             tau: p.tau,
             phi: format!("{}s", p.phi_ms / 1000),
             epsilon: p.epsilon,
@@ -164,8 +169,8 @@ impl FederationConfig {
             "config: federation.bandwidth_bps must be positive"
         );
         anyhow::ensure!(
-            self.check_interval_ms > 0 && self.peer_timeout_ms > 0 && self.backoff_initial_ms > 0,
-            "config: federation.check_interval_ms, peer_timeout_ms and backoff_initial_ms must be positive"
+            self.check_interval_ms > 0 && self.peer_timeout_ms > 0 && self.backoff_initial_ms > 0 && self.handoff_timeout_ms > 0,
+            "config: federation.check_interval_ms, peer_timeout_ms, backoff_initial_ms and handoff_timeout_ms must be positive"
         );
         anyhow::ensure!(
             self.backoff_max_ms >= self.backoff_initial_ms,
@@ -265,6 +270,7 @@ mod tests {
             (Box::new(|c| c.sigma = "0s".into()), "federation.sigma"),
             (Box::new(|c| c.output_ratio = -1.0), "federation.output_ratio"),
             (Box::new(|c| c.probe_bytes = 1 << 40), "federation.probe_bytes"),
+            (Box::new(|c| c.handoff_timeout_ms = 0), "handoff_timeout_ms"),
         ];
         for (edit, want) in cases {
             let mut c = base();

@@ -25,15 +25,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
 use koalesce_api::fields::InputFile;
 
 use super::client::CallError;
 use super::journal::{GridRow, Incoming};
 use super::wire::PeerFile;
 use super::{blocking, Federation};
-use crate::api::{err, ApiError};
 use crate::dataplane::partial::Partial;
 use crate::jobdesc::JobDescription;
 
@@ -131,74 +128,6 @@ pub(crate) fn output_name_here(desc: &JobDescription, gid: u64, file: &str) -> O
     })
 }
 
-// ----- serving ---------------------------------------------------------------------------
-
-/// Streams catalogue file `name` to a peer: from byte N on when asked `Range: bytes=N-` (206),
-/// with its SHA-256 and whole size in headers.
-pub(crate) fn serve(fed: &Federation, name: &str, headers: &HeaderMap) -> Result<Response, ApiError> {
-    use std::io::{Seek, SeekFrom};
-    let found = {
-        let st = fed.shared.lock();
-        st.files
-            .get(name)
-            .map(|f| (f.size_bytes, f.sha256.clone(), f.replicas.values().cloned().collect::<Vec<_>>()))
-    };
-    let Some((size, sha, replicas)) = found else {
-        return Err(err(StatusCode::NOT_FOUND, format!("file '{name}' not found")));
-    };
-    let offset = match headers.get(header::RANGE).map(|v| v.to_str().unwrap_or("")) {
-        None => 0,
-        Some(r) => r
-            .strip_prefix("bytes=")
-            .and_then(|r| r.strip_suffix('-'))
-            .and_then(|n| n.parse::<u64>().ok())
-            .filter(|&n| n <= size)
-            .ok_or_else(|| {
-                err(
-                    StatusCode::RANGE_NOT_SATISFIABLE,
-                    format!("Range '{}': only 'bytes=N-' with N ≤ {size}", crate::api::cut_message(r)),
-                )
-            })?,
-    };
-    let opened = replicas.iter().find_map(|p| {
-        let f = std::fs::File::open(p).ok()?;
-        (f.metadata().ok()?.len() == size).then_some(f)
-    });
-    let Some(mut file) = opened else {
-        return Err(err(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("file '{name}': no readable replica of {size} bytes"),
-        ));
-    };
-    file.seek(SeekFrom::Start(offset))
-        .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
-    let mut h = HeaderMap::new();
-    let value = |v: String| HeaderValue::from_str(&v).unwrap_or(HeaderValue::from_static("?"));
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
-    h.insert(crate::api_output::SHA256_HEADER, value(sha));
-    h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
-    let status = if offset > 0 {
-        h.insert(
-            header::CONTENT_RANGE,
-            value(format!("bytes {offset}-{}/{size}", size.saturating_sub(1))),
-        );
-        StatusCode::PARTIAL_CONTENT
-    } else {
-        StatusCode::OK
-    };
-    Ok((status, h, crate::api_output::file_body(file, size - offset)).into_response())
-}
-
-/// `GET /api/v1/peer/probe?bytes=N`: N zero bytes, for the caller to measure the bandwidth
-/// from here to it.
-pub(crate) fn probe_body(bytes: u64) -> Response {
-    // At most MAX_PROBE_BYTES (16 MiB), to authenticated peers only.
-    let body = vec![0u8; usize::try_from(bytes.min(super::config::MAX_PROBE_BYTES)).unwrap_or(0)];
-    let mut h = HeaderMap::new();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
-    (StatusCode::OK, h, body).into_response()
-}
-
 // ----- fetching --------------------------------------------------------------------------
 
 /// One finished fetch: bytes received in this try and how long they took.
@@ -216,8 +145,7 @@ pub(crate) fn fetch(fed: &Federation, i: usize, path: &str, f: &PeerFile, dest: 
     let what = format!("'{}' from {}", f.name, peer.name);
     // Partials live apart from the site storages, whose leftovers of interrupted local copies
     // are removed at every start: a transfer from a peer resumes after a restart.
-    let parts = fed.shared.data_dir.join(PARTIAL_DIR);
-    let part_path = crate::dataplane::partial_path(&parts.join(dest.file_name().unwrap_or_default()), &f.sha256);
+    let part_path = partial_for(fed, dest, &f.sha256);
     let mut part = Partial::open(part_path, &f.sha256).map_err(|e| format!("{what}: partial file: {e}"))?;
     if part.len() > f.size_bytes {
         part.restart().map_err(|e| format!("{what}: {e}"))?;
@@ -299,11 +227,36 @@ pub(crate) fn fetch(fed: &Federation, i: usize, path: &str, f: &PeerFile, dest: 
             done.sha256, f.sha256
         ));
     }
+    if let Some(dir) = dest.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{what}: {e}"))?;
+    }
     std::fs::rename(&done.path, dest).map_err(|e| format!("{what}: {e}"))?;
     Ok(Fetched {
         bytes: received,
         took: started.elapsed(),
     })
+}
+
+/// Where a transfer from a peer to `dest` keeps its resumable partial (apart from the site
+/// storages, whose leftovers of interrupted local copies are removed at every start).
+pub(crate) fn partial_for(fed: &Federation, dest: &Path, sha256: &str) -> PathBuf {
+    let parts = fed.shared.data_dir.join(PARTIAL_DIR);
+    crate::dataplane::partial_path(&parts.join(dest.file_name().unwrap_or_default()), sha256)
+}
+
+/// Where a file for `dest` at a site with a storage agent is written before it is uploaded
+/// there.
+pub(crate) fn spool_path(fed: &Federation, dest: &Path) -> PathBuf {
+    fed.shared.data_dir.join("spool").join(dest.file_name().unwrap_or_default())
+}
+
+/// Where input `sha256` received from `origin` is stored here, and its partial while it
+/// arrives.
+pub(crate) fn received_paths(fed: &Federation, origin: &str, sha256: &str) -> Result<(PathBuf, PathBuf), String> {
+    let (_, storage) = storage_site(fed)?;
+    let dest = crate::transfer::storage_path(&storage, &received_name(origin, sha256));
+    let part = partial_for(fed, &dest, sha256);
+    Ok((dest, part))
 }
 
 /// The site whose storage receives files from peers: the first one (the core stages them on
@@ -314,8 +267,17 @@ fn storage_site(fed: &Federation) -> Result<(String, PathBuf), String> {
 }
 
 /// Fetches `f` (unless the catalogue has `name` with its content) and registers it as `name`
-/// owned by `owner`. Feeds the measured bandwidth from peer `i`.
-async fn fetch_and_register(fed: &Arc<Federation>, i: usize, path: String, f: PeerFile, name: String, owner: String) -> Result<(), String> {
+/// owned by `owner`. Feeds the measured bandwidth from peer `i`. `for_handoff`: an input of
+/// that handoff, registered only while it is prepared (an abort meanwhile discards it).
+async fn fetch_and_register(
+    fed: &Arc<Federation>,
+    i: usize,
+    path: String,
+    f: PeerFile,
+    name: String,
+    owner: String,
+    for_handoff: Option<String>,
+) -> Result<(), String> {
     {
         let st = fed.shared.lock();
         match st.files.get(&name) {
@@ -326,11 +288,48 @@ async fn fetch_and_register(fed: &Arc<Federation>, i: usize, path: String, f: Pe
     }
     let (site, storage) = storage_site(fed)?;
     let dest = crate::transfer::storage_path(&storage, &name);
-    let (fd, d, ff) = (fed.clone(), dest.clone(), f.clone());
+    // A site with a storage agent is reached only through it: the verified file is uploaded
+    // there from a spool copy (removed once it is there).
+    let place = fed
+        .shared
+        .site_by_name(&site)
+        .filter(|h| h.agent.is_some())
+        .map(|h| crate::daemon::transfers::place_at(h, &dest));
+    let write_to = match &place {
+        Some(_) => spool_path(fed, &dest),
+        None => dest.clone(),
+    };
+    let (fd, d, ff) = (fed.clone(), write_to.clone(), f.clone());
     let got = blocking(move || fetch(&fd, i, &path, &ff, &d)).await?;
     if got.bytes >= 64 << 10 && !got.took.is_zero() {
         fed.measured(i, got.bytes as f64 * 8.0 / got.took.as_secs_f64());
     }
+    if let Some(place) = &place {
+        super::via_agent::store(fed, &write_to, place, &f).await?;
+    }
+    // Under the lock aborts take: either this registers before an abort (whose sweep then
+    // removes it) or it sees the abort and discards the file.
+    let _one = match &for_handoff {
+        Some(h) => {
+            let one = fed.submit_lock.lock().await;
+            let (j, key) = (fed.journal.clone(), h.clone());
+            let state = blocking(move || j.incoming(&key))
+                .await
+                .map_err(|e| e.to_string())?
+                .map(|inc| inc.state);
+            if state.as_deref() != Some("prepared") {
+                match &place {
+                    Some(p) => super::via_agent::remove(fed, p).await,
+                    None => {
+                        let _ = std::fs::remove_file(&dest);
+                    }
+                }
+                return Err(format!("handoff '{h}' is no longer prepared here: '{}' discarded", f.name));
+            }
+            Some(one)
+        }
+        None => None,
+    };
     crate::api_files::register_replica(&fed.shared, &name, f.size_bytes, &f.sha256, &site, &dest, &owner).await
 }
 
@@ -343,7 +342,7 @@ pub(crate) struct Fetch {
 
 /// Runs `work` in the background under `key` unless it already runs; its error is kept under
 /// the key (shown while the next run goes) until a run succeeds.
-fn spawn_once<Fut>(fed: &Arc<Federation>, key: String, work: Fut)
+pub(crate) fn spawn_once<Fut>(fed: &Arc<Federation>, key: String, work: Fut)
 where
     Fut: std::future::Future<Output = Result<(), String>> + Send + 'static,
 {
@@ -375,6 +374,15 @@ where
             }
         }
     });
+}
+
+/// Whether the background transfer `key` runs now.
+pub(crate) fn fetch_running(fed: &Federation, key: &str) -> bool {
+    fed.fetches
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(key)
+        .is_some_and(|f| f.running)
 }
 
 /// The last error of the background transfer `key`, if it failed.
@@ -419,7 +427,7 @@ pub(crate) fn check_inputs(desc: &JobDescription, inputs: &[PeerFile], max_bytes
     Ok(())
 }
 
-fn declared(inc: &Incoming) -> Vec<PeerFile> {
+pub(crate) fn declared(inc: &Incoming) -> Vec<PeerFile> {
     serde_json::from_str(&inc.inputs).unwrap_or_default()
 }
 
@@ -456,12 +464,19 @@ pub(crate) fn inputs_ready(fed: &Arc<Federation>, i: usize, inc: &Incoming, desc
     let key = format!("in:{}", inc.handoff);
     let (f2, h, origin) = (fed.clone(), inc.handoff.clone(), inc.origin.clone());
     spawn_once(fed, key, async move {
+        let mut result = Ok(());
         for f in files {
             let path = format!("/api/v1/peer/sent/{}/inputs/{}", encode(&h), encode(&f.name));
             let name = received_name(&origin, &f.sha256);
-            fetch_and_register(&f2, i, path, f, name, format!("peer-{origin}")).await?;
+            result = fetch_and_register(&f2, i, path, f, name, format!("peer-{origin}"), Some(h.clone())).await;
+            if result.is_err() {
+                break;
+            }
         }
-        Ok(())
+        // Aborted while this ran: what it left (a partial it wrote after the abort's sweep)
+        // goes now.
+        super::cleanup::after_fetch(&f2, &h).await;
+        result
     });
     None
 }
@@ -591,7 +606,7 @@ pub(crate) fn fetch_outputs(fed: &Arc<Federation>, i: usize, row: &GridRow, rid:
                     }
                 }
                 let path = format!("/api/v1/peer/handoffs/{}/outputs/{}", encode(&h), encode(&f.name));
-                fetch_and_register(&f2, i, path, f, here.clone(), user.clone()).await?;
+                fetch_and_register(&f2, i, path, f, here.clone(), user.clone(), None).await?;
                 names.push(here);
             }
             Ok::<_, String>(names)

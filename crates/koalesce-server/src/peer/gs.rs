@@ -81,6 +81,8 @@ pub(super) async fn step(fed: &Arc<Federation>) -> anyhow::Result<()> {
     for row in rows(fed, state::WAITING).await? {
         decide(fed, &row).await?;
     }
+    // As a receiver: handoffs prepared and never committed, data of aborted ones.
+    super::cleanup::housekeeping(fed).await?;
     Ok(())
 }
 
@@ -120,6 +122,11 @@ fn data_words(req: &koalesce_core::federation::live::Requirements) -> String {
 }
 
 async fn decide(fed: &Arc<Federation>, row: &GridRow) -> anyhow::Result<()> {
+    if row.cancel {
+        // Cancelled while being handed over, and the handoff was aborted: it ends here.
+        transition(fed, row.id, state::WAITING, state::CANCELLED, reason("cancelled by its user")).await?;
+        return Ok(());
+    }
     let desc = match JobDescription::parse(&row.description) {
         Ok(d) => d,
         Err(e) => {
@@ -230,6 +237,16 @@ async fn submit_local(fed: &Arc<Federation>, row: &GridRow, from: &'static str, 
                 },
             )
             .await?;
+            // Its user cancelled it while it was being decided: cancelled here now.
+            let j = fed.journal.clone();
+            let gid = row.id;
+            if blocking(move || j.grid_job(gid)).await?.is_some_and(|r| r.cancel) {
+                let admin = crate::api::Caller {
+                    user: String::new(),
+                    admin: true,
+                };
+                let _ = crate::api::cancel_for(&fed.shared, &admin, id).await;
+            }
         }
         Err(e) if e.0.is_client_error() => {
             transition(
@@ -335,22 +352,28 @@ async fn resolve_handing(fed: &Arc<Federation>, row: &GridRow) -> anyhow::Result
     Ok(())
 }
 
-fn terminal(s: &str) -> bool {
-    matches!(s, "succeeded" | "failed" | "cancelled")
-}
-
 /// A migrated job: commit it at the peer (again, after a crash; while the peer fetches its
-/// inputs), follow its state, and once it succeeded fetch its outputs back.
+/// inputs), follow its state, and once it ended fetch its logs (and a succeeded job's outputs)
+/// back. A cancel its user asked for goes to the peer instead of the commit.
 async fn follow(fed: &Arc<Federation>, row: &GridRow) -> anyhow::Result<()> {
-    if let Some(r) = row.remote.as_deref().and_then(|r| serde_json::from_str::<HandoffState>(r).ok()) {
-        if r.job_state.as_deref().is_some_and(terminal) {
-            if r.job_state.as_deref() == Some("succeeded") && row.outputs.is_none() {
-                outputs_back(fed, row, r)?;
+    let remote = row.remote.as_deref().and_then(|r| serde_json::from_str::<HandoffState>(r).ok());
+    if let Some(r) = &remote {
+        if r.job_state.as_deref().is_some_and(koalesce_api::dto::is_final_state) {
+            let i = row.peer.as_deref().and_then(|p| fed.peer_index(p));
+            if row.logs.is_none() {
+                if let Some(i) = i.filter(|&i| fed.available(i)) {
+                    super::results::logs_back(fed, i, row, r);
+                }
+            } else if r.job_state.as_deref() == Some("succeeded") && row.outputs.is_none() {
+                outputs_back(fed, row, r.clone())?;
             } else if !row.released {
                 release(fed, row).await?;
             }
             return Ok(());
         }
+    }
+    if super::results::cancel_pending(row, remote.as_ref()) {
+        return super::results::deliver_cancel(fed, row).await;
     }
     let (Some(peer), Some(h)) = (row.peer.as_deref(), row.handoff.as_deref()) else {
         anyhow::bail!("grid job {}: migrated without peer or handoff", row.id);
@@ -364,6 +387,9 @@ async fn follow(fed: &Arc<Federation>, row: &GridRow) -> anyhow::Result<()> {
     } else {
         call::<(), HandoffState>(fed, i, format!("/api/v1/peer/handoffs/{h}"), None).await
     };
+    if row.remote_id.is_none() && super::results::is_conflict(&r) {
+        return super::results::commit_refused(fed, i, row, h).await;
+    }
     if let Ok(s) = r {
         let j = fed.journal.clone();
         let (id, json) = (row.id, serde_json::to_string(&s)?);

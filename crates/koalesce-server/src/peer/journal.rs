@@ -25,6 +25,8 @@ pub mod state {
     pub const MIGRATED: &str = "migrated";
     /// Could not be submitted anywhere (its description was refused here): `reason` says why.
     pub const FAILED: &str = "failed";
+    /// Cancelled by its user before it went into a core (here or at a peer).
+    pub const CANCELLED: &str = "cancelled";
 }
 
 /// One row of the grid queue.
@@ -52,6 +54,12 @@ pub struct GridRow {
     /// The peer confirmed it let go of the job's inputs (`POST .../done` answered): the job is
     /// over for the federation.
     pub released: bool,
+    /// The logs of a migrated job that ended, fetched back and stored here (JSON list of
+    /// `c<component>/<stream>`; None: not yet).
+    pub logs: Option<String>,
+    /// Its user asked to cancel it: delivered to wherever it is (retried until the peer
+    /// answers).
+    pub cancel: bool,
 }
 
 /// One handoff received from a peer.
@@ -69,6 +77,10 @@ pub struct Incoming {
     /// The origin is done with the job (its outputs are back): its inputs are no longer needed
     /// for it here.
     pub released: bool,
+    /// Last word from the origin about this prepared handoff (phase one, a commit try; Unix
+    /// ms; 0: unknown): a handoff prepared and not committed for `handoff_timeout_ms` after it
+    /// is aborted here.
+    pub touched_ms: u64,
 }
 
 /// The journal; cheap to clone. Calls block on SQLite (run them off the async threads).
@@ -86,21 +98,27 @@ CREATE INDEX IF NOT EXISTS grid_jobs_state ON grid_jobs(state);
 CREATE TABLE IF NOT EXISTS incoming (
     handoff TEXT PRIMARY KEY, origin TEXT NOT NULL, user TEXT NOT NULL, description TEXT NOT NULL,
     state TEXT NOT NULL, local_id INTEGER);
+CREATE INDEX IF NOT EXISTS incoming_state ON incoming(state);
 ";
 
 /// Columns added after the first release of the journal (added to an older file on open).
-const ADDED_COLUMNS: [(&str, &str); 5] = [
+const ADDED_COLUMNS: [(&str, &str); 9] = [
     ("grid_jobs", "outputs TEXT"),
     ("grid_jobs", "data_error TEXT"),
     ("incoming", "inputs TEXT NOT NULL DEFAULT '[]'"),
     ("grid_jobs", "released INTEGER NOT NULL DEFAULT 0"),
     ("incoming", "released INTEGER NOT NULL DEFAULT 0"),
+    ("grid_jobs", "logs TEXT"),
+    ("grid_jobs", "cancel INTEGER NOT NULL DEFAULT 0"),
+    ("incoming", "touched_ms INTEGER NOT NULL DEFAULT 0"),
+    ("incoming", "swept INTEGER NOT NULL DEFAULT 0"),
 ];
 
-const INCOMING_COLUMNS: &str = "handoff, origin, user, description, state, local_id, inputs, released";
+const INCOMING_COLUMNS: &str = "handoff, origin, user, description, state, local_id, inputs, released, touched_ms";
 
 const GRID_COLUMNS: &str =
-    "id, user, name, description, submitted_ms, state, local_id, peer, handoff, remote_id, remote, reason, attempts, outputs, data_error, released";
+    "id, user, name, description, submitted_ms, state, local_id, peer, handoff, remote_id, remote, reason, attempts, \
+     outputs, data_error, released, logs, cancel";
 
 fn grid_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<GridRow> {
     Ok(GridRow {
@@ -120,6 +138,8 @@ fn grid_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<GridRow> {
         outputs: r.get(13)?,
         data_error: r.get(14)?,
         released: r.get::<_, i64>(15)? != 0,
+        logs: r.get(16)?,
+        cancel: r.get::<_, i64>(17)? != 0,
     })
 }
 
@@ -133,6 +153,7 @@ fn incoming_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Incoming> {
         local_id: r.get::<_, Option<i64>>(5)?.map(|v| v as u64),
         inputs: r.get(6)?,
         released: r.get::<_, i64>(7)? != 0,
+        touched_ms: r.get::<_, i64>(8)?.max(0) as u64,
     })
 }
 
@@ -366,6 +387,71 @@ impl Journal {
         })
     }
 
+    /// Records the logs fetched back for a migrated job that ended (JSON list of names).
+    pub fn set_logs(&self, id: u64, logs: &str) -> rusqlite::Result<()> {
+        self.with(|c| {
+            c.execute(
+                "UPDATE grid_jobs SET logs = ?2, data_error = NULL WHERE id = ?1",
+                params![id as i64, logs],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Records that grid job `id`'s user asked to cancel it (durable: delivered to the peer
+    /// that runs it until it answers).
+    pub fn request_cancel(&self, id: u64) -> rusqlite::Result<()> {
+        self.with(|c| {
+            c.execute("UPDATE grid_jobs SET cancel = 1 WHERE id = ?1", [id as i64])?;
+            Ok(())
+        })
+    }
+
+    /// The origin spoke about prepared handoff `handoff` at `now` (Unix ms).
+    pub fn touch(&self, handoff: &str, now: u64) -> rusqlite::Result<()> {
+        self.with(|c| {
+            c.execute(
+                "UPDATE incoming SET touched_ms = ?2 WHERE handoff = ?1 AND state = 'prepared'",
+                params![handoff, now as i64],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Prepared handoffs the origin last spoke about before `before` (Unix ms). Those with no
+    /// time recorded (written by an older version, or a crash between phase one and its
+    /// time) get `now` first, so they have a full deadline from here.
+    pub fn stale_prepared(&self, before: u64, now: u64) -> rusqlite::Result<Vec<String>> {
+        self.with(|c| {
+            c.execute(
+                "UPDATE incoming SET touched_ms = ?1 WHERE state = 'prepared' AND touched_ms = 0",
+                [now as i64],
+            )?;
+            let mut st = c.prepare("SELECT handoff FROM incoming WHERE state = 'prepared' AND touched_ms < ?1 ORDER BY handoff")?;
+            let rows = st.query_map([before as i64], |r| r.get::<_, String>(0))?;
+            rows.collect()
+        })
+    }
+
+    /// Aborted handoffs whose received data has not been swept yet.
+    pub fn unswept_aborted(&self) -> rusqlite::Result<Vec<Incoming>> {
+        self.with(|c| {
+            let mut st = c.prepare(&format!(
+                "SELECT {INCOMING_COLUMNS} FROM incoming WHERE state = 'aborted' AND swept = 0 ORDER BY handoff"
+            ))?;
+            let rows = st.query_map([], incoming_row)?;
+            rows.collect()
+        })
+    }
+
+    /// Records that the data received for aborted handoff `handoff` is gone.
+    pub fn set_swept(&self, handoff: &str) -> rusqlite::Result<()> {
+        self.with(|c| {
+            c.execute("UPDATE incoming SET swept = 1 WHERE handoff = ?1 AND state = 'aborted'", [handoff])?;
+            Ok(())
+        })
+    }
+
     /// Counts of grid jobs per state and of committed incoming handoffs.
     pub fn counts(&self) -> rusqlite::Result<(Vec<(String, u64)>, u64)> {
         self.with(|c| {
@@ -412,6 +498,46 @@ mod tests {
         assert_eq!(j.prepare("alpha-2-1", "alpha", "u", "d", "[]").unwrap().state, "aborted");
         j.committed("alpha-2-1", 9).unwrap();
         assert_eq!(j.incoming("alpha-2-1").unwrap().unwrap().local_id, None);
+    }
+
+    #[test]
+    fn prepared_handoffs_expire_by_the_last_word_and_aborted_ones_wait_for_their_sweep() {
+        let dir = tempfile::tempdir().unwrap();
+        let j = Journal::open(&dir.path().join("f.db")).unwrap();
+        for h in ["alpha-1-1", "alpha-2-1", "alpha-3-1"] {
+            j.prepare(h, "alpha", "u", "d", "[]").unwrap();
+        }
+        j.touch("alpha-1-1", 1_000).unwrap();
+        j.touch("alpha-3-1", 5_000).unwrap();
+        j.committed("alpha-3-1", 4).unwrap();
+        j.touch("alpha-3-1", 1).unwrap();
+        // alpha-2-1 has no time yet: it gets `now`, a full deadline from here.
+        assert_eq!(j.stale_prepared(2_000, 9_000).unwrap(), vec!["alpha-1-1".to_string()]);
+        assert_eq!(j.incoming("alpha-2-1").unwrap().unwrap().touched_ms, 9_000);
+        assert_eq!(
+            j.incoming("alpha-3-1").unwrap().unwrap().touched_ms,
+            5_000,
+            "only prepared ones are touched"
+        );
+        assert_eq!(
+            j.stale_prepared(9_500, 9_600).unwrap(),
+            vec!["alpha-1-1".to_string(), "alpha-2-1".to_string()]
+        );
+        // Aborted: waits for its sweep; a sweep mark on a prepared handoff does nothing.
+        j.set_swept("alpha-2-1").unwrap();
+        j.abort("alpha-1-1", "alpha").unwrap();
+        j.abort("alpha-2-1", "alpha").unwrap();
+        let unswept = |j: &Journal| j.unswept_aborted().unwrap().into_iter().map(|i| i.handoff).collect::<Vec<_>>();
+        assert_eq!(unswept(&j), vec!["alpha-1-1".to_string(), "alpha-2-1".to_string()]);
+        j.set_swept("alpha-1-1").unwrap();
+        // Durable.
+        drop(j);
+        let j = Journal::open(&dir.path().join("f.db")).unwrap();
+        assert_eq!(unswept(&j), vec!["alpha-2-1".to_string()]);
+        assert!(
+            j.stale_prepared(u64::MAX, 0).unwrap().is_empty(),
+            "aborted and committed never expire"
+        );
     }
 
     #[test]

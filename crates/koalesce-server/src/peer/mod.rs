@@ -38,16 +38,22 @@
 //!
 //! **Data** ([`data`]): a job's input files move with it (the receiver pulls them from the
 //! origin, checksummed and resumable, before it submits the job), its outputs come back to the
-//! origin once it succeeded. The ADTs in offers use the bandwidth measured from the asking
+//! origin once it succeeded, its logs once it ended in any way, and a cancel at the origin
+//! goes to the peer ([`results`]). A receiver removes what it received for an aborted handoff,
+//! and aborts a handoff prepared and never committed after `handoff_timeout_ms` (`cleanup`). The ADTs in offers use the bandwidth measured from the asking
 //! peer (probes and real transfers), `bandwidth_bps` until there is a measurement. Jobs fixed
 //! to a site of this server stay here.
 
+mod cleanup;
 pub mod client;
 pub mod config;
 pub mod data;
 pub(crate) mod gs;
 pub mod journal;
+pub(crate) mod results;
 mod routes;
+mod serve;
+mod via_agent;
 pub mod wire;
 
 use std::path::Path;

@@ -26,6 +26,8 @@ pub(super) fn router(fed: F) -> Router {
     Router::new()
         .route("/api/v1/grid/jobs", post(submit).get(list))
         .route("/api/v1/grid/jobs/{id}", get(show))
+        .route("/api/v1/grid/jobs/{id}/cancel", post(super::results::cancel_grid_job))
+        .route("/api/v1/grid/jobs/{id}/logs", get(super::results::grid_logs))
         .route("/api/v1/federation", get(status))
         .route("/api/v1/peer/offer", post(offer))
         .route("/api/v1/peer/volunteer", post(volunteer))
@@ -35,12 +37,14 @@ pub(super) fn router(fed: F) -> Router {
         .route("/api/v1/peer/handoffs/{h}/abort", post(abort))
         .route("/api/v1/peer/handoffs/{h}/done", post(done))
         .route("/api/v1/peer/handoffs/{h}/outputs/{*name}", get(output_file))
+        .route("/api/v1/peer/handoffs/{h}/cancel", post(super::results::cancel_handoff))
+        .route("/api/v1/peer/handoffs/{h}/logs/{*name}", get(super::results::log_file))
         .route("/api/v1/peer/sent/{h}/inputs/{*name}", get(input_file))
         .route("/api/v1/peer/probe", get(probe))
         .with_state(fed)
 }
 
-fn internal(e: impl std::fmt::Display) -> ApiError {
+pub(super) fn internal(e: impl std::fmt::Display) -> ApiError {
     err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
 }
 
@@ -70,7 +74,7 @@ async fn submit(State(fed): State<F>, req: Request) -> R<Response> {
 }
 
 /// A grid job as users see it: where it runs, its state there, why.
-async fn render(fed: &F, row: GridRow) -> GridJob {
+pub(super) async fn render(fed: &F, row: GridRow) -> GridJob {
     let mut g = GridJob {
         id: row.id,
         name: row.name.clone(),
@@ -89,6 +93,8 @@ async fn render(fed: &F, row: GridRow) -> GridJob {
             .and_then(|o| serde_json::from_str(o).ok())
             .unwrap_or_default(),
         data_error: row.data_error.clone(),
+        failure: None,
+        cancel_requested: row.cancel,
     };
     match row.state.as_str() {
         state::LOCAL => {
@@ -101,6 +107,7 @@ async fn render(fed: &F, row: GridRow) -> GridJob {
                     g.exit_ok = d.exit_ok;
                     g.finished_ms = d.finished_ms;
                     g.outputs = d.outputs;
+                    g.failure = d.failure;
                 }
             }
         }
@@ -115,18 +122,22 @@ async fn render(fed: &F, row: GridRow) -> GridJob {
                 g.sites = r.sites;
                 g.exit_ok = r.exit_ok;
                 g.finished_ms = r.finished_ms;
+                g.failure = r.failure.clone();
+                let ended = koalesce_api::dto::is_final_state(&g.state);
                 if r.job.is_none() {
                     if let Some((here, of)) = r.inputs_here {
                         g.state = format!("staging-in ({here}/{of})");
                         g.data_error = g.data_error.or(r.failure);
                     }
-                } else if g.state == "succeeded" && row.outputs.is_none() {
-                    // Succeeded there; done here once its outputs are back.
+                } else if ended && (row.logs.is_none() || (g.state == "succeeded" && row.outputs.is_none())) {
+                    // Ended there; ended here once its logs (and a succeeded job's outputs)
+                    // are back.
                     g.state = "staging-out".into();
                 }
             }
         }
         state::FAILED => g.state = "failed".into(),
+        state::CANCELLED => g.state = "cancelled".into(),
         _ => {}
     }
     g
@@ -197,7 +208,7 @@ async fn status(State(fed): State<F>, headers: HeaderMap) -> R<Json<FederationSt
 
 /// The calling peer (its index), from its name and the pair's secret. User tokens are never
 /// peer credentials.
-fn peer_auth(fed: &Federation, headers: &HeaderMap) -> R<usize> {
+pub(super) fn peer_auth(fed: &Federation, headers: &HeaderMap) -> R<usize> {
     let refused = || {
         err(
             StatusCode::UNAUTHORIZED,
@@ -262,7 +273,7 @@ async fn volunteer(State(fed): State<F>, headers: HeaderMap) -> R<StatusCode> {
 }
 
 /// The handoff as the receiver holds it, with its job's state here.
-async fn handoff_view(fed: &F, inc: Incoming) -> HandoffState {
+pub(super) async fn handoff_view(fed: &F, inc: Incoming) -> HandoffState {
     let mut s = HandoffState {
         handoff: inc.handoff.clone(),
         state: inc.state.clone(),
@@ -274,16 +285,22 @@ async fn handoff_view(fed: &F, inc: Incoming) -> HandoffState {
         finished_ms: None,
         outputs: Vec::new(),
         inputs_here: None,
+        logs: Vec::new(),
     };
     if let Some(id) = inc.local_id {
         if let Ok(d) = api::job_detail(&fed.shared, id).await {
-            // Succeeded and still in the core: its outputs are being copied and registered
-            // (the job is let go once its final row, outputs included, is stored).
-            let staging_out = d.state == "succeeded" && fed.shared.lock().core.job(koalesce_core::JobId(id)).is_some();
-            if d.state == "succeeded" && !staging_out {
+            // Ended and still in the core: its final row (and a succeeded job's outputs) is
+            // being stored; the job is let go once it is. Until then it is not shown ended,
+            // so the origin never takes an incomplete view as the last one.
+            let ended = koalesce_api::dto::is_final_state(&d.state);
+            let settling = ended && fed.shared.lock().core.job(koalesce_core::JobId(id)).is_some();
+            if d.state == "succeeded" && !settling {
                 s.outputs = data::outputs_of(fed, &d.outputs);
             }
-            s.job_state = Some(if staging_out { "staging-out".to_string() } else { d.state });
+            if ended && !settling {
+                s.logs = super::results::logs_of(&d).await;
+            }
+            s.job_state = Some(if settling { "staging-out".to_string() } else { d.state.clone() });
             s.sites = d.sites.iter().map(|x| format!("{}/{x}", fed.cfg.name)).collect();
             s.exit_ok = d.exit_ok;
             s.failure = d.failure;
@@ -297,7 +314,7 @@ async fn handoff_view(fed: &F, inc: Incoming) -> HandoffState {
 }
 
 /// A handoff id the calling peer may use: `<its name>-<digits>-<digits>`.
-fn check_handoff(fed: &Federation, i: usize, h: &str) -> R<()> {
+pub(super) fn check_handoff(fed: &Federation, i: usize, h: &str) -> R<()> {
     let rest = h.strip_prefix(&format!("{}-", fed.peers[i].name));
     let ok = rest.is_some_and(|r| {
         let mut parts = r.split('-');
@@ -343,14 +360,18 @@ async fn prepare(State(fed): State<F>, req: Request) -> R<Json<HandoffState>> {
     let j = fed.journal.clone();
     let origin = fed.peers[i].name.clone();
     let inputs = serde_json::to_string(&q.inputs).map_err(internal)?;
-    let inc = blocking(move || j.prepare(&q.handoff, &origin, &q.user, &desc.to_toml(), &inputs))
-        .await
-        .map_err(internal)?;
+    let inc = blocking(move || {
+        let inc = j.prepare(&q.handoff, &origin, &q.user, &desc.to_toml(), &inputs)?;
+        j.touch(&inc.handoff, now_ms())?;
+        Ok::<_, rusqlite::Error>(inc)
+    })
+    .await
+    .map_err(internal)?;
     Ok(Json(handoff_view(&fed, inc).await))
 }
 
 /// The calling peer's handoff `h`, or 404 (another peer's handoffs do not exist for it).
-async fn find(fed: &F, i: usize, h: &str) -> R<Incoming> {
+pub(super) async fn find(fed: &F, i: usize, h: &str) -> R<Incoming> {
     let j = fed.journal.clone();
     let key = h.to_string();
     match blocking(move || j.incoming(&key)).await.map_err(internal)? {
@@ -378,6 +399,8 @@ async fn commit(State(fed): State<F>, headers: HeaderMap, Path(h): Path<String>)
         "aborted" => return Err(err(StatusCode::CONFLICT, format!("handoff '{h}' was aborted"))),
         _ => {}
     }
+    let (j, key) = (fed.journal.clone(), h.clone());
+    blocking(move || j.touch(&key, now_ms())).await.map_err(internal)?;
     let desc = parse_description(&inc.description)?;
     let Some(desc) = data::inputs_ready(&fed, i, &inc, &desc) else {
         // Still fetching its inputs: committed once they are here (the origin asks again).
@@ -402,13 +425,16 @@ async fn abort(State(fed): State<F>, headers: HeaderMap, Path(h): Path<String>) 
     let one = fed.submit_lock.lock().await;
     let inc = blocking(move || j.abort(&h, &origin)).await.map_err(internal)?;
     drop(one);
+    // What was received for it goes (a crash before this: the next pass sweeps).
+    super::cleanup::sweep(&fed, &inc).await.map_err(internal)?;
     Ok(Json(handoff_view(&fed, inc).await))
 }
 
 /// `POST /api/v1/peer/handoffs/{h}/done` (at the receiver): the origin has what it needs of
-/// the ended job (its outputs are back). Marks the handoff released (durable), then removes
-/// the inputs received for it that no live handoff (prepared, or committed and not released)
-/// or unended job uses. Idempotent: a repeated call sweeps again.
+/// the ended job (its outputs and logs are back). Marks the handoff released (durable), then
+/// removes the inputs received for it that no live handoff (prepared, or committed and not
+/// released) or unended job uses, and the job's outputs here (the origin has them).
+/// Idempotent: a repeated call sweeps again.
 async fn done(State(fed): State<F>, headers: HeaderMap, Path(h): Path<String>) -> R<Json<HandoffState>> {
     let i = peer_auth(&fed, &headers)?;
     let inc = find(&fed, i, &h).await?;
@@ -417,8 +443,7 @@ async fn done(State(fed): State<F>, headers: HeaderMap, Path(h): Path<String>) -
         return Err(conflict(&format!("is {}, not committed", inc.state)));
     };
     let d = api::job_detail(&fed.shared, id).await?;
-    let ended =
-        matches!(d.state.as_str(), "succeeded" | "failed" | "cancelled") && fed.shared.lock().core.job(koalesce_core::JobId(id)).is_none();
+    let ended = koalesce_api::dto::is_final_state(&d.state) && fed.shared.lock().core.job(koalesce_core::JobId(id)).is_none();
     if !ended {
         return Err(conflict(&format!("has a job that has not ended ({})", d.state)));
     }
@@ -427,10 +452,23 @@ async fn done(State(fed): State<F>, headers: HeaderMap, Path(h): Path<String>) -
     let j = fed.journal.clone();
     let key = h.clone();
     blocking(move || j.release(&key)).await.map_err(internal)?;
-    let removed = data::release_inputs(&fed, &inc).await.map_err(internal)?;
+    let mut removed = data::release_inputs(&fed, &inc).await.map_err(internal)?;
     drop(one);
+    // Its outputs here are copies the origin holds now (registered for `peer-<origin>`).
+    let owner = format!("peer-{}", inc.origin);
+    for name in &d.outputs {
+        let theirs = fed
+            .shared
+            .lock()
+            .files
+            .get(name)
+            .is_some_and(|f| f.owner.as_deref() == Some(owner.as_str()));
+        if theirs && crate::api_files::remove_file(&fed.shared, name).await.map_err(internal)? {
+            removed += 1;
+        }
+    }
     if removed > 0 {
-        tracing::info!(handoff = %h, removed, "inputs received for an ended job removed");
+        tracing::info!(handoff = %h, removed, "inputs and outputs of an ended job removed");
     }
     let inc = find(&fed, i, &h).await?;
     Ok(Json(handoff_view(&fed, inc).await))
@@ -452,7 +490,7 @@ async fn output_file(State(fed): State<F>, headers: HeaderMap, Path((h, name)): 
     if d.state != "succeeded" || !d.outputs.contains(&name) {
         return Err(not_found());
     }
-    data::serve(&fed, &name, &headers)
+    super::serve::serve(&fed, &name, &headers)
 }
 
 /// `GET /api/v1/peer/sent/{h}/inputs/{name}` (at the origin): an input of the job this server
@@ -479,7 +517,7 @@ async fn input_file(State(fed): State<F>, headers: HeaderMap, Path((h, name)): P
     if !desc.inputs.iter().any(|f| f.logical() == name) {
         return Err(not_found());
     }
-    data::serve(&fed, &name, &headers)
+    super::serve::serve(&fed, &name, &headers)
 }
 
 #[derive(serde::Deserialize)]
@@ -502,5 +540,5 @@ async fn probe(
             format!("parameter 'bytes': at most {}", super::config::MAX_PROBE_BYTES),
         ));
     }
-    Ok(data::probe_body(q.bytes))
+    Ok(super::serve::probe_body(q.bytes))
 }

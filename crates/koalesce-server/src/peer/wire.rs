@@ -80,6 +80,10 @@ pub struct HandoffState {
     #[serde(default)]
     #[schema(value_type = Option<Vec<u64>>)]
     pub inputs_here: Option<(usize, usize)>,
+    /// Once its job ended: each component's stdout and stderr (`c<component>/stdout`, …), for
+    /// the origin to fetch from `GET /api/v1/peer/handoffs/{handoff}/logs/{name}`.
+    #[serde(default)]
+    pub logs: Vec<PeerFile>,
 }
 
 /// A job of the grid queue, as `GET /api/v1/grid/jobs/{id}` shows it.
@@ -110,6 +114,12 @@ pub struct GridJob {
     /// Why the job's data could not move (yet), if so.
     #[serde(default)]
     pub data_error: Option<String>,
+    /// Why it failed (where it ran), if it did.
+    #[serde(default)]
+    pub failure: Option<String>,
+    /// Its user asked to cancel it and the cancel is on its way to the peer that runs it.
+    #[serde(default)]
+    pub cancel_requested: bool,
 }
 
 /// A peer as `GET /api/v1/federation` shows it.

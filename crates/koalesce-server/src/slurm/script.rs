@@ -46,7 +46,7 @@ fn quote(s: &str) -> Result<String, String> {
 /// The batch script of a component: exports the job's variables and execs `program` with
 /// `args` (the supervisor's command line, [`crate::supervisor_cmd::SupervisorCommand::arguments_keeping_env`],
 /// whose `--env-keep` keeps the job's variables and Slurm's for the program).
-pub fn batch_script(program: &Path, args: &[OsString], sub: &ComponentSubmission) -> Result<String, String> {
+pub(crate) fn batch_script(program: &Path, args: &[OsString], sub: &ComponentSubmission) -> Result<String, String> {
     let mut s = String::from(
         "#!/bin/sh\n\
          # A koalesce component, written by koalesce's Slurm backend. Slurm runs it once it has\n\

@@ -208,6 +208,7 @@ fn v0_to_v2(tx: &Transaction<'_>) -> Result<(), Box<dyn std::error::Error>> {
             array: None,
             transfer_ms: None,
             reservation: None,
+            staging_out: false,
         };
         let mut sites: Vec<String> = rec.components.iter().filter_map(|c| c.site.clone()).collect();
         sites.sort();

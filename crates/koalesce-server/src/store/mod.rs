@@ -86,6 +86,9 @@ CREATE TABLE IF NOT EXISTS jobs (
     submitted_ms INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS jobs_by_user_state ON jobs (user, state);
+-- Succeeded jobs whose stage-out a stop interrupted (load_staging_out, at every start).
+CREATE INDEX IF NOT EXISTS jobs_staging_out ON jobs (id)
+    WHERE state = 'succeeded' AND instr(meta, '"staging_out":true') > 0;
 CREATE TABLE IF NOT EXISTS tokens (
     hash TEXT PRIMARY KEY,
     user TEXT NOT NULL,
@@ -506,6 +509,27 @@ pub fn load_live_jobs(conn: &Connection) -> rusqlite::Result<(Vec<LiveJobRow>, u
         |r| r.get(0),
     )?;
     Ok((rows, max as u64))
+}
+
+/// Jobs that succeeded and whose stage-out a stop interrupted (their final row was written
+/// with `staging_out`), in id order. The partial index `jobs_staging_out` holds just them (its
+/// condition is this query's, word for word), so a start does not read every ended job.
+pub fn load_staging_out(conn: &Connection) -> rusqlite::Result<Vec<LiveJobRow>> {
+    let mut st = conn.prepare(
+        "SELECT id, user, description, spec, core, meta FROM jobs WHERE state = 'succeeded' \
+         AND instr(meta, '\"staging_out\":true') > 0 ORDER BY id",
+    )?;
+    let rows = st.query_map([], |r| {
+        Ok(LiveJobRow {
+            id: r.get::<_, i64>(0)? as u64,
+            user: r.get(1)?,
+            description: r.get(2)?,
+            spec: r.get(3)?,
+            core: r.get(4)?,
+            meta: r.get(5)?,
+        })
+    })?;
+    rows.collect()
 }
 
 /// Ended jobs' API renderings (JSON), in id order: of `user` (all users: `None`), in `state`

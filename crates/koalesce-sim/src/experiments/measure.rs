@@ -189,6 +189,7 @@ impl RunMetrics {
         let (util_total_p10, util_total_p90) = total_range(r, window);
         let started: Vec<&JobRecord> = r.jobs.iter().filter(|j| j.start.is_some() && j.placed.is_some()).collect();
         let per_started = |f: &dyn Fn(&JobRecord) -> f64| started.iter().map(|j| f(j)).sum::<f64>() / started.len().max(1) as f64;
+        // `started` holds only jobs with `start` and `placed` set: the unwraps below cannot fail.
         let pwt_before_jst_s = per_started(&|j| {
             let jst = j.placed.unwrap() + j.ftt_ms;
             jst.saturating_sub(j.claimed.unwrap_or(jst)) as f64 / 1000.0

@@ -222,9 +222,11 @@ pub fn build(traces: &Traces, seed: u64, opts: &WorkloadOptions) -> Workload {
             .collect();
         // prefix[k] = work of jobs 0..k.
         let mut prefix = Vec::with_capacity(trace.jobs.len() + 1);
-        prefix.push(0u64);
+        let mut work = 0u64;
+        prefix.push(work);
         for (j, &c) in trace.jobs.iter().zip(&cpus) {
-            prefix.push(prefix.last().unwrap() + u64::from(c) * j.run_s);
+            work += u64::from(c) * j.run_s;
+            prefix.push(work);
         }
         let target = wl.work_cpu_s() * f64::from(opts.work_per_mille) / 1000.0;
         let mut rng = Rng::seed_from(seed, 1000 + s as u64);

@@ -531,8 +531,14 @@ impl Client {
     /// `GET /api/v1/jobs/{id}/logs`: component `component`'s stdout (or stderr) from byte
     /// `offset`, or its last `tail` lines, copied to `out`.
     pub fn logs_to(&self, id: u64, q: &LogRequest, out: &mut dyn std::io::Write) -> anyhow::Result<LogChunk> {
+        self.logs_of(&format!("/api/v1/jobs/{id}"), q, out)
+    }
+
+    /// As [`Client::logs_to`] for the job at `job_path` (`/api/v1/jobs/N` or
+    /// `/api/v1/grid/jobs/N`, a grid job wherever it ran).
+    pub fn logs_of(&self, job_path: &str, q: &LogRequest, out: &mut dyn std::io::Write) -> anyhow::Result<LogChunk> {
         let mut path = format!(
-            "/api/v1/jobs/{id}/logs?component={}&stream={}",
+            "{job_path}/logs?component={}&stream={}",
             q.component,
             if q.stderr { "stderr" } else { "stdout" }
         );

@@ -15,9 +15,10 @@ use crate::client_cmds::Connection;
 /// Arguments of `koalesce logs`.
 #[derive(Debug, Args)]
 pub struct LogsArgs {
-    /// Job id.
+    /// Job id, or `g<N>` for grid job N (its logs wherever it ran: here, or back from the
+    /// peer it migrated to once it ended).
     #[arg(value_name = "JOB")]
-    pub id: u64,
+    pub id: crate::federation_cmds::JobRef,
     /// Which component's output (0 is the first).
     #[arg(long, short, default_value_t = 0, value_name = "N")]
     pub component: u64,
@@ -48,7 +49,11 @@ impl LogsArgs {
             offset: 0,
             tail: self.tail,
         };
-        let mut chunk = client.logs_to(self.id, &q, &mut out)?;
+        let job_path = match self.id {
+            crate::federation_cmds::JobRef::Job(id) => format!("/api/v1/jobs/{id}"),
+            crate::federation_cmds::JobRef::Grid(id) => format!("/api/v1/grid/jobs/{id}"),
+        };
+        let mut chunk = client.logs_of(&job_path, &q, &mut out)?;
         if chunk.lines_cut > 0 && !self.follow {
             out.flush()?;
             eprintln!("({} earlier line(s) not shown; without --tail: all of them)", chunk.lines_cut);
@@ -65,7 +70,7 @@ impl LogsArgs {
             // all there once one more read after the end comes back empty.
             let ended = is_final_state(&chunk.state);
             std::thread::sleep(if ended { Duration::ZERO } else { FOLLOW_POLL });
-            chunk = client.logs_to(self.id, &q, &mut out)?;
+            chunk = client.logs_of(&job_path, &q, &mut out)?;
             q.offset = q.offset.max(chunk.size);
             if ended && chunk.written == 0 {
                 break;

@@ -171,8 +171,10 @@ pub fn run(args: &[String], conn: impl FnOnce() -> SResult<Client>) -> SResult<E
     let env: Vec<(String, String)> = std::env::vars().collect();
     let desc = describe(&opts, &script_text, &script_name, &script_args, &submit_dir, &env, &sites)?;
     let toml_text = toml::to_string(&desc).map_err(|e| SlurmError::msg(format!("cannot write the job description: {e}")))?;
-    // Holds and arrays are submission options of the API (the description has no field).
-    let client = client.with_submit_options(opts.hold, None, opts.array.as_deref());
+    // Holds, arrays and dependencies on one task of an array are submission options of the API
+    // (the description has no field for them).
+    let task_deps = opts.dependency.as_deref().and_then(task_dependencies);
+    let client = client.with_submit_options(opts.hold, task_deps.as_deref(), opts.array.as_deref());
     let id = client
         .submit(&toml_text)
         .map_err(|e| SlurmError::msg(format!("Batch job submission failed: {e:#}")))?;
@@ -262,15 +264,30 @@ pub fn directives(script: &str) -> SResult<Vec<String>> {
         if !rest.is_empty() && !rest.starts_with(char::is_whitespace) {
             continue;
         }
-        // A comment after the options (" # ...") is not an option.
-        let rest = match rest.find(" #") {
-            Some(i) => &rest[..i],
-            None => rest,
-        };
+        // A comment after the options (" # ...", outside quotes) is not an option.
+        let rest = strip_trailing_comment(rest);
         let words = shlex::split(rest).ok_or_else(|| SlurmError::msg(format!("line {}: cannot parse #SBATCH directive: {t}", n + 1)))?;
         out.extend(words);
     }
     Ok(out)
+}
+
+/// The options of a `#SBATCH` line without a trailing `# comment`: a `#` after a blank and
+/// outside quotes starts one (`--job-name="run #1"` keeps its `#`).
+fn strip_trailing_comment(rest: &str) -> &str {
+    let mut quote: Option<char> = None;
+    let mut prev_blank = false;
+    for (i, c) in rest.char_indices() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'') => quote = Some(c),
+            (None, '#') if prev_blank => return &rest[..i],
+            _ => {}
+        }
+        prev_blank = c.is_whitespace();
+    }
+    rest
 }
 
 fn refuse(what: &str, why: &str) -> SlurmError {
@@ -291,6 +308,13 @@ pub fn describe(
         return Err(SlurmError::msg(
             "This does not look like a batch script.  The first line must start with #! followed by the path to an interpreter.\n\
              For instance: #!/bin/sh",
+        ));
+    }
+    // As Slurm's sbatch does: a script saved with CR LF would run "/bin/bash\r" and fail
+    // later with an obscure error; it is refused before anything is submitted.
+    if script.contains("\r\n") {
+        return Err(SlurmError::msg(
+            "Batch script contains DOS line breaks (\\r\\n)\ninstead of expected UNIX line breaks (\\n).",
         ));
     }
     if let Some(a) = &o.array {
@@ -360,7 +384,6 @@ pub fn describe(
     } else {
         vec![cpus]
     };
-    let per_component = components[0];
     let mut desc = JobDescription {
         name: o.job_name.clone().unwrap_or_else(|| script_name.to_string()),
         executable: String::new(),
@@ -410,19 +433,23 @@ pub fn describe(
             desc.walltime = Some(format!("{secs}s"));
         }
     }
-    // Memory: koalesce's `memory` is per processor.
+    // Memory: koalesce's `memory` is per processor (one processor per allocated CPU).
+    // sbatch(1): "--mem: memory required per node"; "--mem-per-cpu: minimum memory required
+    // per usable allocated CPU". So --mem spreads over the CPUs of one node (all CPUs ÷
+    // nodes), and --mem-per-cpu is the per-processor figure as it stands.
     match (&o.mem, &o.mem_per_cpu) {
         (Some(_), Some(_)) => return Err(SlurmError::msg("--mem and --mem-per-cpu are mutually exclusive")),
         (Some(m), None) => {
             let bytes = slurm_size(m)?;
             if bytes > 0 {
-                desc.memory = Some(format!("{}K", bytes.div_ceil(1024).div_ceil(u64::from(per_component))));
+                let kib_all_nodes = bytes.div_ceil(1024).saturating_mul(u64::from(nodes));
+                desc.memory = Some(format!("{}K", kib_all_nodes.div_ceil(u64::from(cpus))));
             }
         }
         (None, Some(m)) => {
             let bytes = slurm_size(m)?;
             if bytes > 0 {
-                desc.memory = Some(format!("{}K", bytes.div_ceil(1024).div_ceil(u64::from(cpt))));
+                desc.memory = Some(format!("{}K", bytes.div_ceil(1024)));
             }
         }
         (None, None) => {}
@@ -494,7 +521,8 @@ fn apply_dependency(desc: &mut JobDescription, dep: &str) -> SResult<()> {
             "Job dependency problem: {e}\nBatch job submission failed: Job dependency problem"
         ))
     })?;
-    for d in list {
+    // `<array>_<task>` goes as the API's `dependency` parameter (task_dependencies).
+    for d in list.into_iter().filter(|d| d.task.is_none()) {
         let v = match d.kind {
             DependencyKind::After => &mut desc.after,
             DependencyKind::AfterAny => &mut desc.afterany,
@@ -504,6 +532,14 @@ fn apply_dependency(desc: &mut JobDescription, dep: &str) -> SResult<()> {
         v.push(d.job.0);
     }
     Ok(())
+}
+
+/// The `<array>_<task>` items of `--dependency` (Slurm's dependency on one task of an array),
+/// which the description's `after*` fields (job ids) cannot hold; `None` when there are none.
+fn task_dependencies(dep: &str) -> Option<String> {
+    let list = koalesce_api::jobdesc::parse_dependency_list(dep).ok()?;
+    let items: Vec<String> = list.iter().filter(|d| d.task.is_some()).map(|d| d.to_string()).collect();
+    (!items.is_empty()).then(|| items.join(","))
 }
 
 /// `-p`: one site (the component's site), several sites (a REQUIREMENTS expression over
@@ -732,6 +768,14 @@ mod tests {
         let s = "#!/bin/sh\ntrue\n";
         let d = describe_script(s, &["--dependency=afterok:3:4,afterany:5", "--array=1-3"]).unwrap();
         assert_eq!((d.afterok.as_slice(), d.afterany.as_slice()), (&[3, 4][..], &[5][..]));
+        // One task of an array: not a field (the API's `dependency` parameter carries it).
+        let d = describe_script(s, &["--dependency=afterok:3_0:4,afterany:5_2"]).unwrap();
+        assert_eq!((d.afterok.as_slice(), d.afterany.as_slice()), (&[4][..], &[][..]));
+        assert_eq!(
+            task_dependencies("afterok:3_0:4,afterany:5_2").as_deref(),
+            Some("afterok:3_0,afterany:5_2")
+        );
+        assert_eq!(task_dependencies("afterok:3"), None);
     }
 
     #[test]
@@ -758,3 +802,7 @@ mod tests {
         assert_eq!(o.ntasks, None);
     }
 }
+
+#[cfg(test)]
+#[path = "sbatch_corpus_tests.rs"]
+mod corpus_tests;

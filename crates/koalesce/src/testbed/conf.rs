@@ -60,6 +60,7 @@ impl BedSpec {
         anyhow::ensure!((1..=64).contains(&nodes), "--nodes must be within 1..=64");
         anyhow::ensure!((1..=4096).contains(&cpus), "--cpus must be within 1..=4096");
         anyhow::ensure!(ports.len() >= ports_needed(clusters, nodes) as usize, "not enough ports");
+        // The check above leaves a port for every `it.next().unwrap()` below.
         let mut it = ports.iter().copied();
         let clusters = CLUSTER_NAMES[..clusters as usize]
             .iter()
@@ -327,7 +328,9 @@ mod tests {
         assert_eq!((beta.name.as_str(), beta.kind.as_str(), beta.processors), ("beta", "slurm", 64));
         assert_eq!(beta.slurm.conf, Path::new("/tmp/bed/beta/slurm.conf"));
         assert_eq!(beta.slurm.partition, "debug");
-        beta.slurm.validate("beta").unwrap();
+        // The whole file is a configuration the server accepts ([sites.slurm] checks included).
+        let cfg: koalesce_server::ServerConfig = toml::from_str(&text).unwrap();
+        cfg.validate().unwrap();
         assert!(text.contains("[[sites]]") && text.contains("[sites.slurm]"), "{text}");
     }
 }

@@ -302,6 +302,7 @@ pub fn checks(o: &Outcome) -> Vec<Check> {
         quote: "Policy (b) chooses site C for every case, but (c) and (d) prefer to choose faster sites accepting the transfer of some files, for the cases where these are small. By doing this, they get better numbers.".into(),
         seed: format!("(c) {:.1}, (d) {:.1} < (b) {:.1} s", table3::table4(Alg::C).0, table3::table4(Alg::D).0, table3::table4(Alg::B).0),
         ours: format!("{}; {}", better[0].ours, better[1].ours),
+        // ordering_check always gives a verdict.
         verdict: Some(Verdict::all(&[better[0].verdict.unwrap(), better[1].verdict.unwrap()])),
     });
     let runs_of = |alg: Alg| base.of(alg);
@@ -328,6 +329,7 @@ pub fn checks(o: &Outcome) -> Vec<Check> {
         quote: "Between (c) and (d), a slightly worst average job time is traded for a reduction in the number of files transferred (transfer penalty).".into(),
         seed: format!("(d) {} < (c) {} transfers; (c) {:.1} < (d) {:.1} s", 3, 5, table3::table4(Alg::C).0, table3::table4(Alg::D).0),
         ours: format!("fewer transfers with (d) in {}; {}", share(fewer, n), slower.ours),
+        // ordering_check always gives a verdict.
         verdict: Some(Verdict::all(&[verdict_share(fewer, n), slower.verdict.unwrap()])),
     });
     // §3.4.3: the transfer time at which moving a job to the fast site stops paying.
@@ -476,6 +478,7 @@ pub fn markdown(o: &Outcome) -> String {
         for (i, mb) in SIZES_MB.iter().enumerate() {
             let _ = write!(s, "| {mb} MB |");
             for alg in Alg::ALL {
+                // Table 3 has one row per size for every algorithm (a test in table3.rs checks).
                 let row = table3::rows(alg).nth(i).unwrap();
                 let runs = base.of(alg);
                 let c = runs.iter().filter(|r| r.jobs[i].site == "C").count();

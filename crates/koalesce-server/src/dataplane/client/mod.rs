@@ -5,22 +5,32 @@
 //! blocking client runs the same in the daemon (`spawn_blocking`), inside an agent that pushes
 //! to another, and in tools. Redirects are never followed (a bearer secret must not go to
 //! another host) and proxies from the environment are ignored (agents sit on private links).
+//!
+//! [`http`] holds the URL, header and error-mapping helpers; [`source`] what an upload reads
+//! from and the hashing request body.
 
 use std::fs::File;
-use std::io::{self, Read, Seek, SeekFrom};
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use sha2::{Digest, Sha256};
+use sha2::Digest;
 use ureq::http::StatusCode;
 use ureq::SendBody;
 
-use super::partial::{self, HashWriter, Partial};
+use super::partial::{self, Partial};
 use super::wire::{
     encode_path, AgentStats, ErrorBody, Expected, ListEntry, Listing, ProbeRequest, PushRequest, PushTarget, TransferReport, UploadReceipt,
     UploadStatus, API, OFFSET_HEADER, SHA256_HEADER,
 };
 use super::{Endpoint, Role, TransferError};
+
+mod http;
+mod source;
+
+pub(crate) use http::parse_content_range;
+use http::{bearer, error_message, file_url, header, local_error, protocol, read_json, refused, unreachable};
+use source::{hash_reader, Body, Origin, Source};
 
 /// Timeouts of the client.
 #[derive(Debug, Clone, PartialEq)]
@@ -396,8 +406,10 @@ impl AgentClient {
             return Ok((elapsed, receipt));
         }
         let held = header(&resp, OFFSET_HEADER).and_then(|v| v.parse::<u64>().ok());
+        if let (StatusCode::CONFLICT, Some(at)) = (status, held) {
+            return Err(Retry::At(at));
+        }
         match status {
-            StatusCode::CONFLICT if held.is_some() => Err(Retry::At(held.unwrap())),
             StatusCode::UNPROCESSABLE_ENTITY => {
                 let answer: Option<ErrorBody> = resp.body_mut().with_config().limit(64 << 10).read_json().ok();
                 let received = answer
@@ -541,107 +553,6 @@ impl AgentClient {
     }
 }
 
-/// What an upload reads from: a file and where it lives.
-struct Source {
-    file: File,
-    origin: Origin,
-}
-
-enum Origin {
-    /// A file of the caller (an upload).
-    Local(PathBuf),
-    /// A file of the agent that pushes it (failures are the source's).
-    Agent { url: String, path: String },
-}
-
-impl Source {
-    /// A body reader from `offset`, its checksum seeded with the bytes before.
-    fn body_from_parts(file: &mut File, offset: u64) -> io::Result<Body<&mut File>> {
-        file.seek(SeekFrom::Start(0))?;
-        let mut hasher = Sha256::new();
-        let n = io::copy(&mut (&mut *file).take(offset), &mut HashWriter(&mut hasher))?;
-        if n != offset {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "file shrank while being sent"));
-        }
-        let mut body = Body::new(file, 0);
-        body.hasher = hasher;
-        Ok(body)
-    }
-
-    fn hash_all(&mut self) -> io::Result<String> {
-        self.file.seek(SeekFrom::Start(0))?;
-        hash_reader(&mut self.file)
-    }
-}
-
-impl Origin {
-    fn read_error(&self, dest: &Endpoint, e: io::Error) -> TransferError {
-        match self {
-            Origin::Local(path) => local_error(path, e),
-            Origin::Agent { url, path } => TransferError::SourceUnreadable {
-                url: url.clone(),
-                path: path.clone(),
-                reason: format!("{e} (while sending to {})", dest.url),
-            },
-        }
-    }
-
-    fn corrupt(&self, expect: &Expected, actual_sha256: String, actual_size: u64) -> TransferError {
-        let (url, path) = match self {
-            Origin::Local(path) => ("local".to_string(), path.display().to_string()),
-            Origin::Agent { url, path } => (url.clone(), path.clone()),
-        };
-        TransferError::SourceCorrupt {
-            url,
-            path,
-            expected_sha256: expect.sha256.clone(),
-            expected_size: expect.size,
-            actual_sha256,
-            actual_size,
-        }
-    }
-}
-
-/// A request body that hashes and counts what it sends and keeps its reader's error.
-struct Body<R> {
-    inner: R,
-    hasher: Sha256,
-    sent: u64,
-    started: Option<Instant>,
-    error: Option<io::Error>,
-}
-
-impl<R: Read> Body<R> {
-    fn new(inner: R, sent: u64) -> Self {
-        Body {
-            inner,
-            hasher: Sha256::new(),
-            sent,
-            started: None,
-            error: None,
-        }
-    }
-}
-
-impl<R: Read> Read for Body<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.started.get_or_insert_with(Instant::now);
-        let cap = buf.len().min(CHUNK);
-        match self.inner.read(&mut buf[..cap]) {
-            Ok(n) => {
-                self.hasher.update(&buf[..n]);
-                self.sent += n as u64;
-                Ok(n)
-            }
-            Err(e) => {
-                let copy = io::Error::new(e.kind(), e.to_string());
-                self.error = Some(e);
-                Err(copy)
-            }
-        }
-    }
-}
-
 /// Why one attempt ended.
 enum Retry {
     /// Final.
@@ -707,94 +618,9 @@ fn install(from: &Path, to: &Path) -> io::Result<()> {
     Ok(())
 }
 
-fn hash_reader(r: &mut impl Read) -> io::Result<String> {
-    let mut hasher = Sha256::new();
-    io::copy(r, &mut HashWriter(&mut hasher))?;
-    Ok(crate::store::hex(&hasher.finalize()))
-}
-
-fn bearer(ep: &Endpoint) -> String {
-    format!("Bearer {}", ep.token)
-}
-
-fn file_url(ep: &Endpoint, path: &str) -> String {
-    format!("{}{API}/files/{}", ep.url, encode_path(path))
-}
-
-fn header(resp: &ureq::http::Response<ureq::Body>, name: &str) -> Option<String> {
-    resp.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string)
-}
-
-fn local_error(path: &Path, e: io::Error) -> TransferError {
-    TransferError::Local {
-        path: path.display().to_string(),
-        reason: e.to_string(),
-    }
-}
-
-fn unreachable(role: Role, url: &str, e: ureq::Error) -> TransferError {
-    TransferError::Unreachable {
-        role,
-        url: url.to_string(),
-        reason: e.to_string(),
-    }
-}
-
-fn protocol(role: Role, url: &str, message: &str) -> TransferError {
-    TransferError::Protocol {
-        role,
-        url: url.to_string(),
-        message: message.to_string(),
-    }
-}
-
-fn error_message(resp: &mut ureq::http::Response<ureq::Body>) -> String {
-    let text = resp.body_mut().with_config().limit(64 << 10).read_to_string().unwrap_or_default();
-    match serde_json::from_str::<ErrorBody>(&text) {
-        Ok(b) => b.error,
-        Err(_) => text.chars().take(300).collect(),
-    }
-}
-
-fn refused(role: Role, url: &str, mut resp: ureq::http::Response<ureq::Body>) -> TransferError {
-    TransferError::Refused {
-        role,
-        url: url.to_string(),
-        status: resp.status().as_u16(),
-        message: error_message(&mut resp),
-    }
-}
-
-fn read_json<T: serde::de::DeserializeOwned>(resp: &mut ureq::http::Response<ureq::Body>, role: Role, url: &str) -> Result<T> {
-    resp.body_mut()
-        .with_config()
-        .limit(64 << 20)
-        .read_json()
-        .map_err(|e| protocol(role, url, &format!("unreadable answer: {e}")))
-}
-
-/// `bytes START-END/TOTAL` → (start, end, total).
-pub fn parse_content_range(v: &str) -> Option<(u64, u64, u64)> {
-    let rest = v.trim().strip_prefix("bytes ")?;
-    let (range, total) = rest.split_once('/')?;
-    let (start, end) = range.split_once('-')?;
-    let (start, end, total) = (start.trim().parse().ok()?, end.trim().parse().ok()?, total.trim().parse().ok()?);
-    (start <= end && end < total).then_some((start, end, total))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn content_range_parsing() {
-        assert_eq!(parse_content_range("bytes 0-9/10"), Some((0, 9, 10)));
-        assert_eq!(parse_content_range("bytes 5-9/10"), Some((5, 9, 10)));
-        assert_eq!(parse_content_range("bytes 5-10/10"), None);
-        assert_eq!(parse_content_range("bytes 9-5/10"), None);
-        assert_eq!(parse_content_range("bytes */10"), None);
-        assert_eq!(parse_content_range("items 0-1/2"), None);
-    }
 
     #[test]
     fn partial_names_keep_contents_apart() {

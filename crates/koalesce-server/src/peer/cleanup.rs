@@ -1,0 +1,146 @@
+//! The receiver lets go of what it received for handoffs that will not run here: an aborted
+//! handoff's input files (registered ones and the partials of transfers under way) are
+//! removed, unless a live handoff from the same origin declares the same content. A handoff
+//! prepared and never committed is aborted here once its origin has not spoken about it for
+//! `handoff_timeout_ms` (the origin then gets 409 on a late commit and decides the job again:
+//! it never ran here).
+//!
+//! Durable: the abort is in the journal before anything is removed, and an aborted handoff is
+//! marked swept only after its files are gone, so a server killed at any moment sweeps at the
+//! next pass after its restart. Only the names an aborted handoff declared (checked at phase
+//! one: `peer-<origin>/<64 hex digits>`, stored paths derived from them) are ever removed.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use super::journal::Incoming;
+use super::{blocking, data, Federation};
+use crate::now_ms;
+
+/// One pass at the receiver: aborts prepared handoffs past their deadline, then sweeps the
+/// data of aborted handoffs not swept yet (including those a crash interrupted).
+pub(crate) async fn housekeeping(fed: &Arc<Federation>) -> anyhow::Result<()> {
+    let now = now_ms();
+    let before = now.saturating_sub(fed.cfg.handoff_timeout_ms);
+    let j = fed.journal.clone();
+    for h in blocking(move || j.stale_prepared(before, now)).await? {
+        let Some(origin) = h.rsplitn(3, '-').nth(2).map(str::to_string) else {
+            continue;
+        };
+        let one = fed.submit_lock.lock().await;
+        let (j, key) = (fed.journal.clone(), h.clone());
+        let inc = blocking(move || j.abort(&key, &origin)).await?;
+        drop(one);
+        if inc.state == "aborted" {
+            tracing::warn!(handoff = %h, "prepared handoff not committed within handoff_timeout_ms: aborted here");
+        }
+    }
+    let j = fed.journal.clone();
+    for inc in blocking(move || j.unswept_aborted()).await? {
+        sweep(fed, &inc).await?;
+    }
+    Ok(())
+}
+
+/// Removes what was received for aborted handoff `inc` (not needed by a live handoff from its
+/// origin), then marks it swept unless a transfer for it still runs (its end sweeps again).
+pub(crate) async fn sweep(fed: &Arc<Federation>, inc: &Incoming) -> anyhow::Result<usize> {
+    if inc.state != "aborted" {
+        return Ok(0);
+    }
+    let _one = fed.submit_lock.lock().await;
+    let removed = remove_unneeded(fed, inc).await?;
+    if !data::fetch_running(fed, &format!("in:{}", inc.handoff)) {
+        let (j, h) = (fed.journal.clone(), inc.handoff.clone());
+        blocking(move || j.set_swept(&h)).await?;
+    }
+    if removed > 0 {
+        tracing::info!(handoff = %inc.handoff, removed, "inputs received for an aborted handoff removed");
+    }
+    Ok(removed)
+}
+
+/// The caller holds `submit_lock`. How many files (registered or partial) went.
+async fn remove_unneeded(fed: &Arc<Federation>, inc: &Incoming) -> anyhow::Result<usize> {
+    let j = fed.journal.clone();
+    let origin = inc.origin.clone();
+    let live = blocking(move || j.live_incoming(&origin)).await?;
+    let needed: BTreeSet<String> = live
+        .iter()
+        .filter(|l| l.handoff != inc.handoff)
+        .flat_map(|l| data::declared(l).into_iter().map(|f| f.sha256))
+        .collect();
+    let mut removed = 0;
+    for f in data::declared(inc) {
+        if needed.contains(&f.sha256) {
+            continue;
+        }
+        let name = data::received_name(&inc.origin, &f.sha256);
+        if crate::api_files::remove_file(&fed.shared, &name)
+            .await
+            .map_err(anyhow::Error::msg)?
+        {
+            removed += 1;
+        }
+        let Ok((dest, part)) = data::received_paths(fed, &inc.origin, &f.sha256) else {
+            continue;
+        };
+        // A verified file not registered yet (a crash between rename and registration), and
+        // the partial of a transfer under way or interrupted.
+        let registered = fed.shared.lock().files.contains_key(&name);
+        if !registered {
+            // At a site with a storage agent: its spool copy here, and what reached the agent.
+            for p in [dest.clone(), data::spool_path(fed, &dest)] {
+                if std::fs::remove_file(&p).is_ok() {
+                    removed += 1;
+                }
+            }
+            if let Some(place) = fed
+                .shared
+                .sites
+                .first()
+                .filter(|h| h.agent.is_some())
+                .map(|h| crate::daemon::transfers::place_at(h, &dest))
+            {
+                super::via_agent::remove(fed, &place).await;
+            }
+        }
+        removed += remove_partial(&part);
+    }
+    Ok(removed)
+}
+
+/// Removes the partial `part`, its resume record and any temporary copy of that record a kill
+/// left (`….part.offset.tmp.<pid>.<ms>`): every file of its directory whose name starts with
+/// the partial's. How many went.
+fn remove_partial(part: &std::path::Path) -> usize {
+    let (Some(dir), Some(head)) = (part.parent(), part.file_name().map(|n| n.to_string_lossy().into_owned())) else {
+        return 0;
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&head))
+        .filter(|e| std::fs::remove_file(e.path()).is_ok())
+        .count()
+}
+
+/// A transfer of handoff `h`'s inputs ended: if the handoff was aborted meanwhile, what the
+/// transfer left goes.
+pub(crate) async fn after_fetch(fed: &Arc<Federation>, h: &str) {
+    let (j, key) = (fed.journal.clone(), h.to_string());
+    let Ok(Some(inc)) = blocking(move || j.incoming(&key)).await else {
+        return;
+    };
+    if inc.state != "aborted" {
+        return;
+    }
+    let _one = fed.submit_lock.lock().await;
+    match remove_unneeded(fed, &inc).await {
+        Ok(_) => {
+            let (j, h) = (fed.journal.clone(), inc.handoff.clone());
+            let _ = blocking(move || j.set_swept(&h)).await;
+        }
+        Err(e) => tracing::warn!(handoff = %h, error = %e, "sweeping an aborted handoff failed"),
+    }
+}

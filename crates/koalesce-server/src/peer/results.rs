@@ -1,0 +1,483 @@
+//! What a migrated job leaves, back at its origin, and its user's cancel, to where it runs
+//! (issue 14): once the job ended at the peer — succeeded, failed, timed out, out of memory or
+//! cancelled — every component's stdout and stderr come back to the origin (checksummed and
+//! resumable, as inputs and outputs travel) before the grid job is shown ended, so
+//! `koalesce logs g<N>` at the origin answers as `koalesce logs` does for a job that ran there.
+//! A cancel at the origin (`POST /api/v1/grid/jobs/{id}/cancel`) is recorded in its journal and
+//! delivered to the peer on every pass until the peer answers: a job not yet committed there
+//! is aborted (its received inputs go), a committed one is cancelled like any job there.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use koalesce_api::dto::{is_final_state, JobDetail};
+
+use super::journal::{state, GridRow, Transition};
+use super::routes::{find, handoff_view, internal, peer_auth, render};
+use super::wire::{GridJob, HandoffState, PeerFile};
+use super::{blocking, data, CallError, Federation};
+use crate::api::{self, err, ApiError, Caller};
+use crate::api_output::LogQuery;
+
+type F = Arc<Federation>;
+type R<T> = Result<T, ApiError>;
+type LogQ = Result<Query<LogQuery>, axum::extract::rejection::QueryRejection>;
+
+/// Where the logs of migrated jobs are kept at the origin (in the data directory).
+pub const LOG_DIR: &str = "federation-logs";
+
+/// `c<component>/<stream>` → (component, stream), for names a peer sends.
+fn parse_log_name(name: &str) -> Option<(u64, &'static str)> {
+    let (c, stream) = name.split_once('/')?;
+    let digits = c
+        .strip_prefix('c')
+        .filter(|d| !d.is_empty() && d.len() <= 6 && d.bytes().all(|b| b.is_ascii_digit()))?;
+    let stream = match stream {
+        "stdout" => "stdout",
+        "stderr" => "stderr",
+        _ => return None,
+    };
+    Some((digits.parse().ok()?, stream))
+}
+
+/// The log file of component `c`, stream `stream` of job `d` here, if it has one.
+fn log_path(d: &JobDetail, c: u64, stream: &str) -> Option<PathBuf> {
+    let comp = d.components.iter().find(|x| x.index == c)?;
+    let p = if stream == "stdout" { &comp.stdout } else { &comp.stderr };
+    p.as_ref().map(PathBuf::from)
+}
+
+// ----- the receiver --------------------------------------------------------------------
+
+/// The logs of an ended job here, as its origin fetches them (files that exist).
+pub(crate) async fn logs_of(d: &JobDetail) -> Vec<PeerFile> {
+    let mut want = Vec::new();
+    for c in &d.components {
+        for stream in ["stdout", "stderr"] {
+            if let Some(p) = log_path(d, c.index, stream) {
+                want.push((format!("c{}/{stream}", c.index), p));
+            }
+        }
+    }
+    blocking(move || {
+        want.into_iter()
+            .filter_map(|(name, p)| {
+                let (sha256, size_bytes) = crate::transfer::checksum(&p).ok()?;
+                Some(PeerFile { name, size_bytes, sha256 })
+            })
+            .collect()
+    })
+    .await
+}
+
+/// The job of the calling peer's committed handoff `h`, and whether it ended (its logs no
+/// longer change).
+async fn handoff_job(fed: &F, i: usize, h: &str) -> R<(JobDetail, bool)> {
+    let inc = find(fed, i, h).await?;
+    let id = inc
+        .local_id
+        .ok_or_else(|| err(StatusCode::CONFLICT, format!("handoff '{}' has no job here", api::cut_message(h))))?;
+    let d = api::job_detail(&fed.shared, id).await?;
+    let ended = is_final_state(&d.state) && fed.shared.lock().core.job(koalesce_core::JobId(id)).is_none();
+    Ok((d, ended))
+}
+
+/// `GET /api/v1/peer/handoffs/{h}/logs/{c<N>/stdout|stderr}` (at the receiver): a log of the
+/// job the calling peer handed over as `h` (Range: bytes=N- resumes). Once the job ended with
+/// its SHA-256 (the origin fetches it and checks); before, as it is now (the origin shows it
+/// to a user following a running job).
+pub(crate) async fn log_file(State(fed): State<F>, headers: HeaderMap, Path((h, name)): Path<(String, String)>) -> R<Response> {
+    let i = peer_auth(&fed, &headers)?;
+    let (d, ended) = handoff_job(&fed, i, &h).await?;
+    let not_found = || {
+        err(
+            StatusCode::NOT_FOUND,
+            format!("'{}' is not a log of handoff '{}'", api::cut_message(&name), api::cut_message(&h)),
+        )
+    };
+    let (c, stream) = parse_log_name(&name).ok_or_else(not_found)?;
+    if !d.components.iter().any(|x| x.index == c) {
+        return Err(not_found());
+    }
+    let Some(path) = log_path(&d, c, stream) else {
+        // Not started yet: nothing so far (an ended job that never started has no log).
+        return if ended {
+            Err(not_found())
+        } else {
+            Ok((StatusCode::OK, Vec::<u8>::new()).into_response())
+        };
+    };
+    let opened = blocking(move || {
+        let sha = if ended { Some(crate::transfer::checksum(&path)?.0) } else { None };
+        let f = std::fs::File::open(&path)?;
+        let size = f.metadata()?.len();
+        Ok::<_, std::io::Error>((f, size, sha))
+    })
+    .await;
+    match opened {
+        Ok((f, size, sha)) => super::serve::serve_open(f, size, sha.as_deref(), &headers),
+        // Not written yet (a job that has not started): nothing so far.
+        Err(_) if !ended => Ok((StatusCode::OK, Vec::<u8>::new()).into_response()),
+        Err(_) => Err(not_found()),
+    }
+}
+
+/// `POST /api/v1/peer/handoffs/{h}/cancel` (at the receiver): the origin's user cancelled the
+/// job. Prepared: aborted (never runs here; its received inputs go). Committed: its job is
+/// cancelled unless it ended. Answers the handoff as it is then.
+pub(crate) async fn cancel_handoff(State(fed): State<F>, headers: HeaderMap, Path(h): Path<String>) -> R<Json<HandoffState>> {
+    let i = peer_auth(&fed, &headers)?;
+    let inc = find(&fed, i, &h).await?;
+    let inc = match inc.state.as_str() {
+        "prepared" => {
+            let one = fed.submit_lock.lock().await;
+            let (j, key, origin) = (fed.journal.clone(), h.clone(), inc.origin.clone());
+            let inc = blocking(move || j.abort(&key, &origin)).await.map_err(internal)?;
+            drop(one);
+            super::cleanup::sweep(&fed, &inc).await.map_err(internal)?;
+            inc
+        }
+        _ => inc,
+    };
+    if let (Some(id), "committed") = (inc.local_id, inc.state.as_str()) {
+        let admin = Caller {
+            user: String::new(),
+            admin: true,
+        };
+        match api::cancel_for(&fed.shared, &admin, id).await {
+            Ok(_) => tracing::info!(handoff = %h, job = id, "cancelled by the origin's user"),
+            // Ended already: nothing to cancel; the answer shows how it ended.
+            Err(e) if e.0 == StatusCode::CONFLICT => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(Json(handoff_view(&fed, inc).await))
+}
+
+// ----- the origin ----------------------------------------------------------------------
+
+/// Where log `name` (`c<N>/<stream>`) of grid job `gid` is kept here.
+fn stored_log(fed: &Federation, gid: u64, c: u64, stream: &str) -> PathBuf {
+    fed.shared.data_dir.join(LOG_DIR).join(format!("{gid}-c{c}.{stream}"))
+}
+
+/// Fetches the logs of migrated grid job `row`, ended at peer `i` (view `r`), in the
+/// background, once at a time; records their names when all are here (`data_error` says why
+/// not).
+pub(crate) fn logs_back(fed: &F, i: usize, row: &GridRow, r: &HandoffState) {
+    let gid = row.id;
+    let (f2, h, logs) = (fed.clone(), row.handoff.clone().unwrap_or_default(), r.logs.clone());
+    let max = fed.shared.config.files.max_upload_bytes;
+    data::spawn_once(fed, format!("logs:{gid}"), async move {
+        let mut left = Vec::new();
+        let result = async {
+            let mut names = Vec::new();
+            for f in logs {
+                let (c, stream) = parse_log_name(&f.name).ok_or_else(|| format!("'{}' is not a log name", api::cut_message(&f.name)))?;
+                if f.sha256.len() != 64 || !f.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return Err(format!("log '{}': a malformed SHA-256", f.name));
+                }
+                if f.size_bytes > max {
+                    // Not held up for ever by one huge log: it stays at the peer, said so.
+                    left.push(format!("{} ({} bytes)", f.name, f.size_bytes));
+                    continue;
+                }
+                let dest = stored_log(&f2, gid, c, stream);
+                std::fs::create_dir_all(dest.parent().unwrap_or(&dest)).map_err(|e| e.to_string())?;
+                let path = format!("/api/v1/peer/handoffs/{}/logs/{}", data::encode(&h), f.name);
+                let (fd, ff) = (f2.clone(), f.clone());
+                blocking(move || data::fetch(&fd, i, &path, &ff, &dest)).await?;
+                names.push(f.name);
+            }
+            Ok::<_, String>(names)
+        }
+        .await;
+        let j = f2.journal.clone();
+        match result {
+            Ok(names) => {
+                let json = serde_json::to_string(&names).unwrap_or_else(|_| "[]".into());
+                let note = (!left.is_empty()).then(|| {
+                    format!(
+                        "logs over files.max_upload_bytes ({max}) left at {}: {}",
+                        f2.peers[i].name,
+                        left.join(", ")
+                    )
+                });
+                blocking(move || {
+                    j.set_logs(gid, &json)?;
+                    j.set_data_error(gid, note.as_deref())
+                })
+                .await
+                .map_err(|e| e.to_string())
+            }
+            Err(e) => {
+                let msg = format!("logs from {}: {e}", f2.peers[i].name);
+                let m = msg.clone();
+                let _ = blocking(move || j.set_data_error(gid, Some(&m))).await;
+                Err(msg)
+            }
+        }
+    });
+}
+
+/// Sends the cancel of migrated grid job `row` to its peer; on an answer records what the
+/// peer holds (aborted there before it ran: the grid job is cancelled here). Unanswered: sent
+/// again at the next pass.
+pub(crate) async fn deliver_cancel(fed: &F, row: &GridRow) -> anyhow::Result<()> {
+    let (Some(peer), Some(h)) = (row.peer.as_deref(), row.handoff.as_deref()) else {
+        return Ok(());
+    };
+    let Some(i) = fed.peer_index(peer) else { return Ok(()) };
+    if !fed.available(i) {
+        return Ok(());
+    }
+    let client = fed.peers[i].clone();
+    let path = format!("/api/v1/peer/handoffs/{}/cancel", data::encode(h));
+    let r = blocking(move || client.call::<(), HandoffState>(&path, Some(&()))).await;
+    fed.record(i, &r);
+    match r {
+        Ok(s) if s.state == "aborted" => {
+            let why = format!("cancelled by its user before it started at {peer}");
+            let (j, id) = (fed.journal.clone(), row.id);
+            blocking(move || {
+                let t = Transition {
+                    reason: Some(&why),
+                    ..Default::default()
+                };
+                j.transition(id, state::MIGRATED, state::CANCELLED, &t)
+            })
+            .await?;
+        }
+        Ok(s) => {
+            let (j, id, json) = (fed.journal.clone(), row.id, serde_json::to_string(&s)?);
+            blocking(move || j.set_remote(id, s.job, &json)).await?;
+        }
+        Err(e) => tracing::warn!(grid_job = row.id, peer, error = %e, "delivering a cancel failed; tried again"),
+    }
+    Ok(())
+}
+
+/// The caller's grid job `raw`, or 404.
+async fn own_row(fed: &F, caller: &Caller, raw: &str) -> R<GridRow> {
+    let not_found = || err(StatusCode::NOT_FOUND, format!("grid job '{}' not found", api::cut_message(raw)));
+    let id: u64 = raw.parse().map_err(|_| not_found())?;
+    let j = fed.journal.clone();
+    match blocking(move || j.grid_job(id)).await.map_err(internal)? {
+        Some(r) if caller.admin || r.user == caller.user => Ok(r),
+        _ => Err(not_found()),
+    }
+}
+
+/// `POST /api/v1/grid/jobs/{id}/cancel`: cancels a grid job wherever it is — waiting here, in
+/// this server's core, or at a peer (the cancel is durable and delivered until the peer
+/// answers; 202 while on its way). 409 once it ended.
+pub(crate) async fn cancel_grid_job(State(fed): State<F>, headers: HeaderMap, Path(raw): Path<String>) -> R<Response> {
+    let caller = api::authenticate(&fed.shared, &headers)?;
+    let row = own_row(&fed, &caller, &raw).await?;
+    let id = row.id;
+    let conflict = |why: String| err(StatusCode::CONFLICT, format!("grid job {id} {why}"));
+    let j = fed.journal.clone();
+    match row.state.as_str() {
+        state::LOCAL => {
+            let local = row.local_id.ok_or_else(|| conflict("has no job here".into()))?;
+            let _ = api::cancel_for(&fed.shared, &caller, local).await?;
+        }
+        state::SUBMITTING => return Err(conflict("is being submitted here; ask again in a moment".into())),
+        state::FAILED | state::CANCELLED => return Err(conflict(format!("already ended ({})", row.state))),
+        state::MIGRATED
+            if row
+                .remote
+                .as_deref()
+                .and_then(|r| serde_json::from_str::<HandoffState>(r).ok())
+                .and_then(|r| r.job_state)
+                .is_some_and(|s| is_final_state(&s)) =>
+        {
+            return Err(conflict("already ended at its peer".into()));
+        }
+        _ => {
+            // Waiting, being handed over or at a peer: recorded first (durable), then acted on.
+            blocking(move || j.request_cancel(id)).await.map_err(internal)?;
+            let why = "cancelled by its user while waiting in the grid queue";
+            let t = Transition {
+                reason: Some(why),
+                ..Default::default()
+            };
+            let j = fed.journal.clone();
+            let waiting = blocking(move || j.transition(id, state::WAITING, state::CANCELLED, &t))
+                .await
+                .map_err(internal)?;
+            if !waiting {
+                // Moved on meanwhile (decided, handed over): where it is now.
+                let j = fed.journal.clone();
+                let now = blocking(move || j.grid_job(id)).await.map_err(internal)?;
+                match now {
+                    Some(r) if r.state == state::MIGRATED => deliver_cancel(&fed, &r).await.map_err(internal)?,
+                    Some(r) if r.state == state::LOCAL => {
+                        if let Some(local) = r.local_id {
+                            let _ = api::cancel_for(&fed.shared, &caller, local).await;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    let j = fed.journal.clone();
+    let row = blocking(move || j.grid_job(id))
+        .await
+        .map_err(internal)?
+        .ok_or_else(|| internal("vanished"))?;
+    let g: GridJob = render(&fed, row).await;
+    let code = if is_final_state(&g.state) {
+        StatusCode::OK
+    } else {
+        StatusCode::ACCEPTED
+    };
+    Ok((code, Json(g)).into_response())
+}
+
+/// `GET /api/v1/grid/jobs/{id}/logs?component=N&stream=stdout|stderr&offset=B&tail=L`: as
+/// `GET /api/v1/jobs/{id}/logs` for the job wherever it ran — here, or at a peer once it ended
+/// and its logs are back (until then: nothing yet, with the job's state).
+pub(crate) async fn grid_logs(State(fed): State<F>, headers: HeaderMap, Path(raw): Path<String>, q: LogQ) -> R<Response> {
+    let caller = api::authenticate(&fed.shared, &headers)?;
+    let row = own_row(&fed, &caller, &raw).await?;
+    if let (state::LOCAL, Some(local)) = (row.state.as_str(), row.local_id) {
+        return crate::api_output::job_logs(State(fed.shared.clone()), headers, Path(local.to_string()), q).await;
+    }
+    let Query(q) = q.map_err(|e| err(StatusCode::BAD_REQUEST, format!("query: {e}")))?;
+    let stream = crate::api_output::log_stream(&q)?;
+    let c = q.component.unwrap_or(0);
+    let components = crate::jobdesc::JobDescription::parse(&row.description).map_or(1, |d| d.components.len().max(1)) as u64;
+    if c >= components {
+        return Err(err(
+            StatusCode::NOT_FOUND,
+            format!(
+                "parameter 'component': grid job {} has {components} component(s) (0..{})",
+                row.id,
+                components - 1
+            ),
+        ));
+    }
+    let back: Option<Vec<String>> = row.logs.as_deref().and_then(|l| serde_json::from_str(l).ok());
+    let path = back
+        .as_ref()
+        .is_some_and(|b| b.iter().any(|n| parse_log_name(n) == Some((c, stream))))
+        .then(|| stored_log(&fed, row.id, c, stream));
+    let (gid, live) = (row.id, back.is_none() && row.state == state::MIGRATED && row.remote_id.is_some());
+    let peer = row.peer.clone();
+    let handoff = row.handoff.clone();
+    let g = render(&fed, row).await;
+    if let (true, Some(peer), Some(h)) = (live, peer, handoff) {
+        // Not back yet: as the peer has it now (within the peer's time limit).
+        let (bytes, size, cut) = live_log(&fed, &peer, &h, c, stream, &q).await;
+        return Ok(crate::api_output::log_bytes_answer(bytes, size, cut, &g.state));
+    }
+    crate::api_output::log_answer(path, &g.state, &q, &format!("grid job {gid}")).await
+}
+
+/// Most bytes of a log read from a peer for one answer.
+const LIVE_LOG_BYTES: u64 = 16 << 20;
+
+/// Log `c<c>/<stream>` of handoff `h` as peer `peer` has it now: (bytes, next offset, lines
+/// cut) for the request `q`; nothing (from the asked offset) when the peer does not answer.
+async fn live_log(fed: &F, peer: &str, h: &str, c: u64, stream: &str, q: &LogQuery) -> (Vec<u8>, u64, u64) {
+    let offset = if q.tail.is_some() { 0 } else { q.offset.unwrap_or(0) };
+    let nothing = (Vec::new(), offset, 0);
+    let Some(i) = fed.peer_index(peer).filter(|&i| fed.available(i)) else {
+        return nothing;
+    };
+    let client = fed.peers[i].clone();
+    let path = format!("/api/v1/peer/handoffs/{}/logs/c{c}/{stream}", data::encode(h));
+    let got = blocking(move || -> Result<Vec<u8>, CallError> {
+        let mut resp = client.get_bytes(&path, offset, LIVE_LOG_BYTES)?;
+        let status = resp.status().as_u16();
+        if status != 200 && status != 206 {
+            return Err(CallError::Refused(status, String::new()));
+        }
+        let mut out = Vec::new();
+        let mut body = std::io::Read::take(resp.body_mut().with_config().limit(u64::MAX).reader(), LIVE_LOG_BYTES);
+        std::io::Read::read_to_end(&mut body, &mut out).map_err(|e| CallError::Unreachable(e.to_string()))?;
+        Ok(out)
+    })
+    .await;
+    if matches!(got, Err(CallError::Unreachable(_))) {
+        fed.record(i, &got);
+    }
+    let Ok(bytes) = got else { return nothing };
+    match q.tail {
+        Some(lines) => {
+            let size = bytes.len() as u64;
+            let (b, cut) = crate::api_output::tail_bytes(&bytes, lines);
+            (b, size, cut)
+        }
+        None => {
+            let size = offset + bytes.len() as u64;
+            (bytes, size, 0)
+        }
+    }
+}
+
+/// Whether a migrated job's cancel still has to reach its peer.
+pub(crate) fn cancel_pending(row: &GridRow, remote: Option<&HandoffState>) -> bool {
+    row.cancel && !remote.and_then(|r| r.job_state.as_deref()).is_some_and(is_final_state)
+}
+
+/// A commit answered 409: if the peer aborted the handoff (it was not committed within its
+/// `handoff_timeout_ms`), the job never ran there and is decided again here.
+pub(crate) async fn commit_refused(fed: &F, i: usize, row: &GridRow, h: &str) -> anyhow::Result<()> {
+    let client = fed.peers[i].clone();
+    let path = format!("/api/v1/peer/handoffs/{}", data::encode(h));
+    let r = blocking(move || client.call::<(), HandoffState>(&path, None)).await;
+    fed.record(i, &r);
+    if let Ok(s) = r {
+        if s.state == "aborted" {
+            let why = format!(
+                "handoff {h} was aborted at {} before it was committed: decided again",
+                fed.peers[i].name
+            );
+            let (j, id) = (fed.journal.clone(), row.id);
+            blocking(move || {
+                let t = Transition {
+                    reason: Some(&why),
+                    ..Default::default()
+                };
+                j.set_remote(id, None, "null")?;
+                j.transition(id, state::MIGRATED, state::WAITING, &t)
+            })
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+/// `CallError` of a refused commit.
+pub(crate) fn is_conflict<T>(r: &Result<T, CallError>) -> bool {
+    matches!(r, Err(CallError::Refused(409, _)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_names_from_peers_are_only_component_and_stream() {
+        assert_eq!(parse_log_name("c0/stdout"), Some((0, "stdout")));
+        assert_eq!(parse_log_name("c12/stderr"), Some((12, "stderr")));
+        for bad in [
+            "c/stdout",
+            "0/stdout",
+            "c0/other",
+            "c0/../../etc/passwd",
+            "../c0/stdout",
+            "c1234567/stdout",
+            "c0",
+        ] {
+            assert_eq!(parse_log_name(bad), None, "{bad}");
+        }
+    }
+}

@@ -1,0 +1,257 @@
+//! Dependencies as Slurm users write them, against a real server: `afterok:<array id>` waits
+//! for every task of the array (not only the first, whose id the array shares), also across a
+//! restart and once the array's tasks were let go; `afterok:<array id>_<task>` waits for that
+//! task alone; a `%M` throttle keeps working; and a job
+//! depending on one that declares outputs starts only once they are registered, so it reads
+//! them from the catalogue every time.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use koalesce_server::BackgroundServer;
+use serde_json::Value;
+
+fn ended(srv: &BackgroundServer, tok: &str, id: u64, secs: u64) -> Value {
+    wait_state(
+        srv,
+        tok,
+        id,
+        &["succeeded", "failed", "timeout", "out_of_memory", "cancelled"],
+        secs,
+    )
+}
+
+fn post(srv: &BackgroundServer, path: &str, tok: &str, body: &str) -> (u16, Value) {
+    let (code, text) = srv.request("POST", path, Some(tok), body.as_bytes());
+    (code, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+fn ids_of(v: &Value) -> Vec<u64> {
+    v["ids"].as_array().unwrap().iter().map(|i| i.as_u64().unwrap()).collect()
+}
+
+/// Task 0 ends at once; the others take a while (the shape that made `afterok` on the array's
+/// id start after task 0 alone).
+const TASK: &str = "[ \"$KOALESCE_TASK_ID\" = 0 ] || sleep 1.5";
+
+#[test]
+fn afterok_on_an_array_waits_for_every_task_also_across_a_restart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tok = token(tmp.path(), "alice", false);
+    let srv = server(tmp.path(), &[("vu", 8)]);
+    // %2 throttles task 2 behind task 0 (the array's id) and task 3 behind task 1.
+    let (code, a) = post(&srv, "/api/v1/jobs?array=0-3%252", &tok, &shell_job("sweep", TASK, 1, ""));
+    assert_eq!(code, 201, "{a}");
+    let array = a["id"].as_u64().unwrap();
+    let tasks = ids_of(&a);
+    let (code, d) = post(
+        &srv,
+        &format!("/api/v1/jobs?dependency=afterok:{array}"),
+        &tok,
+        &shell_job("after", "true", 1, ""),
+    );
+    assert_eq!(code, 201, "{d}");
+    let dep = d["id"].as_u64().unwrap();
+    let (code, n) = post(
+        &srv,
+        &format!("/api/v1/jobs?dependency=afternotok:{array}"),
+        &tok,
+        &shell_job("on-failure", "true", 1, ""),
+    );
+    assert_eq!(code, 201, "{n}");
+    let notok = n["id"].as_u64().unwrap();
+    // Slurm's `<array>_<task>`: task 0 alone, whose id is the array's.
+    let (code, f) = post(
+        &srv,
+        &format!("/api/v1/jobs?dependency=afterok:{array}_0"),
+        &tok,
+        &shell_job("after-task-0", "true", 1, ""),
+    );
+    assert_eq!(code, 201, "{f}");
+    let first = f["id"].as_u64().unwrap();
+    // Task 0 ends first (and is let go); the dependent still waits, the one on task 0 starts.
+    assert_eq!(ended(&srv, &tok, tasks[0], 30)["state"], "succeeded");
+    let jf = ended(&srv, &tok, first, 30);
+    assert_eq!(jf["state"], "succeeded", "{jf}");
+    std::thread::sleep(Duration::from_millis(300));
+    let j = job(&srv, &tok, dep);
+    assert_eq!(j["state"], "held", "afterok on the array started after its first task: {j}");
+    // A restart while tasks still run: the array is one unit again.
+    srv.stop();
+    let srv = server(tmp.path(), &[("vu", 8)]);
+    assert_eq!(job(&srv, &tok, dep)["state"], "held");
+    let jd = ended(&srv, &tok, dep, 60);
+    assert_eq!(jd["state"], "succeeded", "{jd}");
+    let last_end = tasks
+        .iter()
+        .map(|t| {
+            let j = ended(&srv, &tok, *t, 5);
+            assert_eq!(j["state"], "succeeded", "{j}");
+            j["finished_ms"].as_u64().unwrap()
+        })
+        .max()
+        .unwrap();
+    assert!(
+        jd["started_ms"].as_u64().unwrap() >= last_end,
+        "{jd}: the last task ended at {last_end}"
+    );
+    assert!(
+        jf["started_ms"].as_u64().unwrap() < last_end,
+        "{jf}: afterok:{array}_0 waited for more than task 0"
+    );
+    let jn = ended(&srv, &tok, notok, 30);
+    assert!(
+        jn["failure"].as_str().unwrap().contains("dependency can never be satisfied"),
+        "{jn}"
+    );
+
+    // Once every task ended and was let go, the array is decided from the store.
+    let (code, v) = post(
+        &srv,
+        &format!("/api/v1/jobs?dependency=afternotok:{array}"),
+        &tok,
+        &shell_job("late", "true", 1, ""),
+    );
+    assert!(
+        code == 422 && v["error"].as_str().unwrap().contains("never be satisfied"),
+        "{code} {v}"
+    );
+    let (code, v) = post(
+        &srv,
+        &format!("/api/v1/jobs?dependency=afterok:{array}"),
+        &tok,
+        &shell_job("late", "true", 1, ""),
+    );
+    assert_eq!(code, 201, "{v}");
+    assert_eq!(ended(&srv, &tok, v["id"].as_u64().unwrap(), 30)["state"], "succeeded");
+    // One task of it, from the store: task 2 (index 2), and a task it does not have.
+    let (code, v) = post(
+        &srv,
+        &format!("/api/v1/jobs?dependency=afterany:{array}_2"),
+        &tok,
+        &shell_job("late", "true", 1, ""),
+    );
+    assert_eq!(code, 201, "{v}");
+    assert_eq!(ended(&srv, &tok, v["id"].as_u64().unwrap(), 30)["state"], "succeeded");
+    let (code, v) = post(
+        &srv,
+        &format!("/api/v1/jobs?dependency=afterok:{array}_9"),
+        &tok,
+        &shell_job("late", "true", 1, ""),
+    );
+    assert!(code == 422 && v["error"].as_str().unwrap().contains("no task 9"), "{code} {v}");
+}
+
+#[test]
+fn a_failed_task_fails_afterok_on_its_bag_unless_the_bag_needs_fewer() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tok = token(tmp.path(), "alice", false);
+    let srv = server(tmp.path(), &[("vu", 8)]);
+    // Task 1 fails, the others succeed (task 2 after a while).
+    let script = "[ \"$KOALESCE_TASK_ID\" != 1 ] || exit 3; [ \"$KOALESCE_TASK_ID\" != 2 ] || sleep 1";
+    let mut deps = Vec::new();
+    for min in [3, 2] {
+        let (code, b) = post(
+            &srv,
+            &format!("/api/v1/jobs?tasks=3&min_tasks={min}"),
+            &tok,
+            &shell_job("bag", script, 1, ""),
+        );
+        assert_eq!(code, 201, "{b}");
+        let bag = b["id"].as_u64().unwrap();
+        let (code, d) = post(
+            &srv,
+            &format!("/api/v1/jobs?dependency=afterok:{bag}"),
+            &tok,
+            &shell_job("after", "true", 1, ""),
+        );
+        assert_eq!(code, 201, "{d}");
+        deps.push((min, bag, d["id"].as_u64().unwrap()));
+    }
+    for (min, bag, dep) in deps {
+        let j = ended(&srv, &tok, dep, 60);
+        let b = ended(&srv, &tok, bag, 60);
+        if min == 3 {
+            assert_eq!(
+                (b["state"].as_str(), j["state"].as_str()),
+                (Some("failed"), Some("failed")),
+                "{b}\n{j}"
+            );
+        } else {
+            assert_eq!(
+                (b["state"].as_str(), j["state"].as_str()),
+                (Some("succeeded"), Some("succeeded")),
+                "{b}\n{j}"
+            );
+            let last = b["tasks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| ended(&srv, &tok, t["id"].as_u64().unwrap(), 5)["finished_ms"].as_u64().unwrap())
+                .max()
+                .unwrap();
+            assert!(j["started_ms"].as_u64().unwrap() >= last, "{j}");
+        }
+    }
+}
+
+#[test]
+fn a_dependent_reads_the_output_its_parent_registered_every_time() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tok = token(tmp.path(), "alice", false);
+    let srv = server(tmp.path(), &[("vu", 8)]);
+    // Outputs of a few MB: their stage-out takes a moment after the parent succeeded.
+    let mut pairs = Vec::new();
+    for k in 0..4 {
+        let parent = submit(
+            &srv,
+            &tok,
+            &shell_job(
+                "parent",
+                &format!("head -c 4000000 /dev/zero > big.bin; echo value-{k} > result.txt"),
+                1,
+                "outputs = [\"big.bin\", \"result.txt\"]",
+            ),
+        );
+        // Inputs are passed as KOALESCE_INPUT_<logical name> (the path of the staged copy).
+        let child = submit(
+            &srv,
+            &tok,
+            &shell_job(
+                "child",
+                &format!(
+                    "grep -qx value-{k} \"$KOALESCE_INPUT_{parent}_RESULT_TXT\" && [ $(stat -c %s \"$KOALESCE_INPUT_{parent}_BIG_BIN\") = 4000000 ]"
+                ),
+                1,
+                &format!("afterok = [{parent}]\ninputs = [\"{parent}/result.txt\", \"{parent}/big.bin\"]"),
+            ),
+        );
+        pairs.push((parent, child));
+    }
+    for (parent, child) in pairs {
+        let c = ended(&srv, &tok, child, 60);
+        assert_eq!(c["state"], "succeeded", "the dependent found its parent's outputs: {c}");
+        let p = job(&srv, &tok, parent);
+        assert_eq!(p["outputs"].as_array().unwrap().len(), 2, "{p}");
+    }
+    // A dependency whose job did not register the input: the dependent fails, naming why.
+    let parent = submit(&srv, &tok, &shell_job("no-output", "true", 1, "outputs = [\"result.txt\"]"));
+    let child = submit(
+        &srv,
+        &tok,
+        &shell_job(
+            "child",
+            "true",
+            1,
+            &format!("afterok = [{parent}]\ninputs = [\"{parent}/result.txt\"]"),
+        ),
+    );
+    let c = ended(&srv, &tok, child, 30);
+    assert_eq!(c["state"], "failed");
+    assert!(c["failure"].as_str().unwrap().contains("input file"), "{c}");
+    // Without dependencies, an unknown input is still refused at submission.
+    let (code, v) = post(&srv, "/api/v1/jobs", &tok, &shell_job("x", "true", 1, "inputs = [\"nowhere.dat\"]"));
+    assert_eq!(code, 422, "{v}");
+}

@@ -1,0 +1,289 @@
+//! Helpers for the federation's tests (issue 14): peered servers on free loopback ports, grid
+//! jobs, content, a fake origin that serves an input as a test wants.
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use koalesce_server::peer::{FederationConfig, PeerAlgorithm, PeerConfig};
+use koalesce_server::BackgroundServer;
+use serde_json::Value;
+
+use crate::common::{json, supervisor};
+
+pub const SECRET: &str = "alpha-beta-pair-secret-0123456789";
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A server named `name` with `sites`, listening on `port`, peered with `peers` (name, port).
+pub fn server(dir: &Path, name: &str, port: u16, sites: &[(&str, u32)], peers: &[(&str, u16)]) -> BackgroundServer {
+    server_with(dir, name, port, sites, peers, PeerAlgorithm::SenderInitiated)
+}
+
+pub fn server_with(
+    dir: &Path,
+    name: &str,
+    port: u16,
+    sites: &[(&str, u32)],
+    peers: &[(&str, u16)],
+    algorithm: PeerAlgorithm,
+) -> BackgroundServer {
+    server_tuned(dir, name, port, sites, peers, |f| f.algorithm = algorithm)
+}
+
+pub fn server_tuned(
+    dir: &Path,
+    name: &str,
+    port: u16,
+    sites: &[(&str, u32)],
+    peers: &[(&str, u16)],
+    tune: impl FnOnce(&mut FederationConfig),
+) -> BackgroundServer {
+    BackgroundServer::start(options(dir, name, port, sites, peers, tune)).expect("server starts")
+}
+
+/// As [`server`], every site's storage a storage agent on loopback (root `dir/agent-<site>`):
+/// the server, and each site's agent.
+pub fn server_with_agents(
+    dir: &Path,
+    name: &str,
+    port: u16,
+    sites: &[(&str, u32)],
+    peers: &[(&str, u16)],
+) -> (BackgroundServer, Vec<koalesce_server::agent::BackgroundAgent>) {
+    let mut opts = options(dir, name, port, sites, peers, |_| {});
+    let token_file = dir.join("agent.token");
+    std::fs::write(&token_file, SECRET).unwrap();
+    let mut agents = Vec::new();
+    for (cfg, (site, _)) in opts.config.sites.iter_mut().zip(sites) {
+        let root = dir.join(format!("agent-{site}"));
+        std::fs::create_dir_all(&root).unwrap();
+        let mut config = koalesce_server::agent::AgentConfig::new(&root, SECRET);
+        config.min_free_bytes = 0;
+        let agent = koalesce_server::agent::BackgroundAgent::start(config).expect("agent starts");
+        cfg.agent = Some(koalesce_server::config::AgentSiteConfig {
+            url: agent.url(),
+            data_url: None,
+            token_file: token_file.clone(),
+            root: Some(root),
+        });
+        agents.push(agent);
+    }
+    (BackgroundServer::start(opts).expect("server starts"), agents)
+}
+
+pub fn options(
+    dir: &Path,
+    name: &str,
+    port: u16,
+    sites: &[(&str, u32)],
+    peers: &[(&str, u16)],
+    tune: impl FnOnce(&mut FederationConfig),
+) -> koalesce_server::ServerOptions {
+    let secret = dir.join("peer.secret");
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(&secret, SECRET).unwrap();
+    let mut opts = koalesce_server::test_options(&dir.join("data"), sites, supervisor());
+    opts.listen = Some(format!("127.0.0.1:{port}"));
+    let mut fed = FederationConfig {
+        name: name.into(),
+        phi: "1s".into(),
+        sigma: "1s".into(),
+        check_interval_ms: 100,
+        peer_timeout_ms: 700,
+        backoff_initial_ms: 500,
+        backoff_max_ms: 2_000,
+        peers: peers
+            .iter()
+            .map(|(n, p)| PeerConfig {
+                name: n.to_string(),
+                url: format!("http://127.0.0.1:{p}"),
+                secret_file: secret.clone(),
+            })
+            .collect(),
+        ..FederationConfig::default()
+    };
+    tune(&mut fed);
+    opts.config.federation = Some(fed);
+    opts
+}
+
+pub fn grid_submit(srv: &BackgroundServer, tok: &str, toml: &str) -> u64 {
+    let (code, body) = srv.request("POST", "/api/v1/grid/jobs", Some(tok), toml.as_bytes());
+    assert_eq!(code, 201, "{body}");
+    json(&body)["id"].as_u64().unwrap()
+}
+
+pub fn get(srv: &BackgroundServer, tok: &str, path: &str) -> Value {
+    let (code, body) = srv.request("GET", path, Some(tok), b"");
+    assert_eq!(code, 200, "{path}: {body}");
+    json(&body)
+}
+
+/// Waits until grid job `id` has ended; returns it.
+pub fn wait_grid(srv: &BackgroundServer, tok: &str, id: u64, secs: u64) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let g = get(srv, tok, &format!("/api/v1/grid/jobs/{id}"));
+        if koalesce_api::dto::is_final_state(g["state"].as_str().unwrap()) {
+            return g;
+        }
+        assert!(Instant::now() < deadline, "grid job {id} stuck: {g}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+pub fn sleep_job(name: &str, secs: u32) -> String {
+    format!(
+        "name = {name:?}\nexecutable = \"/bin/sleep\"\narguments = [\"{secs}\"]\nruntime_estimate = \"20s\"\n[[components]]\nprocessors = 1\n"
+    )
+}
+
+pub fn sha256_hex(b: &[u8]) -> String {
+    koalesce_server::store::sha256_hex(b)
+}
+
+/// Text of `n` bytes, different for each `seed`.
+pub fn text(n: usize, seed: u32) -> Vec<u8> {
+    let mut out = Vec::with_capacity(n + 64);
+    let mut k = 0u64;
+    while out.len() < n {
+        out.extend_from_slice(format!("{seed}:{k} the quick brown fox\n").as_bytes());
+        k += 1;
+    }
+    out.truncate(n);
+    out
+}
+
+/// The `peer-*` entries of `srv`'s catalogue and the files under its data directory whose
+/// path names `peer-`.
+pub fn received_here(srv: &BackgroundServer, root: &str) -> (Vec<String>, Vec<std::path::PathBuf>) {
+    let files = get(srv, root, "/api/v1/files");
+    let names = files
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| f["name"].as_str().filter(|n| n.starts_with("peer-")).map(str::to_string))
+        .collect();
+    let stored = walk(&srv.data_dir)
+        .into_iter()
+        .filter(|p| p.to_string_lossy().contains("peer-"))
+        .collect();
+    (names, stored)
+}
+
+/// Waits until `srv` holds no received input (catalogue and disk).
+pub fn wait_no_received(srv: &BackgroundServer, root: &str, secs: u64) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let (names, stored) = received_here(srv, root);
+        if names.is_empty() && stored.is_empty() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "received inputs stay: {names:?} {stored:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// How the fake origin answers a fetch of its input.
+#[derive(Clone, Copy, PartialEq)]
+pub enum Serve {
+    /// Other bytes of the declared length.
+    Wrong,
+    /// Twice the declared bytes.
+    TooMuch,
+    /// The declared length in the header, then only this many bytes and a closed connection.
+    Cut(usize),
+    /// The right bytes, from the asked range on.
+    Good,
+}
+
+/// Each request's first line and Range header, as the fake origin saw them.
+pub type Seen = std::sync::Arc<std::sync::Mutex<Vec<(String, Option<String>)>>>;
+
+/// A fake origin "alpha" for beta: answers input fetches as `mode` says and records each
+/// request's first line and Range header.
+pub struct FakeOrigin {
+    pub port: u16,
+    pub mode: std::sync::Arc<std::sync::Mutex<Serve>>,
+    pub seen: Seen,
+    pub served: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl FakeOrigin {
+    pub fn start(data: Vec<u8>) -> FakeOrigin {
+        use std::io::{BufRead, BufReader, Write};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let mode = std::sync::Arc::new(std::sync::Mutex::new(Serve::Wrong));
+        let seen: Seen = Default::default();
+        let served = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (m, s, n) = (mode.clone(), seen.clone(), served.clone());
+        std::thread::spawn(move || {
+            for conn in l.incoming() {
+                let Ok(mut conn) = conn else { return };
+                let mut r = BufReader::new(conn.try_clone().unwrap());
+                let mut first = String::new();
+                let _ = r.read_line(&mut first);
+                let mut range = None;
+                loop {
+                    let mut h = String::new();
+                    if r.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
+                        break;
+                    }
+                    if let Some(v) = h.to_ascii_lowercase().strip_prefix("range: bytes=") {
+                        range = v.trim().trim_end_matches('-').parse::<usize>().ok();
+                    }
+                }
+                s.lock()
+                    .unwrap()
+                    .push((first.trim().to_string(), range.map(|r| format!("bytes={r}-"))));
+                if !(first.starts_with("GET /api/v1/peer/sent/") && first.contains("/inputs/d.bin ")) {
+                    let _ = conn.write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}");
+                    continue;
+                }
+                let sha = sha256_hex(&data);
+                let mode = *m.lock().unwrap();
+                let (status, body, len): (&str, Vec<u8>, usize) = match mode {
+                    Serve::Wrong => ("200 OK", text(data.len(), 2), data.len()),
+                    Serve::TooMuch => ("200 OK", [data.clone(), data.clone()].concat(), 2 * data.len()),
+                    Serve::Cut(k) => ("200 OK", data[..k].to_vec(), data.len()),
+                    Serve::Good => {
+                        let from = range.unwrap_or(0);
+                        let st = if from > 0 { "206 Partial Content" } else { "200 OK" };
+                        (st, data[from..].to_vec(), data.len() - from)
+                    }
+                };
+                let mut head = format!("HTTP/1.1 {status}\r\ncontent-length: {len}\r\nx-checksum-sha256: {sha}\r\nconnection: close\r\n");
+                if let Some(from) = range.filter(|_| mode == Serve::Good && status.starts_with("206")) {
+                    head.push_str(&format!("content-range: bytes {from}-{}/{}\r\n", data.len() - 1, data.len()));
+                }
+                head.push_str("\r\n");
+                let _ = conn.write_all(head.as_bytes());
+                let _ = conn.write_all(&body);
+                n.fetch_add(body.len(), std::sync::atomic::Ordering::SeqCst);
+                let _ = conn.flush();
+            }
+        });
+        FakeOrigin { port, mode, seen, served }
+    }
+
+    pub fn set(&self, m: Serve) {
+        *self.mode.lock().unwrap() = m;
+    }
+}
+
+pub fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}

@@ -1,0 +1,3 @@
+#!/bin/sh
+#SBATCH --time=1
+srun hostname |sort
