@@ -35,6 +35,12 @@ fn direct_start(s: &Snapshot, nodes: u32, est: Millis) -> Option<Millis> {
 /// Like [`direct_start`] for a job appended at `arrive` ≥ `s.now` (the scheduler having run
 /// from `s.now` until then); the wait counts from `arrive`.
 fn direct_start_at(s: &Snapshot, arrive: Millis, nodes: u32, est: Millis) -> Option<Millis> {
+    direct_start_after(s, &[], arrive, nodes, est)
+}
+
+/// Like [`direct_start_at`] with more jobs joining the queue before the newcomer: (time,
+/// nodes, estimate), in order of time, none later than `arrive`.
+fn direct_start_after(s: &Snapshot, before: &[(Millis, u32, Millis)], arrive: Millis, nodes: u32, est: Millis) -> Option<Millis> {
     if nodes > s.nodes {
         return None;
     }
@@ -63,13 +69,26 @@ fn direct_start_at(s: &Snapshot, arrive: Millis, nodes: u32, est: Millis) -> Opt
         })
         .collect();
     let newcomer = u64::MAX;
-    let mut pending = Some(J { key: newcomer, nodes, est });
+    let mut pending: VecDeque<(Millis, J)> = before
+        .iter()
+        .enumerate()
+        .map(|(i, &(at, nodes, est))| {
+            (
+                at.max(s.now),
+                J {
+                    key: 10_000 + i as u64,
+                    nodes,
+                    est,
+                },
+            )
+        })
+        .collect();
+    pending.push_back((arrive, J { key: newcomer, nodes, est }));
     let mut now = s.now;
     loop {
-        if now >= arrive {
-            if let Some(j) = pending.take() {
-                queue.push_back(j);
-            }
+        while pending.front().is_some_and(|&(at, _)| at <= now) {
+            let (_, j) = pending.pop_front().expect("front exists");
+            queue.push_back(j);
         }
         // Jobs end exactly at their expected end.
         let mut i = 0;
@@ -90,11 +109,11 @@ fn direct_start_at(s: &Snapshot, arrive: Millis, nodes: u32, est: Millis) -> Opt
             ends.push((now + j.est, j.key));
         }
         let next_end = ends.iter().map(|e| e.0).min();
-        now = match (next_end, pending.is_some()) {
-            (Some(e), true) => e.min(arrive),
-            (Some(e), false) => e,
-            (None, true) => arrive,
-            (None, false) => return None,
+        now = match (next_end, pending.front().map(|p| p.0)) {
+            (Some(e), Some(a)) => e.min(a),
+            (Some(e), None) => e,
+            (None, Some(a)) => a,
+            (None, None) => return None,
         };
     }
 }
@@ -183,6 +202,41 @@ proptest! {
             Some(w) if w <= cutoff * 1_000 => prop_assert_eq!(got, Wait::At(w)),
             _ => prop_assert_eq!(got, Wait::Beyond),
         }
+    }
+
+    /// Jobs appended to a replay at their times (`Replay::append`) join it as they would join
+    /// the scheduler's queue then, whatever the replay had simulated before (cold, warmed by
+    /// queries in between, or finished): a newcomer asked about afterwards waits what a direct
+    /// simulation with every job joining at its time gives.
+    #[test]
+    fn appended_jobs_join_at_their_time(
+        s in snapshot(),
+        appends in proptest::collection::vec((0u64..30, 1u32..26, 1u64..50, 0u8..4), 0..8),
+        nodes in 1u32..26,
+        est in 1u64..50,
+        later in 0u64..30,
+    ) {
+        let mut replay = s.replay().unwrap();
+        let mut at = s.now;
+        let mut before = Vec::new();
+        for &(gap, n, e, warm) in &appends {
+            // Some appends at the same time as the previous one, most later (by whole and
+            // half seconds, so on and off the expected ends).
+            at += gap * 500;
+            let n = n.min(s.nodes);
+            match warm {
+                0 => {}
+                1 => replay.finish(),
+                _ => {
+                    let _ = replay.wait_ms_at(at, 1 + (n + u32::from(warm)) % s.nodes, e * 700);
+                }
+            }
+            replay.append(at, n, e * 1_000);
+            before.push((at, n, e * 1_000));
+        }
+        let arrive = at + later * 500;
+        let got = replay.wait_ms_at(arrive, nodes, est * 1_000);
+        prop_assert_eq!(got, direct_start_after(&s, &before, arrive, nodes, est * 1_000));
     }
 
     /// The scheduler never hands out more nodes than it has, starts every job at most once,

@@ -1,7 +1,8 @@
 //! One P2P run, for profiling and for checking that a change keeps the results:
 //! `cargo run --release -p koalesce-sim --example p2p_one -- ALG DATA_KB SITES AWARE SEED PER_MILLE [LOAD]`
 //! e.g. `... -- s-i 10 3 false 1 300`. Prints the run's counters, its wall-clock time and a hash
-//! of every job record (the same hash before and after a change: the same results).
+//! of every job record (the same hash before and after a change: the same results), then its
+//! metrics.
 
 use std::hash::{Hash, Hasher};
 use std::path::Path;
@@ -49,6 +50,7 @@ fn main() {
         out.counters,
         h.finish()
     );
+    println!("{:?}", out.metrics);
 }
 
 /// Seconds this thread has spent on a CPU (Linux: /proc/thread-self/schedstat), so that timings

@@ -39,8 +39,13 @@ impl MinSeg {
     }
 
     fn remove(&mut self, i: usize) {
+        self.set(i, u64::MAX);
+    }
+
+    /// Sets the value at `i` (< the capacity), e.g. back to what it was before a removal.
+    fn set(&mut self, i: usize, x: u64) {
         let mut k = self.size + i;
-        self.v[k] = u64::MAX;
+        self.v[k] = x;
         while k > 1 {
             k /= 2;
             let m = self.v[2 * k].min(self.v[2 * k + 1]);
@@ -50,6 +55,20 @@ impl MinSeg {
             }
             self.v[k] = m;
         }
+    }
+
+    /// Sets the value at `i`, doubling the capacity first if `i` is beyond it.
+    fn push(&mut self, i: usize, x: u64) {
+        while i >= self.size {
+            let size = self.size * 2;
+            let mut v = vec![u64::MAX; 2 * size];
+            v[size..size + self.size].copy_from_slice(&self.v[self.size..]);
+            for k in (1..size).rev() {
+                v[k] = v[2 * k].min(v[2 * k + 1]);
+            }
+            *self = MinSeg { size, v };
+        }
+        self.set(i, x);
     }
 
     fn value(&self, i: usize) -> u64 {
@@ -125,6 +144,17 @@ struct Class {
 }
 
 impl Class {
+    fn new(key: u32, members: Vec<usize>, est: MinSeg) -> Class {
+        let (lo, hi) = class_range(key);
+        Class {
+            lo,
+            hi,
+            members,
+            est,
+            cursor: (0, 0),
+        }
+    }
+
     /// Index of the first member at or after position `from`.
     fn first_member_from(&mut self, from: usize) -> usize {
         let (last_from, last) = self.cursor;
@@ -152,9 +182,12 @@ impl Class {
 pub(crate) struct BackfillIndex {
     live: Vec<bool>,
     nodes: MinSeg,
+    /// By ascending class key.
     classes: Vec<Class>,
-    /// Class index and member index of each position.
-    place: Vec<(u32, u32)>,
+    /// Index in `classes` of each class key present.
+    class_at: [u8; 64],
+    /// Class key and member index of each position.
+    place: Vec<(u8, u32)>,
 }
 
 impl BackfillIndex {
@@ -166,15 +199,16 @@ impl BackfillIndex {
             count[class_key(size(j).0) as usize] += 1;
         }
         let keys: Vec<u32> = (0..64u32).filter(|&k| count[k as usize] > 0).collect();
-        let mut index = [0usize; 64];
+        let mut class_at = [u8::MAX; 64];
         for (c, &k) in keys.iter().enumerate() {
-            index[k as usize] = c;
+            class_at[k as usize] = c as u8;
         }
         let mut members: Vec<Vec<usize>> = keys.iter().map(|&k| Vec::with_capacity(count[k as usize])).collect();
         let mut place = Vec::with_capacity(jobs.len());
         for (p, j) in jobs.iter().enumerate() {
-            let c = index[class_key(size(j).0) as usize];
-            place.push((c as u32, members[c].len() as u32));
+            let key = class_key(size(j).0);
+            let c = class_at[key as usize] as usize;
+            place.push((key as u8, members[c].len() as u32));
             members[c].push(p);
         }
         let classes = keys
@@ -183,22 +217,37 @@ impl BackfillIndex {
             .map(|(&key, members)| {
                 // u64::MAX marks removed entries: an estimate that long counts one ms shorter.
                 let est = MinSeg::new(members.len(), members.iter().map(|&p| size(&jobs[p]).1.min(u64::MAX - 1)));
-                let (lo, hi) = class_range(key);
-                Class {
-                    lo,
-                    hi,
-                    est,
-                    members,
-                    cursor: (0, 0),
-                }
+                Class::new(key, members, est)
             })
             .collect();
         BackfillIndex {
             live: vec![true; jobs.len()],
             nodes: MinSeg::new(jobs.len(), jobs.iter().map(|j| u64::from(size(j).0))),
             classes,
+            class_at,
             place,
         }
+    }
+
+    /// Appends a job of `nodes` nodes and estimate `estimate` at the next position.
+    pub(crate) fn push(&mut self, nodes: u32, estimate: Millis) {
+        let p = self.live.len();
+        self.live.push(true);
+        self.nodes.push(p, u64::from(nodes));
+        let key = class_key(nodes);
+        if self.class_at[key as usize] == u8::MAX {
+            let c = self.classes.partition_point(|cl| class_key(cl.lo) < key);
+            self.classes
+                .insert(c, Class::new(key, Vec::new(), MinSeg::new(0, std::iter::empty())));
+            for (i, cl) in self.classes.iter().enumerate() {
+                self.class_at[class_key(cl.lo) as usize] = i as u8;
+            }
+        }
+        let class = &mut self.classes[self.class_at[key as usize] as usize];
+        let m = class.members.len();
+        class.members.push(p);
+        class.est.push(m, estimate.min(u64::MAX - 1));
+        self.place.push((key as u8, m as u32));
     }
 
     pub(crate) fn is_live(&self, p: usize) -> bool {
@@ -211,8 +260,21 @@ impl BackfillIndex {
         }
         self.live[p] = false;
         self.nodes.remove(p);
-        let (c, m) = self.place[p];
-        self.classes[c as usize].est.remove(m as usize);
+        let (key, m) = self.place[p];
+        self.classes[self.class_at[key as usize] as usize].est.remove(m as usize);
+    }
+
+    /// Puts back the job at position `p` (removed before), whose size is (`nodes`, `estimate`).
+    pub(crate) fn restore(&mut self, p: usize, nodes: u32, estimate: Millis) {
+        if self.live.get(p).is_none_or(|&l| l) {
+            return;
+        }
+        self.live[p] = true;
+        self.nodes.set(p, u64::from(nodes));
+        let (key, m) = self.place[p];
+        self.classes[self.class_at[key as usize] as usize]
+            .est
+            .set(m as usize, estimate.min(u64::MAX - 1));
     }
 
     /// First live position ≥ `from` whose job has nodes ≤ `free` and (estimate ≤ `slack` or
@@ -267,7 +329,8 @@ mod tests {
 
     #[test]
     fn matches_a_sweep() {
-        // A deterministic pseudo-random queue and many queries, with removals.
+        // A deterministic pseudo-random queue and many queries, with removals, restorations
+        // and appends.
         let mut x = 12345u64;
         let mut next = |m: u64| {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
@@ -275,12 +338,13 @@ mod tests {
         };
         for _ in 0..20 {
             let n = 1 + next(300) as usize;
-            let jobs: Vec<(u32, Millis)> = (0..n).map(|_| (1 + next(80) as u32, 1 + next(1_000))).collect();
+            let mut jobs: Vec<(u32, Millis)> = (0..n).map(|_| (1 + next(80) as u32, 1 + next(1_000))).collect();
             let mut idx = BackfillIndex::new(&jobs, |&j| j);
             let mut from = 0;
             let mut live = vec![true; n];
             for _ in 0..400 {
                 // Mostly forward searches, as in a replay, now and then a jump back.
+                let n = jobs.len();
                 from = if next(5) == 0 {
                     next(n as u64) as usize
                 } else {
@@ -288,10 +352,26 @@ mod tests {
                 };
                 let (free, extra, slack) = (next(90) as u32, next(90) as u32, next(1_100));
                 assert_eq!(idx.find(from, free, extra, slack), brute(&jobs, &live, from, free, extra, slack));
-                if next(3) == 0 {
-                    let p = next(n as u64) as usize;
-                    idx.remove(p);
-                    live[p] = false;
+                match next(6) {
+                    0 | 1 => {
+                        let p = next(jobs.len() as u64) as usize;
+                        idx.remove(p);
+                        live[p] = false;
+                    }
+                    2 => {
+                        // Put a removed job back (a replay undoing a pass).
+                        let p = next(jobs.len() as u64) as usize;
+                        idx.restore(p, jobs[p].0, jobs[p].1);
+                        live[p] = true;
+                    }
+                    3 => {
+                        // A job joins the tail (sizes new classes may hold too).
+                        let job = (1 + next(200) as u32, 1 + next(1_000));
+                        idx.push(job.0, job.1);
+                        jobs.push(job);
+                        live.push(true);
+                    }
+                    _ => {}
                 }
             }
         }

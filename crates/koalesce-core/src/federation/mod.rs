@@ -25,6 +25,7 @@ mod backfill;
 pub mod easy;
 pub mod live;
 pub mod policy;
+mod replay;
 
 pub use easy::{awt, Easy, Replay, Reservation, Snapshot, SnapshotError, Wait, Waiting};
 pub use policy::{att, ert, Decision, Offer, Target};

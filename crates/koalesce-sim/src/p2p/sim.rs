@@ -44,6 +44,8 @@ struct Entry {
     job: u32,
     nodes: u32,
     estimate: Millis,
+    /// When it joined the queue.
+    queued: Millis,
 }
 
 impl Waiting for Entry {
@@ -66,10 +68,13 @@ struct Server {
     easy: Easy,
     lq: VecDeque<Entry>,
     gq: VecDeque<u32>,
-    /// Bumped whenever `easy` or `lq` changes (invalidates the AWT replay), and when.
+    /// Bumped whenever the jobs holding nodes change (`easy`: a job starts, is held, ends, or
+    /// a held job starts running), and when: the AWT replay starts there. A job joining `lq`
+    /// does not bump it: it joins the replay at its time ([`Replay::append`]).
     version: u64,
     changed_at: Millis,
-    /// The replay of the current state, made from `changed_at` (see [`Replay::wait_ms_at`]).
+    /// The replay of the current state, made from `changed_at` (see [`Replay::wait_ms_at`])
+    /// with the jobs queued since appended at their times.
     replay: Option<(u64, Replay)>,
     /// Something changed since the last scheduling pass.
     dirty: bool,
@@ -309,10 +314,22 @@ impl<'a> Sim<'a> {
             self.transfers.push((j, false));
         }
         let srv = &mut self.servers[s];
-        srv.lq.push_back(Entry { job: j, nodes, estimate });
+        srv.lq.push_back(Entry {
+            job: j,
+            nodes,
+            estimate,
+            queued: now,
+        });
         self.counters.max_lq = self.counters.max_lq.max(srv.lq.len());
-        self.touch(s);
+        srv.dirty = true;
+        let version = srv.version;
         self.pass(s);
+        // Nothing started: the job joins the current replay (if there is one) at its time.
+        if let Some((v, r)) = &mut self.servers[s].replay {
+            if *v == version {
+                r.append(now, nodes, estimate);
+            }
+        }
     }
 
     fn pass(&mut self, s: usize) {
@@ -393,8 +410,10 @@ impl<'a> Sim<'a> {
     // ---- the grid schedulers -------------------------------------------------------------
 
     /// AWT of job `j` on server `s` now if it is at most `cutoff` (see [`Replay::wait_within`]).
-    /// The server's replay is made once per state, from the time the state began, so the
-    /// answers do not depend on which queries came before.
+    /// The server's replay is made once per state of the jobs holding its nodes, from the time
+    /// that state began, with the jobs queued since joining it at their times (carried across
+    /// appends, or appended when it is made: the same replay), so the answers do not depend on
+    /// which queries came before.
     fn awt_within(&mut self, j: u32, s: usize, cutoff: Millis) -> Wait {
         let now = self.now;
         let (nodes, estimate, _) = self.size_on(j, s);
@@ -410,7 +429,15 @@ impl<'a> Sim<'a> {
             };
         }
         if !matches!(&srv.replay, Some((v, _)) if *v == srv.version) {
-            srv.replay = Some((srv.version, Replay::new(srv.changed_at, &srv.easy, srv.lq.iter())));
+            // From the last change of the jobs holding nodes, the jobs queued since joining at
+            // their times: the same replay as one made then and carried across the appends.
+            let e = srv.changed_at;
+            let before = srv.lq.iter().take_while(|q| q.queued <= e).count();
+            let mut r = Replay::new(e, &srv.easy, srv.lq.iter().take(before));
+            for q in srv.lq.iter().skip(before) {
+                r.append(q.queued, q.nodes, q.estimate);
+            }
+            srv.replay = Some((srv.version, r));
             self.counters.replays += 1;
         }
         let (_, r) = srv.replay.as_mut().expect("just made");
