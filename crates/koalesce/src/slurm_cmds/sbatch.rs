@@ -141,10 +141,18 @@ pub struct SbatchArgs {
     /// Refused: signals before the time limit.
     #[arg(long = "signal", value_name = "SPEC")]
     pub signal: Option<String>,
-    /// Refused: e-mail notification.
-    #[arg(long = "mail-type", alias = "mail-user", value_name = "TYPE")]
-    pub mail: Option<String>,
-    /// Refused: requeueing.
+    /// Accepted with a warning: koalesce sends no e-mail (NONE, BEGIN, END, FAIL, REQUEUE,
+    /// ALL, INVALID_DEPEND, STAGE_OUT, TIME_LIMIT, TIME_LIMIT_90/80/50, ARRAY_TASKS).
+    #[arg(long = "mail-type", value_name = "TYPE")]
+    pub mail_type: Option<String>,
+    /// Accepted with a warning: koalesce sends no e-mail.
+    #[arg(long = "mail-user", value_name = "USER")]
+    pub mail_user: Option<String>,
+    /// Accepted with a warning: koalesce places no tasks on cores or threads
+    /// (compute_bound, memory_bound, multithread, nomultithread).
+    #[arg(long = "hint", value_name = "TYPE")]
+    pub hint: Option<String>,
+    /// Accepted with a warning: koalesce resubmits failed jobs by its own retry policy.
     #[arg(long = "requeue")]
     pub requeue: bool,
     /// Refused: nodes by name.
@@ -170,6 +178,9 @@ pub fn run(args: &[String], conn: impl FnOnce() -> SResult<Client>) -> SResult<E
     };
     let env: Vec<(String, String)> = std::env::vars().collect();
     let desc = describe(&opts, &script_text, &script_name, &script_args, &submit_dir, &env, &sites)?;
+    for w in ignored_options(&opts)? {
+        eprintln!("sbatch: warning: {w}");
+    }
     let toml_text = toml::to_string(&desc).map_err(|e| SlurmError::msg(format!("cannot write the job description: {e}")))?;
     // Holds, arrays and dependencies on one task of an array are submission options of the API
     // (the description has no field for them).
@@ -294,6 +305,54 @@ fn refuse(what: &str, why: &str) -> SlurmError {
     SlurmError::msg(format!("koalesce cannot honour {what}: {why}"))
 }
 
+/// sbatch(1)'s `--mail-type` values, given as a comma-separated list.
+const MAIL_TYPES: &[&str] = &[
+    "NONE",
+    "BEGIN",
+    "END",
+    "FAIL",
+    "REQUEUE",
+    "ALL",
+    "INVALID_DEPEND",
+    "STAGE_OUT",
+    "TIME_LIMIT",
+    "TIME_LIMIT_90",
+    "TIME_LIMIT_80",
+    "TIME_LIMIT_50",
+    "ARRAY_TASKS",
+];
+/// sbatch(1)'s `--hint` values.
+const HINTS: &[&str] = &["compute_bound", "memory_bound", "multithread", "nomultithread"];
+
+/// The options koalesce accepts but cannot act on, whose omission cannot make the job wrong
+/// (notification, task placement on cores, requeueing after a node failure): one warning
+/// line each, as `sbatch: warning: ...`. A value Slurm would refuse is an error here too.
+pub fn ignored_options(o: &SbatchArgs) -> SResult<Vec<String>> {
+    let mut warnings = Vec::new();
+    if let Some(t) = &o.mail_type {
+        if let Some(bad) = t.split(',').find(|v| !MAIL_TYPES.contains(&v.to_ascii_uppercase().as_str())) {
+            return Err(SlurmError::msg(format!("--mail-type={t}: invalid mail type '{bad}'")));
+        }
+        warnings.push(format!("koalesce ignores --mail-type={t} (no e-mail is sent)"));
+    }
+    if let Some(u) = &o.mail_user {
+        warnings.push(format!("koalesce ignores --mail-user={u} (no e-mail is sent)"));
+    }
+    if let Some(h) = &o.hint {
+        if !HINTS.contains(&h.as_str()) {
+            return Err(SlurmError::msg(format!(
+                "--hint={h}: invalid hint, expected one of {}",
+                HINTS.join(", ")
+            )));
+        }
+        warnings.push(format!("koalesce ignores --hint={h} (it places no tasks on cores or threads)"));
+    }
+    if o.requeue {
+        warnings.push("koalesce ignores --requeue (it resubmits failed jobs by its own retry policy)".into());
+    }
+    Ok(warnings)
+}
+
 /// The koalesce job for these options and script.
 pub fn describe(
     o: &SbatchArgs,
@@ -320,6 +379,8 @@ pub fn describe(
     if let Some(a) = &o.array {
         koalesce_api::jobdesc::parse_array(a).map_err(|e| SlurmError::msg(format!("Invalid job array specification: {e}")))?;
     }
+    // Values Slurm would refuse are refused here too; the warnings are printed by `run`.
+    ignored_options(o)?;
     for (set, what, why) in [
         (
             o.gpus.is_some(),
@@ -333,8 +394,6 @@ pub fn describe(
             "--signal",
             "koalesce does not signal jobs before their time limit",
         ),
-        (o.mail.is_some(), "--mail-type/--mail-user", "koalesce sends no mail"),
-        (o.requeue, "--requeue", "koalesce resubmits failed jobs by its own retry policy"),
         (
             o.nodelist.is_some(),
             "--nodelist/--exclude",
@@ -747,7 +806,8 @@ mod tests {
             &["--gres=gpu:1"],
             &["--gpus-per-task=1"],
             &["--begin=now+1hour"],
-            &["--mail-type=END"],
+            &["--mail-type=SOMETIMES"],
+            &["--hint=fast"],
             &["--exclusive=user"],
             &["-w", "node1"],
             &["-n", "0"],

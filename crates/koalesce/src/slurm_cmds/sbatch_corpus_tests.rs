@@ -70,11 +70,28 @@ fn crlf_line_ends_are_refused_as_slurm_does() {
 }
 
 #[test]
-fn refusals_name_the_option() {
-    let e = describe_file("mail-refused.sh").unwrap_err();
-    assert!(e.message.contains("--mail-type"), "{}", e.message);
+fn notification_and_core_hints_are_accepted_with_warnings() {
+    let d = describe_file("mail-and-hint.sh").unwrap();
+    assert_eq!((d.name.as_str(), d.components[0].processors), ("serial", 4));
+    assert_eq!(d.walltime.as_deref(), Some("1800s"));
+    let s = script("mail-and-hint.sh");
+    let o: SbatchArgs = parse_options("sbatch", &directives(&s).unwrap()).unwrap();
+    let w = ignored_options(&o).unwrap();
+    assert_eq!(w.len(), 4, "{w:?}");
+    assert!(w[0].contains("--mail-type=END,FAIL") && w[0].contains("no e-mail"), "{w:?}");
+    assert!(w[1].contains("--mail-user=someone@example.org"), "{w:?}");
+    assert!(w[2].contains("--hint=nomultithread"), "{w:?}");
+    assert!(w[3].contains("--requeue"), "{w:?}");
+    // A value Slurm refuses is refused, naming it.
+    let bad: SbatchArgs = parse_options("sbatch", &["--mail-type=END,SOMETIMES".into()]).unwrap();
+    let e = ignored_options(&bad).unwrap_err();
+    assert!(e.message.contains("'SOMETIMES'"), "{}", e.message);
+}
+
+#[test]
+fn unknown_options_name_the_option() {
     let e = describe_file("unknown-option.sh").unwrap_err();
-    assert!(e.message.contains("--hint"), "{}", e.message);
+    assert!(e.message.contains("--frobnicate"), "{}", e.message);
 }
 
 #[test]

@@ -1,4 +1,4 @@
 #!/bin/bash
 #SBATCH --ntasks=4
-#SBATCH --hint=nomultithread
+#SBATCH --frobnicate=yes
 srun ./a.out

@@ -1,6 +1,9 @@
 #!/bin/bash
 #SBATCH --job-name=serial
-#SBATCH --ntasks=1
+#SBATCH --ntasks=4
+#SBATCH --time=00:30:00
 #SBATCH --mail-type=END,FAIL
 #SBATCH --mail-user=someone@example.org
-hostname
+#SBATCH --hint=nomultithread
+#SBATCH --requeue
+srun hostname
