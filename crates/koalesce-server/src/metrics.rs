@@ -16,6 +16,12 @@ use crate::daemon::Shared;
 
 const STATES: &[&str] = &koalesce_core::JobState::NAMES;
 
+/// One unlabelled sample with its `# TYPE` line.
+fn scalar(o: &mut String, kind: &str, name: &str, value: impl std::fmt::Display) {
+    use std::fmt::Write;
+    let _ = writeln!(o, "# TYPE {name} {kind}\n{name} {value}");
+}
+
 pub(crate) async fn metrics(AxState(s): AxState<S>) -> Response {
     let text = render_metrics(&s);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], Body::from(text)).into_response()
@@ -52,26 +58,10 @@ pub fn render_metrics(s: &Shared) -> String {
     let stats = st.core.stats();
     let m = &s.metrics;
     let r = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
-    let _ = writeln!(
-        o,
-        "# TYPE koalesce_placement_tries_total counter\nkoalesce_placement_tries_total {}",
-        stats.placement_tries
-    );
-    let _ = writeln!(
-        o,
-        "# TYPE koalesce_claiming_tries_total counter\nkoalesce_claiming_tries_total {}",
-        stats.claiming_tries
-    );
-    let _ = writeln!(
-        o,
-        "# TYPE koalesce_preemptions_total counter\nkoalesce_preemptions_total {}",
-        stats.preemptions
-    );
-    let _ = writeln!(
-        o,
-        "# TYPE koalesce_soft_errors_total counter\nkoalesce_soft_errors_total {}",
-        stats.soft_errors
-    );
+    scalar(&mut o, "counter", "koalesce_placement_tries_total", stats.placement_tries);
+    scalar(&mut o, "counter", "koalesce_claiming_tries_total", stats.claiming_tries);
+    scalar(&mut o, "counter", "koalesce_preemptions_total", stats.preemptions);
+    scalar(&mut o, "counter", "koalesce_soft_errors_total", stats.soft_errors);
     let _ = writeln!(
         o,
         "# HELP koalesce_scan_duration_seconds Placement scan (timer handling) duration.\n# TYPE koalesce_scan_duration_seconds summary\nkoalesce_scan_duration_seconds_sum {}\nkoalesce_scan_duration_seconds_count {}",
@@ -100,53 +90,22 @@ pub fn render_metrics(s: &Shared) -> String {
             r(abs) as f64 / 1e3,
         );
     }
-    let _ = writeln!(
-        o,
-        "# TYPE koalesce_last_scan_duration_seconds gauge\nkoalesce_last_scan_duration_seconds {}",
-        r(&m.last_scan_micros) as f64 / 1e6
+    scalar(
+        &mut o,
+        "gauge",
+        "koalesce_last_scan_duration_seconds",
+        r(&m.last_scan_micros) as f64 / 1e6,
     );
-    let _ = writeln!(
-        o,
-        "# TYPE koalesce_transfer_bytes_total counter\nkoalesce_transfer_bytes_total {}",
-        r(&m.transfer_bytes)
-    );
-    let _ = writeln!(
-        o,
-        "# TYPE koalesce_transfers_total counter\nkoalesce_transfers_total {}",
-        r(&m.transfers)
-    );
-    let _ = writeln!(
-        o,
-        "# TYPE koalesce_transfer_failures_total counter\nkoalesce_transfer_failures_total {}",
-        r(&m.transfer_failures)
-    );
-    let _ = writeln!(
-        o,
-        "# TYPE koalesce_submissions_total counter\nkoalesce_submissions_total {}",
-        r(&m.submissions)
-    );
-    let _ = writeln!(
-        o,
-        "# TYPE koalesce_launches_total counter\nkoalesce_launches_total {}",
-        r(&m.launches)
-    );
-    let _ = writeln!(
-        o,
-        "# TYPE koalesce_replica_checks_total counter\nkoalesce_replica_checks_total {}",
-        r(&m.replica_checks)
-    );
-    let _ = writeln!(
-        o,
-        "# TYPE koalesce_replicas_quarantined_total counter\nkoalesce_replicas_quarantined_total {}",
-        r(&m.replicas_quarantined)
-    );
+    scalar(&mut o, "counter", "koalesce_transfer_bytes_total", r(&m.transfer_bytes));
+    scalar(&mut o, "counter", "koalesce_transfers_total", r(&m.transfers));
+    scalar(&mut o, "counter", "koalesce_transfer_failures_total", r(&m.transfer_failures));
+    scalar(&mut o, "counter", "koalesce_submissions_total", r(&m.submissions));
+    scalar(&mut o, "counter", "koalesce_launches_total", r(&m.launches));
+    scalar(&mut o, "counter", "koalesce_replica_checks_total", r(&m.replica_checks));
+    scalar(&mut o, "counter", "koalesce_replicas_quarantined_total", r(&m.replicas_quarantined));
     let w = s.store.stats();
-    let _ = writeln!(
-        o,
-        "# TYPE koalesce_db_commits_total counter\nkoalesce_db_commits_total {}",
-        w.commits
-    );
-    let _ = writeln!(o, "# TYPE koalesce_db_writes_total counter\nkoalesce_db_writes_total {}", w.ops);
+    scalar(&mut o, "counter", "koalesce_db_commits_total", w.commits);
+    scalar(&mut o, "counter", "koalesce_db_writes_total", w.ops);
     let _ = writeln!(
         o,
         "# HELP koalesce_db_group_max_seconds The longest group commit.\n# TYPE koalesce_db_group_max_seconds gauge\nkoalesce_db_group_max_seconds {}\n# TYPE koalesce_db_largest_group gauge\nkoalesce_db_largest_group {}\n# HELP koalesce_db_first_groups_total Groups of new jobs' rows committed ahead of other pending writes.\n# TYPE koalesce_db_first_groups_total counter\nkoalesce_db_first_groups_total {}",
