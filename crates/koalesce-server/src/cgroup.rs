@@ -13,11 +13,12 @@
 //! - Neither writable (an unprivileged server without delegation): [`Cgroup::create`] fails and
 //!   the supervisor falls back to the process group, with a warning in its log.
 //!
-//! The supervisor creates the group before the program starts, the program joins it between
-//! `fork` and `exec` (so not even its first child can escape), and the supervisor removes it
-//! once it is empty. Where it lives is recorded in the component's `cgroup.json`, so the
-//! daemon can kill the group too (cancel) and see when it is empty (slots are held until it
-//! is).
+//! The supervisor creates the group before the program starts (before its own record, which
+//! says where the group is), the program joins it between `fork` and `exec` (so not even its
+//! first child can escape), and the supervisor removes it once it is empty. The daemon reads
+//! where it lives from the supervisor's record (`supervisor.json`; `cgroup.json` from
+//! supervisors of earlier versions), so it can kill the group too (cancel) and see when it is
+//! empty (slots are held until it is).
 
 use std::fs;
 use std::io;
@@ -28,7 +29,8 @@ use serde::{Deserialize, Serialize};
 
 /// Root of the cgroup file systems.
 pub const CGROUP_ROOT: &str = "/sys/fs/cgroup";
-/// The record of a component's control group, in its record directory.
+/// The record of a component's control group that supervisors of earlier versions wrote into
+/// its record directory (read for their launches; now the supervisor's record says).
 pub const CGROUP_FILE: &str = "cgroup.json";
 /// v1 controllers a component gets a group in (memory: limits and OOM events; pids: counting,
 /// and no forks while the group is killed; freezer: thawing a group an older killer froze).
@@ -113,29 +115,46 @@ impl Cgroup {
     /// as it is where the controllers are on a hybrid system; else v2). The caller must be
     /// allowed to write there (root, or a delegated subtree).
     pub fn create(parent: &str, name: &str) -> io::Result<Cgroup> {
+        Self::create_new(parent, name).map(|(cg, _)| cg)
+    }
+
+    /// [`Cgroup::create`], also saying whether the group was made by this call (false: a
+    /// directory of that name was there already, under some controller).
+    pub fn create_new(parent: &str, name: &str) -> io::Result<(Cgroup, bool)> {
         for part in parent.split('/') {
             check_name(part)?;
         }
         check_name(name)?;
         let root = Path::new(CGROUP_ROOT);
         let hierarchy = mounted_hierarchy();
+        // The parents as needed, then the group itself (existing: not made here).
+        let make = |dir: &Path| -> io::Result<bool> {
+            if let Some(p) = dir.parent() {
+                if !p.is_dir() {
+                    fs::create_dir_all(p)?;
+                }
+            }
+            match fs::create_dir(dir) {
+                Ok(()) => Ok(true),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+                Err(e) => Err(e),
+            }
+        };
         if hierarchy == Some(Version::V1) {
             let dirs: Vec<PathBuf> = V1_CONTROLLERS.iter().map(|c| root.join(c).join(parent).join(name)).collect();
-            let made = (|| {
-                for d in &dirs {
-                    fs::create_dir_all(d)?;
-                }
-                Ok(())
-            })();
+            let mut fresh = true;
+            let made = dirs.iter().try_for_each(|d| make(d).map(|new| fresh &= new));
             let cg = Cgroup {
                 version: Version::V1,
                 dirs,
             };
             if let Err(e) = made {
-                cg.remove();
+                if fresh {
+                    cg.remove();
+                }
                 return Err(e);
             }
-            return Ok(cg);
+            return Ok((cg, fresh));
         }
         if hierarchy == Some(Version::V2) {
             // Enable the memory and pids controllers for the subtree on the way down (best
@@ -148,11 +167,14 @@ impl Cgroup {
             }
             let _ = fs::write(at.join("cgroup.subtree_control"), "+memory +pids");
             let dir = at.join(name);
-            fs::create_dir_all(&dir)?;
-            return Ok(Cgroup {
-                version: Version::V2,
-                dirs: vec![dir],
-            });
+            let fresh = make(&dir)?;
+            return Ok((
+                Cgroup {
+                    version: Version::V2,
+                    dirs: vec![dir],
+                },
+                fresh,
+            ));
         }
         Err(io::Error::new(
             io::ErrorKind::Unsupported,
@@ -181,6 +203,26 @@ impl Cgroup {
             Version::V2 => "memory.max",
         };
         fs::write(self.memory_dir().join(file), bytes.to_string())
+    }
+
+    /// Lifts the memory limit of the group (v1 `-1`, v2 `max`).
+    pub fn clear_memory_limit(&self) -> io::Result<()> {
+        let (file, value) = match self.version {
+            Version::V1 => ("memory.limit_in_bytes", "-1"),
+            Version::V2 => ("memory.max", "max"),
+        };
+        fs::write(self.memory_dir().join(file), value)
+    }
+
+    /// The memory limit of the group in bytes (None: unlimited or unreadable).
+    pub fn memory_limit(&self) -> Option<u64> {
+        let file = match self.version {
+            Version::V1 => "memory.limit_in_bytes",
+            Version::V2 => "memory.max",
+        };
+        let v: u64 = fs::read_to_string(self.memory_dir().join(file)).ok()?.trim().parse().ok()?;
+        // v1 reports "unlimited" as the largest page-aligned i64.
+        (v < (i64::MAX as u64 & !0xfff)).then_some(v)
     }
 
     /// How many processes of the group the OOM killer killed (v1 `memory.oom_control`,
@@ -314,14 +356,20 @@ impl Cgroup {
         }
     }
 
-    /// Writes the record `cgroup.json` into a component's record directory.
-    pub fn record(&self, record_dir: &Path) -> io::Result<()> {
-        crate::supervise::publish(&record_dir.join(CGROUP_FILE), &serde_json::to_vec(self).map_err(io::Error::other)?)
+    /// The group recorded in a component's record directory, if any: in its supervisor's
+    /// record, or in `cgroup.json` (a supervisor of an earlier version).
+    pub fn recorded(record_dir: &Path) -> Option<Cgroup> {
+        let rec = crate::supervise::read_json(&record_dir.join(crate::supervise::SUPERVISOR_FILE));
+        Self::of_record(rec.as_ref(), record_dir)
     }
 
-    /// The group recorded in a component's record directory, if any.
-    pub fn recorded(record_dir: &Path) -> Option<Cgroup> {
-        let cg: Cgroup = crate::supervise::read_json(&record_dir.join(CGROUP_FILE))?;
+    /// [`Cgroup::recorded`] with the supervisor's record read already.
+    pub fn of_record(rec: Option<&crate::supervise::SupervisorRecord>, record_dir: &Path) -> Option<Cgroup> {
+        let cg = match rec.and_then(|r| r.cgroup.clone()) {
+            Some(cg) => cg,
+            None if rec.is_some_and(|r| r.fenced) => return None,
+            None => crate::supervise::read_json(&record_dir.join(CGROUP_FILE))?,
+        };
         // Only trust paths inside the cgroup file system.
         cg.dirs
             .iter()

@@ -18,10 +18,11 @@
 //!   sites/<site>/storage/<file>.<hash8>             replicas and staged inputs of that site, 0600
 //!                                                   (copies land as *.part.* then are renamed)
 //!   sites/<site>/jobs/<job>/a<attempt>-c<component>/   record directory (0700)
-//!       supervisor.json  {pid, proc_start, started_ms} or {fenced: true}   (created O_EXCL)
-//!       go               written by the daemon: the held supervisor may run the program
+//!       supervisor.json  {pid, proc_start, started_ms, cgroup} or {fenced: true}   (created
+//!                        O_EXCL; cgroup: the component's control group, where writable)
+//!       go               written by the daemon: the held supervisor may run the program (a
+//!                        hard link of supervisor.json, or of the shared `jobs/.go`)
 //!       abort            written by the daemon: the held supervisor gives up, never runs it
-//!       cgroup.json      the component's control group (where cgroups are writable)
 //!       running.json     {child_pid, started_ms}
 //!       exit.json        {exit_code, signal, spawn_error, finished_ms, never_started, oom_killed, site_fault}
 //!       stdout, stderr   the component's output

@@ -52,9 +52,9 @@ fn exhausted(e: &std::io::Error) -> bool {
 /// Whether no process of the component in `dir` is left. With a control group: it is empty
 /// (leftovers of a supervisor that died are killed here); without: its supervisor is gone.
 fn component_gone(dir: &Path) -> bool {
-    let alive =
-        supervise::read_json::<SupervisorRecord>(&dir.join(supervise::SUPERVISOR_FILE)).is_some_and(|r| supervise::supervisor_alive(&r));
-    match Cgroup::recorded(dir) {
+    let rec = supervise::read_json::<SupervisorRecord>(&dir.join(supervise::SUPERVISOR_FILE));
+    let alive = rec.as_ref().is_some_and(supervise::supervisor_alive);
+    match Cgroup::of_record(rec.as_ref(), dir) {
         Some(cg) if cg.is_empty() => {
             if !alive {
                 cg.remove();

@@ -13,13 +13,15 @@
 //!
 //! ```text
 //! DIR/                record directory (the daemon's and the supervisor's only)
-//!   supervisor.json   {pid, proc_start, started_ms, nonce} or {fenced: true}   (created exclusively)
+//!   supervisor.json   {pid, proc_start, started_ms, nonce, cgroup} or {fenced: true}   (created
+//!                     exclusively; `cgroup`: the component's control group, see crate::cgroup,
+//!                     made just before, so that it needs no record file of its own)
 //!   held              set up, only the exec remains (the check-in the daemon waits for; a hard
 //!                     link of supervisor.json, no inode of its own)
 //!   go, abort         written by the daemon (the start barrier; go: a hard link of
-//!                     supervisor.json where it exists); `abort` also by a supervisor
-//!                     that gave up on its own (barrier timeout)
-//!   cgroup.json       the component's control group (see crate::cgroup), before the barrier
+//!                     supervisor.json where it exists, else of the shared marker `../../.go`:
+//!                     no inode of its own either); `abort` also by a supervisor that gave
+//!                     up on its own (barrier timeout)
 //!   running.json      {child_pid, started_ms, go_seen_ms, held_ms, realtime}
 //!   exit.json         {exit_code, signal, spawn_error, finished_ms, never_started, oom_killed, timed_out, site_fault, nonce}
 //!   stdout, stderr    the program's output (it writes them through its descriptors)
@@ -67,10 +69,13 @@
 //! not a crash of the machine, which ends every supervisor and program too. After such a crash
 //! a launch whose records are incomplete counts as not run (no record: fenced; no `go`: held
 //! and dead; no `exit.json`: a soft error) and its job is requeued, as Slurm requeues the jobs
-//! of a node that failed. So only `exit.json`, the outcome of a program that ran, is fsynced
-//! ([`write_atomic`]); the others are published without waiting for the disk ([`publish`],
-//! [`create_exclusive`]). That keeps a launch from costing eight journal commits, which shared
-//! the disk's journal with the server's SQLite group commits (`koalesce bench e2e`).
+//! of a node that failed. So every record, `exit.json` too, is published without waiting for
+//! the disk ([`publish`], [`create_exclusive`]): an outcome the daemon has read is durable in
+//! its database; one it had not read yet when the machine crashed vouches for outputs
+//! (`stdout`, `work/`) that were not flushed either, so the launch is better run again than
+//! believed. An fsync per launch (two, with the directory's) made the disk flush its cache
+//! hundreds of times a second beside the server's SQLite group commits, which waited behind
+//! them (`koalesce bench e2e`, docs/operations.md).
 
 /// `eprintln!` for the supervisor's diagnostics: to `supervisor.log`, created at the first
 /// message, when [`log_lazily`] was called (a supervisor forked by the resident launcher);
@@ -91,7 +96,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-pub use barrier::{abort, barrier_check, release, wait_at_barrier, Barrier};
+pub use barrier::{abort, barrier_check, release, wait_at_barrier, Barrier, GO_MARKER};
 pub use launch::KILL_WAIT;
 
 pub const SUPERVISOR_FILE: &str = "supervisor.json";
@@ -137,6 +142,10 @@ pub struct SupervisorRecord {
     /// The launch's nonce (see the module docs); empty for a fence.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub nonce: String,
+    /// The component's control group, made before this record (none where cgroups are not
+    /// writable; see [`crate::cgroup::Cgroup::recorded`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<crate::cgroup::Cgroup>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -534,29 +543,58 @@ pub fn supervise_main(opts: &SuperviseOptions) -> i32 {
         return 2;
     }
     let me = std::process::id();
+    // The control group first, so that the record says where it is (no file of its own).
+    let (cgroup, made) = match launch::create_cgroup(opts) {
+        Some((cg, made)) => (Some(cg), made),
+        None => (None, false),
+    };
     let rec = SupervisorRecord {
         pid: me,
         proc_start: proc_start_time(me).unwrap_or(0),
         started_ms: crate::now_ms(),
         fenced: false,
         nonce: opts.nonce.clone(),
+        cgroup: cgroup.clone(),
     };
-    match create_exclusive(&dir.join(SUPERVISOR_FILE), &serde_json::to_vec(&rec).unwrap()) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+    if let Err(e) = create_exclusive(&dir.join(SUPERVISOR_FILE), &serde_json::to_vec(&rec).unwrap()) {
+        // Not ours: a group of the same name that was there already belongs to the
+        // directory's supervisor (or to nobody); only one made here is removed.
+        if made {
+            if let Some(cg) = &cgroup {
+                cg.remove();
+            }
+        }
+        if e.kind() == io::ErrorKind::AlreadyExists {
             say!("supervise: {} already has a supervisor record; not starting twice", dir.display());
             return 3;
         }
-        Err(e) => {
-            say!("supervise: cannot write record: {e}");
-            return 2;
+        say!("supervise: cannot write record: {e}");
+        return 2;
+    }
+    if !made {
+        // Left by an earlier launch of the same directory name (a data directory started
+        // afresh): nothing of it may stay, neither a process nor a limit.
+        if let Some(cg) = &cgroup {
+            launch::reset_cgroup(cg);
         }
     }
+    let drop_cgroup = |o: Outcome| {
+        if let Some(cg) = &cgroup {
+            cg.remove();
+        }
+        o
+    };
     // The account, before the barrier: a job whose user cannot run here fails at once.
     let account = match &opts.user {
         Some(name) if crate::users::can_switch() => match crate::users::resolve_cached(name, opts.allow_root) {
             Ok(a) => Some(a),
-            Err(e) => return record_exit(dir, &opts.nonce, Outcome::failed(format!("the job cannot run as its user: {e}"))),
+            Err(e) => {
+                return record_exit(
+                    dir,
+                    &opts.nonce,
+                    drop_cgroup(Outcome::failed(format!("the job cannot run as its user: {e}"))),
+                )
+            }
         },
         Some(name) => {
             say!("supervise: not running as root: the program runs as this account, not '{name}'");
@@ -570,9 +608,9 @@ pub fn supervise_main(opts: &SuperviseOptions) -> i32 {
     // like an abort, cleaning up (caught before the program's process is forked: it must not
     // die of it while it waits either).
     let terminated = barrier::BarrierSignals::catch();
-    let prepared = match launch::prepare(opts, account.as_ref()) {
+    let prepared = match launch::prepare(opts, account.as_ref(), cgroup.clone()) {
         Ok(p) => p,
-        Err(outcome) => return record_exit(dir, &opts.nonce, outcome),
+        Err(outcome) => return record_exit(dir, &opts.nonce, drop_cgroup(outcome)),
     };
     // Released already (`go` written before the submission: a launch of one component, or
     // while the supervisor set up): nothing to wait for, the program's process goes through
@@ -668,7 +706,7 @@ fn record_exit(dir: &Path, nonce: &str, o: Outcome) -> i32 {
 }
 
 fn write_exit(dir: &Path, rec: ExitRecord) -> i32 {
-    match write_atomic(&dir.join(EXIT_FILE), &serde_json::to_vec(&rec).unwrap()) {
+    match publish(&dir.join(EXIT_FILE), &serde_json::to_vec(&rec).unwrap()) {
         Ok(()) => 0,
         Err(e) => {
             say!("supervise: cannot record exit: {e}");

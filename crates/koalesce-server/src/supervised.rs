@@ -156,12 +156,12 @@ pub fn kill(dir: &Path) {
                 kill_group(rec.pid);
                 // The control group it set up before the barrier: its gated process (in the
                 // supervisor's process group) dies with it.
-                if let Some(cg) = Cgroup::recorded(dir) {
+                if let Some(cg) = Cgroup::of_record(Some(&rec), dir) {
                     cg.kill_all();
                     cg.wait_empty(std::time::Duration::from_secs(1));
                     cg.remove();
                 }
-            } else if let Some(cg) = Cgroup::recorded(dir) {
+            } else if let Some(cg) = Cgroup::of_record(Some(&rec), dir) {
                 // The supervisor records the end once the group is empty.
                 cg.kill_all();
                 if !dir.join(supervise::RUNNING_FILE).exists() {
@@ -173,8 +173,8 @@ pub fn kill(dir: &Path) {
                 kill_group(rec.pid);
             }
         }
-        Some(_) => {
-            if let Some(cg) = Cgroup::recorded(dir) {
+        Some(rec) => {
+            if let Some(cg) = Cgroup::of_record(Some(&rec), dir) {
                 cg.kill_all();
             }
         }

@@ -140,18 +140,53 @@ impl DirWatch {
 /// The daemon's side of the barrier: lets the supervisor in `dir` run its program. `go` is a
 /// second name (hard link) of the supervisor's own record, so it says which supervisor was let
 /// through and costs no new inode (an inode allocation was the largest cost of a launch on
-/// this machine's ext4: `koalesce bench e2e`, docs/operations.md).
+/// this machine's ext4: `koalesce bench e2e`, docs/operations.md). Before the supervisor
+/// made its record (a single component's `go`, written before its submission) it is a hard
+/// link of the shared marker [`GO_MARKER`] two levels up (the site's `jobs/` directory), again
+/// no inode of its own; only where that cannot be linked is `go` a file of its own.
 pub fn release(dir: &Path) -> io::Result<()> {
-    match fs::hard_link(dir.join(SUPERVISOR_FILE), dir.join(GO_FILE)) {
+    let go = dir.join(GO_FILE);
+    match fs::hard_link(dir.join(SUPERVISOR_FILE), &go) {
+        Ok(()) => return Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(()),
+        Err(_) => {}
+    }
+    match link_marker(dir, &go) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
-        // No record yet (a single component's `go` written before its submission) or no
-        // links here: written atomically.
         Err(_) => {
             let body = format!("{{\"go_ms\":{}}}", crate::now_ms());
-            publish(&dir.join(GO_FILE), body.as_bytes())
+            publish(&go, body.as_bytes())
         }
     }
+}
+
+/// The file every early `go` is a hard link of, in a launch directory's grandparent.
+pub const GO_MARKER: &str = ".go";
+
+/// Links `go` to the shared marker above `dir`, making the marker first when it is missing or
+/// has as many links as the file system allows (a new one replaces it; the old keeps its links).
+fn link_marker(dir: &Path, go: &Path) -> io::Result<()> {
+    let marker = dir
+        .parent()
+        .and_then(Path::parent)
+        .filter(|p| !p.as_os_str().is_empty())
+        .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no directory for the go marker"))?
+        .join(GO_MARKER);
+    for _ in 0..2 {
+        match fs::hard_link(&marker, go) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(nix::libc::EMLINK) => {
+                // `go` itself cannot be missing its directory here: the first link was refused
+                // for the record, not for `dir` (checked by the caller's fallback anyway).
+                if !dir.is_dir() {
+                    return Err(e);
+                }
+                publish(&marker, b"{\"go\":true}")?;
+            }
+            other => return other,
+        }
+    }
+    fs::hard_link(&marker, go)
 }
 
 /// The daemon's side of the barrier: makes the supervisor held in `dir` give up without

@@ -44,7 +44,11 @@ struct Launcher {
 /// environment, sandbox), all before the supervisor reports itself held at the barrier. An
 /// error is the outcome to record (a fault of the site, or of the job for a bad start
 /// directory); the program has not run.
-pub(super) fn prepare(opts: &SuperviseOptions, account: Option<&crate::users::Account>) -> Result<Prepared, Outcome> {
+pub(super) fn prepare(
+    opts: &SuperviseOptions,
+    account: Option<&crate::users::Account>,
+    cgroup: Option<crate::cgroup::Cgroup>,
+) -> Result<Prepared, Outcome> {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     let dir = opts.dir.as_path();
     let site = |what: &str, e: io::Error| Outcome::site(format!("{what}: {e}"));
@@ -68,29 +72,9 @@ pub(super) fn prepare(opts: &SuperviseOptions, account: Option<&crate::users::Ac
         Some(rel) => Some(make_start_dir(&work, rel, account).map_err(|e| Outcome::failed(format!("working directory '{rel}': {e}")))?),
         None => None,
     };
-    let cgroup = match crate::cgroup::Cgroup::create(&opts.cgroup_parent, &crate::cgroup::name_for(dir)) {
-        Ok(cg) => {
-            let limited = match opts.memory_limit {
-                Some(bytes) => cg.set_memory_limit(bytes).map_err(|e| site("cannot set the memory limit", e)),
-                None => Ok(()),
-            };
-            if let Err(o) = limited.and_then(|()| cg.record(dir).map_err(|e| site("cannot record the control group", e))) {
-                cg.remove();
-                return Err(o);
-            }
-            Some(cg)
-        }
-        Err(e) => {
-            say!("supervise: warning: no control group ({e}); descendants that leave the process group cannot be tracked");
-            None
-        }
-    };
-    let drop_cgroup = |o: Outcome| {
-        if let Some(cg) = &cgroup {
-            cg.remove();
-        }
-        o
-    };
+    if let (Some(cg), Some(bytes)) = (&cgroup, opts.memory_limit) {
+        cg.set_memory_limit(bytes).map_err(|e| site("cannot set the memory limit", e))?;
+    }
     if let Err(e) = crate::sandbox::landlock_fully_supported() {
         say!("supervise: warning: Landlock is not fully enforced on this kernel ({e}); the job is less confined");
     }
@@ -120,11 +104,11 @@ pub(super) fn prepare(opts: &SuperviseOptions, account: Option<&crate::users::Ac
         hide: opts.hide.clone().filter(|_| crate::users::can_switch()),
         cgroup_procs: cgroup.as_ref().map(|c| c.procs_files()).unwrap_or_default(),
     };
-    let confinement = crate::sandbox::Confinement::prepare(&request).map_err(|e| drop_cgroup(site("cannot prepare the sandbox", e)))?;
+    let confinement = crate::sandbox::Confinement::prepare(&request).map_err(|e| site("cannot prepare the sandbox", e))?;
     let start_dir = start_dir
         .map(|d| std::ffi::CString::new(d.into_os_string().into_encoded_bytes()))
         .transpose()
-        .map_err(|e| drop_cgroup(Outcome::failed(format!("start directory: {e}"))))?;
+        .map_err(|e| Outcome::failed(format!("start directory: {e}")))?;
     Ok(Prepared {
         launcher: Launcher {
             request,
@@ -138,6 +122,32 @@ pub(super) fn prepare(opts: &SuperviseOptions, account: Option<&crate::users::Ac
         confinement,
         cgroup,
     })
+}
+
+/// Makes the component's control group, before its supervisor's record (which says where it
+/// is). Returns it and whether it was made here (false: a group of that name was there
+/// already); None where control groups cannot be made (a warning in the supervisor's log).
+pub(super) fn create_cgroup(opts: &SuperviseOptions) -> Option<(crate::cgroup::Cgroup, bool)> {
+    match crate::cgroup::Cgroup::create_new(&opts.cgroup_parent, &crate::cgroup::name_for(&opts.dir)) {
+        Ok(made) => Some(made),
+        Err(e) => {
+            say!("supervise: warning: no control group ({e}); descendants that leave the process group cannot be tracked");
+            None
+        }
+    }
+}
+
+/// Empties a control group found already there (an earlier launch's of the same name) for
+/// this component: its processes are killed, and its memory limit lifted (the component's
+/// own, if any, is set by [`prepare`]).
+pub(super) fn reset_cgroup(cg: &crate::cgroup::Cgroup) {
+    cg.kill_all();
+    if !cg.wait_empty(DRAIN_TIMEOUT) {
+        say!("supervise: warning: processes of an earlier launch survive in {:?}: {:?}", cg.dirs, cg.pids());
+    }
+    if let Err(e) = cg.clear_memory_limit() {
+        say!("supervise: warning: cannot lift the memory limit of {:?}: {e}", cg.dirs);
+    }
 }
 
 impl Prepared {
