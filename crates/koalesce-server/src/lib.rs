@@ -21,7 +21,7 @@
 //!       supervisor.json  {pid, proc_start, started_ms, cgroup} or {fenced: true}   (created
 //!                        O_EXCL; cgroup: the component's control group, where writable)
 //!       go               written by the daemon: the held supervisor may run the program (a
-//!                        hard link of supervisor.json, or of the shared `jobs/.go`)
+//!                        hard link of supervisor.json, or of a local site's `jobs/.go`)
 //!       abort            written by the daemon: the held supervisor gives up, never runs it
 //!       running.json     {child_pid, started_ms}
 //!       exit.json        {exit_code, signal, spawn_error, finished_ms, never_started, oom_killed, site_fault}

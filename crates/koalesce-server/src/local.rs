@@ -384,6 +384,9 @@ impl Backend for LocalBackend {
             }
         }
         let id = sub.dir.to_string_lossy().into_owned();
+        // The site's shared `go` marker: the early `go` of its next solo launches is a link of
+        // it, not a file of its own (see `supervise::release`).
+        let _ = supervise::go_marker(&sub.dir);
         let child = self.spawn_supervisor(sub).map_err(|e| {
             let reason = format!("cannot start supervisor: {e}");
             if exhausted(&e) {

@@ -19,9 +19,9 @@
 //!   held              set up, only the exec remains (the check-in the daemon waits for; a hard
 //!                     link of supervisor.json, no inode of its own)
 //!   go, abort         written by the daemon (the start barrier; go: a hard link of
-//!                     supervisor.json where it exists, else of the shared marker `../../.go`:
-//!                     no inode of its own either); `abort` also by a supervisor that gave
-//!                     up on its own (barrier timeout)
+//!                     supervisor.json where it exists, else of the local site's shared
+//!                     marker `../../.go`: no inode of its own either); `abort` also by a
+//!                     supervisor that gave up on its own (barrier timeout)
 //!   running.json      {child_pid, started_ms, go_seen_ms, held_ms, realtime}
 //!   exit.json         {exit_code, signal, spawn_error, finished_ms, never_started, oom_killed, timed_out, site_fault, nonce}
 //!   stdout, stderr    the program's output (it writes them through its descriptors)
@@ -96,7 +96,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-pub use barrier::{abort, barrier_check, release, wait_at_barrier, Barrier, GO_MARKER};
+pub use barrier::{abort, barrier_check, go_marker, release, wait_at_barrier, Barrier, GO_MARKER};
 pub use launch::KILL_WAIT;
 
 pub const SUPERVISOR_FILE: &str = "supervisor.json";

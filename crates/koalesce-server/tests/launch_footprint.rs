@@ -77,7 +77,7 @@ fn remove_parent(parent: &str) {
 }
 
 /// A launch of one component, released before its submission as the daemon does it: `go` is
-/// a link of the site's shared marker, the control group is recorded in `supervisor.json`
+/// a link of the local site's shared marker (from its second launch on), the control group is recorded in `supervisor.json`
 /// (no `cgroup.json`), and after the end the directory holds six inodes of its own
 /// (record, running and exit records, stdout, stderr, work/) and no temporary, and the
 /// control group is gone.
@@ -85,12 +85,23 @@ fn remove_parent(parent: &str) {
 fn a_solo_launch_makes_six_inodes_and_leaves_no_control_group() {
     let tmp = tempfile::tempdir().unwrap();
     let jobs = tmp.path().join("sites/a/jobs");
+    let b = LocalBackend::new("a", 4, false, common::supervisor());
+    // The site's first solo launch: no marker yet, `go` is a file of its own (as at a Slurm
+    // site, which keeps none); the local executor makes the marker at the submission.
+    let first = jobs.join("6/a1-c0");
+    supervise::create_launch_dir(&first).unwrap();
+    supervise::release(&first).unwrap();
+    let marker = jobs.join(supervise::GO_MARKER);
+    assert!(!marker.exists());
+    let id = b.submit(&sub(&first, b.claim("a", 1).unwrap(), "true")).unwrap();
+    assert_eq!(wait_terminal(&b, &id), LrmState::Completed);
+    assert!(marker.exists(), "the local executor keeps a go marker");
+    assert_ne!(ino(&first.join(supervise::GO_FILE)), ino(&marker));
+
     let dir = jobs.join("7/a1-c0");
     supervise::create_launch_dir(&dir).unwrap();
     supervise::release(&dir).unwrap();
-    let marker = jobs.join(supervise::GO_MARKER);
     assert_eq!(ino(&dir.join(supervise::GO_FILE)), ino(&marker), "go is a link of the shared marker");
-    let b = LocalBackend::new("a", 4, false, common::supervisor());
     let id = b.submit(&sub(&dir, b.claim("a", 1).unwrap(), "echo ran")).unwrap();
     assert_eq!(wait_terminal(&b, &id), LrmState::Completed);
     assert_eq!(std::fs::read_to_string(dir.join(supervise::STDOUT_FILE)).unwrap(), "ran\n");

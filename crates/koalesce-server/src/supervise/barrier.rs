@@ -142,16 +142,13 @@ impl DirWatch {
 /// through and costs no new inode (an inode allocation was the largest cost of a launch on
 /// this machine's ext4: `koalesce bench e2e`, docs/operations.md). Before the supervisor
 /// made its record (a single component's `go`, written before its submission) it is a hard
-/// link of the shared marker [`GO_MARKER`] two levels up (the site's `jobs/` directory), again
-/// no inode of its own; only where that cannot be linked is `go` a file of its own.
+/// link of the shared marker [`GO_MARKER`] two levels up (the site's `jobs/` directory) where
+/// the site keeps one (the local executor, [`go_marker`]), again no inode of its own; else a
+/// file of its own (`{"go_ms": ...}`, which a Slurm launch's timing is read from).
 pub fn release(dir: &Path) -> io::Result<()> {
     let go = dir.join(GO_FILE);
-    match fs::hard_link(dir.join(SUPERVISOR_FILE), &go) {
-        Ok(()) => return Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(()),
-        Err(_) => {}
-    }
-    match link_marker(dir, &go) {
+    let linked = fs::hard_link(dir.join(SUPERVISOR_FILE), &go).or_else(|_| link_marker(dir, &go));
+    match linked {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
         Err(_) => {
@@ -161,32 +158,38 @@ pub fn release(dir: &Path) -> io::Result<()> {
     }
 }
 
-/// The file every early `go` is a hard link of, in a launch directory's grandparent.
+/// The file every early `go` of a site that keeps one is a hard link of, in the launch
+/// directories' grandparent.
 pub const GO_MARKER: &str = ".go";
 
-/// Links `go` to the shared marker above `dir`, making the marker first when it is missing or
-/// has as many links as the file system allows (a new one replaces it; the old keeps its links).
-fn link_marker(dir: &Path, go: &Path) -> io::Result<()> {
-    let marker = dir
-        .parent()
+/// The shared `go` marker for launch directory `dir` (None: `dir` has no grandparent).
+fn marker_of(dir: &Path) -> Option<std::path::PathBuf> {
+    dir.parent()
         .and_then(Path::parent)
         .filter(|p| !p.as_os_str().is_empty())
-        .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no directory for the go marker"))?
-        .join(GO_MARKER);
-    for _ in 0..2 {
-        match fs::hard_link(&marker, go) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(nix::libc::EMLINK) => {
-                // `go` itself cannot be missing its directory here: the first link was refused
-                // for the record, not for `dir` (checked by the caller's fallback anyway).
-                if !dir.is_dir() {
-                    return Err(e);
-                }
-                publish(&marker, b"{\"go\":true}")?;
-            }
-            other => return other,
-        }
+        .map(|p| p.join(GO_MARKER))
+}
+
+/// Makes sure the shared `go` marker for launch directories like `dir` exists (the local
+/// executor calls it for each launch: a look-up when it does).
+pub fn go_marker(dir: &Path) -> io::Result<()> {
+    match marker_of(dir) {
+        Some(m) if !m.exists() => publish(&m, b"{\"go\":true}"),
+        _ => Ok(()),
     }
-    fs::hard_link(&marker, go)
+}
+
+/// Links `go` to the shared marker above `dir` where there is one. A marker with as many links
+/// as the file system allows is replaced by a new one (the old keeps its links).
+fn link_marker(dir: &Path, go: &Path) -> io::Result<()> {
+    let marker = marker_of(dir).ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no directory for the go marker"))?;
+    match fs::hard_link(&marker, go) {
+        Err(e) if e.raw_os_error() == Some(nix::libc::EMLINK) => {
+            publish(&marker, b"{\"go\":true}")?;
+            fs::hard_link(&marker, go)
+        }
+        other => other,
+    }
 }
 
 /// The daemon's side of the barrier: makes the supervisor held in `dir` give up without
