@@ -275,6 +275,9 @@ impl LocalBackend {
     fn spawn_supervisor(&self, sub: &ComponentSubmission) -> std::io::Result<Spawned> {
         use std::os::unix::fs::DirBuilderExt;
         std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&sub.dir)?;
+        // The site's shared `go` marker: the early `go` of its next solo launches is a link of
+        // it, not a file of its own (see `supervise::release`).
+        let _ = supervise::go_marker(&sub.dir);
         if let Some(launcher) = &self.launcher {
             // The same options the command line would carry, and the job's environment
             // only; the supervisor forked makes `supervisor.log` only if it has something
@@ -384,9 +387,6 @@ impl Backend for LocalBackend {
             }
         }
         let id = sub.dir.to_string_lossy().into_owned();
-        // The site's shared `go` marker: the early `go` of its next solo launches is a link of
-        // it, not a file of its own (see `supervise::release`).
-        let _ = supervise::go_marker(&sub.dir);
         let child = self.spawn_supervisor(sub).map_err(|e| {
             let reason = format!("cannot start supervisor: {e}");
             if exhausted(&e) {

@@ -22,8 +22,9 @@
 //!                     supervisor.json where it exists, else of the local site's shared
 //!                     marker `../../.go`: no inode of its own either); `abort` also by a
 //!                     supervisor that gave up on its own (barrier timeout)
-//!   running.json      {child_pid, started_ms, go_seen_ms, held_ms, realtime}
-//!   exit.json         {exit_code, signal, spawn_error, finished_ms, never_started, oom_killed, timed_out, site_fault, nonce}
+//!   running.json      the program started (a hard link of supervisor.json, no inode of its own)
+//!   exit.json         {exit_code, signal, spawn_error, finished_ms, never_started, oom_killed, timed_out, site_fault, nonce,
+//!                     running: {child_pid, started_ms, go_seen_ms, held_ms, realtime}} ([`read_running`])
 //!   stdout, stderr    the program's output (it writes them through its descriptors)
 //!   supervisor.log    the supervisor's own diagnostics (created only when there are any)
 //!   inputs/           copies of input files for a job that runs under another account
@@ -148,6 +149,8 @@ pub struct SupervisorRecord {
     pub cgroup: Option<crate::cgroup::Cgroup>,
 }
 
+/// How the program was started: in `exit.json` under `running` ([`read_running`]; supervisors
+/// of earlier versions wrote it into `running.json`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunningRecord {
     pub child_pid: u32,
@@ -672,6 +675,8 @@ struct Outcome {
     oom_killed: bool,
     timed_out: bool,
     site_fault: bool,
+    /// How the program was started, if it was.
+    running: Option<RunningRecord>,
 }
 
 impl Outcome {
@@ -702,11 +707,36 @@ fn record_exit(dir: &Path, nonce: &str, o: Outcome) -> i32 {
         site_fault: o.site_fault,
         nonce: nonce.to_string(),
     };
-    write_exit(dir, rec)
+    write_exit_running(dir, rec, o.running)
 }
 
 fn write_exit(dir: &Path, rec: ExitRecord) -> i32 {
-    match publish(&dir.join(EXIT_FILE), &serde_json::to_vec(&rec).unwrap()) {
+    write_exit_running(dir, rec, None)
+}
+
+/// `exit.json`: the exit record, with how the program was started (one file for both).
+#[derive(Serialize)]
+struct ExitFile {
+    #[serde(flatten)]
+    exit: ExitRecord,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    running: Option<RunningRecord>,
+}
+
+/// How the program in `dir` was started: from its `exit.json` once it ended, or from a
+/// `running.json` of its own (supervisors of earlier versions). None while it runs.
+pub fn read_running(dir: &Path) -> Option<RunningRecord> {
+    #[derive(Deserialize)]
+    struct Running {
+        running: Option<RunningRecord>,
+    }
+    read_json::<Running>(&dir.join(EXIT_FILE))
+        .and_then(|f| f.running)
+        .or_else(|| read_json(&dir.join(RUNNING_FILE)))
+}
+
+fn write_exit_running(dir: &Path, exit: ExitRecord, running: Option<RunningRecord>) -> i32 {
+    match publish(&dir.join(EXIT_FILE), &serde_json::to_vec(&ExitFile { exit, running }).unwrap()) {
         Ok(()) => 0,
         Err(e) => {
             say!("supervise: cannot record exit: {e}");

@@ -146,7 +146,7 @@ fn a_site_never_runs_more_than_its_slots() {
         // When the program really ran, from its supervisor's own records.
         let c = &j["components"][0];
         let dir = std::path::Path::new(c["stdout"].as_str().unwrap()).parent().unwrap().to_path_buf();
-        let run: supervise::RunningRecord = supervise::read_json(&dir.join(supervise::RUNNING_FILE)).unwrap();
+        let run = supervise::read_running(&dir).unwrap();
         let exit: supervise::ExitRecord = supervise::read_json(&dir.join(supervise::EXIT_FILE)).unwrap();
         let site = c["site"].as_str().unwrap().to_string();
         runs.push((site, run.started_ms, exit.finished_ms, c["processors"].as_u64().unwrap() as u32));

@@ -276,10 +276,7 @@ fn components_start_together_behind_the_barrier() {
     let j = wait_state(&srv, &s.token, id, &["succeeded", "failed"], 30);
     assert_eq!(j["state"], "succeeded", "{j}");
     assert_eq!(s.runs(), [1, 1]);
-    let started = |c: &Path| -> u64 {
-        let r: supervise::RunningRecord = supervise::read_json(&c.join(supervise::RUNNING_FILE)).unwrap();
-        r.started_ms
-    };
+    let started = |c: &Path| -> u64 { supervise::read_running(c).unwrap().started_ms };
     let (t0, t1) = (started(&c0), started(&s.dir("b", id, 1, 1)));
     assert!(t0.abs_diff(t1) < 1000, "components started {} ms apart", t0.abs_diff(t1));
     srv.stop();

@@ -404,8 +404,6 @@ fn the_start_is_real_time_but_the_program_never_is() {
     }
     supervise::release(&dir).unwrap();
     wait_file(&dir.join(supervise::RUNNING_FILE), "running.json");
-    let running: supervise::RunningRecord = supervise::read_json(&dir.join(supervise::RUNNING_FILE)).unwrap();
-    assert_eq!(running.realtime, permitted, "{running:?}");
     // The program runs (it waits for `proceed`): the supervisor is back to normal.
     let sup_policy = realtime::policy(rec.pid).unwrap();
     assert!(
@@ -416,6 +414,8 @@ fn the_start_is_real_time_but_the_program_never_is() {
     assert_eq!(child.wait().unwrap().code(), Some(0));
     let exit: ExitRecord = supervise::read_json(&dir.join(supervise::EXIT_FILE)).unwrap();
     assert!(exit.success(), "{exit:?}");
+    let running = supervise::read_running(&dir).unwrap();
+    assert_eq!(running.realtime, permitted, "{running:?}");
     let out = std::fs::read_to_string(dir.join(supervise::STDOUT_FILE)).unwrap();
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 2, "{out:?}");
@@ -447,7 +447,7 @@ fn a_component_released_before_its_supervisor_starts_does_not_hold() {
     assert!(exit.success(), "{exit:?}");
     assert_eq!(std::fs::read_to_string(dir.join(supervise::STDOUT_FILE)).unwrap(), "ran\n");
     assert!(!dir.join(supervise::HELD_FILE).exists(), "it never held");
-    let running: supervise::RunningRecord = supervise::read_json(&dir.join(supervise::RUNNING_FILE)).unwrap();
+    let running = supervise::read_running(&dir).unwrap();
     assert!(
         !running.realtime && running.go_seen_ms > 0 && running.started_ms >= running.go_seen_ms,
         "{running:?}"

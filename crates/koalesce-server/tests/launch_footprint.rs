@@ -64,7 +64,10 @@ fn ino(p: &Path) -> u64 {
 /// Where a group named `name` under `parent` would be, in every hierarchy it could be in.
 fn group_paths(parent: &str, name: &str) -> Vec<PathBuf> {
     let root = Path::new(cgroup::CGROUP_ROOT);
-    let mut v: Vec<PathBuf> = ["memory", "pids", "freezer"].iter().map(|c| root.join(c).join(parent).join(name)).collect();
+    let mut v: Vec<PathBuf> = ["memory", "pids", "freezer"]
+        .iter()
+        .map(|c| root.join(c).join(parent).join(name))
+        .collect();
     v.push(root.join(parent).join(name));
     v
 }
@@ -78,11 +81,11 @@ fn remove_parent(parent: &str) {
 
 /// A launch of one component, released before its submission as the daemon does it: `go` is
 /// a link of the local site's shared marker (from its second launch on), the control group is recorded in `supervisor.json`
-/// (no `cgroup.json`), and after the end the directory holds six inodes of its own
-/// (record, running and exit records, stdout, stderr, work/) and no temporary, and the
-/// control group is gone.
+/// (no `cgroup.json`), `running.json` is a link of that record (how the program started is
+/// in `exit.json`), and after the end the directory holds five inodes of its own (record,
+/// exit record, stdout, stderr, work/) and no temporary, and the control group is gone.
 #[test]
-fn a_solo_launch_makes_six_inodes_and_leaves_no_control_group() {
+fn a_solo_launch_makes_five_inodes_and_leaves_no_control_group() {
     let tmp = tempfile::tempdir().unwrap();
     let jobs = tmp.path().join("sites/a/jobs");
     let b = LocalBackend::new("a", 4, false, common::supervisor());
@@ -101,7 +104,11 @@ fn a_solo_launch_makes_six_inodes_and_leaves_no_control_group() {
     let dir = jobs.join("7/a1-c0");
     supervise::create_launch_dir(&dir).unwrap();
     supervise::release(&dir).unwrap();
-    assert_eq!(ino(&dir.join(supervise::GO_FILE)), ino(&marker), "go is a link of the shared marker");
+    assert_eq!(
+        ino(&dir.join(supervise::GO_FILE)),
+        ino(&marker),
+        "go is a link of the shared marker"
+    );
     let id = b.submit(&sub(&dir, b.claim("a", 1).unwrap(), "echo ran")).unwrap();
     assert_eq!(wait_terminal(&b, &id), LrmState::Completed);
     assert_eq!(std::fs::read_to_string(dir.join(supervise::STDOUT_FILE)).unwrap(), "ran\n");
@@ -116,7 +123,19 @@ fn a_solo_launch_makes_six_inodes_and_leaves_no_control_group() {
         .collect();
     assert_eq!(names, expected, "the record directory holds these and nothing else");
     let own: BTreeSet<u64> = names.iter().map(|n| ino(&dir.join(n))).filter(|&i| i != ino(&marker)).collect();
-    assert_eq!(own.len(), 6, "six inodes of its own: {names:?}");
+    assert_eq!(own.len(), 5, "five inodes of its own: {names:?}");
+    assert_eq!(
+        ino(&dir.join(supervise::RUNNING_FILE)),
+        ino(&dir.join(supervise::SUPERVISOR_FILE)),
+        "running.json is a link of the supervisor's record"
+    );
+    let running = supervise::read_running(&dir).expect("how the program started is in exit.json");
+    assert!(running.child_pid > 0 && running.started_ms >= running.go_seen_ms, "{running:?}");
+    let exit = supervise::read_exit(&dir, NONCE).expect("the exit record is read as before");
+    assert!(exit.success() && exit.finished_ms >= running.started_ms, "{exit:?}");
+    // Released again (recovery writes missing go files): `go` stays what it was.
+    supervise::release(&dir).unwrap();
+    assert_eq!(ino(&dir.join(supervise::GO_FILE)), ino(&marker));
 
     let rec: SupervisorRecord = supervise::read_json(&dir.join(supervise::SUPERVISOR_FILE)).unwrap();
     let cg = rec.cgroup.clone().expect("tests run as root with cgroups mounted (as CI does)");
@@ -167,7 +186,11 @@ fn a_control_group_left_by_an_earlier_launch_carries_no_process_or_limit() {
             let _ = earlier.kill();
             let _ = earlier.wait();
         }
-        assert_eq!(st.and_then(|s| s.signal()), Some(9), "the earlier launch's process was killed: {st:?}");
+        assert_eq!(
+            st.and_then(|s| s.signal()),
+            Some(9),
+            "the earlier launch's process was killed: {st:?}"
+        );
         assert_eq!(cg.memory_limit(), limit, "no limit carried over from the earlier launch");
         let pids = cg.pids();
         assert_eq!(pids.len(), 1, "only this component's process (waiting at its gate): {pids:?}");

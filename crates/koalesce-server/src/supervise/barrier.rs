@@ -147,7 +147,10 @@ impl DirWatch {
 /// file of its own (`{"go_ms": ...}`, which a Slurm launch's timing is read from).
 pub fn release(dir: &Path) -> io::Result<()> {
     let go = dir.join(GO_FILE);
-    let linked = fs::hard_link(dir.join(SUPERVISOR_FILE), &go).or_else(|_| link_marker(dir, &go));
+    let linked = match fs::hard_link(dir.join(SUPERVISOR_FILE), &go) {
+        Err(e) if e.kind() != io::ErrorKind::AlreadyExists => link_marker(dir, &go),
+        other => other,
+    };
     match linked {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),

@@ -143,7 +143,11 @@ pub(super) fn create_cgroup(opts: &SuperviseOptions) -> Option<(crate::cgroup::C
 pub(super) fn reset_cgroup(cg: &crate::cgroup::Cgroup) {
     cg.kill_all();
     if !cg.wait_empty(DRAIN_TIMEOUT) {
-        say!("supervise: warning: processes of an earlier launch survive in {:?}: {:?}", cg.dirs, cg.pids());
+        say!(
+            "supervise: warning: processes of an earlier launch survive in {:?}: {:?}",
+            cg.dirs,
+            cg.pids()
+        );
     }
     if let Err(e) = cg.clear_memory_limit() {
         say!("supervise: warning: cannot lift the memory limit of {:?}: {e}", cg.dirs);
@@ -426,7 +430,11 @@ impl Held {
             held_ms: self.held_ms,
             realtime,
         };
-        let _ = publish(&dir.join(RUNNING_FILE), &serde_json::to_vec(&running).unwrap());
+        // The program started: `running.json`, a hard link of the supervisor's record (no
+        // inode of its own); how it started goes into `exit.json` (see `read_running`).
+        if fs::hard_link(dir.join(super::SUPERVISOR_FILE), dir.join(RUNNING_FILE)).is_err() {
+            let _ = publish(&dir.join(RUNNING_FILE), &serde_json::to_vec(&running).unwrap());
+        }
         let timer = opts.time_limit.map(|ms| WallClock::start(ms, child.id(), cgroup.clone()));
         let status = loop {
             match child.wait() {
@@ -458,8 +466,12 @@ impl Held {
                 oom_killed,
                 timed_out,
                 site_fault: false,
+                running: Some(running),
             },
-            None => Outcome::site("lost track of the program".into()),
+            None => Outcome {
+                running: Some(running),
+                ..Outcome::site("lost track of the program".into())
+            },
         })
     }
 }

@@ -41,8 +41,8 @@ pub(super) fn printed_clocks(job: &Value) -> anyhow::Result<Vec<i128>> {
 /// in its directory (the parent of its stdout): the batch script written (just before
 /// `sbatch`), the supervisor checked in (`supervisor.json`), set up and held (`held`; a
 /// component released before it checked in does not hold: then when it saw `go`), `go`
-/// staged by the daemon, `go` seen by the supervisor and the program started (`running.json`),
-/// and whether its start was real-time.
+/// staged by the daemon, `go` seen by the supervisor and the program started (`exit.json`'s
+/// `running`), and whether its start was real-time.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Steps {
     pub(super) script: u64,
@@ -70,18 +70,17 @@ pub(super) fn launch_steps(job: &Value) -> anyhow::Result<Vec<Steps>> {
                 .and_then(|m| m.modified())
                 .map(|t| t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64))
                 .unwrap_or(0);
-            let go_seen = read("running.json", "go_seen_ms")?;
-            let realtime = std::fs::read_to_string(dir.join("running.json"))
-                .ok()
-                .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-                .and_then(|v| v["realtime"].as_bool())
-                .unwrap_or(false);
+            // How the program started: in exit.json (running.json of earlier supervisors).
+            let running = koalesce_server::supervise::read_running(dir)
+                .with_context(|| format!("{}: no record of the program's start", dir.display()))?;
+            let go_seen = running.go_seen_ms;
+            let realtime = running.realtime;
             Ok(Steps {
                 script,
                 checkin: read("supervisor.json", "started_ms")?,
-                // `held` is a hard link of supervisor.json; the supervisor records the moment in
-                // running.json (0 when `go` was there before it checked in).
-                held: Some(read("running.json", "held_ms")?).filter(|&t| t > 0).unwrap_or(go_seen),
+                // `held` is a hard link of supervisor.json; the supervisor records the moment with
+                // the start (0 when `go` was there before it checked in).
+                held: Some(running.held_ms).filter(|&t| t > 0).unwrap_or(go_seen),
                 go: read("go", "go_ms")?,
                 go_seen,
                 realtime,
