@@ -121,65 +121,73 @@ impl Cgroup {
     /// [`Cgroup::create`], also saying whether the group was made by this call (false: a
     /// directory of that name was there already, under some controller).
     pub fn create_new(parent: &str, name: &str) -> io::Result<(Cgroup, bool)> {
+        let cg = Self::planned(parent, name)?;
+        let made = cg.make()?;
+        Ok((cg, made))
+    }
+
+    /// Where `<parent>/<name>` is under every controller this machine offers (v1 preferred,
+    /// as it is where the controllers are on a hybrid system; else v2), not made yet.
+    pub fn planned(parent: &str, name: &str) -> io::Result<Cgroup> {
         for part in parent.split('/') {
             check_name(part)?;
         }
         check_name(name)?;
         let root = Path::new(CGROUP_ROOT);
-        let hierarchy = mounted_hierarchy();
-        // The parents as needed, then the group itself (existing: not made here).
-        let make = |dir: &Path| -> io::Result<bool> {
-            if let Some(p) = dir.parent() {
-                if !p.is_dir() {
-                    fs::create_dir_all(p)?;
-                }
-            }
-            match fs::create_dir(dir) {
-                Ok(()) => Ok(true),
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
-                Err(e) => Err(e),
-            }
-        };
-        if hierarchy == Some(Version::V1) {
-            let dirs: Vec<PathBuf> = V1_CONTROLLERS.iter().map(|c| root.join(c).join(parent).join(name)).collect();
-            let mut fresh = true;
-            let made = dirs.iter().try_for_each(|d| make(d).map(|new| fresh &= new));
-            let cg = Cgroup {
+        match mounted_hierarchy() {
+            Some(Version::V1) => Ok(Cgroup {
                 version: Version::V1,
-                dirs,
-            };
-            if let Err(e) = made {
-                if fresh {
-                    cg.remove();
+                dirs: V1_CONTROLLERS.iter().map(|c| root.join(c).join(parent).join(name)).collect(),
+            }),
+            Some(Version::V2) => Ok(Cgroup {
+                version: Version::V2,
+                dirs: vec![root.join(parent).join(name)],
+            }),
+            None => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "no cgroup v1 memory/pids/freezer or cgroup v2 mounted",
+            )),
+        }
+    }
+
+    /// Makes the group's directories (and their parents as needed; v2: enabling the memory
+    /// and pids controllers for the subtree on the way down, best effort). Returns whether they
+    /// were made here (false: a directory of that name was there already). A group half made
+    /// here is removed again on an error.
+    pub fn make(&self) -> io::Result<bool> {
+        let root = Path::new(CGROUP_ROOT);
+        let mut fresh = true;
+        let mut made = || -> io::Result<()> {
+            for d in &self.dirs {
+                let parent = d.parent().unwrap_or(root);
+                if self.version == Version::V2 {
+                    let mut at = root.to_path_buf();
+                    for part in parent.strip_prefix(root).unwrap_or(Path::new("")).components() {
+                        let _ = fs::write(at.join("cgroup.subtree_control"), "+memory +pids");
+                        at.push(part);
+                        fs::create_dir_all(&at)?;
+                    }
+                    let _ = fs::write(at.join("cgroup.subtree_control"), "+memory +pids");
+                } else if !parent.is_dir() {
+                    fs::create_dir_all(parent)?;
                 }
-                return Err(e);
+                match fs::create_dir(d) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => fresh = false,
+                    Err(e) => return Err(e),
+                }
             }
-            return Ok((cg, fresh));
-        }
-        if hierarchy == Some(Version::V2) {
-            // Enable the memory and pids controllers for the subtree on the way down (best
-            // effort: a controller the parent lacks just stays off).
-            let mut at = root.to_path_buf();
-            for part in parent.split('/') {
-                let _ = fs::write(at.join("cgroup.subtree_control"), "+memory +pids");
-                at.push(part);
-                fs::create_dir_all(&at)?;
+            Ok(())
+        };
+        match made() {
+            Ok(()) => Ok(fresh),
+            Err(e) => {
+                if fresh {
+                    self.remove();
+                }
+                Err(e)
             }
-            let _ = fs::write(at.join("cgroup.subtree_control"), "+memory +pids");
-            let dir = at.join(name);
-            let fresh = make(&dir)?;
-            return Ok((
-                Cgroup {
-                    version: Version::V2,
-                    dirs: vec![dir],
-                },
-                fresh,
-            ));
         }
-        Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            "no cgroup v1 memory/pids/freezer or cgroup v2 mounted",
-        ))
     }
 
     /// The `cgroup.procs` files a new process writes "0" to, to join the group.
@@ -356,8 +364,10 @@ impl Cgroup {
         }
     }
 
-    /// The group recorded in a component's record directory, if any: in its supervisor's
-    /// record, or in `cgroup.json` (a supervisor of an earlier version).
+    /// The group recorded in a component's record directory, if it is there: in its
+    /// supervisor's record (which names it before the supervisor makes it, so a group whose
+    /// directory is not there was not made yet, could not be made, or is removed already:
+    /// none), or in `cgroup.json` (a supervisor of an earlier version).
     pub fn recorded(record_dir: &Path) -> Option<Cgroup> {
         let rec = crate::supervise::read_json(&record_dir.join(crate::supervise::SUPERVISOR_FILE));
         Self::of_record(rec.as_ref(), record_dir)
@@ -366,7 +376,8 @@ impl Cgroup {
     /// [`Cgroup::recorded`] with the supervisor's record read already.
     pub fn of_record(rec: Option<&crate::supervise::SupervisorRecord>, record_dir: &Path) -> Option<Cgroup> {
         let cg = match rec.and_then(|r| r.cgroup.clone()) {
-            Some(cg) => cg,
+            Some(cg) if cg.exists() => cg,
+            Some(_) => return None,
             None if rec.is_some_and(|r| r.fenced) => return None,
             None => crate::supervise::read_json(&record_dir.join(CGROUP_FILE))?,
         };

@@ -14,8 +14,8 @@
 //! ```text
 //! DIR/                record directory (the daemon's and the supervisor's only)
 //!   supervisor.json   {pid, proc_start, started_ms, nonce, cgroup} or {fenced: true}   (created
-//!                     exclusively; `cgroup`: the component's control group, see crate::cgroup,
-//!                     made just before, so that it needs no record file of its own)
+//!                     exclusively; `cgroup`: where the component's control group is made right
+//!                     after, see crate::cgroup, so that it needs no record file of its own)
 //!   held              set up, only the exec remains (the check-in the daemon waits for; a hard
 //!                     link of supervisor.json, no inode of its own)
 //!   go, abort         written by the daemon (the start barrier; go: a hard link of
@@ -143,8 +143,8 @@ pub struct SupervisorRecord {
     /// The launch's nonce (see the module docs); empty for a fence.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub nonce: String,
-    /// The component's control group, made before this record (none where cgroups are not
-    /// writable; see [`crate::cgroup::Cgroup::recorded`]).
+    /// Where the component's control group is (made right after this record; where it could
+    /// not be made, there is no such directory: see [`crate::cgroup::Cgroup::recorded`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cgroup: Option<crate::cgroup::Cgroup>,
 }
@@ -546,11 +546,9 @@ pub fn supervise_main(opts: &SuperviseOptions) -> i32 {
         return 2;
     }
     let me = std::process::id();
-    // The control group first, so that the record says where it is (no file of its own).
-    let (cgroup, made) = match launch::create_cgroup(opts) {
-        Some((cg, made)) => (Some(cg), made),
-        None => (None, false),
-    };
+    // Where the component's control group will be, in the record (no file of its own); it
+    // is made after the check-in, in `launch::prepare`.
+    let cgroup = launch::planned_cgroup(opts);
     let rec = SupervisorRecord {
         pid: me,
         proc_start: proc_start_time(me).unwrap_or(0),
@@ -559,45 +557,22 @@ pub fn supervise_main(opts: &SuperviseOptions) -> i32 {
         nonce: opts.nonce.clone(),
         cgroup: cgroup.clone(),
     };
-    if let Err(e) = create_exclusive(&dir.join(SUPERVISOR_FILE), &serde_json::to_vec(&rec).unwrap()) {
-        // Not ours: a group of the same name that was there already belongs to the
-        // directory's supervisor (or to nobody); only one made here is removed.
-        if made {
-            if let Some(cg) = &cgroup {
-                cg.remove();
-            }
-        }
-        if e.kind() == io::ErrorKind::AlreadyExists {
+    match create_exclusive(&dir.join(SUPERVISOR_FILE), &serde_json::to_vec(&rec).unwrap()) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
             say!("supervise: {} already has a supervisor record; not starting twice", dir.display());
             return 3;
         }
-        say!("supervise: cannot write record: {e}");
-        return 2;
-    }
-    if !made {
-        // Left by an earlier launch of the same directory name (a data directory started
-        // afresh): nothing of it may stay, neither a process nor a limit.
-        if let Some(cg) = &cgroup {
-            launch::reset_cgroup(cg);
+        Err(e) => {
+            say!("supervise: cannot write record: {e}");
+            return 2;
         }
     }
-    let drop_cgroup = |o: Outcome| {
-        if let Some(cg) = &cgroup {
-            cg.remove();
-        }
-        o
-    };
     // The account, before the barrier: a job whose user cannot run here fails at once.
     let account = match &opts.user {
         Some(name) if crate::users::can_switch() => match crate::users::resolve_cached(name, opts.allow_root) {
             Ok(a) => Some(a),
-            Err(e) => {
-                return record_exit(
-                    dir,
-                    &opts.nonce,
-                    drop_cgroup(Outcome::failed(format!("the job cannot run as its user: {e}"))),
-                )
-            }
+            Err(e) => return record_exit(dir, &opts.nonce, Outcome::failed(format!("the job cannot run as its user: {e}"))),
         },
         Some(name) => {
             say!("supervise: not running as root: the program runs as this account, not '{name}'");
@@ -611,9 +586,9 @@ pub fn supervise_main(opts: &SuperviseOptions) -> i32 {
     // like an abort, cleaning up (caught before the program's process is forked: it must not
     // die of it while it waits either).
     let terminated = barrier::BarrierSignals::catch();
-    let prepared = match launch::prepare(opts, account.as_ref(), cgroup.clone()) {
+    let prepared = match launch::prepare(opts, account.as_ref(), cgroup) {
         Ok(p) => p,
-        Err(outcome) => return record_exit(dir, &opts.nonce, drop_cgroup(outcome)),
+        Err(outcome) => return record_exit(dir, &opts.nonce, outcome),
     };
     // Released already (`go` written before the submission: a launch of one component, or
     // while the supervisor set up): nothing to wait for, the program's process goes through

@@ -72,8 +72,26 @@ pub(super) fn prepare(
         Some(rel) => Some(make_start_dir(&work, rel, account).map_err(|e| Outcome::failed(format!("working directory '{rel}': {e}")))?),
         None => None,
     };
+    let cgroup = cgroup.and_then(|cg| match cg.make() {
+        Ok(true) => Some(cg),
+        Ok(false) => {
+            reset_cgroup(&cg);
+            Some(cg)
+        }
+        Err(e) => {
+            say!("supervise: warning: no control group ({e}); descendants that leave the process group cannot be tracked");
+            None
+        }
+    });
+    let drop_cgroup = |o: Outcome| {
+        if let Some(cg) = &cgroup {
+            cg.remove();
+        }
+        o
+    };
     if let (Some(cg), Some(bytes)) = (&cgroup, opts.memory_limit) {
-        cg.set_memory_limit(bytes).map_err(|e| site("cannot set the memory limit", e))?;
+        cg.set_memory_limit(bytes)
+            .map_err(|e| drop_cgroup(site("cannot set the memory limit", e)))?;
     }
     if let Err(e) = crate::sandbox::landlock_fully_supported() {
         say!("supervise: warning: Landlock is not fully enforced on this kernel ({e}); the job is less confined");
@@ -104,11 +122,11 @@ pub(super) fn prepare(
         hide: opts.hide.clone().filter(|_| crate::users::can_switch()),
         cgroup_procs: cgroup.as_ref().map(|c| c.procs_files()).unwrap_or_default(),
     };
-    let confinement = crate::sandbox::Confinement::prepare(&request).map_err(|e| site("cannot prepare the sandbox", e))?;
+    let confinement = crate::sandbox::Confinement::prepare(&request).map_err(|e| drop_cgroup(site("cannot prepare the sandbox", e)))?;
     let start_dir = start_dir
         .map(|d| std::ffi::CString::new(d.into_os_string().into_encoded_bytes()))
         .transpose()
-        .map_err(|e| Outcome::failed(format!("start directory: {e}")))?;
+        .map_err(|e| drop_cgroup(Outcome::failed(format!("start directory: {e}"))))?;
     Ok(Prepared {
         launcher: Launcher {
             request,
@@ -124,17 +142,12 @@ pub(super) fn prepare(
     })
 }
 
-/// Makes the component's control group, before its supervisor's record (which says where it
-/// is). Returns it and whether it was made here (false: a group of that name was there
-/// already); None where control groups cannot be made (a warning in the supervisor's log).
-pub(super) fn create_cgroup(opts: &SuperviseOptions) -> Option<(crate::cgroup::Cgroup, bool)> {
-    match crate::cgroup::Cgroup::create_new(&opts.cgroup_parent, &crate::cgroup::name_for(&opts.dir)) {
-        Ok(made) => Some(made),
-        Err(e) => {
-            say!("supervise: warning: no control group ({e}); descendants that leave the process group cannot be tracked");
-            None
-        }
-    }
+/// Where the component's control group will be, for its supervisor's record (None where no
+/// cgroup hierarchy is mounted or the name is not valid: a warning when it is made).
+pub(super) fn planned_cgroup(opts: &SuperviseOptions) -> Option<crate::cgroup::Cgroup> {
+    crate::cgroup::Cgroup::planned(&opts.cgroup_parent, &crate::cgroup::name_for(&opts.dir))
+        .map_err(|e| say!("supervise: warning: no control group ({e}); descendants that leave the process group cannot be tracked"))
+        .ok()
 }
 
 /// Empties a control group found already there (an earlier launch's of the same name) for
