@@ -165,6 +165,7 @@ mod tests {
             started_ms: 1,
             fenced: false,
             nonce: "n1".into(),
+            cgroup: None,
         }
     }
 
