@@ -23,8 +23,9 @@
 //!       go               written by the daemon: the held supervisor may run the program (a
 //!                        hard link of supervisor.json, or of a local site's `jobs/.go`)
 //!       abort            written by the daemon: the held supervisor gives up, never runs it
-//!       running.json     {child_pid, started_ms}
-//!       exit.json        {exit_code, signal, spawn_error, finished_ms, never_started, oom_killed, site_fault}
+//!       running.json     the program started (a hard link of supervisor.json)
+//!       exit.json        {exit_code, signal, spawn_error, finished_ms, never_started, oom_killed, site_fault,
+//!                         running: {child_pid, started_ms, ...}}   (not fsynced: see supervise)
 //!       stdout, stderr   the component's output
 //!       supervisor.log   the supervisor's own diagnostics (only when it has any)
 //!       inputs/          private copies of inputs for a job run under another account
