@@ -365,7 +365,7 @@ async fn follow(fed: &Arc<Federation>, row: &GridRow) -> anyhow::Result<()> {
                     super::results::logs_back(fed, i, row, r);
                 }
             } else if r.job_state.as_deref() == Some("succeeded") && row.outputs.is_none() {
-                outputs_back(fed, row, r.clone())?;
+                outputs_back(fed, row, r.clone()).await?;
             } else if !row.released {
                 release(fed, row).await?;
             }
@@ -421,15 +421,24 @@ async fn release(fed: &Arc<Federation>, row: &GridRow) -> anyhow::Result<()> {
 }
 
 /// Fetches a succeeded migrated job's outputs back (in the background; nothing to fetch:
-/// recorded at once).
-fn outputs_back(fed: &Arc<Federation>, row: &GridRow, r: HandoffState) -> anyhow::Result<()> {
+/// recorded at once). A peer that released the job without our `done` (its
+/// `received_retention_ms` passed while this server was away) no longer has them: recorded as
+/// none, with a `data_error` saying so.
+async fn outputs_back(fed: &Arc<Federation>, row: &GridRow, r: HandoffState) -> anyhow::Result<()> {
     let (Some(peer), Some(rid)) = (row.peer.as_deref(), r.job) else {
         return Ok(());
     };
     let Some(i) = fed.peer_index(peer) else { return Ok(()) };
     let desc = JobDescription::parse(&row.description).map_err(|e| anyhow::anyhow!("grid job {}: {e:?}", row.id))?;
-    if desc.outputs.is_empty() {
-        fed.journal.set_outputs(row.id, "[]")?;
+    let lost = (r.released && !desc.outputs.is_empty())
+        .then(|| format!("outputs from {peer}: removed there before they were fetched (its received_retention_ms passed)"));
+    if desc.outputs.is_empty() || lost.is_some() {
+        let (j, id) = (fed.journal.clone(), row.id);
+        blocking(move || {
+            j.set_outputs(id, "[]")?;
+            j.set_data_error(id, lost.as_deref())
+        })
+        .await?;
         return Ok(());
     }
     if fed.available(i) {

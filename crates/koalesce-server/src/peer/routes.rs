@@ -286,6 +286,7 @@ pub(super) async fn handoff_view(fed: &F, inc: Incoming) -> HandoffState {
         outputs: Vec::new(),
         inputs_here: None,
         logs: Vec::new(),
+        released: inc.released,
     };
     if let Some(id) = inc.local_id {
         if let Ok(d) = api::job_detail(&fed.shared, id).await {
@@ -431,10 +432,9 @@ async fn abort(State(fed): State<F>, headers: HeaderMap, Path(h): Path<String>) 
 }
 
 /// `POST /api/v1/peer/handoffs/{h}/done` (at the receiver): the origin has what it needs of
-/// the ended job (its outputs and logs are back). Marks the handoff released (durable), then
-/// removes the inputs received for it that no live handoff (prepared, or committed and not
-/// released) or unended job uses, and the job's outputs here (the origin has them).
-/// Idempotent: a repeated call sweeps again.
+/// the ended job (its outputs and logs are back). Releases the handoff ([`super::cleanup::release`]:
+/// durable, then the inputs received for it that nothing live needs and the job's outputs here
+/// go). Idempotent: a repeated call sweeps again.
 async fn done(State(fed): State<F>, headers: HeaderMap, Path(h): Path<String>) -> R<Json<HandoffState>> {
     let i = peer_auth(&fed, &headers)?;
     let inc = find(&fed, i, &h).await?;
@@ -447,26 +447,7 @@ async fn done(State(fed): State<F>, headers: HeaderMap, Path(h): Path<String>) -
     if !ended {
         return Err(conflict(&format!("has a job that has not ended ({})", d.state)));
     }
-    // Under the lock no commit can take an input between the look-up and the removal.
-    let one = fed.submit_lock.lock().await;
-    let j = fed.journal.clone();
-    let key = h.clone();
-    blocking(move || j.release(&key)).await.map_err(internal)?;
-    let mut removed = data::release_inputs(&fed, &inc).await.map_err(internal)?;
-    drop(one);
-    // Its outputs here are copies the origin holds now (registered for `peer-<origin>`).
-    let owner = format!("peer-{}", inc.origin);
-    for name in &d.outputs {
-        let theirs = fed
-            .shared
-            .lock()
-            .files
-            .get(name)
-            .is_some_and(|f| f.owner.as_deref() == Some(owner.as_str()));
-        if theirs && crate::api_files::remove_file(&fed.shared, name).await.map_err(internal)? {
-            removed += 1;
-        }
-    }
+    let removed = super::cleanup::release(&fed, &inc).await.map_err(internal)?;
     if removed > 0 {
         tracing::info!(handoff = %h, removed, "inputs and outputs of an ended job removed");
     }

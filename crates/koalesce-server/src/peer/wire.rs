@@ -84,6 +84,10 @@ pub struct HandoffState {
     /// the origin to fetch from `GET /api/v1/peer/handoffs/{handoff}/logs/{name}`.
     #[serde(default)]
     pub logs: Vec<PeerFile>,
+    /// The receiver let go of the job's data (inputs received for it, its outputs there): on
+    /// the origin's `done`, or `received_retention_ms` after the job ended without one.
+    #[serde(default)]
+    pub released: bool,
 }
 
 /// A job of the grid queue, as `GET /api/v1/grid/jobs/{id}` shows it.

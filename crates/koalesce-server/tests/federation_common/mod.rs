@@ -287,3 +287,65 @@ pub fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// The names in `srv`'s file catalogue, sorted.
+pub fn catalogue(srv: &BackgroundServer, tok: &str) -> Vec<String> {
+    let v = get(srv, tok, "/api/v1/files");
+    let mut n: Vec<String> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap().to_string())
+        .collect();
+    n.sort();
+    n
+}
+
+/// A peer's client as `name` calling `srv` with the pair's secret.
+pub fn as_peer(name: &str, srv: &BackgroundServer) -> koalesce_server::peer::PeerClient {
+    koalesce_server::peer::PeerClient::new(name, "beta", &srv.url(), SECRET.into(), 5_000)
+}
+
+/// Phase one of handoff `h` (a job `desc` with `inputs`) from `peer`: asserts it is prepared.
+pub fn prepare_handoff(peer: &koalesce_server::peer::PeerClient, h: &str, desc: &str, inputs: Value) -> Value {
+    let body = serde_json::json!({"handoff": h, "user": "alice", "description": desc, "inputs": inputs});
+    let p: Value = peer.call("/api/v1/peer/handoffs", Some(&body)).unwrap();
+    assert_eq!(p["state"], "prepared", "{p}");
+    p
+}
+
+/// Commits handoff `h` from `peer` until the receiver submitted its job (its inputs are
+/// fetched first); the receiver's view then.
+pub fn commit_until_submitted(peer: &koalesce_server::peer::PeerClient, h: &str, secs: u64) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let v: Value = peer.call(&format!("/api/v1/peer/handoffs/{h}/commit"), Some(&())).unwrap();
+        if v["job"].is_u64() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "{h} never submitted: {v}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Waits until the job of handoff `h` ended at the receiver (as `peer` sees it); that view.
+pub fn wait_handoff_ended(peer: &koalesce_server::peer::PeerClient, h: &str, secs: u64) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let v: Value = peer.call::<(), _>(&format!("/api/v1/peer/handoffs/{h}"), None).unwrap();
+        if v["job_state"].as_str().is_some_and(koalesce_api::dto::is_final_state) {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "{h} never ended: {v}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Waits until `cond` holds, checking every 100 ms; panics with `what` after `secs`.
+pub fn wait_until(secs: u64, what: &dyn Fn() -> String, cond: &dyn Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !cond() {
+        assert!(Instant::now() < deadline, "{}", what());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

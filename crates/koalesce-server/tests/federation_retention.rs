@@ -1,0 +1,98 @@
+//! Live federation (issue 14): what a receiver keeps of a job a peer handed over once the job
+//! ended there — its received inputs and its outputs stay until the origin says `done`, or,
+//! when that never comes (the origin was lost, or its journal), until `received_retention_ms`
+//! passed since the job ended (as HTCondor keeps a finished spooled job's files); a release a
+//! crash interrupted is finished after the restart. And the logs of a job still running at a
+//! peer: a tail reads only the end it needs, however large the log.
+
+mod common;
+mod federation_common;
+
+use common::token;
+use federation_common::*;
+use koalesce_server::peer::Journal;
+use serde_json::{json, Value};
+
+/// Issue 14: beta runs two jobs handed over by an origin that never says `done` (a fake
+/// alpha). Their received input and their outputs stay at beta while the retention runs. One
+/// handoff is released in beta's journal as a `done` leaves it when beta is killed before its
+/// removals: after the restart its input and output go, the other's stay. Restarted with a
+/// retention of 2 s, the other one's output goes too; both views say `released`, and a late
+/// `done` still answers (idempotent).
+#[test]
+fn received_data_of_a_job_whose_origin_never_says_done_goes_after_the_retention() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = text(100_000, 21);
+    let sha = sha256_hex(&data);
+    let fake = FakeOrigin::start(data.clone());
+    fake.set(Serve::Good);
+    let bdir = tmp.path().join("b");
+    let pb = free_port();
+    let start = |retention_ms: u64| {
+        server_tuned(&bdir, "beta", pb, &[("b1", 4)], &[("alpha", fake.port)], |f| {
+            f.probe_bytes = 0;
+            f.received_retention_ms = retention_ms;
+        })
+    };
+    let hour = 3_600_000;
+    let b = start(hour);
+    let root = token(&b.data_dir, "root", true);
+    let as_alpha = as_peer("alpha", &b);
+    let reads = "name = \"reads\"\nexecutable = \"/bin/sh\"\narguments = [\"-c\", \"wc -c < \\\"$KOALESCE_INPUT_D_BIN\\\" > out.txt\"]\n\
+                 inputs = [\"d.bin\"]\noutputs = [\"out.txt\"]\n[[components]]\nprocessors = 1\n";
+    let writes = "name = \"writes\"\nexecutable = \"/bin/sh\"\narguments = [\"-c\", \"echo hi > out.txt\"]\n\
+                  outputs = [\"out.txt\"]\n[[components]]\nprocessors = 1\n";
+    prepare_handoff(
+        &as_alpha,
+        "alpha-1-1",
+        reads,
+        json!([{"name": "d.bin", "size_bytes": data.len(), "sha256": sha}]),
+    );
+    prepare_handoff(&as_alpha, "alpha-2-1", writes, json!([]));
+    let r1 = commit_until_submitted(&as_alpha, "alpha-1-1", 30)["job"].as_u64().unwrap();
+    let r2 = commit_until_submitted(&as_alpha, "alpha-2-1", 30)["job"].as_u64().unwrap();
+    for h in ["alpha-1-1", "alpha-2-1"] {
+        let v = wait_handoff_ended(&as_alpha, h, 60);
+        assert_eq!(
+            (v["job_state"].as_str(), v["released"].as_bool()),
+            (Some("succeeded"), Some(false)),
+            "{v}"
+        );
+    }
+    let (received, out1, out2) = (format!("peer-alpha/{sha}"), format!("{r1}/out.txt"), format!("{r2}/out.txt"));
+    let (code, n) = b.request("GET", &format!("/api/v1/files/{out1}"), Some(&root), b"");
+    assert_eq!((code, n.trim()), (200, "100000"), "the job read the whole input");
+    assert_eq!(catalogue(&b, &root), vec![out1.clone(), out2.clone(), received.clone()]);
+    // Beta dies in the middle of a `done` for alpha-1-1: released in its journal, nothing
+    // removed yet.
+    let journal = b.data_dir.join("federation.db");
+    b.stop();
+    let j = Journal::open(&journal).unwrap();
+    assert!(j.release("alpha-1-1").unwrap());
+    drop(j);
+    let b = start(hour);
+    wait_until(20, &|| format!("{:?}", catalogue(&b, &root)), &|| {
+        catalogue(&b, &root) == vec![out2.clone()]
+    });
+    assert!(received_here(&b, &root).1.is_empty(), "{:?}", received_here(&b, &root));
+    let view = |h: &str| as_alpha.call::<(), Value>(&format!("/api/v1/peer/handoffs/{h}"), None).unwrap();
+    assert_eq!(view("alpha-1-1")["released"], true);
+    assert_eq!(view("alpha-2-1")["released"], false, "within the retention");
+    // With a retention of 2 s, the job that ended before it loses its data here too.
+    b.stop();
+    let b = start(2_000);
+    wait_until(20, &|| format!("{:?}", catalogue(&b, &root)), &|| catalogue(&b, &root).is_empty());
+    assert_eq!(view("alpha-2-1")["released"], true);
+    // A `done` that comes late is answered as before; the jobs stay what they were.
+    let d: Value = as_alpha.call("/api/v1/peer/handoffs/alpha-2-1/done", Some(&())).unwrap();
+    assert_eq!(
+        (d["released"].as_bool(), d["job_state"].as_str()),
+        (Some(true), Some("succeeded")),
+        "{d}"
+    );
+    assert_eq!(
+        get(&b, &root, "/api/v1/jobs?all=true").as_array().unwrap().len(),
+        2,
+        "each ran once"
+    );
+}
