@@ -96,3 +96,65 @@ fn received_data_of_a_job_whose_origin_never_says_done_goes_after_the_retention(
         "each ran once"
     );
 }
+
+/// A log answer of grid job `id` at `srv` with its size and lines-cut headers.
+fn grid_log_headers(srv: &koalesce_server::BackgroundServer, tok: &str, id: u64, query: &str) -> (u16, String, String, String) {
+    let mut resp = ureq::get(&format!("{}/api/v1/grid/jobs/{id}/logs?{query}", srv.url()))
+        .header("Authorization", &format!("Bearer {tok}"))
+        .config()
+        .http_status_as_error(false)
+        .build()
+        .call()
+        .unwrap();
+    let head = |n: &str| resp.headers().get(n).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    let (size, cut) = (head("x-koalesce-log-size"), head("x-koalesce-lines-cut"));
+    let code = resp.status().as_u16();
+    let body = resp.body_mut().with_config().limit(64 << 20).read_to_string().unwrap();
+    (code, body, size, cut)
+}
+
+/// Issue 14: `tail` of a job still running at a peer whose stdout is larger than 16 MiB
+/// (600 000 lines, 18.6 MB, then "the end") answers the log's last lines and its whole size,
+/// as for a job here (the tail is cut at the peer: before, the origin tailed the log's first
+/// 16 MiB); reading from an offset past 16 MiB answers what is there.
+#[test]
+fn a_tail_of_a_large_log_at_a_peer_reads_only_its_end() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (pa, pb) = (free_port(), free_port());
+    let a = server(&tmp.path().join("a"), "alpha", pa, &[("a1", 1)], &[("beta", pb)]);
+    let _b = server(&tmp.path().join("b"), "beta", pb, &[("b1", 4)], &[("alpha", pa)]);
+    let alice = token(&a.data_dir, "alice", false);
+    let _blocker = grid_submit(&a, &alice, &sleep_job("blocker", 30));
+    let line = "a line of the log that repeats\n";
+    let lines = 600_000u64;
+    let total = line.len() as u64 * lines + "the end\n".len() as u64;
+    let script = format!(
+        "yes '{}' | head -c {}; echo 'the end'; exec sleep 60",
+        line.trim_end(),
+        line.len() as u64 * lines
+    );
+    let job = format!(
+        "name = \"loud\"\nexecutable = \"/bin/sh\"\narguments = [\"-c\", {script:?}]\nruntime_estimate = \"20s\"\nwalltime = \"5m\"\n[[components]]\nprocessors = 1\n"
+    );
+    let id = grid_submit(&a, &alice, &job);
+    // Running at beta (read through from there, not the copy that comes back once it ended).
+    wait_until(40, &|| format!("{}", get(&a, &alice, &format!("/api/v1/grid/jobs/{id}"))), &|| {
+        grid_log_headers(&a, &alice, id, "tail=1").1 == "the end\n"
+    });
+    let (code, body, size, cut) = grid_log_headers(&a, &alice, id, "tail=2");
+    assert_eq!((code, body.as_str()), (200, "a line of the log that repeats\nthe end\n"));
+    assert_eq!(
+        (size, cut),
+        (total.to_string(), (lines - 1).to_string()),
+        "the whole log's size, the lines left out"
+    );
+    let g = get(&a, &alice, &format!("/api/v1/grid/jobs/{id}"));
+    assert_eq!((g["runs_at"].as_str(), g["state"].as_str()), (Some("beta"), Some("running")), "{g}");
+    // From an offset past 16 MiB on: the rest.
+    let from = total - 2 * line.len() as u64 - 8;
+    let (code, body, size, _) = grid_log_headers(&a, &alice, id, &format!("offset={from}"));
+    assert_eq!(
+        (code, body.as_str(), size),
+        (200, format!("{line}{line}the end\n").as_str(), total.to_string())
+    );
+}

@@ -90,8 +90,20 @@ async fn handoff_job(fed: &F, i: usize, h: &str) -> R<(JobDetail, bool)> {
 /// job the calling peer handed over as `h` (Range: bytes=N- resumes). Once the job ended with
 /// its SHA-256 (the origin fetches it and checks); before, as it is now (the origin shows it
 /// to a user following a running job).
-pub(crate) async fn log_file(State(fed): State<F>, headers: HeaderMap, Path((h, name)): Path<(String, String)>) -> R<Response> {
+pub(crate) async fn log_file(
+    State(fed): State<F>,
+    headers: HeaderMap,
+    Path((h, name)): Path<(String, String)>,
+    q: Result<Query<TailQuery>, axum::extract::rejection::QueryRejection>,
+) -> R<Response> {
     let i = peer_auth(&fed, &headers)?;
+    let Query(q) = q.map_err(|e| err(StatusCode::BAD_REQUEST, format!("query: {e}")))?;
+    if q.tail.is_some_and(|t| t > crate::api_output::MAX_TAIL_LINES) {
+        return Err(err(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("parameter 'tail': at most {} lines", crate::api_output::MAX_TAIL_LINES),
+        ));
+    }
     let (d, ended) = handoff_job(&fed, i, &h).await?;
     let not_found = || {
         err(
@@ -108,9 +120,24 @@ pub(crate) async fn log_file(State(fed): State<F>, headers: HeaderMap, Path((h, 
         return if ended {
             Err(not_found())
         } else {
-            Ok((StatusCode::OK, Vec::<u8>::new()).into_response())
+            Ok(tail_answer(Vec::new(), 0, 0))
         };
     };
+    if let Some(lines) = q.tail {
+        // Read here, from the end: only the lines asked for cross to the peer.
+        let read = blocking(move || {
+            let size = std::fs::metadata(&path)?.len();
+            let (bytes, cut) = crate::api_output::tail_lines(&path, lines)?;
+            let (bytes, dropped) = cap_tail(bytes, LIVE_LOG_BYTES as usize);
+            Ok::<_, std::io::Error>((bytes, size, cut + dropped))
+        })
+        .await;
+        return match read {
+            Ok((bytes, size, cut)) => Ok(tail_answer(bytes, size, cut)),
+            Err(_) if !ended => Ok(tail_answer(Vec::new(), 0, 0)),
+            Err(_) => Err(not_found()),
+        };
+    }
     let opened = blocking(move || {
         let sha = if ended { Some(crate::transfer::checksum(&path)?.0) } else { None };
         let f = std::fs::File::open(&path)?;
@@ -124,6 +151,45 @@ pub(crate) async fn log_file(State(fed): State<F>, headers: HeaderMap, Path((h, 
         Err(_) if !ended => Ok((StatusCode::OK, Vec::<u8>::new()).into_response()),
         Err(_) => Err(not_found()),
     }
+}
+
+/// `?tail=L` on a log a peer reads: its last L lines.
+#[derive(Debug, serde::Deserialize)]
+pub(crate) struct TailQuery {
+    tail: Option<usize>,
+}
+
+/// A tail a peer asked for: the bytes, with the log's whole size and the lines left out in
+/// the headers a local log answer has.
+fn tail_answer(bytes: Vec<u8>, size: u64, cut: u64) -> Response {
+    let mut h = HeaderMap::new();
+    h.insert(
+        axum::http::header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("application/octet-stream"),
+    );
+    h.insert(crate::api_output::LOG_SIZE_HEADER, axum::http::HeaderValue::from(size));
+    h.insert(crate::api_output::LINES_CUT_HEADER, axum::http::HeaderValue::from(cut));
+    (StatusCode::OK, h, bytes).into_response()
+}
+
+/// The end of tail `b` within `max` bytes, from the start of a line; and how many more lines
+/// that left out.
+fn cap_tail(mut b: Vec<u8>, max: usize) -> (Vec<u8>, u64) {
+    if b.len() <= max {
+        return (b, 0);
+    }
+    let from = b.len() - max;
+    let start = if b[from - 1] == b'\n' {
+        from
+    } else {
+        b[from..].iter().position(|&x| x == b'\n').map_or(b.len(), |p| from + p + 1)
+    };
+    let mut dropped = b[..start].iter().filter(|&&x| x == b'\n').count() as u64;
+    if start == b.len() && b.last() != Some(&b'\n') {
+        // One last line longer than `max`, without its newline yet: left out too.
+        dropped += 1;
+    }
+    (b.split_off(start), dropped)
 }
 
 /// `POST /api/v1/peer/handoffs/{h}/cancel` (at the receiver): the origin's user cancelled the
@@ -351,6 +417,12 @@ pub(crate) async fn grid_logs(State(fed): State<F>, headers: HeaderMap, Path(raw
     }
     let Query(q) = q.map_err(|e| err(StatusCode::BAD_REQUEST, format!("query: {e}")))?;
     let stream = crate::api_output::log_stream(&q)?;
+    if q.tail.is_some_and(|t| t > crate::api_output::MAX_TAIL_LINES) {
+        return Err(err(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("parameter 'tail': at most {} lines", crate::api_output::MAX_TAIL_LINES),
+        ));
+    }
     let c = q.component.unwrap_or(0);
     let components = crate::jobdesc::JobDescription::parse(&row.description).map_or(1, |d| d.components.len().max(1)) as u64;
     if c >= components {
@@ -384,7 +456,8 @@ pub(crate) async fn grid_logs(State(fed): State<F>, headers: HeaderMap, Path(raw
 const LIVE_LOG_BYTES: u64 = 16 << 20;
 
 /// Log `c<c>/<stream>` of handoff `h` as peer `peer` has it now: (bytes, next offset, lines
-/// cut) for the request `q`; nothing (from the asked offset) when the peer does not answer.
+/// cut) for the request `q`; nothing (from the asked offset) when the peer does not answer. A
+/// tail is cut at the peer (`?tail=L`): only the end asked for crosses, however large the log.
 async fn live_log(fed: &F, peer: &str, h: &str, c: u64, stream: &str, q: &LogQuery) -> (Vec<u8>, u64, u64) {
     let offset = if q.tail.is_some() { 0 } else { q.offset.unwrap_or(0) };
     let nothing = (Vec::new(), offset, 0);
@@ -392,30 +465,46 @@ async fn live_log(fed: &F, peer: &str, h: &str, c: u64, stream: &str, q: &LogQue
         return nothing;
     };
     let client = fed.peers[i].clone();
-    let path = format!("/api/v1/peer/handoffs/{}/logs/c{c}/{stream}", data::encode(h));
-    let got = blocking(move || -> Result<Vec<u8>, CallError> {
+    let mut path = format!("/api/v1/peer/handoffs/{}/logs/c{c}/{stream}", data::encode(h));
+    if let Some(lines) = q.tail {
+        path.push_str(&format!("?tail={lines}"));
+    }
+    let got = blocking(move || -> Result<(Vec<u8>, Option<u64>, Option<u64>), CallError> {
         let mut resp = client.get_bytes(&path, offset, LIVE_LOG_BYTES)?;
         let status = resp.status().as_u16();
         if status != 200 && status != 206 {
             return Err(CallError::Refused(status, String::new()));
         }
+        let head = |n: &str| {
+            resp.headers()
+                .get(n)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<u64>().ok())
+        };
+        let (size, cut) = (head(crate::api_output::LOG_SIZE_HEADER), head(crate::api_output::LINES_CUT_HEADER));
         let mut out = Vec::new();
         let mut body = std::io::Read::take(resp.body_mut().with_config().limit(u64::MAX).reader(), LIVE_LOG_BYTES);
         std::io::Read::read_to_end(&mut body, &mut out).map_err(|e| CallError::Unreachable(e.to_string()))?;
-        Ok(out)
+        Ok((out, size, cut))
     })
     .await;
     if matches!(got, Err(CallError::Unreachable(_))) {
         fed.record(i, &got);
     }
-    let Ok(bytes) = got else { return nothing };
-    match q.tail {
-        Some(lines) => {
+    let Ok((bytes, size, cut)) = got else { return nothing };
+    match (q.tail, size, cut) {
+        // Cut at the peer.
+        (Some(_), Some(size), Some(cut)) => {
+            let size = size.max(bytes.len() as u64);
+            (bytes, size, cut)
+        }
+        // A peer that sent the log from its start (no tail there): its last lines of that.
+        (Some(lines), _, _) => {
             let size = bytes.len() as u64;
             let (b, cut) = crate::api_output::tail_bytes(&bytes, lines);
             (b, size, cut)
         }
-        None => {
+        (None, _, _) => {
             let size = offset + bytes.len() as u64;
             (bytes, size, 0)
         }
@@ -479,5 +568,15 @@ mod tests {
         ] {
             assert_eq!(parse_log_name(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn a_capped_tail_keeps_whole_lines_from_the_end_and_counts_the_rest() {
+        assert_eq!(cap_tail(b"ab\ncd\n".to_vec(), 10), (b"ab\ncd\n".to_vec(), 0));
+        assert_eq!(cap_tail(b"ab\ncd\nef\n".to_vec(), 6), (b"cd\nef\n".to_vec(), 1));
+        assert_eq!(cap_tail(b"ab\ncd\nef\n".to_vec(), 5), (b"ef\n".to_vec(), 2));
+        assert_eq!(cap_tail(b"ab\ncd\nef".to_vec(), 4), (b"ef".to_vec(), 2));
+        assert_eq!(cap_tail(b"ab\nlonglong".to_vec(), 4), (Vec::new(), 2));
+        assert_eq!(cap_tail(b"ab\nlonglong\n".to_vec(), 4), (Vec::new(), 2));
     }
 }
