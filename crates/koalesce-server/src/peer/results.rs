@@ -231,29 +231,47 @@ fn stored_log(fed: &Federation, gid: u64, c: u64, stream: &str) -> PathBuf {
     fed.shared.data_dir.join(LOG_DIR).join(format!("{gid}-c{c}.{stream}"))
 }
 
+/// The logs peer `name` lists for a job of `components` components that this server takes:
+/// each `c<N>/stdout|stderr` of a component the job has, once, with a well-formed SHA-256 and
+/// at most `max` bytes. What it leaves out, in words (the peer's say-so never makes this server
+/// fetch or store more than the job's own logs, nor hold the job up).
+fn logs_to_fetch(listed: &[PeerFile], components: u64, max: u64) -> (Vec<(u64, &'static str, PeerFile)>, Vec<String>) {
+    let mut take = Vec::new();
+    let mut left = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for f in listed {
+        let name = api::cut_message(&f.name);
+        match parse_log_name(&f.name) {
+            None => left.push(format!("'{name}' (not a log name)")),
+            Some((c, _)) if c >= components => left.push(format!("{name} (not a log of the job: it has {components} component(s))")),
+            Some(_) if f.sha256.len() != 64 || !f.sha256.bytes().all(|b| b.is_ascii_hexdigit()) => {
+                left.push(format!("{name} (a malformed SHA-256)"))
+            }
+            // Not held up for ever by one huge log: it stays at the peer, said so.
+            Some(_) if f.size_bytes > max => left.push(format!("{name} ({} bytes)", f.size_bytes)),
+            Some((c, stream)) if seen.insert((c, stream)) => take.push((c, stream, f.clone())),
+            Some(_) => {}
+        }
+    }
+    (take, left)
+}
+
 /// Fetches the logs of migrated grid job `row`, ended at peer `i` (view `r`), in the
 /// background, once at a time; records their names when all are here (`data_error` says why
-/// not).
+/// not, and which listed logs it left at the peer).
 pub(crate) fn logs_back(fed: &F, i: usize, row: &GridRow, r: &HandoffState) {
     let gid = row.id;
-    let (f2, h, logs) = (fed.clone(), row.handoff.clone().unwrap_or_default(), r.logs.clone());
     let max = fed.shared.config.files.max_upload_bytes;
+    let components = crate::jobdesc::JobDescription::parse(&row.description).map_or(1, |d| d.components.len().max(1)) as u64;
+    let (take, left) = logs_to_fetch(&r.logs, components, max);
+    let (f2, h) = (fed.clone(), row.handoff.clone().unwrap_or_default());
     data::spawn_once(fed, format!("logs:{gid}"), async move {
-        let mut left = Vec::new();
         let result = async {
+            let dir = f2.shared.data_dir.join(LOG_DIR);
+            blocking(move || std::fs::create_dir_all(dir)).await.map_err(|e| e.to_string())?;
             let mut names = Vec::new();
-            for f in logs {
-                let (c, stream) = parse_log_name(&f.name).ok_or_else(|| format!("'{}' is not a log name", api::cut_message(&f.name)))?;
-                if f.sha256.len() != 64 || !f.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
-                    return Err(format!("log '{}': a malformed SHA-256", f.name));
-                }
-                if f.size_bytes > max {
-                    // Not held up for ever by one huge log: it stays at the peer, said so.
-                    left.push(format!("{} ({} bytes)", f.name, f.size_bytes));
-                    continue;
-                }
+            for (c, stream, f) in take {
                 let dest = stored_log(&f2, gid, c, stream);
-                std::fs::create_dir_all(dest.parent().unwrap_or(&dest)).map_err(|e| e.to_string())?;
                 let path = format!("/api/v1/peer/handoffs/{}/logs/{}", data::encode(&h), f.name);
                 let (fd, ff) = (f2.clone(), f.clone());
                 blocking(move || data::fetch(&fd, i, &path, &ff, &dest)).await?;
@@ -267,11 +285,11 @@ pub(crate) fn logs_back(fed: &F, i: usize, row: &GridRow, r: &HandoffState) {
             Ok(names) => {
                 let json = serde_json::to_string(&names).unwrap_or_else(|_| "[]".into());
                 let note = (!left.is_empty()).then(|| {
-                    format!(
-                        "logs over files.max_upload_bytes ({max}) left at {}: {}",
-                        f2.peers[i].name,
-                        left.join(", ")
-                    )
+                    let mut list = left.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
+                    if left.len() > 5 {
+                        list.push_str(&format!(" and {} more", left.len() - 5));
+                    }
+                    format!("logs left at {} (files.max_upload_bytes is {max}): {list}", f2.peers[i].name)
                 });
                 blocking(move || {
                     j.set_logs(gid, &json)?;
@@ -568,6 +586,34 @@ mod tests {
         ] {
             assert_eq!(parse_log_name(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn only_the_jobs_own_logs_are_fetched_once_each() {
+        let f = |name: &str, size: u64, sha: &str| PeerFile {
+            name: name.into(),
+            size_bytes: size,
+            sha256: sha.into(),
+        };
+        let good = "a".repeat(64);
+        let listed = [
+            f("c0/stdout", 5, &good),
+            f("c0/stdout", 5, &good),
+            f("c1/stderr", 5, &good),
+            f("c2/stdout", 5, &good),
+            f("../c0/stderr", 5, &good),
+            f("c0/stderr", 5, "../x"),
+            f("c1/stdout", 50, &good),
+        ];
+        let (take, left) = logs_to_fetch(&listed, 2, 10);
+        let names: Vec<(u64, &str)> = take.iter().map(|(c, s, _)| (*c, *s)).collect();
+        assert_eq!(names, vec![(0, "stdout"), (1, "stderr")]);
+        assert_eq!(left.len(), 4, "{left:?}");
+        assert!(
+            left[0].contains("c2/stdout (not a log of the job: it has 2 component(s))"),
+            "{left:?}"
+        );
+        assert!(left[3].contains("c1/stdout (50 bytes)"), "{left:?}");
     }
 
     #[test]

@@ -349,3 +349,86 @@ pub fn wait_until(secs: u64, what: &dyn Fn() -> String, cond: &dyn Fn() -> bool)
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// One request a [`FakePeer`] got.
+#[derive(Debug, Clone)]
+pub struct FakeRequest {
+    pub method: String,
+    /// Path and query.
+    pub path: String,
+    pub body: Vec<u8>,
+}
+
+/// What a [`FakePeer`] answers: status, extra header lines (`name: value`), body.
+pub type FakeAnswer = (u16, Vec<String>, Vec<u8>);
+
+/// A peer server that answers every request as `answer` says (a test's untrusted peer), one
+/// connection at a time; records every request.
+pub struct FakePeer {
+    pub port: u16,
+    pub seen: std::sync::Arc<std::sync::Mutex<Vec<FakeRequest>>>,
+}
+
+impl FakePeer {
+    pub fn start(answer: impl Fn(&FakeRequest) -> FakeAnswer + Send + 'static) -> FakePeer {
+        use std::io::{BufRead, BufReader, Read, Write};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let seen: std::sync::Arc<std::sync::Mutex<Vec<FakeRequest>>> = Default::default();
+        let s = seen.clone();
+        std::thread::spawn(move || {
+            for conn in l.incoming() {
+                let Ok(mut conn) = conn else { return };
+                let mut r = BufReader::new(conn.try_clone().unwrap());
+                let mut first = String::new();
+                let _ = r.read_line(&mut first);
+                let mut len = 0usize;
+                loop {
+                    let mut h = String::new();
+                    if r.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
+                        break;
+                    }
+                    if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+                        len = v.trim().parse().unwrap_or(0);
+                    }
+                }
+                let mut body = vec![0u8; len];
+                let _ = r.read_exact(&mut body);
+                let mut parts = first.split_whitespace();
+                let req = FakeRequest {
+                    method: parts.next().unwrap_or("").to_string(),
+                    path: parts.next().unwrap_or("").to_string(),
+                    body,
+                };
+                let (status, headers, body) = answer(&req);
+                s.lock().unwrap().push(req);
+                let mut head = format!("HTTP/1.1 {status} X\r\ncontent-length: {}\r\nconnection: close\r\n", body.len());
+                for h in headers {
+                    head.push_str(&h);
+                    head.push_str("\r\n");
+                }
+                head.push_str("\r\n");
+                let _ = conn.write_all(head.as_bytes());
+                let _ = conn.write_all(&body);
+                let _ = conn.flush();
+            }
+        });
+        FakePeer { port, seen }
+    }
+
+    /// The paths of the requests seen so far that start with `head`.
+    pub fn paths(&self, head: &str) -> Vec<String> {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.path.starts_with(head))
+            .map(|r| r.path.clone())
+            .collect()
+    }
+}
+
+/// A JSON answer for a [`FakePeer`].
+pub fn json_answer(status: u16, v: &Value) -> FakeAnswer {
+    (status, vec!["content-type: application/json".into()], v.to_string().into_bytes())
+}

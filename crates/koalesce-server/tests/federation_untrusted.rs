@@ -1,0 +1,82 @@
+//! Live federation (issue 14): a peer is untrusted input. Attack tests with a fake peer that
+//! answers as a broken or hostile server would: what it says is checked field by field, it
+//! gets clear errors, never a panic, and it cannot make this server store, fetch or run more
+//! than the job it was given.
+
+mod common;
+mod federation_common;
+
+use common::token;
+use federation_common::*;
+use serde_json::{json, Value};
+
+/// The handoff id in a fake peer's request path (`/api/v1/peer/handoffs/{h}/...`).
+fn handoff_of(path: &str) -> String {
+    path.trim_start_matches("/api/v1/peer/handoffs/")
+        .split(['/', '?'])
+        .next()
+        .unwrap_or("")
+        .to_string()
+}
+
+/// A fake receiver "beta": offers the best ATT, prepares every handoff, and then answers
+/// `after_prepare` (the handoff's id given) for each commit and each look at the handoff.
+fn fake_receiver(after_prepare: impl Fn(&str) -> Value + Send + 'static) -> FakePeer {
+    let log = b"hello\n".to_vec();
+    let sha = sha256_hex(&log);
+    FakePeer::start(move |r| match (r.method.as_str(), r.path.as_str()) {
+        ("POST", "/api/v1/peer/offer") => json_answer(200, &json!({"att_ms": 1, "awt_ms": 0, "ru": 0.0})),
+        ("POST", "/api/v1/peer/handoffs") => {
+            let q: Value = serde_json::from_slice(&r.body).unwrap_or_default();
+            json_answer(
+                200,
+                &json!({"handoff": q["handoff"], "state": "prepared", "job": null, "job_state": null,
+                    "sites": [], "exit_ok": null, "failure": null}),
+            )
+        }
+        ("GET", p) if p.contains("/logs/") => (200, vec![format!("x-checksum-sha256: {sha}")], log.clone()),
+        (_, p) if p.starts_with("/api/v1/peer/handoffs/") => json_answer(200, &after_prepare(&handoff_of(p))),
+        _ => json_answer(404, &json!({"error": "not here"})),
+    })
+}
+
+/// A peer that ran a one-component job lists logs of 200 components it does not have, the
+/// same log twice and a name shaped like a path: the origin fetches and stores only the job's
+/// own log (once), says what it left out, and the job still ends.
+#[test]
+fn a_peer_cannot_make_the_origin_fetch_logs_of_components_the_job_lacks() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log_sha = sha256_hex(b"hello\n");
+    let entry = |name: &str| json!({"name": name, "size_bytes": 6, "sha256": log_sha});
+    let mut logs = vec![entry("c0/stdout"), entry("c0/stdout"), entry("../../c0/stdout")];
+    logs.extend((1..=200).map(|c| entry(&format!("c{c}/stdout"))));
+    let fake = fake_receiver(move |h| {
+        json!({"handoff": h, "state": "committed", "job": 5, "job_state": "failed", "sites": ["beta/b1"],
+            "exit_ok": false, "failure": "component 0 at b1: exit code 1", "finished_ms": 1, "logs": logs})
+    });
+    let a = server_tuned(
+        &tmp.path().join("a"),
+        "alpha",
+        free_port(),
+        &[("a1", 1)],
+        &[("beta", fake.port)],
+        |f| f.probe_bytes = 0,
+    );
+    let alice = token(&a.data_dir, "alice", false);
+    let _blocker = grid_submit(&a, &alice, &sleep_job("blocker", 30));
+    let id = grid_submit(&a, &alice, &sleep_job("far", 1));
+    let g = wait_grid(&a, &alice, id, 60);
+    assert_eq!((g["state"].as_str(), g["runs_at"].as_str()), (Some("failed"), Some("beta")), "{g}");
+    let note = g["data_error"].as_str().unwrap_or_default();
+    assert!(note.contains("c1/stdout") && note.contains("not a log of the job"), "{g}");
+    let (code, out) = a.request("GET", &format!("/api/v1/grid/jobs/{id}/logs"), Some(&alice), b"");
+    assert_eq!((code, out.as_str()), (200, "hello\n"));
+    let fetched = fake
+        .paths("/api/v1/peer/handoffs/")
+        .into_iter()
+        .filter(|p| p.contains("/logs/"))
+        .collect::<Vec<_>>();
+    assert_eq!(fetched.len(), 1, "only the job's own log, once: {fetched:?}");
+    let stored = walk(&a.data_dir.join("federation-logs"));
+    assert_eq!(stored.len(), 1, "{stored:?}");
+}
