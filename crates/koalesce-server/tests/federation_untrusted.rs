@@ -19,9 +19,10 @@ fn handoff_of(path: &str) -> String {
         .to_string()
 }
 
-/// A fake receiver "beta": offers the best ATT, prepares every handoff, and then answers
-/// `after_prepare` (the handoff's id given) for each commit and each look at the handoff.
-fn fake_receiver(after_prepare: impl Fn(&str) -> Value + Send + 'static) -> FakePeer {
+/// A fake receiver "beta": offers the best ATT, answers every phase one with state `prepare`,
+/// and then `after_prepare` (the handoff's id given) for each commit and each look at the
+/// handoff.
+fn fake_receiver(prepare: &'static str, after_prepare: impl Fn(&str) -> Value + Send + 'static) -> FakePeer {
     let log = b"hello\n".to_vec();
     let sha = sha256_hex(&log);
     FakePeer::start(move |r| match (r.method.as_str(), r.path.as_str()) {
@@ -30,7 +31,7 @@ fn fake_receiver(after_prepare: impl Fn(&str) -> Value + Send + 'static) -> Fake
             let q: Value = serde_json::from_slice(&r.body).unwrap_or_default();
             json_answer(
                 200,
-                &json!({"handoff": q["handoff"], "state": "prepared", "job": null, "job_state": null,
+                &json!({"handoff": q["handoff"], "state": prepare, "job": null, "job_state": null,
                     "sites": [], "exit_ok": null, "failure": null}),
             )
         }
@@ -50,7 +51,7 @@ fn a_peer_cannot_make_the_origin_fetch_logs_of_components_the_job_lacks() {
     let entry = |name: &str| json!({"name": name, "size_bytes": 6, "sha256": log_sha});
     let mut logs = vec![entry("c0/stdout"), entry("c0/stdout"), entry("../../c0/stdout")];
     logs.extend((1..=200).map(|c| entry(&format!("c{c}/stdout"))));
-    let fake = fake_receiver(move |h| {
+    let fake = fake_receiver("prepared", move |h| {
         json!({"handoff": h, "state": "committed", "job": 5, "job_state": "failed", "sites": ["beta/b1"],
             "exit_ok": false, "failure": "component 0 at b1: exit code 1", "finished_ms": 1, "logs": logs})
     });
@@ -79,4 +80,83 @@ fn a_peer_cannot_make_the_origin_fetch_logs_of_components_the_job_lacks() {
     assert_eq!(fetched.len(), 1, "only the job's own log, once: {fetched:?}");
     let stored = walk(&a.data_dir.join("federation-logs"));
     assert_eq!(stored.len(), 1, "{stored:?}");
+}
+
+/// Offers with the largest values every field can hold, and zeros, get an answer (a finite
+/// ATT or none), never a panic; the receiver answers as before afterwards.
+#[test]
+fn offers_with_extreme_values_are_answered_without_a_panic() {
+    let tmp = tempfile::tempdir().unwrap();
+    let b = server_tuned(
+        &tmp.path().join("b"),
+        "beta",
+        free_port(),
+        &[("b1", 4)],
+        &[("alpha", free_port())],
+        |f| f.probe_bytes = 0,
+    );
+    let as_alpha = as_peer("alpha", &b);
+    let max = u64::MAX;
+    for (processors, estimate, mhz, bytes) in [
+        (u64::from(u32::MAX), max, 1u64, max),
+        (4, max, u64::from(u32::MAX), max),
+        (1, max, 1, 0),
+        (1, 0, u64::from(u32::MAX), max),
+        (4, 1, 1, max),
+    ] {
+        let q = json!({"processors": processors, "estimate_ms": estimate, "home_mhz": mhz,
+            "input_bytes": bytes, "output_bytes": bytes});
+        let a: Value = as_alpha.call("/api/v1/peer/offer", Some(&q)).unwrap_or_else(|e| panic!("{q}: {e}"));
+        assert!(a["att_ms"].is_null() || a["att_ms"].is_u64(), "{q}: {a}");
+        assert!(a["ru"].as_f64().is_some_and(|r| (0.0..=1.0).contains(&r)), "{q}: {a}");
+    }
+    for (q, field) in [
+        (json!({"processors": 0, "estimate_ms": 1, "home_mhz": 1}), "processors"),
+        (json!({"processors": 1, "estimate_ms": 1, "home_mhz": 0}), "home_mhz"),
+        (json!({"processors": -1, "estimate_ms": 1, "home_mhz": 1}), "processors"),
+        (json!({"processors": 1, "estimate_ms": 1e30, "home_mhz": 1}), "estimate_ms"),
+    ] {
+        let r = as_alpha.call::<_, Value>("/api/v1/peer/offer", Some(&q));
+        assert!(
+            matches!(&r, Err(koalesce_server::peer::CallError::Refused(400 | 422, m)) if m.contains(field)),
+            "{q}: {r:?}"
+        );
+    }
+    let ok: Value = as_alpha
+        .call(
+            "/api/v1/peer/offer",
+            Some(&json!({"processors": 1, "estimate_ms": 1000, "home_mhz": 1000})),
+        )
+        .unwrap();
+    assert_eq!(ok["att_ms"], 1000, "{ok}");
+}
+
+/// A peer that answers a phase one with `committed` (it says it already runs the job) is not
+/// also given the job here: the job is the peer's (it is never run on both sides).
+#[test]
+fn a_phase_one_answered_committed_is_never_run_here_too() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fake = fake_receiver("committed", |h| {
+        json!({"handoff": h, "state": "committed", "job": 9, "job_state": "running", "sites": ["beta/b1"],
+            "exit_ok": null, "failure": null})
+    });
+    let a = server_tuned(
+        &tmp.path().join("a"),
+        "alpha",
+        free_port(),
+        &[("a1", 1)],
+        &[("beta", fake.port)],
+        |f| f.probe_bytes = 0,
+    );
+    let alice = token(&a.data_dir, "alice", false);
+    let _blocker = grid_submit(&a, &alice, &sleep_job("blocker", 30));
+    let id = grid_submit(&a, &alice, &sleep_job("far", 1));
+    wait_until(30, &|| format!("{}", get(&a, &alice, &format!("/api/v1/grid/jobs/{id}"))), &|| {
+        get(&a, &alice, &format!("/api/v1/grid/jobs/{id}"))["state"] == "running"
+    });
+    // A few more passes of alpha's grid scheduler: still only the blocker here.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let g = get(&a, &alice, &format!("/api/v1/grid/jobs/{id}"));
+    assert_eq!((g["runs_at"].as_str(), g["job"].as_u64()), (Some("beta"), Some(9)), "{g}");
+    assert_eq!(get(&a, &alice, "/api/v1/jobs").as_array().unwrap().len(), 1, "the blocker only");
 }

@@ -295,7 +295,8 @@ async fn hand_off(fed: &Arc<Federation>, row: &GridRow, i: usize, why: String) -
         inputs,
     };
     match call::<_, HandoffState>(fed, i, "/api/v1/peer/handoffs".into(), Some(body)).await {
-        Ok(s) if s.state == "prepared" => {
+        // Committed already (it held this handoff from before): the peer's, as after a commit.
+        Ok(s) if s.state == "prepared" || s.state == "committed" => {
             // The commit point: from here on the job is the peer's.
             transition(fed, row.id, state::HANDING, state::MIGRATED, Transition::default()).await?;
             let mut row = row.clone();

@@ -229,9 +229,19 @@ pub(super) fn peer_auth(fed: &Federation, headers: &HeaderMap) -> R<usize> {
     }
 }
 
-/// A JSON body or 400 naming what is wrong.
+/// A JSON body or 400 naming what is wrong and where (`body: field 'processors': ...`).
 fn json<T: serde::de::DeserializeOwned>(body: &[u8]) -> R<T> {
-    serde_json::from_slice(body).map_err(|e| err(StatusCode::BAD_REQUEST, format!("body: {e}")))
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let v = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let at = e.path().to_string();
+        let inner = api::cut_message(&e.into_inner().to_string());
+        match at.as_str() {
+            "." | "" => err(StatusCode::BAD_REQUEST, format!("body: {inner}")),
+            _ => err(StatusCode::BAD_REQUEST, format!("body: field '{at}': {inner}")),
+        }
+    })?;
+    de.end().map_err(|e| err(StatusCode::BAD_REQUEST, format!("body: {e}")))?;
+    Ok(v)
 }
 
 async fn offer(State(fed): State<F>, req: Request) -> R<Json<OfferAnswer>> {
