@@ -192,9 +192,9 @@ async fn decide(fed: &Arc<Federation>, row: &GridRow) -> anyhow::Result<()> {
     let mut offers: Vec<Offer> = Vec::new();
     for (i, h) in asked {
         if let Ok(Ok(a)) = h.await {
-            if a.ru.is_finite() && (0.0..=1.0).contains(&a.ru) {
+            if let Some(o) = usable(&a) {
                 peers.push(i);
-                offers.push(Offer { att: a.att_ms, ru: a.ru });
+                offers.push(o);
             }
         }
     }
@@ -205,6 +205,11 @@ async fn decide(fed: &Arc<Federation>, row: &GridRow) -> anyhow::Result<()> {
         Target::Local => submit_local(fed, row, state::WAITING, Some(format!("stays: {why}"))).await,
         Target::Peer(k) => hand_off(fed, row, peers[k], format!("moved: {why}")).await,
     }
+}
+
+/// A peer's answer as an offer, unless its RU is not a fraction (an untrusted peer's say-so).
+fn usable(a: &OfferAnswer) -> Option<Offer> {
+    (a.ru.is_finite() && (0.0..=1.0).contains(&a.ru)).then_some(Offer { att: a.att_ms, ru: a.ru })
 }
 
 fn reason(r: &str) -> Transition<'_> {
@@ -541,7 +546,10 @@ pub(crate) async fn on_volunteer(fed: &Arc<Federation>, i: usize) -> anyhow::Res
     let Ok(a) = call::<_, OfferAnswer>(fed, i, "/api/v1/peer/offer".into(), Some(ask)).await else {
         return Ok(());
     };
-    let theirs = Offer { att: a.att_ms, ru: a.ru };
+    let Some(theirs) = usable(&a) else {
+        tracing::warn!(peer = %fed.peers[i].name, ru = a.ru, "a volunteer's offer has an RU outside [0, 1]: ignored");
+        return Ok(());
+    };
     if !koalesce_core::federation::policy::receiver_initiated(&fed.params, local, theirs) {
         return Ok(());
     }

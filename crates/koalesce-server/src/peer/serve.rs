@@ -101,11 +101,32 @@ pub(crate) fn serve_open(mut file: std::fs::File, size: u64, sha: Option<&str>, 
 }
 
 /// `GET /api/v1/peer/probe?bytes=N`: N zero bytes, for the caller to measure the bandwidth
-/// from here to it.
+/// from here to it. At most MAX_PROBE_BYTES (16 MiB), streamed from one shared 64 KiB chunk:
+/// however many probes peers ask for at once, none allocates its size.
 pub(crate) fn probe_body(bytes: u64) -> Response {
-    // At most MAX_PROBE_BYTES (16 MiB), to authenticated peers only.
-    let body = vec![0u8; usize::try_from(bytes.min(super::config::MAX_PROBE_BYTES)).unwrap_or(0)];
+    let n = bytes.min(super::config::MAX_PROBE_BYTES);
     let mut h = HeaderMap::new();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
-    (StatusCode::OK, h, body).into_response()
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(n));
+    (StatusCode::OK, h, axum::body::Body::from_stream(Zeros { left: n })).into_response()
+}
+
+/// `left` zero bytes as a body stream.
+struct Zeros {
+    left: u64,
+}
+
+impl futures_core::Stream for Zeros {
+    type Item = Result<axum::body::Bytes, std::convert::Infallible>;
+
+    fn poll_next(mut self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> std::task::Poll<Option<Self::Item>> {
+        const CHUNK: usize = 64 << 10;
+        static ZEROS: [u8; CHUNK] = [0; CHUNK];
+        if self.left == 0 {
+            return std::task::Poll::Ready(None);
+        }
+        let len = self.left.min(CHUNK as u64) as usize;
+        self.left -= len as u64;
+        std::task::Poll::Ready(Some(Ok(axum::body::Bytes::from_static(&ZEROS[..len]))))
+    }
 }
