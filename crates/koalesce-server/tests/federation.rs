@@ -15,11 +15,7 @@ use serde_json::Value;
 
 #[test]
 fn queued_jobs_migrate_to_an_idle_peer_and_run_there_once() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (pa, pb) = (free_port(), free_port());
-    let a = server(&tmp.path().join("a"), "alpha", pa, &[("a1", 1)], &[("beta", pb)]);
-    let b = server(&tmp.path().join("b"), "beta", pb, &[("b1", 4)], &[("alpha", pa)]);
-    let alice = token(&a.data_dir, "alice", false);
+    let Pair { a, b, alice, .. } = pair();
     let ids: Vec<u64> = (0..3).map(|i| grid_submit(&a, &alice, &sleep_job(&format!("j{i}"), 1))).collect();
     let jobs: Vec<Value> = ids.iter().map(|&id| wait_grid(&a, &alice, id, 60)).collect();
     // The first finds the one processor free (AWT 0 < φ); the next two would wait 20 and 40 s
@@ -293,14 +289,9 @@ fn receiver_initiated_jobs_wait_for_a_volunteer_and_move_to_it() {
 /// from the server they submitted to, under the grid job's names.
 #[test]
 fn a_job_moves_with_its_input_files_and_its_outputs_come_back_to_the_origin() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (pa, pb) = (free_port(), free_port());
-    let a = server(&tmp.path().join("a"), "alpha", pa, &[("a1", 1)], &[("beta", pb)]);
-    let b = server(&tmp.path().join("b"), "beta", pb, &[("b1", 4)], &[("alpha", pa)]);
-    let alice = token(&a.data_dir, "alice", false);
+    let Pair { a, b, alice, .. } = pair();
     let data = text(300_000, 1);
-    let (code, body) = a.request("PUT", "/api/v1/files/data.bin?site=a1", Some(&alice), &data);
-    assert_eq!(code, 201, "{body}");
+    upload(&a, &alice, "data.bin", "a1", &data);
     // The one processor is busy for a while: the job with data would wait 20 s here.
     let blocker = grid_submit(&a, &alice, &sleep_job("blocker", 2));
     let script = "sha256sum \"$KOALESCE_INPUT_DATA_BIN\" | cut -d' ' -f1 > sum.txt && cp \"$KOALESCE_INPUT_DATA_BIN\" copy.bin";
@@ -372,15 +363,9 @@ fn a_job_moves_with_its_input_files_and_its_outputs_come_back_to_the_origin() {
 /// over with the same input still runs there.
 #[test]
 fn received_inputs_go_once_the_outputs_are_back_unless_a_running_job_shares_them() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (pa, pb) = (free_port(), free_port());
-    let a = server(&tmp.path().join("a"), "alpha", pa, &[("a1", 1)], &[("beta", pb)]);
-    let b = server(&tmp.path().join("b"), "beta", pb, &[("b1", 4)], &[("alpha", pa)]);
-    let alice = token(&a.data_dir, "alice", false);
-    let root_b = token(&b.data_dir, "root", true);
+    let Pair { a, b, alice, root_b, .. } = pair();
     let data = text(200_000, 7);
-    let (code, body) = a.request("PUT", "/api/v1/files/data.bin?site=a1", Some(&alice), &data);
-    assert_eq!(code, 201, "{body}");
+    upload(&a, &alice, "data.bin", "a1", &data);
     let blocker = grid_submit(&a, &alice, &sleep_job("blocker", 2));
     let job = |name: &str, secs: u32| {
         let script = format!("sleep {secs} && sha256sum \"$KOALESCE_INPUT_DATA_BIN\" | cut -d' ' -f1 > sum.txt");
@@ -398,12 +383,7 @@ fn received_inputs_go_once_the_outputs_are_back_unless_a_running_job_shares_them
         "{g}"
     );
     // The short job is released at beta (its origin recorded the answer to `done`) ...
-    let journal = Journal::open(&a.data_dir.join("federation.db")).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !journal.grid_job(short).unwrap().unwrap().released {
-        assert!(Instant::now() < deadline, "short job never released");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_released(&a, short, 10);
     // ... while the long one, with the same input, still runs there: the input stays.
     let l = get(&a, &alice, &format!("/api/v1/grid/jobs/{long}"));
     assert_eq!(l["runs_at"], "beta", "{l}");
@@ -419,7 +399,7 @@ fn received_inputs_go_once_the_outputs_are_back_unless_a_running_job_shares_them
     let (code, sum) = a.request("GET", &format!("/api/v1/files/grid-{long}/sum.txt"), Some(&alice), b"");
     assert_eq!((code, sum.trim()), (200, sha256_hex(&data).as_str()));
     wait_no_received(&b, &root_b, 20);
-    assert!(journal.grid_job(long).unwrap().unwrap().released);
+    wait_released(&a, long, 1);
     assert_eq!(wait_grid(&a, &alice, blocker, 60)["runs_at"], "local");
     // Each job ran once; the origin's input is untouched.
     assert_eq!(get(&b, &root_b, "/api/v1/jobs?all=true").as_array().unwrap().len(), 2);

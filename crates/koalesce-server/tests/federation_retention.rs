@@ -119,11 +119,7 @@ fn grid_log_headers(srv: &koalesce_server::BackgroundServer, tok: &str, id: u64,
 /// 16 MiB); reading from an offset past 16 MiB answers what is there.
 #[test]
 fn a_tail_of_a_large_log_at_a_peer_reads_only_its_end() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (pa, pb) = (free_port(), free_port());
-    let a = server(&tmp.path().join("a"), "alpha", pa, &[("a1", 1)], &[("beta", pb)]);
-    let _b = server(&tmp.path().join("b"), "beta", pb, &[("b1", 4)], &[("alpha", pa)]);
-    let alice = token(&a.data_dir, "alice", false);
+    let Pair { a, alice, .. } = pair();
     let _blocker = grid_submit(&a, &alice, &sleep_job("blocker", 30));
     let line = "a line of the log that repeats\n";
     let lines = 600_000u64;

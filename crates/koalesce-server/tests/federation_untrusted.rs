@@ -41,6 +41,18 @@ fn fake_receiver(prepare: &'static str, after_prepare: impl Fn(&str) -> Value + 
     })
 }
 
+/// Alpha (one processor, busy) peered with `fake` as beta, and alice's grid job that moves
+/// there: (alpha, alice's token, the grid job's id).
+fn busy_origin(dir: &std::path::Path, fake: &FakePeer) -> (koalesce_server::BackgroundServer, String, u64) {
+    let a = server_tuned(&dir.join("a"), "alpha", free_port(), &[("a1", 1)], &[("beta", fake.port)], |f| {
+        f.probe_bytes = 0
+    });
+    let alice = token(&a.data_dir, "alice", false);
+    let _blocker = grid_submit(&a, &alice, &sleep_job("blocker", 30));
+    let id = grid_submit(&a, &alice, &sleep_job("far", 1));
+    (a, alice, id)
+}
+
 /// A peer that ran a one-component job lists logs of 200 components it does not have, the
 /// same log twice and a name shaped like a path: the origin fetches and stores only the job's
 /// own log (once), says what it left out, and the job still ends.
@@ -55,17 +67,7 @@ fn a_peer_cannot_make_the_origin_fetch_logs_of_components_the_job_lacks() {
         json!({"handoff": h, "state": "committed", "job": 5, "job_state": "failed", "sites": ["beta/b1"],
             "exit_ok": false, "failure": "component 0 at b1: exit code 1", "finished_ms": 1, "logs": logs})
     });
-    let a = server_tuned(
-        &tmp.path().join("a"),
-        "alpha",
-        free_port(),
-        &[("a1", 1)],
-        &[("beta", fake.port)],
-        |f| f.probe_bytes = 0,
-    );
-    let alice = token(&a.data_dir, "alice", false);
-    let _blocker = grid_submit(&a, &alice, &sleep_job("blocker", 30));
-    let id = grid_submit(&a, &alice, &sleep_job("far", 1));
+    let (a, alice, id) = busy_origin(tmp.path(), &fake);
     let g = wait_grid(&a, &alice, id, 60);
     assert_eq!((g["state"].as_str(), g["runs_at"].as_str()), (Some("failed"), Some("beta")), "{g}");
     let note = g["data_error"].as_str().unwrap_or_default();
@@ -140,17 +142,7 @@ fn a_phase_one_answered_committed_is_never_run_here_too() {
         json!({"handoff": h, "state": "committed", "job": 9, "job_state": "running", "sites": ["beta/b1"],
             "exit_ok": null, "failure": null})
     });
-    let a = server_tuned(
-        &tmp.path().join("a"),
-        "alpha",
-        free_port(),
-        &[("a1", 1)],
-        &[("beta", fake.port)],
-        |f| f.probe_bytes = 0,
-    );
-    let alice = token(&a.data_dir, "alice", false);
-    let _blocker = grid_submit(&a, &alice, &sleep_job("blocker", 30));
-    let id = grid_submit(&a, &alice, &sleep_job("far", 1));
+    let (a, alice, id) = busy_origin(tmp.path(), &fake);
     wait_until(30, &|| format!("{}", get(&a, &alice, &format!("/api/v1/grid/jobs/{id}"))), &|| {
         get(&a, &alice, &format!("/api/v1/grid/jobs/{id}"))["state"] == "running"
     });

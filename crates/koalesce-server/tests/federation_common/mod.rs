@@ -328,6 +328,20 @@ pub fn commit_until_submitted(peer: &koalesce_server::peer::PeerClient, h: &str,
     }
 }
 
+/// Commits handoff `h` from `peer` until the receiver's view names a failure containing
+/// `needle` (its input fetch failed so); that view.
+pub fn commit_until_failure(peer: &koalesce_server::peer::PeerClient, h: &str, needle: &str, secs: u64) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let v: Value = peer.call(&format!("/api/v1/peer/handoffs/{h}/commit"), Some(&())).unwrap();
+        if v["failure"].as_str().is_some_and(|f| f.contains(needle)) {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "{h}: {v}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// Waits until the job of handoff `h` ended at the receiver (as `peer` sees it); that view.
 pub fn wait_handoff_ended(peer: &koalesce_server::peer::PeerClient, h: &str, secs: u64) -> Value {
     let deadline = Instant::now() + Duration::from_secs(secs);
@@ -431,4 +445,52 @@ impl FakePeer {
 /// A JSON answer for a [`FakePeer`].
 pub fn json_answer(status: u16, v: &Value) -> FakeAnswer {
     (status, vec!["content-type: application/json".into()], v.to_string().into_bytes())
+}
+
+/// Alpha (site a1, 1 processor) and beta (site b1, 4) peered on free loopback ports, with a
+/// user token at alpha and root's at beta. Fields drop in order: the servers before their
+/// directories.
+pub struct Pair {
+    pub a: BackgroundServer,
+    pub b: BackgroundServer,
+    /// Alice's token at alpha.
+    pub alice: String,
+    /// Root's token at beta.
+    pub root_b: String,
+    pub pa: u16,
+    pub pb: u16,
+    pub tmp: tempfile::TempDir,
+}
+
+/// The usual pair of peers ([`Pair`]).
+pub fn pair() -> Pair {
+    let tmp = tempfile::tempdir().unwrap();
+    let (pa, pb) = (free_port(), free_port());
+    let a = server(&tmp.path().join("a"), "alpha", pa, &[("a1", 1)], &[("beta", pb)]);
+    let b = server(&tmp.path().join("b"), "beta", pb, &[("b1", 4)], &[("alpha", pa)]);
+    let alice = crate::common::token(&a.data_dir, "alice", false);
+    let root_b = crate::common::token(&b.data_dir, "root", true);
+    Pair {
+        a,
+        b,
+        alice,
+        root_b,
+        pa,
+        pb,
+        tmp,
+    }
+}
+
+/// Uploads `data` to `srv` as `name` at its site `site`.
+pub fn upload(srv: &BackgroundServer, tok: &str, name: &str, site: &str, data: &[u8]) {
+    let (code, body) = srv.request("PUT", &format!("/api/v1/files/{name}?site={site}"), Some(tok), data);
+    assert_eq!(code, 201, "{body}");
+}
+
+/// Waits until grid job `id` of `srv` is released at its peer (the peer answered `done`).
+pub fn wait_released(srv: &BackgroundServer, id: u64, secs: u64) {
+    let journal = koalesce_server::peer::Journal::open(&srv.data_dir.join("federation.db")).unwrap();
+    wait_until(secs, &|| format!("grid job {id} never released at its peer"), &|| {
+        journal.grid_job(id).unwrap().unwrap().released
+    });
 }
