@@ -15,7 +15,14 @@ use serde_json::Value;
 
 #[test]
 fn queued_jobs_migrate_to_an_idle_peer_and_run_there_once() {
-    let Pair { a, b, alice, .. } = pair();
+    let Pair {
+        a,
+        b,
+        alice,
+        root_b,
+        tmp: _tmp,
+        ..
+    } = pair();
     let ids: Vec<u64> = (0..3).map(|i| grid_submit(&a, &alice, &sleep_job(&format!("j{i}"), 1))).collect();
     let jobs: Vec<Value> = ids.iter().map(|&id| wait_grid(&a, &alice, id, 60)).collect();
     // The first finds the one processor free (AWT 0 < φ); the next two would wait 20 and 40 s
@@ -34,7 +41,6 @@ fn queued_jobs_migrate_to_an_idle_peer_and_run_there_once() {
     // Each job ran on exactly one side: one job at alpha, two at beta (as peer-alpha).
     let here = get(&a, &alice, "/api/v1/jobs");
     assert_eq!(here.as_array().unwrap().len(), 1, "{here}");
-    let root_b = token(&b.data_dir, "root", true);
     let there = get(&b, &root_b, "/api/v1/jobs?all=true");
     let there = there.as_array().unwrap();
     assert_eq!(there.len(), 2, "{there:?}");
@@ -289,7 +295,14 @@ fn receiver_initiated_jobs_wait_for_a_volunteer_and_move_to_it() {
 /// from the server they submitted to, under the grid job's names.
 #[test]
 fn a_job_moves_with_its_input_files_and_its_outputs_come_back_to_the_origin() {
-    let Pair { a, b, alice, .. } = pair();
+    let Pair {
+        a,
+        b,
+        alice,
+        root_b,
+        tmp: _tmp,
+        ..
+    } = pair();
     let data = text(300_000, 1);
     upload(&a, &alice, "data.bin", "a1", &data);
     // The one processor is busy for a while: the job with data would wait 20 s here.
@@ -335,7 +348,6 @@ fn a_job_moves_with_its_input_files_and_its_outputs_come_back_to_the_origin() {
     // At beta: the job ran once there, as peer-alpha, on the input it received under the
     // origin's reserved name; once the outputs are back at alpha, that input goes (catalogue
     // entry and bytes).
-    let root_b = token(&b.data_dir, "root", true);
     let received = format!("peer-alpha/{}", sha256_hex(&data));
     wait_no_received(&b, &root_b, 20);
     // Its outputs at beta go too: the origin has them.
@@ -363,7 +375,14 @@ fn a_job_moves_with_its_input_files_and_its_outputs_come_back_to_the_origin() {
 /// over with the same input still runs there.
 #[test]
 fn received_inputs_go_once_the_outputs_are_back_unless_a_running_job_shares_them() {
-    let Pair { a, b, alice, root_b, .. } = pair();
+    let Pair {
+        a,
+        b,
+        alice,
+        root_b,
+        tmp: _tmp,
+        ..
+    } = pair();
     let data = text(200_000, 7);
     upload(&a, &alice, "data.bin", "a1", &data);
     let blocker = grid_submit(&a, &alice, &sleep_job("blocker", 2));
@@ -484,6 +503,17 @@ fn peer_inputs_are_checked_and_an_interrupted_fetch_resumes() {
     // Cut after 120 000 bytes: the next fetch asks for the rest only.
     fake.set(Serve::Cut(120_000));
     commit_until(&failed_with("resumes from there"));
+    // The commit that saw the failure may have started one more fetch (still cut): let it end
+    // before counting, so that only the fetch after the switch is counted.
+    let requests = || fake.seen.lock().unwrap().len();
+    let mut last = requests();
+    loop {
+        std::thread::sleep(Duration::from_millis(400));
+        if requests() == last {
+            break;
+        }
+        last = requests();
+    }
     let before = fake.served.load(std::sync::atomic::Ordering::SeqCst);
     fake.set(Serve::Good);
     let v = commit_until(&|v: &Value| v["job"].is_u64());

@@ -27,7 +27,14 @@ fn grid_log(srv: &BackgroundServer, tok: &str, id: u64, query: &str) -> (u16, St
 /// told it may drop the job's inputs (a timed-out job is an ended job too).
 #[test]
 fn logs_of_migrated_jobs_that_failed_or_timed_out_come_back_to_the_origin() {
-    let Pair { a, b, alice, root_b, .. } = pair();
+    let Pair {
+        a,
+        b,
+        alice,
+        root_b,
+        tmp: _tmp,
+        ..
+    } = pair();
     let data = text(50_000, 5);
     upload(&a, &alice, "data.bin", "a1", &data);
     let blocker = grid_submit(&a, &alice, &sleep_job("blocker", 3));

@@ -119,7 +119,13 @@ fn grid_log_headers(srv: &koalesce_server::BackgroundServer, tok: &str, id: u64,
 /// 16 MiB); reading from an offset past 16 MiB answers what is there.
 #[test]
 fn a_tail_of_a_large_log_at_a_peer_reads_only_its_end() {
-    let Pair { a, alice, .. } = pair();
+    let Pair {
+        a,
+        alice,
+        b: _b,
+        tmp: _tmp,
+        ..
+    } = pair();
     let _blocker = grid_submit(&a, &alice, &sleep_job("blocker", 30));
     let line = "a line of the log that repeats\n";
     let lines = 600_000u64;

@@ -152,3 +152,35 @@ fn a_phase_one_answered_committed_is_never_run_here_too() {
     assert_eq!((g["runs_at"].as_str(), g["job"].as_u64()), (Some("beta"), Some(9)), "{g}");
     assert_eq!(get(&a, &alice, "/api/v1/jobs").as_array().unwrap().len(), 1, "the blocker only");
 }
+
+/// A user cannot make another user's grid job take their job for its own: a local job named
+/// as the grid scheduler marks the next grid job (`x [grid alpha/1]`) is not mistaken for it
+/// (the look-up that makes a submission after a crash find the first one is per user). Alice's
+/// grid job runs as a job of its own and succeeds; mallory's job is untouched.
+#[test]
+fn a_job_named_like_another_users_grid_job_is_not_taken_for_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = server_tuned(
+        &tmp.path().join("a"),
+        "alpha",
+        free_port(),
+        &[("a1", 2)],
+        &[("beta", free_port())],
+        |f| {
+            f.probe_bytes = 0;
+            f.algorithm = koalesce_server::peer::PeerAlgorithm::Local;
+        },
+    );
+    let (alice, mallory) = (token(&a.data_dir, "alice", false), token(&a.data_dir, "mallory", false));
+    let decoy = common::submit(&a, &mallory, &sleep_job("x [grid alpha/1]", 60));
+    let id = grid_submit(&a, &alice, &sleep_job("x", 0));
+    assert_eq!(id, 1);
+    let g = wait_grid(&a, &alice, id, 30);
+    assert_eq!(
+        (g["state"].as_str(), g["runs_at"].as_str()),
+        (Some("succeeded"), Some("local")),
+        "{g}"
+    );
+    assert_ne!(g["job"].as_u64(), Some(decoy), "{g}");
+    assert_eq!(common::job(&a, &mallory, decoy)["state"], "running");
+}

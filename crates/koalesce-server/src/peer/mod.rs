@@ -165,8 +165,9 @@ impl Federation {
     /// server's own offer (no transfers).
     pub(crate) fn offer(&self, req: &Requirements, from: Option<usize>) -> (Offer, Option<Millis>) {
         let bps = from.map_or(self.cfg.bandwidth_bps, |i| self.bandwidth_from(i));
-        let st = self.shared.lock();
-        let view = live::server_view(&st.core, now_ms());
+        // The daemon's state lock only while the view is taken: the simulation of the local
+        // scheduler (a peer may ask often) runs without it.
+        let view = live::server_view(&self.shared.lock().core, now_ms());
         live::offer(&view, req, self.cfg.clock_mhz, bps, from.is_some())
     }
 
@@ -229,13 +230,17 @@ impl Federation {
         let mut desc = desc.clone();
         desc.name = marked_name(&desc.name, tag);
         let store = self.shared.store.clone();
-        let name = desc.name.clone();
+        let (name, owner) = (desc.name.clone(), user.to_string());
+        // Only the user's own jobs: another user's job named like this one must not be taken
+        // for it (the job would never run, and its owner would see the other's).
         let found = blocking(move || {
             store.read(move |c| {
                 use rusqlite::OptionalExtension;
-                c.query_row("SELECT id FROM jobs WHERE name = ?1 ORDER BY id LIMIT 1", [&name], |r| {
-                    r.get::<_, i64>(0)
-                })
+                c.query_row(
+                    "SELECT id FROM jobs WHERE user = ?1 AND name = ?2 ORDER BY id LIMIT 1",
+                    [&owner, &name],
+                    |r| r.get::<_, i64>(0),
+                )
                 .optional()
             })
         })

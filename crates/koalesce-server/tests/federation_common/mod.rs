@@ -449,7 +449,8 @@ pub fn json_answer(status: u16, v: &Value) -> FakeAnswer {
 
 /// Alpha (site a1, 1 processor) and beta (site b1, 4) peered on free loopback ports, with a
 /// user token at alpha and root's at beta. Fields drop in order: the servers before their
-/// directories.
+/// directories. Destructuring with `..` drops the fields left out at once: bind `tmp` (as
+/// `tmp: _tmp`) and every server the test needs running (`b: _b`).
 pub struct Pair {
     pub a: BackgroundServer,
     pub b: BackgroundServer,
