@@ -444,6 +444,7 @@ fn peer_transfers_go_through_the_sites_storage_agents() {
     let data = text(300_000, 13);
     upload(&a, &alice, "data.bin", "a1", &data);
     let (sent_a, got_b) = (stats(&agents_a[0]).bytes_sent, stats(&agents_b[0]).uploads_completed);
+    let moved_b = transfer_bytes(&b);
     let blocker = grid_submit(&a, &alice, &sleep_job("blocker", 2));
     let script = "sha256sum \"$KOALESCE_INPUT_DATA_BIN\" | cut -d' ' -f1 > sum.txt";
     let job = format!(
@@ -464,6 +465,14 @@ fn peer_transfers_go_through_the_sites_storage_agents() {
         stats(&agents_a[0])
     );
     assert!(stats(&agents_b[0]).uploads_completed > got_b, "{:?}", stats(&agents_b[0]));
+    // Beta counts the input it received once (plus the job's 65-byte output), not once for
+    // the fetch and again for the upload to its agent.
+    let counted = transfer_bytes(&b) - moved_b;
+    assert!(
+        (data.len() as u64..2 * data.len() as u64).contains(&counted),
+        "koalesce_transfer_bytes_total grew by {counted} for a {}-byte input",
+        data.len()
+    );
     // The job read exactly alpha's bytes; its output is back, stored in alpha's agent.
     let (code, sum) = a.request("GET", &format!("/api/v1/files/grid-{id}/sum.txt"), Some(&alice), b"");
     assert_eq!((code, sum.trim()), (200, sha256_hex(&data).as_str()));
@@ -494,6 +503,16 @@ fn peer_transfers_go_through_the_sites_storage_agents() {
     }
     assert_eq!(wait_grid(&a, &alice, blocker, 60)["runs_at"], "local");
     assert_eq!(get(&b, &root_b, "/api/v1/jobs?all=true").as_array().unwrap().len(), 1);
+}
+
+/// `koalesce_transfer_bytes_total` of `srv`.
+fn transfer_bytes(srv: &BackgroundServer) -> u64 {
+    let (code, text) = srv.request("GET", "/metrics", None, b"");
+    assert_eq!(code, 200, "{text}");
+    text.lines()
+        .find_map(|l| l.strip_prefix("koalesce_transfer_bytes_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no koalesce_transfer_bytes_total in {text}"))
 }
 
 /// Issue 14: a peer that accepts connections and never answers, while a job runs there: the
