@@ -75,7 +75,9 @@ pub(super) async fn step(fed: &Arc<Federation>) -> anyhow::Result<()> {
     for row in rows(fed, state::HANDING).await? {
         resolve_handing(fed, &row).await?;
     }
-    for row in rows(fed, state::MIGRATED).await? {
+    // Released ones are over for the federation: nothing left to follow.
+    let j = fed.journal.clone();
+    for row in blocking(move || j.migrated_unreleased()).await? {
         follow(fed, &row).await?;
     }
     for row in rows(fed, state::WAITING).await? {

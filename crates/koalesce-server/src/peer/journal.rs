@@ -243,19 +243,38 @@ impl Journal {
         })
     }
 
-    /// Grid jobs in the given states (all when empty), by id.
+    /// Grid jobs in the given states (all when empty), of `user` (all: None), by id. Selected
+    /// by SQLite (the state index), not read whole: the grid scheduler asks every pass, and
+    /// the queue keeps every grid job ever submitted.
     pub fn grid_jobs(&self, states: &[&str], user: Option<&str>) -> rusqlite::Result<Vec<GridRow>> {
+        self.select_grid(states, user, false)
+    }
+
+    /// Migrated grid jobs not released at their peer yet: those the grid scheduler follows.
+    pub fn migrated_unreleased(&self) -> rusqlite::Result<Vec<GridRow>> {
+        self.select_grid(&[state::MIGRATED], None, true)
+    }
+
+    fn select_grid(&self, states: &[&str], user: Option<&str>, unreleased: bool) -> rusqlite::Result<Vec<GridRow>> {
+        let mut sql = format!("SELECT {GRID_COLUMNS} FROM grid_jobs WHERE 1 = 1");
+        let mut args: Vec<&str> = Vec::new();
+        if !states.is_empty() {
+            let marks = (0..states.len()).map(|k| format!("?{}", k + 1)).collect::<Vec<_>>().join(", ");
+            sql.push_str(&format!(" AND state IN ({marks})"));
+            args.extend_from_slice(states);
+        }
+        if let Some(u) = user {
+            args.push(u);
+            sql.push_str(&format!(" AND user = ?{}", args.len()));
+        }
+        if unreleased {
+            sql.push_str(" AND released = 0");
+        }
+        sql.push_str(" ORDER BY id");
         self.with(|c| {
-            let mut st = c.prepare(&format!("SELECT {GRID_COLUMNS} FROM grid_jobs ORDER BY id"))?;
-            let rows = st.query_map([], grid_row)?;
-            let mut out = Vec::new();
-            for r in rows {
-                let r = r?;
-                if (states.is_empty() || states.contains(&r.state.as_str())) && user.is_none_or(|u| u == r.user) {
-                    out.push(r);
-                }
-            }
-            Ok(out)
+            let mut st = c.prepare(&sql)?;
+            let rows = st.query_map(rusqlite::params_from_iter(args), grid_row)?;
+            rows.collect()
         })
     }
 
@@ -650,5 +669,18 @@ mod tests {
         drop(j);
         let j = Journal::open(&dir.path().join("f.db")).unwrap();
         assert_eq!(j.grid_jobs(&[state::HANDING], None).unwrap().len(), 1);
+        // Selected by state and user; migrated ones followed until released.
+        let other = j.add_grid_job("v", "m", "d", 6).unwrap();
+        assert!(j.transition(id, state::HANDING, state::MIGRATED, &Transition::default()).unwrap());
+        let ids = |rows: Vec<GridRow>| rows.into_iter().map(|r| r.id).collect::<Vec<_>>();
+        assert_eq!(ids(j.grid_jobs(&[], None).unwrap()), vec![id, other]);
+        assert_eq!(ids(j.grid_jobs(&[state::WAITING, state::MIGRATED], None).unwrap()), vec![id, other]);
+        assert_eq!(ids(j.grid_jobs(&[state::WAITING], None).unwrap()), vec![other]);
+        assert_eq!(ids(j.grid_jobs(&[], Some("v")).unwrap()), vec![other]);
+        assert!(j.grid_jobs(&[state::MIGRATED], Some("v")).unwrap().is_empty());
+        assert_eq!(ids(j.migrated_unreleased().unwrap()), vec![id]);
+        j.set_released(id).unwrap();
+        assert!(j.migrated_unreleased().unwrap().is_empty());
+        assert_eq!(ids(j.grid_jobs(&[state::MIGRATED], None).unwrap()), vec![id]);
     }
 }
