@@ -481,7 +481,7 @@ async fn output_file(State(fed): State<F>, headers: HeaderMap, Path((h, name)): 
     if d.state != "succeeded" || !d.outputs.contains(&name) {
         return Err(not_found());
     }
-    super::serve::serve(&fed, &name, &headers)
+    super::serve::serve(&fed, &name, &headers).await
 }
 
 /// `GET /api/v1/peer/sent/{h}/inputs/{name}` (at the origin): an input of the job this server
@@ -508,7 +508,7 @@ async fn input_file(State(fed): State<F>, headers: HeaderMap, Path((h, name)): P
     if !desc.inputs.iter().any(|f| f.logical() == name) {
         return Err(not_found());
     }
-    super::serve::serve(&fed, &name, &headers)
+    super::serve::serve(&fed, &name, &headers).await
 }
 
 #[derive(serde::Deserialize)]

@@ -11,7 +11,7 @@ use crate::api::{err, ApiError};
 
 /// Streams catalogue file `name` to a peer: from byte N on when asked `Range: bytes=N-` (206),
 /// with its SHA-256 and whole size in headers.
-pub(crate) fn serve(fed: &Federation, name: &str, headers: &HeaderMap) -> Result<Response, ApiError> {
+pub(crate) async fn serve(fed: &Federation, name: &str, headers: &HeaderMap) -> Result<Response, ApiError> {
     let found = {
         let st = fed.shared.lock();
         st.files.get(name).map(|f| {
@@ -27,13 +27,19 @@ pub(crate) fn serve(fed: &Federation, name: &str, headers: &HeaderMap) -> Result
         Some(h) if h.agent.is_some() => Some(crate::daemon::transfers::place_at(h, p)),
         _ => None,
     });
-    let opened = replicas
+    let local: Vec<std::path::PathBuf> = replicas
         .iter()
         .filter(|(site, _)| fed.shared.site_by_name(site).is_none_or(|h| h.agent.is_none()))
-        .find_map(|(_, p)| {
+        .map(|(_, p)| p.clone())
+        .collect();
+    // Opened off the async threads (a slow disk holds up no other request).
+    let opened = super::blocking(move || {
+        local.iter().find_map(|p| {
             let f = std::fs::File::open(p).ok()?;
             (f.metadata().ok()?.len() == size).then_some(f)
-        });
+        })
+    })
+    .await;
     match (opened, at_agent) {
         (Some(file), _) => serve_open(file, size, Some(&sha), headers),
         (None, Some(crate::dataplane::Place::Agent { agent, path })) => {
