@@ -40,7 +40,9 @@
 //! origin, checksummed and resumable, before it submits the job), its outputs come back to the
 //! origin once it succeeded, its logs once it ended in any way, and a cancel at the origin
 //! goes to the peer ([`results`]). A receiver removes what it received for an aborted handoff,
-//! and aborts a handoff prepared and never committed after `handoff_timeout_ms` (`cleanup`). The ADTs in offers use the bandwidth measured from the asking
+//! aborts a handoff prepared and never committed after `handoff_timeout_ms`, and releases a
+//! committed one whose origin never says `done` `received_retention_ms` after its job ended
+//! (`cleanup`). The ADTs in offers use the bandwidth measured from the asking
 //! peer (probes and real transfers), `bandwidth_bps` until there is a measurement. Jobs fixed
 //! to a site of this server stay here.
 
