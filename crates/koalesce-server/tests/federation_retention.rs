@@ -160,3 +160,48 @@ fn a_tail_of_a_large_log_at_a_peer_reads_only_its_end() {
         (200, format!("{line}{line}the end\n").as_str(), total.to_string())
     );
 }
+
+/// Issue 14, a receiver killed in the middle of a commit: its job is in its queue (durable)
+/// but its journal still says `prepared`. Neither its own deadline (`handoff_timeout_ms`, the
+/// origin away meanwhile) nor a cancel may then abort the handoff — the origin would decide
+/// the job again and it would run twice: the handoff is completed as committed to that job.
+#[test]
+fn a_handoff_whose_job_was_submitted_before_a_crash_is_committed_not_aborted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let b = server_tuned(
+        &tmp.path().join("b"),
+        "beta",
+        free_port(),
+        &[("b1", 4)],
+        &[("alpha", free_port())],
+        |f| {
+            f.probe_bytes = 0;
+            f.handoff_timeout_ms = 1_000;
+        },
+    );
+    let root = token(&b.data_dir, "root", true);
+    let as_alpha = as_peer("alpha", &b);
+    // As the crash leaves it: phase one prepared; the commit submitted the job under its marked
+    // name (as peer-alpha) and died before its journal said so.
+    for (h, name) in [("alpha-1-1", "expires"), ("alpha-2-1", "cancelled")] {
+        prepare_handoff(&as_alpha, h, &sleep_job(name, 30), json!([]));
+    }
+    let peer_user = token(&b.data_dir, "peer-alpha", false);
+    let first = common::submit(&b, &peer_user, &sleep_job("expires [grid alpha-1-1]", 30));
+    let second = common::submit(&b, &peer_user, &sleep_job("cancelled [grid alpha-2-1]", 30));
+    // The origin cancels the second: its job there is cancelled, the handoff is not aborted.
+    let c: Value = as_alpha.call("/api/v1/peer/handoffs/alpha-2-1/cancel", Some(&())).unwrap();
+    assert_eq!((c["state"].as_str(), c["job"].as_u64()), (Some("committed"), Some(second)), "{c}");
+    common::wait_state(&b, &root, second, &["cancelled"], 20);
+    // The first outlives the deadline: committed to its job, which runs on.
+    std::thread::sleep(std::time::Duration::from_millis(2_500));
+    let v: Value = as_alpha.call::<(), _>("/api/v1/peer/handoffs/alpha-1-1", None).unwrap();
+    assert_eq!((v["state"].as_str(), v["job"].as_u64()), (Some("committed"), Some(first)), "{v}");
+    let c: Value = as_alpha.call("/api/v1/peer/handoffs/alpha-1-1/commit", Some(&())).unwrap();
+    assert_eq!(c["job"].as_u64(), Some(first), "{c}");
+    assert_eq!(
+        get(&b, &root, "/api/v1/jobs?all=true").as_array().unwrap().len(),
+        2,
+        "no job submitted twice"
+    );
+}

@@ -31,8 +31,7 @@ pub(crate) async fn housekeeping(fed: &Arc<Federation>) -> anyhow::Result<()> {
             continue;
         };
         let one = fed.submit_lock.lock().await;
-        let (j, key) = (fed.journal.clone(), h.clone());
-        let inc = blocking(move || j.abort(&key, &origin)).await?;
+        let inc = fed.abort_incoming(&one, &h, &origin).await.map_err(anyhow::Error::msg)?;
         drop(one);
         if inc.state == "aborted" {
             tracing::warn!(handoff = %h, "prepared handoff not committed within handoff_timeout_ms: aborted here");

@@ -201,8 +201,7 @@ pub(crate) async fn cancel_handoff(State(fed): State<F>, headers: HeaderMap, Pat
     let inc = match inc.state.as_str() {
         "prepared" => {
             let one = fed.submit_lock.lock().await;
-            let (j, key, origin) = (fed.journal.clone(), h.clone(), inc.origin.clone());
-            let inc = blocking(move || j.abort(&key, &origin)).await.map_err(internal)?;
+            let inc = fed.abort_incoming(&one, &h, &inc.origin).await.map_err(internal)?;
             drop(one);
             super::cleanup::sweep(&fed, &inc).await.map_err(internal)?;
             inc

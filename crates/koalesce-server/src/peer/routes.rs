@@ -431,10 +431,8 @@ async fn commit(State(fed): State<F>, headers: HeaderMap, Path(h): Path<String>)
 async fn abort(State(fed): State<F>, headers: HeaderMap, Path(h): Path<String>) -> R<Json<HandoffState>> {
     let i = peer_auth(&fed, &headers)?;
     check_handoff(&fed, i, &h)?;
-    let j = fed.journal.clone();
-    let origin = fed.peers[i].name.clone();
     let one = fed.submit_lock.lock().await;
-    let inc = blocking(move || j.abort(&h, &origin)).await.map_err(internal)?;
+    let inc = fed.abort_incoming(&one, &h, &fed.peers[i].name).await.map_err(internal)?;
     drop(one);
     // What was received for it goes (a crash before this: the next pass sweeps).
     super::cleanup::sweep(&fed, &inc).await.map_err(internal)?;
