@@ -399,9 +399,12 @@ async fn follow(fed: &Arc<Federation>, row: &GridRow) -> anyhow::Result<()> {
         return super::results::commit_refused(fed, i, row, h).await;
     }
     if let Ok(s) = r {
-        let j = fed.journal.clone();
-        let (id, json) = (row.id, serde_json::to_string(&s)?);
-        blocking(move || j.set_remote(id, s.job, &json)).await?;
+        let json = serde_json::to_string(&s)?;
+        // Written (a synchronous commit) only when it changed, not for every job every pass.
+        if row.remote.as_deref() != Some(json.as_str()) || (s.job.is_some() && row.remote_id != s.job) {
+            let (j, id) = (fed.journal.clone(), row.id);
+            blocking(move || j.set_remote(id, s.job, &json)).await?;
+        }
     }
     Ok(())
 }
