@@ -128,9 +128,11 @@ pub(crate) async fn sweep(fed: &Arc<Federation>, inc: &Incoming) -> anyhow::Resu
     }
     let _one = fed.submit_lock.lock().await;
     let removed = remove_unneeded(fed, inc).await?;
-    if !data::fetch_running(fed, &format!("in:{}", inc.handoff)) {
+    let key = format!("in:{}", inc.handoff);
+    if !data::fetch_running(fed, &key) {
         let (j, h) = (fed.journal.clone(), inc.handoff.clone());
         blocking(move || j.set_swept(&h)).await?;
+        data::forget_fetch(fed, &key);
     }
     if removed > 0 {
         tracing::info!(handoff = %inc.handoff, removed, "inputs received for an aborted handoff removed");

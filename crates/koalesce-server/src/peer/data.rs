@@ -385,6 +385,15 @@ pub(crate) fn fetch_running(fed: &Federation, key: &str) -> bool {
         .is_some_and(|f| f.running)
 }
 
+/// Forgets the last error of background transfer `key` unless it runs (its handoff is over:
+/// nothing will show the error again, and the map would only grow).
+pub(crate) fn forget_fetch(fed: &Federation, key: &str) {
+    let mut m = fed.fetches.lock().unwrap_or_else(|p| p.into_inner());
+    if m.get(key).is_some_and(|f| !f.running) {
+        m.remove(key);
+    }
+}
+
 /// The last error of the background transfer `key`, if it failed.
 pub(crate) fn fetch_error(fed: &Federation, key: &str) -> Option<String> {
     fed.fetches
