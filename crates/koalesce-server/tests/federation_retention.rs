@@ -205,3 +205,31 @@ fn a_handoff_whose_job_was_submitted_before_a_crash_is_committed_not_aborted() {
         "no job submitted twice"
     );
 }
+
+/// An origin that comes back after its peer's retention released a job that succeeded there
+/// (`released`, its outputs gone) records the outputs as none and says why in `data_error`,
+/// and the job ends (not `staging-out` for ever).
+#[test]
+fn an_origin_back_after_the_peers_retention_records_the_outputs_as_lost() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log_sha = sha256_hex(b"hello\n");
+    let fake = fake_receiver("prepared", move |h| {
+        json!({"handoff": h, "state": "committed", "job": 5, "job_state": "succeeded", "sites": ["beta/b1"],
+            "exit_ok": true, "failure": null, "finished_ms": 1, "outputs": [], "released": true,
+            "logs": [{"name": "c0/stdout", "size_bytes": 6, "sha256": log_sha}]})
+    });
+    let job = "name = \"far\"\nexecutable = \"/bin/sh\"\narguments = [\"-c\", \"echo hi > out.txt\"]\nruntime_estimate = \"20s\"\n\
+               outputs = [\"out.txt\"]\n[[components]]\nprocessors = 1\n";
+    let (a, alice, id) = busy_origin(tmp.path(), &fake, job);
+    let g = wait_grid(&a, &alice, id, 30);
+    assert_eq!(
+        (g["state"].as_str(), g["runs_at"].as_str()),
+        (Some("succeeded"), Some("beta")),
+        "{g}"
+    );
+    assert_eq!(g["outputs"], json!([]), "{g}");
+    let why = g["data_error"].as_str().unwrap_or_default();
+    assert!(why.contains("outputs from beta") && why.contains("received_retention_ms"), "{g}");
+    let (code, out) = a.request("GET", &format!("/api/v1/grid/jobs/{id}/logs"), Some(&alice), b"");
+    assert_eq!((code, out.as_str()), (200, "hello\n"));
+}

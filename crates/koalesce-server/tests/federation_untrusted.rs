@@ -10,49 +10,6 @@ use common::token;
 use federation_common::*;
 use serde_json::{json, Value};
 
-/// The handoff id in a fake peer's request path (`/api/v1/peer/handoffs/{h}/...`).
-fn handoff_of(path: &str) -> String {
-    path.trim_start_matches("/api/v1/peer/handoffs/")
-        .split(['/', '?'])
-        .next()
-        .unwrap_or("")
-        .to_string()
-}
-
-/// A fake receiver "beta": offers the best ATT, answers every phase one with state `prepare`,
-/// and then `after_prepare` (the handoff's id given) for each commit and each look at the
-/// handoff.
-fn fake_receiver(prepare: &'static str, after_prepare: impl Fn(&str) -> Value + Send + 'static) -> FakePeer {
-    let log = b"hello\n".to_vec();
-    let sha = sha256_hex(&log);
-    FakePeer::start(move |r| match (r.method.as_str(), r.path.as_str()) {
-        ("POST", "/api/v1/peer/offer") => json_answer(200, &json!({"att_ms": 1, "awt_ms": 0, "ru": 0.0})),
-        ("POST", "/api/v1/peer/handoffs") => {
-            let q: Value = serde_json::from_slice(&r.body).unwrap_or_default();
-            json_answer(
-                200,
-                &json!({"handoff": q["handoff"], "state": prepare, "job": null, "job_state": null,
-                    "sites": [], "exit_ok": null, "failure": null}),
-            )
-        }
-        ("GET", p) if p.contains("/logs/") => (200, vec![format!("x-checksum-sha256: {sha}")], log.clone()),
-        (_, p) if p.starts_with("/api/v1/peer/handoffs/") => json_answer(200, &after_prepare(&handoff_of(p))),
-        _ => json_answer(404, &json!({"error": "not here"})),
-    })
-}
-
-/// Alpha (one processor, busy) peered with `fake` as beta, and alice's grid job that moves
-/// there: (alpha, alice's token, the grid job's id).
-fn busy_origin(dir: &std::path::Path, fake: &FakePeer) -> (koalesce_server::BackgroundServer, String, u64) {
-    let a = server_tuned(&dir.join("a"), "alpha", free_port(), &[("a1", 1)], &[("beta", fake.port)], |f| {
-        f.probe_bytes = 0
-    });
-    let alice = token(&a.data_dir, "alice", false);
-    let _blocker = grid_submit(&a, &alice, &sleep_job("blocker", 30));
-    let id = grid_submit(&a, &alice, &sleep_job("far", 1));
-    (a, alice, id)
-}
-
 /// A peer that ran a one-component job lists logs of 200 components it does not have, the
 /// same log twice and a name shaped like a path: the origin fetches and stores only the job's
 /// own log (once), says what it left out, and the job still ends.
@@ -67,7 +24,7 @@ fn a_peer_cannot_make_the_origin_fetch_logs_of_components_the_job_lacks() {
         json!({"handoff": h, "state": "committed", "job": 5, "job_state": "failed", "sites": ["beta/b1"],
             "exit_ok": false, "failure": "component 0 at b1: exit code 1", "finished_ms": 1, "logs": logs})
     });
-    let (a, alice, id) = busy_origin(tmp.path(), &fake);
+    let (a, alice, id) = busy_origin(tmp.path(), &fake, &sleep_job("far", 1));
     let g = wait_grid(&a, &alice, id, 60);
     assert_eq!((g["state"].as_str(), g["runs_at"].as_str()), (Some("failed"), Some("beta")), "{g}");
     let note = g["data_error"].as_str().unwrap_or_default();
@@ -142,7 +99,7 @@ fn a_phase_one_answered_committed_is_never_run_here_too() {
         json!({"handoff": h, "state": "committed", "job": 9, "job_state": "running", "sites": ["beta/b1"],
             "exit_ok": null, "failure": null})
     });
-    let (a, alice, id) = busy_origin(tmp.path(), &fake);
+    let (a, alice, id) = busy_origin(tmp.path(), &fake, &sleep_job("far", 1));
     wait_until(30, &|| format!("{}", get(&a, &alice, &format!("/api/v1/grid/jobs/{id}"))), &|| {
         get(&a, &alice, &format!("/api/v1/grid/jobs/{id}"))["state"] == "running"
     });

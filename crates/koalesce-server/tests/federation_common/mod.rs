@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use koalesce_server::peer::{FederationConfig, PeerAlgorithm, PeerConfig};
 use koalesce_server::BackgroundServer;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::common::{json, supervisor};
 
@@ -308,7 +308,7 @@ pub fn as_peer(name: &str, srv: &BackgroundServer) -> koalesce_server::peer::Pee
 
 /// Phase one of handoff `h` (a job `desc` with `inputs`) from `peer`: asserts it is prepared.
 pub fn prepare_handoff(peer: &koalesce_server::peer::PeerClient, h: &str, desc: &str, inputs: Value) -> Value {
-    let body = serde_json::json!({"handoff": h, "user": "alice", "description": desc, "inputs": inputs});
+    let body = json!({"handoff": h, "user": "alice", "description": desc, "inputs": inputs});
     let p: Value = peer.call("/api/v1/peer/handoffs", Some(&body)).unwrap();
     assert_eq!(p["state"], "prepared", "{p}");
     p
@@ -494,4 +494,47 @@ pub fn wait_released(srv: &BackgroundServer, id: u64, secs: u64) {
     wait_until(secs, &|| format!("grid job {id} never released at its peer"), &|| {
         journal.grid_job(id).unwrap().unwrap().released
     });
+}
+
+/// The handoff id in a fake peer's request path (`/api/v1/peer/handoffs/{h}/...`).
+pub fn handoff_of(path: &str) -> String {
+    path.trim_start_matches("/api/v1/peer/handoffs/")
+        .split(['/', '?'])
+        .next()
+        .unwrap_or("")
+        .to_string()
+}
+
+/// A fake receiver "beta": offers the best ATT, answers every phase one with state `prepare`,
+/// and then `after_prepare` (the handoff's id given) for each commit and each look at the
+/// handoff.
+pub fn fake_receiver(prepare: &'static str, after_prepare: impl Fn(&str) -> Value + Send + 'static) -> FakePeer {
+    let log = b"hello\n".to_vec();
+    let sha = sha256_hex(&log);
+    FakePeer::start(move |r| match (r.method.as_str(), r.path.as_str()) {
+        ("POST", "/api/v1/peer/offer") => json_answer(200, &json!({"att_ms": 1, "awt_ms": 0, "ru": 0.0})),
+        ("POST", "/api/v1/peer/handoffs") => {
+            let q: Value = serde_json::from_slice(&r.body).unwrap_or_default();
+            json_answer(
+                200,
+                &json!({"handoff": q["handoff"], "state": prepare, "job": null, "job_state": null,
+                    "sites": [], "exit_ok": null, "failure": null}),
+            )
+        }
+        ("GET", p) if p.contains("/logs/") => (200, vec![format!("x-checksum-sha256: {sha}")], log.clone()),
+        (_, p) if p.starts_with("/api/v1/peer/handoffs/") => json_answer(200, &after_prepare(&handoff_of(p))),
+        _ => json_answer(404, &json!({"error": "not here"})),
+    })
+}
+
+/// Alpha (one processor, busy) peered with `fake` as beta, and alice's grid job `job` that
+/// moves there: (alpha, alice's token, the grid job's id).
+pub fn busy_origin(dir: &std::path::Path, fake: &FakePeer, job: &str) -> (BackgroundServer, String, u64) {
+    let a = server_tuned(&dir.join("a"), "alpha", free_port(), &[("a1", 1)], &[("beta", fake.port)], |f| {
+        f.probe_bytes = 0
+    });
+    let alice = crate::common::token(&a.data_dir, "alice", false);
+    let _blocker = grid_submit(&a, &alice, &sleep_job("blocker", 30));
+    let id = grid_submit(&a, &alice, job);
+    (a, alice, id)
 }
