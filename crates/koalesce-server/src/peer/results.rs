@@ -472,6 +472,10 @@ pub(crate) async fn grid_logs(State(fed): State<F>, headers: HeaderMap, Path(raw
 /// Most bytes of a log read from a peer for one answer.
 const LIVE_LOG_BYTES: u64 = 16 << 20;
 
+/// What a read of a peer's live log brought: the bytes, and the log's size and lines cut when
+/// the peer cut a tail.
+type LiveRead = (Vec<u8>, Option<u64>, Option<u64>);
+
 /// Log `c<c>/<stream>` of handoff `h` as peer `peer` has it now: (bytes, next offset, lines
 /// cut) for the request `q`; nothing (from the asked offset) when the peer does not answer. A
 /// tail is cut at the peer (`?tail=L`): only the end asked for crosses, however large the log.
@@ -486,7 +490,7 @@ async fn live_log(fed: &F, peer: &str, h: &str, c: u64, stream: &str, q: &LogQue
     if let Some(lines) = q.tail {
         path.push_str(&format!("?tail={lines}"));
     }
-    let got = blocking(move || -> Result<(Vec<u8>, Option<u64>, Option<u64>), CallError> {
+    let got = blocking(move || -> Result<LiveRead, CallError> {
         let mut resp = client.get_bytes(&path, offset, LIVE_LOG_BYTES)?;
         let status = resp.status().as_u16();
         if status != 200 && status != 206 {
