@@ -141,3 +141,37 @@ fn a_job_named_like_another_users_grid_job_is_not_taken_for_it() {
     assert_ne!(g["job"].as_u64(), Some(decoy), "{g}");
     assert_eq!(common::job(&a, &mallory, decoy)["state"], "running");
 }
+
+/// What a peer says about a job it runs reaches the origin's users only as plain text: a
+/// state that is no state word, sites and a failure with terminal escapes and newlines are not
+/// passed on raw (a user's terminal would run them), and a thousand sites are not all kept.
+#[test]
+fn a_peers_words_about_a_job_reach_users_without_control_characters() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut sites: Vec<String> = (0..1000).map(|k| format!("beta/s{k}")).collect();
+    sites.insert(0, "beta/b1\n\u{1b}[2Jfake line".into());
+    let fake = fake_receiver("prepared", move |h| {
+        json!({"handoff": h, "state": "committed", "job": 5, "job_state": "running\u{1b}]0;owned\u{7}",
+            "sites": sites, "exit_ok": null,
+            "failure": "disk\r\n\u{1b}[31mon fire\u{202e}"})
+    });
+    let (a, alice, id) = busy_origin(tmp.path(), &fake, &sleep_job("far", 1));
+    let mut g = Value::Null;
+    wait_until(30, &|| format!("{}", get(&a, &alice, &format!("/api/v1/grid/jobs/{id}"))), &|| {
+        get(&a, &alice, &format!("/api/v1/grid/jobs/{id}"))["failure"].is_string()
+    });
+    for _ in 0..3 {
+        g = get(&a, &alice, &format!("/api/v1/grid/jobs/{id}"));
+        let shown: Vec<&str> = [&g["state"], &g["failure"]]
+            .into_iter()
+            .chain(g["sites"].as_array().unwrap())
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        for s in shown {
+            assert!(!s.chars().any(|c| c.is_control() || c == '\u{202e}'), "{s:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert!(g["sites"].as_array().unwrap().len() <= 64, "{}", g["sites"]);
+    assert!(g["failure"].as_str().unwrap().contains("on fire"), "{g}");
+}

@@ -398,7 +398,7 @@ async fn follow(fed: &Arc<Federation>, row: &GridRow) -> anyhow::Result<()> {
     if row.remote_id.is_none() && super::results::is_conflict(&r) {
         return super::results::commit_refused(fed, i, row, h).await;
     }
-    if let Ok(s) = r {
+    if let Ok(s) = r.map(HandoffState::from_peer) {
         let json = serde_json::to_string(&s)?;
         // Written (a synchronous commit) only when it changed, not for every job every pass.
         if row.remote.as_deref() != Some(json.as_str()) || (s.job.is_some() && row.remote_id != s.job) {

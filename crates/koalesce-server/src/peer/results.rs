@@ -322,7 +322,7 @@ pub(crate) async fn deliver_cancel(fed: &F, row: &GridRow) -> anyhow::Result<()>
     let path = format!("/api/v1/peer/handoffs/{}/cancel", data::encode(h));
     let r = blocking(move || client.call::<(), HandoffState>(&path, Some(&()))).await;
     fed.record(i, &r);
-    match r {
+    match r.map(HandoffState::from_peer) {
         Ok(s) if s.state == "aborted" => {
             let why = format!("cancelled by its user before it started at {peer}");
             let (j, id) = (fed.journal.clone(), row.id);

@@ -115,7 +115,9 @@ pub(super) async fn render(fed: &F, row: GridRow) -> GridJob {
             g.runs_at = row.peer.clone();
             g.job = row.remote_id;
             g.state = "handing-over".into();
-            if let Some(r) = row.remote.as_deref().and_then(|r| serde_json::from_str::<HandoffState>(r).ok()) {
+            // As the peer said it, made plain text (rows written before that was done on receipt).
+            let remote = row.remote.as_deref().and_then(|r| serde_json::from_str::<HandoffState>(r).ok());
+            if let Some(r) = remote.map(HandoffState::from_peer) {
                 if let Some(s) = r.job_state {
                     g.state = s;
                 }
