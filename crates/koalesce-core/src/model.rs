@@ -387,6 +387,12 @@ pub struct JobSpec {
     /// the deadline job-priority policy under `queueing = "gridway"`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deadline_ms: Option<Millis>,
+    /// Not placed before this instant (Slurm's `--begin`), on the driver's clock: the job is
+    /// [`crate::state::JobState::Held`] until then, and the core's timer queues it. Absolute,
+    /// unlike [`JobPreferences::earliest_start_ms`] (the broker's T_e, relative to submission),
+    /// so a driver that re-enters the job after a restart keeps it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub begin_ms: Option<Millis>,
     /// Who submitted the job (GridWay's share policy divides dispatches among owners).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,

@@ -134,3 +134,46 @@ fn a_limit_fails_one_task_of_a_bag_and_the_whole_of_any_other_job() {
     let comps: Vec<_> = s.job(two).unwrap().components.iter().map(|c| (c.state, c.site.is_some())).collect();
     assert_eq!(comps, [(ComponentState::Aborted, true), (ComponentState::Failed, true)]);
 }
+
+#[test]
+fn a_job_with_a_begin_time_is_held_until_then_whatever_else_holds_it() {
+    let mut s = grid();
+    let mut late = spec("late");
+    late.begin_ms = Some(50_000);
+    let a = s.submit(1_000, late.clone()).unwrap();
+    assert_eq!(state(&s, a), JobState::Held);
+    assert!(s.job(a).unwrap().begin_pending);
+    assert_eq!(s.poll_timeout(), Some(50_000), "the core asks to be woken at the begin time");
+    tick(&mut s, 49_999);
+    assert_eq!(state(&s, a), JobState::Held, "not a millisecond early");
+    tick(&mut s, 50_000);
+    assert!(!s.job(a).unwrap().begin_pending);
+    tick(&mut s, 60_000);
+    assert_eq!(state(&s, a), JobState::Running);
+
+    // A begin time in the past changes nothing.
+    let mut past = spec("past");
+    past.begin_ms = Some(10_000);
+    let b = s.submit(60_000, past).unwrap();
+    assert_eq!(state(&s, b), JobState::Queued);
+
+    // Held by its user as well: the begin time passing does not release it, release does;
+    // released before the begin time, it still waits for it.
+    late.begin_ms = Some(200_000);
+    let c = s.submit_gated(100_000, JobId(10), late.clone(), Gate { hold: true, after: vec![] }).unwrap();
+    tick(&mut s, 200_000);
+    assert_eq!(state(&s, c), JobState::Held);
+    s.release_hold(200_000, c).unwrap();
+    assert_eq!(state(&s, c), JobState::Queued);
+    late.begin_ms = Some(400_000);
+    let d = s.submit_gated(300_000, JobId(11), late.clone(), Gate { hold: true, after: vec![] }).unwrap();
+    s.release_hold(300_000, d).unwrap();
+    assert_eq!(state(&s, d), JobState::Held, "released, but its begin time has not come");
+    // With a dependency that is met before the begin time.
+    late.begin_ms = Some(500_000);
+    let e = s.submit_gated(300_000, JobId(12), late, after(d, DependencyKind::AfterAny)).unwrap();
+    assert!(s.cancel(300_500, d));
+    assert_eq!(state(&s, e), JobState::Held, "dependency met, begin time not yet");
+    tick(&mut s, 500_000);
+    assert_eq!(state(&s, e), JobState::Queued);
+}

@@ -461,6 +461,8 @@ pub fn describe(
         cputime: None,
         memory: None,
         deadline: None,
+        begin: None,
+        signal: None,
         retries: Some(0),
         requirements: None,
         rank: None,
