@@ -184,8 +184,8 @@ pub fn show_job(j: &SlurmJob, now: u64, oneliner: bool) -> String {
         format!("JobState={} Reason={} Dependency=(null)", j.state.long(), j.reason),
         format!("Requeue=0 Restarts=0 BatchFlag=1 Reboot=0 ExitCode={}", j.exit_code_text()),
         format!("RunTime={} TimeLimit=N/A TimeMin=N/A", long_duration(j.elapsed_secs(now))),
-        format!("SubmitTime={} EligibleTime={}", timestamp(j.submit_ms), timestamp(j.submit_ms)),
-        format!("StartTime={} EndTime={} Deadline=N/A", ts(j.start_ms), ts(j.end_ms)),
+        format!("SubmitTime={} EligibleTime={}", timestamp(j.submit_ms), timestamp(j.eligible_ms())),
+        format!("StartTime={} EndTime={} Deadline=N/A", ts(j.expected_start_ms()), ts(j.end_ms)),
         format!("Partition={}", esc(&j.partition())),
         format!("NodeList={node_list}"),
         format!("BatchHost={batch_host}"),
@@ -288,6 +288,7 @@ mod tests {
             submit_ms: 0,
             start_ms: Some(0),
             end_ms: Some(61_000),
+            begin_ms: None,
             failure: None,
             array: None,
         };

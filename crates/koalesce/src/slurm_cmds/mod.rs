@@ -27,6 +27,7 @@ use crate::client_cmds::api::{ApiError, Client, JobDetail};
 use jobview::SlurmJob;
 
 mod batch_step;
+pub mod begin;
 mod control;
 mod jobview;
 mod sacct;

@@ -426,6 +426,7 @@ mod tests {
             submit_ms: 0,
             start_ms: Some(0),
             end_ms: Some(5_000),
+            begin_ms: None,
             failure: None,
             array: None,
         }

@@ -272,7 +272,7 @@ impl Field {
             Field::NodeList => j.node_list.clone(),
             Field::Partition => j.partition(),
             Field::SubmitTime => timestamp(j.submit_ms),
-            Field::StartTime => j.start_ms.map(timestamp).unwrap_or_else(|| "N/A".into()),
+            Field::StartTime => j.expected_start_ms().map(timestamp).unwrap_or_else(|| "N/A".into()),
             Field::EndTime => j.end_ms.map(timestamp).unwrap_or_else(|| "N/A".into()),
             Field::Account => "(null)".into(),
             Field::Qos => "normal".into(),
@@ -410,6 +410,7 @@ mod tests {
             submit_ms: 1_000,
             start_ms: (state != State::Pending).then_some(1_000),
             end_ms: None,
+            begin_ms: None,
             failure: None,
             array: None,
         }
