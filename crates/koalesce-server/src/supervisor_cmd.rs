@@ -115,6 +115,7 @@ impl JobSandbox {
         o.cgroup_parent = self.config.cgroup_parent.clone();
         o.memory_limit = sub.memory_limit;
         o.time_limit = (sub.time_limit_ms > 0).then_some(sub.time_limit_ms);
+        o.signal = sub.early_signal.filter(|_| o.time_limit.is_some()).map(|s| s.to_string());
         o.chdir = sub.working_directory.clone();
         o.barrier_timeout = self.barrier_timeout_ms;
         o
@@ -151,6 +152,7 @@ mod tests {
             memory_limit: Some(2 << 30),
             working_directory: Some("run".into()),
             nonce: "0123456789abcdef0123456789abcdef".into(),
+            early_signal: None,
         }
     }
 
