@@ -58,20 +58,43 @@ impl Server {
             .unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let token = String::from_utf8_lossy(&out.stdout).split_whitespace().last().unwrap().to_string();
-        let log = std::fs::File::create(dir.path().join("server.log")).unwrap();
+        let (child, url) = Server::spawn(dir.path());
+        let bin = dir.path().join("bin");
+        let token_file = dir.path().join("token");
+        std::fs::write(&token_file, format!("{token}\n")).unwrap();
+        let s = Server {
+            dir,
+            child,
+            url,
+            token,
+            bin,
+        };
+        s.install();
+        s
+    }
+
+    /// Starts `koalesce server` on DIR/data with DIR/server.toml; its URL once it listens.
+    fn spawn(dir: &Path) -> (Child, String) {
+        let data = dir.join("data");
+        let addr_file = data.join("server.addr");
+        let _ = std::fs::remove_file(&addr_file);
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("server.log"))
+            .unwrap();
         let child = Command::new(BIN)
             .arg("server")
             .arg("--data-dir")
             .arg(&data)
             .args(["--listen", "127.0.0.1:0", "--config"])
-            .arg(dir.path().join("server.toml"))
+            .arg(dir.join("server.toml"))
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
             .spawn()
             .unwrap();
         let t0 = Instant::now();
-        let addr_file = data.join("server.addr");
         let url = loop {
             if let Ok(a) = std::fs::read_to_string(&addr_file) {
                 if !a.trim().is_empty() {
@@ -81,26 +104,47 @@ impl Server {
             assert!(t0.elapsed() < Duration::from_secs(30), "the server did not start");
             std::thread::sleep(Duration::from_millis(50));
         };
-        let bin = dir.path().join("bin");
-        let token_file = dir.path().join("token");
-        std::fs::write(&token_file, format!("{token}\n")).unwrap();
+        (child, url)
+    }
+
+    /// `koalesce slurm-commands install DIR/bin` for the server's current URL.
+    fn install(&self) {
         let out = Command::new(BIN)
             .args(["slurm-commands", "install"])
-            .arg(&bin)
+            .arg(&self.bin)
             .arg("--url")
-            .arg(&url)
+            .arg(&self.url)
             .arg("--token-file")
-            .arg(&token_file)
+            .arg(self.dir.path().join("token"))
+            .arg("--force")
             .output()
             .unwrap();
         assert!(out.status.success(), "install: {}", String::from_utf8_lossy(&out.stderr));
-        Server {
-            dir,
-            child,
-            url,
-            token,
-            bin,
+    }
+
+    /// Stops the server (SIGTERM) and starts it again on the same data directory.
+    fn restart(&mut self) {
+        self.stop();
+        let (child, url) = Server::spawn(self.dir.path());
+        self.child = child;
+        self.url = url;
+        self.install();
+    }
+
+    fn stop(&mut self) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(5) {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(25));
         }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     fn shared(&self) -> PathBuf {
@@ -152,19 +196,7 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.child.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        );
-        let t0 = Instant::now();
-        while t0.elapsed() < Duration::from_secs(5) {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(25));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.stop();
     }
 }
 
@@ -435,6 +467,59 @@ fn an_sbatch_dependency_on_an_array_waits_for_every_task() {
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains(&format!("afterok:{arr}_7")) && err.contains("task"), "{err}");
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
+}
+
+/// `--begin`: the job pends (BeginTime) until its time, also across a server restart;
+/// `--signal=B:USR1@58` with `-t 1`: the batch shell's trap runs about 2 s after the start.
+#[test]
+fn sbatch_begin_waits_across_a_restart_and_signal_reaches_the_trap() {
+    let mut s = Server::start(LOCAL_SITES, &[]);
+    let shared = s.shared();
+    let started = shared.join("started.txt");
+    let script = format!("date +%s%3N > {}", started.display());
+    let asked = now_ms();
+    let id = s
+        .stdout("sbatch", &["--parsable", "--begin=now+4", "-o", "/dev/null", "--wrap", &script])
+        .trim()
+        .to_string();
+    // Seconds resolution, as Slurm's: not before the second after 4 s from now.
+    let begin_ms = (asked / 1000 + 4) * 1000;
+    assert_eq!(s.stdout("squeue", &["-h", "-j", &id, "-o", "%T %r"]), "PENDING BeginTime\n");
+    let show = s.stdout("scontrol", &["show", "job", &id]);
+    assert!(show.contains("Reason=BeginTime"), "{show}");
+    // Stopped and started again before the begin time: still pending for it.
+    s.restart();
+    assert_eq!(s.stdout("squeue", &["-h", "-j", &id, "-o", "%T %r"]), "PENDING BeginTime\n");
+    assert_eq!(s.wait_final(&id), "COMPLETED");
+    let ran: u64 = std::fs::read_to_string(&started).unwrap().trim().parse().unwrap();
+    assert!(ran >= begin_ms, "started at {ran}, before its begin time {begin_ms}");
+
+    // A begin time in the past: at once.
+    let o = s.stdout("sbatch", &["--parsable", "--begin=2020-01-01T00:00", "-o", "/dev/null", "--wrap", "true"]);
+    assert_eq!(s.wait_final(o.trim()), "COMPLETED");
+
+    let got = shared.join("signal.txt");
+    let script = format!(
+        "#!/bin/bash\n#SBATCH -t 1\n#SBATCH --signal=B:USR1@58\n#SBATCH -o /dev/null\n\
+         t0=$(date +%s%3N)\ntrap 'echo $(( $(date +%s%3N) - t0 )) > {}; exit 0' USR1\n\
+         while :; do sleep 0.1; done\n",
+        got.display()
+    );
+    std::fs::write(shared.join("sig.sh"), script).unwrap();
+    let id = s.stdout("sbatch", &["--parsable", "sig.sh"]).trim().to_string();
+    assert_eq!(s.wait_final(&id), "COMPLETED", "the trap ended the job");
+    let after: u64 = std::fs::read_to_string(&got).unwrap().trim().parse().unwrap();
+    assert!((1_000..10_000).contains(&after), "58 s before a 60 s limit: came {after} ms after the start");
+    let o = s.run("sbatch", &["--signal=R:USR1@30", "--wrap", "true"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("Invalid signal specification") && err.contains("R:"), "{err}");
+    let o = s.run("sbatch", &["--begin=someday", "--wrap", "true"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("Invalid --begin specification"));
 }
 
 /// The venv with the tools (made by python/ci/setup-venv.sh, which CI runs too).
