@@ -257,6 +257,9 @@ pub struct SiteInfo {
     pub host: std::collections::BTreeMap<String, String>,
     /// Software tags the site offers (HAS_SOFTWARE).
     pub software: Vec<String>,
+    /// Features of the site's nodes (HAS_FEATURE; sbatch `--constraint`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub features: Vec<String>,
     /// Estimated queue wait of a 1-processor job submitted now, in ms (001 §3.1; GLUE's
     /// EstimatedResponseTime): local sites plan their running components to their expected
     /// ends; absent where the scheduler has no estimate.

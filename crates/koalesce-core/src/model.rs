@@ -87,6 +87,19 @@ pub struct SiteAttributes {
     /// Software / runtime environments the site offers (xRSL's runTimeEnvironment), as
     /// `HAS_SOFTWARE("tag")` asks (compared ignoring ASCII case).
     pub software: Vec<String>,
+    /// Features of the site's nodes (Slurm's node features: `ib`, `haswell`, ...), as
+    /// `HAS_FEATURE("name")` asks (compared ignoring ASCII case) and `sbatch --constraint`
+    /// requires.
+    pub features: Vec<String>,
+}
+
+impl SiteAttributes {
+    /// The tags `HAS_SOFTWARE` and `HAS_FEATURE` are answered from: the software tags, and
+    /// the features behind [`crate::expr::FEATURE_TAG_PREFIX`].
+    pub fn tags(&self) -> Vec<String> {
+        let features = self.features.iter().map(|f| format!("{}{f}", crate::expr::FEATURE_TAG_PREFIX));
+        self.software.iter().cloned().chain(features).collect()
+    }
 }
 
 /// Forecast of the network between sites, as the information service provides it (003 §3.1).

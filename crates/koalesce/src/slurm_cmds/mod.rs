@@ -28,6 +28,7 @@ use jobview::SlurmJob;
 
 mod batch_step;
 pub mod begin;
+mod constraint;
 mod control;
 mod jobview;
 mod sacct;

@@ -128,7 +128,7 @@ pub struct SbatchArgs {
     /// id, e.g. `R3`).
     #[arg(long = "reservation", value_name = "ID")]
     pub reservation: Option<String>,
-    /// Refused: node features.
+    /// Sites with these features only (a, a&b, a|b, [a|b]; the sites' `features`).
     #[arg(short = 'C', long = "constraint", value_name = "LIST")]
     pub constraint: Option<String>,
     /// Defer the job until this time (HH:MM[:SS] [AM|PM], MMDD[YY], MM/DD[/YY],
@@ -174,12 +174,24 @@ pub fn run(args: &[String], conn: impl FnOnce() -> SResult<Client>) -> SResult<E
     let opts: SbatchArgs = parse_options("sbatch", &all)?;
     let submit_dir = std::env::current_dir().map_err(|e| SlurmError::msg(format!("cannot read the current directory: {e}")))?;
     let client = conn()?;
-    let sites: Vec<String> = match &opts.partition {
-        Some(_) => client.sites()?.into_iter().map(|s| s.name).collect(),
-        None => Vec::new(),
+    let infos = match opts.partition.is_some() || opts.constraint.is_some() {
+        true => client.sites()?,
+        false => Vec::new(),
     };
+    let sites: Vec<String> = infos.iter().map(|s| s.name.clone()).collect();
     let env: Vec<(String, String)> = std::env::vars().collect();
-    let desc = describe(&opts, &script_text, &script_name, &script_args, &submit_dir, &env, &sites)?;
+    let mut desc = describe(&opts, &script_text, &script_name, &script_args, &submit_dir, &env, &sites)?;
+    if let Some(c) = &opts.constraint {
+        // The sites the job may go to: those -p names, else all.
+        let named: Vec<&str> = opts.partition.as_deref().unwrap_or("").split(',').map(str::trim).collect();
+        let some_named = infos.iter().any(|s| named.contains(&s.name.as_str()));
+        let features: Vec<(String, Vec<String>)> = infos
+            .iter()
+            .filter(|s| !some_named || named.contains(&s.name.as_str()))
+            .map(|s| (s.name.clone(), s.features.clone()))
+            .collect();
+        super::constraint::apply(&mut desc, c, &features).map_err(SlurmError::msg)?;
+    }
     for w in ignored_options(&opts)? {
         eprintln!("sbatch: warning: {w}");
     }
@@ -389,7 +401,6 @@ pub fn describe(
             "--gpus/--gres",
             "koalesce sites offer no GPUs or generic resources",
         ),
-        (o.constraint.is_some(), "--constraint", "koalesce sites publish no node features"),
         (
             o.nodelist.is_some(),
             "--nodelist/--exclude",
