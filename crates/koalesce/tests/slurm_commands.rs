@@ -522,6 +522,42 @@ fn sbatch_begin_waits_across_a_restart_and_signal_reaches_the_trap() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("Invalid --begin specification"));
 }
 
+/// `-C/--constraint`: only a site with the features takes the job; a constraint no site
+/// satisfies is refused at submission, and a feature no site has also by the server.
+#[test]
+fn sbatch_constraint_picks_the_sites_with_the_features() {
+    let sites = "[[sites]]\nname = \"vu\"\nprocessors = 8\n[sites.attributes]\nfeatures = [\"ib\", \"haswell\"]\n\
+                 [[sites]]\nname = \"leiden\"\nprocessors = 8\n[sites.attributes]\nfeatures = [\"skylake\"]\n";
+    let s = Server::start(sites, &[]);
+    for (constraint, site) in [("ib", "vu"), ("skylake", "leiden"), ("[haswell|skylake]&ib", "vu"), ("ib|skylake&haswell", "vu")] {
+        let id = s
+            .stdout("sbatch", &["--parsable", "-C", constraint, "-o", "/dev/null", "--wrap", "true"])
+            .trim()
+            .to_string();
+        assert_eq!(s.wait_final(&id), "COMPLETED");
+        assert_eq!(s.stdout("squeue", &["-h", "-j", &id, "-o", "%N"]).trim(), site, "{constraint}");
+    }
+    for bad in ["ib&skylake", "gpu", "gpu|ib", "ib*2"] {
+        let o = s.run("sbatch", &["-C", bad, "--wrap", "true"]);
+        assert!(!o.status.success(), "{bad}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("Invalid feature specification"), "{bad}: {err}");
+    }
+    // The server itself refuses a feature no site has (a job file written by hand).
+    let job = s.shared().join("job.toml");
+    std::fs::write(&job, "name = \"f\"\nexecutable = \"/bin/true\"\nrequirements = 'HAS_FEATURE(\"gpu\")'\n[[components]]\nprocessors = 1\n").unwrap();
+    let o = Command::new(BIN)
+        .arg("submit")
+        .arg(&job)
+        .env("KOALESCE_URL", &s.url)
+        .env("KOALESCE_TOKEN", &s.token)
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("Invalid feature specification") && err.contains("gpu"), "{err}");
+}
+
 /// The venv with the tools (made by python/ci/setup-venv.sh, which CI runs too).
 fn tools_venv(target: &Path) -> PathBuf {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../python/ci/setup-venv.sh");

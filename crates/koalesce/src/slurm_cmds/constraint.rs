@@ -3,7 +3,8 @@
 //! sites with the features take the job. `a`, `a&b`, `a|b`, `[a|b]` (matching OR: one site
 //! has every node of a job here, so it is a plain OR) and parentheses are accepted; operators
 //! apply left to right, as Slurm's (`a|b&c` is `(a|b)&c`). Node counts (`a*2`) are refused: koalesce sites have no named nodes. A
-//! constraint no site satisfies is refused at submission, as Slurm refuses it.
+//! constraint no site satisfies, or naming a feature no site has, is refused at submission, as
+//! Slurm refuses it ("Invalid feature specification").
 
 use koalesce_core::expr::{Compiled, Expr, SiteSnapshot};
 
@@ -69,7 +70,12 @@ pub fn satisfied_by(expr: &Compiled, features: &[String]) -> bool {
 pub fn apply(desc: &mut koalesce_api::JobDescription, constraint: &str, sites: &[(String, Vec<String>)]) -> Result<(), String> {
     let req = requirement(constraint)?;
     let compiled = Expr::compile(&req).map_err(|e| e.to_string())?;
-    if !sites.iter().any(|(_, f)| satisfied_by(&compiled, f)) {
+    // As Slurm's, every feature named must exist (even in an OR), and one site must satisfy all.
+    let known = |t: &String| {
+        let name = t.strip_prefix(koalesce_core::expr::FEATURE_TAG_PREFIX).unwrap_or(t);
+        sites.iter().any(|(_, f)| f.iter().any(|o| o.eq_ignore_ascii_case(name)))
+    };
+    if !compiled.software().iter().all(known) || !sites.iter().any(|(_, f)| satisfied_by(&compiled, f)) {
         let offered: Vec<String> = sites
             .iter()
             .map(|(n, f)| format!("{n}: {}", if f.is_empty() { "none".to_string() } else { f.join(",") }))
@@ -139,5 +145,6 @@ mod tests {
         );
         let e = apply(&mut d, "ib&haswell", &sites).unwrap_err();
         assert!(e.contains("Invalid feature specification") && e.contains("vu: ib"), "{e}");
+        assert!(apply(&mut d, "nosuch|ib", &sites).is_err(), "an unknown feature even in an OR");
     }
 }
