@@ -271,7 +271,8 @@ impl JobDescription {
             crate::timing::parse_begin(b).map_err(|e| format!("field 'begin': {e}"))?;
         }
         if let Some(sig) = &self.signal {
-            sig.parse::<crate::timing::EarlySignal>().map_err(|e| format!("field 'signal': {e}"))?;
+            sig.parse::<crate::timing::EarlySignal>()
+                .map_err(|e| format!("field 'signal': {e}"))?;
         }
         if let Some(m) = &self.memory {
             let bytes = parse_size(m).map_err(|e| format!("field 'memory': {e}"))?;

@@ -12,7 +12,10 @@ pub fn parse_begin(text: &str) -> Result<u64, String> {
     let t = text.trim();
     let at = humantime::parse_rfc3339_weak(t.strip_suffix('Z').unwrap_or(t))
         .map_err(|e| format!("'{text}' is not an instant in UTC like 2026-11-28T10:00:00Z ({e})"))?;
-    let ms = at.duration_since(UNIX_EPOCH).map_err(|_| format!("'{text}' is before 1970"))?.as_millis();
+    let ms = at
+        .duration_since(UNIX_EPOCH)
+        .map_err(|_| format!("'{text}' is before 1970"))?
+        .as_millis();
     u64::try_from(ms).map_err(|_| format!("'{text}' is too far in the future"))
 }
 
@@ -130,8 +133,14 @@ mod tests {
     #[test]
     fn begin_is_utc_rfc3339() {
         assert_eq!(parse_begin("1970-01-01T00:01:00Z"), Ok(60_000));
-        assert_eq!(parse_begin("2026-11-28T10:00:00Z").map(format_begin).as_deref(), Ok("2026-11-28T10:00:00Z"));
-        assert_eq!(parse_begin("2026-11-28 10:00:00.250Z"), parse_begin("2026-11-28T10:00:00Z").map(|m| m + 250));
+        assert_eq!(
+            parse_begin("2026-11-28T10:00:00Z").map(format_begin).as_deref(),
+            Ok("2026-11-28T10:00:00Z")
+        );
+        assert_eq!(
+            parse_begin("2026-11-28 10:00:00.250Z"),
+            parse_begin("2026-11-28T10:00:00Z").map(|m| m + 250)
+        );
         for bad in ["tomorrow", "2026-11-28", "2026-13-01T00:00:00Z", "", "2026-11-28T10:00:00+01:00"] {
             assert!(parse_begin(bad).is_err(), "{bad}");
         }
@@ -140,12 +149,45 @@ mod tests {
     #[test]
     fn signals_parse_as_slurm_reads_them() {
         let s = |t: &str| t.parse::<EarlySignal>();
-        assert_eq!(s("USR1"), Ok(EarlySignal { signal: 10, before_s: 60, batch_only: false }));
-        assert_eq!(s("B:SIGUSR2@90"), Ok(EarlySignal { signal: 12, before_s: 90, batch_only: true }));
-        assert_eq!(s("b:10@0"), Ok(EarlySignal { signal: 10, before_s: 0, batch_only: true }));
+        assert_eq!(
+            s("USR1"),
+            Ok(EarlySignal {
+                signal: 10,
+                before_s: 60,
+                batch_only: false
+            })
+        );
+        assert_eq!(
+            s("B:SIGUSR2@90"),
+            Ok(EarlySignal {
+                signal: 12,
+                before_s: 90,
+                batch_only: true
+            })
+        );
+        assert_eq!(
+            s("b:10@0"),
+            Ok(EarlySignal {
+                signal: 10,
+                before_s: 0,
+                batch_only: true
+            })
+        );
         assert_eq!(s("sigterm@5").map(|x| x.signal), Ok(15));
         assert_eq!(s("64@1").map(|x| x.signal), Ok(64));
-        for bad in ["", "B:", "USR3", "0", "65", "USR1@", "USR1@-1", "USR1@1.5", "USR1@70000", "USR1@10s", "X:USR1"] {
+        for bad in [
+            "",
+            "B:",
+            "USR3",
+            "0",
+            "65",
+            "USR1@",
+            "USR1@-1",
+            "USR1@1.5",
+            "USR1@70000",
+            "USR1@10s",
+            "X:USR1",
+        ] {
             assert!(s(bad).is_err(), "{bad}");
         }
         let r = s("R:USR1@60").unwrap_err();

@@ -160,18 +160,24 @@ fn a_job_with_a_begin_time_is_held_until_then_whatever_else_holds_it() {
     // Held by its user as well: the begin time passing does not release it, release does;
     // released before the begin time, it still waits for it.
     late.begin_ms = Some(200_000);
-    let c = s.submit_gated(100_000, JobId(10), late.clone(), Gate { hold: true, after: vec![] }).unwrap();
+    let c = s
+        .submit_gated(100_000, JobId(10), late.clone(), Gate { hold: true, after: vec![] })
+        .unwrap();
     tick(&mut s, 200_000);
     assert_eq!(state(&s, c), JobState::Held);
     s.release_hold(200_000, c).unwrap();
     assert_eq!(state(&s, c), JobState::Queued);
     late.begin_ms = Some(400_000);
-    let d = s.submit_gated(300_000, JobId(11), late.clone(), Gate { hold: true, after: vec![] }).unwrap();
+    let d = s
+        .submit_gated(300_000, JobId(11), late.clone(), Gate { hold: true, after: vec![] })
+        .unwrap();
     s.release_hold(300_000, d).unwrap();
     assert_eq!(state(&s, d), JobState::Held, "released, but its begin time has not come");
     // With a dependency that is met before the begin time.
     late.begin_ms = Some(500_000);
-    let e = s.submit_gated(300_000, JobId(12), late, after(d, DependencyKind::AfterAny)).unwrap();
+    let e = s
+        .submit_gated(300_000, JobId(12), late, after(d, DependencyKind::AfterAny))
+        .unwrap();
     assert!(s.cancel(300_500, d));
     assert_eq!(state(&s, e), JobState::Held, "dependency met, begin time not yet");
     tick(&mut s, 500_000);

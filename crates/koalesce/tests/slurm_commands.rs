@@ -470,7 +470,10 @@ fn an_sbatch_dependency_on_an_array_waits_for_every_task() {
 }
 
 fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
 }
 
 /// `--begin`: the job pends (BeginTime) until its time, also across a server restart;
@@ -499,7 +502,10 @@ fn sbatch_begin_waits_across_a_restart_and_signal_reaches_the_trap() {
     assert!(ran >= begin_ms, "started at {ran}, before its begin time {begin_ms}");
 
     // A begin time in the past: at once.
-    let o = s.stdout("sbatch", &["--parsable", "--begin=2020-01-01T00:00", "-o", "/dev/null", "--wrap", "true"]);
+    let o = s.stdout(
+        "sbatch",
+        &["--parsable", "--begin=2020-01-01T00:00", "-o", "/dev/null", "--wrap", "true"],
+    );
     assert_eq!(s.wait_final(o.trim()), "COMPLETED");
 
     let got = shared.join("signal.txt");
@@ -513,7 +519,10 @@ fn sbatch_begin_waits_across_a_restart_and_signal_reaches_the_trap() {
     let id = s.stdout("sbatch", &["--parsable", "sig.sh"]).trim().to_string();
     assert_eq!(s.wait_final(&id), "COMPLETED", "the trap ended the job");
     let after: u64 = std::fs::read_to_string(&got).unwrap().trim().parse().unwrap();
-    assert!((1_000..10_000).contains(&after), "58 s before a 60 s limit: came {after} ms after the start");
+    assert!(
+        (1_000..10_000).contains(&after),
+        "58 s before a 60 s limit: came {after} ms after the start"
+    );
     let o = s.run("sbatch", &["--signal=R:USR1@30", "--wrap", "true"]);
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
@@ -529,7 +538,12 @@ fn sbatch_constraint_picks_the_sites_with_the_features() {
     let sites = "[[sites]]\nname = \"vu\"\nprocessors = 8\n[sites.attributes]\nfeatures = [\"ib\", \"haswell\"]\n\
                  [[sites]]\nname = \"leiden\"\nprocessors = 8\n[sites.attributes]\nfeatures = [\"skylake\"]\n";
     let s = Server::start(sites, &[]);
-    for (constraint, site) in [("ib", "vu"), ("skylake", "leiden"), ("[haswell|skylake]&ib", "vu"), ("ib|skylake&haswell", "vu")] {
+    for (constraint, site) in [
+        ("ib", "vu"),
+        ("skylake", "leiden"),
+        ("[haswell|skylake]&ib", "vu"),
+        ("ib|skylake&haswell", "vu"),
+    ] {
         let id = s
             .stdout("sbatch", &["--parsable", "-C", constraint, "-o", "/dev/null", "--wrap", "true"])
             .trim()
@@ -545,7 +559,11 @@ fn sbatch_constraint_picks_the_sites_with_the_features() {
     }
     // The server itself refuses a feature no site has (a job file written by hand).
     let job = s.shared().join("job.toml");
-    std::fs::write(&job, "name = \"f\"\nexecutable = \"/bin/true\"\nrequirements = 'HAS_FEATURE(\"gpu\")'\n[[components]]\nprocessors = 1\n").unwrap();
+    std::fs::write(
+        &job,
+        "name = \"f\"\nexecutable = \"/bin/true\"\nrequirements = 'HAS_FEATURE(\"gpu\")'\n[[components]]\nprocessors = 1\n",
+    )
+    .unwrap();
     let o = Command::new(BIN)
         .arg("submit")
         .arg(&job)

@@ -292,7 +292,11 @@ fn features_and_software_are_separate_tags() {
     let m = Matcher::new(&sites);
     let cat = ReplicaCatalogue::new();
     let at = |text: &str, s: u32| m.value_uncached(&Expr::compile(text).unwrap(), &cat, SiteId(s), 8);
-    assert_eq!((at("HAS_FEATURE(\"ib\")", 0), at("HAS_FEATURE(\"ib\")", 1)), (0, 1), "a software tag is no feature; case ignored");
+    assert_eq!(
+        (at("HAS_FEATURE(\"ib\")", 0), at("HAS_FEATURE(\"ib\")", 1)),
+        (0, 1),
+        "a software tag is no feature; case ignored"
+    );
     assert_eq!((at("HAS_SOFTWARE(\"ib\")", 0), at("HAS_SOFTWARE(\"ib\")", 1)), (1, 0));
     assert_eq!(at("HAS_FEATURE(\"ib\") & HAS_FEATURE(\"haswell\")", 1), 1);
     assert_eq!(at("HAS_FEATURE(\"ib\") & HAS_FEATURE(\"haswell\")", 0), 0);

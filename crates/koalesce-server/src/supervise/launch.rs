@@ -477,7 +477,12 @@ enum WallState {
 }
 
 impl WallClock {
-    fn start(limit_ms: u64, early: Option<koalesce_api::timing::EarlySignal>, pid: u32, cgroup: Option<crate::cgroup::Cgroup>) -> WallClock {
+    fn start(
+        limit_ms: u64,
+        early: Option<koalesce_api::timing::EarlySignal>,
+        pid: u32,
+        cgroup: Option<crate::cgroup::Cgroup>,
+    ) -> WallClock {
         use nix::sys::signal::{kill, Signal};
         use nix::unistd::Pid;
         let state = std::sync::Arc::new((std::sync::Mutex::new(WallState::Running), std::sync::Condvar::new()));
@@ -511,7 +516,9 @@ impl WallClock {
             let deadline = std::time::Instant::now() + std::time::Duration::from_millis(limit_ms);
             let mut st = lock.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(e) = early {
-                let at = deadline.checked_sub(std::time::Duration::from_secs(e.before_s)).unwrap_or_else(std::time::Instant::now);
+                let at = deadline
+                    .checked_sub(std::time::Duration::from_secs(e.before_s))
+                    .unwrap_or_else(std::time::Instant::now);
                 while *st == WallState::Running {
                     let now = std::time::Instant::now();
                     if now >= at {

@@ -137,7 +137,11 @@ pub fn parse(text: &str, now: i64, local: &dyn Fn(i64) -> Civil) -> Result<When,
         (Some(h), Some(d)) => (h, d),
         // A time alone: today if still to come (to the minute), else tomorrow.
         (Some(h), None) => {
-            let t = if (h, minute) > (today.hour, today.minute) { today } else { local(now + 86_400) };
+            let t = if (h, minute) > (today.hour, today.minute) {
+                today
+            } else {
+                local(now + 86_400)
+            };
             (h, (Some(t.year), t.month, t.day))
         }
     };
@@ -379,7 +383,17 @@ mod tests {
 
     #[test]
     fn the_clock_of_the_tests() {
-        assert_eq!(utc(NOW), Civil { year: 2026, month: 11, day: 28, hour: 9, minute: 30, second: 15 });
+        assert_eq!(
+            utc(NOW),
+            Civil {
+                year: 2026,
+                month: 11,
+                day: 28,
+                hour: 9,
+                minute: 30,
+                second: 15
+            }
+        );
     }
 
     #[test]
@@ -393,7 +407,7 @@ mod tests {
         assert_eq!(at("12:00 AM"), Ok((2026, 11, 29, 0, 0, 0)), "12 AM is midnight");
         assert_eq!(at("12:30 pm"), Ok((2026, 11, 28, 12, 30, 0)), "12 PM is noon");
         assert_eq!(at("13:00 AM"), Err(6));
-        assert_eq!(at("13:00 PM").is_err(), true);
+        assert!(at("13:00 PM").is_err());
         assert!(at("24:00").is_err() && at("10:60").is_err() && at("10:5").is_err() && at("10:05:60").is_err());
     }
 
@@ -441,7 +455,11 @@ mod tests {
         assert_eq!(at("12/24/27"), Ok((2027, 12, 24, 0, 0, 0)));
         assert_eq!(at("12.24.27"), Ok((2027, 12, 24, 0, 0, 0)));
         assert_eq!(at("12/24-18:30"), Ok((2026, 12, 24, 18, 30, 0)));
-        assert_eq!(at("11/27"), Ok((2027, 11, 27, 0, 0, 0)), "a past date without a year is next year's");
+        assert_eq!(
+            at("11/27"),
+            Ok((2027, 11, 27, 0, 0, 0)),
+            "a past date without a year is next year's"
+        );
         assert_eq!(at("11/28"), Ok((2027, 11, 28, 0, 0, 0)), "today's midnight has passed");
         assert_eq!(at("11/28-10:00"), Ok((2026, 11, 28, 10, 0, 0)));
         assert!(at("13/01").is_err() && at("12/32").is_err() && at("2026-13-01").is_err() && at("2026-12-00").is_err());

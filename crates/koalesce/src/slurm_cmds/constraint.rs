@@ -105,9 +105,25 @@ mod tests {
     fn slurm_feature_syntax_becomes_has_feature() {
         assert_eq!(requirement("ib").unwrap(), "HAS_FEATURE(\"ib\")");
         assert_eq!(requirement("ib&haswell").unwrap(), "HAS_FEATURE(\"ib\")&HAS_FEATURE(\"haswell\")");
-        assert_eq!(requirement("[rack1|rack2]").unwrap(), "(HAS_FEATURE(\"rack1\")|HAS_FEATURE(\"rack2\"))");
+        assert_eq!(
+            requirement("[rack1|rack2]").unwrap(),
+            "(HAS_FEATURE(\"rack1\")|HAS_FEATURE(\"rack2\"))"
+        );
         assert_eq!(requirement("gpu-a100").unwrap(), "HAS_FEATURE(\"gpu-a100\")");
-        for bad in ["", "ib&", "&ib", "ib||x", "[ib|x", "ib)", "ib*2", "[a*2&b*3]", "ib,x", "ib x", "ib\"", "()"] {
+        for bad in [
+            "",
+            "ib&",
+            "&ib",
+            "ib||x",
+            "[ib|x",
+            "ib)",
+            "ib*2",
+            "[a*2&b*3]",
+            "ib,x",
+            "ib x",
+            "ib\"",
+            "()",
+        ] {
             let e = requirement(bad).unwrap_err();
             assert!(e.starts_with("Invalid feature specification"), "{bad}: {e}");
         }
@@ -136,7 +152,8 @@ mod tests {
             ("vu".to_string(), vec!["ib".to_string()]),
             ("leiden".to_string(), vec!["haswell".to_string()]),
         ];
-        let mut d = koalesce_api::JobDescription::parse("name = \"x\"\nexecutable = \"/bin/true\"\n[[components]]\nprocessors = 1\n").unwrap();
+        let mut d =
+            koalesce_api::JobDescription::parse("name = \"x\"\nexecutable = \"/bin/true\"\n[[components]]\nprocessors = 1\n").unwrap();
         d.requirements = Some("HOSTNAME = \"vu\" | HOSTNAME = \"leiden\"".into());
         apply(&mut d, "ib", &sites).unwrap();
         assert_eq!(

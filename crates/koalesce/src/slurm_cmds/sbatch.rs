@@ -498,8 +498,9 @@ pub fn describe(
         desc.begin = Some(koalesce_api::timing::format_begin(ms));
     }
     if let Some(sig) = &o.signal {
-        let early: koalesce_api::timing::EarlySignal =
-            sig.parse().map_err(|e| SlurmError::msg(format!("Invalid signal specification: {e}")))?;
+        let early: koalesce_api::timing::EarlySignal = sig
+            .parse()
+            .map_err(|e| SlurmError::msg(format!("Invalid signal specification: {e}")))?;
         desc.signal = Some(early.to_string());
     }
     if desc.name.trim().is_empty() {
@@ -853,15 +854,26 @@ mod tests {
         let after = koalesce_api::timing::now_ms();
         let begin = koalesce_api::timing::parse_begin(d.begin.as_deref().unwrap()).unwrap();
         // Seconds resolution, as Slurm's.
-        assert!(begin / 1000 >= before / 1000 + 3600 && begin / 1000 <= after / 1000 + 3600, "{begin}");
+        assert!(
+            begin / 1000 >= before / 1000 + 3600 && begin / 1000 <= after / 1000 + 3600,
+            "{begin}"
+        );
         assert_eq!(d.signal.as_deref(), Some("B:10@90"));
         let d = describe_script(s, &["--signal=SIGUSR2", "--begin=uts2000000000"]).unwrap();
         assert_eq!(d.signal.as_deref(), Some("12@60"), "the command line wins; 60 s by default");
         assert_eq!(d.begin.as_deref(), Some("2033-05-18T03:33:20Z"));
         let e = describe_script(s, &["--signal=R:USR1"]).unwrap_err();
-        assert!(e.message.starts_with("Invalid signal specification") && e.message.contains("R:"), "{}", e.message);
+        assert!(
+            e.message.starts_with("Invalid signal specification") && e.message.contains("R:"),
+            "{}",
+            e.message
+        );
         let e = describe_script(s, &["--begin=next tuesday"]).unwrap_err();
-        assert!(e.message.starts_with("Invalid --begin specification: next tuesday"), "{}", e.message);
+        assert!(
+            e.message.starts_with("Invalid --begin specification: next tuesday"),
+            "{}",
+            e.message
+        );
         // The job file they make is one the server accepts.
         let d = describe_script(s, &[]).unwrap();
         JobDescription::parse(&toml::to_string(&d).unwrap()).unwrap();
