@@ -40,10 +40,14 @@ pub struct ScancelArgs {
     /// Report each job and what failed (without it, ended and unknown jobs are passed over).
     #[arg(short = 'v', long = "verbose")]
     verbose: bool,
+    /// Clusters: koalesce is one (`koalesce`, or `all`).
+    #[arg(short = 'M', long = "clusters", alias = "cluster", value_name = "CLUSTERS")]
+    clusters: Option<String>,
 }
 
 pub fn scancel(args: &[String], conn: impl FnOnce() -> SResult<Client>) -> SResult<ExitCode> {
     let a: ScancelArgs = parse_options("scancel", args)?;
+    super::check_clusters(a.clusters.as_deref())?;
     if let Some(sig) = &a.signal {
         let s = sig.trim().trim_start_matches("SIG").to_ascii_uppercase();
         if !matches!(s.as_str(), "KILL" | "TERM" | "INT" | "9" | "15" | "2") {

@@ -81,6 +81,9 @@ pub struct SbatchArgs {
     /// Account (accepted; koalesce keeps no accounts).
     #[arg(short = 'A', long = "account", value_name = "ACCOUNT")]
     pub account: Option<String>,
+    /// Clusters: koalesce is one (`koalesce`, or `all`).
+    #[arg(short = 'M', long = "clusters", alias = "cluster", value_name = "CLUSTERS")]
+    pub clusters: Option<String>,
     /// Quality of service: a koalesce priority (super-high, high, low, super-low; normal = default).
     #[arg(short = 'q', long = "qos", value_name = "QOS")]
     pub qos: Option<String>,
@@ -181,7 +184,7 @@ pub fn run(args: &[String], conn: impl FnOnce() -> SResult<Client>) -> SResult<E
     let sites: Vec<String> = infos.iter().map(|s| s.name.clone()).collect();
     let env: Vec<(String, String)> = std::env::vars().collect();
     let mut desc = describe(&opts, &script_text, &script_name, &script_args, &submit_dir, &env, &sites)?;
-    if let Some(c) = &opts.constraint {
+    if let Some(c) = opts.constraint.as_deref().filter(|c| !c.trim().is_empty()) {
         // The sites the job may go to: those -p names, else all.
         let named: Vec<&str> = opts.partition.as_deref().unwrap_or("").split(',').map(str::trim).collect();
         let some_named = infos.iter().any(|s| named.contains(&s.name.as_str()));
@@ -395,6 +398,7 @@ pub fn describe(
     }
     // Values Slurm would refuse are refused here too; the warnings are printed by `run`.
     ignored_options(o)?;
+    super::check_clusters(o.clusters.as_deref())?;
     for (set, what, why) in [
         (
             o.gpus.is_some(),
@@ -534,7 +538,8 @@ pub fn describe(
     }
     if let Some(q) = &o.qos {
         match q.as_str() {
-            "normal" => {}
+            // `--qos ''` (Snakemake's explicitly empty qos): the default, as Slurm's.
+            "normal" | "" => {}
             other => {
                 other
                     .parse::<koalesce_core::Priority>()
