@@ -576,6 +576,179 @@ fn sbatch_constraint_picks_the_sites_with_the_features() {
     assert!(err.contains("Invalid feature specification") && err.contains("gpu"), "{err}");
 }
 
+/// The command lines the Slurm executors of Parsl (parsl/providers/slurm/slurm.py), Snakemake
+/// (snakemake-executor-plugin-slurm: submit_string.py, job_status_query.py,
+/// job_cancellation.py) and Nextflow (SlurmExecutor.groovy) run, as they run them.
+#[test]
+fn workflow_tools_command_lines_work() {
+    let s = Server::start(LOCAL_SITES, &[]);
+    let shared = s.shared();
+    let lines = |out: String| -> Vec<String> { out.lines().map(str::to_string).collect() };
+
+    // Parsl: `sacct -X` tells whether accounting works; then status by sacct, cancel by scancel.
+    assert!(s.run("sacct", &["-X"]).status.success());
+    std::fs::write(
+        shared.join("parsl.sh"),
+        "#!/bin/bash\n\n#SBATCH --job-name=parsl.slurm.1\n#SBATCH --output=/dev/null\n#SBATCH --nodes=1\n\
+         #SBATCH --time=10\n#SBATCH --ntasks-per-node=1\n#SBATCH --exclusive\n#SBATCH --clusters=koalesce\nsleep 30\n",
+    )
+    .unwrap();
+    let out = s.stdout("sbatch", &["parsl.sh"]);
+    let id = out
+        .trim()
+        .strip_prefix("Submitted batch job ")
+        .unwrap_or_else(|| panic!("{out}"))
+        .to_string();
+    let done = s
+        .stdout("sbatch", &["--parsable", "-o", "/dev/null", "--wrap", "true"])
+        .trim()
+        .to_string();
+    assert_eq!(s.wait_final(&done), "COMPLETED");
+    let st = lines(s.stdout(
+        "sacct",
+        &[
+            "--clusters=koalesce",
+            "-X",
+            "--noheader",
+            "--format=jobid,state%20",
+            "--job",
+            &format!("{id},{done}"),
+        ],
+    ));
+    assert_eq!(st.len(), 2, "{st:?}");
+    let words: Vec<Vec<&str>> = st.iter().map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(words[1], [done.as_str(), "COMPLETED"]);
+    assert_eq!(words[0][0], id);
+    assert!(["PENDING", "RUNNING"].contains(&words[0][1]), "{st:?}");
+    let sq = s.stdout("squeue", &["--clusters=koalesce", "--noheader", "--format=%i %t", "--job", &id]);
+    assert!(
+        sq == format!("{id} R\n") || sq == format!("{id} PD\n") || sq == format!("{id} CF\n"),
+        "{sq}"
+    );
+    assert!(s.run("scancel", &["--clusters=koalesce", &id]).status.success());
+    assert_eq!(s.wait_final(&id), "CANCELLED");
+    let o = s.run("squeue", &["--clusters=alpha", "-h"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("No cluster 'alpha' known by database."));
+
+    // Snakemake: the script on standard input, its options, then sacct / squeue by run name.
+    let run = "3f2a-snakemake-run";
+    let mut child = Command::new(s.bin.join("sbatch"))
+        .args([
+            "--parsable",
+            "--job-name",
+            run,
+            "--output",
+            "/dev/null",
+            "--export=ALL",
+            "--comment",
+            "rule_a_wildcards",
+            "-A",
+            "proj",
+            "-p",
+            "vu",
+            "-t",
+            "5",
+            "-C",
+            "",
+            "--qos=",
+            "--mem",
+            "100",
+            "--ntasks=1",
+            "--cpus-per-task=1",
+            "-D",
+        ])
+        .arg(&shared)
+        .current_dir(&shared)
+        .env_remove("KOALESCE_URL")
+        .env_remove("KOALESCE_TOKEN")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"#!/bin/sh\n# properties = {}\ntrue\n")
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let sm = String::from_utf8(o.stdout).unwrap().trim().to_string();
+    assert_eq!(s.wait_final(&sm), "COMPLETED");
+    let since = String::from_utf8(
+        Command::new("date")
+            .args(["-d", "2 days ago", "+%Y-%m-%dT%H:00"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let st = s.stdout(
+        "sacct",
+        &[
+            "-X",
+            "--parsable2",
+            "--clusters",
+            "all",
+            "--noheader",
+            "--format=JobIdRaw,State",
+            "--starttime",
+            since.trim(),
+            "--endtime",
+            "now",
+            "--name",
+            run,
+        ],
+    );
+    assert_eq!(st, format!("{sm}|COMPLETED\n"));
+    let sq = s.stdout("squeue", &["--format=%i|%T", "--states=all", "--noheader", "--name", run]);
+    assert_eq!(sq, format!("{sm}|COMPLETED\n"));
+    assert!(
+        s.run("scancel", &[&sm, "--clusters=all"]).status.success(),
+        "an ended job: no error"
+    );
+
+    // Nextflow: #SBATCH pairs, `--signal B:USR2@30` unless given, status by `squeue -u $USER`.
+    let me = String::from_utf8(Command::new("id").arg("-un").output().unwrap().stdout)
+        .unwrap()
+        .trim()
+        .to_string();
+    let user = std::env::var("USER").ok().filter(|u| !u.is_empty()).unwrap_or(me);
+    std::fs::write(
+        shared.join(".command.run"),
+        format!(
+            "#!/bin/bash\n#SBATCH -J nf-hello_1\n#SBATCH -o {}/.command.log\n#SBATCH --no-requeue\n#SBATCH --signal B:USR2@30\n\
+             #SBATCH -t 00:01:00\n#SBATCH --mem 100M\n#SBATCH -p vu\nset -e\ntrap 'exit 143' TERM INT USR2\necho hi\n",
+            shared.display()
+        ),
+    )
+    .unwrap();
+    let out = s.stdout("sbatch", &[".command.run"]);
+    let nf = out
+        .trim()
+        .strip_prefix("Submitted batch job ")
+        .unwrap_or_else(|| panic!("{out}"))
+        .to_string();
+    // Listed under its partition and its Unix user from submission to its end.
+    let t0 = Instant::now();
+    loop {
+        let q = s.stdout("squeue", &["--noheader", "-o", "%i %t", "-t", "all", "-p", "vu", "-u", &user]);
+        let line = q
+            .lines()
+            .find(|l| l.starts_with(&format!("{nf} ")))
+            .unwrap_or_else(|| panic!("job {nf} missing: {q:?}"))
+            .to_string();
+        if line.ends_with(" CD") {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(60), "{line}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(std::fs::read_to_string(shared.join(".command.log")).unwrap(), "hi\n");
+}
+
 /// The venv with the tools (made by python/ci/setup-venv.sh, which CI runs too).
 fn tools_venv(target: &Path) -> PathBuf {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../python/ci/setup-venv.sh");

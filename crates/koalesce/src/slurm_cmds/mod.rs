@@ -464,7 +464,11 @@ mod tests {
         assert_eq!(user_filter(None), None);
         let other = format!("{me}-not");
         assert_eq!(user_filter(Some(&other)), Some(vec![other.clone()]));
-        assert_eq!(user_filter(Some(&format!("{me},{other}"))), Some(vec![me, other]), "a list filters by names");
+        assert_eq!(
+            user_filter(Some(&format!("{me},{other}"))),
+            Some(vec![me, other]),
+            "a list filters by names"
+        );
     }
 
     #[test]
