@@ -489,11 +489,25 @@ fn sbatch_begin_waits_across_a_restart_and_signal_reaches_the_trap() {
         .stdout("sbatch", &["--parsable", "--begin=now+4", "-o", "/dev/null", "--wrap", &script])
         .trim()
         .to_string();
+    let answered = now_ms();
     // Seconds resolution, as Slurm's: not before the second after 4 s from now.
     let begin_ms = (asked / 1000 + 4) * 1000;
     assert_eq!(s.stdout("squeue", &["-h", "-j", &id, "-o", "%T %r"]), "PENDING BeginTime\n");
     let show = s.stdout("scontrol", &["show", "job", &id]);
     assert!(show.contains("Reason=BeginTime"), "{show}");
+    // squeue's %S and scontrol's EligibleTime: the begin time, in local time (sbatch read
+    // `now` between `asked` and `answered`).
+    let local = |secs: u64| {
+        let o = Command::new("date")
+            .args(["-d", &format!("@{secs}"), "+%Y-%m-%dT%H:%M:%S"])
+            .output()
+            .unwrap();
+        String::from_utf8(o.stdout).unwrap().trim().to_string()
+    };
+    let shown = s.stdout("squeue", &["-h", "-j", &id, "-o", "%S"]).trim().to_string();
+    let possible: Vec<String> = (asked / 1000 + 4..=answered / 1000 + 4).map(local).collect();
+    assert!(possible.contains(&shown), "{shown} not in {possible:?}");
+    assert!(show.contains(&format!("EligibleTime={shown}")), "{show}");
     // Stopped and started again before the begin time: still pending for it.
     s.restart();
     assert_eq!(s.stdout("squeue", &["-h", "-j", &id, "-o", "%T %r"]), "PENDING BeginTime\n");
