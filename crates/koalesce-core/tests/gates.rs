@@ -8,6 +8,7 @@ use koalesce_core::model::{NetworkForecast, PolicyKind, ReplicaCatalogue};
 use koalesce_core::scheduler::{ComponentOutcome, Dependency, DependencyKind, Gate, GateError};
 use koalesce_core::state::{ComponentState, FailureReason};
 use koalesce_core::{JobId, JobSpec, JobState, Scheduler, SchedulerConfig};
+use proptest::prelude::*;
 
 fn grid() -> Scheduler {
     Scheduler::new(
@@ -182,4 +183,47 @@ fn a_job_with_a_begin_time_is_held_until_then_whatever_else_holds_it() {
     assert_eq!(state(&s, e), JobState::Held, "dependency met, begin time not yet");
     tick(&mut s, 500_000);
     assert_eq!(state(&s, e), JobState::Queued);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Whatever the mix of jobs, policies (claiming, and reserving at a site that grants
+    /// reservations, and the broker's TTD) and begin times (past, now, later), no job with a
+    /// begin time is placed, reserved or started before it, and every job still ends.
+    #[test]
+    fn no_job_is_placed_before_its_begin_time(
+        jobs in prop::collection::vec((0u64..100_000, prop::option::of(-50_000i64..200_000), 1u32..8, 1_000u64..60_000, 0usize..3), 1..12),
+    ) {
+        let mut h = Harness::new(
+            SchedulerConfig::default(),
+            vec![site("a", 8), reserving_site("b", 8)],
+            NetworkForecast::uniform(2, 8e6, 0),
+            ReplicaCatalogue::new(),
+        );
+        for (i, &(at, offset, size, runtime, policy)) in jobs.iter().enumerate() {
+            let mut spec = JobSpec::simple(format!("j{i}"), &[size], &[], runtime);
+            spec.policy = Some([PolicyKind::Wf, PolicyKind::Cf, PolicyKind::Ttd][policy]);
+            spec.begin_ms = offset.map(|o| at.saturating_add_signed(o));
+            h.at(at, Script::Submit(Box::new(spec)));
+        }
+        h.run_to_end(100_000_000);
+        h.assert_clean();
+        prop_assert_eq!(h.submitted.len(), jobs.len());
+        for &id in &h.submitted {
+            let j = h.s.job(id).unwrap();
+            prop_assert!(j.state.is_terminal(), "{} is {:?}", id, j.state);
+            if let Some(begin) = j.spec.begin_ms {
+                let t = &j.timeline;
+                for (what, when) in [("placed", t.first_placed), ("started", t.started)] {
+                    prop_assert!(when.is_none_or(|w| w >= begin), "{} {} at {:?}, before its begin time {}", id, what, when, begin);
+                }
+            }
+        }
+        let reserved_early = h.log.iter().any(|(at, a)| match a {
+            koalesce_core::Action::Reserve { job, .. } => h.s.job(*job).and_then(|j| j.spec.begin_ms).is_some_and(|b| *at < b),
+            _ => false,
+        });
+        prop_assert!(!reserved_early, "a reservation was asked for before a job's begin time");
+    }
 }
