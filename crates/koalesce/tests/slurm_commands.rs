@@ -723,13 +723,16 @@ fn workflow_tools_command_lines_work() {
         s.run("scancel", &[&sm, "--clusters=all"]).status.success(),
         "an ended job: no error"
     );
-
-    // Nextflow: #SBATCH pairs, `--signal B:USR2@30` unless given, status by `squeue -u $USER`.
+    // Its account guess (`sacct -nu $USER -o Account%256`, before its `| tail -1`).
     let me = String::from_utf8(Command::new("id").arg("-un").output().unwrap().stdout)
         .unwrap()
         .trim()
         .to_string();
     let user = std::env::var("USER").ok().filter(|u| !u.is_empty()).unwrap_or(me);
+    let acct = s.stdout("sacct", &["-nu", &user, "-o", "Account%256"]);
+    assert!(acct.lines().count() >= 1, "the caller's jobs of today: {acct:?}");
+
+    // Nextflow: #SBATCH pairs, `--signal B:USR2@30` unless given, status by `squeue -u $USER`.
     std::fs::write(
         shared.join(".command.run"),
         format!(
