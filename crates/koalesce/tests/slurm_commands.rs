@@ -764,6 +764,22 @@ fn workflow_tools_command_lines_work() {
         std::thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(std::fs::read_to_string(shared.join(".command.log")).unwrap(), "hi\n");
+
+    // A user's own `scancel -u $USER` cancels every job of the caller's that has not ended.
+    let a = s
+        .stdout("sbatch", &["--parsable", "-o", "/dev/null", "--wrap", "sleep 30"])
+        .trim()
+        .to_string();
+    let b = s
+        .stdout("sbatch", &["--parsable", "-H", "-o", "/dev/null", "--wrap", "true"])
+        .trim()
+        .to_string();
+    assert!(s.run("scancel", &["-u", &user]).status.success());
+    assert_eq!(
+        (s.wait_final(&a), s.wait_final(&b)),
+        ("CANCELLED".to_string(), "CANCELLED".to_string())
+    );
+    assert_eq!(s.wait_final(&nf), "COMPLETED", "an ended job stays as it ended");
 }
 
 /// The venv with the tools (made by python/ci/setup-venv.sh, which CI runs too).

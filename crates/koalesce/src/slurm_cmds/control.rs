@@ -69,11 +69,13 @@ pub fn scancel(args: &[String], conn: impl FnOnce() -> SResult<Client>) -> SResu
     if filters {
         let states: Option<Vec<State>> = a.state.as_deref().map(parse_state_list).transpose().map_err(SlurmError::msg)?;
         let scope = (!ids.is_empty()).then_some(ids.as_slice());
-        let jobs = load_jobs(&client, scope, a.user.is_some())?;
+        // `-u $USER` (the Unix account): the caller's own jobs.
+        let users = super::user_filter(a.user.as_deref());
+        let jobs = load_jobs(&client, scope, users.is_some())?;
         ids = jobs
             .iter()
             .filter(|j| j.state.is_active())
-            .filter(|j| a.user.as_ref().is_none_or(|u| &j.user == u))
+            .filter(|j| users.as_ref().is_none_or(|u| u.contains(&j.user)))
             .filter(|j| a.name.as_ref().is_none_or(|n| &j.name == n))
             .filter(|j| states.as_ref().is_none_or(|s| s.contains(&j.state)))
             .map(|j| j.id)
