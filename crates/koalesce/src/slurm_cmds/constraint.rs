@@ -65,6 +65,18 @@ pub fn satisfied_by(expr: &Compiled, features: &[String]) -> bool {
     expr.matches(&host)
 }
 
+/// The sites a job may go to, with their features: those `-p` names, else all (`-p` naming a
+/// policy names no site).
+pub fn candidate_sites(partition: Option<&str>, sites: &[koalesce_api::dto::SiteInfo]) -> Vec<(String, Vec<String>)> {
+    let named: Vec<&str> = partition.unwrap_or("").split(',').map(str::trim).collect();
+    let some_named = sites.iter().any(|s| named.contains(&s.name.as_str()));
+    sites
+        .iter()
+        .filter(|s| !some_named || named.contains(&s.name.as_str()))
+        .map(|s| (s.name.clone(), s.features.clone()))
+        .collect()
+}
+
 /// Adds `constraint` to the job's requirements after checking that one of `sites` (name,
 /// features) — those the job may run on — satisfies it.
 pub fn apply(desc: &mut koalesce_api::JobDescription, constraint: &str, sites: &[(String, Vec<String>)]) -> Result<(), String> {
@@ -144,6 +156,22 @@ mod tests {
         assert!(sat("a&b|c", &["c"]));
         assert!(!sat("(a|b)&c", &["a"]));
         assert!(!sat("ib", &[]));
+    }
+
+    #[test]
+    fn the_partition_narrows_the_sites_checked() {
+        let info = |name: &str, f: &[&str]| koalesce_api::dto::SiteInfo {
+            name: name.into(),
+            features: f.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        };
+        let sites = [info("vu", &["ib"]), info("leiden", &[]), info("delft", &["ib"])];
+        let names = |p: Option<&str>| candidate_sites(p, &sites).into_iter().map(|(n, _)| n).collect::<Vec<_>>();
+        assert_eq!(names(None), ["vu", "leiden", "delft"]);
+        assert_eq!(names(Some("leiden")), ["leiden"]);
+        assert_eq!(names(Some("leiden, delft")), ["leiden", "delft"]);
+        assert_eq!(names(Some("cm")), ["vu", "leiden", "delft"], "a policy names no site");
+        assert_eq!(candidate_sites(Some("vu"), &sites)[0].1, ["ib"]);
     }
 
     #[test]

@@ -6,8 +6,8 @@
 //! executes the script with its interpreter. Script, environment and settings travel as one
 //! base64 argument, so no `${KOALESCE_...}` text of the user's is expanded by the server.
 //!
-//! What koalesce cannot honour (any-of dependencies, GPUs, named nodes, ...) is refused with `sbatch: error: ...` and exit 1, before anything is
-//! submitted.
+//! What koalesce cannot honour (any-of dependencies, GPUs, named nodes, ...) is refused with
+//! `sbatch: error: ...` and exit 1, before anything is submitted.
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -184,15 +184,9 @@ pub fn run(args: &[String], conn: impl FnOnce() -> SResult<Client>) -> SResult<E
     let sites: Vec<String> = infos.iter().map(|s| s.name.clone()).collect();
     let env: Vec<(String, String)> = std::env::vars().collect();
     let mut desc = describe(&opts, &script_text, &script_name, &script_args, &submit_dir, &env, &sites)?;
+    // `-C ''` (Snakemake's explicitly empty constraint) is no constraint, as Slurm's.
     if let Some(c) = opts.constraint.as_deref().filter(|c| !c.trim().is_empty()) {
-        // The sites the job may go to: those -p names, else all.
-        let named: Vec<&str> = opts.partition.as_deref().unwrap_or("").split(',').map(str::trim).collect();
-        let some_named = infos.iter().any(|s| named.contains(&s.name.as_str()));
-        let features: Vec<(String, Vec<String>)> = infos
-            .iter()
-            .filter(|s| !some_named || named.contains(&s.name.as_str()))
-            .map(|s| (s.name.clone(), s.features.clone()))
-            .collect();
+        let features = super::constraint::candidate_sites(opts.partition.as_deref(), &infos);
         super::constraint::apply(&mut desc, c, &features).map_err(SlurmError::msg)?;
     }
     for w in ignored_options(&opts)? {
