@@ -723,6 +723,13 @@ fn workflow_tools_command_lines_work() {
         s.run("scancel", &[&sm, "--clusters=all"]).status.success(),
         "an ended job: no error"
     );
+    // Its `--requeue` (settings.requeue) with --parsable: the id alone, no koalesce warning
+    // (older plugins read standard error merged into the output).
+    let o = s.run("sbatch", &["--parsable", "--requeue", "-o", "/dev/null", "--wrap", "true"]);
+    assert!(o.status.success() && o.stderr.is_empty(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8(o.stdout).unwrap().trim().parse::<u64>().is_ok());
+    let o = s.run("sbatch", &["--requeue", "-o", "/dev/null", "--wrap", "true"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("sbatch: warning: koalesce ignores --requeue"));
     // Its account guess (`sacct -nu $USER -o Account%256`, before its `| tail -1`).
     let me = String::from_utf8(Command::new("id").arg("-un").output().unwrap().stdout)
         .unwrap()

@@ -189,8 +189,12 @@ pub fn run(args: &[String], conn: impl FnOnce() -> SResult<Client>) -> SResult<E
         let features = super::constraint::candidate_sites(opts.partition.as_deref(), &infos);
         super::constraint::apply(&mut desc, c, &features).map_err(SlurmError::msg)?;
     }
+    // Not with -Q (as Slurm's) nor --parsable: tools that read the job id from the output
+    // (some merge standard error into it, as older Snakemake plugins do) get the id alone.
     for w in ignored_options(&opts)? {
-        eprintln!("sbatch: warning: {w}");
+        if !opts.quiet && !opts.parsable {
+            eprintln!("sbatch: warning: {w}");
+        }
     }
     let toml_text = toml::to_string(&desc).map_err(|e| SlurmError::msg(format!("cannot write the job description: {e}")))?;
     // Holds, arrays and dependencies on one task of an array are submission options of the API
