@@ -258,7 +258,7 @@ mod tests {
             "sites": [evil], "exit_ok": false, "reason": evil, "submitted_ms": 0, "finished_ms": null,
             "outputs": [evil], "data_error": evil, "failure": evil, "cancel_requested": true}))
         .unwrap();
-        for text in [status_report(&g), jobs_table(&[g.clone()])] {
+        for text in [status_report(&g), jobs_table(std::slice::from_ref(&g))] {
             assert!(!text.chars().any(|c| (c.is_control() && c != '\n') || c == '\u{202e}'), "{text:?}");
             assert!(text.contains("x\\n\\u{1b}[2Jforged"), "{text}");
             assert!(text.lines().all(|l| !l.starts_with("forged")), "{text}");

@@ -99,13 +99,13 @@ impl HandoffState {
     /// sites and the failure are written as visible escapes (`\n`, `\u{1b}`: they would reach
     /// users' terminals), and there are at most 64 sites (an untrusted peer's say-so).
     pub fn from_peer(mut self) -> HandoffState {
-        let word = |s: &str| {
+        fn word(s: &str) -> String {
             if !s.is_empty() && s.len() <= 32 && s.bytes().all(|b| b.is_ascii_lowercase() || b == b'_' || b == b'-') {
                 s.to_string()
             } else {
                 "unknown".to_string()
             }
-        };
+        }
         self.state = word(&self.state);
         self.job_state = self.job_state.as_deref().map(word);
         self.sites.truncate(MAX_PEER_SITES);
