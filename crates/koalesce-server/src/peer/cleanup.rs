@@ -13,7 +13,6 @@
 //! next pass after its restart. Only the names an aborted handoff declared (checked at phase
 //! one: `peer-<origin>/<64 hex digits>`, stored paths derived from them) are ever removed.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::journal::Incoming;
@@ -142,14 +141,7 @@ pub(crate) async fn sweep(fed: &Arc<Federation>, inc: &Incoming) -> anyhow::Resu
 
 /// The caller holds `submit_lock`. How many files (registered or partial) went.
 async fn remove_unneeded(fed: &Arc<Federation>, inc: &Incoming) -> anyhow::Result<usize> {
-    let j = fed.journal.clone();
-    let origin = inc.origin.clone();
-    let live = blocking(move || j.live_incoming(&origin)).await?;
-    let needed: BTreeSet<String> = live
-        .iter()
-        .filter(|l| l.handoff != inc.handoff)
-        .flat_map(|l| data::declared(l).into_iter().map(|f| f.sha256))
-        .collect();
+    let needed = data::needed_by_others(fed, inc).await?;
     let mut removed = 0;
     for f in data::declared(inc) {
         if needed.contains(&f.sha256) {

@@ -496,14 +496,7 @@ pub(crate) fn inputs_ready(fed: &Arc<Federation>, i: usize, inc: &Incoming, desc
 /// or during leaves files that are not needed (a repeated `done` sweeps them), never removes
 /// one that is.
 pub(crate) async fn release_inputs(fed: &Arc<Federation>, inc: &Incoming) -> Result<usize, String> {
-    let j = fed.journal.clone();
-    let origin = inc.origin.clone();
-    let live = blocking(move || j.live_incoming(&origin)).await.map_err(|e| e.to_string())?;
-    let needed: BTreeSet<String> = live
-        .iter()
-        .filter(|l| l.handoff != inc.handoff)
-        .flat_map(|l| declared(l).into_iter().map(|f| f.sha256))
-        .collect();
+    let needed = needed_by_others(fed, inc).await.map_err(|e| e.to_string())?;
     let mut removed = 0;
     for f in declared(inc) {
         if needed.contains(&f.sha256) {
@@ -514,6 +507,19 @@ pub(crate) async fn release_inputs(fed: &Arc<Federation>, inc: &Incoming) -> Res
         }
     }
     Ok(removed)
+}
+
+/// The contents (SHA-256) that live handoffs from `inc`'s origin other than `inc` declare
+/// (prepared, or committed and not released: their jobs may still read them). The caller holds
+/// `submit_lock`, so no commit changes that meanwhile.
+pub(crate) async fn needed_by_others(fed: &Arc<Federation>, inc: &Incoming) -> rusqlite::Result<BTreeSet<String>> {
+    let (j, origin) = (fed.journal.clone(), inc.origin.clone());
+    let live = blocking(move || j.live_incoming(&origin)).await?;
+    Ok(live
+        .iter()
+        .filter(|l| l.handoff != inc.handoff)
+        .flat_map(|l| declared(l).into_iter().map(|f| f.sha256))
+        .collect())
 }
 
 /// `desc` with its inputs renamed (`(old, new)` logical names): the job still finds each

@@ -98,12 +98,7 @@ pub(crate) async fn log_file(
 ) -> R<Response> {
     let i = peer_auth(&fed, &headers)?;
     let Query(q) = q.map_err(|e| err(StatusCode::BAD_REQUEST, format!("query: {e}")))?;
-    if q.tail.is_some_and(|t| t > crate::api_output::MAX_TAIL_LINES) {
-        return Err(err(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            format!("parameter 'tail': at most {} lines", crate::api_output::MAX_TAIL_LINES),
-        ));
-    }
+    check_tail(q.tail)?;
     let (d, ended) = handoff_job(&fed, i, &h).await?;
     let not_found = || {
         err(
@@ -150,6 +145,17 @@ pub(crate) async fn log_file(
         // Not written yet (a job that has not started): nothing so far.
         Err(_) if !ended => Ok((StatusCode::OK, Vec::<u8>::new()).into_response()),
         Err(_) => Err(not_found()),
+    }
+}
+
+/// 422 for a tail of more lines than a log answer gives (as for a local job's log).
+fn check_tail(tail: Option<usize>) -> R<()> {
+    match tail {
+        Some(t) if t > crate::api_output::MAX_TAIL_LINES => Err(err(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("parameter 'tail': at most {} lines", crate::api_output::MAX_TAIL_LINES),
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -345,7 +351,7 @@ pub(crate) async fn deliver_cancel(fed: &F, row: &GridRow) -> anyhow::Result<()>
 }
 
 /// The caller's grid job `raw`, or 404.
-async fn own_row(fed: &F, caller: &Caller, raw: &str) -> R<GridRow> {
+pub(super) async fn own_row(fed: &F, caller: &Caller, raw: &str) -> R<GridRow> {
     let not_found = || err(StatusCode::NOT_FOUND, format!("grid job '{}' not found", api::cut_message(raw)));
     let id: u64 = raw.parse().map_err(|_| not_found())?;
     let j = fed.journal.clone();
@@ -434,12 +440,7 @@ pub(crate) async fn grid_logs(State(fed): State<F>, headers: HeaderMap, Path(raw
     }
     let Query(q) = q.map_err(|e| err(StatusCode::BAD_REQUEST, format!("query: {e}")))?;
     let stream = crate::api_output::log_stream(&q)?;
-    if q.tail.is_some_and(|t| t > crate::api_output::MAX_TAIL_LINES) {
-        return Err(err(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            format!("parameter 'tail': at most {} lines", crate::api_output::MAX_TAIL_LINES),
-        ));
-    }
+    check_tail(q.tail)?;
     let c = q.component.unwrap_or(0);
     let components = crate::jobdesc::JobDescription::parse(&row.description).map_or(1, |d| d.components.len().max(1)) as u64;
     if c >= components {

@@ -159,14 +159,8 @@ async fn list(State(fed): State<F>, headers: HeaderMap) -> R<Json<Vec<GridJob>>>
 
 async fn show(State(fed): State<F>, headers: HeaderMap, Path(raw): Path<String>) -> R<Json<GridJob>> {
     let caller = api::authenticate(&fed.shared, &headers)?;
-    let not_found = || err(StatusCode::NOT_FOUND, format!("grid job '{raw}' not found"));
-    let id: u64 = raw.parse().map_err(|_| not_found())?;
-    let j = fed.journal.clone();
-    let row = blocking(move || j.grid_job(id)).await.map_err(internal)?;
-    match row {
-        Some(r) if caller.admin || r.user == caller.user => Ok(Json(render(&fed, r).await)),
-        _ => Err(not_found()),
-    }
+    let row = super::results::own_row(&fed, &caller, &raw).await?;
+    Ok(Json(render(&fed, row).await))
 }
 
 async fn status(State(fed): State<F>, headers: HeaderMap) -> R<Json<FederationStatus>> {
