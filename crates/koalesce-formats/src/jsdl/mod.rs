@@ -7,6 +7,7 @@
 //! of the XML Schema instance namespace (`xsi:schemaLocation`) are accepted; other foreign
 //! attributes are errors.
 
+mod depth;
 mod range;
 mod spmd;
 
@@ -393,6 +394,12 @@ fn local_path(p: &str) -> String {
 
 /// Converts a JSDL document.
 pub fn convert(text: &str, name_hint: Option<&str>) -> Result<JobDescription, FormatError> {
+    if let Some(at) = depth::too_deep(text) {
+        let line = text[..at].matches('\n').count() + 1;
+        let column = text[..at].rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        let m = format!("elements nested deeper than {} levels", depth::MAX_DEPTH);
+        return Err(FormatError::at(FMT, line, Some(column), m));
+    }
     let opts = ParsingOptions {
         allow_dtd: false,
         nodes_limit: 100_000,
