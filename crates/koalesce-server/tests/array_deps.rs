@@ -255,3 +255,57 @@ fn a_dependent_reads_the_output_its_parent_registered_every_time() {
     let (code, v) = post(&srv, "/api/v1/jobs", &tok, &shell_job("x", "true", 1, "inputs = [\"nowhere.dat\"]"));
     assert_eq!(code, 422, "{v}");
 }
+
+/// The catalogue entry of `name` as `GET /api/v1/files` lists it.
+fn file_entry(srv: &BackgroundServer, tok: &str, name: &str) -> Value {
+    let (code, body) = srv.request("GET", "/api/v1/files", Some(tok), b"");
+    assert_eq!(code, 200, "{body}");
+    let files = json(&body);
+    let f = files.as_array().unwrap().iter().find(|f| f["name"] == name).cloned();
+    f.unwrap_or_else(|| panic!("{name} not in {files}"))
+}
+
+#[test]
+fn an_output_registered_again_with_other_content_replaces_the_file_in_memory_and_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tok = token(tmp.path(), "alice", false);
+    let srv = server(tmp.path(), &[("vu", 2), ("leiden", 2)]);
+    let at = |site: &str| format!("\n[[components]]\nprocessors = 1\nsite = \"{site}\"\n");
+    let job_at = |name: &str, script: &str, extra: &str, site: &str| {
+        format!("name = {name:?}\nexecutable = \"/bin/sh\"\narguments = [\"-c\", {script:?}]\n{extra}{}", at(site))
+    };
+    // v1 registered at vu, copied to leiden by a reader there, then v2 registered at vu.
+    let first = submit(&srv, &tok, &job_at("v1", "printf aaaa > r.txt", "outputs = [{ file = \"r.txt\", to = \"shared/r.txt\" }]", "vu"));
+    let reader = submit(
+        &srv,
+        &tok,
+        &job_at("reader", "true", &format!("afterok = [{first}]\ninputs = [\"shared/r.txt\"]"), "leiden"),
+    );
+    assert_eq!(ended(&srv, &tok, reader, 30)["state"], "succeeded");
+    let v1 = file_entry(&srv, &tok, "shared/r.txt");
+    assert_eq!(v1["replicas"], serde_json::json!(["leiden", "vu"]), "{v1}");
+    let second = submit(&srv, &tok, &job_at("v2", "printf bbbbbbbb > r.txt", "outputs = [{ file = \"r.txt\", to = \"shared/r.txt\" }]", "vu"));
+    assert_eq!(ended(&srv, &tok, second, 30)["state"], "succeeded");
+    // The new content: its size and checksum, and leiden's copy of the old one is no replica.
+    let live = file_entry(&srv, &tok, "shared/r.txt");
+    assert_eq!(live["size_bytes"], 8, "{live}");
+    assert_ne!(live["sha256"], v1["sha256"], "{live}");
+    assert_eq!(live["replicas"], serde_json::json!(["vu"]), "{live}");
+    // What the store holds (read back after a restart) is what memory held.
+    srv.stop();
+    let srv = server(tmp.path(), &[("vu", 2), ("leiden", 2)]);
+    assert_eq!(file_entry(&srv, &tok, "shared/r.txt"), live);
+    // A reader at leiden gets the new content.
+    let check = submit(
+        &srv,
+        &tok,
+        &job_at(
+            "check",
+            "[ \"$(cat \"$KOALESCE_INPUT_SHARED_R_TXT\")\" = bbbbbbbb ]",
+            "inputs = [\"shared/r.txt\"]",
+            "leiden",
+        ),
+    );
+    let c = ended(&srv, &tok, check, 30);
+    assert_eq!(c["state"], "succeeded", "{c}");
+}

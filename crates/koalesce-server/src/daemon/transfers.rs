@@ -19,9 +19,18 @@ use crate::dataplane::{self, Blame, Expected, Place, RetryPolicy, TransferError,
 use crate::store;
 use crate::{now_ms, transfer};
 
-/// Adds a replica to the in-memory catalogue and the core's (`owner`: of a new file).
+/// Adds a replica to the in-memory catalogue and the core's (`owner`: of a new file). A
+/// replica of other content (size or SHA-256) than the file's replaces the file: its size and
+/// checksum become the new ones and its other replicas, which hold the old content, are no
+/// replicas any more — as [`store::register_replica_op`] does in the database.
 pub fn add_replica_mem(st: &mut State, name: &str, size: u64, sha: &str, site: &str, path: PathBuf, owner: Option<&str>) {
     let sid = st.site_id(site);
+    if let Some(f) = st.files.get_mut(name).filter(|f| f.size_bytes != size || f.sha256 != sha) {
+        f.size_bytes = size;
+        f.sha256 = sha.to_string();
+        f.replicas.clear();
+        st.core.catalogue_mut().remove(name);
+    }
     let entry = st.files.entry(name.to_string()).or_insert_with(|| FileInfo {
         size_bytes: size,
         sha256: sha.to_string(),
@@ -198,7 +207,16 @@ pub fn start_transfer(shared: &Arc<Shared>, st: &mut State, job: u64, key: Trans
             tracing::warn!(job, file = %key.file, from = %site, error = %e, "source replica is corrupt; quarantined");
             quarantine_replica(&shared, st, &key.file, &site, path);
         }
+        // The file was registered again with other content while this copy of the old one
+        // was on its way: the copy is no replica of it, and the jobs get the new content.
+        let stale = |r: &TransferReport| st.files.get(&key.file).is_none_or(|f| f.sha256 != r.sha256 || f.size_bytes != r.size);
         match staged.result {
+            Ok((_, report)) if stale(&report) => {
+                tracing::warn!(job, file = %key.file, to = %to_name, "file replaced while being copied; placing again");
+                for w in &jobs {
+                    st.core.transfer_source_failed(now, JobId(w.job), &w.key);
+                }
+            }
             Ok((sid, report)) => {
                 shared.metrics.transfer_bytes.fetch_add(report.bytes, Ordering::Relaxed);
                 shared.metrics.transfers.fetch_add(1, Ordering::Relaxed);
@@ -358,6 +376,8 @@ pub fn stage_out(shared: &Arc<Shared>, st: &State, id: u64) {
             let mut guard = shared.lock();
             let st = &mut *guard;
             for (logical, c, site, dest) in registered {
+                // As a registration through the API: the data functions ask the catalogue again.
+                shared.data_catalogue.invalidate(&logical);
                 add_replica_mem(st, &logical, c.size, &c.sha256, &site, dest, Some(&user));
                 if let Some(m) = st.meta.get_mut(&id).filter(|m| !m.outputs.contains(&logical)) {
                     m.outputs.push(logical);
