@@ -408,3 +408,21 @@ fn check(s: &Scheduler, deps: &[(JobId, Dependency)], seen: &[JobState], needed:
     }
     Ok(())
 }
+
+/// A job that depended on the first task's id before the tasks were declared one array: from
+/// the declaration on, its dependency is on the whole array (as every later one), not left
+/// waiting for an event that would never decide it.
+#[test]
+fn dependents_of_the_first_task_before_the_declaration_wait_for_the_whole_array() {
+    let mut s = grid();
+    let t0 = s.submit_gated(0, JobId(1), spec("t0", false), Gate::default()).unwrap();
+    let t1 = s.submit_gated(0, JobId(2), spec("t1", false), Gate::default()).unwrap();
+    let early = dependent(&mut s, 0, 10, t0, DependencyKind::AfterOk);
+    let task = |job, index| BagTask { job, index, ended: None };
+    s.declare_bag(JobId(1), 2, &[task(t0, 0), task(t1, 1)]).unwrap();
+    tick(&mut s, 60_000);
+    s.component_finished(61_000, t0, 0, ComponentOutcome::Success);
+    assert_eq!(state(&s, early), JobState::Held, "task 0 alone does not decide afterok on the array");
+    s.component_finished(62_000, t1, 0, ComponentOutcome::Success);
+    assert_eq!(state(&s, early), JobState::Queued, "decided by the whole array");
+}
