@@ -250,6 +250,7 @@ pub(crate) fn blank_job(name: String, executable: String) -> koalesce_api::JobDe
         afterany: Vec::new(),
         afterok: Vec::new(),
         afternotok: Vec::new(),
+        dependency: None,
     }
 }
 

@@ -676,6 +676,7 @@ pub fn convert(text: &str, name_hint: Option<&str>, task: Option<&TaskContext>) 
         afterany: Vec::new(),
         afterok,
         afternotok: Vec::new(),
+        dependency: None,
     })
 }
 

@@ -309,3 +309,27 @@ fn an_output_registered_again_with_other_content_replaces_the_file_in_memory_and
     let c = ended(&srv, &tok, check, 30);
     assert_eq!(c["state"], "succeeded", "{c}");
 }
+
+#[test]
+fn a_job_file_names_one_task_of_an_array_as_sbatch_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tok = token(tmp.path(), "alice", false);
+    let srv = server(tmp.path(), &[("vu", 8)]);
+    let (code, a) = post(&srv, "/api/v1/jobs?array=0-1", &tok, &shell_job("sweep", TASK, 1, ""));
+    assert_eq!(code, 201, "{a}");
+    let array = a["id"].as_u64().unwrap();
+    let tasks = ids_of(&a);
+    // In the job file, as `sbatch --dependency` takes it: task 0 alone, and the whole array.
+    let one = submit(&srv, &tok, &shell_job("one", "true", 1, &format!("dependency = \"afterok:{array}_0\"")));
+    let all = submit(&srv, &tok, &shell_job("all", "true", 1, &format!("dependency = \"afterok:{array}\"")));
+    let j1 = ended(&srv, &tok, one, 30);
+    let ja = ended(&srv, &tok, all, 30);
+    let t1 = ended(&srv, &tok, tasks[1], 30);
+    assert_eq!((j1["state"].as_str(), ja["state"].as_str()), (Some("succeeded"), Some("succeeded")));
+    let last = t1["finished_ms"].as_u64().unwrap();
+    assert!(j1["started_ms"].as_u64().unwrap() < last, "{j1}: waited for task 1 too");
+    assert!(ja["started_ms"].as_u64().unwrap() >= last, "{ja}: did not wait for task 1");
+    // What the parser refuses is a 422 naming the field.
+    let (code, v) = post(&srv, "/api/v1/jobs", &tok, &shell_job("bad", "true", 1, "dependency = \"singleton\""));
+    assert!(code == 422 && v["error"].as_str().unwrap().contains("field 'dependency'"), "{code} {v}");
+}
