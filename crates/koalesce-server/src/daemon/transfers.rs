@@ -209,7 +209,11 @@ pub fn start_transfer(shared: &Arc<Shared>, st: &mut State, job: u64, key: Trans
         }
         // The file was registered again with other content while this copy of the old one
         // was on its way: the copy is no replica of it, and the jobs get the new content.
-        let stale = |r: &TransferReport| st.files.get(&key.file).is_none_or(|f| f.sha256 != r.sha256 || f.size_bytes != r.size);
+        let stale = |r: &TransferReport| {
+            st.files
+                .get(&key.file)
+                .is_none_or(|f| f.sha256 != r.sha256 || f.size_bytes != r.size)
+        };
         match staged.result {
             Ok((_, report)) if stale(&report) => {
                 tracing::warn!(job, file = %key.file, to = %to_name, "file replaced while being copied; placing again");
