@@ -5,40 +5,17 @@
 mod common;
 
 use common::*;
-use koalesce_core::model::{NetworkForecast, PolicyKind, ReplicaCatalogue};
+use koalesce_core::model::PolicyKind;
 use koalesce_core::scheduler::{BagError, BagTask, ComponentOutcome, Dependency, DependencyKind, Gate};
 use koalesce_core::state::FailureReason;
-use koalesce_core::{JobId, JobSpec, JobState, Scheduler, SchedulerConfig, SiteId};
+use koalesce_core::{JobId, JobSpec, JobState, Scheduler, SiteId};
 use proptest::prelude::*;
-
-fn grid() -> Scheduler {
-    Scheduler::new(
-        SchedulerConfig::default(),
-        vec![site("a", 8), site("b", 8)],
-        NetworkForecast::uniform(2, 8e6, 0),
-        ReplicaCatalogue::new(),
-    )
-}
 
 fn spec(name: &str, stages_out: bool) -> JobSpec {
     let mut s = JobSpec::simple(name, &[1], &[], 60_000);
     s.policy = Some(PolicyKind::Wf);
     s.stages_out = stages_out;
     s
-}
-
-fn tick(s: &mut Scheduler, now: u64) {
-    while let Some(t) = s.poll_timeout().filter(|&t| t <= now) {
-        s.handle_timeout(t);
-    }
-    drain(s);
-}
-
-fn after(deps: &[(JobId, DependencyKind)]) -> Gate {
-    Gate {
-        hold: false,
-        after: deps.iter().map(|&(job, kind)| Dependency::on(job, kind)).collect(),
-    }
 }
 
 /// An array of `n` tasks with ids `first..first+n` (task k throttled behind task k-m with
@@ -422,7 +399,11 @@ fn dependents_of_the_first_task_before_the_declaration_wait_for_the_whole_array(
     s.declare_bag(JobId(1), 2, &[task(t0, 0), task(t1, 1)]).unwrap();
     tick(&mut s, 60_000);
     s.component_finished(61_000, t0, 0, ComponentOutcome::Success);
-    assert_eq!(state(&s, early), JobState::Held, "task 0 alone does not decide afterok on the array");
+    assert_eq!(
+        state(&s, early),
+        JobState::Held,
+        "task 0 alone does not decide afterok on the array"
+    );
     s.component_finished(62_000, t1, 0, ComponentOutcome::Success);
     assert_eq!(state(&s, early), JobState::Queued, "decided by the whole array");
 }
