@@ -407,3 +407,24 @@ fn dependents_of_the_first_task_before_the_declaration_wait_for_the_whole_array(
     s.component_finished(62_000, t1, 0, ComponentOutcome::Success);
     assert_eq!(state(&s, early), JobState::Queued, "decided by the whole array");
 }
+
+/// A job that ran and whose stage-out a stop interrupted comes back even when one of its
+/// inputs left the catalogue since (the user deleted it): it needs no input any more, and its
+/// dependents wait for its outputs.
+#[test]
+fn a_job_staging_out_is_adopted_again_without_its_inputs() {
+    let mut s = grid();
+    let mut ran = spec("ran", true);
+    ran.input_files = vec!["deleted.dat".into()];
+    let id = s
+        .adopt_staging_out(JobId(7), ran, &[Some(SiteId(1))], Default::default())
+        .expect("adopted: its inputs were read already");
+    let ok = dependent(&mut s, 0, 8, id, DependencyKind::AfterOk);
+    assert_eq!(state(&s, ok), JobState::Held);
+    // Adopting an id the core holds would replace that job, and its dependents with it.
+    let again = s.adopt_staging_out(JobId(8), spec("x", true), &[Some(SiteId(0))], Default::default());
+    assert!(again.unwrap_err().to_string().contains("job 8 is in the core already"));
+    assert_eq!(state(&s, ok), JobState::Held);
+    assert!(s.outputs_registered(1_000, id));
+    assert_eq!(state(&s, ok), JobState::Queued);
+}

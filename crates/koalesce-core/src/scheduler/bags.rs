@@ -200,7 +200,14 @@ impl Scheduler {
         sites: &[Option<SiteId>],
         timeline: Timeline,
     ) -> Result<JobId, SubmitError> {
-        self.validate(&spec)?;
+        if self.jobs.contains_key(&id) {
+            return Err(SubmitError::Invalid {
+                job: spec.name.clone(),
+                reason: format!("job {id} is in the core already"),
+            });
+        }
+        // Its inputs were read when it ran: one deleted since does not keep its outputs out.
+        self.validate_shape(&spec)?;
         if let Some((component, site)) = sites
             .iter()
             .enumerate()
