@@ -513,7 +513,10 @@ pub fn convert(text: &str, name_hint: Option<&str>, task: Option<&TaskContext>) 
         },
         _ => "single",
     };
-    let (components, runner, policy) = job_type_components(kind, np).expect("checked job type");
+    let (components, runner, policy) = job_type_components(kind, np).expect("checked job type").map_err(|m| {
+        let e = entries.get("NP").expect("more than one process comes from NP");
+        err(e, format!("NP: {m}"))
+    })?;
 
     if let Some((v, e)) = value("INPUT_FILES")? {
         for item in split_commas(&v) {

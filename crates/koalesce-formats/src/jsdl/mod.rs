@@ -647,7 +647,7 @@ pub fn convert(text: &str, name_hint: Option<&str>) -> Result<JobDescription, Fo
                 })
             }
             (Some(each), Some(total), r) => {
-                if !total.is_multiple_of(each) || r.is_some_and(|r| r * each != total) {
+                if !total.is_multiple_of(each) || r.is_some_and(|r| r.checked_mul(each) != Some(total)) {
                     return Err(count_err(format!(
                         "TotalCPUCount {total} is not a whole number of resources of IndividualCPUCount {each}"
                     )));
@@ -669,7 +669,7 @@ pub fn convert(text: &str, name_hint: Option<&str>) -> Result<JobDescription, Fo
         }
     }
     let procs_per_resource = i.unwrap_or(1).max(1);
-    let total_procs = t.unwrap_or(procs_per_resource * r.unwrap_or(1)).max(1);
+    let total_procs = t.unwrap_or(procs_per_resource.saturating_mul(r.unwrap_or(1))).max(1);
     // Memory per processor: per resource / its CPUs, or total / all CPUs; POSIX MemoryLimit
     // is per process (one process per component).
     let per_proc = res
