@@ -95,9 +95,16 @@ pub fn decode(bytes: &[u8]) -> Result<String, String> {
                 u16::from_le_bytes([c[0], c[1]])
             }
         });
-        char::decode_utf16(units)
+        let text = char::decode_utf16(units)
             .collect::<Result<String, _>>()
-            .map_err(|e| format!("invalid UTF-16 text: {e}"))
+            .map_err(|e| format!("invalid UTF-16 text: {e}"))?;
+        match text.find('\0') {
+            Some(at) => Err(format!(
+                "line {}: a NUL character, which no job file holds (UTF-32 text? save it as UTF-8 or UTF-16)",
+                text[..at].matches('\n').count() + 1
+            )),
+            None => Ok(text),
+        }
     };
     match bytes {
         [0xFF, 0xFE, ..] => utf16(false),

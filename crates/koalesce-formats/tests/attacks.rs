@@ -44,6 +44,13 @@ fn utf16_without_a_byte_order_mark_is_named() {
     }
     let e = decode(&bytes).expect_err("NUL bytes are no job file");
     assert!(e.contains("byte-order mark"), "{e}");
+    // UTF-32 with its byte-order mark starts as UTF-16's: NUL characters, named.
+    let mut utf32 = vec![0xFF, 0xFE, 0, 0];
+    for c in "&(executable=/bin/true)".chars() {
+        utf32.extend((c as u32).to_le_bytes());
+    }
+    let e = decode(&utf32).expect_err("UTF-32 is not read");
+    assert!(e.contains("NUL"), "{e}");
 }
 
 /// A deadline that fits in seconds but not in milliseconds: refused or kept, never a panic.
