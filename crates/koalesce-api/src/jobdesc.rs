@@ -98,6 +98,14 @@ pub struct JobDescription {
     /// The job must have started this long after submission, or it fails (duration).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deadline: Option<String>,
+    /// Not placed before this instant: RFC 3339 in UTC, `2026-11-28T10:00:00Z` (Slurm's
+    /// `--begin`); the job waits held until then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub begin: Option<String>,
+    /// A signal before the wall-time limit: Slurm's `[B:]SIG[@SECONDS]` (`B:USR1@90`; default 60
+    /// seconds; `B:` only the program, else every process of the component).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
     /// How many times a failed job is resubmitted (0: fail at the first failure); default: the
     /// server's threshold.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -264,6 +272,13 @@ impl JobDescription {
                 parse_duration(v).map_err(|e| format!("field '{field}': {e}"))?;
             }
         }
+        if let Some(b) = &self.begin {
+            crate::timing::parse_begin(b).map_err(|e| format!("field 'begin': {e}"))?;
+        }
+        if let Some(sig) = &self.signal {
+            sig.parse::<crate::timing::EarlySignal>()
+                .map_err(|e| format!("field 'signal': {e}"))?;
+        }
         if let Some(m) = &self.memory {
             let bytes = parse_size(m).map_err(|e| format!("field 'memory': {e}"))?;
             if bytes < MIN_MEMORY_BYTES {
@@ -426,6 +441,19 @@ impl JobDescription {
         Some((estimate as f64 * factor).ceil().min(Millis::MAX as f64) as Millis)
     }
 
+    /// `begin` as Unix milliseconds.
+    pub fn begin_ms(&self) -> Result<Option<Millis>, DescriptionError> {
+        self.begin
+            .as_deref()
+            .map(|b| crate::timing::parse_begin(b).map_err(|e| DescriptionError::Invalid(format!("field 'begin': {e}"))))
+            .transpose()
+    }
+
+    /// `signal`, parsed (`None` also when invalid: a parsed description has a valid one).
+    pub fn early_signal(&self) -> Option<crate::timing::EarlySignal> {
+        self.signal.as_deref().and_then(|s| s.parse().ok())
+    }
+
     /// The memory limit of a component of `processors` processors: `memory` per processor.
     pub fn memory_limit(&self, processors: u32) -> Option<u64> {
         let per = parse_size(self.memory.as_deref()?).ok()?;
@@ -489,6 +517,7 @@ impl JobDescription {
                 Some(d) => Some(parse_duration(d).map_err(|e| DescriptionError::Invalid(format!("field 'deadline': {e}")))?),
                 None => None,
             },
+            begin_ms: self.begin_ms()?,
             preferences: self.broker.preferences().map_err(DescriptionError::Invalid)?,
             // Dependents wait until the declared outputs are registered (stage-out).
             stages_out: !self.outputs.is_empty(),

@@ -232,6 +232,8 @@ pub(crate) fn blank_job(name: String, executable: String) -> koalesce_api::JobDe
         cputime: None,
         memory: None,
         deadline: None,
+        begin: None,
+        signal: None,
         retries: None,
         requirements: None,
         rank: None,

@@ -661,6 +661,8 @@ pub fn convert(text: &str, name_hint: Option<&str>, task: Option<&TaskContext>) 
         cputime: None,
         memory: None,
         deadline,
+        begin: None,
+        signal: None,
         retries,
         requirements,
         rank,

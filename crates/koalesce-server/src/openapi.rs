@@ -276,6 +276,10 @@ mod tests {
         assert!(site["kind"].is_object() && site["supports_reservations"].is_object(), "{site}");
         let detail = &doc["components"]["schemas"]["JobDetail"]["properties"];
         assert_eq!(detail["components"]["type"], "array", "{detail}");
+        // sbatch --begin and --constraint: the begin time of jobs, the features of sites.
+        let summary = &doc["components"]["schemas"]["JobSummary"]["properties"];
+        assert!(detail["begin_ms"].is_object() && summary["begin_ms"].is_object(), "{summary}");
+        assert!(site["features"].is_object(), "{site}");
         // The federation's endpoints, the peer ones under the peer scheme.
         for p in [
             "/api/v1/grid/jobs",
