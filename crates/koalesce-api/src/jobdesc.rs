@@ -417,7 +417,12 @@ impl JobDescription {
         .flat_map(|(kind, ids)| ids.iter().map(move |&id| Dependency::on(JobId(id), kind)))
         .collect();
         // Checked when the description was parsed.
-        out.extend(self.dependency.as_deref().and_then(|d| parse_dependency_list(d).ok()).unwrap_or_default());
+        out.extend(
+            self.dependency
+                .as_deref()
+                .and_then(|d| parse_dependency_list(d).ok())
+                .unwrap_or_default(),
+        );
         out.sort();
         out.dedup();
         out
@@ -719,7 +724,9 @@ pub fn parse_dependency_list(text: &str) -> Result<Vec<Dependency>, String> {
         for id in fields {
             // `12` (a job; an array's id: every task) or `12_3` (task 3 of array 12 alone).
             if id.contains('+') {
-                return Err(format!("dependency '{part}': '{id}': a delay after the start (+MINUTES) is not supported"));
+                return Err(format!(
+                    "dependency '{part}': '{id}': a delay after the start (+MINUTES) is not supported"
+                ));
             }
             let (job, task) = match id.trim().split_once('_') {
                 Some((a, t)) => (a, Some(t)),
@@ -807,7 +814,9 @@ mod dependency_tests {
             ("after:12+5", &["'12+5'", "+MINUTES"]),
             ("afterok:", &["field 'dependency'", "is not a job id"]),
         ] {
-            let e = JobDescription::parse(&file(&format!("dependency = '{bad}'"))).unwrap_err().to_string();
+            let e = JobDescription::parse(&file(&format!("dependency = '{bad}'")))
+                .unwrap_err()
+                .to_string();
             for w in words {
                 assert!(e.contains(w), "{bad}: '{w}' not in: {e}");
             }

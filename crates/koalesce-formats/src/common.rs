@@ -277,7 +277,11 @@ pub(crate) fn job_type_components(
                 "{count} processes of job type {kind} (one component each): at most {MAX_PROCESS_COMPONENTS}"
             ));
         }
-        Ok(((0..count).map(|_| ComponentDescription::new(1)).collect(), runner, Some("cm".into())))
+        Ok((
+            (0..count).map(|_| ComponentDescription::new(1)).collect(),
+            runner,
+            Some("cm".into()),
+        ))
     };
     match kind.to_ascii_lowercase().as_str() {
         "single" => Some(Ok((vec![ComponentDescription::new(count)], Runner::Independent, None))),

@@ -625,7 +625,15 @@ pub fn convert(text: &str, name_hint: Option<&str>, task: Option<&TaskContext>) 
         Some(e) => match deadline_seconds(&e.value) {
             Some(0) => None,
             Some(s) => Some(format_seconds(s)),
-            None => return Err(err(e, format!("DEADLINE '{}': expected [[D:]H:]M (whole numbers, at most 2^64 seconds in all)", e.value))),
+            None => {
+                return Err(err(
+                    e,
+                    format!(
+                        "DEADLINE '{}': expected [[D:]H:]M (whole numbers, at most 2^64 seconds in all)",
+                        e.value
+                    ),
+                ))
+            }
         },
         None => None,
     };
