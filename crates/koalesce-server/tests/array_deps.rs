@@ -323,3 +323,34 @@ fn a_job_file_names_one_task_of_an_array_as_sbatch_does() {
         "{code} {v}"
     );
 }
+
+/// A user right at their stored-bytes quota: an output that replaces one of theirs (same `to`
+/// name, other content) frees what it replaces, so it is not refused as if it added its size.
+#[test]
+fn an_output_replacing_one_of_the_users_files_counts_only_what_it_adds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tok = token(tmp.path(), "alice", false);
+    let mut opts = koalesce_server::test_options(tmp.path(), &[("vu", 2)], supervisor());
+    opts.config.quotas.max_stored_bytes = Some(8);
+    let srv = koalesce_server::BackgroundServer::start(opts).expect("server starts");
+    let writes = |name: &str, content: &str| {
+        shell_job(
+            name,
+            &format!("printf {content} > r.txt"),
+            1,
+            "outputs = [{ file = \"r.txt\", to = \"shared/r.txt\" }]",
+        )
+    };
+    let first = submit(&srv, &tok, &writes("v1", "aaaaaaaa"));
+    let j = ended(&srv, &tok, first, 30);
+    assert!(j["failure"].is_null(), "{j}");
+    let second = submit(&srv, &tok, &writes("v2", "bbbbbb"));
+    let j = ended(&srv, &tok, second, 30);
+    assert!(j["failure"].is_null(), "replacing 8 bytes by 6 is within a quota of 8: {j}");
+    assert_eq!(file_entry(&srv, &tok, "shared/r.txt")["size_bytes"], 6);
+    // Growing it past the quota is still refused.
+    let third = submit(&srv, &tok, &writes("v3", "ccccccccc"));
+    let j = ended(&srv, &tok, third, 30);
+    assert!(j["failure"].as_str().unwrap_or_default().contains("quota"), "{j}");
+    assert_eq!(file_entry(&srv, &tok, "shared/r.txt")["size_bytes"], 6);
+}

@@ -339,12 +339,8 @@ pub fn stage_out(shared: &Arc<Shared>, st: &State, id: u64) {
             let logical = out.logical_name(id);
             let size = src.metadata().map(|m| m.len()).unwrap_or(0);
             // Registered already with this content at this site (a stage-out redone after a
-            // restart): replacing it stores nothing more, so it is not counted again.
-            let adding = if registered_already(&shared, &user, &logical, &site, size, &src).await {
-                0
-            } else {
-                size
-            };
+            // restart) adds nothing; replacing other content adds only the difference.
+            let adding = bytes_added(&shared, &user, &logical, &site, size, &src).await;
             if let Err(why) = may_register_output(&shared, id, &user, &logical, adding) {
                 tracing::warn!(job = id, output = %out.file, "stage-out refused: {why}");
                 refused.push(format!("output '{}' refused: {why}", out.file));
@@ -439,30 +435,46 @@ async fn fault_hold_stage_out(id: u64) {
     }
 }
 
-/// Whether `logical` is registered already as `user`'s with a replica at `site` holding what
-/// `src` holds (same size and SHA-256): an output a stage-out interrupted by a stop had
-/// registered before it. Hashes `src` (off the runtime, by position: the copy still reads it
-/// from its start) only when the catalogue's entry matches in everything else.
-async fn registered_already(shared: &Shared, user: &str, logical: &str, site: &str, size: u64, src: &std::fs::File) -> bool {
+/// What registering `src` (`size` bytes) as `logical` at `site` adds to what `user` stores:
+/// nothing when it is registered already with this content there (an output a stage-out
+/// interrupted by a stop had registered before it); its size less the file's present bytes
+/// when it replaces one of the user's files with other content (the old replicas go,
+/// [`add_replica_mem`]); its size otherwise (a new file, or one more replica). Hashes `src`
+/// (off the runtime, by position: the copy still reads it from its start) only when the
+/// user has a file of that name.
+async fn bytes_added(shared: &Shared, user: &str, logical: &str, site: &str, size: u64, src: &std::fs::File) -> u64 {
     let known = {
         let st = shared.lock();
-        st.files
-            .get(logical)
-            .filter(|f| f.owner.as_deref() == Some(user) && f.size_bytes == size && f.replicas.contains_key(site))
-            .map(|f| f.sha256.clone())
+        st.files.get(logical).filter(|f| f.owner.as_deref() == Some(user)).map(|f| {
+            (
+                f.sha256.clone(),
+                f.size_bytes,
+                f.replicas.len() as u64,
+                f.replicas.contains_key(site),
+            )
+        })
     };
-    let Some(sha256) = known else { return false };
-    let Ok(src) = src.try_clone() else { return false };
-    matches!(
-        tokio::task::spawn_blocking(move || transfer::checksum_open(&src)).await,
-        Ok(Ok((actual, bytes))) if bytes == size && actual == sha256
-    )
+    let Some((sha256, old_size, replicas, here)) = known else {
+        return size;
+    };
+    let Ok(src) = src.try_clone() else { return size };
+    match tokio::task::spawn_blocking(move || transfer::checksum_open(&src)).await {
+        Ok(Ok((actual, bytes))) if bytes == old_size && actual == sha256 => {
+            if here {
+                0
+            } else {
+                size
+            }
+        }
+        Ok(Ok((_, bytes))) => bytes.saturating_sub(old_size.saturating_mul(replicas.max(1))),
+        _ => size,
+    }
 }
 
 /// Whether job `id` of `user` may register an output as `logical` that adds `adding` bytes to
 /// what the user stores: a name `<job-id>/...` only for its own id, never a name another
 /// user's file has, and within the user's stored-bytes quota (not checked when it adds
-/// nothing: an output registered already, see [`registered_already`]).
+/// nothing, see [`bytes_added`]).
 fn may_register_output(shared: &Shared, id: u64, user: &str, logical: &str, adding: u64) -> Result<(), String> {
     if let Some(owner_job) = crate::file_import::reserved_output_name(logical).filter(|j| *j != id) {
         return Err(format!("'{logical}' is reserved for the outputs of job {owner_job}"));
