@@ -10,34 +10,10 @@ use koalesce_core::state::{ComponentState, FailureReason};
 use koalesce_core::{JobId, JobSpec, JobState, Scheduler, SchedulerConfig};
 use proptest::prelude::*;
 
-fn grid() -> Scheduler {
-    Scheduler::new(
-        SchedulerConfig::default(),
-        vec![site("a", 8), site("b", 8)],
-        NetworkForecast::uniform(2, 8e6, 0),
-        ReplicaCatalogue::new(),
-    )
-}
-
 fn spec(name: &str) -> JobSpec {
     let mut s = JobSpec::simple(name, &[2], &[], 60_000);
     s.policy = Some(PolicyKind::Wf);
     s
-}
-
-/// Runs every timer due up to `now` and launches what was claimed.
-fn tick(s: &mut Scheduler, now: u64) {
-    while let Some(t) = s.poll_timeout().filter(|&t| t <= now) {
-        s.handle_timeout(t);
-    }
-    drain(s);
-}
-
-fn after(job: JobId, kind: DependencyKind) -> Gate {
-    Gate {
-        hold: false,
-        after: vec![Dependency::on(job, kind)],
-    }
 }
 
 fn submit(s: &mut Scheduler, now: u64, id: u64, name: &str, gate: Gate) -> JobId {
@@ -48,8 +24,8 @@ fn submit(s: &mut Scheduler, now: u64, id: u64, name: &str, gate: Gate) -> JobId
 fn afterok_waits_for_success_and_a_failure_ends_the_dependents_in_a_cascade() {
     let mut s = grid();
     let a = submit(&mut s, 0, 1, "a", Gate::default());
-    let b = submit(&mut s, 0, 2, "b", after(a, DependencyKind::AfterOk));
-    let c = submit(&mut s, 0, 3, "c", after(a, DependencyKind::After));
+    let b = submit(&mut s, 0, 2, "b", after(&[(a, DependencyKind::AfterOk)]));
+    let c = submit(&mut s, 0, 3, "c", after(&[(a, DependencyKind::After)]));
     assert_eq!(state(&s, b), JobState::Held);
     assert_eq!(s.job(b).unwrap().waiting_on.len(), 1);
     tick(&mut s, 60_000);
@@ -63,9 +39,9 @@ fn afterok_waits_for_success_and_a_failure_ends_the_dependents_in_a_cascade() {
 
     // A failed dependency: afterok can never be met, afternotok can; the end of the
     // dependent decides its own dependents in turn.
-    let d = submit(&mut s, 120_000, 4, "d", after(b, DependencyKind::AfterOk));
-    let e = submit(&mut s, 120_000, 5, "e", after(d, DependencyKind::AfterAny));
-    let f = submit(&mut s, 120_000, 6, "f", after(b, DependencyKind::AfterNotOk));
+    let d = submit(&mut s, 120_000, 4, "d", after(&[(b, DependencyKind::AfterOk)]));
+    let e = submit(&mut s, 120_000, 5, "e", after(&[(d, DependencyKind::AfterAny)]));
+    let f = submit(&mut s, 120_000, 6, "f", after(&[(b, DependencyKind::AfterNotOk)]));
     s.component_finished(121_000, b, 0, ComponentOutcome::Timeout);
     assert_eq!(state(&s, b), JobState::Failed(FailureReason::Timeout));
     assert_eq!(state(&s, b).name(), "timeout");
@@ -74,10 +50,10 @@ fn afterok_waits_for_success_and_a_failure_ends_the_dependents_in_a_cascade() {
     assert_eq!(state(&s, e), JobState::Queued, "afterany: any end of d");
     assert_eq!(state(&s, f), JobState::Queued);
     // A dependency on an ended job is decided at once; on an unknown one refused.
-    let g = submit(&mut s, 130_000, 7, "g", after(b, DependencyKind::AfterOk));
+    let g = submit(&mut s, 130_000, 7, "g", after(&[(b, DependencyKind::AfterOk)]));
     assert_eq!(state(&s, g), JobState::Failed(FailureReason::DependencyNeverSatisfied));
     let err = s
-        .submit_gated(130_000, JobId(8), spec("h"), after(JobId(99), DependencyKind::AfterAny))
+        .submit_gated(130_000, JobId(8), spec("h"), after(&[(JobId(99), DependencyKind::AfterAny)]))
         .unwrap_err();
     assert!(err.to_string().contains("afterany:99"), "{err}");
 }
@@ -177,7 +153,7 @@ fn a_job_with_a_begin_time_is_held_until_then_whatever_else_holds_it() {
     // With a dependency that is met before the begin time.
     late.begin_ms = Some(500_000);
     let e = s
-        .submit_gated(300_000, JobId(12), late, after(d, DependencyKind::AfterAny))
+        .submit_gated(300_000, JobId(12), late, after(&[(d, DependencyKind::AfterAny)]))
         .unwrap();
     assert!(s.cancel(300_500, d));
     assert_eq!(state(&s, e), JobState::Held, "dependency met, begin time not yet");

@@ -488,6 +488,7 @@ pub fn describe(
         afterany: Vec::new(),
         afterok: Vec::new(),
         afternotok: Vec::new(),
+        dependency: None,
         broker: Default::default(),
         // `koalesce reservations create` gives the id (`R3`); the server checks the owner.
         reservation: o.reservation.clone(),
