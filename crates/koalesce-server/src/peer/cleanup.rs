@@ -198,14 +198,14 @@ fn remove_partial(part: &std::path::Path) -> usize {
 }
 
 /// A transfer of handoff `h`'s inputs ended: if the handoff was aborted meanwhile, what the
-/// transfer left goes.
-pub(crate) async fn after_fetch(fed: &Arc<Federation>, h: &str) {
+/// transfer left goes. Whether it was aborted (the transfer's error then no longer matters).
+pub(crate) async fn after_fetch(fed: &Arc<Federation>, h: &str) -> bool {
     let (j, key) = (fed.journal.clone(), h.to_string());
     let Ok(Some(inc)) = blocking(move || j.incoming(&key)).await else {
-        return;
+        return false;
     };
     if inc.state != "aborted" {
-        return;
+        return false;
     }
     let _one = fed.submit_lock.lock().await;
     match remove_unneeded(fed, &inc).await {
@@ -215,4 +215,5 @@ pub(crate) async fn after_fetch(fed: &Arc<Federation>, h: &str) {
         }
         Err(e) => tracing::warn!(handoff = %h, error = %e, "sweeping an aborted handoff failed"),
     }
+    true
 }

@@ -483,8 +483,10 @@ pub(crate) fn inputs_ready(fed: &Arc<Federation>, i: usize, inc: &Incoming, desc
             }
         }
         // Aborted while this ran: what it left (a partial it wrote after the abort's sweep)
-        // goes now.
-        super::cleanup::after_fetch(&f2, &h).await;
+        // goes now, and its error is not kept (nothing would show it again).
+        if super::cleanup::after_fetch(&f2, &h).await {
+            return Ok(());
+        }
         result
     });
     None
