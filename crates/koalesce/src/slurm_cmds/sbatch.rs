@@ -878,9 +878,15 @@ mod tests {
         let d = describe_script(s, &["--dependency=afterok:3_0:4,afterany:5_2"]).unwrap();
         let (ok, any) = (DependencyKind::AfterOk, DependencyKind::AfterAny);
         let mut want = vec![
-            Dependency { task: Some(0), ..Dependency::on(JobId(3), ok) },
+            Dependency {
+                task: Some(0),
+                ..Dependency::on(JobId(3), ok)
+            },
             Dependency::on(JobId(4), ok),
-            Dependency { task: Some(2), ..Dependency::on(JobId(5), any) },
+            Dependency {
+                task: Some(2),
+                ..Dependency::on(JobId(5), any)
+            },
         ];
         want.sort();
         assert_eq!(d.dependencies(), want);
