@@ -19,9 +19,21 @@ pub fn parse_begin(text: &str) -> Result<u64, String> {
     u64::try_from(ms).map_err(|_| format!("'{text}' is too far in the future"))
 }
 
-/// Unix milliseconds as `begin` writes them (`2026-11-28T10:00:00Z`; seconds resolution).
+/// The last instant `begin` can name (RFC 3339 ends with year 9999), in Unix milliseconds.
+pub const MAX_BEGIN_MS: u64 = 253_402_300_799_000;
+
+/// `ms` as a begin time, or why not: after [`MAX_BEGIN_MS`] (sbatch `--begin=now+9999999999weeks`).
+pub fn check_begin_ms(ms: u64) -> Result<u64, String> {
+    match ms <= MAX_BEGIN_MS {
+        true => Ok(ms),
+        false => Err(format!("the begin time is after {}", format_begin(MAX_BEGIN_MS))),
+    }
+}
+
+/// Unix milliseconds as `begin` writes them (`2026-11-28T10:00:00Z`; seconds resolution); a
+/// later instant than [`MAX_BEGIN_MS`] prints as that one (RFC 3339 has no year after 9999).
 pub fn format_begin(ms: u64) -> String {
-    humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
+    humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_millis(ms.min(MAX_BEGIN_MS))).to_string()
 }
 
 /// Now, in Unix milliseconds (0 on a clock before 1970).
@@ -144,6 +156,18 @@ mod tests {
         for bad in ["tomorrow", "2026-11-28", "2026-13-01T00:00:00Z", "", "2026-11-28T10:00:00+01:00"] {
             assert!(parse_begin(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn begin_times_past_year_9999_are_refused_and_still_print() {
+        // The last instant RFC 3339 writes, and beyond it (sbatch --begin=now+9999999999weeks).
+        let last = parse_begin("9999-12-31T23:59:59Z").unwrap();
+        assert_eq!(format_begin(last), "9999-12-31T23:59:59Z");
+        assert_eq!(format_begin(last + 1000), "9999-12-31T23:59:59Z", "printed as the last instant");
+        assert_eq!(format_begin(u64::MAX), "9999-12-31T23:59:59Z");
+        assert!(check_begin_ms(last).is_ok());
+        let e = check_begin_ms(last + 1000).unwrap_err();
+        assert!(e.contains("after 9999-12-31T23:59:59Z"), "{e}");
     }
 
     #[test]

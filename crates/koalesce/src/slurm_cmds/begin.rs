@@ -337,7 +337,12 @@ pub fn begin_ms(text: &str, now_ms: u64) -> Result<u64, String> {
         When::Unix(t) => t,
         When::Local(c) => local_to_unix(c).ok_or_else(|| bad(0))?,
     };
-    u64::try_from(secs).ok().and_then(|s| s.checked_mul(1000)).ok_or_else(|| bad(0))
+    // A job file's begin ends with year 9999 (RFC 3339).
+    u64::try_from(secs)
+        .ok()
+        .and_then(|s| s.checked_mul(1000))
+        .and_then(|ms| koalesce_api::timing::check_begin_ms(ms).ok())
+        .ok_or_else(|| bad(0))
 }
 
 #[cfg(test)]
@@ -480,6 +485,12 @@ mod tests {
         assert_eq!(begin_ms("now+1hour", now_ms), Ok(now_ms + 3_600_000));
         let c = local_civil(NOW);
         assert_eq!(local_to_unix(c), Some(NOW));
+        // Past year 9999 (no job file can say it): refused, not a panic when it is written.
+        for far in ["now+9999999999weeks", "uts253402300800", "now+99999999999999999999"] {
+            let e = begin_ms(far, now_ms).unwrap_err();
+            assert!(e.starts_with("Invalid --begin specification"), "{far}: {e}");
+        }
+        assert!(begin_ms("uts253402300799", now_ms).is_ok());
         let e = begin_ms("sometime", now_ms).unwrap_err();
         assert!(e.starts_with("Invalid --begin specification: sometime"), "{e}");
     }
