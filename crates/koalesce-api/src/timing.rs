@@ -100,7 +100,8 @@ impl FromStr for EarlySignal {
     fn from_str(text: &str) -> Result<Self, String> {
         let bad = |why: &str| format!("invalid signal specification '{text}': {why}");
         let t = text.trim();
-        let upper_prefix = |p: &str| t.len() >= p.len() && t[..p.len()].eq_ignore_ascii_case(p);
+        // `get`: the text may not be ASCII (a slice inside a character would panic).
+        let upper_prefix = |p: &str| t.get(..p.len()).is_some_and(|x| x.eq_ignore_ascii_case(p));
         if upper_prefix("R:") || upper_prefix("RB:") || upper_prefix("BR:") {
             return Err(bad(
                 "R: (signal when the job's reservation ends) is not offered: koalesce jobs run to their own time limit",
@@ -213,6 +214,10 @@ mod tests {
             "X:USR1",
         ] {
             assert!(s(bad).is_err(), "{bad}");
+        }
+        // Untrusted text (an API body): other than ASCII is an error, never a panic.
+        for odd in ["Ré", "Bé", "é", "B:é@1", "USR1@é", "\u{0}"] {
+            assert!(s(odd).is_err(), "{odd}");
         }
         let r = s("R:USR1@60").unwrap_err();
         assert!(r.contains("R:") && r.contains("not offered"), "{r}");
