@@ -419,6 +419,13 @@ impl Held {
         let _ = publish(&dir.join(RUNNING_FILE), &serde_json::to_vec(&running).unwrap());
         let early = opts.signal.as_deref().and_then(|s| s.parse().ok());
         let timer = opts.time_limit.map(|ms| WallClock::start(ms, early, child.id(), cgroup.clone()));
+        // Seen ended but not reaped (WNOWAIT) until the clock is stopped: its pid stays the
+        // program's, so the clock's signals (the early one, the limit's) never reach a process
+        // that took the pid over once it was reaped.
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        let flags = nix::sys::wait::WaitPidFlag::WEXITED | nix::sys::wait::WaitPidFlag::WNOWAIT;
+        while let Err(nix::errno::Errno::EINTR) = nix::sys::wait::waitid(nix::sys::wait::Id::Pid(pid), flags) {}
+        let timed_out = timer.is_some_and(|t| t.stop());
         let status = loop {
             match child.wait() {
                 Ok(s) => break Some(s),
@@ -429,7 +436,6 @@ impl Held {
                 }
             }
         };
-        let timed_out = timer.is_some_and(|t| t.stop());
         let mut oom_killed = false;
         if let Some(cg) = &cgroup {
             // Whatever the program left behind ends with it.
