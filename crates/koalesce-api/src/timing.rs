@@ -82,7 +82,8 @@ pub fn signal_number(text: &str) -> Option<i32> {
 
 /// `signal`: Slurm's `--signal=[B:]SIG[@SECONDS]` — send SIG this many seconds (default 60)
 /// before the wall-time limit; with `B:` to the program alone (an sbatch job's batch shell),
-/// else to every process of the component.
+/// else to every other process of the component (as Slurm signals a job's steps, not its batch
+/// shell).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EarlySignal {
     pub signal: i32,
