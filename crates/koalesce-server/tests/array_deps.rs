@@ -320,6 +320,57 @@ fn an_output_registered_again_with_other_content_replaces_the_file_in_memory_and
     assert_eq!(c["state"], "succeeded", "{c}");
 }
 
+/// The old content's copy at another site stays while a job there that reads the file runs
+/// (it reads the old content to its end), and goes once that job ended.
+#[test]
+fn a_replaced_files_old_copy_stays_while_a_job_at_its_site_reads_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tok = token(tmp.path(), "alice", false);
+    let srv = server(tmp.path(), &[("vu", 2), ("leiden", 2)]);
+    let job_at = |name: &str, script: &str, extra: &str, site: &str| {
+        format!(
+            "name = {name:?}\nexecutable = \"/bin/sh\"\narguments = [\"-c\", {script:?}]\n{extra}\n[[components]]\nprocessors = 1\nsite = \"{site}\"\n"
+        )
+    };
+    let out = "outputs = [{ file = \"r.txt\", to = \"shared/r.txt\" }]";
+    let first = submit(&srv, &tok, &job_at("v1", "printf aaaa > r.txt", out, "vu"));
+    let reader = submit(
+        &srv,
+        &tok,
+        &job_at(
+            "reader",
+            "sleep 4; [ \"$(cat \"$KOALESCE_INPUT_SHARED_R_TXT\")\" = aaaa ]",
+            &format!("afterok = [{first}]\ninputs = [\"shared/r.txt\"]"),
+            "leiden",
+        ),
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while job(&srv, &tok, reader)["state"] != "running" {
+        assert!(std::time::Instant::now() < deadline, "{}", job(&srv, &tok, reader));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let at_leiden = || {
+        stored_copies(tmp.path(), "shared_r.txt.")
+            .into_iter()
+            .filter(|p| p.to_string_lossy().contains("leiden/storage"))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(at_leiden().len(), 1);
+    let second = submit(&srv, &tok, &job_at("v2", "printf bbbbbbbb > r.txt", out, "vu"));
+    assert_eq!(ended(&srv, &tok, second, 30)["state"], "succeeded");
+    assert_eq!(file_entry(&srv, &tok, "shared/r.txt")["replicas"], serde_json::json!(["vu"]));
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(job(&srv, &tok, reader)["state"], "running", "the reader outlasts the replacement");
+    assert_eq!(at_leiden().len(), 1, "the old copy stays while the job at leiden reads it");
+    let r = ended(&srv, &tok, reader, 30);
+    assert_eq!(r["state"], "succeeded", "the reader read the old content to its end: {r}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !at_leiden().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(at_leiden(), Vec::<std::path::PathBuf>::new(), "gone once the reader ended");
+}
+
 #[test]
 fn a_job_file_names_one_task_of_an_array_as_sbatch_does() {
     let tmp = tempfile::tempdir().unwrap();
