@@ -120,6 +120,8 @@ pub struct Latency {
     lock_held_max_at: Mutex<Option<&'static std::panic::Location<'static>>>,
     /// Holds of at least [`Latency::LONG_HOLD_US`].
     pub lock_long_holds: AtomicU64,
+    /// Holds of at least [`Latency::SITE_HOLD_US`] by the source line that took the lock.
+    lock_sites: Mutex<HashMap<&'static std::panic::Location<'static>, SiteHolds>>,
     /// Acknowledged submissions: the longest from the request to the answer, how many took
     /// more than [`Latency::SLOW_ACK_US`], and the longest waits for the state lock and for the
     /// commit.
@@ -129,8 +131,20 @@ pub struct Latency {
     pub ack_commit_max_us: AtomicU64,
 }
 
+/// The holds of the state lock of at least [`Latency::SITE_HOLD_US`] that one source line
+/// took: how many, their sum and the longest (µs).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct SiteHolds {
+    pub count: u64,
+    pub total_us: u64,
+    pub max_us: u64,
+}
+
 impl Latency {
     pub const LONG_HOLD_US: u64 = 5_000;
+    /// Holds from this long on are counted by the line that took the lock (shorter ones cost
+    /// only the two atomics above: the table's mutex is not taken for them).
+    pub const SITE_HOLD_US: u64 = 1_000;
     /// Issue 9's target for the submit p99.
     pub const SLOW_ACK_US: u64 = 20_000;
 
@@ -141,6 +155,25 @@ impl Latency {
         if us > self.lock_held_max_us.fetch_max(us, Ordering::Relaxed) {
             *self.lock_held_max_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(at);
         }
+        if us >= Self::SITE_HOLD_US {
+            let mut sites = self.lock_sites.lock().unwrap_or_else(|p| p.into_inner());
+            let h = sites.entry(at).or_default();
+            h.count += 1;
+            h.total_us += us;
+            h.max_us = h.max_us.max(us);
+        }
+    }
+
+    /// The holds of at least [`Latency::SITE_HOLD_US`] by the `file:line` that took the lock,
+    /// longest first.
+    pub fn lock_sites(&self) -> Vec<(String, SiteHolds)> {
+        let sites = self.lock_sites.lock().unwrap_or_else(|p| p.into_inner());
+        let mut v: Vec<(String, SiteHolds)> = sites
+            .iter()
+            .map(|(l, h)| (format!("{}:{}", l.file(), l.line()), *h))
+            .collect();
+        v.sort_by(|a, b| b.1.max_us.cmp(&a.1.max_us).then_with(|| a.0.cmp(&b.0)));
+        v
     }
 
     /// The longest hold of the state lock (µs) and the source location that took it.
