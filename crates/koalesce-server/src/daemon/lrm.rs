@@ -414,14 +414,42 @@ pub async fn poll_running(shared: Arc<Shared>) {
         tokio::task::spawn_blocking(move || groups.iter().flat_map(|(site, list)| s.site(*site).backend.status(list)).collect())
             .await
             .unwrap_or_default();
-    let mut guard = shared.lock();
-    let st = &mut *guard;
+    let ended: Vec<((u64, u32), SiteId, String, &LrmState)> = ids
+        .into_iter()
+        .filter_map(|(k, site, id)| {
+            let state = states.get(&id).filter(|s| s.is_terminal())?;
+            Some((k, site, id, state))
+        })
+        .collect();
+    if ended.is_empty() {
+        let mut guard = shared.lock();
+        process_actions(&shared, &mut guard);
+        return;
+    }
+    // A poll that ends a few hundred components reports them in chunks, releasing the lock
+    // in between (each component is checked again under the lock it is reported in).
+    let mut chunks = ended.chunks(ENDS_PER_HOLD).peekable();
+    while let Some(chunk) = chunks.next() {
+        {
+            let mut guard = shared.lock();
+            report_ended(&shared, &mut guard, chunk);
+        }
+        if chunks.peek().is_some() {
+            shared.let_waiters_in();
+            tokio::task::yield_now().await;
+        }
+    }
+}
+
+/// The most ended components [`poll_running`] reports to the core under one hold of the lock.
+pub const ENDS_PER_HOLD: usize = 32;
+
+/// Reports components the LRM says ended to the core (those still current), then carries out
+/// the core's actions.
+fn report_ended(shared: &Arc<Shared>, st: &mut super::State, ended: &[((u64, u32), SiteId, String, &LrmState)]) {
     let now = now_ms();
     let mut done = Vec::new();
-    for ((job, comp), site, id) in ids {
-        let Some(state) = states.get(&id).filter(|s| s.is_terminal()) else {
-            continue;
-        };
+    for &((job, comp), site, ref id, state) in ended {
         // Still the same component (not aborted and relaunched in between)?
         if st.exec.get(&(job, comp)).and_then(|e| e.lrm_id.as_deref()) != Some(id.as_str()) {
             continue;
@@ -474,5 +502,5 @@ pub async fn poll_running(shared: Arc<Shared>) {
     if !done.is_empty() {
         shared.store.enqueue(store::launches_done_op(done));
     }
-    process_actions(&shared, st);
+    process_actions(shared, st);
 }

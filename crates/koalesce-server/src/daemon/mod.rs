@@ -41,7 +41,7 @@ use crate::config::ServerConfig;
 use crate::local::SitePaths;
 use crate::store::Store;
 
-pub(crate) use actions::process_actions;
+pub(crate) use actions::{drain_actions, process_actions};
 pub(crate) use driver::drive;
 pub use records::{FileInfo, JobMeta};
 pub(crate) use recovery::recover;
@@ -120,6 +120,9 @@ pub struct Latency {
     lock_held_max_at: Mutex<Option<&'static std::panic::Location<'static>>>,
     /// Holds of at least [`Latency::LONG_HOLD_US`].
     pub lock_long_holds: AtomicU64,
+    /// Threads waiting for the state lock right now (a holder that releases it to let
+    /// others in between chunks of work waits until they got it, see [`Shared::let_waiters_in`]).
+    waiters: std::sync::atomic::AtomicU32,
     /// Holds of at least [`Latency::SITE_HOLD_US`] by the source line that took the lock.
     lock_sites: Mutex<HashMap<&'static std::panic::Location<'static>, SiteHolds>>,
     /// Acknowledged submissions: the longest from the request to the answer, how many took
@@ -265,6 +268,9 @@ pub struct State {
     /// Stage-ins on the way, by (file, destination site): the jobs waiting for one that
     /// another job started (one transfer per file and destination at a time).
     pub inflight: HashMap<(String, SiteId), Vec<transfers::Waiter>>,
+    /// The core has actions that [`process_actions`] left for the next chunk (the driver
+    /// carries them out, releasing the lock between chunks).
+    pub actions_pending: bool,
 }
 
 impl State {
@@ -296,12 +302,29 @@ impl Shared {
     #[track_caller]
     pub fn lock(&self) -> StateGuard<'_> {
         let at = std::panic::Location::caller();
+        let waiters = &self.metrics.latency.waiters;
+        waiters.fetch_add(1, Ordering::Relaxed);
         let guard = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        waiters.fetch_sub(1, Ordering::Relaxed);
         StateGuard {
             guard,
             since: std::time::Instant::now(),
             at,
             latency: &self.metrics.latency,
+        }
+    }
+
+    /// Called between chunks of work with the state lock released: gives the threads waiting
+    /// for it (a submission's handler, the LRM worker) a moment to take it before this one
+    /// takes it again. The standard mutex is not fair: an unlocking thread that locks again
+    /// at once usually gets the lock before the waiter it woke has run.
+    pub fn let_waiters_in(&self) {
+        let waiters = &self.metrics.latency.waiters;
+        for _ in 0..64 {
+            if waiters.load(Ordering::Relaxed) == 0 {
+                return;
+            }
+            std::thread::yield_now();
         }
     }
 
