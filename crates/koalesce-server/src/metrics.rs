@@ -119,6 +119,7 @@ pub fn render_metrics(s: &Shared) -> String {
     scalar(&mut o, "counter", "koalesce_transfer_failures_total", r(&m.transfer_failures));
     scalar(&mut o, "counter", "koalesce_submissions_total", r(&m.submissions));
     scalar(&mut o, "counter", "koalesce_launches_total", r(&m.launches));
+    scalar(&mut o, "counter", "koalesce_action_chunks_left_total", r(&m.action_chunks_left));
     scalar(&mut o, "counter", "koalesce_replica_checks_total", r(&m.replica_checks));
     scalar(&mut o, "counter", "koalesce_replicas_quarantined_total", r(&m.replicas_quarantined));
     let w = s.store.stats();

@@ -165,6 +165,7 @@ pub fn process_actions_bounded(shared: &Arc<Shared>, st: &mut State, max: usize,
     save_gridway_history(shared, st);
     st.actions_pending = left;
     if left {
+        shared.metrics.action_chunks_left.fetch_add(1, Ordering::Relaxed);
         shared.wake.notify_one();
     } else {
         // Only with every claim of the scan in `exec`: the core's own view is right meanwhile.

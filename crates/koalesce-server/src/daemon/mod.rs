@@ -88,6 +88,9 @@ pub struct Metrics {
     pub last_scan_micros: AtomicU64,
     pub submissions: AtomicU64,
     pub launches: AtomicU64,
+    /// Calls of [`process_actions`] that left actions for the next chunk (a scan or a poll
+    /// carried out in several holds of the state lock).
+    pub action_chunks_left: AtomicU64,
     pub blacklisted: AtomicU64,
     /// Advance reservations the sites granted / refused (for jobs and through the API).
     pub reservations_granted: AtomicU64,
