@@ -114,6 +114,11 @@ fn server_latency(client: &Client) -> serde_json::Value {
         "state_lock_held_max_at": held.and_then(|(k, _)| Some(k.split_once("at=\"")?.1.trim_end_matches("\"}").to_string())),
         "state_lock_long_holds": value("koalesce_state_lock_long_holds_total ").map(|(_, v)| v),
         "state_lock_sites": sites,
+        "scan_avg_ms": value("koalesce_scan_duration_seconds_sum ")
+            .zip(value("koalesce_scan_duration_seconds_count "))
+            .filter(|(_, (_, n))| *n > 0.0)
+            .map(|((_, sum), (_, n))| sum * 1e3 / n),
+        "action_chunks_left": value("koalesce_action_chunks_left_total ").map(|(_, v)| v),
         "db_group_max_ms": ms("koalesce_db_group_max_seconds "),
         "db_largest_group": value("koalesce_db_largest_group ").map(|(_, v)| v),
         "db_first_groups": value("koalesce_db_first_groups_total ").map(|(_, v)| v),
