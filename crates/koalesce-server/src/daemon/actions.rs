@@ -18,7 +18,7 @@ use crate::store;
 /// keeps at them: a scan that places and launches a few hundred jobs is carried out in
 /// chunks, the state lock released in between (see [`process_actions`]).
 pub const ACTIONS_PER_HOLD: usize = 64;
-pub const ACTIONS_HOLD_BUDGET: std::time::Duration = std::time::Duration::from_millis(2);
+pub const ACTIONS_HOLD_BUDGET: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// Pulls and carries out pending core actions, in the order the core made them: at most
 /// [`ACTIONS_PER_HOLD`] of them, for at most [`ACTIONS_HOLD_BUDGET`]. Once none is left it
@@ -57,7 +57,11 @@ pub fn process_actions_bounded(shared: &Arc<Shared>, st: &mut State, max: usize,
         taken += 1;
         match action {
             Action::StateChanged { job, from, to, .. } => {
-                tracing::info!(job = job.0, from = from.name(), to = to.name(), "job state");
+                st.log.push(super::LogLine::JobState {
+                    job: job.0,
+                    from: from.name(),
+                    to: to.name(),
+                });
                 if to.is_terminal() {
                     changed.remove(&job.0);
                     on_end(shared, st, job, to);

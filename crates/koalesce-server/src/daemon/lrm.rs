@@ -445,7 +445,7 @@ pub async fn poll_running(shared: Arc<Shared>) {
 /// The most ended components [`poll_running`] reports to the core under one hold of the lock,
 /// and the longest it keeps at them (then the core's actions follow, in their own budget).
 pub const ENDS_PER_HOLD: usize = 32;
-pub const ENDS_HOLD_BUDGET: std::time::Duration = std::time::Duration::from_millis(1);
+pub const ENDS_HOLD_BUDGET: std::time::Duration = std::time::Duration::from_micros(500);
 
 /// Reports components the LRM says ended to the core (those still current; at most
 /// [`ENDS_PER_HOLD`], for at most [`ENDS_HOLD_BUDGET`], at least one), then carries out the

@@ -204,9 +204,10 @@ impl Latency {
     }
 }
 
-/// The state lock while held ([`Shared::lock`]); measures how long (see [`Latency`]).
+/// The state lock while held ([`Shared::lock`]); measures how long (see [`Latency`]), and
+/// writes the log lines the holder left in `State::log` once it released the lock.
 pub struct StateGuard<'a> {
-    guard: MutexGuard<'a, State>,
+    guard: std::mem::ManuallyDrop<MutexGuard<'a, State>>,
     since: std::time::Instant,
     at: &'static std::panic::Location<'static>,
     latency: &'a Latency,
@@ -227,7 +228,30 @@ impl std::ops::DerefMut for StateGuard<'_> {
 
 impl Drop for StateGuard<'_> {
     fn drop(&mut self) {
+        let log = std::mem::take(&mut self.guard.log);
         self.latency.held(self.since.elapsed().as_micros() as u64, self.at);
+        // SAFETY: the guard is dropped exactly once, here, and not used after: `self` is
+        // being dropped and the field is not read again below.
+        unsafe { std::mem::ManuallyDrop::drop(&mut self.guard) };
+        for line in log {
+            line.emit();
+        }
+    }
+}
+
+/// A log line about a change made under the state lock, written after the lock is released
+/// (a write to the server's log is a system call: the holder does not make the others wait
+/// for it).
+#[derive(Debug, Clone, Copy)]
+pub enum LogLine {
+    JobState { job: u64, from: &'static str, to: &'static str },
+}
+
+impl LogLine {
+    fn emit(self) {
+        match self {
+            LogLine::JobState { job, from, to } => tracing::info!(job, from, to, "job state"),
+        }
     }
 }
 
@@ -274,6 +298,8 @@ pub struct State {
     /// The core has actions that [`process_actions`] left for the next chunk (the driver
     /// carries them out, releasing the lock between chunks).
     pub actions_pending: bool,
+    /// Log lines to write once the lock is released (see [`StateGuard`]).
+    pub log: Vec<LogLine>,
 }
 
 impl State {
@@ -310,7 +336,7 @@ impl Shared {
         let guard = self.state.lock().unwrap_or_else(|p| p.into_inner());
         waiters.fetch_sub(1, Ordering::Relaxed);
         StateGuard {
-            guard,
+            guard: std::mem::ManuallyDrop::new(guard),
             since: std::time::Instant::now(),
             at,
             latency: &self.metrics.latency,
