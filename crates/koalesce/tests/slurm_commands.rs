@@ -58,20 +58,43 @@ impl Server {
             .unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let token = String::from_utf8_lossy(&out.stdout).split_whitespace().last().unwrap().to_string();
-        let log = std::fs::File::create(dir.path().join("server.log")).unwrap();
+        let (child, url) = Server::spawn(dir.path());
+        let bin = dir.path().join("bin");
+        let token_file = dir.path().join("token");
+        std::fs::write(&token_file, format!("{token}\n")).unwrap();
+        let s = Server {
+            dir,
+            child,
+            url,
+            token,
+            bin,
+        };
+        s.install();
+        s
+    }
+
+    /// Starts `koalesce server` on DIR/data with DIR/server.toml; its URL once it listens.
+    fn spawn(dir: &Path) -> (Child, String) {
+        let data = dir.join("data");
+        let addr_file = data.join("server.addr");
+        let _ = std::fs::remove_file(&addr_file);
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("server.log"))
+            .unwrap();
         let child = Command::new(BIN)
             .arg("server")
             .arg("--data-dir")
             .arg(&data)
             .args(["--listen", "127.0.0.1:0", "--config"])
-            .arg(dir.path().join("server.toml"))
+            .arg(dir.join("server.toml"))
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
             .spawn()
             .unwrap();
         let t0 = Instant::now();
-        let addr_file = data.join("server.addr");
         let url = loop {
             if let Ok(a) = std::fs::read_to_string(&addr_file) {
                 if !a.trim().is_empty() {
@@ -81,26 +104,47 @@ impl Server {
             assert!(t0.elapsed() < Duration::from_secs(30), "the server did not start");
             std::thread::sleep(Duration::from_millis(50));
         };
-        let bin = dir.path().join("bin");
-        let token_file = dir.path().join("token");
-        std::fs::write(&token_file, format!("{token}\n")).unwrap();
+        (child, url)
+    }
+
+    /// `koalesce slurm-commands install DIR/bin` for the server's current URL.
+    fn install(&self) {
         let out = Command::new(BIN)
             .args(["slurm-commands", "install"])
-            .arg(&bin)
+            .arg(&self.bin)
             .arg("--url")
-            .arg(&url)
+            .arg(&self.url)
             .arg("--token-file")
-            .arg(&token_file)
+            .arg(self.dir.path().join("token"))
+            .arg("--force")
             .output()
             .unwrap();
         assert!(out.status.success(), "install: {}", String::from_utf8_lossy(&out.stderr));
-        Server {
-            dir,
-            child,
-            url,
-            token,
-            bin,
+    }
+
+    /// Stops the server (SIGTERM) and starts it again on the same data directory.
+    fn restart(&mut self) {
+        self.stop();
+        let (child, url) = Server::spawn(self.dir.path());
+        self.child = child;
+        self.url = url;
+        self.install();
+    }
+
+    fn stop(&mut self) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(5) {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(25));
         }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     fn shared(&self) -> PathBuf {
@@ -152,19 +196,7 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.child.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        );
-        let t0 = Instant::now();
-        while t0.elapsed() < Duration::from_secs(5) {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(25));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.stop();
     }
 }
 
@@ -435,6 +467,326 @@ fn an_sbatch_dependency_on_an_array_waits_for_every_task() {
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains(&format!("afterok:{arr}_7")) && err.contains("task"), "{err}");
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// `--begin`: the job pends (BeginTime) until its time, also across a server restart;
+/// `--signal=B:USR1@58` with `-t 1`: the batch shell's trap runs about 2 s after the start.
+#[test]
+fn sbatch_begin_waits_across_a_restart_and_signal_reaches_the_trap() {
+    let mut s = Server::start(LOCAL_SITES, &[]);
+    let shared = s.shared();
+    let started = shared.join("started.txt");
+    let script = format!("date +%s%3N > {}", started.display());
+    let asked = now_ms();
+    let id = s
+        .stdout("sbatch", &["--parsable", "--begin=now+4", "-o", "/dev/null", "--wrap", &script])
+        .trim()
+        .to_string();
+    let answered = now_ms();
+    // Seconds resolution, as Slurm's: not before the second after 4 s from now.
+    let begin_ms = (asked / 1000 + 4) * 1000;
+    assert_eq!(s.stdout("squeue", &["-h", "-j", &id, "-o", "%T %r"]), "PENDING BeginTime\n");
+    let show = s.stdout("scontrol", &["show", "job", &id]);
+    assert!(show.contains("Reason=BeginTime"), "{show}");
+    // squeue's %S and scontrol's EligibleTime: the begin time, in local time (sbatch read
+    // `now` between `asked` and `answered`).
+    let local = |secs: u64| {
+        let o = Command::new("date")
+            .args(["-d", &format!("@{secs}"), "+%Y-%m-%dT%H:%M:%S"])
+            .output()
+            .unwrap();
+        String::from_utf8(o.stdout).unwrap().trim().to_string()
+    };
+    let shown = s.stdout("squeue", &["-h", "-j", &id, "-o", "%S"]).trim().to_string();
+    let possible: Vec<String> = (asked / 1000 + 4..=answered / 1000 + 4).map(local).collect();
+    assert!(possible.contains(&shown), "{shown} not in {possible:?}");
+    assert!(show.contains(&format!("EligibleTime={shown}")), "{show}");
+    // Stopped and started again before the begin time: still pending for it.
+    s.restart();
+    assert_eq!(s.stdout("squeue", &["-h", "-j", &id, "-o", "%T %r"]), "PENDING BeginTime\n");
+    assert_eq!(s.wait_final(&id), "COMPLETED");
+    let ran: u64 = std::fs::read_to_string(&started).unwrap().trim().parse().unwrap();
+    assert!(ran >= begin_ms, "started at {ran}, before its begin time {begin_ms}");
+
+    // A begin time in the past: at once.
+    let o = s.stdout(
+        "sbatch",
+        &["--parsable", "--begin=2020-01-01T00:00", "-o", "/dev/null", "--wrap", "true"],
+    );
+    assert_eq!(s.wait_final(o.trim()), "COMPLETED");
+
+    let got = shared.join("signal.txt");
+    let script = format!(
+        "#!/bin/bash\n#SBATCH -t 1\n#SBATCH --signal=B:USR1@58\n#SBATCH -o /dev/null\n\
+         t0=$(date +%s%3N)\ntrap 'echo $(( $(date +%s%3N) - t0 )) > {}; exit 0' USR1\n\
+         while :; do sleep 0.1; done\n",
+        got.display()
+    );
+    std::fs::write(shared.join("sig.sh"), script).unwrap();
+    let id = s.stdout("sbatch", &["--parsable", "sig.sh"]).trim().to_string();
+    assert_eq!(s.wait_final(&id), "COMPLETED", "the trap ended the job");
+    let after: u64 = std::fs::read_to_string(&got).unwrap().trim().parse().unwrap();
+    assert!(
+        (1_000..10_000).contains(&after),
+        "58 s before a 60 s limit: came {after} ms after the start"
+    );
+    let o = s.run("sbatch", &["--signal=R:USR1@30", "--wrap", "true"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("Invalid signal specification") && err.contains("R:"), "{err}");
+    let o = s.run("sbatch", &["--begin=someday", "--wrap", "true"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("Invalid --begin specification"));
+}
+
+/// `-C/--constraint`: only a site with the features takes the job; a constraint no site
+/// satisfies is refused at submission, and a feature no site has also by the server.
+#[test]
+fn sbatch_constraint_picks_the_sites_with_the_features() {
+    let sites = "[[sites]]\nname = \"vu\"\nprocessors = 8\n[sites.attributes]\nfeatures = [\"ib\", \"haswell\"]\n\
+                 [[sites]]\nname = \"leiden\"\nprocessors = 8\n[sites.attributes]\nfeatures = [\"skylake\"]\n";
+    let s = Server::start(sites, &[]);
+    for (constraint, site) in [
+        ("ib", "vu"),
+        ("skylake", "leiden"),
+        ("[haswell|skylake]&ib", "vu"),
+        ("ib|skylake&haswell", "vu"),
+    ] {
+        let id = s
+            .stdout("sbatch", &["--parsable", "-C", constraint, "-o", "/dev/null", "--wrap", "true"])
+            .trim()
+            .to_string();
+        assert_eq!(s.wait_final(&id), "COMPLETED");
+        assert_eq!(s.stdout("squeue", &["-h", "-j", &id, "-o", "%N"]).trim(), site, "{constraint}");
+    }
+    for bad in ["ib&skylake", "gpu", "gpu|ib", "ib*2"] {
+        let o = s.run("sbatch", &["-C", bad, "--wrap", "true"]);
+        assert!(!o.status.success(), "{bad}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("Invalid feature specification"), "{bad}: {err}");
+    }
+    // The server itself refuses a feature no site has (a job file written by hand).
+    let job = s.shared().join("job.toml");
+    std::fs::write(
+        &job,
+        "name = \"f\"\nexecutable = \"/bin/true\"\nrequirements = 'HAS_FEATURE(\"gpu\")'\n[[components]]\nprocessors = 1\n",
+    )
+    .unwrap();
+    let o = Command::new(BIN)
+        .arg("submit")
+        .arg(&job)
+        .env("KOALESCE_URL", &s.url)
+        .env("KOALESCE_TOKEN", &s.token)
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("Invalid feature specification") && err.contains("gpu"), "{err}");
+}
+
+/// The command lines the Slurm executors of Parsl (parsl/providers/slurm/slurm.py), Snakemake
+/// (snakemake-executor-plugin-slurm: submit_string.py, job_status_query.py,
+/// job_cancellation.py) and Nextflow (SlurmExecutor.groovy) run, as they run them.
+#[test]
+fn workflow_tools_command_lines_work() {
+    let s = Server::start(LOCAL_SITES, &[]);
+    let shared = s.shared();
+    let lines = |out: String| -> Vec<String> { out.lines().map(str::to_string).collect() };
+
+    // Parsl: `sacct -X` tells whether accounting works; then status by sacct, cancel by scancel.
+    assert!(s.run("sacct", &["-X"]).status.success());
+    std::fs::write(
+        shared.join("parsl.sh"),
+        "#!/bin/bash\n\n#SBATCH --job-name=parsl.slurm.1\n#SBATCH --output=/dev/null\n#SBATCH --nodes=1\n\
+         #SBATCH --time=10\n#SBATCH --ntasks-per-node=1\n#SBATCH --exclusive\n#SBATCH --clusters=koalesce\nsleep 30\n",
+    )
+    .unwrap();
+    let out = s.stdout("sbatch", &["parsl.sh"]);
+    let id = out
+        .trim()
+        .strip_prefix("Submitted batch job ")
+        .unwrap_or_else(|| panic!("{out}"))
+        .to_string();
+    let done = s
+        .stdout("sbatch", &["--parsable", "-o", "/dev/null", "--wrap", "true"])
+        .trim()
+        .to_string();
+    assert_eq!(s.wait_final(&done), "COMPLETED");
+    let st = lines(s.stdout(
+        "sacct",
+        &[
+            "--clusters=koalesce",
+            "-X",
+            "--noheader",
+            "--format=jobid,state%20",
+            "--job",
+            &format!("{id},{done}"),
+        ],
+    ));
+    assert_eq!(st.len(), 2, "{st:?}");
+    let words: Vec<Vec<&str>> = st.iter().map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(words[1], [done.as_str(), "COMPLETED"]);
+    assert_eq!(words[0][0], id);
+    assert!(["PENDING", "RUNNING"].contains(&words[0][1]), "{st:?}");
+    let sq = s.stdout("squeue", &["--clusters=koalesce", "--noheader", "--format=%i %t", "--job", &id]);
+    assert!(
+        sq == format!("{id} R\n") || sq == format!("{id} PD\n") || sq == format!("{id} CF\n"),
+        "{sq}"
+    );
+    assert!(s.run("scancel", &["--clusters=koalesce", &id]).status.success());
+    assert_eq!(s.wait_final(&id), "CANCELLED");
+    let o = s.run("squeue", &["--clusters=alpha", "-h"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("No cluster 'alpha' known by database."));
+
+    // Snakemake: the script on standard input, its options, then sacct / squeue by run name.
+    let run = "3f2a-snakemake-run";
+    let mut child = Command::new(s.bin.join("sbatch"))
+        .args([
+            "--parsable",
+            "--job-name",
+            run,
+            "--output",
+            "/dev/null",
+            "--export=ALL",
+            "--comment",
+            "rule_a_wildcards",
+            "-A",
+            "proj",
+            "-p",
+            "vu",
+            "-t",
+            "5",
+            "-C",
+            "",
+            "--qos=",
+            "--mem",
+            "100",
+            "--ntasks=1",
+            "--cpus-per-task=1",
+            "-D",
+        ])
+        .arg(&shared)
+        .current_dir(&shared)
+        .env_remove("KOALESCE_URL")
+        .env_remove("KOALESCE_TOKEN")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"#!/bin/sh\n# properties = {}\ntrue\n")
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let sm = String::from_utf8(o.stdout).unwrap().trim().to_string();
+    assert_eq!(s.wait_final(&sm), "COMPLETED");
+    let since = String::from_utf8(
+        Command::new("date")
+            .args(["-d", "2 days ago", "+%Y-%m-%dT%H:00"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let st = s.stdout(
+        "sacct",
+        &[
+            "-X",
+            "--parsable2",
+            "--clusters",
+            "all",
+            "--noheader",
+            "--format=JobIdRaw,State",
+            "--starttime",
+            since.trim(),
+            "--endtime",
+            "now",
+            "--name",
+            run,
+        ],
+    );
+    assert_eq!(st, format!("{sm}|COMPLETED\n"));
+    let sq = s.stdout("squeue", &["--format=%i|%T", "--states=all", "--noheader", "--name", run]);
+    assert_eq!(sq, format!("{sm}|COMPLETED\n"));
+    assert!(
+        s.run("scancel", &[&sm, "--clusters=all"]).status.success(),
+        "an ended job: no error"
+    );
+    // Its `--requeue` (settings.requeue) with --parsable: the id alone, no koalesce warning
+    // (older plugins read standard error merged into the output).
+    let o = s.run("sbatch", &["--parsable", "--requeue", "-o", "/dev/null", "--wrap", "true"]);
+    assert!(o.status.success() && o.stderr.is_empty(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8(o.stdout).unwrap().trim().parse::<u64>().is_ok());
+    let o = s.run("sbatch", &["--requeue", "-o", "/dev/null", "--wrap", "true"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("sbatch: warning: koalesce ignores --requeue"));
+    // Its account guess (`sacct -nu $USER -o Account%256`, before its `| tail -1`).
+    let me = String::from_utf8(Command::new("id").arg("-un").output().unwrap().stdout)
+        .unwrap()
+        .trim()
+        .to_string();
+    let user = std::env::var("USER").ok().filter(|u| !u.is_empty()).unwrap_or(me);
+    let acct = s.stdout("sacct", &["-nu", &user, "-o", "Account%256"]);
+    assert!(acct.lines().count() >= 1, "the caller's jobs of today: {acct:?}");
+
+    // Nextflow: #SBATCH pairs, `--signal B:USR2@30` unless given, status by `squeue -u $USER`.
+    std::fs::write(
+        shared.join(".command.run"),
+        format!(
+            "#!/bin/bash\n#SBATCH -J nf-hello_1\n#SBATCH -o {}/.command.log\n#SBATCH --no-requeue\n#SBATCH --signal B:USR2@30\n\
+             #SBATCH -t 00:01:00\n#SBATCH --mem 100M\n#SBATCH -p vu\nset -e\ntrap 'exit 143' TERM INT USR2\necho hi\n",
+            shared.display()
+        ),
+    )
+    .unwrap();
+    let out = s.stdout("sbatch", &[".command.run"]);
+    let nf = out
+        .trim()
+        .strip_prefix("Submitted batch job ")
+        .unwrap_or_else(|| panic!("{out}"))
+        .to_string();
+    // Listed under its partition and its Unix user from submission to its end.
+    let t0 = Instant::now();
+    loop {
+        let q = s.stdout("squeue", &["--noheader", "-o", "%i %t", "-t", "all", "-p", "vu", "-u", &user]);
+        let line = q
+            .lines()
+            .find(|l| l.starts_with(&format!("{nf} ")))
+            .unwrap_or_else(|| panic!("job {nf} missing: {q:?}"))
+            .to_string();
+        if line.ends_with(" CD") {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(60), "{line}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(std::fs::read_to_string(shared.join(".command.log")).unwrap(), "hi\n");
+
+    // A user's own `scancel -u $USER` cancels every job of the caller's that has not ended.
+    let a = s
+        .stdout("sbatch", &["--parsable", "-o", "/dev/null", "--wrap", "sleep 30"])
+        .trim()
+        .to_string();
+    let b = s
+        .stdout("sbatch", &["--parsable", "-H", "-o", "/dev/null", "--wrap", "true"])
+        .trim()
+        .to_string();
+    assert!(s.run("scancel", &["-u", &user]).status.success());
+    assert_eq!(
+        (s.wait_final(&a), s.wait_final(&b)),
+        ("CANCELLED".to_string(), "CANCELLED".to_string())
+    );
+    assert_eq!(s.wait_final(&nf), "COMPLETED", "an ended job stays as it ended");
 }
 
 /// The venv with the tools (made by python/ci/setup-venv.sh, which CI runs too).

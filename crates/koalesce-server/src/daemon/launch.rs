@@ -119,6 +119,7 @@ pub fn prepare_launch(shared: &Arc<Shared>, st: &mut State, job: u64) {
                 memory_limit: meta.desc.memory_limit(c.processors),
                 working_directory,
                 nonce: nonce.clone(),
+                early_signal: meta.desc.early_signal(),
             },
         ));
         rows.push(LaunchRow {

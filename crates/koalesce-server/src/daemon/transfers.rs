@@ -19,9 +19,18 @@ use crate::dataplane::{self, Blame, Expected, Place, RetryPolicy, TransferError,
 use crate::store;
 use crate::{now_ms, transfer};
 
-/// Adds a replica to the in-memory catalogue and the core's (`owner`: of a new file).
+/// Adds a replica to the in-memory catalogue and the core's (`owner`: of a new file). A
+/// replica of other content (size or SHA-256) than the file's replaces the file: its size and
+/// checksum become the new ones and its other replicas, which hold the old content, are no
+/// replicas any more — as [`store::register_replica_op`] does in the database.
 pub fn add_replica_mem(st: &mut State, name: &str, size: u64, sha: &str, site: &str, path: PathBuf, owner: Option<&str>) {
     let sid = st.site_id(site);
+    if let Some(f) = st.files.get_mut(name).filter(|f| f.size_bytes != size || f.sha256 != sha) {
+        f.size_bytes = size;
+        f.sha256 = sha.to_string();
+        f.replicas.clear();
+        st.core.catalogue_mut().remove(name);
+    }
     let entry = st.files.entry(name.to_string()).or_insert_with(|| FileInfo {
         size_bytes: size,
         sha256: sha.to_string(),
@@ -198,7 +207,20 @@ pub fn start_transfer(shared: &Arc<Shared>, st: &mut State, job: u64, key: Trans
             tracing::warn!(job, file = %key.file, from = %site, error = %e, "source replica is corrupt; quarantined");
             quarantine_replica(&shared, st, &key.file, &site, path);
         }
+        // The file was registered again with other content while this copy of the old one
+        // was on its way: the copy is no replica of it, and the jobs get the new content.
+        let stale = |r: &TransferReport| {
+            st.files
+                .get(&key.file)
+                .is_none_or(|f| f.sha256 != r.sha256 || f.size_bytes != r.size)
+        };
         match staged.result {
+            Ok((_, report)) if stale(&report) => {
+                tracing::warn!(job, file = %key.file, to = %to_name, "file replaced while being copied; placing again");
+                for w in &jobs {
+                    st.core.transfer_source_failed(now, JobId(w.job), &w.key);
+                }
+            }
             Ok((sid, report)) => {
                 shared.metrics.transfer_bytes.fetch_add(report.bytes, Ordering::Relaxed);
                 shared.metrics.transfers.fetch_add(1, Ordering::Relaxed);
@@ -317,12 +339,8 @@ pub fn stage_out(shared: &Arc<Shared>, st: &State, id: u64) {
             let logical = out.logical_name(id);
             let size = src.metadata().map(|m| m.len()).unwrap_or(0);
             // Registered already with this content at this site (a stage-out redone after a
-            // restart): replacing it stores nothing more, so it is not counted again.
-            let adding = if registered_already(&shared, &user, &logical, &site, size, &src).await {
-                0
-            } else {
-                size
-            };
+            // restart) adds nothing; replacing other content adds only the difference.
+            let adding = bytes_added(&shared, &user, &logical, &site, size, &src).await;
             if let Err(why) = may_register_output(&shared, id, &user, &logical, adding) {
                 tracing::warn!(job = id, output = %out.file, "stage-out refused: {why}");
                 refused.push(format!("output '{}' refused: {why}", out.file));
@@ -358,6 +376,8 @@ pub fn stage_out(shared: &Arc<Shared>, st: &State, id: u64) {
             let mut guard = shared.lock();
             let st = &mut *guard;
             for (logical, c, site, dest) in registered {
+                // As a registration through the API: the data functions ask the catalogue again.
+                shared.data_catalogue.invalidate(&logical);
                 add_replica_mem(st, &logical, c.size, &c.sha256, &site, dest, Some(&user));
                 if let Some(m) = st.meta.get_mut(&id).filter(|m| !m.outputs.contains(&logical)) {
                     m.outputs.push(logical);
@@ -415,30 +435,46 @@ async fn fault_hold_stage_out(id: u64) {
     }
 }
 
-/// Whether `logical` is registered already as `user`'s with a replica at `site` holding what
-/// `src` holds (same size and SHA-256): an output a stage-out interrupted by a stop had
-/// registered before it. Hashes `src` (off the runtime, by position: the copy still reads it
-/// from its start) only when the catalogue's entry matches in everything else.
-async fn registered_already(shared: &Shared, user: &str, logical: &str, site: &str, size: u64, src: &std::fs::File) -> bool {
+/// What registering `src` (`size` bytes) as `logical` at `site` adds to what `user` stores:
+/// nothing when it is registered already with this content there (an output a stage-out
+/// interrupted by a stop had registered before it); its size less the file's present bytes
+/// when it replaces one of the user's files with other content (the old replicas go,
+/// [`add_replica_mem`]); its size otherwise (a new file, or one more replica). Hashes `src`
+/// (off the runtime, by position: the copy still reads it from its start) only when the
+/// user has a file of that name.
+async fn bytes_added(shared: &Shared, user: &str, logical: &str, site: &str, size: u64, src: &std::fs::File) -> u64 {
     let known = {
         let st = shared.lock();
-        st.files
-            .get(logical)
-            .filter(|f| f.owner.as_deref() == Some(user) && f.size_bytes == size && f.replicas.contains_key(site))
-            .map(|f| f.sha256.clone())
+        st.files.get(logical).filter(|f| f.owner.as_deref() == Some(user)).map(|f| {
+            (
+                f.sha256.clone(),
+                f.size_bytes,
+                f.replicas.len() as u64,
+                f.replicas.contains_key(site),
+            )
+        })
     };
-    let Some(sha256) = known else { return false };
-    let Ok(src) = src.try_clone() else { return false };
-    matches!(
-        tokio::task::spawn_blocking(move || transfer::checksum_open(&src)).await,
-        Ok(Ok((actual, bytes))) if bytes == size && actual == sha256
-    )
+    let Some((sha256, old_size, replicas, here)) = known else {
+        return size;
+    };
+    let Ok(src) = src.try_clone() else { return size };
+    match tokio::task::spawn_blocking(move || transfer::checksum_open(&src)).await {
+        Ok(Ok((actual, bytes))) if bytes == old_size && actual == sha256 => {
+            if here {
+                0
+            } else {
+                size
+            }
+        }
+        Ok(Ok((_, bytes))) => bytes.saturating_sub(old_size.saturating_mul(replicas.max(1))),
+        _ => size,
+    }
 }
 
 /// Whether job `id` of `user` may register an output as `logical` that adds `adding` bytes to
 /// what the user stores: a name `<job-id>/...` only for its own id, never a name another
 /// user's file has, and within the user's stored-bytes quota (not checked when it adds
-/// nothing: an output registered already, see [`registered_already`]).
+/// nothing, see [`bytes_added`]).
 fn may_register_output(shared: &Shared, id: u64, user: &str, logical: &str, adding: u64) -> Result<(), String> {
     if let Some(owner_job) = crate::file_import::reserved_output_name(logical).filter(|j| *j != id) {
         return Err(format!("'{logical}' is reserved for the outputs of job {owner_job}"));

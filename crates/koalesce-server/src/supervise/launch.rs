@@ -417,7 +417,8 @@ impl Held {
             realtime,
         };
         let _ = publish(&dir.join(RUNNING_FILE), &serde_json::to_vec(&running).unwrap());
-        let timer = opts.time_limit.map(|ms| WallClock::start(ms, child.id(), cgroup.clone()));
+        let early = opts.signal.as_deref().and_then(|s| s.parse().ok());
+        let timer = opts.time_limit.map(|ms| WallClock::start(ms, early, child.id(), cgroup.clone()));
         let status = loop {
             match child.wait() {
                 Ok(s) => break Some(s),
@@ -460,7 +461,8 @@ pub const KILL_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Enforces a wall-time limit: a thread that sleeps until the limit, then signals every
 /// process of the component (its control group, else the program): SIGTERM, and SIGKILL
-/// [`KILL_WAIT`] later.
+/// [`KILL_WAIT`] later. With an early signal (`--signal`, sbatch's), it first sends that
+/// signal its seconds before the limit (at once when the limit is shorter).
 struct WallClock {
     state: std::sync::Arc<(std::sync::Mutex<WallState>, std::sync::Condvar)>,
 }
@@ -475,11 +477,29 @@ enum WallState {
 }
 
 impl WallClock {
-    fn start(limit_ms: u64, pid: u32, cgroup: Option<crate::cgroup::Cgroup>) -> WallClock {
+    fn start(
+        limit_ms: u64,
+        early: Option<koalesce_api::timing::EarlySignal>,
+        pid: u32,
+        cgroup: Option<crate::cgroup::Cgroup>,
+    ) -> WallClock {
         use nix::sys::signal::{kill, Signal};
         use nix::unistd::Pid;
         let state = std::sync::Arc::new((std::sync::Mutex::new(WallState::Running), std::sync::Condvar::new()));
         let shared = state.clone();
+        // The early signal by number (real-time ones have no `Signal`): the program alone, or
+        // every process of the component.
+        let pids_of = cgroup.clone();
+        let send_early = move |e: koalesce_api::timing::EarlySignal| {
+            let pids = match &pids_of {
+                Some(cg) if !e.batch_only => cg.pids(),
+                _ => vec![pid as i32],
+            };
+            for p in pids {
+                // SAFETY: kill(2) with a pid of the component's and a signal number 1..=64.
+                unsafe { libc::kill(p, e.signal) };
+            }
+        };
         let signal_all = move |sig: Signal| match &cgroup {
             Some(cg) if sig == Signal::SIGKILL => cg.kill_all(),
             Some(cg) => {
@@ -495,6 +515,19 @@ impl WallClock {
             let (lock, cv) = &*shared;
             let deadline = std::time::Instant::now() + std::time::Duration::from_millis(limit_ms);
             let mut st = lock.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(e) = early {
+                let at = deadline
+                    .checked_sub(std::time::Duration::from_secs(e.before_s))
+                    .unwrap_or_else(std::time::Instant::now);
+                while *st == WallState::Running {
+                    let now = std::time::Instant::now();
+                    if now >= at {
+                        send_early(e);
+                        break;
+                    }
+                    st = cv.wait_timeout(st, at - now).unwrap_or_else(|p| p.into_inner()).0;
+                }
+            }
             // Sleeps until the limit unless the program ends first (the pid is not signalled
             // once it may have been reaped and reused).
             while *st == WallState::Running {
