@@ -155,7 +155,11 @@ pub fn render_metrics(s: &Shared) -> String {
     );
     let sites = l.lock_sites();
     for (at, h) in &sites {
-        let _ = writeln!(o, "koalesce_state_lock_site_held_max_seconds{{at=\"{at}\"}} {}", h.max_us as f64 / 1e6);
+        let _ = writeln!(
+            o,
+            "koalesce_state_lock_site_held_max_seconds{{at=\"{at}\"}} {}",
+            h.max_us as f64 / 1e6
+        );
     }
     let _ = writeln!(
         o,
@@ -169,7 +173,11 @@ pub fn render_metrics(s: &Shared) -> String {
         "# HELP koalesce_state_lock_site_held_seconds_total Time those holds kept the state lock, by the line that took it.\n# TYPE koalesce_state_lock_site_held_seconds_total counter"
     );
     for (at, h) in &sites {
-        let _ = writeln!(o, "koalesce_state_lock_site_held_seconds_total{{at=\"{at}\"}} {}", h.total_us as f64 / 1e6);
+        let _ = writeln!(
+            o,
+            "koalesce_state_lock_site_held_seconds_total{{at=\"{at}\"}} {}",
+            h.total_us as f64 / 1e6
+        );
     }
     o.push_str(&tail);
     o

@@ -25,7 +25,12 @@ fn a_scan_launched_in_chunks_starts_every_job_once() {
     let srv = server(tmp.path(), &[("a", 200)]);
     // 150 tasks queued under one lock: the next scan places, claims and launches them all,
     // several times the actions of one chunk.
-    let (code, body) = srv.request("POST", "/api/v1/jobs?array=0-149", Some(&tok), shell_job("many", "exit 0", 1, "").as_bytes());
+    let (code, body) = srv.request(
+        "POST",
+        "/api/v1/jobs?array=0-149",
+        Some(&tok),
+        shell_job("many", "exit 0", 1, "").as_bytes(),
+    );
     assert_eq!(code, 201, "{body}");
     let ids: Vec<u64> = json(&body)["ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
     assert_eq!(ids.len(), 150);

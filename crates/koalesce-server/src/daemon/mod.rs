@@ -174,10 +174,7 @@ impl Latency {
     /// longest first.
     pub fn lock_sites(&self) -> Vec<(String, SiteHolds)> {
         let sites = self.lock_sites.lock().unwrap_or_else(|p| p.into_inner());
-        let mut v: Vec<(String, SiteHolds)> = sites
-            .iter()
-            .map(|(l, h)| (format!("{}:{}", l.file(), l.line()), *h))
-            .collect();
+        let mut v: Vec<(String, SiteHolds)> = sites.iter().map(|(l, h)| (format!("{}:{}", l.file(), l.line()), *h)).collect();
         v.sort_by(|a, b| b.1.max_us.cmp(&a.1.max_us).then_with(|| a.0.cmp(&b.0)));
         v
     }
