@@ -247,7 +247,10 @@ pub enum LogLine {
 impl LogLine {
     fn emit(self) {
         match self {
-            LogLine::JobState { job, from, to } => tracing::info!(job, from, to, "job state"),
+            // The target they had when written in `actions` (RUST_LOG filters keep working).
+            LogLine::JobState { job, from, to } => {
+                tracing::info!(target: "koalesce_server::daemon::actions", job, from, to, "job state")
+            }
         }
     }
 }
