@@ -30,7 +30,8 @@ pub struct JobSummary {
     pub finished_ms: Option<u64>,
     /// Whether the job succeeded, once it ended.
     pub exit_ok: Option<bool>,
-    /// Why a held job waits (`held by its user`, `waiting for afterok:12`), as squeue's REASON.
+    /// Why a held job waits (`held by its user`, `waiting for afterok:12`, `waiting for its
+    /// begin time`), as squeue's REASON.
     pub reason: Option<String>,
     /// The array the job is a task of (`submit --array`): the array's id (its first task's).
     pub array_id: Option<u64>,
@@ -39,6 +40,9 @@ pub struct JobSummary {
     /// On a bag's id (`submit --tasks N`): the whole bag's state and progress.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bag: Option<BagStatus>,
+    /// Not placed before this instant (the job file's `begin`, sbatch `--begin`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub begin_ms: Option<u64>,
 }
 
 /// Where a bag of tasks stands (`koalesce submit --tasks N`): its state (running until every
@@ -153,6 +157,9 @@ pub struct JobDetail {
     /// times; absent for other policies.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub broker: Option<BrokerTimes>,
+    /// Not placed before this instant (the job file's `begin`, sbatch `--begin`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub begin_ms: Option<u64>,
 }
 
 /// Predicted and actual Total Time to Start / to Delivery of a broker job (001 §3.1), in ms
@@ -218,6 +225,7 @@ impl JobDetail {
             array_id: self.array_id,
             task_id: self.task_id,
             bag: self.bag.clone(),
+            begin_ms: self.begin_ms,
         }
     }
 }
@@ -249,6 +257,9 @@ pub struct SiteInfo {
     pub host: std::collections::BTreeMap<String, String>,
     /// Software tags the site offers (HAS_SOFTWARE).
     pub software: Vec<String>,
+    /// Features of the site's nodes (HAS_FEATURE; sbatch `--constraint`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub features: Vec<String>,
     /// Estimated queue wait of a 1-processor job submitted now, in ms (001 §3.1; GLUE's
     /// EstimatedResponseTime): local sites plan their running components to their expected
     /// ends; absent where the scheduler has no estimate.

@@ -98,6 +98,15 @@ pub struct JobDescription {
     /// The job must have started this long after submission, or it fails (duration).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deadline: Option<String>,
+    /// Not placed before this instant: RFC 3339 in UTC, `2026-11-28T10:00:00Z` (Slurm's
+    /// `--begin`); the job waits held until then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub begin: Option<String>,
+    /// A signal before the wall-time limit: Slurm's `[B:]SIG[@SECONDS]` (`B:USR1@90`; default 60
+    /// seconds; `B:` only the program, else every other process of the component, as Slurm spares
+    /// the batch shell).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
     /// How many times a failed job is resubmitted (0: fail at the first failure); default: the
     /// server's threshold.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -152,6 +161,11 @@ pub struct JobDescription {
     /// Start once these jobs ended without success (`afternotok`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub afternotok: Vec<u64>,
+    /// Dependencies written as `sbatch --dependency` takes them, read by the same parser
+    /// ([`parse_dependency_list`]): `afterok:12:40_3,afterany:9` (`40_3`: task 3 of array 40
+    /// alone; an array's id: every task). They add to the four lists above.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dependency: Option<String>,
 }
 
 /// What one component runs, with overrides applied and runtime variables expanded.
@@ -259,6 +273,13 @@ impl JobDescription {
                 parse_duration(v).map_err(|e| format!("field '{field}': {e}"))?;
             }
         }
+        if let Some(b) = &self.begin {
+            crate::timing::parse_begin(b).map_err(|e| format!("field 'begin': {e}"))?;
+        }
+        if let Some(sig) = &self.signal {
+            sig.parse::<crate::timing::EarlySignal>()
+                .map_err(|e| format!("field 'signal': {e}"))?;
+        }
         if let Some(m) = &self.memory {
             let bytes = parse_size(m).map_err(|e| format!("field 'memory': {e}"))?;
             if bytes < MIN_MEMORY_BYTES {
@@ -281,6 +302,9 @@ impl JobDescription {
             if ids.contains(&0) {
                 return Err(format!("field '{field}': job ids start at 1"));
             }
+        }
+        if let Some(d) = &self.dependency {
+            parse_dependency_list(d).map_err(|e| format!("field 'dependency': {e}"))?;
         }
         for (field, v) in [("requirements", &self.requirements), ("rank", &self.rank)] {
             if let Some(v) = v {
@@ -381,8 +405,8 @@ impl JobDescription {
         Ok(desc)
     }
 
-    /// The job's dependencies as the fields `after`, `afterany`, `afterok`, `afternotok` give
-    /// them (duplicates dropped).
+    /// The job's dependencies as the fields `after`, `afterany`, `afterok`, `afternotok` and
+    /// `dependency` give them (duplicates dropped).
     pub fn dependencies(&self) -> Vec<Dependency> {
         let mut out: Vec<Dependency> = [
             (DependencyKind::After, &self.after),
@@ -393,6 +417,13 @@ impl JobDescription {
         .into_iter()
         .flat_map(|(kind, ids)| ids.iter().map(move |&id| Dependency::on(JobId(id), kind)))
         .collect();
+        // Checked when the description was parsed.
+        out.extend(
+            self.dependency
+                .as_deref()
+                .and_then(|d| parse_dependency_list(d).ok())
+                .unwrap_or_default(),
+        );
         out.sort();
         out.dedup();
         out
@@ -414,6 +445,19 @@ impl JobDescription {
             .and_then(|r| parse_duration(r).ok())
             .unwrap_or(DEFAULT_RUNTIME_MS);
         Some((estimate as f64 * factor).ceil().min(Millis::MAX as f64) as Millis)
+    }
+
+    /// `begin` as Unix milliseconds.
+    pub fn begin_ms(&self) -> Result<Option<Millis>, DescriptionError> {
+        self.begin
+            .as_deref()
+            .map(|b| crate::timing::parse_begin(b).map_err(|e| DescriptionError::Invalid(format!("field 'begin': {e}"))))
+            .transpose()
+    }
+
+    /// `signal`, parsed (`None` also when invalid: a parsed description has a valid one).
+    pub fn early_signal(&self) -> Option<crate::timing::EarlySignal> {
+        self.signal.as_deref().and_then(|s| s.parse().ok())
     }
 
     /// The memory limit of a component of `processors` processors: `memory` per processor.
@@ -479,6 +523,7 @@ impl JobDescription {
                 Some(d) => Some(parse_duration(d).map_err(|e| DescriptionError::Invalid(format!("field 'deadline': {e}")))?),
                 None => None,
             },
+            begin_ms: self.begin_ms()?,
             preferences: self.broker.preferences().map_err(DescriptionError::Invalid)?,
             // Dependents wait until the declared outputs are registered (stage-out).
             stages_out: !self.outputs.is_empty(),
@@ -650,20 +695,40 @@ arguments = ["--worker"]
 }
 
 /// Parses Slurm's dependency syntax, `KIND:ID[:ID...][,KIND:ID...]` (`afterok:12:13,after:9`;
-/// kinds after, afterany, afterok, afternotok; an id `12_3` is task 3 of array 12 alone; `?`
-/// as Slurm's "any of" is not supported).
+/// kinds after, afterany, afterok, afternotok; an id `12_3` is task 3 of array 12 alone). The
+/// one parser of it: `sbatch --dependency`, `submit --dependency`, the API's `dependency`
+/// parameter and the job file's `dependency` field. What Slurm has and koalesce does not (`?`
+/// for "any of", `after:ID+MINUTES`, singleton, aftercorr, afterburstbuffer, expand) is
+/// refused, named.
 pub fn parse_dependency_list(text: &str) -> Result<Vec<Dependency>, String> {
+    if text.contains('?') {
+        return Err(format!(
+            "dependency '{}': '?' (any of) is not supported: koalesce waits for all dependencies (use ',')",
+            text.trim()
+        ));
+    }
     let mut out = Vec::new();
     for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let mut fields = part.split(':');
         let kind_name = fields.next().unwrap_or_default();
+        let lower = kind_name.to_ascii_lowercase();
+        if ["singleton", "aftercorr", "afterburstbuffer", "expand"].contains(&lower.as_str()) {
+            return Err(format!(
+                "dependency '{part}': '{kind_name}' is not supported (after, afterany, afterok, afternotok)"
+            ));
+        }
         let kind = DependencyKind::ALL
             .into_iter()
-            .find(|k| k.name() == kind_name.to_ascii_lowercase())
+            .find(|k| k.name() == lower)
             .ok_or_else(|| format!("dependency '{part}': unknown kind '{kind_name}' (after, afterany, afterok, afternotok)"))?;
         let mut any = false;
         for id in fields {
             // `12` (a job; an array's id: every task) or `12_3` (task 3 of array 12 alone).
+            if id.contains('+') {
+                return Err(format!(
+                    "dependency '{part}': '{id}': a delay after the start (+MINUTES) is not supported"
+                ));
+            }
             let (job, task) = match id.trim().split_once('_') {
                 Some((a, t)) => (a, Some(t)),
                 None => (id.trim(), None),
@@ -725,6 +790,38 @@ mod dependency_tests {
         assert_eq!(desc.dependencies(), d);
         let e = JobDescription::parse("name='a'\nexecutable='/bin/true'\nafterany=[0]\n[[components]]\nprocessors=1\n").unwrap_err();
         assert!(e.to_string().contains("afterany"), "{e}");
+    }
+
+    /// A job file takes what `sbatch --dependency` takes, through the same parser: one task of
+    /// an array (`40_2`), several kinds in one string; and the lists' ids add to it.
+    #[test]
+    fn a_job_file_takes_sbatch_dependency_syntax() {
+        let file = |extra: &str| format!("name='a'\nexecutable='/bin/true'\n{extra}\n[[components]]\nprocessors=1\n");
+        let slurm = "afterok:40_2:41,afterany:9,AfterNotOk:7_0";
+        let desc = JobDescription::parse(&file(&format!("dependency = '{slurm}'\nafterok = [41, 5]"))).unwrap();
+        let mut want = parse_dependency_list(slurm).unwrap();
+        want.push(Dependency::on(JobId(5), DependencyKind::AfterOk));
+        want.sort();
+        assert_eq!(desc.dependencies(), want);
+        let names: Vec<String> = desc.dependencies().iter().map(|d| d.to_string()).collect();
+        assert_eq!(names, ["afterok:5", "afternotok:7_0", "afterany:9", "afterok:40_2", "afterok:41"]);
+        // It survives the round trip the server stores.
+        assert_eq!(JobDescription::parse(&desc.to_toml()).unwrap().dependencies(), want);
+        for (bad, words) in [
+            ("afterok:12_x", &["field 'dependency'", "'x' is not a task index"][..]),
+            ("afterok:1?afterok:2", &["field 'dependency'", "'?'", "use ','"]),
+            ("singleton", &["field 'dependency'", "'singleton' is not supported"]),
+            ("aftercorr:12", &["'aftercorr' is not supported"]),
+            ("after:12+5", &["'12+5'", "+MINUTES"]),
+            ("afterok:", &["field 'dependency'", "is not a job id"]),
+        ] {
+            let e = JobDescription::parse(&file(&format!("dependency = '{bad}'")))
+                .unwrap_err()
+                .to_string();
+            for w in words {
+                assert!(e.contains(w), "{bad}: '{w}' not in: {e}");
+            }
+        }
     }
 }
 

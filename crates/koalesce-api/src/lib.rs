@@ -11,5 +11,6 @@ pub mod dto;
 pub mod duration;
 pub mod fields;
 pub mod jobdesc;
+pub mod timing;
 
 pub use jobdesc::{ComponentDescription, DescriptionError, JobDescription, Process, Runner};

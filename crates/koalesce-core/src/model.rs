@@ -87,6 +87,19 @@ pub struct SiteAttributes {
     /// Software / runtime environments the site offers (xRSL's runTimeEnvironment), as
     /// `HAS_SOFTWARE("tag")` asks (compared ignoring ASCII case).
     pub software: Vec<String>,
+    /// Features of the site's nodes (Slurm's node features: `ib`, `haswell`, ...), as
+    /// `HAS_FEATURE("name")` asks (compared ignoring ASCII case) and `sbatch --constraint`
+    /// requires.
+    pub features: Vec<String>,
+}
+
+impl SiteAttributes {
+    /// The tags `HAS_SOFTWARE` and `HAS_FEATURE` are answered from: the software tags, and
+    /// the features behind [`crate::expr::FEATURE_TAG_PREFIX`].
+    pub fn tags(&self) -> Vec<String> {
+        let features = self.features.iter().map(|f| format!("{}{f}", crate::expr::FEATURE_TAG_PREFIX));
+        self.software.iter().cloned().chain(features).collect()
+    }
 }
 
 /// Forecast of the network between sites, as the information service provides it (003 §3.1).
@@ -387,6 +400,12 @@ pub struct JobSpec {
     /// the deadline job-priority policy under `queueing = "gridway"`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deadline_ms: Option<Millis>,
+    /// Not placed before this instant (Slurm's `--begin`), on the driver's clock: the job is
+    /// [`crate::state::JobState::Held`] until then, and the core's timer queues it. Absolute,
+    /// unlike [`JobPreferences::earliest_start_ms`] (the broker's T_e, relative to submission),
+    /// so a driver that re-enters the job after a restart keeps it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub begin_ms: Option<Millis>,
     /// Who submitted the job (GridWay's share policy divides dispatches among owners).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,

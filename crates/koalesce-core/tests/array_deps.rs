@@ -5,40 +5,17 @@
 mod common;
 
 use common::*;
-use koalesce_core::model::{NetworkForecast, PolicyKind, ReplicaCatalogue};
+use koalesce_core::model::PolicyKind;
 use koalesce_core::scheduler::{BagError, BagTask, ComponentOutcome, Dependency, DependencyKind, Gate};
 use koalesce_core::state::FailureReason;
-use koalesce_core::{JobId, JobSpec, JobState, Scheduler, SchedulerConfig, SiteId};
+use koalesce_core::{JobId, JobSpec, JobState, Scheduler, SiteId};
 use proptest::prelude::*;
-
-fn grid() -> Scheduler {
-    Scheduler::new(
-        SchedulerConfig::default(),
-        vec![site("a", 8), site("b", 8)],
-        NetworkForecast::uniform(2, 8e6, 0),
-        ReplicaCatalogue::new(),
-    )
-}
 
 fn spec(name: &str, stages_out: bool) -> JobSpec {
     let mut s = JobSpec::simple(name, &[1], &[], 60_000);
     s.policy = Some(PolicyKind::Wf);
     s.stages_out = stages_out;
     s
-}
-
-fn tick(s: &mut Scheduler, now: u64) {
-    while let Some(t) = s.poll_timeout().filter(|&t| t <= now) {
-        s.handle_timeout(t);
-    }
-    drain(s);
-}
-
-fn after(deps: &[(JobId, DependencyKind)]) -> Gate {
-    Gate {
-        hold: false,
-        after: deps.iter().map(|&(job, kind)| Dependency::on(job, kind)).collect(),
-    }
 }
 
 /// An array of `n` tasks with ids `first..first+n` (task k throttled behind task k-m with
@@ -407,4 +384,47 @@ fn check(s: &Scheduler, deps: &[(JobId, Dependency)], seen: &[JobState], needed:
         }
     }
     Ok(())
+}
+
+/// A job that depended on the first task's id before the tasks were declared one array: from
+/// the declaration on, its dependency is on the whole array (as every later one), not left
+/// waiting for an event that would never decide it.
+#[test]
+fn dependents_of_the_first_task_before_the_declaration_wait_for_the_whole_array() {
+    let mut s = grid();
+    let t0 = s.submit_gated(0, JobId(1), spec("t0", false), Gate::default()).unwrap();
+    let t1 = s.submit_gated(0, JobId(2), spec("t1", false), Gate::default()).unwrap();
+    let early = dependent(&mut s, 0, 10, t0, DependencyKind::AfterOk);
+    let task = |job, index| BagTask { job, index, ended: None };
+    s.declare_bag(JobId(1), 2, &[task(t0, 0), task(t1, 1)]).unwrap();
+    tick(&mut s, 60_000);
+    s.component_finished(61_000, t0, 0, ComponentOutcome::Success);
+    assert_eq!(
+        state(&s, early),
+        JobState::Held,
+        "task 0 alone does not decide afterok on the array"
+    );
+    s.component_finished(62_000, t1, 0, ComponentOutcome::Success);
+    assert_eq!(state(&s, early), JobState::Queued, "decided by the whole array");
+}
+
+/// A job that ran and whose stage-out a stop interrupted comes back even when one of its
+/// inputs left the catalogue since (the user deleted it): it needs no input any more, and its
+/// dependents wait for its outputs.
+#[test]
+fn a_job_staging_out_is_adopted_again_without_its_inputs() {
+    let mut s = grid();
+    let mut ran = spec("ran", true);
+    ran.input_files = vec!["deleted.dat".into()];
+    let id = s
+        .adopt_staging_out(JobId(7), ran, &[Some(SiteId(1))], Default::default())
+        .expect("adopted: its inputs were read already");
+    let ok = dependent(&mut s, 0, 8, id, DependencyKind::AfterOk);
+    assert_eq!(state(&s, ok), JobState::Held);
+    // Adopting an id the core holds would replace that job, and its dependents with it.
+    let again = s.adopt_staging_out(JobId(8), spec("x", true), &[Some(SiteId(0))], Default::default());
+    assert!(again.unwrap_err().to_string().contains("job 8 is in the core already"));
+    assert_eq!(state(&s, ok), JobState::Held);
+    assert!(s.outputs_registered(1_000, id));
+    assert_eq!(state(&s, ok), JobState::Queued);
 }

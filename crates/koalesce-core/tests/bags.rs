@@ -5,19 +5,10 @@
 mod common;
 
 use common::*;
-use koalesce_core::model::{NetworkForecast, PolicyKind, ReplicaCatalogue};
+use koalesce_core::model::PolicyKind;
 use koalesce_core::scheduler::ComponentOutcome;
 use koalesce_core::state::{ComponentState, FailureReason};
-use koalesce_core::{JobId, JobSpec, JobState, Scheduler, SchedulerConfig};
-
-fn grid() -> Scheduler {
-    Scheduler::new(
-        SchedulerConfig::default(),
-        vec![site("a", 8), site("b", 8)],
-        NetworkForecast::uniform(2, 8e6, 0),
-        ReplicaCatalogue::new(),
-    )
-}
+use koalesce_core::{JobId, JobSpec, JobState, Scheduler};
 
 /// Submits `sizes` (a bag with `k` when given), runs it, and returns the job id and its
 /// claimed components in order.

@@ -232,6 +232,8 @@ pub(crate) fn blank_job(name: String, executable: String) -> koalesce_api::JobDe
         cputime: None,
         memory: None,
         deadline: None,
+        begin: None,
+        signal: None,
         retries: None,
         requirements: None,
         rank: None,
@@ -250,22 +252,41 @@ pub(crate) fn blank_job(name: String, executable: String) -> koalesce_api::JobDe
         afterany: Vec::new(),
         afterok: Vec::new(),
         afternotok: Vec::new(),
+        dependency: None,
     }
 }
 
+/// The most components a job file may ask for one per process (`multiple`, `mpi`): a few
+/// bytes must not ask for billions of them.
+pub(crate) const MAX_PROCESS_COMPONENTS: u32 = 100_000;
+
 /// GRAM's job types onto components: `single` runs the program once on `count` processors;
 /// `multiple` runs `count` copies and `mpi` an MPI program of `count` ranks — one-processor
-/// components (coupled for MPI: a start barrier, ranks and peers), packed on few sites (CM).
+/// components (coupled for MPI: a start barrier, ranks and peers), packed on few sites (CM),
+/// at most [`MAX_PROCESS_COMPONENTS`] of them. `None`: not a job type; `Some(Err)`: too many
+/// processes, said.
+#[allow(clippy::type_complexity)]
 pub(crate) fn job_type_components(
     kind: &str,
     count: u32,
-) -> Option<(Vec<koalesce_api::ComponentDescription>, koalesce_api::Runner, Option<String>)> {
+) -> Option<Result<(Vec<koalesce_api::ComponentDescription>, koalesce_api::Runner, Option<String>), String>> {
     use koalesce_api::{ComponentDescription, Runner};
-    let ones = || (0..count).map(|_| ComponentDescription::new(1)).collect();
+    let ones = |runner| {
+        if count > MAX_PROCESS_COMPONENTS {
+            return Err(format!(
+                "{count} processes of job type {kind} (one component each): at most {MAX_PROCESS_COMPONENTS}"
+            ));
+        }
+        Ok((
+            (0..count).map(|_| ComponentDescription::new(1)).collect(),
+            runner,
+            Some("cm".into()),
+        ))
+    };
     match kind.to_ascii_lowercase().as_str() {
-        "single" => Some((vec![ComponentDescription::new(count)], Runner::Independent, None)),
-        "multiple" => Some((ones(), Runner::Independent, Some("cm".into()))),
-        "mpi" => Some((ones(), Runner::Coupled, Some("cm".into()))),
+        "single" => Some(Ok((vec![ComponentDescription::new(count)], Runner::Independent, None))),
+        "multiple" => Some(ones(Runner::Independent)),
+        "mpi" => Some(ones(Runner::Coupled)),
         _ => None,
     }
 }

@@ -325,15 +325,19 @@ fn int(e: &Entry, kw: &str) -> Result<i64, FormatError> {
         .ok_or_else(|| FormatError::at(FMT, e.line, Some(e.col), format!("{kw}: '{}' is not a whole number", e.value)))
 }
 
-/// GridWay's DEADLINE: `[[D:]H:]M` → seconds.
+/// GridWay's DEADLINE: `[[D:]H:]M` → seconds (`None`: not of that form, or too far off
+/// to count in seconds).
 fn deadline_seconds(v: &str) -> Option<u64> {
     let parts: Vec<u64> = v.split(':').map(|p| p.trim().parse().ok()).collect::<Option<_>>()?;
-    Some(match parts.as_slice() {
-        [m] => m * 60,
-        [h, m] => h * 3600 + m * 60,
-        [d, h, m] => d * 86_400 + h * 3600 + m * 60,
+    let (d, h, m) = match parts.as_slice() {
+        [m] => (0, 0, *m),
+        [h, m] => (0, *h, *m),
+        [d, h, m] => (*d, *h, *m),
         _ => return None,
-    })
+    };
+    d.checked_mul(86_400)?
+        .checked_add(h.checked_mul(3600)?)?
+        .checked_add(m.checked_mul(60)?)
 }
 
 /// Converts a template; `task` is the array task (None: a single job).
@@ -509,7 +513,10 @@ pub fn convert(text: &str, name_hint: Option<&str>, task: Option<&TaskContext>) 
         },
         _ => "single",
     };
-    let (components, runner, policy) = job_type_components(kind, np).expect("checked job type");
+    let (components, runner, policy) = job_type_components(kind, np).expect("checked job type").map_err(|m| {
+        let e = entries.get("NP").expect("more than one process comes from NP");
+        err(e, format!("NP: {m}"))
+    })?;
 
     if let Some((v, e)) = value("INPUT_FILES")? {
         for item in split_commas(&v) {
@@ -618,7 +625,15 @@ pub fn convert(text: &str, name_hint: Option<&str>, task: Option<&TaskContext>) 
         Some(e) => match deadline_seconds(&e.value) {
             Some(0) => None,
             Some(s) => Some(format_seconds(s)),
-            None => return Err(err(e, format!("DEADLINE '{}': expected [[D:]H:]M", e.value))),
+            None => {
+                return Err(err(
+                    e,
+                    format!(
+                        "DEADLINE '{}': expected [[D:]H:]M (whole numbers, at most 2^64 seconds in all)",
+                        e.value
+                    ),
+                ))
+            }
         },
         None => None,
     };
@@ -654,6 +669,8 @@ pub fn convert(text: &str, name_hint: Option<&str>, task: Option<&TaskContext>) 
         cputime: None,
         memory: None,
         deadline,
+        begin: None,
+        signal: None,
         retries,
         requirements,
         rank,
@@ -672,6 +689,7 @@ pub fn convert(text: &str, name_hint: Option<&str>, task: Option<&TaskContext>) 
         afterany: Vec::new(),
         afterok,
         afternotok: Vec::new(),
+        dependency: None,
     })
 }
 

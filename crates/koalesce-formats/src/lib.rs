@@ -80,7 +80,8 @@ impl std::str::FromStr for Format {
 
 /// A job file's bytes as text: UTF-8 (a leading byte-order mark dropped), or UTF-16 with a
 /// byte-order mark (what Windows tools write XML in; XML 1.0 §4.3.3 requires processors to
-/// read both). Anything else is an error naming the first byte that is not UTF-8.
+/// read both). Anything else is an error naming the first byte that is not UTF-8 (or the
+/// first NUL byte: UTF-16 without a byte-order mark).
 pub fn decode(bytes: &[u8]) -> Result<String, String> {
     let utf16 = |be: bool| -> Result<String, String> {
         let body = &bytes[2..];
@@ -94,15 +95,29 @@ pub fn decode(bytes: &[u8]) -> Result<String, String> {
                 u16::from_le_bytes([c[0], c[1]])
             }
         });
-        char::decode_utf16(units)
+        let text = char::decode_utf16(units)
             .collect::<Result<String, _>>()
-            .map_err(|e| format!("invalid UTF-16 text: {e}"))
+            .map_err(|e| format!("invalid UTF-16 text: {e}"))?;
+        match text.find('\0') {
+            Some(at) => Err(format!(
+                "line {}: a NUL character, which no job file holds (UTF-32 text? save it as UTF-8 or UTF-16)",
+                text[..at].matches('\n').count() + 1
+            )),
+            None => Ok(text),
+        }
     };
     match bytes {
         [0xFF, 0xFE, ..] => utf16(false),
         [0xFE, 0xFF, ..] => utf16(true),
         _ => {
             let b = bytes.strip_prefix(&[0xEF, 0xBB, 0xBF]).unwrap_or(bytes);
+            // NUL is valid UTF-8 but in no job file: UTF-16 written without a byte-order mark.
+            if let Some(at) = b.iter().position(|c| *c == 0) {
+                let line = b[..at].iter().filter(|c| **c == b'\n').count() + 1;
+                return Err(format!(
+                    "line {line}: byte {at} is NUL, which no job file holds (UTF-16 without a byte-order mark? save it as UTF-8, or as UTF-16 with one)"
+                ));
+            }
             std::str::from_utf8(b).map(str::to_string).map_err(|e| {
                 let at = e.valid_up_to();
                 let line = b[..at].iter().filter(|c| **c == b'\n').count() + 1;

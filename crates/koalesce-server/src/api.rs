@@ -591,6 +591,7 @@ fn site_info(s: &Shared, st: &daemon::State, i: usize) -> SiteInfo {
         failure_streak: st.core.ban(sid).failures,
         host: crate::gridway::sites::host_variables(site, view.idle),
         software: site.attributes.software.clone(),
+        features: site.attributes.features.clone(),
         queue_wait_ms: st.core.queue_wait_estimate(now, sid, 1),
         speed: site.speed,
         benchmarks: site.attributes.benchmarks.clone(),

@@ -89,6 +89,9 @@ pub struct ComponentSubmission {
     /// supervisor writes it into its records and the backend believes only records with it
     /// (see [`crate::supervise`]).
     pub nonce: String,
+    /// A signal to send before the wall-time limit (the job's `signal`, sbatch `--signal`);
+    /// only with a limit.
+    pub early_signal: Option<koalesce_api::timing::EarlySignal>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -122,8 +122,9 @@ fn federation_paths() -> Value {
         "/api/v1/peer/handoffs/{h}/cancel": {"post": {"summary": "Peers (at the receiver): the origin's user cancelled the job: a prepared handoff is aborted (its received inputs go), a committed one's job cancelled", "security": peer,
             "parameters": [handoff.clone()], "responses": {"200": ok("the handoff", "HandoffState"), "401": err, "404": err}}},
         "/api/v1/peer/handoffs/{h}/logs/{name}": {"get": {"summary": "Peers (at the receiver): a log (c<N>/stdout, c<N>/stderr) of the job the caller handed over; with its SHA-256 once the job ended", "security": peer,
-            "parameters": [handoff.clone(), path("name", "c<component>/stdout or c<component>/stderr"), {"name": "Range", "in": "header", "schema": {"type": "string"}, "description": "bytes=N- to resume"}],
-            "responses": {"200": file.clone(), "206": file.clone(), "401": err, "404": err, "409": err, "416": err}}},
+            "parameters": [handoff.clone(), path("name", "c<component>/stdout or c<component>/stderr"), {"name": "Range", "in": "header", "schema": {"type": "string"}, "description": "bytes=N- to resume"},
+                {"name": "tail", "in": "query", "schema": {"type": "integer"}, "description": "only its last L lines (at most 16 MiB of them), with X-Koalesce-Log-Size and X-Koalesce-Lines-Cut"}],
+            "responses": {"200": file.clone(), "206": file.clone(), "401": err, "404": err, "409": err, "416": err, "422": err}}},
         "/api/v1/peer/sent/{h}/inputs/{name}": {"get": {"summary": "Peers (at the origin): an input of the job this server handed to the caller", "security": peer,
             "parameters": [handoff, path("name", "the input's logical name at the origin"), {"name": "Range", "in": "header", "schema": {"type": "string"}, "description": "bytes=N- to resume"}],
             "responses": {"200": file.clone(), "206": file, "401": err, "404": err, "416": err}}},
@@ -276,6 +277,10 @@ mod tests {
         assert!(site["kind"].is_object() && site["supports_reservations"].is_object(), "{site}");
         let detail = &doc["components"]["schemas"]["JobDetail"]["properties"];
         assert_eq!(detail["components"]["type"], "array", "{detail}");
+        // sbatch --begin and --constraint: the begin time of jobs, the features of sites.
+        let summary = &doc["components"]["schemas"]["JobSummary"]["properties"];
+        assert!(detail["begin_ms"].is_object() && summary["begin_ms"].is_object(), "{summary}");
+        assert!(site["features"].is_object(), "{site}");
         // The federation's endpoints, the peer ones under the peer scheme.
         for p in [
             "/api/v1/grid/jobs",

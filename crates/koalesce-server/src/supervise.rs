@@ -399,6 +399,10 @@ pub struct SuperviseOptions {
     /// Wall-time limit of the program in milliseconds (SIGTERM at the limit, SIGKILL later).
     #[arg(long, value_name = "MS")]
     pub time_limit: Option<u64>,
+    /// With `--time-limit`: send this signal before the limit, as `[B:]SIG[@SECONDS]` (default
+    /// 60 s; `B:` the program alone, else the component's other processes).
+    #[arg(long, value_name = "SPEC", value_parser = parse_signal_spec)]
+    pub signal: Option<String>,
     /// Directory the program starts in, relative to its working directory (created).
     #[arg(long, value_name = "DIR")]
     pub chdir: Option<String>,
@@ -466,6 +470,9 @@ impl SuperviseOptions {
         if let Some(t) = self.time_limit {
             opt("--time-limit", t.to_string().into());
         }
+        if let Some(s) = &self.signal {
+            opt("--signal", s.into());
+        }
         if let Some(d) = &self.chdir {
             opt("--chdir", d.into());
         }
@@ -482,6 +489,11 @@ impl SuperviseOptions {
         a.extend(self.command.iter().map(OsString::from));
         a
     }
+}
+
+/// `--signal`: checked when the options are read (the wall clock parses it again).
+fn parse_signal_spec(s: &str) -> Result<String, String> {
+    s.parse::<koalesce_api::timing::EarlySignal>().map(|e| e.to_string())
 }
 
 /// The variables of `given` the program gets: with `keep` (`--env-keep`, comma-separated

@@ -115,6 +115,7 @@ impl JobSandbox {
         o.cgroup_parent = self.config.cgroup_parent.clone();
         o.memory_limit = sub.memory_limit;
         o.time_limit = (sub.time_limit_ms > 0).then_some(sub.time_limit_ms);
+        o.signal = sub.early_signal.filter(|_| o.time_limit.is_some()).map(|s| s.to_string());
         o.chdir = sub.working_directory.clone();
         o.barrier_timeout = self.barrier_timeout_ms;
         o
@@ -151,6 +152,11 @@ mod tests {
             memory_limit: Some(2 << 30),
             working_directory: Some("run".into()),
             nonce: "0123456789abcdef0123456789abcdef".into(),
+            early_signal: Some(koalesce_api::timing::EarlySignal {
+                signal: 12,
+                before_s: 30,
+                batch_only: true,
+            }),
         }
     }
 
@@ -182,6 +188,9 @@ mod tests {
             (Some(2 << 30), Some(1000), Some("run")),
             "the job's limits and working directory reach the supervisor"
         );
+        assert_eq!(expected.signal.as_deref(), Some("B:12@30"), "and its early signal");
+        let no_limit = ComponentSubmission { time_limit_ms: 0, ..sub() };
+        assert_eq!(sandbox.options(&no_limit).signal, None, "no limit, nothing to signal before");
         let args = {
             let mut a: Vec<OsString> = cmd.args.iter().map(OsString::from).collect();
             a.extend(expected.to_args());

@@ -40,16 +40,6 @@ fn header(h: &ureq::http::HeaderMap, name: &str) -> String {
     h.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string()
 }
 
-fn ended(srv: &BackgroundServer, tok: &str, id: u64, secs: u64) -> Value {
-    wait_state(
-        srv,
-        tok,
-        id,
-        &["succeeded", "failed", "timeout", "out_of_memory", "cancelled"],
-        secs,
-    )
-}
-
 fn ran_ms(j: &Value) -> u64 {
     j["finished_ms"].as_u64().unwrap() - j["started_ms"].as_u64().unwrap()
 }
@@ -335,11 +325,6 @@ fn ended_jobs_keep_their_placement_and_the_list_filters_and_pages() {
     assert_eq!(list(&admin, "?all=true&name=sweep-*").1.len(), 6);
     assert_eq!(list(&tok, "?limit=0").0, 422);
     assert_eq!(list(&tok, "?state=bogus").0, 422);
-}
-
-fn post(srv: &BackgroundServer, path: &str, tok: &str, body: &str) -> (u16, Value) {
-    let (code, text) = srv.request("POST", path, Some(tok), body.as_bytes());
-    (code, serde_json::from_str(&text).unwrap_or(Value::Null))
 }
 
 #[test]

@@ -24,6 +24,7 @@ fn sub(dir: &Path, claim: String, script: &str) -> ComponentSubmission {
         memory_limit: None,
         working_directory: None,
         nonce: NONCE.into(),
+        early_signal: None,
     }
 }
 
@@ -633,5 +634,65 @@ fn the_daemon_is_favoured_but_its_supervisors_and_programs_are_not() {
     for (slice, nice) in writers {
         assert_eq!(slice, priority::SLICE_NS);
         assert_eq!(nice, favoured.nice);
+    }
+}
+
+/// sbatch's `--signal`: a real job traps the early signal, which comes its seconds before the
+/// wall-time limit; `B:` reaches the program (the batch shell) alone, otherwise every other
+/// process of the component gets it but not the shell, as Slurm spares the batch shell (which,
+/// without a trap, would die of it).
+#[test]
+fn an_early_signal_comes_before_the_time_limit_to_the_shell_or_to_every_process() {
+    use koalesce_api::timing::EarlySignal;
+    let tmp = tempfile::tempdir().unwrap();
+    let b = LocalBackend::new("a", 4, false, common::supervisor());
+    for (k, batch_only) in [(0, false), (1, true)] {
+        let dir = tmp.path().join(format!("sites/a/jobs/{k}/a1-c0"));
+        // In the program's working directory (the sandbox lets it write there only).
+        let got = dir.join("work/got");
+        let g = "got";
+        // Whoever gets the signal records when it came (ms since the shell started): the shell
+        // then ends its child, the child ends itself.
+        let script = format!(
+            "export t0=$(date +%s%3N); \
+             sh -c 'trap \"echo child \\$(( \\$(date +%s%3N) - t0 )) >> {g}; exit 0\" USR1; while :; do sleep 0.05; done' & c=$!; \
+             trap 'echo shell $(( $(date +%s%3N) - t0 )) >> {g}; sleep 0.3; kill $c 2>/dev/null' USR1; \
+             wait $c; wait $c; echo done >> {g}"
+        );
+        let claim = b.claim("a", 2).unwrap();
+        let id = b
+            .submit(&ComponentSubmission {
+                time_limit_ms: 6_000,
+                early_signal: Some(EarlySignal {
+                    signal: 10,
+                    before_s: 3,
+                    batch_only,
+                }),
+                ..sub(&dir, claim.clone(), &script)
+            })
+            .unwrap();
+        start_when_ready(&b, &id);
+        let end = wait_terminal(&b, &id);
+        let err = std::fs::read_to_string(dir.join("stderr")).unwrap_or_default();
+        assert_eq!(end, LrmState::Completed, "the trap ended the job before its limit; stderr: {err}");
+        b.release(&claim);
+        let text = std::fs::read_to_string(&got).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let when = |who: &str| {
+            lines
+                .iter()
+                .find_map(|l| l.strip_prefix(who))
+                .map(|t| t.trim().parse::<u64>().unwrap())
+        };
+        let (shell, child) = (when("shell "), when("child "));
+        assert_eq!(lines.last(), Some(&"done"), "{text:?}");
+        let at = if batch_only {
+            assert!(child.is_none(), "B: the batch shell alone: {text:?}");
+            shell.unwrap_or_else(|| panic!("B: the shell got no signal: {text:?}"))
+        } else {
+            assert!(shell.is_none(), "without B: the batch shell is spared, as Slurm's: {text:?}");
+            child.unwrap_or_else(|| panic!("without B: the other processes got no signal: {text:?}"))
+        };
+        assert!((2_000..4_500).contains(&at), "3 s before a 6 s limit, came at {at} ms: {text:?}");
     }
 }

@@ -25,6 +25,7 @@ fn out_of_descriptors_at_launch_is_exhaustion_not_a_site_fault() {
         memory_limit: None,
         working_directory: None,
         nonce: String::new(),
+        early_signal: None,
     };
     let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
     let open = std::fs::read_dir("/proc/self/fd").unwrap().count() as u64;

@@ -15,11 +15,14 @@ use serde_json::Value;
 
 #[test]
 fn queued_jobs_migrate_to_an_idle_peer_and_run_there_once() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (pa, pb) = (free_port(), free_port());
-    let a = server(&tmp.path().join("a"), "alpha", pa, &[("a1", 1)], &[("beta", pb)]);
-    let b = server(&tmp.path().join("b"), "beta", pb, &[("b1", 4)], &[("alpha", pa)]);
-    let alice = token(&a.data_dir, "alice", false);
+    let Pair {
+        a,
+        b,
+        alice,
+        root_b,
+        tmp: _tmp,
+        ..
+    } = pair();
     let ids: Vec<u64> = (0..3).map(|i| grid_submit(&a, &alice, &sleep_job(&format!("j{i}"), 1))).collect();
     let jobs: Vec<Value> = ids.iter().map(|&id| wait_grid(&a, &alice, id, 60)).collect();
     // The first finds the one processor free (AWT 0 < φ); the next two would wait 20 and 40 s
@@ -38,7 +41,6 @@ fn queued_jobs_migrate_to_an_idle_peer_and_run_there_once() {
     // Each job ran on exactly one side: one job at alpha, two at beta (as peer-alpha).
     let here = get(&a, &alice, "/api/v1/jobs");
     assert_eq!(here.as_array().unwrap().len(), 1, "{here}");
-    let root_b = token(&b.data_dir, "root", true);
     let there = get(&b, &root_b, "/api/v1/jobs?all=true");
     let there = there.as_array().unwrap();
     assert_eq!(there.len(), 2, "{there:?}");
@@ -293,14 +295,16 @@ fn receiver_initiated_jobs_wait_for_a_volunteer_and_move_to_it() {
 /// from the server they submitted to, under the grid job's names.
 #[test]
 fn a_job_moves_with_its_input_files_and_its_outputs_come_back_to_the_origin() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (pa, pb) = (free_port(), free_port());
-    let a = server(&tmp.path().join("a"), "alpha", pa, &[("a1", 1)], &[("beta", pb)]);
-    let b = server(&tmp.path().join("b"), "beta", pb, &[("b1", 4)], &[("alpha", pa)]);
-    let alice = token(&a.data_dir, "alice", false);
+    let Pair {
+        a,
+        b,
+        alice,
+        root_b,
+        tmp: _tmp,
+        ..
+    } = pair();
     let data = text(300_000, 1);
-    let (code, body) = a.request("PUT", "/api/v1/files/data.bin?site=a1", Some(&alice), &data);
-    assert_eq!(code, 201, "{body}");
+    upload(&a, &alice, "data.bin", "a1", &data);
     // The one processor is busy for a while: the job with data would wait 20 s here.
     let blocker = grid_submit(&a, &alice, &sleep_job("blocker", 2));
     let script = "sha256sum \"$KOALESCE_INPUT_DATA_BIN\" | cut -d' ' -f1 > sum.txt && cp \"$KOALESCE_INPUT_DATA_BIN\" copy.bin";
@@ -344,7 +348,6 @@ fn a_job_moves_with_its_input_files_and_its_outputs_come_back_to_the_origin() {
     // At beta: the job ran once there, as peer-alpha, on the input it received under the
     // origin's reserved name; once the outputs are back at alpha, that input goes (catalogue
     // entry and bytes).
-    let root_b = token(&b.data_dir, "root", true);
     let received = format!("peer-alpha/{}", sha256_hex(&data));
     wait_no_received(&b, &root_b, 20);
     // Its outputs at beta go too: the origin has them.
@@ -372,15 +375,16 @@ fn a_job_moves_with_its_input_files_and_its_outputs_come_back_to_the_origin() {
 /// over with the same input still runs there.
 #[test]
 fn received_inputs_go_once_the_outputs_are_back_unless_a_running_job_shares_them() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (pa, pb) = (free_port(), free_port());
-    let a = server(&tmp.path().join("a"), "alpha", pa, &[("a1", 1)], &[("beta", pb)]);
-    let b = server(&tmp.path().join("b"), "beta", pb, &[("b1", 4)], &[("alpha", pa)]);
-    let alice = token(&a.data_dir, "alice", false);
-    let root_b = token(&b.data_dir, "root", true);
+    let Pair {
+        a,
+        b,
+        alice,
+        root_b,
+        tmp: _tmp,
+        ..
+    } = pair();
     let data = text(200_000, 7);
-    let (code, body) = a.request("PUT", "/api/v1/files/data.bin?site=a1", Some(&alice), &data);
-    assert_eq!(code, 201, "{body}");
+    upload(&a, &alice, "data.bin", "a1", &data);
     let blocker = grid_submit(&a, &alice, &sleep_job("blocker", 2));
     let job = |name: &str, secs: u32| {
         let script = format!("sleep {secs} && sha256sum \"$KOALESCE_INPUT_DATA_BIN\" | cut -d' ' -f1 > sum.txt");
@@ -398,12 +402,7 @@ fn received_inputs_go_once_the_outputs_are_back_unless_a_running_job_shares_them
         "{g}"
     );
     // The short job is released at beta (its origin recorded the answer to `done`) ...
-    let journal = Journal::open(&a.data_dir.join("federation.db")).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !journal.grid_job(short).unwrap().unwrap().released {
-        assert!(Instant::now() < deadline, "short job never released");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_released(&a, short, 10);
     // ... while the long one, with the same input, still runs there: the input stays.
     let l = get(&a, &alice, &format!("/api/v1/grid/jobs/{long}"));
     assert_eq!(l["runs_at"], "beta", "{l}");
@@ -419,7 +418,7 @@ fn received_inputs_go_once_the_outputs_are_back_unless_a_running_job_shares_them
     let (code, sum) = a.request("GET", &format!("/api/v1/files/grid-{long}/sum.txt"), Some(&alice), b"");
     assert_eq!((code, sum.trim()), (200, sha256_hex(&data).as_str()));
     wait_no_received(&b, &root_b, 20);
-    assert!(journal.grid_job(long).unwrap().unwrap().released);
+    wait_released(&a, long, 1);
     assert_eq!(wait_grid(&a, &alice, blocker, 60)["runs_at"], "local");
     // Each job ran once; the origin's input is untouched.
     assert_eq!(get(&b, &root_b, "/api/v1/jobs?all=true").as_array().unwrap().len(), 2);
@@ -504,6 +503,17 @@ fn peer_inputs_are_checked_and_an_interrupted_fetch_resumes() {
     // Cut after 120 000 bytes: the next fetch asks for the rest only.
     fake.set(Serve::Cut(120_000));
     commit_until(&failed_with("resumes from there"));
+    // The commit that saw the failure may have started one more fetch (still cut): let it end
+    // before counting, so that only the fetch after the switch is counted.
+    let requests = || fake.seen.lock().unwrap().len();
+    let mut last = requests();
+    loop {
+        std::thread::sleep(Duration::from_millis(400));
+        if requests() == last {
+            break;
+        }
+        last = requests();
+    }
     let before = fake.served.load(std::sync::atomic::Ordering::SeqCst);
     fake.set(Serve::Good);
     let v = commit_until(&|v: &Value| v["job"].is_u64());

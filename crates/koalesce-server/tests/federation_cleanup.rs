@@ -20,15 +20,6 @@ fn grid_log(srv: &BackgroundServer, tok: &str, id: u64, query: &str) -> (u16, St
     srv.request("GET", &format!("/api/v1/grid/jobs/{id}/logs?{query}"), Some(tok), b"")
 }
 
-fn wait_released(srv: &BackgroundServer, id: u64, secs: u64) {
-    let journal = Journal::open(&srv.data_dir.join("federation.db")).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !journal.grid_job(id).unwrap().unwrap().released {
-        assert!(Instant::now() < deadline, "grid job {id} never released at its peer");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 /// Issue 14: a migrated job that fails at the peer (exit 3), and one that runs past its
 /// walltime there, end at the origin with their stdout and stderr back: `GET
 /// /api/v1/grid/jobs/{id}/logs` at the origin answers byte for byte what the peer's own logs
@@ -36,15 +27,16 @@ fn wait_released(srv: &BackgroundServer, id: u64, secs: u64) {
 /// told it may drop the job's inputs (a timed-out job is an ended job too).
 #[test]
 fn logs_of_migrated_jobs_that_failed_or_timed_out_come_back_to_the_origin() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (pa, pb) = (free_port(), free_port());
-    let a = server(&tmp.path().join("a"), "alpha", pa, &[("a1", 1)], &[("beta", pb)]);
-    let b = server(&tmp.path().join("b"), "beta", pb, &[("b1", 4)], &[("alpha", pa)]);
-    let alice = token(&a.data_dir, "alice", false);
-    let root_b = token(&b.data_dir, "root", true);
+    let Pair {
+        a,
+        b,
+        alice,
+        root_b,
+        tmp: _tmp,
+        ..
+    } = pair();
     let data = text(50_000, 5);
-    let (code, body) = a.request("PUT", "/api/v1/files/data.bin?site=a1", Some(&alice), &data);
-    assert_eq!(code, 201, "{body}");
+    upload(&a, &alice, "data.bin", "a1", &data);
     let blocker = grid_submit(&a, &alice, &sleep_job("blocker", 3));
     let script = "for i in 1 2 3; do echo \"line $i of stdout\"; done; echo 'error: disk on fire' >&2; \
                   wc -c < \"$KOALESCE_INPUT_DATA_BIN\" >&2; echo partial > part.txt; exit 3";
@@ -114,13 +106,16 @@ fn logs_of_migrated_jobs_that_failed_or_timed_out_come_back_to_the_origin() {
 /// beta backed off), and is delivered once beta answers again.
 #[test]
 fn a_cancel_at_the_origin_reaches_the_peer_also_after_it_was_away() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (pa, pb) = (free_port(), free_port());
-    let a = server(&tmp.path().join("a"), "alpha", pa, &[("a1", 1)], &[("beta", pb)]);
+    let Pair {
+        a,
+        b,
+        alice,
+        root_b,
+        pa,
+        pb,
+        tmp,
+    } = pair();
     let bdir = tmp.path().join("b");
-    let b = server(&bdir, "beta", pb, &[("b1", 4)], &[("alpha", pa)]);
-    let alice = token(&a.data_dir, "alice", false);
-    let root_b = token(&b.data_dir, "root", true);
     let blocker = grid_submit(&a, &alice, &sleep_job("blocker", 30));
     let long = |name: &str| {
         format!(
@@ -245,32 +240,11 @@ fn inputs_of_aborted_handoffs_are_removed_at_the_receiver_and_nothing_else() {
         serde_json::json!({"handoff": h, "user": "alice", "description": desc,
             "inputs": [{"name": "d.bin", "size_bytes": 200_000, "sha256": sha}]})
     };
-    let prepare = |c: &PeerClient, h: &str| {
-        let p: Value = c.call("/api/v1/peer/handoffs", Some(&handoff(h))).unwrap();
-        assert_eq!(p["state"], "prepared", "{p}");
-    };
-    let files = || -> Vec<String> {
-        let v = get(&b, &root, "/api/v1/files");
-        let mut n: Vec<String> = v
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|f| f["name"].as_str().unwrap().to_string())
-            .collect();
-        n.sort();
-        n
-    };
+    let prepare = |c: &PeerClient, h: &str| prepare_handoff(c, h, desc, handoff(h)["inputs"].clone());
+    let files = || catalogue(&b, &root);
     // Gamma hands over a job with the same content; it is committed and runs at beta.
     prepare(&as_gamma, "gamma-1-1");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !as_gamma
-        .call::<_, Value>("/api/v1/peer/handoffs/gamma-1-1/commit", Some(&()))
-        .unwrap()["job"]
-        .is_u64()
-    {
-        assert!(Instant::now() < deadline);
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    commit_until_submitted(&as_gamma, "gamma-1-1", 20);
     // Logs and cancels of gamma's handoff: only gamma's, only `c<N>/stdout|stderr`.
     let status = |c: &PeerClient, path: &str| c.get_bytes(path, 0, 1 << 20).unwrap().status().as_u16();
     assert_eq!(status(&as_gamma, "/api/v1/peer/handoffs/gamma-1-1/logs/c0/stdout"), 200);
@@ -330,15 +304,7 @@ fn inputs_of_aborted_handoffs_are_removed_at_the_receiver_and_nothing_else() {
     // keeps it.
     fake.set(Serve::Cut(120_000));
     prepare(&as_alpha, "alpha-2-1");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let v: Value = as_alpha.call("/api/v1/peer/handoffs/alpha-2-1/commit", Some(&())).unwrap();
-        if v["failure"].as_str().is_some_and(|f| f.contains("resumes from there")) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{v}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    commit_until_failure(&as_alpha, "alpha-2-1", "resumes from there", 20);
     assert_eq!(partials(&b).len(), 2, "bytes and their record: {:?}", partials(&b));
     prepare(&as_alpha, "alpha-3-1");
     let _: Value = as_alpha.call("/api/v1/peer/handoffs/alpha-2-1/abort", Some(&())).unwrap();
@@ -383,15 +349,7 @@ fn a_restarted_receiver_aborts_a_handoff_never_committed_and_drops_its_partial()
         "inputs": [{"name": "d.bin", "size_bytes": 200_000, "sha256": sha}]});
     let p: Value = as_alpha.call("/api/v1/peer/handoffs", Some(&body)).unwrap();
     assert_eq!(p["state"], "prepared");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let v: Value = as_alpha.call("/api/v1/peer/handoffs/alpha-5-1/commit", Some(&())).unwrap();
-        if v["failure"].as_str().is_some_and(|f| f.contains("resumes from there")) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{v}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    commit_until_failure(&as_alpha, "alpha-5-1", "resumes from there", 20);
     assert_eq!(partials(&b).len(), 2, "{:?}", partials(&b));
     let record = partials(&b).into_iter().find(|p| p.to_string_lossy().ends_with(".offset")).unwrap();
     b.stop();
@@ -484,9 +442,9 @@ fn peer_transfers_go_through_the_sites_storage_agents() {
     let alice = token(&a.data_dir, "alice", false);
     let root_b = token(&b.data_dir, "root", true);
     let data = text(300_000, 13);
-    let (code, body) = a.request("PUT", "/api/v1/files/data.bin?site=a1", Some(&alice), &data);
-    assert_eq!(code, 201, "{body}");
+    upload(&a, &alice, "data.bin", "a1", &data);
     let (sent_a, got_b) = (stats(&agents_a[0]).bytes_sent, stats(&agents_b[0]).uploads_completed);
+    let moved_b = transfer_bytes(&b);
     let blocker = grid_submit(&a, &alice, &sleep_job("blocker", 2));
     let script = "sha256sum \"$KOALESCE_INPUT_DATA_BIN\" | cut -d' ' -f1 > sum.txt";
     let job = format!(
@@ -507,6 +465,14 @@ fn peer_transfers_go_through_the_sites_storage_agents() {
         stats(&agents_a[0])
     );
     assert!(stats(&agents_b[0]).uploads_completed > got_b, "{:?}", stats(&agents_b[0]));
+    // Beta counts the input it received once (plus the job's 65-byte output), not once for
+    // the fetch and again for the upload to its agent.
+    let counted = transfer_bytes(&b) - moved_b;
+    assert!(
+        (data.len() as u64..2 * data.len() as u64).contains(&counted),
+        "koalesce_transfer_bytes_total grew by {counted} for a {}-byte input",
+        data.len()
+    );
     // The job read exactly alpha's bytes; its output is back, stored in alpha's agent.
     let (code, sum) = a.request("GET", &format!("/api/v1/files/grid-{id}/sum.txt"), Some(&alice), b"");
     assert_eq!((code, sum.trim()), (200, sha256_hex(&data).as_str()));
@@ -537,6 +503,16 @@ fn peer_transfers_go_through_the_sites_storage_agents() {
     }
     assert_eq!(wait_grid(&a, &alice, blocker, 60)["runs_at"], "local");
     assert_eq!(get(&b, &root_b, "/api/v1/jobs?all=true").as_array().unwrap().len(), 1);
+}
+
+/// `koalesce_transfer_bytes_total` of `srv`.
+fn transfer_bytes(srv: &BackgroundServer) -> u64 {
+    let (code, text) = srv.request("GET", "/metrics", None, b"");
+    assert_eq!(code, 200, "{text}");
+    text.lines()
+        .find_map(|l| l.strip_prefix("koalesce_transfer_bytes_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no koalesce_transfer_bytes_total in {text}"))
 }
 
 /// Issue 14: a peer that accepts connections and never answers, while a job runs there: the

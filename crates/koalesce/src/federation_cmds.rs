@@ -9,6 +9,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use koalesce_server::peer::wire::{FederationStatus, GridJob};
 
+use crate::client_cmds::format::escape;
 use crate::client_cmds::output::{Output, OutputArgs};
 use crate::client_cmds::Connection;
 
@@ -162,33 +163,41 @@ fn opt<T: std::fmt::Display>(v: &Option<T>) -> String {
 }
 
 fn status_report(g: &GridJob) -> String {
+    // Everything from the server goes through `escape` (a job's name, or a peer's words about
+    // it, with terminal escapes or newlines cannot repaint the terminal or forge lines).
+    let e = |v: &str| escape(v);
+    let eo = |v: &Option<String>| v.as_deref().map_or("-".to_string(), escape);
     let mut s = String::new();
-    let _ = writeln!(s, "grid job {}  {}  ({})", g.id, g.name, g.user);
-    let _ = writeln!(s, "state    {}", g.state);
-    let _ = writeln!(s, "runs at  {}", opt(&g.runs_at));
-    let _ = writeln!(s, "job id   {} (on the server that runs it: {})", opt(&g.job), opt(&g.runs_at));
-    let _ = writeln!(s, "sites    {}", if g.sites.is_empty() { "-".into() } else { g.sites.join(", ") });
+    let _ = writeln!(s, "grid job {}  {}  ({})", g.id, e(&g.name), e(&g.user));
+    let _ = writeln!(s, "state    {}", e(&g.state));
+    let _ = writeln!(s, "runs at  {}", eo(&g.runs_at));
+    let _ = writeln!(s, "job id   {} (on the server that runs it: {})", opt(&g.job), eo(&g.runs_at));
+    let _ = writeln!(
+        s,
+        "sites    {}",
+        if g.sites.is_empty() { "-".into() } else { e(&g.sites.join(", ")) }
+    );
     let _ = writeln!(s, "exit ok  {}", opt(&g.exit_ok));
-    let _ = writeln!(s, "why      {}", opt(&g.reason));
+    let _ = writeln!(s, "why      {}", eo(&g.reason));
     if !g.outputs.is_empty() {
-        let _ = writeln!(s, "outputs  {} (koalesce files get NAME)", g.outputs.join(", "));
+        let _ = writeln!(s, "outputs  {} (koalesce files get NAME)", e(&g.outputs.join(", ")));
     }
-    if let Some(e) = &g.failure {
-        let _ = writeln!(s, "failure  {e}");
+    if let Some(f) = &g.failure {
+        let _ = writeln!(s, "failure  {}", e(f));
     }
     if g.cancel_requested && !koalesce_api::dto::is_final_state(&g.state) {
-        let _ = writeln!(s, "cancel   requested; on its way to {}", opt(&g.runs_at));
+        let _ = writeln!(s, "cancel   requested; on its way to {}", eo(&g.runs_at));
     }
     if g.runs_at.as_deref().is_some_and(|r| r != "local") && koalesce_api::dto::is_final_state(&g.state) {
         let _ = writeln!(
             s,
             "logs     koalesce logs g{} [--stderr] (brought back from {})",
             g.id,
-            opt(&g.runs_at)
+            eo(&g.runs_at)
         );
     }
-    if let Some(e) = &g.data_error {
-        let _ = writeln!(s, "data     {e}");
+    if let Some(d) = &g.data_error {
+        let _ = writeln!(s, "data     {}", e(d));
     }
     s
 }
@@ -199,16 +208,16 @@ fn jobs_table(jobs: &[GridJob]) -> String {
         "ID", "NAME", "STATE", "RUNS_AT", "JOB", "SITES"
     );
     for g in jobs {
-        let name: String = g.name.chars().take(20).collect();
+        let name: String = escape(&g.name).chars().take(20).collect();
         let _ = writeln!(
             s,
             "{:>6}  {:<20}  {:<16}  {:<10}  {:>6}  {}",
             g.id,
             name,
-            g.state,
-            opt(&g.runs_at),
+            escape(&g.state),
+            g.runs_at.as_deref().map_or("-".to_string(), escape),
             opt(&g.job),
-            g.sites.join(",")
+            escape(&g.sites.join(","))
         );
     }
     s
@@ -223,12 +232,36 @@ fn peers_report(f: &FederationStatus) -> String {
         let state = if p.available {
             "available".to_string()
         } else {
-            format!("backed off ({} failures): {}", p.failures, opt(&p.last_error))
+            format!(
+                "backed off ({} failures): {}",
+                p.failures,
+                p.last_error.as_deref().map_or("-".to_string(), escape)
+            )
         };
         let bw = p
             .measured_bps
             .map_or("bandwidth not measured".to_string(), |b| format!("{:.1} Mbit/s measured", b / 1e6));
-        let _ = writeln!(s, "  {:<12} {:<32} {state}, {bw}", p.name, p.url);
+        let _ = writeln!(s, "  {:<12} {:<32} {state}, {bw}", escape(&p.name), escape(&p.url));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_grid_jobs_words_reach_the_terminal_without_control_characters() {
+        let evil = "x\n\u{1b}[2Jforged\u{202e}";
+        let g: GridJob = serde_json::from_value(serde_json::json!({
+            "id": 3, "name": evil, "user": "alice", "state": evil, "runs_at": evil, "job": 1,
+            "sites": [evil], "exit_ok": false, "reason": evil, "submitted_ms": 0, "finished_ms": null,
+            "outputs": [evil], "data_error": evil, "failure": evil, "cancel_requested": true}))
+        .unwrap();
+        for text in [status_report(&g), jobs_table(std::slice::from_ref(&g))] {
+            assert!(!text.chars().any(|c| (c.is_control() && c != '\n') || c == '\u{202e}'), "{text:?}");
+            assert!(text.contains("x\\n\\u{1b}[2Jforged"), "{text}");
+            assert!(text.lines().all(|l| !l.starts_with("forged")), "{text}");
+        }
+    }
 }

@@ -4,139 +4,48 @@
 //! test); a receiver SIGKILLed during input transfers drops them once their handoffs are
 //! aborted; and the CLI a user at the origin runs for a job at the peer.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+mod server_common;
+
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use server_common::{free_port, test_config, TestServer};
 
-const BIN: &str = env!("CARGO_BIN_EXE_koalesce");
 const SECRET: &str = "kill-test-pair-secret-0123456789";
 
-struct Proc {
-    data: PathBuf,
-    config: PathBuf,
-    port: u16,
-    child: Option<Child>,
-    log: PathBuf,
+/// A `koalesce server` process named `name` with one site `<name>1` of `procs` processors, on
+/// the fixed `port` (restarts keep it), peered with `peer` (name, port) through the secret in
+/// `dir`; `extra`: more lines of its `[federation]` table.
+fn peer_server(dir: &Path, name: &str, port: u16, procs: u32, peer: (&str, u16), extra: &str) -> TestServer {
+    let secret = dir.join("pair.secret");
+    std::fs::write(&secret, SECRET).unwrap();
+    let config = format!(
+        "{}[federation]\nname = \"{name}\"\nphi = \"1s\"\ncheck_interval_ms = 100\n\
+         peer_timeout_ms = 1000\nbackoff_initial_ms = 200\nbackoff_max_ms = 1000\n{extra}\n\
+         [[federation.peers]]\nname = \"{}\"\nurl = \"http://127.0.0.1:{}\"\nsecret_file = {:?}\n",
+        test_config(&[(&format!("{name}1"), procs)]),
+        peer.0,
+        peer.1,
+        secret
+    );
+    let mut s = TestServer::new(&config);
+    s.port = Some(port);
+    s
 }
 
-impl Proc {
-    fn new(dir: &Path, name: &str, port: u16, procs: u32, peer: (&str, u16)) -> Proc {
-        Proc::with(dir, name, port, procs, peer, "")
-    }
-
-    /// As [`Proc::new`], with `extra` lines in its `[federation]` table.
-    fn with(dir: &Path, name: &str, port: u16, procs: u32, peer: (&str, u16), extra: &str) -> Proc {
-        let data = dir.join(name).join("data");
-        std::fs::create_dir_all(&data).unwrap();
-        let secret = dir.join("pair.secret");
-        std::fs::write(&secret, SECRET).unwrap();
-        let config = dir.join(name).join("server.toml");
-        std::fs::write(
-            &config,
-            format!(
-                "allow_root_jobs = true\npoll_interval_ms = 50\n[[sites]]\nname = \"{name}1\"\nprocessors = {procs}\n\
-                 [scheduler]\nplace_on_submit = true\nmin_claim_retry_ms = 100\nscan_interval = {{ kind = \"fixed\", interval_ms = 100 }}\n\
-                 [users]\n\"*\" = \"root\"\n[federation]\nname = \"{name}\"\nphi = \"1s\"\ncheck_interval_ms = 100\n\
-                 peer_timeout_ms = 1000\nbackoff_initial_ms = 200\nbackoff_max_ms = 1000\n{extra}\n\
-                 [[federation.peers]]\nname = \"{}\"\nurl = \"http://127.0.0.1:{}\"\nsecret_file = {:?}\n",
-                peer.0, peer.1, secret
-            ),
-        )
-        .unwrap();
-        Proc {
-            log: dir.join(name).join("server.log"),
-            data,
-            config,
-            port,
-            child: None,
-        }
-    }
-
-    fn token(&self, user: &str, admin: bool) -> String {
-        let mut cmd = Command::new(BIN);
-        cmd.args(["token", "create", user]);
-        if admin {
-            cmd.arg("--admin");
-        }
-        let out = cmd.arg("--data-dir").arg(&self.data).output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).split_whitespace().last().unwrap().to_string()
-    }
-
-    fn start(&mut self) {
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).unwrap();
-        let child = Command::new(BIN)
-            .args(["server", "--data-dir"])
-            .arg(&self.data)
-            .arg("--config")
-            .arg(&self.config)
-            .arg("--listen")
-            .arg(format!("127.0.0.1:{}", self.port))
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        self.child = Some(child);
-        let t0 = Instant::now();
-        while http("GET", self.port, "/healthz", None, "").0 != 200 {
-            assert!(t0.elapsed() < Duration::from_secs(30), "server did not start: {}", self.log_tail());
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn kill9(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    fn log_tail(&self) -> String {
-        let t = std::fs::read_to_string(&self.log).unwrap_or_default();
-        t.lines().rev().take(30).collect::<Vec<_>>().join("\n")
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
+/// One request to the server on `port` (a server being killed answers nothing: status 0).
 fn http(method: &str, port: u16, path: &str, token: Option<&str>, body: &str) -> (u16, String) {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(5)))
-        .build()
-        .into();
-    let url = format!("http://127.0.0.1:{port}{path}");
-    let auth = token.map(|t| format!("Bearer {t}")).unwrap_or_default();
-    let r = match method {
-        "POST" => agent.post(&url).header("Authorization", &auth).send(body),
-        _ => agent.get(&url).header("Authorization", &auth).call(),
-    };
-    match r {
-        Ok(mut resp) => (resp.status().as_u16(), resp.body_mut().read_to_string().unwrap_or_default()),
-        Err(_) => (0, String::new()),
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    let ct = (method == "POST").then_some("application/toml");
+    server_common::http(&format!("http://127.0.0.1:{port}"), method, path, token, ct, body.as_bytes()).unwrap_or((0, String::new()))
 }
 
 #[test]
 fn sigkilled_origin_and_receiver_lose_no_job_and_run_none_twice() {
     let tmp = tempfile::tempdir().unwrap();
     let (pa, pb) = (free_port(), free_port());
-    let mut a = Proc::new(tmp.path(), "alpha", pa, 1, ("beta", pb));
-    let mut b = Proc::new(tmp.path(), "beta", pb, 4, ("alpha", pa));
+    let mut a = peer_server(tmp.path(), "alpha", pa, 1, ("beta", pb), "");
+    let mut b = peer_server(tmp.path(), "beta", pb, 4, ("alpha", pa), "");
     let alice = a.token("alice", false);
     let root_b = b.token("root", true);
     a.start();
@@ -254,7 +163,7 @@ fn a_receiver_sigkilled_during_input_transfers_drops_them_once_their_handoffs_ar
     let shas: Vec<String> = contents.iter().map(|c| koalesce_server::store::sha256_hex(c)).collect();
     let fake = stalling_origin(contents, 1_500_000);
     let pb = free_port();
-    let mut b = Proc::with(
+    let mut b = peer_server(
         tmp.path(),
         "beta",
         pb,
@@ -278,7 +187,7 @@ fn a_receiver_sigkilled_during_input_transfers_drops_them_once_their_handoffs_ar
     }
     // Both partials hold a durable checkpoint (every MiB; its record is `….offset`, written
     // through a temporary file a kill may leave too): kill the receiver now.
-    let parts_dir = b.data.join("federation-partial");
+    let parts_dir = b.data_dir.join("federation-partial");
     let names_of = |sha: &str| -> Vec<String> {
         std::fs::read_dir(&parts_dir)
             .map(|d| {
@@ -322,15 +231,10 @@ fn a_receiver_sigkilled_during_input_transfers_drops_them_once_their_handoffs_ar
     assert_eq!((code, jobs.trim()), (200, "[]"));
 }
 
-/// `koalesce …` against the server on `port` as `token`: (success, stdout + stderr).
-fn cli(port: u16, token: &str, args: &[&str]) -> (bool, String) {
-    let out = Command::new(BIN)
-        .args(args)
-        .args(["--url", &format!("http://127.0.0.1:{port}"), "--token", token])
-        .output()
-        .unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    (out.status.success(), text)
+/// `koalesce …` against `s` as `token`: (success, stdout + stderr).
+fn cli(s: &TestServer, token: &str, args: &[&str]) -> (bool, String) {
+    let (code, out, err) = server_common::cli(s, token, args);
+    (code == 0, format!("{out}{err}"))
 }
 
 /// Issue 14, for a user at the origin (real `koalesce server` processes, the real CLI): a job
@@ -341,8 +245,8 @@ fn cli(port: u16, token: &str, args: &[&str]) -> (bool, String) {
 fn the_cli_shows_a_migrated_jobs_failure_and_logs_and_cancels_it_at_the_peer() {
     let tmp = tempfile::tempdir().unwrap();
     let (pa, pb) = (free_port(), free_port());
-    let mut a = Proc::new(tmp.path(), "alpha", pa, 1, ("beta", pb));
-    let mut b = Proc::new(tmp.path(), "beta", pb, 4, ("alpha", pa));
+    let mut a = peer_server(tmp.path(), "alpha", pa, 1, ("beta", pb), "");
+    let mut b = peer_server(tmp.path(), "beta", pb, 4, ("alpha", pa), "");
     let alice = a.token("alice", false);
     a.start();
     b.start();
@@ -369,7 +273,7 @@ fn the_cli_shows_a_migrated_jobs_failure_and_logs_and_cancels_it_at_the_peer() {
         assert!(Instant::now() < deadline, "{} {}\n{}", state(failing), state(long), b.log_tail());
         std::thread::sleep(Duration::from_millis(100));
     }
-    let (ok, text) = cli(pa, &alice, &["status", &format!("g{failing}")]);
+    let (ok, text) = cli(&a, &alice, &["status", &format!("g{failing}")]);
     assert!(ok, "{text}");
     for want in [
         "state    failed",
@@ -380,18 +284,18 @@ fn the_cli_shows_a_migrated_jobs_failure_and_logs_and_cancels_it_at_the_peer() {
     ] {
         assert!(text.contains(want), "no '{want}' in:\n{text}");
     }
-    let (ok, err) = cli(pa, &alice, &["logs", &format!("g{failing}"), "--stderr"]);
+    let (ok, err) = cli(&a, &alice, &["logs", &format!("g{failing}"), "--stderr"]);
     assert!(ok, "{err}");
     assert_eq!(err, "error: no such frobnicator\n");
-    let (ok, out) = cli(pa, &alice, &["logs", &format!("g{failing}")]);
+    let (ok, out) = cli(&a, &alice, &["logs", &format!("g{failing}")]);
     assert_eq!((ok, out.as_str()), (true, "working\n"));
     // While the long one runs at beta its output is there too; then it is cancelled there.
     let deadline = Instant::now() + Duration::from_secs(20);
-    while cli(pa, &alice, &["logs", &format!("g{long}")]).1 != "started\n" {
+    while cli(&a, &alice, &["logs", &format!("g{long}")]).1 != "started\n" {
         assert!(Instant::now() < deadline);
         std::thread::sleep(Duration::from_millis(100));
     }
-    let (ok, text) = cli(pa, &alice, &["cancel", &format!("g{long}")]);
+    let (ok, text) = cli(&a, &alice, &["cancel", &format!("g{long}")]);
     assert!(ok, "{text}");
     assert!(text.starts_with(&format!("grid job {long} ")), "{text}");
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -403,8 +307,8 @@ fn the_cli_shows_a_migrated_jobs_failure_and_logs_and_cancels_it_at_the_peer() {
     let root_b = b.token("root", true);
     let (_, body) = http("GET", pb, &format!("/api/v1/jobs/{rid}"), Some(&root_b), "");
     assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["state"], "cancelled", "{body}");
-    assert_eq!(cli(pa, &alice, &["logs", &format!("g{long}")]).1, "started\n");
-    let (ok, text) = cli(pa, &alice, &["cancel", &format!("g{long}")]);
+    assert_eq!(cli(&a, &alice, &["logs", &format!("g{long}")]).1, "started\n");
+    let (ok, text) = cli(&a, &alice, &["cancel", &format!("g{long}")]);
     assert!(!ok && text.contains("409"), "{text}");
     a.kill9();
     b.kill9();

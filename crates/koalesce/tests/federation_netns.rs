@@ -209,6 +209,21 @@ fn tx_bytes(ns: &str) -> u64 {
 /// The tests move data over the shaped link one at a time: two at once would share it.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// For a test that needs root: this file's turn, its directory and the bed up in it; None
+/// (saying the test was skipped) without root.
+fn root_bed() -> Option<(std::sync::MutexGuard<'static, ()>, tempfile::TempDir, Bed)> {
+    if !is_root() {
+        eprintln!("SKIPPED: this test needs root (network namespaces and tc shaping); CI runs as root");
+        return None;
+    }
+    let one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = tempfile::tempdir().unwrap();
+    let bed_dir = tmp.path().join("bed");
+    std::fs::create_dir_all(&bed_dir).unwrap();
+    let bed = Bed::up(&bed_dir);
+    Some((one, tmp, bed))
+}
+
 /// The offset a resumable partial under `dir` holds durably (0: none).
 fn partial_offset(dir: &Path) -> u64 {
     let mut best = 0;
@@ -251,15 +266,7 @@ fn job(name: &str, input: &str, script: &str, estimate: &str) -> String {
 
 #[test]
 fn a_slow_link_keeps_data_heavy_jobs_home_and_light_ones_move_over_it() {
-    if !is_root() {
-        eprintln!("SKIPPED: this test needs root (network namespaces and tc shaping); CI runs as root");
-        return;
-    }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let tmp = tempfile::tempdir().unwrap();
-    let bed_dir = tmp.path().join("bed");
-    std::fs::create_dir_all(&bed_dir).unwrap();
-    let bed = Bed::up(&bed_dir);
+    let Some((_one, tmp, bed)) = root_bed() else { return };
     let (a, alice) = Server::start(&bed, tmp.path(), "alpha", 1, "beta", "alice");
     let (b, root_b) = Server::start(&bed, tmp.path(), "beta", 4, "alpha", "root");
     // Each has measured the other over the shaped link (a 1 MiB probe), not assumed 1 Gbit/s.
@@ -381,15 +388,7 @@ fn a_slow_link_keeps_data_heavy_jobs_home_and_light_ones_move_over_it() {
 /// runs once there on the verified bytes, and nothing runs at the origin.
 #[test]
 fn a_receiver_killed_during_an_input_transfer_resumes_it_and_runs_the_job_once() {
-    if !is_root() {
-        eprintln!("SKIPPED: this test needs root (network namespaces and tc shaping); CI runs as root");
-        return;
-    }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let tmp = tempfile::tempdir().unwrap();
-    let bed_dir = tmp.path().join("bed");
-    std::fs::create_dir_all(&bed_dir).unwrap();
-    let bed = Bed::up(&bed_dir);
+    let Some((_one, tmp, bed)) = root_bed() else { return };
     // Small probes (the decision only needs "move"); no expected output: ADT is the input's.
     let extra = "probe_bytes = 65536\noutput_ratio = 0.0\n";
     let (a, alice) = Server::start_with(&bed, tmp.path(), "alpha", 1, "beta", "alice", extra);
@@ -463,15 +462,7 @@ fn a_receiver_killed_during_an_input_transfer_resumes_it_and_runs_the_job_once()
 /// once its output is back, the receiver drops the input it received.
 #[test]
 fn an_origin_killed_during_an_input_transfer_is_restarted_and_the_job_runs_once() {
-    if !is_root() {
-        eprintln!("SKIPPED: this test needs root (network namespaces and tc shaping); CI runs as root");
-        return;
-    }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let tmp = tempfile::tempdir().unwrap();
-    let bed_dir = tmp.path().join("bed");
-    std::fs::create_dir_all(&bed_dir).unwrap();
-    let bed = Bed::up(&bed_dir);
+    let Some((_one, tmp, bed)) = root_bed() else { return };
     let extra = "probe_bytes = 65536\noutput_ratio = 0.0\n";
     let (mut a, alice) = Server::start_with(&bed, tmp.path(), "alpha", 1, "beta", "alice", extra);
     let (b, root_b) = Server::start_with(&bed, tmp.path(), "beta", 4, "alpha", "root", extra);

@@ -1,172 +1,16 @@
-//! koalesce's Slurm-compatible commands against a real `koalesce server`, and the workflow
-//! tools that drive them (issue 18).
-//!
-//! - `commands_speak_slurm`: `koalesce slurm-commands install DIR`, then sbatch / squeue /
-//!   sacct / scancel / scontrol through the installed names, checking Slurm's formats, states,
-//!   exit codes, output files and refusals.
-//! - `workflow_tools_run_on_koalesce`: code no one here wrote, from PyPI: PSI/J's own test
-//!   suite with the `koalesce` executor (python/) and with PSI/J's `slurm` executor on our
-//!   commands, dask-jobqueue's SLURMCluster and Parsl's SlurmProvider
-//!   (`python/ci/setup-venv.sh`, then `python/ci/run-tools.sh`). It needs Python 3 with venv
-//!   and PyPI (CI installs them); it fails, not skips, without them.
+//! koalesce's Slurm-compatible commands against a real `koalesce server` (issue 18):
+//! `koalesce slurm-commands install DIR`, then sbatch / squeue / sacct / scancel / scontrol
+//! through the installed names, checking Slurm's formats, states, exit codes, output files and
+//! refusals. The workflow tools that drive them: `slurm_workflow_tools.rs`.
 
 mod slurm_common;
+mod slurm_server;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use slurm_common::BIN;
-
-/// Two local sites.
-const LOCAL_SITES: &str = "[[sites]]\nname = \"vu\"\nprocessors = 8\n[[sites]]\nname = \"leiden\"\nprocessors = 4\n";
-
-/// A `koalesce server` child on a temporary directory, with the Slurm commands installed.
-struct Server {
-    dir: tempfile::TempDir,
-    child: Child,
-    url: String,
-    token: String,
-    bin: PathBuf,
-}
-
-impl Server {
-    /// Starts a server with `sites` (TOML `[[sites]]` tables); jobs may also read `read_only`
-    /// and write the test directory's `shared/` (and `/dev/shm`, which Python's
-    /// multiprocessing needs).
-    fn start(sites: &str, read_only: &[PathBuf]) -> Server {
-        let dir = tempfile::Builder::new().prefix("koalesce-slurmcmd-").tempdir().unwrap();
-        let data = dir.path().join("data");
-        let shared = dir.path().join("shared");
-        std::fs::create_dir_all(&data).unwrap();
-        std::fs::create_dir_all(&shared).unwrap();
-        let ro: Vec<String> = read_only.iter().map(|p| format!("{:?}", p.display().to_string())).collect();
-        // Test users have no Unix accounts: as root their jobs run as root (still sandboxed).
-        let config = format!(
-            "poll_interval_ms = 50\nallow_root_jobs = true\n{sites}\n\
-             [scheduler]\nplace_on_submit = true\nmin_claim_retry_ms = 100\n\
-             scan_interval = {{ kind = \"fixed\", interval_ms = 100 }}\n\
-             [users]\n\"*\" = \"root\"\n[sandbox]\nread_only = [{}]\nread_write = [{:?}, \"/dev/shm\"]\n",
-            ro.join(", "),
-            shared.display().to_string()
-        );
-        std::fs::write(dir.path().join("server.toml"), config).unwrap();
-        let out = Command::new(BIN)
-            .args(["token", "create", "alice", "--data-dir"])
-            .arg(&data)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let token = String::from_utf8_lossy(&out.stdout).split_whitespace().last().unwrap().to_string();
-        let log = std::fs::File::create(dir.path().join("server.log")).unwrap();
-        let child = Command::new(BIN)
-            .arg("server")
-            .arg("--data-dir")
-            .arg(&data)
-            .args(["--listen", "127.0.0.1:0", "--config"])
-            .arg(dir.path().join("server.toml"))
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        let t0 = Instant::now();
-        let addr_file = data.join("server.addr");
-        let url = loop {
-            if let Ok(a) = std::fs::read_to_string(&addr_file) {
-                if !a.trim().is_empty() {
-                    break format!("http://{}", a.trim());
-                }
-            }
-            assert!(t0.elapsed() < Duration::from_secs(30), "the server did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        let bin = dir.path().join("bin");
-        let token_file = dir.path().join("token");
-        std::fs::write(&token_file, format!("{token}\n")).unwrap();
-        let out = Command::new(BIN)
-            .args(["slurm-commands", "install"])
-            .arg(&bin)
-            .arg("--url")
-            .arg(&url)
-            .arg("--token-file")
-            .arg(&token_file)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "install: {}", String::from_utf8_lossy(&out.stderr));
-        Server {
-            dir,
-            child,
-            url,
-            token,
-            bin,
-        }
-    }
-
-    fn shared(&self) -> PathBuf {
-        self.dir.path().join("shared")
-    }
-
-    /// Runs an installed command (found through the link in DIR, connection from
-    /// DIR/koalesce-client.toml: no KOALESCE_* variables) in `shared/`.
-    fn run(&self, cmd: &str, args: &[&str]) -> Output {
-        Command::new(self.bin.join(cmd))
-            .args(args)
-            .current_dir(self.shared())
-            .env_remove("KOALESCE_URL")
-            .env_remove("KOALESCE_TOKEN")
-            .output()
-            .unwrap()
-    }
-
-    fn stdout(&self, cmd: &str, args: &[&str]) -> String {
-        let o = self.run(cmd, args);
-        assert!(
-            o.status.success(),
-            "{cmd} {args:?}: {}\n{}",
-            String::from_utf8_lossy(&o.stderr),
-            self.log_tail()
-        );
-        String::from_utf8(o.stdout).unwrap()
-    }
-
-    fn log_tail(&self) -> String {
-        let t = std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default();
-        let lines: Vec<&str> = t.lines().collect();
-        lines[lines.len().saturating_sub(30)..].join("\n")
-    }
-
-    /// Polls `squeue -h -j ID -o %T` until the job's state is final.
-    fn wait_final(&self, id: &str) -> String {
-        let t0 = Instant::now();
-        loop {
-            let s = self.stdout("squeue", &["-h", "-j", id, "-o", "%T"]).trim().to_string();
-            if ["COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY"].contains(&s.as_str()) {
-                return s;
-            }
-            assert!(t0.elapsed() < Duration::from_secs(60), "job {id} still {s}\n{}", self.log_tail());
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.child.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        );
-        let t0 = Instant::now();
-        while t0.elapsed() < Duration::from_secs(5) {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(25));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use slurm_server::{Server, LOCAL_SITES};
 
 #[test]
 fn commands_speak_slurm() {
@@ -437,99 +281,123 @@ fn an_sbatch_dependency_on_an_array_waits_for_every_task() {
     assert!(err.contains(&format!("afterok:{arr}_7")) && err.contains("task"), "{err}");
 }
 
-/// The venv with the tools (made by python/ci/setup-venv.sh, which CI runs too).
-fn tools_venv(target: &Path) -> PathBuf {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../python/ci/setup-venv.sh");
-    let out = Command::new("bash")
-        .arg(&script)
-        .env("CARGO_TARGET_DIR", target)
-        .output()
-        .unwrap_or_else(|e| panic!("running {}: {e}", script.display()));
-    assert!(
-        out.status.success(),
-        "{} failed (needs python3 with venv, and PyPI): {}",
-        script.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    target.join("py-venv")
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
 }
 
-/// Runs `python/ci/run-tools.sh PARTS...` against a fresh server on `sites` and checks each
-/// part's result line.
-fn run_tools(sites: &str, parts: &[&str]) {
-    let target = Path::new(BIN).parent().and_then(Path::parent).unwrap().to_path_buf();
-    let venv = tools_venv(&target);
-    let prefix = Command::new(venv.join("bin/python"))
-        .args(["-c", "import sys; print(sys.base_prefix)"])
-        .output()
-        .unwrap();
-    let prefix = PathBuf::from(String::from_utf8(prefix.stdout).unwrap().trim());
-    let s = Server::start(sites, &[prefix, venv.clone()]);
-    let tools_dir = s.shared().join("tools");
-    std::fs::create_dir_all(&tools_dir).unwrap();
-    let path = format!("{}:{}", s.bin.display(), std::env::var("PATH").unwrap_or_default());
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../python/ci/run-tools.sh");
-    let out = Command::new("bash")
-        .arg(&script)
-        .args(parts)
-        .env("CARGO_TARGET_DIR", &target)
-        .env("KOALESCE_TOOLS_DIR", &tools_dir)
+/// `--begin`: the job pends (BeginTime) until its time, also across a server restart;
+/// `--signal=B:USR1@58` with `-t 1`: the batch shell's trap runs about 2 s after the start.
+#[test]
+fn sbatch_begin_waits_across_a_restart_and_signal_reaches_the_trap() {
+    let mut s = Server::start(LOCAL_SITES, &[]);
+    let shared = s.shared();
+    let started = shared.join("started.txt");
+    let script = format!("date +%s%3N > {}", started.display());
+    let asked = now_ms();
+    let id = s
+        .stdout("sbatch", &["--parsable", "--begin=now+4", "-o", "/dev/null", "--wrap", &script])
+        .trim()
+        .to_string();
+    let answered = now_ms();
+    // Seconds resolution, as Slurm's: not before the second after 4 s from now.
+    let begin_ms = (asked / 1000 + 4) * 1000;
+    assert_eq!(s.stdout("squeue", &["-h", "-j", &id, "-o", "%T %r"]), "PENDING BeginTime\n");
+    let show = s.stdout("scontrol", &["show", "job", &id]);
+    assert!(show.contains("Reason=BeginTime"), "{show}");
+    // squeue's %S and scontrol's EligibleTime: the begin time, in local time (sbatch read
+    // `now` between `asked` and `answered`).
+    let local = |secs: u64| {
+        let o = Command::new("date")
+            .args(["-d", &format!("@{secs}"), "+%Y-%m-%dT%H:%M:%S"])
+            .output()
+            .unwrap();
+        String::from_utf8(o.stdout).unwrap().trim().to_string()
+    };
+    let shown = s.stdout("squeue", &["-h", "-j", &id, "-o", "%S"]).trim().to_string();
+    let possible: Vec<String> = (asked / 1000 + 4..=answered / 1000 + 4).map(local).collect();
+    assert!(possible.contains(&shown), "{shown} not in {possible:?}");
+    assert!(show.contains(&format!("EligibleTime={shown}")), "{show}");
+    // Stopped and started again before the begin time: still pending for it.
+    s.restart();
+    assert_eq!(s.stdout("squeue", &["-h", "-j", &id, "-o", "%T %r"]), "PENDING BeginTime\n");
+    assert_eq!(s.wait_final(&id), "COMPLETED");
+    let ran: u64 = std::fs::read_to_string(&started).unwrap().trim().parse().unwrap();
+    assert!(ran >= begin_ms, "started at {ran}, before its begin time {begin_ms}");
+
+    // A begin time in the past: at once.
+    let o = s.stdout(
+        "sbatch",
+        &["--parsable", "--begin=2020-01-01T00:00", "-o", "/dev/null", "--wrap", "true"],
+    );
+    assert_eq!(s.wait_final(o.trim()), "COMPLETED");
+
+    let got = shared.join("signal.txt");
+    let script = format!(
+        "#!/bin/bash\n#SBATCH -t 1\n#SBATCH --signal=B:USR1@58\n#SBATCH -o /dev/null\n\
+         t0=$(date +%s%3N)\ntrap 'echo $(( $(date +%s%3N) - t0 )) > {}; exit 0' USR1\n\
+         while :; do sleep 0.1; done\n",
+        got.display()
+    );
+    std::fs::write(shared.join("sig.sh"), script).unwrap();
+    let id = s.stdout("sbatch", &["--parsable", "sig.sh"]).trim().to_string();
+    assert_eq!(s.wait_final(&id), "COMPLETED", "the trap ended the job");
+    let after: u64 = std::fs::read_to_string(&got).unwrap().trim().parse().unwrap();
+    assert!(
+        (1_000..10_000).contains(&after),
+        "58 s before a 60 s limit: came {after} ms after the start"
+    );
+    let o = s.run("sbatch", &["--signal=R:USR1@30", "--wrap", "true"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("Invalid signal specification") && err.contains("R:"), "{err}");
+    let o = s.run("sbatch", &["--begin=someday", "--wrap", "true"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("Invalid --begin specification"));
+}
+
+/// `-C/--constraint`: only a site with the features takes the job; a constraint no site
+/// satisfies is refused at submission, and a feature no site has also by the server.
+#[test]
+fn sbatch_constraint_picks_the_sites_with_the_features() {
+    let sites = "[[sites]]\nname = \"vu\"\nprocessors = 8\n[sites.attributes]\nfeatures = [\"ib\", \"haswell\"]\n\
+                 [[sites]]\nname = \"leiden\"\nprocessors = 8\n[sites.attributes]\nfeatures = [\"skylake\"]\n";
+    let s = Server::start(sites, &[]);
+    for (constraint, site) in [
+        ("ib", "vu"),
+        ("skylake", "leiden"),
+        ("[haswell|skylake]&ib", "vu"),
+        ("ib|skylake&haswell", "vu"),
+    ] {
+        let id = s
+            .stdout("sbatch", &["--parsable", "-C", constraint, "-o", "/dev/null", "--wrap", "true"])
+            .trim()
+            .to_string();
+        assert_eq!(s.wait_final(&id), "COMPLETED");
+        assert_eq!(s.stdout("squeue", &["-h", "-j", &id, "-o", "%N"]).trim(), site, "{constraint}");
+    }
+    for bad in ["ib&skylake", "gpu", "gpu|ib", "ib*2"] {
+        let o = s.run("sbatch", &["-C", bad, "--wrap", "true"]);
+        assert!(!o.status.success(), "{bad}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("Invalid feature specification"), "{bad}: {err}");
+    }
+    // The server itself refuses a feature no site has (a job file written by hand).
+    let job = s.shared().join("job.toml");
+    std::fs::write(
+        &job,
+        "name = \"f\"\nexecutable = \"/bin/true\"\nrequirements = 'HAS_FEATURE(\"gpu\")'\n[[components]]\nprocessors = 1\n",
+    )
+    .unwrap();
+    let o = Command::new(BIN)
+        .arg("submit")
+        .arg(&job)
         .env("KOALESCE_URL", &s.url)
         .env("KOALESCE_TOKEN", &s.token)
-        .env("PATH", path)
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    println!("{text}");
-    let logs = || {
-        let mut all = String::new();
-        for e in std::fs::read_dir(&tools_dir).unwrap().flatten() {
-            let p = e.path();
-            if p.extension().is_some_and(|x| x == "log") {
-                let t = std::fs::read_to_string(&p).unwrap_or_default();
-                let tail: Vec<&str> = t.lines().rev().take(40).collect();
-                all.push_str(&format!(
-                    "--- {}\n{}\n",
-                    p.display(),
-                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-                ));
-            }
-        }
-        all
-    };
-    assert!(
-        out.status.success(),
-        "run-tools.sh failed:\n{text}\n{}\n{}\nserver:\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        logs(),
-        s.log_tail()
-    );
-    // Each part reported its result line.
-    for part in parts {
-        let needle = match *part {
-            "unit" => "executor unit tests: ",
-            "psij-koalesce" => "PSI/J test suite, executors koalesce:single,koalesce:multiple:",
-            "psij-slurm" => "PSI/J test suite, executors slurm:single,slurm:multiple:",
-            "dask" => "dask: 3 workers",
-            "parsl" => "parsl: 12 tasks",
-            other => panic!("unknown part {other}"),
-        };
-        assert!(text.contains(needle), "missing '{needle}' in:\n{text}");
-    }
-    assert!(!text.contains(" failed"), "{text}");
-}
-
-#[test]
-fn workflow_tools_run_on_koalesce() {
-    run_tools(LOCAL_SITES, &["unit", "psij-koalesce", "psij-slurm", "dask", "parsl"]);
-}
-
-/// The same tools when koalesce's sites are real Slurm clusters (a test bed of two): every
-/// job is a Slurm job running koalesce's supervisor, which runs the batch step.
-#[test]
-fn workflow_tools_run_on_slurm_sites() {
-    let bed = slurm_common::Bed::up(2, 1, 0);
-    let conf = std::fs::read_to_string(bed.tmp.path().join("bed/server.toml")).unwrap();
-    let sites = &conf[conf.find("[[sites]]").expect("the bed's server.toml has sites")..];
-    run_tools(sites, &["psij-koalesce", "dask", "parsl"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("Invalid feature specification") && err.contains("gpu"), "{err}");
 }

@@ -17,6 +17,53 @@ fn succeeded_count(s: &TestServer) -> u64 {
         .unwrap_or_else(|| panic!("no succeeded count in /metrics:\n{text}"))
 }
 
+/// A server (`config`) whose stage-outs stop after their first output while the returned hold
+/// file exists (failure injection: a real daemon cannot be stopped on cue between two
+/// outputs), and alice's token.
+fn server_holding_stage_outs(config: &str) -> (TestServer, String, std::path::PathBuf) {
+    let mut s = TestServer::new(config);
+    let token = s.token("alice", false);
+    let hold = s.path().join("hold-stage-out");
+    std::fs::write(&hold, "").unwrap();
+    s.env.push(("KOALESCE_FAULT_STAGE_OUT_HOLD", hold.clone()));
+    s.start();
+    (s, token, hold)
+}
+
+/// Waits until a stage-out registered its first output and stopped at the hold.
+fn wait_at_hold(s: &TestServer, hold: &std::path::Path) {
+    let mut reached = hold.as_os_str().to_owned();
+    reached.push(".reached");
+    let t0 = Instant::now();
+    while !std::path::Path::new(&reached).exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the stage-out never reached the hold:\n{}",
+            s.log_tail()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// SIGKILLs the server held in a stage-out, lifts the hold and starts it again.
+fn kill_and_restart(s: &mut TestServer, hold: &std::path::Path) {
+    s.kill9();
+    std::fs::remove_file(hold).unwrap();
+    s.start();
+}
+
+/// The job's registered outputs, sorted.
+fn outputs_of(job: &Value) -> Vec<String> {
+    let mut outputs: Vec<String> = job["outputs"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no outputs: {job}"))
+        .iter()
+        .map(|o| o.as_str().unwrap().to_string())
+        .collect();
+    outputs.sort();
+    outputs
+}
+
 /// The daemon is SIGKILLed while a succeeded job's outputs are being staged out (after the
 /// first of two was registered: failure injection holds the stage-out there, as a real daemon
 /// cannot be stopped on cue between two outputs). After the restart the stage-out is redone:
@@ -25,13 +72,7 @@ fn succeeded_count(s: &TestServer) -> u64 {
 #[test]
 fn a_stage_out_interrupted_by_sigkill_is_redone_after_the_restart() {
     let _g = serial();
-    let mut s = TestServer::new(&test_config(&[("alpha", 2)]));
-    let token = s.token("alice", false);
-    let hold = s.path().join("hold-stage-out");
-    let reached = s.path().join("hold-stage-out.reached");
-    std::fs::write(&hold, "").unwrap();
-    s.env.push(("KOALESCE_FAULT_STAGE_OUT_HOLD", hold.clone()));
-    s.start();
+    let (mut s, token, hold) = server_holding_stage_outs(&test_config(&[("alpha", 2)]));
     let parent = submit(
         &s,
         &token,
@@ -48,33 +89,17 @@ fn a_stage_out_interrupted_by_sigkill_is_redone_after_the_restart() {
              inputs = [\"{parent}/first.txt\", \"{parent}/second.txt\"]\n[[components]]\nprocessors = 1\n"
         ),
     );
-    let t0 = Instant::now();
-    while !reached.exists() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(30),
-            "the stage-out never reached the hold:\n{}",
-            s.log_tail()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_at_hold(&s, &hold);
     // Succeeded, its first output registered, the second not: shown as still running, and
     // the dependent waits.
     let (_, p) = get_job(&s, &token, parent);
     assert_eq!(p["state"], "running", "{p}");
     let (_, c) = get_job(&s, &token, child);
     assert_eq!(c["state"], "held", "{c}");
-    s.kill9();
-    std::fs::remove_file(&hold).unwrap();
-    s.start();
+    kill_and_restart(&mut s, &hold);
     let p = wait_final(&s, &token, parent, Duration::from_secs(30));
     assert_eq!(p["state"], "succeeded", "{p}");
-    let mut outputs: Vec<String> = p["outputs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|o| o.as_str().unwrap().to_string())
-        .collect();
-    outputs.sort();
+    let outputs = outputs_of(&p);
     assert_eq!(outputs, [format!("{parent}/first.txt"), format!("{parent}/second.txt")]);
     let c = wait_final(&s, &token, child, Duration::from_secs(30));
     assert_eq!(c["state"], "succeeded", "the dependent read both outputs: {c}\n{}", s.log_tail());
@@ -105,41 +130,19 @@ fn a_redone_stage_out_does_not_count_an_output_registered_before_the_crash_twice
     let _g = serial();
     // first.txt: 12 bytes, second.txt: 4 bytes; the quota is their sum. Counting first.txt
     // twice (12 + 12) would go over it.
-    let mut s = TestServer::new(&format!("{}[quotas]\nmax_stored_bytes = 16\n", test_config(&[("alpha", 2)])));
-    let token = s.token("alice", false);
-    let hold = s.path().join("hold-stage-out");
-    let reached = s.path().join("hold-stage-out.reached");
-    std::fs::write(&hold, "").unwrap();
-    s.env.push(("KOALESCE_FAULT_STAGE_OUT_HOLD", hold.clone()));
-    s.start();
+    let (mut s, token, hold) = server_holding_stage_outs(&format!("{}[quotas]\nmax_stored_bytes = 16\n", test_config(&[("alpha", 2)])));
     let parent = submit(
         &s,
         &token,
         "name = \"parent\"\nexecutable = \"/bin/sh\"\narguments = [\"-c\", \"echo one one one > first.txt; echo two > second.txt\"]\n\
          outputs = [\"first.txt\", \"second.txt\"]\n[[components]]\nprocessors = 1\n",
     );
-    let t0 = Instant::now();
-    while !reached.exists() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(30),
-            "the stage-out never reached the hold:\n{}",
-            s.log_tail()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    s.kill9();
-    std::fs::remove_file(&hold).unwrap();
-    s.start();
+    wait_at_hold(&s, &hold);
+    kill_and_restart(&mut s, &hold);
     let p = wait_final(&s, &token, parent, Duration::from_secs(30));
     assert_eq!(p["state"], "succeeded", "{p}");
     assert!(p["failure"].is_null(), "nothing refused on the redo: {p}\n{}", s.log_tail());
-    let mut outputs: Vec<String> = p["outputs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|o| o.as_str().unwrap().to_string())
-        .collect();
-    outputs.sort();
+    let outputs = outputs_of(&p);
     assert_eq!(outputs, [format!("{parent}/first.txt"), format!("{parent}/second.txt")], "{p}");
     // Exactly at the quota now: one byte more is refused.
     let (code, body) = http(&s.url, "GET", "/api/v1/files", Some(&token), None, b"").unwrap();

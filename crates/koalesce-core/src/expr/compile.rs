@@ -207,10 +207,14 @@ impl Ctx {
                 }
                 let (idx, ty) = match f {
                     Function::HasSoftware => (intern(&mut self.software, arg), ValueType::Bool),
+                    Function::HasFeature => (
+                        intern(&mut self.software, &format!("{}{arg}", super::vars::FEATURE_TAG_PREFIX)),
+                        ValueType::Bool,
+                    ),
                     Function::CloseData => (intern(&mut self.files, arg), ValueType::Bool),
                     Function::HasCloseData | Function::SizeCloseData => (intern(&mut self.files, arg), ValueType::Int),
                 };
-                if *f != Function::HasSoftware {
+                if !matches!(f, Function::HasSoftware | Function::HasFeature) {
                     self.requested.resize(self.files.len(), false);
                     if *f != Function::CloseData {
                         self.requested[idx as usize] = true;
@@ -357,7 +361,7 @@ impl Gen {
                     Function::CloseData => Op::CloseData(*i),
                     Function::HasCloseData => Op::HasCloseData(*i),
                     Function::SizeCloseData => Op::SizeCloseData(*i),
-                    Function::HasSoftware => Op::HasSoftware(*i),
+                    Function::HasSoftware | Function::HasFeature => Op::HasSoftware(*i),
                 };
                 self.push(op, 1)
             }

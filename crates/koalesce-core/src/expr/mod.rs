@@ -37,7 +37,7 @@ mod vm;
 pub use glob::glob_match;
 pub use job::JobExpr;
 pub use site::gridway_data_environment;
-pub use vars::{Function, IntVar, StrVar, Var};
+pub use vars::{Function, IntVar, StrVar, Var, FEATURE_TAG_PREFIX};
 
 use compile::Program;
 

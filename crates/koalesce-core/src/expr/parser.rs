@@ -374,7 +374,9 @@ impl Parser {
                     let Some(f) = Function::from_name(&name) else {
                         return Err(ExprError::new(
                             col,
-                            format!("unknown function '{name}' (known: CLOSE_DATA, HAS_CLOSE_DATA, SIZE_CLOSE_DATA, HAS_SOFTWARE)"),
+                            format!(
+                                "unknown function '{name}' (known: CLOSE_DATA, HAS_CLOSE_DATA, SIZE_CLOSE_DATA, HAS_SOFTWARE, HAS_FEATURE)"
+                            ),
                         ));
                     };
                     self.next();

@@ -132,6 +132,10 @@ fn reference(n: &Node, h: &SiteSnapshot, files: &[String], sw: &[String]) -> Res
                     Function::CloseData | Function::HasCloseData => close.is_some() as i64,
                     Function::SizeCloseData => close.map_or(0, |b| (b / 1000) as i64),
                     Function::HasSoftware => sw.iter().position(|x| x == a).is_some_and(|i| h.has_software(i)) as i64,
+                    Function::HasFeature => {
+                        let tag = format!("{}{a}", crate::expr::FEATURE_TAG_PREFIX);
+                        sw.iter().position(|x| *x == tag).is_some_and(|i| h.has_software(i)) as i64
+                    }
                 })
             }
             Kind::Unary(UnOp::Neg, x) => V::N(num(x, h, files, sw).saturating_neg()),
@@ -267,4 +271,35 @@ proptest! {
             Err(e) => prop_assert!(e.column >= 1 && e.column <= text.chars().count() + 1, "{} in {:?}", e, text),
         }
     }
+}
+
+#[test]
+fn features_and_software_are_separate_tags() {
+    use crate::gridway::Matcher;
+    use crate::model::{ReplicaCatalogue, Site, SiteAttributes, SiteId};
+    let site = |name: &str, software: &[&str], features: &[&str]| Site {
+        name: name.into(),
+        processors: 8,
+        speed: 1.0,
+        supports_reservations: false,
+        attributes: SiteAttributes {
+            software: software.iter().map(|s| s.to_string()).collect(),
+            features: features.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        },
+    };
+    let sites = [site("a", &["ib"], &["haswell"]), site("b", &[], &["IB", "haswell"])];
+    let m = Matcher::new(&sites);
+    let cat = ReplicaCatalogue::new();
+    let at = |text: &str, s: u32| m.value_uncached(&Expr::compile(text).unwrap(), &cat, SiteId(s), 8);
+    assert_eq!(
+        (at("HAS_FEATURE(\"ib\")", 0), at("HAS_FEATURE(\"ib\")", 1)),
+        (0, 1),
+        "a software tag is no feature; case ignored"
+    );
+    assert_eq!((at("HAS_SOFTWARE(\"ib\")", 0), at("HAS_SOFTWARE(\"ib\")", 1)), (1, 0));
+    assert_eq!(at("HAS_FEATURE(\"ib\") & HAS_FEATURE(\"haswell\")", 1), 1);
+    assert_eq!(at("HAS_FEATURE(\"ib\") & HAS_FEATURE(\"haswell\")", 0), 0);
+    assert_eq!(at("HAS_FEATURE(\"skylake\") | HAS_FEATURE(\"haswell\")", 0), 1);
+    assert!(Expr::compile("HAS_FEATURE(\"\")").is_err());
 }

@@ -114,14 +114,23 @@ pub enum Function {
     /// koalesce: true when the site publishes this software / runtime environment tag
     /// (xRSL's runTimeEnvironment).
     HasSoftware,
+    /// koalesce: true when the site publishes this feature (Slurm's node features, which
+    /// `sbatch --constraint` asks for; compared ignoring ASCII case).
+    HasFeature,
 }
 
+/// How a feature asked about by `HAS_FEATURE` is kept among the tags an expression names
+/// ([`super::Compiled::software`]): behind this prefix, which no software tag of a site can
+/// carry (a NUL), so software and features never answer for each other.
+pub const FEATURE_TAG_PREFIX: &str = "\u{0}feature:";
+
 impl Function {
-    pub const ALL: [Function; 4] = [
+    pub const ALL: [Function; 5] = [
         Function::CloseData,
         Function::HasCloseData,
         Function::SizeCloseData,
         Function::HasSoftware,
+        Function::HasFeature,
     ];
 
     pub fn name(self) -> &'static str {
@@ -130,6 +139,7 @@ impl Function {
             Function::HasCloseData => "HAS_CLOSE_DATA",
             Function::SizeCloseData => "SIZE_CLOSE_DATA",
             Function::HasSoftware => "HAS_SOFTWARE",
+            Function::HasFeature => "HAS_FEATURE",
         }
     }
 

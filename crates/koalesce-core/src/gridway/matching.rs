@@ -125,7 +125,7 @@ impl Matcher {
         Matcher {
             base: sites.iter().map(|s| SiteSnapshot::for_site(s, s.processors)).collect(),
             processors: sites.iter().map(|s| s.processors).collect(),
-            offers: sites.iter().map(|s| s.attributes.software.clone()).collect(),
+            offers: sites.iter().map(|s| s.attributes.tags()).collect(),
             version: 1,
             slots: Vec::new(),
             by_text: HashMap::new(),

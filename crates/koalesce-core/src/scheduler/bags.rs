@@ -126,6 +126,25 @@ impl Scheduler {
                 progress,
             },
         );
+        // Jobs that depended on the first task's id before the declaration depend on the
+        // whole array from now on, as every later one (its own tasks' throttles stay on that
+        // one task). Their first task has not ended (its end would have decided them): the
+        // next task event decides them if the bag's progress already does.
+        let jobs = &self.jobs;
+        if let Some(waiters) = self.dependents.get_mut(&bag) {
+            let outside: BTreeSet<JobId> = waiters
+                .iter()
+                .copied()
+                .filter(|w| jobs.get(w).is_some_and(|j| j.bag != Some(bag)))
+                .collect();
+            waiters.retain(|w| !outside.contains(w));
+            if waiters.is_empty() {
+                self.dependents.remove(&bag);
+            }
+            if !outside.is_empty() {
+                self.bag_dependents.entry(bag).or_default().extend(outside);
+            }
+        }
         Ok(())
     }
 
@@ -181,7 +200,14 @@ impl Scheduler {
         sites: &[Option<SiteId>],
         timeline: Timeline,
     ) -> Result<JobId, SubmitError> {
-        self.validate(&spec)?;
+        if self.jobs.contains_key(&id) {
+            return Err(SubmitError::Invalid {
+                job: spec.name.clone(),
+                reason: format!("job {id} is in the core already"),
+            });
+        }
+        // Its inputs were read when it ran: one deleted since does not keep its outputs out.
+        self.validate_shape(&spec)?;
         if let Some((component, site)) = sites
             .iter()
             .enumerate()

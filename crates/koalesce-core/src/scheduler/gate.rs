@@ -164,7 +164,8 @@ impl Scheduler {
                 reason: format!("dependency {d}: no such {what}"),
             });
         }
-        if gate.is_open() {
+        let begins_later = spec.begin_ms.is_some_and(|b| b > now);
+        if gate.is_open() && !begins_later {
             return self.submit_with_id(now, id, spec);
         }
         self.validate_shape(&spec)?;
@@ -199,9 +200,14 @@ impl Scheduler {
             queued: now,
             ..Default::default()
         };
+        let begin = spec.begin_ms.filter(|_| begins_later);
         let mut job = self.new_job(id, spec, components, JobState::Held, timeline);
         job.user_hold = gate.hold;
+        job.begin_pending = begin.is_some();
         self.jobs.insert(id, job);
+        if let Some(at) = begin {
+            self.begins.insert((at, id));
+        }
         for (d, target, whole) in open {
             known(&mut self.jobs, id).waiting_on.push(d);
             let waiters = if whole { &mut self.bag_dependents } else { &mut self.dependents };
@@ -243,6 +249,21 @@ impl Scheduler {
         j.user_hold = false;
         self.maybe_unblock(now, id);
         Ok(())
+    }
+
+    /// Queues the held jobs whose begin time ([`crate::model::JobSpec::begin_ms`]) came, unless
+    /// something else still holds them.
+    pub(super) fn begin_due(&mut self, now: Millis) {
+        while let Some(&(at, id)) = self.begins.first() {
+            if at > now {
+                break;
+            }
+            self.begins.remove(&(at, id));
+            if let Some(j) = self.jobs.get_mut(&id) {
+                j.begin_pending = false;
+                self.maybe_unblock(now, id);
+            }
+        }
     }
 
     /// Job `id` reached `to` as jobs depending on it see it (running, or an end — for a job
@@ -310,7 +331,7 @@ impl Scheduler {
     /// Queues a held job that is released and waits for nothing more.
     fn maybe_unblock(&mut self, now: Millis, id: JobId) {
         let j = known(&mut self.jobs, id);
-        if j.state != JobState::Held || j.user_hold || !j.waiting_on.is_empty() {
+        if j.state != JobState::Held || j.user_hold || j.begin_pending || !j.waiting_on.is_empty() {
             return;
         }
         if self.validate_inputs(&self.jobs[&id].spec).is_err() {

@@ -111,6 +111,9 @@ pub struct Job {
     /// is left.
     #[serde(default)]
     pub waiting_on: Vec<super::Dependency>,
+    /// Held until its begin time ([`crate::model::JobSpec::begin_ms`]), which has not come yet.
+    #[serde(default)]
+    pub begin_pending: bool,
     /// Succeeded, and its outputs ([`crate::model::JobSpec::stages_out`]) are not registered
     /// yet: jobs depending on it still wait ([`super::Scheduler::outputs_registered`]).
     #[serde(default)]

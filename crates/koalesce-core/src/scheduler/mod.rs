@@ -98,6 +98,8 @@ pub struct Scheduler {
     claiming: BTreeSet<(Millis, JobId)>,
     /// Jobs holding reservations, by the JST at which the reservations are claimed.
     reservation_starts: BTreeSet<(Millis, JobId)>,
+    /// Held jobs by their begin time (`gate.rs`), queued then.
+    begins: BTreeSet<(Millis, JobId)>,
     next_scan: Option<Millis>,
     actions: VecDeque<Action>,
     /// Queued jobs whose tries changed without a change of state, for `take_progress`.
@@ -150,6 +152,7 @@ impl Scheduler {
             bags: BTreeMap::new(),
             bag_dependents: BTreeMap::new(),
             reservation_starts: BTreeSet::new(),
+            begins: BTreeSet::new(),
             next_scan: None,
             actions: VecDeque::new(),
             progress: Vec::new(),
@@ -167,6 +170,7 @@ impl Scheduler {
             self.next_scan,
             self.claiming.first().map(|x| x.0),
             self.reservation_starts.first().map(|x| x.0),
+            self.begins.first().map(|x| x.0),
             self.views.iter().filter_map(|v| v.blacklisted_until).min(),
         ]
         .into_iter()
@@ -174,9 +178,10 @@ impl Scheduler {
         .min()
     }
 
-    /// Runs everything due at `now`: claiming tries (in JCT order), reservation starts, and
-    /// a placement scan.
+    /// Runs everything due at `now`: held jobs whose begin time came, claiming tries (in JCT
+    /// order), reservation starts, and a placement scan.
     pub fn handle_timeout(&mut self, now: Millis) {
+        self.begin_due(now);
         for v in &mut self.views {
             if v.blacklisted_until.is_some_and(|t| t <= now) {
                 v.blacklisted = false;

@@ -11,16 +11,16 @@ impl Scheduler {
     /// Validates and enqueues a job. The job's id is returned; it is placed at the next scan
     /// (or now, with `place_on_submit`).
     pub fn submit(&mut self, now: Millis, spec: JobSpec) -> Result<JobId, SubmitError> {
-        self.validate(&spec)?;
         let id = JobId(self.next_job);
-        self.next_job += 1;
-        self.insert_job(now, id, spec);
-        Ok(id)
+        self.submit_with_id(now, id, spec)
     }
 
     /// Like [`Scheduler::submit`] with an id chosen by the caller (the daemon allocates ids
     /// durably before the core sees the job). Ids must be unique.
     pub fn submit_with_id(&mut self, now: Millis, id: JobId, spec: JobSpec) -> Result<JobId, SubmitError> {
+        if spec.begin_ms.is_some_and(|b| b > now) {
+            return self.submit_gated(now, id, spec, super::Gate::default());
+        }
         self.validate(&spec)?;
         self.next_job = self.next_job.max(id.0 + 1);
         self.insert_job(now, id, spec);
@@ -33,8 +33,9 @@ impl Scheduler {
     }
 
     /// After a daemon restart: gives a job resubmitted with [`Scheduler::submit_with_id`] back
-    /// its submission time, tries and (possibly promoted) priority. Only for queued jobs; the
-    /// job keeps its place in the queue of `priority` (appended in the order of these calls).
+    /// its submission time, tries and (possibly promoted) priority. For queued jobs (which keep
+    /// their place in the queue of `priority`, appended in the order of these calls) and held
+    /// ones.
     pub fn restore_progress(
         &mut self,
         id: JobId,
@@ -45,6 +46,15 @@ impl Scheduler {
         priority: Priority,
     ) {
         let Some(job) = self.jobs.get_mut(&id) else { return };
+        if job.state == JobState::Held {
+            // Held again (user hold, dependencies, begin time): not in a queue to keep a place in.
+            job.timeline.submitted = submitted;
+            job.placement_tries = placement_tries;
+            job.claiming_tries = claiming_tries;
+            job.error_resubmissions = error_resubmissions;
+            job.priority = priority;
+            return;
+        }
         if job.state != JobState::Queued {
             return;
         }
@@ -155,6 +165,7 @@ impl Scheduler {
             prediction: None,
             user_hold: false,
             waiting_on: Vec::new(),
+            begin_pending: false,
             outputs_pending: false,
             bag: None,
         }

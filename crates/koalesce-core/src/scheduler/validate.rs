@@ -159,6 +159,25 @@ impl Scheduler {
                 });
             }
         }
+        // A feature no site publishes can never be had (Slurm: "Invalid feature specification").
+        for expr in [&spec.requirements, &spec.rank].into_iter().flatten() {
+            let features = expr
+                .software()
+                .iter()
+                .filter_map(|t| t.strip_prefix(crate::expr::FEATURE_TAG_PREFIX));
+            for f in features {
+                if !self
+                    .sites
+                    .iter()
+                    .any(|s| s.attributes.features.iter().any(|o| o.eq_ignore_ascii_case(f)))
+                {
+                    return Err(SubmitError::Invalid {
+                        job: job(),
+                        reason: format!("Invalid feature specification: no site has feature '{f}'"),
+                    });
+                }
+            }
+        }
         crate::broker::validate_preferences(&spec.preferences).map_err(|reason| SubmitError::InvalidPreferences { job: job(), reason })?;
         if let Some(h) = &spec.preferences.held_reservation {
             self.validate_held(spec, h)

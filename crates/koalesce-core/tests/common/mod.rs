@@ -27,6 +27,36 @@ use koalesce_core::{Action, JobId, JobSpec, JobState, Millis, Scheduler, Schedul
 /// 1 MB: moves in 1000 ms at 8 Mbit/s.
 pub const MB: u64 = 1_000_000;
 
+/// Two sites of 8 processors, "a" and "b", 1 MB/s between them, an empty catalogue.
+pub fn grid() -> Scheduler {
+    Scheduler::new(
+        SchedulerConfig::default(),
+        vec![site("a", 8), site("b", 8)],
+        NetworkForecast::uniform(2, 8e6, 0),
+        ReplicaCatalogue::new(),
+    )
+}
+
+/// Runs every timer due up to `now` and drops the actions (a driver that launches what was
+/// claimed at once).
+pub fn tick(s: &mut Scheduler, now: u64) {
+    while let Some(t) = s.poll_timeout().filter(|&t| t <= now) {
+        s.handle_timeout(t);
+    }
+    drain(s);
+}
+
+/// A gate of dependencies on jobs (`Dependency::on`: an array's id is the whole array).
+pub fn after(deps: &[(JobId, koalesce_core::scheduler::DependencyKind)]) -> koalesce_core::scheduler::Gate {
+    koalesce_core::scheduler::Gate {
+        hold: false,
+        after: deps
+            .iter()
+            .map(|&(job, kind)| koalesce_core::scheduler::Dependency::on(job, kind))
+            .collect(),
+    }
+}
+
 pub fn site(name: &str, processors: u32) -> Site {
     Site {
         name: name.to_string(),

@@ -7,6 +7,7 @@
 //! of the XML Schema instance namespace (`xsi:schemaLocation`) are accepted; other foreign
 //! attributes are errors.
 
+mod depth;
 mod range;
 mod spmd;
 
@@ -393,6 +394,12 @@ fn local_path(p: &str) -> String {
 
 /// Converts a JSDL document.
 pub fn convert(text: &str, name_hint: Option<&str>) -> Result<JobDescription, FormatError> {
+    if let Some(at) = depth::too_deep(text) {
+        let line = text[..at].matches('\n').count() + 1;
+        let column = text[..at].rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        let m = format!("elements nested deeper than {} levels", depth::MAX_DEPTH);
+        return Err(FormatError::at(FMT, line, Some(column), m));
+    }
     let opts = ParsingOptions {
         allow_dtd: false,
         nodes_limit: 100_000,
@@ -640,7 +647,7 @@ pub fn convert(text: &str, name_hint: Option<&str>) -> Result<JobDescription, Fo
                 })
             }
             (Some(each), Some(total), r) => {
-                if !total.is_multiple_of(each) || r.is_some_and(|r| r * each != total) {
+                if !total.is_multiple_of(each) || r.is_some_and(|r| r.checked_mul(each) != Some(total)) {
                     return Err(count_err(format!(
                         "TotalCPUCount {total} is not a whole number of resources of IndividualCPUCount {each}"
                     )));
@@ -662,7 +669,7 @@ pub fn convert(text: &str, name_hint: Option<&str>) -> Result<JobDescription, Fo
         }
     }
     let procs_per_resource = i.unwrap_or(1).max(1);
-    let total_procs = t.unwrap_or(procs_per_resource * r.unwrap_or(1)).max(1);
+    let total_procs = t.unwrap_or(procs_per_resource.saturating_mul(r.unwrap_or(1))).max(1);
     // Memory per processor: per resource / its CPUs, or total / all CPUs; POSIX MemoryLimit
     // is per process (one process per component).
     let per_proc = res

@@ -139,7 +139,7 @@ pub(super) fn components(rd: &Reader, sp: &Spmd, res: &Resources, job: &mut JobD
     // GFD.115 §4.1: "the total number of processes" — with TotalCPUCount too, the two must
     // agree (each process takes ThreadsPerProcess CPUs).
     if let Some(total) = res.total_cpus {
-        if !sp.actual_total && total != n * threads {
+        if !sp.actual_total && n.checked_mul(threads) != Some(total) {
             return Err(rd.err(
                 n_node,
                 format!("jsdl-spmd:NumberOfProcesses {n} × {threads} thread(s) disagrees with jsdl:TotalCPUCount {total}"),
@@ -169,7 +169,10 @@ pub(super) fn components(rd: &Reader, sp: &Spmd, res: &Resources, job: &mut JobD
             }
             for h in 0..hosts {
                 let procs = if h + 1 == hosts { n - p * (hosts - 1) } else { p };
-                let cpus = u32::try_from(procs * threads).map_err(|_| rd.err(n_node, "too many CPUs per host"))?;
+                let cpus = procs
+                    .checked_mul(threads)
+                    .and_then(|c| u32::try_from(c).ok())
+                    .ok_or_else(|| rd.err(n_node, "too many CPUs per host"))?;
                 comps.push(ComponentDescription::new(cpus));
             }
         }

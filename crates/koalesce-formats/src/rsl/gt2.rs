@@ -382,7 +382,13 @@ fn single(rels: &[Rel], pos: Pos, name_hint: Option<&str>, sites: &[String]) -> 
             return Err(r.err(FMT, format!("{h} hosts for {count} process(es) cannot be honoured (1 to count)")));
         }
     }
-    let (mut components, mut runner, policy) = job_type_components(&kind, count).expect("checked job type");
+    let (mut components, mut runner, policy) =
+        job_type_components(&kind, count)
+            .expect("checked job type")
+            .map_err(|m| match rels.iter().find(|r| r.canon == "count") {
+                Some(r) => r.err(FMT, m),
+                None => FormatError::at(FMT, pos.line, Some(pos.col), m),
+            })?;
     for comp in &mut components {
         comp.label = p.label.clone();
     }

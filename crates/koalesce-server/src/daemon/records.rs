@@ -217,6 +217,14 @@ fn waiting_reason(job: &Job) -> Option<String> {
         return None;
     }
     let deps: Vec<String> = job.waiting_on.iter().map(|d| d.to_string()).collect();
+    // As Slurm, the begin time is named before dependencies (squeue's BeginTime).
+    if job.begin_pending && !job.user_hold {
+        let at = job.spec.begin_ms.map(koalesce_api::timing::format_begin).unwrap_or_default();
+        return Some(match deps.is_empty() {
+            true => format!("waiting for its begin time {at}"),
+            false => format!("waiting for its begin time {at}, and for {}", deps.join(", ")),
+        });
+    }
     Some(match (job.user_hold, deps.is_empty()) {
         (true, true) => "held by its user (koalesce release)".into(),
         (true, false) => format!("held by its user, and waiting for {}", deps.join(", ")),
@@ -291,6 +299,7 @@ pub fn render(id: u64, job: &Job, meta: &JobMeta, sites: &[SiteHandle]) -> JobDe
         outputs: meta.outputs.clone(),
         broker: broker_times(job, sites),
         reason: waiting_reason(job),
+        begin_ms: job.spec.begin_ms,
         array_id: meta.array.map(|a| a.array_id),
         task_id: meta.array.map(|a| a.task_id),
         tasks: Vec::new(),

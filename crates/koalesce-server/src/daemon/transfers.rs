@@ -19,9 +19,33 @@ use crate::dataplane::{self, Blame, Expected, Place, RetryPolicy, TransferError,
 use crate::store;
 use crate::{now_ms, transfer};
 
-/// Adds a replica to the in-memory catalogue and the core's (`owner`: of a new file).
-pub fn add_replica_mem(st: &mut State, name: &str, size: u64, sha: &str, site: &str, path: PathBuf, owner: Option<&str>) {
+/// Adds a replica to the in-memory catalogue and the core's (`owner`: of a new file). A
+/// replica of other content (size or SHA-256) than the file's replaces the file: its size and
+/// checksum become the new ones and its other replicas, which hold the old content, are no
+/// replicas any more — as [`store::register_replica_op`] does in the database. Returns those
+/// dropped replicas (site, path) but the one `path` overwrote: their bytes are for
+/// [`remove_stale_replicas`] once the database no longer lists them.
+#[must_use = "the dropped replicas' files are removed with remove_stale_replicas"]
+pub fn add_replica_mem(
+    st: &mut State,
+    name: &str,
+    size: u64,
+    sha: &str,
+    site: &str,
+    path: PathBuf,
+    owner: Option<&str>,
+) -> Vec<(String, PathBuf)> {
     let sid = st.site_id(site);
+    let mut dropped = Vec::new();
+    if let Some(f) = st.files.get_mut(name).filter(|f| f.size_bytes != size || f.sha256 != sha) {
+        f.size_bytes = size;
+        f.sha256 = sha.to_string();
+        dropped = std::mem::take(&mut f.replicas)
+            .into_iter()
+            .filter(|(s, p)| !(s == site && *p == path))
+            .collect();
+        st.core.catalogue_mut().remove(name);
+    }
     let entry = st.files.entry(name.to_string()).or_insert_with(|| FileInfo {
         size_bytes: size,
         sha256: sha.to_string(),
@@ -37,6 +61,94 @@ pub fn add_replica_mem(st: &mut State, name: &str, size: u64, sha: &str, site: &
             st.core.catalogue_mut().add_replica(name, sid);
         }
     }
+    dropped
+}
+
+/// Removes the files of `name`'s replicas that registering other content dropped (`stale`:
+/// site, path; [`add_replica_mem`]), once the database no longer lists them (the caller's
+/// write committed first: a crash in between leaves unregistered bytes, never a replica
+/// without its file). A stale copy is left alone while something may still read it: a
+/// stage-in of `name` on its way (it may read from it, or write to its path), or a job that
+/// has not ended placed at its site with `name` as an input; it goes once they are done. While
+/// it is removed, stage-ins of `name` into its site wait (as for another stage-in), so a new
+/// copy at the same path is never removed; and a path that became a replica again is kept.
+pub fn remove_stale_replicas(shared: &Arc<Shared>, name: &str, stale: Vec<(String, PathBuf)>) {
+    if stale.is_empty() {
+        return;
+    }
+    let (shared, name) = (shared.clone(), name.to_string());
+    tokio::spawn(async move {
+        let mut left = stale;
+        while !left.is_empty() {
+            let (now, later): (Vec<_>, Vec<_>) = {
+                let mut st = shared.lock();
+                let st = &mut *st;
+                let replica_again =
+                    |st: &State, site: &str, path: &Path| st.files.get(&name).and_then(|f| f.replicas.get(site)).is_some_and(|p| p == path);
+                let read_or_written = |st: &State, site: &str| {
+                    let sid = st.site_id(site);
+                    st.inflight.keys().any(|(f, _)| *f == name)
+                        || st.core.jobs().any(|j| {
+                            !j.state.is_terminal()
+                                && j.spec.input_files.contains(&name)
+                                && j.components.iter().any(|c| c.site.is_some() && c.site == sid)
+                        })
+                };
+                left.retain(|(site, path)| !replica_again(st, site, path));
+                let (later, free): (Vec<_>, Vec<_>) = left.into_iter().partition(|(site, _)| read_or_written(st, site));
+                let mut now = Vec::new();
+                for (site, path) in free {
+                    let sid = st.site_id(&site);
+                    if let Some(sid) = sid {
+                        // Stage-ins of the file into this site wait until it is removed.
+                        st.inflight.insert((name.clone(), sid), Vec::new());
+                    }
+                    let place = shared
+                        .site_by_name(&site)
+                        .map_or(Place::Local(path.clone()), |h| place_at(h, &path));
+                    now.push((site, sid, place));
+                }
+                (now, later)
+            };
+            if !now.is_empty() {
+                let client = shared.agents.clone();
+                let places: Vec<_> = now.iter().map(|(site, _, p)| (site.clone(), p.clone())).collect();
+                let _ = tokio::task::spawn_blocking(move || {
+                    for (site, place) in places {
+                        match place {
+                            Place::Local(p) => {
+                                let _ = std::fs::remove_file(p);
+                            }
+                            Place::Agent { agent, path } => {
+                                if let Err(e) = client.delete(&agent.control, &path, dataplane::Role::Destination) {
+                                    tracing::warn!(%site, %path, error = %e, "stale replica not deleted at the agent");
+                                }
+                            }
+                        }
+                    }
+                })
+                .await;
+                // The stage-ins that asked meanwhile start now.
+                let mut guard = shared.lock();
+                let st = &mut *guard;
+                for sid in now.into_iter().filter_map(|(_, sid, _)| sid) {
+                    let waiting = st.inflight.remove(&(name.clone(), sid)).unwrap_or_default();
+                    let from = st.files.get(&name).and_then(|f| f.replicas.keys().find_map(|s| st.site_id(s)));
+                    for w in waiting {
+                        match from {
+                            Some(from) => start_transfer(&shared, st, w.job, w.key, from),
+                            None => st.core.transfer_failed(now_ms(), JobId(w.job), &w.key),
+                        }
+                    }
+                }
+                process_actions(&shared, st);
+            }
+            left = later;
+            if !left.is_empty() {
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+        }
+    });
 }
 
 /// Where a site keeps logical file `name` (written or read there): through the site's agent
@@ -198,12 +310,26 @@ pub fn start_transfer(shared: &Arc<Shared>, st: &mut State, job: u64, key: Trans
             tracing::warn!(job, file = %key.file, from = %site, error = %e, "source replica is corrupt; quarantined");
             quarantine_replica(&shared, st, &key.file, &site, path);
         }
+        // The file was registered again with other content while this copy of the old one
+        // was on its way: the copy is no replica of it, and the jobs get the new content.
+        let stale = |r: &TransferReport| {
+            st.files
+                .get(&key.file)
+                .is_none_or(|f| f.sha256 != r.sha256 || f.size_bytes != r.size)
+        };
         match staged.result {
+            Ok((_, report)) if stale(&report) => {
+                tracing::warn!(job, file = %key.file, to = %to_name, "file replaced while being copied; placing again");
+                for w in &jobs {
+                    st.core.transfer_source_failed(now, JobId(w.job), &w.key);
+                }
+            }
             Ok((sid, report)) => {
                 shared.metrics.transfer_bytes.fetch_add(report.bytes, Ordering::Relaxed);
                 shared.metrics.transfers.fetch_add(1, Ordering::Relaxed);
                 transfer::note_verified(&dest_path);
-                add_replica_mem(st, &key.file, report.size, &report.sha256, &to_name, dest_path.clone(), None);
+                // Of the file's content (not stale): drops nothing.
+                let _ = add_replica_mem(st, &key.file, report.size, &report.sha256, &to_name, dest_path.clone(), None);
                 shared.store.enqueue(store::register_replica_op(store::NewReplica {
                     name: key.file.clone(),
                     size: report.size,
@@ -317,12 +443,8 @@ pub fn stage_out(shared: &Arc<Shared>, st: &State, id: u64) {
             let logical = out.logical_name(id);
             let size = src.metadata().map(|m| m.len()).unwrap_or(0);
             // Registered already with this content at this site (a stage-out redone after a
-            // restart): replacing it stores nothing more, so it is not counted again.
-            let adding = if registered_already(&shared, &user, &logical, &site, size, &src).await {
-                0
-            } else {
-                size
-            };
+            // restart) adds nothing; replacing other content adds only the difference.
+            let adding = bytes_added(&shared, &user, &logical, &site, size, &src).await;
             if let Err(why) = may_register_output(&shared, id, &user, &logical, adding) {
                 tracing::warn!(job = id, output = %out.file, "stage-out refused: {why}");
                 refused.push(format!("output '{}' refused: {why}", out.file));
@@ -358,7 +480,11 @@ pub fn stage_out(shared: &Arc<Shared>, st: &State, id: u64) {
             let mut guard = shared.lock();
             let st = &mut *guard;
             for (logical, c, site, dest) in registered {
-                add_replica_mem(st, &logical, c.size, &c.sha256, &site, dest, Some(&user));
+                // As a registration through the API: the data functions ask the catalogue again.
+                shared.data_catalogue.invalidate(&logical);
+                // Registered durably above: the old content's copies elsewhere can go.
+                let stale = add_replica_mem(st, &logical, c.size, &c.sha256, &site, dest, Some(&user));
+                remove_stale_replicas(&shared, &logical, stale);
                 if let Some(m) = st.meta.get_mut(&id).filter(|m| !m.outputs.contains(&logical)) {
                     m.outputs.push(logical);
                 }
@@ -415,30 +541,46 @@ async fn fault_hold_stage_out(id: u64) {
     }
 }
 
-/// Whether `logical` is registered already as `user`'s with a replica at `site` holding what
-/// `src` holds (same size and SHA-256): an output a stage-out interrupted by a stop had
-/// registered before it. Hashes `src` (off the runtime, by position: the copy still reads it
-/// from its start) only when the catalogue's entry matches in everything else.
-async fn registered_already(shared: &Shared, user: &str, logical: &str, site: &str, size: u64, src: &std::fs::File) -> bool {
+/// What registering `src` (`size` bytes) as `logical` at `site` adds to what `user` stores:
+/// nothing when it is registered already with this content there (an output a stage-out
+/// interrupted by a stop had registered before it); its size less the file's present bytes
+/// when it replaces one of the user's files with other content (the old replicas go,
+/// [`add_replica_mem`]); its size otherwise (a new file, or one more replica). Hashes `src`
+/// (off the runtime, by position: the copy still reads it from its start) only when the
+/// user has a file of that name.
+async fn bytes_added(shared: &Shared, user: &str, logical: &str, site: &str, size: u64, src: &std::fs::File) -> u64 {
     let known = {
         let st = shared.lock();
-        st.files
-            .get(logical)
-            .filter(|f| f.owner.as_deref() == Some(user) && f.size_bytes == size && f.replicas.contains_key(site))
-            .map(|f| f.sha256.clone())
+        st.files.get(logical).filter(|f| f.owner.as_deref() == Some(user)).map(|f| {
+            (
+                f.sha256.clone(),
+                f.size_bytes,
+                f.replicas.len() as u64,
+                f.replicas.contains_key(site),
+            )
+        })
     };
-    let Some(sha256) = known else { return false };
-    let Ok(src) = src.try_clone() else { return false };
-    matches!(
-        tokio::task::spawn_blocking(move || transfer::checksum_open(&src)).await,
-        Ok(Ok((actual, bytes))) if bytes == size && actual == sha256
-    )
+    let Some((sha256, old_size, replicas, here)) = known else {
+        return size;
+    };
+    let Ok(src) = src.try_clone() else { return size };
+    match tokio::task::spawn_blocking(move || transfer::checksum_open(&src)).await {
+        Ok(Ok((actual, bytes))) if bytes == old_size && actual == sha256 => {
+            if here {
+                0
+            } else {
+                size
+            }
+        }
+        Ok(Ok((_, bytes))) => bytes.saturating_sub(old_size.saturating_mul(replicas.max(1))),
+        _ => size,
+    }
 }
 
 /// Whether job `id` of `user` may register an output as `logical` that adds `adding` bytes to
 /// what the user stores: a name `<job-id>/...` only for its own id, never a name another
 /// user's file has, and within the user's stored-bytes quota (not checked when it adds
-/// nothing: an output registered already, see [`registered_already`]).
+/// nothing, see [`bytes_added`]).
 fn may_register_output(shared: &Shared, id: u64, user: &str, logical: &str, adding: u64) -> Result<(), String> {
     if let Some(owner_job) = crate::file_import::reserved_output_name(logical).filter(|j| *j != id) {
         return Err(format!("'{logical}' is reserved for the outputs of job {owner_job}"));

@@ -3,14 +3,16 @@
 //! removed, unless a live handoff from the same origin declares the same content. A handoff
 //! prepared and never committed is aborted here once its origin has not spoken about it for
 //! `handoff_timeout_ms` (the origin then gets 409 on a late commit and decides the job again:
-//! it never ran here).
+//! it never ran here). A committed handoff is released on its origin's `done` (its outputs and
+//! logs are back there) or, when that never comes (the origin was lost, or its journal),
+//! `received_retention_ms` after its job ended here (10 days by default, as long as HTCondor
+//! keeps a finished spooled job): its received inputs and its outputs here go.
 //!
 //! Durable: the abort is in the journal before anything is removed, and an aborted handoff is
 //! marked swept only after its files are gone, so a server killed at any moment sweeps at the
 //! next pass after its restart. Only the names an aborted handoff declared (checked at phase
 //! one: `peer-<origin>/<64 hex digits>`, stored paths derived from them) are ever removed.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::journal::Incoming;
@@ -28,8 +30,7 @@ pub(crate) async fn housekeeping(fed: &Arc<Federation>) -> anyhow::Result<()> {
             continue;
         };
         let one = fed.submit_lock.lock().await;
-        let (j, key) = (fed.journal.clone(), h.clone());
-        let inc = blocking(move || j.abort(&key, &origin)).await?;
+        let inc = fed.abort_incoming(&one, &h, &origin).await.map_err(anyhow::Error::msg)?;
         drop(one);
         if inc.state == "aborted" {
             tracing::warn!(handoff = %h, "prepared handoff not committed within handoff_timeout_ms: aborted here");
@@ -39,7 +40,83 @@ pub(crate) async fn housekeeping(fed: &Arc<Federation>) -> anyhow::Result<()> {
     for inc in blocking(move || j.unswept_aborted()).await? {
         sweep(fed, &inc).await?;
     }
+    retention(fed, now).await
+}
+
+/// Received jobs whose origin never said `done` (it was lost, or its journal): once a job
+/// ended here `received_retention_ms` ago, what was received for it and its outputs go, as
+/// on a `done`. Then released handoffs a crash left unswept are swept.
+async fn retention(fed: &Arc<Federation>, now: u64) -> anyhow::Result<()> {
+    let before = now.saturating_sub(fed.cfg.received_retention_ms);
+    let j = fed.journal.clone();
+    for inc in blocking(move || j.committed_unreleased(before)).await? {
+        let Some(id) = inc.local_id else { continue };
+        if inc.ended_ms == 0 {
+            // Still in the core: it has not ended (in memory: no store read per pass).
+            if fed.shared.lock().core.job(koalesce_core::JobId(id)).is_some() {
+                continue;
+            }
+            let ended = match crate::api::job_detail(&fed.shared, id).await {
+                Ok(d) if koalesce_api::dto::is_final_state(&d.state) => d.finished_ms.unwrap_or(d.submitted_ms),
+                Ok(_) => continue,
+                // Forgotten by the store: it ended long ago.
+                Err(e) if e.0 == axum::http::StatusCode::NOT_FOUND => 1,
+                Err(e) => anyhow::bail!("job {id} of handoff {}: {}", inc.handoff, e.1),
+            };
+            let (j, h) = (fed.journal.clone(), inc.handoff.clone());
+            blocking(move || j.set_ended(&h, ended)).await?;
+            if ended >= before {
+                continue;
+            }
+        }
+        let removed = release(fed, &inc).await?;
+        tracing::warn!(
+            handoff = %inc.handoff,
+            removed,
+            "a received job ended received_retention_ms ago and its origin never said done: its data here removed"
+        );
+    }
+    let j = fed.journal.clone();
+    for inc in blocking(move || j.unswept_released()).await? {
+        release(fed, &inc).await?;
+    }
     Ok(())
+}
+
+/// Lets go of committed handoff `inc`, whose job ended here: marks it released (durable),
+/// removes the inputs received for it that no live handoff or unended job needs and the job's
+/// outputs here (copies registered for `peer-<origin>`), then marks it swept. How many files
+/// went. Idempotent: a crash anywhere in between leaves it released and unswept, and the next
+/// pass sweeps again; a file still needed is never removed.
+pub(crate) async fn release(fed: &Arc<Federation>, inc: &Incoming) -> anyhow::Result<usize> {
+    // Under the lock no commit can take an input between the look-up and the removal.
+    let one = fed.submit_lock.lock().await;
+    let (j, key) = (fed.journal.clone(), inc.handoff.clone());
+    blocking(move || j.release(&key)).await?;
+    let mut removed = data::release_inputs(fed, inc).await.map_err(anyhow::Error::msg)?;
+    drop(one);
+    if let Some(id) = inc.local_id {
+        let outputs = match crate::api::job_detail(&fed.shared, id).await {
+            Ok(d) => d.outputs,
+            Err(e) if e.0 == axum::http::StatusCode::NOT_FOUND => Vec::new(),
+            Err(e) => anyhow::bail!("job {id} of handoff {}: {}", inc.handoff, e.1),
+        };
+        let owner = format!("peer-{}", inc.origin);
+        for name in &outputs {
+            let theirs = fed
+                .shared
+                .lock()
+                .files
+                .get(name)
+                .is_some_and(|f| f.owner.as_deref() == Some(owner.as_str()));
+            if theirs && crate::api_files::remove_file(&fed.shared, name).await.map_err(anyhow::Error::msg)? {
+                removed += 1;
+            }
+        }
+    }
+    let (j, h) = (fed.journal.clone(), inc.handoff.clone());
+    blocking(move || j.set_swept(&h)).await?;
+    Ok(removed)
 }
 
 /// Removes what was received for aborted handoff `inc` (not needed by a live handoff from its
@@ -50,9 +127,11 @@ pub(crate) async fn sweep(fed: &Arc<Federation>, inc: &Incoming) -> anyhow::Resu
     }
     let _one = fed.submit_lock.lock().await;
     let removed = remove_unneeded(fed, inc).await?;
-    if !data::fetch_running(fed, &format!("in:{}", inc.handoff)) {
+    let key = format!("in:{}", inc.handoff);
+    if !data::fetch_running(fed, &key) {
         let (j, h) = (fed.journal.clone(), inc.handoff.clone());
         blocking(move || j.set_swept(&h)).await?;
+        data::forget_fetch(fed, &key);
     }
     if removed > 0 {
         tracing::info!(handoff = %inc.handoff, removed, "inputs received for an aborted handoff removed");
@@ -62,14 +141,7 @@ pub(crate) async fn sweep(fed: &Arc<Federation>, inc: &Incoming) -> anyhow::Resu
 
 /// The caller holds `submit_lock`. How many files (registered or partial) went.
 async fn remove_unneeded(fed: &Arc<Federation>, inc: &Incoming) -> anyhow::Result<usize> {
-    let j = fed.journal.clone();
-    let origin = inc.origin.clone();
-    let live = blocking(move || j.live_incoming(&origin)).await?;
-    let needed: BTreeSet<String> = live
-        .iter()
-        .filter(|l| l.handoff != inc.handoff)
-        .flat_map(|l| data::declared(l).into_iter().map(|f| f.sha256))
-        .collect();
+    let needed = data::needed_by_others(fed, inc).await?;
     let mut removed = 0;
     for f in data::declared(inc) {
         if needed.contains(&f.sha256) {
@@ -126,14 +198,14 @@ fn remove_partial(part: &std::path::Path) -> usize {
 }
 
 /// A transfer of handoff `h`'s inputs ended: if the handoff was aborted meanwhile, what the
-/// transfer left goes.
-pub(crate) async fn after_fetch(fed: &Arc<Federation>, h: &str) {
+/// transfer left goes. Whether it was aborted (the transfer's error then no longer matters).
+pub(crate) async fn after_fetch(fed: &Arc<Federation>, h: &str) -> bool {
     let (j, key) = (fed.journal.clone(), h.to_string());
     let Ok(Some(inc)) = blocking(move || j.incoming(&key)).await else {
-        return;
+        return false;
     };
     if inc.state != "aborted" {
-        return;
+        return false;
     }
     let _one = fed.submit_lock.lock().await;
     match remove_unneeded(fed, &inc).await {
@@ -143,4 +215,5 @@ pub(crate) async fn after_fetch(fed: &Arc<Federation>, h: &str) {
         }
         Err(e) => tracing::warn!(handoff = %h, error = %e, "sweeping an aborted handoff failed"),
     }
+    true
 }

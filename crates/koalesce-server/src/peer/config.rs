@@ -12,6 +12,8 @@
 //! backoff_initial_ms = 1000      # then marked unavailable for this long, doubling ...
 //! backoff_max_ms = 60000         # ... up to this
 //! handoff_timeout_ms = 600000    # a handoff prepared here and not committed for this long is aborted
+//! received_retention_ms = 864000000 # a received job's inputs and outputs kept this long after it ended
+//!                                #   when its origin never says `done` (10 days, as HTCondor's spool)
 //! tau = 1.4                      # the seed's parameters (002 §V); phi as a duration
 //! phi = "1m"
 //! epsilon = 0.01
@@ -95,6 +97,10 @@ pub struct FederationConfig {
     /// A handoff a peer prepared here and did not commit (nor ask about) for this long is
     /// aborted here and its received inputs removed.
     pub handoff_timeout_ms: u64,
+    /// A job a peer handed over that ended here this long ago, and whose origin never said
+    /// `done` (it was lost, or its journal), has its received inputs and its outputs here
+    /// removed (10 days by default: HTCondor keeps a finished spooled job's files as long).
+    pub received_retention_ms: u64,
     pub tau: f64,
     /// φ as a duration ("1m", "30s", "500ms" are not allowed: whole seconds or more).
     pub phi: String,
@@ -125,6 +131,7 @@ impl Default for FederationConfig {
             backoff_initial_ms: 1000,
             backoff_max_ms: 60_000,
             handoff_timeout_ms: 600_000,
+            received_retention_ms: 10 * 24 * 3_600_000,
             tau: p.tau,
             phi: format!("{}s", p.phi_ms / 1000),
             epsilon: p.epsilon,
@@ -169,8 +176,13 @@ impl FederationConfig {
             "config: federation.bandwidth_bps must be positive"
         );
         anyhow::ensure!(
-            self.check_interval_ms > 0 && self.peer_timeout_ms > 0 && self.backoff_initial_ms > 0 && self.handoff_timeout_ms > 0,
-            "config: federation.check_interval_ms, peer_timeout_ms, backoff_initial_ms and handoff_timeout_ms must be positive"
+            self.check_interval_ms > 0
+                && self.peer_timeout_ms > 0
+                && self.backoff_initial_ms > 0
+                && self.handoff_timeout_ms > 0
+                && self.received_retention_ms > 0,
+            "config: federation.check_interval_ms, peer_timeout_ms, backoff_initial_ms, handoff_timeout_ms and \
+             received_retention_ms must be positive"
         );
         anyhow::ensure!(
             self.backoff_max_ms >= self.backoff_initial_ms,
@@ -271,6 +283,7 @@ mod tests {
             (Box::new(|c| c.output_ratio = -1.0), "federation.output_ratio"),
             (Box::new(|c| c.probe_bytes = 1 << 40), "federation.probe_bytes"),
             (Box::new(|c| c.handoff_timeout_ms = 0), "handoff_timeout_ms"),
+            (Box::new(|c| c.received_retention_ms = 0), "received_retention_ms"),
         ];
         for (edit, want) in cases {
             let mut c = base();

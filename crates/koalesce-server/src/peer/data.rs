@@ -385,6 +385,15 @@ pub(crate) fn fetch_running(fed: &Federation, key: &str) -> bool {
         .is_some_and(|f| f.running)
 }
 
+/// Forgets the last error of background transfer `key` unless it runs (its handoff is over:
+/// nothing will show the error again, and the map would only grow).
+pub(crate) fn forget_fetch(fed: &Federation, key: &str) {
+    let mut m = fed.fetches.lock().unwrap_or_else(|p| p.into_inner());
+    if m.get(key).is_some_and(|f| !f.running) {
+        m.remove(key);
+    }
+}
+
 /// The last error of the background transfer `key`, if it failed.
 pub(crate) fn fetch_error(fed: &Federation, key: &str) -> Option<String> {
     fed.fetches
@@ -474,8 +483,10 @@ pub(crate) fn inputs_ready(fed: &Arc<Federation>, i: usize, inc: &Incoming, desc
             }
         }
         // Aborted while this ran: what it left (a partial it wrote after the abort's sweep)
-        // goes now.
-        super::cleanup::after_fetch(&f2, &h).await;
+        // goes now, and its error is not kept (nothing would show it again).
+        if super::cleanup::after_fetch(&f2, &h).await {
+            return Ok(());
+        }
         result
     });
     None
@@ -487,14 +498,7 @@ pub(crate) fn inputs_ready(fed: &Arc<Federation>, i: usize, inc: &Incoming, desc
 /// or during leaves files that are not needed (a repeated `done` sweeps them), never removes
 /// one that is.
 pub(crate) async fn release_inputs(fed: &Arc<Federation>, inc: &Incoming) -> Result<usize, String> {
-    let j = fed.journal.clone();
-    let origin = inc.origin.clone();
-    let live = blocking(move || j.live_incoming(&origin)).await.map_err(|e| e.to_string())?;
-    let needed: BTreeSet<String> = live
-        .iter()
-        .filter(|l| l.handoff != inc.handoff)
-        .flat_map(|l| declared(l).into_iter().map(|f| f.sha256))
-        .collect();
+    let needed = needed_by_others(fed, inc).await.map_err(|e| e.to_string())?;
     let mut removed = 0;
     for f in declared(inc) {
         if needed.contains(&f.sha256) {
@@ -505,6 +509,19 @@ pub(crate) async fn release_inputs(fed: &Arc<Federation>, inc: &Incoming) -> Res
         }
     }
     Ok(removed)
+}
+
+/// The contents (SHA-256) that live handoffs from `inc`'s origin other than `inc` declare
+/// (prepared, or committed and not released: their jobs may still read them). The caller holds
+/// `submit_lock`, so no commit changes that meanwhile.
+pub(crate) async fn needed_by_others(fed: &Arc<Federation>, inc: &Incoming) -> rusqlite::Result<BTreeSet<String>> {
+    let (j, origin) = (fed.journal.clone(), inc.origin.clone());
+    let live = blocking(move || j.live_incoming(&origin)).await?;
+    Ok(live
+        .iter()
+        .filter(|l| l.handoff != inc.handoff)
+        .flat_map(|l| declared(l).into_iter().map(|f| f.sha256))
+        .collect())
 }
 
 /// `desc` with its inputs renamed (`(old, new)` logical names): the job still finds each

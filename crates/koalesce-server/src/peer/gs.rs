@@ -75,7 +75,9 @@ pub(super) async fn step(fed: &Arc<Federation>) -> anyhow::Result<()> {
     for row in rows(fed, state::HANDING).await? {
         resolve_handing(fed, &row).await?;
     }
-    for row in rows(fed, state::MIGRATED).await? {
+    // Released ones are over for the federation: nothing left to follow.
+    let j = fed.journal.clone();
+    for row in blocking(move || j.migrated_unreleased()).await? {
         follow(fed, &row).await?;
     }
     for row in rows(fed, state::WAITING).await? {
@@ -192,9 +194,9 @@ async fn decide(fed: &Arc<Federation>, row: &GridRow) -> anyhow::Result<()> {
     let mut offers: Vec<Offer> = Vec::new();
     for (i, h) in asked {
         if let Ok(Ok(a)) = h.await {
-            if a.ru.is_finite() && (0.0..=1.0).contains(&a.ru) {
+            if let Some(o) = usable(&a) {
                 peers.push(i);
-                offers.push(Offer { att: a.att_ms, ru: a.ru });
+                offers.push(o);
             }
         }
     }
@@ -205,6 +207,11 @@ async fn decide(fed: &Arc<Federation>, row: &GridRow) -> anyhow::Result<()> {
         Target::Local => submit_local(fed, row, state::WAITING, Some(format!("stays: {why}"))).await,
         Target::Peer(k) => hand_off(fed, row, peers[k], format!("moved: {why}")).await,
     }
+}
+
+/// A peer's answer as an offer, unless its RU is not a fraction (an untrusted peer's say-so).
+fn usable(a: &OfferAnswer) -> Option<Offer> {
+    (a.ru.is_finite() && (0.0..=1.0).contains(&a.ru)).then_some(Offer { att: a.att_ms, ru: a.ru })
 }
 
 fn reason(r: &str) -> Transition<'_> {
@@ -295,7 +302,8 @@ async fn hand_off(fed: &Arc<Federation>, row: &GridRow, i: usize, why: String) -
         inputs,
     };
     match call::<_, HandoffState>(fed, i, "/api/v1/peer/handoffs".into(), Some(body)).await {
-        Ok(s) if s.state == "prepared" => {
+        // Committed already (it held this handoff from before): the peer's, as after a commit.
+        Ok(s) if s.state == "prepared" || s.state == "committed" => {
             // The commit point: from here on the job is the peer's.
             transition(fed, row.id, state::HANDING, state::MIGRATED, Transition::default()).await?;
             let mut row = row.clone();
@@ -365,7 +373,7 @@ async fn follow(fed: &Arc<Federation>, row: &GridRow) -> anyhow::Result<()> {
                     super::results::logs_back(fed, i, row, r);
                 }
             } else if r.job_state.as_deref() == Some("succeeded") && row.outputs.is_none() {
-                outputs_back(fed, row, r.clone())?;
+                outputs_back(fed, row, r.clone()).await?;
             } else if !row.released {
                 release(fed, row).await?;
             }
@@ -390,10 +398,13 @@ async fn follow(fed: &Arc<Federation>, row: &GridRow) -> anyhow::Result<()> {
     if row.remote_id.is_none() && super::results::is_conflict(&r) {
         return super::results::commit_refused(fed, i, row, h).await;
     }
-    if let Ok(s) = r {
-        let j = fed.journal.clone();
-        let (id, json) = (row.id, serde_json::to_string(&s)?);
-        blocking(move || j.set_remote(id, s.job, &json)).await?;
+    if let Ok(s) = r.map(HandoffState::from_peer) {
+        let json = serde_json::to_string(&s)?;
+        // Written (a synchronous commit) only when it changed, not for every job every pass.
+        if row.remote.as_deref() != Some(json.as_str()) || (s.job.is_some() && row.remote_id != s.job) {
+            let (j, id) = (fed.journal.clone(), row.id);
+            blocking(move || j.set_remote(id, s.job, &json)).await?;
+        }
     }
     Ok(())
 }
@@ -421,15 +432,24 @@ async fn release(fed: &Arc<Federation>, row: &GridRow) -> anyhow::Result<()> {
 }
 
 /// Fetches a succeeded migrated job's outputs back (in the background; nothing to fetch:
-/// recorded at once).
-fn outputs_back(fed: &Arc<Federation>, row: &GridRow, r: HandoffState) -> anyhow::Result<()> {
+/// recorded at once). A peer that released the job without our `done` (its
+/// `received_retention_ms` passed while this server was away) no longer has them: recorded as
+/// none, with a `data_error` saying so.
+async fn outputs_back(fed: &Arc<Federation>, row: &GridRow, r: HandoffState) -> anyhow::Result<()> {
     let (Some(peer), Some(rid)) = (row.peer.as_deref(), r.job) else {
         return Ok(());
     };
     let Some(i) = fed.peer_index(peer) else { return Ok(()) };
     let desc = JobDescription::parse(&row.description).map_err(|e| anyhow::anyhow!("grid job {}: {e:?}", row.id))?;
-    if desc.outputs.is_empty() {
-        fed.journal.set_outputs(row.id, "[]")?;
+    let lost = (r.released && !desc.outputs.is_empty())
+        .then(|| format!("outputs from {peer}: removed there before they were fetched (its received_retention_ms passed)"));
+    if desc.outputs.is_empty() || lost.is_some() {
+        let (j, id) = (fed.journal.clone(), row.id);
+        blocking(move || {
+            j.set_outputs(id, "[]")?;
+            j.set_data_error(id, lost.as_deref())
+        })
+        .await?;
         return Ok(());
     }
     if fed.available(i) {
@@ -531,7 +551,10 @@ pub(crate) async fn on_volunteer(fed: &Arc<Federation>, i: usize) -> anyhow::Res
     let Ok(a) = call::<_, OfferAnswer>(fed, i, "/api/v1/peer/offer".into(), Some(ask)).await else {
         return Ok(());
     };
-    let theirs = Offer { att: a.att_ms, ru: a.ru };
+    let Some(theirs) = usable(&a) else {
+        tracing::warn!(peer = %fed.peers[i].name, ru = a.ru, "a volunteer's offer has an RU outside [0, 1]: ignored");
+        return Ok(());
+    };
     if !koalesce_core::federation::policy::receiver_initiated(&fed.params, local, theirs) {
         return Ok(());
     }

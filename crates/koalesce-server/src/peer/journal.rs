@@ -81,6 +81,9 @@ pub struct Incoming {
     /// ms; 0: unknown): a handoff prepared and not committed for `handoff_timeout_ms` after it
     /// is aborted here.
     pub touched_ms: u64,
+    /// When its job ended here (Unix ms; 0: not known to have ended): received data is kept
+    /// `received_retention_ms` after it when the origin never releases the handoff.
+    pub ended_ms: u64,
 }
 
 /// The journal; cheap to clone. Calls block on SQLite (run them off the async threads).
@@ -102,7 +105,7 @@ CREATE INDEX IF NOT EXISTS incoming_state ON incoming(state);
 ";
 
 /// Columns added after the first release of the journal (added to an older file on open).
-const ADDED_COLUMNS: [(&str, &str); 9] = [
+const ADDED_COLUMNS: [(&str, &str); 10] = [
     ("grid_jobs", "outputs TEXT"),
     ("grid_jobs", "data_error TEXT"),
     ("incoming", "inputs TEXT NOT NULL DEFAULT '[]'"),
@@ -112,9 +115,10 @@ const ADDED_COLUMNS: [(&str, &str); 9] = [
     ("grid_jobs", "cancel INTEGER NOT NULL DEFAULT 0"),
     ("incoming", "touched_ms INTEGER NOT NULL DEFAULT 0"),
     ("incoming", "swept INTEGER NOT NULL DEFAULT 0"),
+    ("incoming", "ended_ms INTEGER NOT NULL DEFAULT 0"),
 ];
 
-const INCOMING_COLUMNS: &str = "handoff, origin, user, description, state, local_id, inputs, released, touched_ms";
+const INCOMING_COLUMNS: &str = "handoff, origin, user, description, state, local_id, inputs, released, touched_ms, ended_ms";
 
 const GRID_COLUMNS: &str =
     "id, user, name, description, submitted_ms, state, local_id, peer, handoff, remote_id, remote, reason, attempts, \
@@ -154,6 +158,7 @@ fn incoming_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Incoming> {
         inputs: r.get(6)?,
         released: r.get::<_, i64>(7)? != 0,
         touched_ms: r.get::<_, i64>(8)?.max(0) as u64,
+        ended_ms: r.get::<_, i64>(9)?.max(0) as u64,
     })
 }
 
@@ -238,19 +243,38 @@ impl Journal {
         })
     }
 
-    /// Grid jobs in the given states (all when empty), by id.
+    /// Grid jobs in the given states (all when empty), of `user` (all: None), by id. Selected
+    /// by SQLite (the state index), not read whole: the grid scheduler asks every pass, and
+    /// the queue keeps every grid job ever submitted.
     pub fn grid_jobs(&self, states: &[&str], user: Option<&str>) -> rusqlite::Result<Vec<GridRow>> {
+        self.select_grid(states, user, false)
+    }
+
+    /// Migrated grid jobs not released at their peer yet: those the grid scheduler follows.
+    pub fn migrated_unreleased(&self) -> rusqlite::Result<Vec<GridRow>> {
+        self.select_grid(&[state::MIGRATED], None, true)
+    }
+
+    fn select_grid(&self, states: &[&str], user: Option<&str>, unreleased: bool) -> rusqlite::Result<Vec<GridRow>> {
+        let mut sql = format!("SELECT {GRID_COLUMNS} FROM grid_jobs WHERE 1 = 1");
+        let mut args: Vec<&str> = Vec::new();
+        if !states.is_empty() {
+            let marks = (0..states.len()).map(|k| format!("?{}", k + 1)).collect::<Vec<_>>().join(", ");
+            sql.push_str(&format!(" AND state IN ({marks})"));
+            args.extend_from_slice(states);
+        }
+        if let Some(u) = user {
+            args.push(u);
+            sql.push_str(&format!(" AND user = ?{}", args.len()));
+        }
+        if unreleased {
+            sql.push_str(" AND released = 0");
+        }
+        sql.push_str(" ORDER BY id");
         self.with(|c| {
-            let mut st = c.prepare(&format!("SELECT {GRID_COLUMNS} FROM grid_jobs ORDER BY id"))?;
-            let rows = st.query_map([], grid_row)?;
-            let mut out = Vec::new();
-            for r in rows {
-                let r = r?;
-                if (states.is_empty() || states.contains(&r.state.as_str())) && user.is_none_or(|u| u == r.user) {
-                    out.push(r);
-                }
-            }
-            Ok(out)
+            let mut st = c.prepare(&sql)?;
+            let rows = st.query_map(rusqlite::params_from_iter(args), grid_row)?;
+            rows.collect()
         })
     }
 
@@ -444,11 +468,52 @@ impl Journal {
         })
     }
 
-    /// Records that the data received for aborted handoff `handoff` is gone.
+    /// Records that the data received for `handoff` is gone: an aborted handoff, or a committed
+    /// one that was released (by its origin's `done`, or after `received_retention_ms`).
     pub fn set_swept(&self, handoff: &str) -> rusqlite::Result<()> {
         self.with(|c| {
-            c.execute("UPDATE incoming SET swept = 1 WHERE handoff = ?1 AND state = 'aborted'", [handoff])?;
+            c.execute(
+                "UPDATE incoming SET swept = 1 WHERE handoff = ?1 AND (state = 'aborted' OR (state = 'committed' AND released = 1))",
+                [handoff],
+            )?;
             Ok(())
+        })
+    }
+
+    /// Committed handoffs their origin has not released whose job is not known to have ended
+    /// (it may still run here), or ended before `before` (Unix ms): those the retention of
+    /// received data looks at.
+    pub fn committed_unreleased(&self, before: u64) -> rusqlite::Result<Vec<Incoming>> {
+        self.with(|c| {
+            let mut st = c.prepare(&format!(
+                "SELECT {INCOMING_COLUMNS} FROM incoming WHERE state = 'committed' AND released = 0 AND local_id IS NOT NULL \
+                 AND (ended_ms = 0 OR ended_ms < ?1) ORDER BY handoff"
+            ))?;
+            let rows = st.query_map([before as i64], incoming_row)?;
+            rows.collect()
+        })
+    }
+
+    /// Records when the job of committed handoff `handoff` ended here (Unix ms, at least 1).
+    pub fn set_ended(&self, handoff: &str, ended_ms: u64) -> rusqlite::Result<()> {
+        self.with(|c| {
+            c.execute(
+                "UPDATE incoming SET ended_ms = ?2 WHERE handoff = ?1 AND state = 'committed'",
+                params![handoff, ended_ms.max(1) as i64],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Released handoffs whose received data has not been swept yet (a crash between the
+    /// release and the removals).
+    pub fn unswept_released(&self) -> rusqlite::Result<Vec<Incoming>> {
+        self.with(|c| {
+            let mut st = c.prepare(&format!(
+                "SELECT {INCOMING_COLUMNS} FROM incoming WHERE state = 'committed' AND released = 1 AND swept = 0 ORDER BY handoff"
+            ))?;
+            let rows = st.query_map([], incoming_row)?;
+            rows.collect()
         })
     }
 
@@ -554,6 +619,10 @@ mod tests {
         j.committed("alpha-1-1", 4).unwrap();
         assert!(j.release("alpha-1-1").unwrap());
         assert!(j.release("alpha-1-1").unwrap(), "idempotent");
+        let handoffs = |v: Vec<Incoming>| v.into_iter().map(|i| i.handoff).collect::<Vec<_>>();
+        // Released and not swept: swept at the next pass, also after a crash.
+        assert_eq!(handoffs(j.unswept_released().unwrap()), vec!["alpha-1-1".to_string()]);
+        assert!(j.committed_unreleased(u64::MAX).unwrap().is_empty());
         let live: Vec<String> = j.live_incoming("alpha").unwrap().into_iter().map(|i| i.handoff).collect();
         assert_eq!(
             live,
@@ -564,6 +633,21 @@ mod tests {
         drop(j);
         let j = Journal::open(&dir.path().join("f.db")).unwrap();
         assert!(j.incoming("alpha-1-1").unwrap().unwrap().released);
+        assert_eq!(handoffs(j.unswept_released().unwrap()), vec!["alpha-1-1".to_string()]);
+        j.set_swept("alpha-1-1").unwrap();
+        assert!(j.unswept_released().unwrap().is_empty());
+        // A committed handoff not released is the retention's to watch; a prepared one never is.
+        j.committed("alpha-2-1", 5).unwrap();
+        assert_eq!(
+            handoffs(j.committed_unreleased(0).unwrap()),
+            vec!["alpha-2-1".to_string()],
+            "not known to have ended"
+        );
+        j.set_ended("alpha-2-1", 7_000).unwrap();
+        assert!(j.committed_unreleased(7_000).unwrap().is_empty(), "ended, within the retention");
+        assert_eq!(handoffs(j.committed_unreleased(7_001).unwrap()), vec!["alpha-2-1".to_string()]);
+        j.set_swept("alpha-2-1").unwrap();
+        assert!(j.unswept_released().unwrap().is_empty(), "not released: no sweep mark");
     }
 
     #[test]
@@ -585,5 +669,18 @@ mod tests {
         drop(j);
         let j = Journal::open(&dir.path().join("f.db")).unwrap();
         assert_eq!(j.grid_jobs(&[state::HANDING], None).unwrap().len(), 1);
+        // Selected by state and user; migrated ones followed until released.
+        let other = j.add_grid_job("v", "m", "d", 6).unwrap();
+        assert!(j.transition(id, state::HANDING, state::MIGRATED, &Transition::default()).unwrap());
+        let ids = |rows: Vec<GridRow>| rows.into_iter().map(|r| r.id).collect::<Vec<_>>();
+        assert_eq!(ids(j.grid_jobs(&[], None).unwrap()), vec![id, other]);
+        assert_eq!(ids(j.grid_jobs(&[state::WAITING, state::MIGRATED], None).unwrap()), vec![id, other]);
+        assert_eq!(ids(j.grid_jobs(&[state::WAITING], None).unwrap()), vec![other]);
+        assert_eq!(ids(j.grid_jobs(&[], Some("v")).unwrap()), vec![other]);
+        assert!(j.grid_jobs(&[state::MIGRATED], Some("v")).unwrap().is_empty());
+        assert_eq!(ids(j.migrated_unreleased().unwrap()), vec![id]);
+        j.set_released(id).unwrap();
+        assert!(j.migrated_unreleased().unwrap().is_empty());
+        assert_eq!(ids(j.grid_jobs(&[state::MIGRATED], None).unwrap()), vec![id]);
     }
 }

@@ -40,7 +40,9 @@
 //! origin, checksummed and resumable, before it submits the job), its outputs come back to the
 //! origin once it succeeded, its logs once it ended in any way, and a cancel at the origin
 //! goes to the peer ([`results`]). A receiver removes what it received for an aborted handoff,
-//! and aborts a handoff prepared and never committed after `handoff_timeout_ms` (`cleanup`). The ADTs in offers use the bandwidth measured from the asking
+//! aborts a handoff prepared and never committed after `handoff_timeout_ms`, and releases a
+//! committed one whose origin never says `done` `received_retention_ms` after its job ended
+//! (`cleanup`). The ADTs in offers use the bandwidth measured from the asking
 //! peer (probes and real transfers), `bandwidth_bps` until there is a measurement. Jobs fixed
 //! to a site of this server stay here.
 
@@ -165,8 +167,9 @@ impl Federation {
     /// server's own offer (no transfers).
     pub(crate) fn offer(&self, req: &Requirements, from: Option<usize>) -> (Offer, Option<Millis>) {
         let bps = from.map_or(self.cfg.bandwidth_bps, |i| self.bandwidth_from(i));
-        let st = self.shared.lock();
-        let view = live::server_view(&st.core, now_ms());
+        // The daemon's state lock only while the view is taken: the simulation of the local
+        // scheduler (a peer may ask often) runs without it.
+        let view = live::server_view(&self.shared.lock().core, now_ms());
         live::offer(&view, req, self.cfg.clock_mhz, bps, from.is_some())
     }
 
@@ -221,30 +224,74 @@ impl Federation {
     /// caller holds `submit_lock` (the guard proves it), so look-up and submission are one step.
     pub(crate) async fn submit_once(
         &self,
-        _one: &tokio::sync::MutexGuard<'_, ()>,
+        one: &tokio::sync::MutexGuard<'_, ()>,
         desc: &JobDescription,
         tag: &str,
         user: &str,
     ) -> Result<u64, ApiError> {
         let mut desc = desc.clone();
         desc.name = marked_name(&desc.name, tag);
+        if let Some(id) = self.find_marked(one, &desc.name, user).await? {
+            return Ok(id);
+        }
+        crate::api::submit_text(&self.shared, user, &desc.to_toml()).await
+    }
+
+    /// The job `user` has under the marked name `name`, if any. Only the user's own jobs:
+    /// another user's job named like this one must not be taken for it (the job would never
+    /// run, and its owner would see the other's).
+    async fn find_marked(&self, _one: &tokio::sync::MutexGuard<'_, ()>, name: &str, user: &str) -> Result<Option<u64>, ApiError> {
         let store = self.shared.store.clone();
-        let name = desc.name.clone();
+        let (name, owner) = (name.to_string(), user.to_string());
         let found = blocking(move || {
             store.read(move |c| {
                 use rusqlite::OptionalExtension;
-                c.query_row("SELECT id FROM jobs WHERE name = ?1 ORDER BY id LIMIT 1", [&name], |r| {
-                    r.get::<_, i64>(0)
-                })
+                c.query_row(
+                    "SELECT id FROM jobs WHERE user = ?1 AND name = ?2 ORDER BY id LIMIT 1",
+                    [&owner, &name],
+                    |r| r.get::<_, i64>(0),
+                )
                 .optional()
             })
         })
         .await
         .map_err(|e| crate::api::err(axum::http::StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
-        if let Some(id) = found {
-            return Ok(id as u64);
-        }
-        crate::api::submit_text(&self.shared, user, &desc.to_toml()).await
+        Ok(found.map(|id| id as u64))
+    }
+
+    /// Aborts handoff `h` from `origin` (a tombstone if it is unknown) — unless it is prepared
+    /// and a commit already submitted its job (a receiver killed between the submission and
+    /// its journal's `committed`): then it is recorded committed to that job, which runs, since
+    /// an abort would let the origin decide the job again and run it twice. The row afterwards.
+    pub(crate) async fn abort_incoming(
+        &self,
+        one: &tokio::sync::MutexGuard<'_, ()>,
+        h: &str,
+        origin: &str,
+    ) -> Result<journal::Incoming, String> {
+        let (j, key) = (self.journal.clone(), h.to_string());
+        let inc = blocking(move || j.incoming(&key)).await.map_err(|e| e.to_string())?;
+        let submitted = match inc.filter(|i| i.state == "prepared") {
+            Some(inc) => match JobDescription::parse(&inc.description) {
+                Ok(desc) => self
+                    .find_marked(one, &marked_name(&desc.name, h), &format!("peer-{origin}"))
+                    .await
+                    .map_err(|e| e.1)?,
+                Err(_) => None,
+            },
+            None => None,
+        };
+        let (j, key, origin) = (self.journal.clone(), h.to_string(), origin.to_string());
+        blocking(move || {
+            if let Some(id) = submitted {
+                tracing::warn!(handoff = %key, job = id, "a commit interrupted before its journal entry: committed, not aborted");
+                j.committed(&key, id)?;
+                return j.incoming(&key)?.ok_or(rusqlite::Error::QueryReturnedNoRows);
+            }
+            j.abort(&key, &origin)
+        })
+        .await
+        .map_err(|e| e.to_string())
     }
 
     pub(crate) fn volunteered(&self, i: usize) {

@@ -90,8 +90,15 @@ async fn handoff_job(fed: &F, i: usize, h: &str) -> R<(JobDetail, bool)> {
 /// job the calling peer handed over as `h` (Range: bytes=N- resumes). Once the job ended with
 /// its SHA-256 (the origin fetches it and checks); before, as it is now (the origin shows it
 /// to a user following a running job).
-pub(crate) async fn log_file(State(fed): State<F>, headers: HeaderMap, Path((h, name)): Path<(String, String)>) -> R<Response> {
+pub(crate) async fn log_file(
+    State(fed): State<F>,
+    headers: HeaderMap,
+    Path((h, name)): Path<(String, String)>,
+    q: Result<Query<TailQuery>, axum::extract::rejection::QueryRejection>,
+) -> R<Response> {
     let i = peer_auth(&fed, &headers)?;
+    let Query(q) = q.map_err(|e| err(StatusCode::BAD_REQUEST, format!("query: {e}")))?;
+    check_tail(q.tail)?;
     let (d, ended) = handoff_job(&fed, i, &h).await?;
     let not_found = || {
         err(
@@ -108,9 +115,24 @@ pub(crate) async fn log_file(State(fed): State<F>, headers: HeaderMap, Path((h, 
         return if ended {
             Err(not_found())
         } else {
-            Ok((StatusCode::OK, Vec::<u8>::new()).into_response())
+            Ok(tail_answer(Vec::new(), 0, 0))
         };
     };
+    if let Some(lines) = q.tail {
+        // Read here, from the end: only the lines asked for cross to the peer.
+        let read = blocking(move || {
+            let size = std::fs::metadata(&path)?.len();
+            let (bytes, cut) = crate::api_output::tail_lines(&path, lines)?;
+            let (bytes, dropped) = cap_tail(bytes, LIVE_LOG_BYTES as usize);
+            Ok::<_, std::io::Error>((bytes, size, cut + dropped))
+        })
+        .await;
+        return match read {
+            Ok((bytes, size, cut)) => Ok(tail_answer(bytes, size, cut)),
+            Err(_) if !ended => Ok(tail_answer(Vec::new(), 0, 0)),
+            Err(_) => Err(not_found()),
+        };
+    }
     let opened = blocking(move || {
         let sha = if ended { Some(crate::transfer::checksum(&path)?.0) } else { None };
         let f = std::fs::File::open(&path)?;
@@ -126,6 +148,56 @@ pub(crate) async fn log_file(State(fed): State<F>, headers: HeaderMap, Path((h, 
     }
 }
 
+/// 422 for a tail of more lines than a log answer gives (as for a local job's log).
+fn check_tail(tail: Option<usize>) -> R<()> {
+    match tail {
+        Some(t) if t > crate::api_output::MAX_TAIL_LINES => Err(err(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("parameter 'tail': at most {} lines", crate::api_output::MAX_TAIL_LINES),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// `?tail=L` on a log a peer reads: its last L lines.
+#[derive(Debug, serde::Deserialize)]
+pub(crate) struct TailQuery {
+    tail: Option<usize>,
+}
+
+/// A tail a peer asked for: the bytes, with the log's whole size and the lines left out in
+/// the headers a local log answer has.
+fn tail_answer(bytes: Vec<u8>, size: u64, cut: u64) -> Response {
+    let mut h = HeaderMap::new();
+    h.insert(
+        axum::http::header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("application/octet-stream"),
+    );
+    h.insert(crate::api_output::LOG_SIZE_HEADER, axum::http::HeaderValue::from(size));
+    h.insert(crate::api_output::LINES_CUT_HEADER, axum::http::HeaderValue::from(cut));
+    (StatusCode::OK, h, bytes).into_response()
+}
+
+/// The end of tail `b` within `max` bytes, from the start of a line; and how many more lines
+/// that left out.
+fn cap_tail(mut b: Vec<u8>, max: usize) -> (Vec<u8>, u64) {
+    if b.len() <= max {
+        return (b, 0);
+    }
+    let from = b.len() - max;
+    let start = if b[from - 1] == b'\n' {
+        from
+    } else {
+        b[from..].iter().position(|&x| x == b'\n').map_or(b.len(), |p| from + p + 1)
+    };
+    let mut dropped = b[..start].iter().filter(|&&x| x == b'\n').count() as u64;
+    if start == b.len() && b.last() != Some(&b'\n') {
+        // One last line longer than `max`, without its newline yet: left out too.
+        dropped += 1;
+    }
+    (b.split_off(start), dropped)
+}
+
 /// `POST /api/v1/peer/handoffs/{h}/cancel` (at the receiver): the origin's user cancelled the
 /// job. Prepared: aborted (never runs here; its received inputs go). Committed: its job is
 /// cancelled unless it ended. Answers the handoff as it is then.
@@ -135,8 +207,7 @@ pub(crate) async fn cancel_handoff(State(fed): State<F>, headers: HeaderMap, Pat
     let inc = match inc.state.as_str() {
         "prepared" => {
             let one = fed.submit_lock.lock().await;
-            let (j, key, origin) = (fed.journal.clone(), h.clone(), inc.origin.clone());
-            let inc = blocking(move || j.abort(&key, &origin)).await.map_err(internal)?;
+            let inc = fed.abort_incoming(&one, &h, &inc.origin).await.map_err(internal)?;
             drop(one);
             super::cleanup::sweep(&fed, &inc).await.map_err(internal)?;
             inc
@@ -165,29 +236,47 @@ fn stored_log(fed: &Federation, gid: u64, c: u64, stream: &str) -> PathBuf {
     fed.shared.data_dir.join(LOG_DIR).join(format!("{gid}-c{c}.{stream}"))
 }
 
+/// The logs peer `name` lists for a job of `components` components that this server takes:
+/// each `c<N>/stdout|stderr` of a component the job has, once, with a well-formed SHA-256 and
+/// at most `max` bytes. What it leaves out, in words (the peer's say-so never makes this server
+/// fetch or store more than the job's own logs, nor hold the job up).
+fn logs_to_fetch(listed: &[PeerFile], components: u64, max: u64) -> (Vec<(u64, &'static str, PeerFile)>, Vec<String>) {
+    let mut take = Vec::new();
+    let mut left = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for f in listed {
+        let name = api::cut_message(&f.name);
+        match parse_log_name(&f.name) {
+            None => left.push(format!("'{name}' (not a log name)")),
+            Some((c, _)) if c >= components => left.push(format!("{name} (not a log of the job: it has {components} component(s))")),
+            Some(_) if f.sha256.len() != 64 || !f.sha256.bytes().all(|b| b.is_ascii_hexdigit()) => {
+                left.push(format!("{name} (a malformed SHA-256)"))
+            }
+            // Not held up for ever by one huge log: it stays at the peer, said so.
+            Some(_) if f.size_bytes > max => left.push(format!("{name} ({} bytes)", f.size_bytes)),
+            Some((c, stream)) if seen.insert((c, stream)) => take.push((c, stream, f.clone())),
+            Some(_) => {}
+        }
+    }
+    (take, left)
+}
+
 /// Fetches the logs of migrated grid job `row`, ended at peer `i` (view `r`), in the
 /// background, once at a time; records their names when all are here (`data_error` says why
-/// not).
+/// not, and which listed logs it left at the peer).
 pub(crate) fn logs_back(fed: &F, i: usize, row: &GridRow, r: &HandoffState) {
     let gid = row.id;
-    let (f2, h, logs) = (fed.clone(), row.handoff.clone().unwrap_or_default(), r.logs.clone());
     let max = fed.shared.config.files.max_upload_bytes;
+    let components = crate::jobdesc::JobDescription::parse(&row.description).map_or(1, |d| d.components.len().max(1)) as u64;
+    let (take, left) = logs_to_fetch(&r.logs, components, max);
+    let (f2, h) = (fed.clone(), row.handoff.clone().unwrap_or_default());
     data::spawn_once(fed, format!("logs:{gid}"), async move {
-        let mut left = Vec::new();
         let result = async {
+            let dir = f2.shared.data_dir.join(LOG_DIR);
+            blocking(move || std::fs::create_dir_all(dir)).await.map_err(|e| e.to_string())?;
             let mut names = Vec::new();
-            for f in logs {
-                let (c, stream) = parse_log_name(&f.name).ok_or_else(|| format!("'{}' is not a log name", api::cut_message(&f.name)))?;
-                if f.sha256.len() != 64 || !f.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
-                    return Err(format!("log '{}': a malformed SHA-256", f.name));
-                }
-                if f.size_bytes > max {
-                    // Not held up for ever by one huge log: it stays at the peer, said so.
-                    left.push(format!("{} ({} bytes)", f.name, f.size_bytes));
-                    continue;
-                }
+            for (c, stream, f) in take {
                 let dest = stored_log(&f2, gid, c, stream);
-                std::fs::create_dir_all(dest.parent().unwrap_or(&dest)).map_err(|e| e.to_string())?;
                 let path = format!("/api/v1/peer/handoffs/{}/logs/{}", data::encode(&h), f.name);
                 let (fd, ff) = (f2.clone(), f.clone());
                 blocking(move || data::fetch(&fd, i, &path, &ff, &dest)).await?;
@@ -201,11 +290,11 @@ pub(crate) fn logs_back(fed: &F, i: usize, row: &GridRow, r: &HandoffState) {
             Ok(names) => {
                 let json = serde_json::to_string(&names).unwrap_or_else(|_| "[]".into());
                 let note = (!left.is_empty()).then(|| {
-                    format!(
-                        "logs over files.max_upload_bytes ({max}) left at {}: {}",
-                        f2.peers[i].name,
-                        left.join(", ")
-                    )
+                    let mut list = left.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
+                    if left.len() > 5 {
+                        list.push_str(&format!(" and {} more", left.len() - 5));
+                    }
+                    format!("logs left at {} (files.max_upload_bytes is {max}): {list}", f2.peers[i].name)
                 });
                 blocking(move || {
                     j.set_logs(gid, &json)?;
@@ -239,7 +328,7 @@ pub(crate) async fn deliver_cancel(fed: &F, row: &GridRow) -> anyhow::Result<()>
     let path = format!("/api/v1/peer/handoffs/{}/cancel", data::encode(h));
     let r = blocking(move || client.call::<(), HandoffState>(&path, Some(&()))).await;
     fed.record(i, &r);
-    match r {
+    match r.map(HandoffState::from_peer) {
         Ok(s) if s.state == "aborted" => {
             let why = format!("cancelled by its user before it started at {peer}");
             let (j, id) = (fed.journal.clone(), row.id);
@@ -262,7 +351,7 @@ pub(crate) async fn deliver_cancel(fed: &F, row: &GridRow) -> anyhow::Result<()>
 }
 
 /// The caller's grid job `raw`, or 404.
-async fn own_row(fed: &F, caller: &Caller, raw: &str) -> R<GridRow> {
+pub(super) async fn own_row(fed: &F, caller: &Caller, raw: &str) -> R<GridRow> {
     let not_found = || err(StatusCode::NOT_FOUND, format!("grid job '{}' not found", api::cut_message(raw)));
     let id: u64 = raw.parse().map_err(|_| not_found())?;
     let j = fed.journal.clone();
@@ -351,6 +440,7 @@ pub(crate) async fn grid_logs(State(fed): State<F>, headers: HeaderMap, Path(raw
     }
     let Query(q) = q.map_err(|e| err(StatusCode::BAD_REQUEST, format!("query: {e}")))?;
     let stream = crate::api_output::log_stream(&q)?;
+    check_tail(q.tail)?;
     let c = q.component.unwrap_or(0);
     let components = crate::jobdesc::JobDescription::parse(&row.description).map_or(1, |d| d.components.len().max(1)) as u64;
     if c >= components {
@@ -383,8 +473,13 @@ pub(crate) async fn grid_logs(State(fed): State<F>, headers: HeaderMap, Path(raw
 /// Most bytes of a log read from a peer for one answer.
 const LIVE_LOG_BYTES: u64 = 16 << 20;
 
+/// What a read of a peer's live log brought: the bytes, and the log's size and lines cut when
+/// the peer cut a tail.
+type LiveRead = (Vec<u8>, Option<u64>, Option<u64>);
+
 /// Log `c<c>/<stream>` of handoff `h` as peer `peer` has it now: (bytes, next offset, lines
-/// cut) for the request `q`; nothing (from the asked offset) when the peer does not answer.
+/// cut) for the request `q`; nothing (from the asked offset) when the peer does not answer. A
+/// tail is cut at the peer (`?tail=L`): only the end asked for crosses, however large the log.
 async fn live_log(fed: &F, peer: &str, h: &str, c: u64, stream: &str, q: &LogQuery) -> (Vec<u8>, u64, u64) {
     let offset = if q.tail.is_some() { 0 } else { q.offset.unwrap_or(0) };
     let nothing = (Vec::new(), offset, 0);
@@ -392,30 +487,46 @@ async fn live_log(fed: &F, peer: &str, h: &str, c: u64, stream: &str, q: &LogQue
         return nothing;
     };
     let client = fed.peers[i].clone();
-    let path = format!("/api/v1/peer/handoffs/{}/logs/c{c}/{stream}", data::encode(h));
-    let got = blocking(move || -> Result<Vec<u8>, CallError> {
+    let mut path = format!("/api/v1/peer/handoffs/{}/logs/c{c}/{stream}", data::encode(h));
+    if let Some(lines) = q.tail {
+        path.push_str(&format!("?tail={lines}"));
+    }
+    let got = blocking(move || -> Result<LiveRead, CallError> {
         let mut resp = client.get_bytes(&path, offset, LIVE_LOG_BYTES)?;
         let status = resp.status().as_u16();
         if status != 200 && status != 206 {
             return Err(CallError::Refused(status, String::new()));
         }
+        let head = |n: &str| {
+            resp.headers()
+                .get(n)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<u64>().ok())
+        };
+        let (size, cut) = (head(crate::api_output::LOG_SIZE_HEADER), head(crate::api_output::LINES_CUT_HEADER));
         let mut out = Vec::new();
         let mut body = std::io::Read::take(resp.body_mut().with_config().limit(u64::MAX).reader(), LIVE_LOG_BYTES);
         std::io::Read::read_to_end(&mut body, &mut out).map_err(|e| CallError::Unreachable(e.to_string()))?;
-        Ok(out)
+        Ok((out, size, cut))
     })
     .await;
     if matches!(got, Err(CallError::Unreachable(_))) {
         fed.record(i, &got);
     }
-    let Ok(bytes) = got else { return nothing };
-    match q.tail {
-        Some(lines) => {
+    let Ok((bytes, size, cut)) = got else { return nothing };
+    match (q.tail, size, cut) {
+        // Cut at the peer.
+        (Some(_), Some(size), Some(cut)) => {
+            let size = size.max(bytes.len() as u64);
+            (bytes, size, cut)
+        }
+        // A peer that sent the log from its start (no tail there): its last lines of that.
+        (Some(lines), _, _) => {
             let size = bytes.len() as u64;
             let (b, cut) = crate::api_output::tail_bytes(&bytes, lines);
             (b, size, cut)
         }
-        None => {
+        (None, _, _) => {
             let size = offset + bytes.len() as u64;
             (bytes, size, 0)
         }
@@ -479,5 +590,43 @@ mod tests {
         ] {
             assert_eq!(parse_log_name(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn only_the_jobs_own_logs_are_fetched_once_each() {
+        let f = |name: &str, size: u64, sha: &str| PeerFile {
+            name: name.into(),
+            size_bytes: size,
+            sha256: sha.into(),
+        };
+        let good = "a".repeat(64);
+        let listed = [
+            f("c0/stdout", 5, &good),
+            f("c0/stdout", 5, &good),
+            f("c1/stderr", 5, &good),
+            f("c2/stdout", 5, &good),
+            f("../c0/stderr", 5, &good),
+            f("c0/stderr", 5, "../x"),
+            f("c1/stdout", 50, &good),
+        ];
+        let (take, left) = logs_to_fetch(&listed, 2, 10);
+        let names: Vec<(u64, &str)> = take.iter().map(|(c, s, _)| (*c, *s)).collect();
+        assert_eq!(names, vec![(0, "stdout"), (1, "stderr")]);
+        assert_eq!(left.len(), 4, "{left:?}");
+        assert!(
+            left[0].contains("c2/stdout (not a log of the job: it has 2 component(s))"),
+            "{left:?}"
+        );
+        assert!(left[3].contains("c1/stdout (50 bytes)"), "{left:?}");
+    }
+
+    #[test]
+    fn a_capped_tail_keeps_whole_lines_from_the_end_and_counts_the_rest() {
+        assert_eq!(cap_tail(b"ab\ncd\n".to_vec(), 10), (b"ab\ncd\n".to_vec(), 0));
+        assert_eq!(cap_tail(b"ab\ncd\nef\n".to_vec(), 6), (b"cd\nef\n".to_vec(), 1));
+        assert_eq!(cap_tail(b"ab\ncd\nef\n".to_vec(), 5), (b"ef\n".to_vec(), 2));
+        assert_eq!(cap_tail(b"ab\ncd\nef".to_vec(), 4), (b"ef".to_vec(), 2));
+        assert_eq!(cap_tail(b"ab\nlonglong".to_vec(), 4), (Vec::new(), 2));
+        assert_eq!(cap_tail(b"ab\nlonglong\n".to_vec(), 4), (Vec::new(), 2));
     }
 }

@@ -115,7 +115,9 @@ pub(super) async fn render(fed: &F, row: GridRow) -> GridJob {
             g.runs_at = row.peer.clone();
             g.job = row.remote_id;
             g.state = "handing-over".into();
-            if let Some(r) = row.remote.as_deref().and_then(|r| serde_json::from_str::<HandoffState>(r).ok()) {
+            // As the peer said it, made plain text (rows written before that was done on receipt).
+            let remote = row.remote.as_deref().and_then(|r| serde_json::from_str::<HandoffState>(r).ok());
+            if let Some(r) = remote.map(HandoffState::from_peer) {
                 if let Some(s) = r.job_state {
                     g.state = s;
                 }
@@ -157,14 +159,8 @@ async fn list(State(fed): State<F>, headers: HeaderMap) -> R<Json<Vec<GridJob>>>
 
 async fn show(State(fed): State<F>, headers: HeaderMap, Path(raw): Path<String>) -> R<Json<GridJob>> {
     let caller = api::authenticate(&fed.shared, &headers)?;
-    let not_found = || err(StatusCode::NOT_FOUND, format!("grid job '{raw}' not found"));
-    let id: u64 = raw.parse().map_err(|_| not_found())?;
-    let j = fed.journal.clone();
-    let row = blocking(move || j.grid_job(id)).await.map_err(internal)?;
-    match row {
-        Some(r) if caller.admin || r.user == caller.user => Ok(Json(render(&fed, r).await)),
-        _ => Err(not_found()),
-    }
+    let row = super::results::own_row(&fed, &caller, &raw).await?;
+    Ok(Json(render(&fed, row).await))
 }
 
 async fn status(State(fed): State<F>, headers: HeaderMap) -> R<Json<FederationStatus>> {
@@ -229,9 +225,19 @@ pub(super) fn peer_auth(fed: &Federation, headers: &HeaderMap) -> R<usize> {
     }
 }
 
-/// A JSON body or 400 naming what is wrong.
+/// A JSON body or 400 naming what is wrong and where (`body: field 'processors': ...`).
 fn json<T: serde::de::DeserializeOwned>(body: &[u8]) -> R<T> {
-    serde_json::from_slice(body).map_err(|e| err(StatusCode::BAD_REQUEST, format!("body: {e}")))
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let v = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let at = e.path().to_string();
+        let inner = api::cut_message(&e.into_inner().to_string());
+        match at.as_str() {
+            "." | "" => err(StatusCode::BAD_REQUEST, format!("body: {inner}")),
+            _ => err(StatusCode::BAD_REQUEST, format!("body: field '{at}': {inner}")),
+        }
+    })?;
+    de.end().map_err(|e| err(StatusCode::BAD_REQUEST, format!("body: {e}")))?;
+    Ok(v)
 }
 
 async fn offer(State(fed): State<F>, req: Request) -> R<Json<OfferAnswer>> {
@@ -286,6 +292,7 @@ pub(super) async fn handoff_view(fed: &F, inc: Incoming) -> HandoffState {
         outputs: Vec::new(),
         inputs_here: None,
         logs: Vec::new(),
+        released: inc.released,
     };
     if let Some(id) = inc.local_id {
         if let Ok(d) = api::job_detail(&fed.shared, id).await {
@@ -420,10 +427,8 @@ async fn commit(State(fed): State<F>, headers: HeaderMap, Path(h): Path<String>)
 async fn abort(State(fed): State<F>, headers: HeaderMap, Path(h): Path<String>) -> R<Json<HandoffState>> {
     let i = peer_auth(&fed, &headers)?;
     check_handoff(&fed, i, &h)?;
-    let j = fed.journal.clone();
-    let origin = fed.peers[i].name.clone();
     let one = fed.submit_lock.lock().await;
-    let inc = blocking(move || j.abort(&h, &origin)).await.map_err(internal)?;
+    let inc = fed.abort_incoming(&one, &h, &fed.peers[i].name).await.map_err(internal)?;
     drop(one);
     // What was received for it goes (a crash before this: the next pass sweeps).
     super::cleanup::sweep(&fed, &inc).await.map_err(internal)?;
@@ -431,10 +436,9 @@ async fn abort(State(fed): State<F>, headers: HeaderMap, Path(h): Path<String>) 
 }
 
 /// `POST /api/v1/peer/handoffs/{h}/done` (at the receiver): the origin has what it needs of
-/// the ended job (its outputs and logs are back). Marks the handoff released (durable), then
-/// removes the inputs received for it that no live handoff (prepared, or committed and not
-/// released) or unended job uses, and the job's outputs here (the origin has them).
-/// Idempotent: a repeated call sweeps again.
+/// the ended job (its outputs and logs are back). Releases the handoff ([`super::cleanup::release`]:
+/// durable, then the inputs received for it that nothing live needs and the job's outputs here
+/// go). Idempotent: a repeated call sweeps again.
 async fn done(State(fed): State<F>, headers: HeaderMap, Path(h): Path<String>) -> R<Json<HandoffState>> {
     let i = peer_auth(&fed, &headers)?;
     let inc = find(&fed, i, &h).await?;
@@ -447,26 +451,7 @@ async fn done(State(fed): State<F>, headers: HeaderMap, Path(h): Path<String>) -
     if !ended {
         return Err(conflict(&format!("has a job that has not ended ({})", d.state)));
     }
-    // Under the lock no commit can take an input between the look-up and the removal.
-    let one = fed.submit_lock.lock().await;
-    let j = fed.journal.clone();
-    let key = h.clone();
-    blocking(move || j.release(&key)).await.map_err(internal)?;
-    let mut removed = data::release_inputs(&fed, &inc).await.map_err(internal)?;
-    drop(one);
-    // Its outputs here are copies the origin holds now (registered for `peer-<origin>`).
-    let owner = format!("peer-{}", inc.origin);
-    for name in &d.outputs {
-        let theirs = fed
-            .shared
-            .lock()
-            .files
-            .get(name)
-            .is_some_and(|f| f.owner.as_deref() == Some(owner.as_str()));
-        if theirs && crate::api_files::remove_file(&fed.shared, name).await.map_err(internal)? {
-            removed += 1;
-        }
-    }
+    let removed = super::cleanup::release(&fed, &inc).await.map_err(internal)?;
     if removed > 0 {
         tracing::info!(handoff = %h, removed, "inputs and outputs of an ended job removed");
     }
@@ -490,7 +475,7 @@ async fn output_file(State(fed): State<F>, headers: HeaderMap, Path((h, name)): 
     if d.state != "succeeded" || !d.outputs.contains(&name) {
         return Err(not_found());
     }
-    super::serve::serve(&fed, &name, &headers)
+    super::serve::serve(&fed, &name, &headers).await
 }
 
 /// `GET /api/v1/peer/sent/{h}/inputs/{name}` (at the origin): an input of the job this server
@@ -517,7 +502,7 @@ async fn input_file(State(fed): State<F>, headers: HeaderMap, Path((h, name)): P
     if !desc.inputs.iter().any(|f| f.logical() == name) {
         return Err(not_found());
     }
-    super::serve::serve(&fed, &name, &headers)
+    super::serve::serve(&fed, &name, &headers).await
 }
 
 #[derive(serde::Deserialize)]

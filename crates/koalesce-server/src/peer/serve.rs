@@ -11,7 +11,7 @@ use crate::api::{err, ApiError};
 
 /// Streams catalogue file `name` to a peer: from byte N on when asked `Range: bytes=N-` (206),
 /// with its SHA-256 and whole size in headers.
-pub(crate) fn serve(fed: &Federation, name: &str, headers: &HeaderMap) -> Result<Response, ApiError> {
+pub(crate) async fn serve(fed: &Federation, name: &str, headers: &HeaderMap) -> Result<Response, ApiError> {
     let found = {
         let st = fed.shared.lock();
         st.files.get(name).map(|f| {
@@ -27,13 +27,19 @@ pub(crate) fn serve(fed: &Federation, name: &str, headers: &HeaderMap) -> Result
         Some(h) if h.agent.is_some() => Some(crate::daemon::transfers::place_at(h, p)),
         _ => None,
     });
-    let opened = replicas
+    let local: Vec<std::path::PathBuf> = replicas
         .iter()
         .filter(|(site, _)| fed.shared.site_by_name(site).is_none_or(|h| h.agent.is_none()))
-        .find_map(|(_, p)| {
+        .map(|(_, p)| p.clone())
+        .collect();
+    // Opened off the async threads (a slow disk holds up no other request).
+    let opened = super::blocking(move || {
+        local.iter().find_map(|p| {
             let f = std::fs::File::open(p).ok()?;
             (f.metadata().ok()?.len() == size).then_some(f)
-        });
+        })
+    })
+    .await;
     match (opened, at_agent) {
         (Some(file), _) => serve_open(file, size, Some(&sha), headers),
         (None, Some(crate::dataplane::Place::Agent { agent, path })) => {
@@ -101,11 +107,32 @@ pub(crate) fn serve_open(mut file: std::fs::File, size: u64, sha: Option<&str>, 
 }
 
 /// `GET /api/v1/peer/probe?bytes=N`: N zero bytes, for the caller to measure the bandwidth
-/// from here to it.
+/// from here to it. At most MAX_PROBE_BYTES (16 MiB), streamed from one shared 64 KiB chunk:
+/// however many probes peers ask for at once, none allocates its size.
 pub(crate) fn probe_body(bytes: u64) -> Response {
-    // At most MAX_PROBE_BYTES (16 MiB), to authenticated peers only.
-    let body = vec![0u8; usize::try_from(bytes.min(super::config::MAX_PROBE_BYTES)).unwrap_or(0)];
+    let n = bytes.min(super::config::MAX_PROBE_BYTES);
     let mut h = HeaderMap::new();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
-    (StatusCode::OK, h, body).into_response()
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(n));
+    (StatusCode::OK, h, axum::body::Body::from_stream(Zeros { left: n })).into_response()
+}
+
+/// `left` zero bytes as a body stream.
+struct Zeros {
+    left: u64,
+}
+
+impl futures_core::Stream for Zeros {
+    type Item = Result<axum::body::Bytes, std::convert::Infallible>;
+
+    fn poll_next(mut self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> std::task::Poll<Option<Self::Item>> {
+        const CHUNK: usize = 64 << 10;
+        static ZEROS: [u8; CHUNK] = [0; CHUNK];
+        if self.left == 0 {
+            return std::task::Poll::Ready(None);
+        }
+        let len = self.left.min(CHUNK as u64) as usize;
+        self.left -= len as u64;
+        std::task::Poll::Ready(Some(Ok(axum::body::Bytes::from_static(&ZEROS[..len]))))
+    }
 }

@@ -29,12 +29,9 @@ pub(crate) async fn store(fed: &Arc<Federation>, spool: &Path, place: &Place, f:
         r
     })
     .await;
-    let report = sent.map_err(|e| format!("'{}': storing it at {}: {e}", f.name, place.describe()))?;
-    fed.shared
-        .metrics
-        .transfer_bytes
-        .fetch_add(report.bytes, std::sync::atomic::Ordering::Relaxed);
-    Ok(())
+    // Counted once, when it is registered (as at a site without an agent).
+    sent.map(|_| ())
+        .map_err(|e| format!("'{}': storing it at {}: {e}", f.name, place.describe()))
 }
 
 /// Deletes a file that was stored at an agent and is not wanted after all.

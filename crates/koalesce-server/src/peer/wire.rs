@@ -84,6 +84,57 @@ pub struct HandoffState {
     /// the origin to fetch from `GET /api/v1/peer/handoffs/{handoff}/logs/{name}`.
     #[serde(default)]
     pub logs: Vec<PeerFile>,
+    /// The receiver let go of the job's data (inputs received for it, its outputs there): on
+    /// the origin's `done`, or `received_retention_ms` after the job ended without one.
+    #[serde(default)]
+    pub released: bool,
+}
+
+/// Most sites of a peer's job kept at the origin.
+const MAX_PEER_SITES: usize = 64;
+
+impl HandoffState {
+    /// This view as a peer sent it, made plain text for this server's users: states that are
+    /// not state words become `unknown`, control and bidirectional-override characters in
+    /// sites and the failure are written as visible escapes (`\n`, `\u{1b}`: they would reach
+    /// users' terminals), and there are at most 64 sites (an untrusted peer's say-so).
+    pub fn from_peer(mut self) -> HandoffState {
+        fn word(s: &str) -> String {
+            if !s.is_empty() && s.len() <= 32 && s.bytes().all(|b| b.is_ascii_lowercase() || b == b'_' || b == b'-') {
+                s.to_string()
+            } else {
+                "unknown".to_string()
+            }
+        }
+        self.state = word(&self.state);
+        self.job_state = self.job_state.as_deref().map(word);
+        self.sites.truncate(MAX_PEER_SITES);
+        for s in &mut self.sites {
+            *s = plain(s, 200);
+        }
+        self.failure = self.failure.as_deref().map(|f| plain(f, 2000));
+        self
+    }
+}
+
+/// `s` with control and bidirectional-override characters written as visible escapes, cut to
+/// `max` characters.
+fn plain(s: &str, max: usize) -> String {
+    let bidi = |c: char| matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}');
+    let mut out = String::new();
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() || bidi(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    if out.chars().count() > max {
+        out = out.chars().take(max).collect::<String>() + "…";
+    }
+    out
 }
 
 /// A job of the grid queue, as `GET /api/v1/grid/jobs/{id}` shows it.
@@ -151,4 +202,22 @@ pub struct FederationStatus {
     pub waiting: u64,
     /// Jobs peers handed to this server.
     pub received: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_peers_view_becomes_plain_text() {
+        let v: HandoffState = serde_json::from_value(serde_json::json!({
+            "handoff": "alpha-1-1", "state": "committed\u{1b}[2J", "job": 1, "job_state": "timeout",
+            "sites": ["b/b1\n", "b/\u{202e}x"], "exit_ok": null, "failure": "a\tb\u{7}"}))
+        .unwrap();
+        let v = v.from_peer();
+        assert_eq!((v.state.as_str(), v.job_state.as_deref()), ("unknown", Some("timeout")));
+        assert_eq!(v.sites, vec!["b/b1\\n".to_string(), "b/\\u{202e}x".to_string()]);
+        assert_eq!(v.failure.as_deref(), Some("a\\tb\\u{7}"));
+        assert_eq!(plain(&"x".repeat(10), 4), "xxxx…");
+    }
 }

@@ -174,6 +174,7 @@ mod tests {
             memory_limit: None,
             working_directory: None,
             nonce: String::new(),
+            early_signal: None,
         }
     }
 

@@ -261,6 +261,7 @@ fn v0_to_v2(tx: &Transaction<'_>) -> Result<(), Box<dyn std::error::Error>> {
             task_id: None,
             tasks: Vec::new(),
             bag: None,
+            begin_ms: None,
         };
         insert.execute(params![
             id,

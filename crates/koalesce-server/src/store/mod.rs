@@ -707,7 +707,8 @@ pub struct NewReplica {
     pub path: String,
 }
 
-/// Registers a file (or updates its size and checksum) and one replica of it.
+/// Registers a file (or updates its size and checksum) and one replica of it; a replica of
+/// other content than the file's replaces the file (its replicas at other sites are dropped).
 pub fn register_replica_op(r: NewReplica) -> WriteOp {
     let NewReplica {
         name,
@@ -718,6 +719,12 @@ pub fn register_replica_op(r: NewReplica) -> WriteOp {
         path,
     } = r;
     Box::new(move |tx| {
+        // Other content than the file's replaces it: the other sites' copies hold the old one.
+        tx.execute(
+            "DELETE FROM replicas WHERE name = ?1 AND site != ?2 AND EXISTS \
+             (SELECT 1 FROM files WHERE name = ?1 AND (size_bytes != ?3 OR sha256 != ?4))",
+            params![name, site, size as i64, sha],
+        )?;
         tx.execute(
             "INSERT INTO files (name, size_bytes, sha256, owner) VALUES (?1, ?2, ?3, ?4) \
              ON CONFLICT(name) DO UPDATE SET size_bytes = excluded.size_bytes, sha256 = excluded.sha256, \

@@ -50,6 +50,30 @@ pub fn wait_state(srv: &BackgroundServer, tok: &str, id: u64, states: &[&str], s
     }
 }
 
+/// Waits until the job has ended, however; panics after `secs`.
+pub fn ended(srv: &BackgroundServer, tok: &str, id: u64, secs: u64) -> Value {
+    wait_state(
+        srv,
+        tok,
+        id,
+        &["succeeded", "failed", "timeout", "out_of_memory", "cancelled"],
+        secs,
+    )
+}
+
+/// POSTs `body` to `path`; the status and the JSON answer (`Null` when it is not JSON).
+pub fn post(srv: &BackgroundServer, path: &str, tok: &str, body: &str) -> (u16, Value) {
+    let (code, text) = srv.request("POST", path, Some(tok), body.as_bytes());
+    (code, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+/// POSTs a job to `path` (`/api/v1/jobs?...`), which must be accepted; its answer.
+pub fn post_job(srv: &BackgroundServer, path: &str, tok: &str, body: &str) -> Value {
+    let (code, v) = post(srv, path, tok, body);
+    assert_eq!(code, 201, "{path}: {v}");
+    v
+}
+
 pub fn shell_job(name: &str, script: &str, procs: u32, extra: &str) -> String {
     format!("name = {name:?}\nexecutable = \"/bin/sh\"\narguments = [\"-c\", {script:?}]\n{extra}\n[[components]]\nprocessors = {procs}\n")
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use koalesce_server::peer::{FederationConfig, PeerAlgorithm, PeerConfig};
 use koalesce_server::BackgroundServer;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::common::{json, supervisor};
 
@@ -286,4 +286,255 @@ pub fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
         }
     }
     out
+}
+
+/// The names in `srv`'s file catalogue, sorted.
+pub fn catalogue(srv: &BackgroundServer, tok: &str) -> Vec<String> {
+    let v = get(srv, tok, "/api/v1/files");
+    let mut n: Vec<String> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap().to_string())
+        .collect();
+    n.sort();
+    n
+}
+
+/// A peer's client as `name` calling `srv` with the pair's secret.
+pub fn as_peer(name: &str, srv: &BackgroundServer) -> koalesce_server::peer::PeerClient {
+    koalesce_server::peer::PeerClient::new(name, "beta", &srv.url(), SECRET.into(), 5_000)
+}
+
+/// Phase one of handoff `h` (a job `desc` with `inputs`) from `peer`: asserts it is prepared.
+pub fn prepare_handoff(peer: &koalesce_server::peer::PeerClient, h: &str, desc: &str, inputs: Value) -> Value {
+    let body = json!({"handoff": h, "user": "alice", "description": desc, "inputs": inputs});
+    let p: Value = peer.call("/api/v1/peer/handoffs", Some(&body)).unwrap();
+    assert_eq!(p["state"], "prepared", "{p}");
+    p
+}
+
+/// Commits handoff `h` from `peer` until the receiver submitted its job (its inputs are
+/// fetched first); the receiver's view then.
+pub fn commit_until_submitted(peer: &koalesce_server::peer::PeerClient, h: &str, secs: u64) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let v: Value = peer.call(&format!("/api/v1/peer/handoffs/{h}/commit"), Some(&())).unwrap();
+        if v["job"].is_u64() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "{h} never submitted: {v}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Commits handoff `h` from `peer` until the receiver's view names a failure containing
+/// `needle` (its input fetch failed so); that view.
+pub fn commit_until_failure(peer: &koalesce_server::peer::PeerClient, h: &str, needle: &str, secs: u64) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let v: Value = peer.call(&format!("/api/v1/peer/handoffs/{h}/commit"), Some(&())).unwrap();
+        if v["failure"].as_str().is_some_and(|f| f.contains(needle)) {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "{h}: {v}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Waits until the job of handoff `h` ended at the receiver (as `peer` sees it); that view.
+pub fn wait_handoff_ended(peer: &koalesce_server::peer::PeerClient, h: &str, secs: u64) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let v: Value = peer.call::<(), _>(&format!("/api/v1/peer/handoffs/{h}"), None).unwrap();
+        if v["job_state"].as_str().is_some_and(koalesce_api::dto::is_final_state) {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "{h} never ended: {v}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Waits until `cond` holds, checking every 100 ms; panics with `what` after `secs`.
+pub fn wait_until(secs: u64, what: &dyn Fn() -> String, cond: &dyn Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !cond() {
+        assert!(Instant::now() < deadline, "{}", what());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// One request a [`FakePeer`] got.
+#[derive(Debug, Clone)]
+pub struct FakeRequest {
+    pub method: String,
+    /// Path and query.
+    pub path: String,
+    pub body: Vec<u8>,
+}
+
+/// What a [`FakePeer`] answers: status, extra header lines (`name: value`), body.
+pub type FakeAnswer = (u16, Vec<String>, Vec<u8>);
+
+/// A peer server that answers every request as `answer` says (a test's untrusted peer), one
+/// connection at a time; records every request.
+pub struct FakePeer {
+    pub port: u16,
+    pub seen: std::sync::Arc<std::sync::Mutex<Vec<FakeRequest>>>,
+}
+
+impl FakePeer {
+    pub fn start(answer: impl Fn(&FakeRequest) -> FakeAnswer + Send + 'static) -> FakePeer {
+        use std::io::{BufRead, BufReader, Read, Write};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let seen: std::sync::Arc<std::sync::Mutex<Vec<FakeRequest>>> = Default::default();
+        let s = seen.clone();
+        std::thread::spawn(move || {
+            for conn in l.incoming() {
+                let Ok(mut conn) = conn else { return };
+                let mut r = BufReader::new(conn.try_clone().unwrap());
+                let mut first = String::new();
+                let _ = r.read_line(&mut first);
+                let mut len = 0usize;
+                loop {
+                    let mut h = String::new();
+                    if r.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
+                        break;
+                    }
+                    if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+                        len = v.trim().parse().unwrap_or(0);
+                    }
+                }
+                let mut body = vec![0u8; len];
+                let _ = r.read_exact(&mut body);
+                let mut parts = first.split_whitespace();
+                let req = FakeRequest {
+                    method: parts.next().unwrap_or("").to_string(),
+                    path: parts.next().unwrap_or("").to_string(),
+                    body,
+                };
+                let (status, headers, body) = answer(&req);
+                s.lock().unwrap().push(req);
+                let mut head = format!("HTTP/1.1 {status} X\r\ncontent-length: {}\r\nconnection: close\r\n", body.len());
+                for h in headers {
+                    head.push_str(&h);
+                    head.push_str("\r\n");
+                }
+                head.push_str("\r\n");
+                let _ = conn.write_all(head.as_bytes());
+                let _ = conn.write_all(&body);
+                let _ = conn.flush();
+            }
+        });
+        FakePeer { port, seen }
+    }
+
+    /// The paths of the requests seen so far that start with `head`.
+    pub fn paths(&self, head: &str) -> Vec<String> {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.path.starts_with(head))
+            .map(|r| r.path.clone())
+            .collect()
+    }
+}
+
+/// A JSON answer for a [`FakePeer`].
+pub fn json_answer(status: u16, v: &Value) -> FakeAnswer {
+    (status, vec!["content-type: application/json".into()], v.to_string().into_bytes())
+}
+
+/// Alpha (site a1, 1 processor) and beta (site b1, 4) peered on free loopback ports, with a
+/// user token at alpha and root's at beta. Fields drop in order: the servers before their
+/// directories. Destructuring with `..` drops the fields left out at once: bind `tmp` (as
+/// `tmp: _tmp`) and every server the test needs running (`b: _b`).
+pub struct Pair {
+    pub a: BackgroundServer,
+    pub b: BackgroundServer,
+    /// Alice's token at alpha.
+    pub alice: String,
+    /// Root's token at beta.
+    pub root_b: String,
+    pub pa: u16,
+    pub pb: u16,
+    pub tmp: tempfile::TempDir,
+}
+
+/// The usual pair of peers ([`Pair`]).
+pub fn pair() -> Pair {
+    let tmp = tempfile::tempdir().unwrap();
+    let (pa, pb) = (free_port(), free_port());
+    let a = server(&tmp.path().join("a"), "alpha", pa, &[("a1", 1)], &[("beta", pb)]);
+    let b = server(&tmp.path().join("b"), "beta", pb, &[("b1", 4)], &[("alpha", pa)]);
+    let alice = crate::common::token(&a.data_dir, "alice", false);
+    let root_b = crate::common::token(&b.data_dir, "root", true);
+    Pair {
+        a,
+        b,
+        alice,
+        root_b,
+        pa,
+        pb,
+        tmp,
+    }
+}
+
+/// Uploads `data` to `srv` as `name` at its site `site`.
+pub fn upload(srv: &BackgroundServer, tok: &str, name: &str, site: &str, data: &[u8]) {
+    let (code, body) = srv.request("PUT", &format!("/api/v1/files/{name}?site={site}"), Some(tok), data);
+    assert_eq!(code, 201, "{body}");
+}
+
+/// Waits until grid job `id` of `srv` is released at its peer (the peer answered `done`).
+pub fn wait_released(srv: &BackgroundServer, id: u64, secs: u64) {
+    let journal = koalesce_server::peer::Journal::open(&srv.data_dir.join("federation.db")).unwrap();
+    wait_until(secs, &|| format!("grid job {id} never released at its peer"), &|| {
+        journal.grid_job(id).unwrap().unwrap().released
+    });
+}
+
+/// The handoff id in a fake peer's request path (`/api/v1/peer/handoffs/{h}/...`).
+pub fn handoff_of(path: &str) -> String {
+    path.trim_start_matches("/api/v1/peer/handoffs/")
+        .split(['/', '?'])
+        .next()
+        .unwrap_or("")
+        .to_string()
+}
+
+/// A fake receiver "beta": offers the best ATT, answers every phase one with state `prepare`,
+/// and then `after_prepare` (the handoff's id given) for each commit and each look at the
+/// handoff.
+pub fn fake_receiver(prepare: &'static str, after_prepare: impl Fn(&str) -> Value + Send + 'static) -> FakePeer {
+    let log = b"hello\n".to_vec();
+    let sha = sha256_hex(&log);
+    FakePeer::start(move |r| match (r.method.as_str(), r.path.as_str()) {
+        ("POST", "/api/v1/peer/offer") => json_answer(200, &json!({"att_ms": 1, "awt_ms": 0, "ru": 0.0})),
+        ("POST", "/api/v1/peer/handoffs") => {
+            let q: Value = serde_json::from_slice(&r.body).unwrap_or_default();
+            json_answer(
+                200,
+                &json!({"handoff": q["handoff"], "state": prepare, "job": null, "job_state": null,
+                    "sites": [], "exit_ok": null, "failure": null}),
+            )
+        }
+        ("GET", p) if p.contains("/logs/") => (200, vec![format!("x-checksum-sha256: {sha}")], log.clone()),
+        (_, p) if p.starts_with("/api/v1/peer/handoffs/") => json_answer(200, &after_prepare(&handoff_of(p))),
+        _ => json_answer(404, &json!({"error": "not here"})),
+    })
+}
+
+/// Alpha (one processor, busy) peered with `fake` as beta, and alice's grid job `job` that
+/// moves there: (alpha, alice's token, the grid job's id).
+pub fn busy_origin(dir: &std::path::Path, fake: &FakePeer, job: &str) -> (BackgroundServer, String, u64) {
+    let a = server_tuned(&dir.join("a"), "alpha", free_port(), &[("a1", 1)], &[("beta", fake.port)], |f| {
+        f.probe_bytes = 0
+    });
+    let alice = crate::common::token(&a.data_dir, "alice", false);
+    let _blocker = grid_submit(&a, &alice, &sleep_job("blocker", 30));
+    let id = grid_submit(&a, &alice, job);
+    (a, alice, id)
 }

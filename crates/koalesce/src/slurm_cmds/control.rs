@@ -40,10 +40,14 @@ pub struct ScancelArgs {
     /// Report each job and what failed (without it, ended and unknown jobs are passed over).
     #[arg(short = 'v', long = "verbose")]
     verbose: bool,
+    /// Clusters: koalesce is one (`koalesce`, or `all`).
+    #[arg(short = 'M', long = "clusters", alias = "cluster", value_name = "CLUSTERS")]
+    clusters: Option<String>,
 }
 
 pub fn scancel(args: &[String], conn: impl FnOnce() -> SResult<Client>) -> SResult<ExitCode> {
     let a: ScancelArgs = parse_options("scancel", args)?;
+    super::check_clusters(a.clusters.as_deref())?;
     if let Some(sig) = &a.signal {
         let s = sig.trim().trim_start_matches("SIG").to_ascii_uppercase();
         if !matches!(s.as_str(), "KILL" | "TERM" | "INT" | "9" | "15" | "2") {
@@ -65,11 +69,13 @@ pub fn scancel(args: &[String], conn: impl FnOnce() -> SResult<Client>) -> SResu
     if filters {
         let states: Option<Vec<State>> = a.state.as_deref().map(parse_state_list).transpose().map_err(SlurmError::msg)?;
         let scope = (!ids.is_empty()).then_some(ids.as_slice());
-        let jobs = load_jobs(&client, scope, a.user.is_some())?;
+        // `-u $USER` (the Unix account): the caller's own jobs.
+        let users = super::user_filter(a.user.as_deref());
+        let jobs = load_jobs(&client, scope, users.is_some())?;
         ids = jobs
             .iter()
             .filter(|j| j.state.is_active())
-            .filter(|j| a.user.as_ref().is_none_or(|u| &j.user == u))
+            .filter(|j| users.as_ref().is_none_or(|u| u.contains(&j.user)))
             .filter(|j| a.name.as_ref().is_none_or(|n| &j.name == n))
             .filter(|j| states.as_ref().is_none_or(|s| s.contains(&j.state)))
             .map(|j| j.id)
@@ -184,8 +190,8 @@ pub fn show_job(j: &SlurmJob, now: u64, oneliner: bool) -> String {
         format!("JobState={} Reason={} Dependency=(null)", j.state.long(), j.reason),
         format!("Requeue=0 Restarts=0 BatchFlag=1 Reboot=0 ExitCode={}", j.exit_code_text()),
         format!("RunTime={} TimeLimit=N/A TimeMin=N/A", long_duration(j.elapsed_secs(now))),
-        format!("SubmitTime={} EligibleTime={}", timestamp(j.submit_ms), timestamp(j.submit_ms)),
-        format!("StartTime={} EndTime={} Deadline=N/A", ts(j.start_ms), ts(j.end_ms)),
+        format!("SubmitTime={} EligibleTime={}", timestamp(j.submit_ms), timestamp(j.eligible_ms())),
+        format!("StartTime={} EndTime={} Deadline=N/A", ts(j.expected_start_ms()), ts(j.end_ms)),
         format!("Partition={}", esc(&j.partition())),
         format!("NodeList={node_list}"),
         format!("BatchHost={batch_host}"),
@@ -288,6 +294,7 @@ mod tests {
             submit_ms: 0,
             start_ms: Some(0),
             end_ms: Some(61_000),
+            begin_ms: None,
             failure: None,
             array: None,
         };

@@ -155,6 +155,8 @@ pub struct SlurmJob {
     pub submit_ms: u64,
     pub start_ms: Option<u64>,
     pub end_ms: Option<u64>,
+    /// Not started before this instant (`--begin`).
+    pub begin_ms: Option<u64>,
     /// The koalesce failure text, for scontrol's `Comment`.
     pub failure: Option<String>,
     /// The array this job is a task of (its id) and the task's index.
@@ -177,6 +179,7 @@ impl SlurmJob {
         // A waiting job's reason: held by its user, or waiting for its dependencies.
         let waiting = match s.reason.as_deref() {
             Some(r) if r.starts_with("held") => Some("JobHeldUser"),
+            Some(r) if r.starts_with("waiting for its begin time") => Some("BeginTime"),
             Some(r) if r.starts_with("waiting") => Some("Dependency"),
             _ => None,
         };
@@ -219,8 +222,24 @@ impl SlurmJob {
             submit_ms: s.submitted_ms,
             start_ms: s.started_ms,
             end_ms: s.finished_ms,
+            begin_ms: s.begin_ms,
             failure,
             array: s.array_id.zip(s.task_id),
+        }
+    }
+
+    /// When the job may start (scontrol's `EligibleTime`): its submission, or its begin time.
+    pub fn eligible_ms(&self) -> u64 {
+        self.submit_ms.max(self.begin_ms.unwrap_or(0))
+    }
+
+    /// squeue's `%S`: the start, or for a pending job with a begin time the earliest start
+    /// (Slurm prints the expected start of pending jobs).
+    pub fn expected_start_ms(&self) -> Option<u64> {
+        match (self.start_ms, self.state) {
+            (Some(s), _) => Some(s),
+            (None, State::Pending) => self.begin_ms,
+            (None, _) => None,
         }
     }
 

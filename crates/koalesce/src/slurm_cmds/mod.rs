@@ -27,6 +27,8 @@ use crate::client_cmds::api::{ApiError, Client, JobDetail};
 use jobview::SlurmJob;
 
 mod batch_step;
+pub mod begin;
+mod constraint;
 mod control;
 mod jobview;
 mod sacct;
@@ -36,6 +38,50 @@ mod timefmt;
 
 /// The command names installed (scontrol answers `show job` and `show hostnames`).
 pub const COMMANDS: [&str; 5] = ["sbatch", "squeue", "scancel", "sacct", "scontrol"];
+
+/// The one cluster koalesce is to Slurm's commands (`SLURM_CLUSTER_NAME`, `-M`).
+pub const CLUSTER_NAME: &str = "koalesce";
+
+/// `-M/--clusters LIST` (Snakemake passes `--clusters all`, Parsl `--clusters=NAME`): koalesce
+/// is one cluster, [`CLUSTER_NAME`]; `all` names it too. Another name is Slurm's error.
+pub(crate) fn check_clusters(list: Option<&str>) -> SResult<()> {
+    for c in list.unwrap_or("").split(',').map(str::trim).filter(|c| !c.is_empty()) {
+        if !(c.eq_ignore_ascii_case("all") || c == CLUSTER_NAME) {
+            return Err(SlurmError::msg(format!(
+                "No cluster '{c}' known by database. (koalesce is one cluster: -M {CLUSTER_NAME} or -M all)"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `-u USER_LIST` as a filter on koalesce user names; `None` for the caller's own jobs. koalesce
+/// users are token owners, not Unix accounts: the submitting Unix account's own name alone
+/// (Nextflow's `squeue -u $USER`) means the caller's jobs.
+pub(crate) fn user_filter(list: Option<&str>) -> Option<Vec<String>> {
+    let users: Vec<String> = list?.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
+    match (users.as_slice(), unix_user()) {
+        ([one], Some(me)) if *one == me => None,
+        _ => Some(users),
+    }
+}
+
+/// The Unix account running the command: `$USER`, `$LOGNAME`, else the password database's.
+fn unix_user() -> Option<String> {
+    for var in ["USER", "LOGNAME"] {
+        if let Some(v) = std::env::var(var).ok().filter(|v| !v.is_empty()) {
+            return Some(v);
+        }
+    }
+    // SAFETY: getpwuid returns a pointer into static storage or NULL; we copy the name at once.
+    unsafe {
+        let pw = libc::getpwuid(libc::geteuid());
+        if pw.is_null() || (*pw).pw_name.is_null() {
+            return None;
+        }
+        Some(std::ffi::CStr::from_ptr((*pw).pw_name).to_string_lossy().into_owned())
+    }
+}
 
 /// Name of the connection file `install` writes beside the commands.
 pub const CLIENT_CONFIG_FILE: &str = "koalesce-client.toml";
@@ -405,6 +451,25 @@ pub fn install(exe: &Path, dir: &Path, force: bool) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_cluster_and_the_unix_account_as_the_caller() {
+        for ok in [None, Some("all"), Some("koalesce"), Some("ALL"), Some("koalesce,all"), Some("")] {
+            assert!(check_clusters(ok).is_ok(), "{ok:?}");
+        }
+        let e = check_clusters(Some("all,alpha")).unwrap_err();
+        assert!(e.message.starts_with("No cluster 'alpha' known by database."), "{}", e.message);
+        let me = unix_user().expect("the test runs as some account");
+        assert_eq!(user_filter(Some(&me)), None, "-u $USER: the caller's own jobs");
+        assert_eq!(user_filter(None), None);
+        let other = format!("{me}-not");
+        assert_eq!(user_filter(Some(&other)), Some(vec![other.clone()]));
+        assert_eq!(
+            user_filter(Some(&format!("{me},{other}"))),
+            Some(vec![me, other]),
+            "a list filters by names"
+        );
+    }
 
     #[test]
     fn errors_print_in_slurm_style() {

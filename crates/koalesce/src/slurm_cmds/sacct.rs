@@ -69,6 +69,9 @@ pub struct SacctArgs {
     /// All clusters (koalesce is one).
     #[arg(short = 'L', long = "allclusters")]
     allclusters: bool,
+    /// Clusters: koalesce is one (`koalesce`, or `all`).
+    #[arg(short = 'M', long = "clusters", alias = "cluster", value_name = "CLUSTERS")]
+    clusters: Option<String>,
     /// Accepted for compatibility (fields are truncated to their width anyway).
     #[arg(short = 'T', long = "truncate")]
     truncate: bool,
@@ -93,7 +96,8 @@ pub fn run(args: &[String], conn: impl FnOnce() -> SResult<Client>) -> SResult<E
     let cols = parse_fields(spec)?;
     let ids = a.jobs.as_deref().map(parse_job_ids).transpose()?;
     let states: Option<Vec<State>> = a.state.as_deref().map(parse_state_list).transpose().map_err(SlurmError::msg)?;
-    let users: Option<Vec<String>> = a.user.as_ref().map(|u| u.split(',').map(|s| s.trim().to_string()).collect());
+    super::check_clusters(a.clusters.as_deref())?;
+    let users: Option<Vec<String>> = super::user_filter(a.user.as_deref());
     let names: Option<Vec<String>> = a.name.as_ref().map(|u| u.split(',').map(|s| s.trim().to_string()).collect());
     let now = now_ms();
     // Without -j, sacct shows jobs since midnight unless -S says otherwise.
@@ -426,6 +430,7 @@ mod tests {
             submit_ms: 0,
             start_ms: Some(0),
             end_ms: Some(5_000),
+            begin_ms: None,
             failure: None,
             array: None,
         }

@@ -6,9 +6,8 @@
 //! executes the script with its interpreter. Script, environment and settings travel as one
 //! base64 argument, so no `${KOALESCE_...}` text of the user's is expanded by the server.
 //!
-//! What koalesce cannot honour (dependencies, GPUs, node features, signals,
-//! begin times, ...) is refused with `sbatch: error: ...` and exit 1, before anything is
-//! submitted.
+//! What koalesce cannot honour (any-of dependencies, GPUs, named nodes, ...) is refused with
+//! `sbatch: error: ...` and exit 1, before anything is submitted.
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -82,6 +81,9 @@ pub struct SbatchArgs {
     /// Account (accepted; koalesce keeps no accounts).
     #[arg(short = 'A', long = "account", value_name = "ACCOUNT")]
     pub account: Option<String>,
+    /// Clusters: koalesce is one (`koalesce`, or `all`).
+    #[arg(short = 'M', long = "clusters", alias = "cluster", value_name = "CLUSTERS")]
+    pub clusters: Option<String>,
     /// Quality of service: a koalesce priority (super-high, high, low, super-low; normal = default).
     #[arg(short = 'q', long = "qos", value_name = "QOS")]
     pub qos: Option<String>,
@@ -129,17 +131,20 @@ pub struct SbatchArgs {
     /// id, e.g. `R3`).
     #[arg(long = "reservation", value_name = "ID")]
     pub reservation: Option<String>,
-    /// Refused: node features.
+    /// Sites with these features only (a, a&b, a|b, [a|b]; the sites' `features`).
     #[arg(short = 'C', long = "constraint", value_name = "LIST")]
     pub constraint: Option<String>,
-    /// Refused: deferred start.
+    /// Defer the job until this time (HH:MM[:SS] [AM|PM], MMDD[YY], MM/DD[/YY],
+    /// YYYY-MM-DD[THH:MM[:SS]], now+COUNT[seconds|minutes|hours|days|weeks], midnight, noon,
+    /// elevenses, fika, teatime, today, tomorrow), in this host's time zone.
     #[arg(short = 'b', long = "begin", value_name = "TIME")]
     pub begin: Option<String>,
     /// Submit held (release with `koalesce release ID`).
     #[arg(short = 'H', long = "hold")]
     pub hold: bool,
-    /// Refused: signals before the time limit.
-    #[arg(long = "signal", value_name = "SPEC")]
+    /// Send signal SIG SECONDS (default 60) before the time limit: [B:]SIG[@SECONDS]
+    /// (B: the batch shell only; else every process of the job).
+    #[arg(long = "signal", value_name = "[B:]SIG[@SECONDS]")]
     pub signal: Option<String>,
     /// Accepted with a warning: koalesce sends no e-mail (NONE, BEGIN, END, FAIL, REQUEUE,
     /// ALL, INVALID_DEPEND, STAGE_OUT, TIME_LIMIT, TIME_LIMIT_90/80/50, ARRAY_TASKS).
@@ -172,20 +177,29 @@ pub fn run(args: &[String], conn: impl FnOnce() -> SResult<Client>) -> SResult<E
     let opts: SbatchArgs = parse_options("sbatch", &all)?;
     let submit_dir = std::env::current_dir().map_err(|e| SlurmError::msg(format!("cannot read the current directory: {e}")))?;
     let client = conn()?;
-    let sites: Vec<String> = match &opts.partition {
-        Some(_) => client.sites()?.into_iter().map(|s| s.name).collect(),
-        None => Vec::new(),
+    let infos = match opts.partition.is_some() || opts.constraint.is_some() {
+        true => client.sites()?,
+        false => Vec::new(),
     };
+    let sites: Vec<String> = infos.iter().map(|s| s.name.clone()).collect();
     let env: Vec<(String, String)> = std::env::vars().collect();
-    let desc = describe(&opts, &script_text, &script_name, &script_args, &submit_dir, &env, &sites)?;
+    let mut desc = describe(&opts, &script_text, &script_name, &script_args, &submit_dir, &env, &sites)?;
+    // `-C ''` (Snakemake's explicitly empty constraint) is no constraint, as Slurm's.
+    if let Some(c) = opts.constraint.as_deref().filter(|c| !c.trim().is_empty()) {
+        let features = super::constraint::candidate_sites(opts.partition.as_deref(), &infos);
+        super::constraint::apply(&mut desc, c, &features).map_err(SlurmError::msg)?;
+    }
+    // Not with -Q (as Slurm's) nor --parsable: tools that read the job id from the output
+    // (some merge standard error into it, as older Snakemake plugins do) get the id alone.
     for w in ignored_options(&opts)? {
-        eprintln!("sbatch: warning: {w}");
+        if !opts.quiet && !opts.parsable {
+            eprintln!("sbatch: warning: {w}");
+        }
     }
     let toml_text = toml::to_string(&desc).map_err(|e| SlurmError::msg(format!("cannot write the job description: {e}")))?;
-    // Holds, arrays and dependencies on one task of an array are submission options of the API
-    // (the description has no field for them).
-    let task_deps = opts.dependency.as_deref().and_then(task_dependencies);
-    let client = client.with_submit_options(opts.hold, task_deps.as_deref(), opts.array.as_deref());
+    // Holds and arrays are submission options of the API (the description has no field for
+    // them); dependencies are the job file's `dependency` field.
+    let client = client.with_submit_options(opts.hold, None, opts.array.as_deref());
     let id = client
         .submit(&toml_text)
         .map_err(|e| SlurmError::msg(format!("Batch job submission failed: {e:#}")))?;
@@ -381,18 +395,12 @@ pub fn describe(
     }
     // Values Slurm would refuse are refused here too; the warnings are printed by `run`.
     ignored_options(o)?;
+    super::check_clusters(o.clusters.as_deref())?;
     for (set, what, why) in [
         (
             o.gpus.is_some(),
             "--gpus/--gres",
             "koalesce sites offer no GPUs or generic resources",
-        ),
-        (o.constraint.is_some(), "--constraint", "koalesce sites publish no node features"),
-        (o.begin.is_some(), "--begin", "koalesce starts jobs as soon as they are placed"),
-        (
-            o.signal.is_some(),
-            "--signal",
-            "koalesce does not signal jobs before their time limit",
         ),
         (
             o.nodelist.is_some(),
@@ -461,6 +469,8 @@ pub fn describe(
         cputime: None,
         memory: None,
         deadline: None,
+        begin: None,
+        signal: None,
         retries: Some(0),
         requirements: None,
         rank: None,
@@ -477,12 +487,23 @@ pub fn describe(
         afterany: Vec::new(),
         afterok: Vec::new(),
         afternotok: Vec::new(),
+        dependency: None,
         broker: Default::default(),
         // `koalesce reservations create` gives the id (`R3`); the server checks the owner.
         reservation: o.reservation.clone(),
     };
     if let Some(dep) = &o.dependency {
         apply_dependency(&mut desc, dep)?;
+    }
+    if let Some(b) = &o.begin {
+        let ms = super::begin::begin_ms(b, koalesce_api::timing::now_ms()).map_err(SlurmError::msg)?;
+        desc.begin = Some(koalesce_api::timing::format_begin(ms));
+    }
+    if let Some(sig) = &o.signal {
+        let early: koalesce_api::timing::EarlySignal = sig
+            .parse()
+            .map_err(|e| SlurmError::msg(format!("Invalid signal specification: {e}")))?;
+        desc.signal = Some(early.to_string());
     }
     if desc.name.trim().is_empty() {
         desc.name = "sbatch".into();
@@ -515,7 +536,8 @@ pub fn describe(
     }
     if let Some(q) = &o.qos {
         match q.as_str() {
-            "normal" => {}
+            // `--qos ''` (Snakemake's explicitly empty qos): the default, as Slurm's.
+            "normal" | "" => {}
             other => {
                 other
                     .parse::<koalesce_core::Priority>()
@@ -569,9 +591,10 @@ pub fn describe(
 }
 
 /// `--dependency`: Slurm's `KIND:ID[:ID...][,...]` with after, afterany, afterok, afternotok
-/// (all must hold); `?` (any of), singleton and aftercorr are refused.
+/// (all must hold; `<array>_<task>`: one task of an array); `?` (any of), singleton and
+/// aftercorr are refused. Checked by the job file's parser, and carried by its `dependency`
+/// field as the list it reads.
 fn apply_dependency(desc: &mut JobDescription, dep: &str) -> SResult<()> {
-    use koalesce_core::scheduler::DependencyKind;
     if dep.contains('?') {
         return Err(refuse("--dependency with '?'", "koalesce waits for all dependencies (use ',')"));
     }
@@ -580,25 +603,9 @@ fn apply_dependency(desc: &mut JobDescription, dep: &str) -> SResult<()> {
             "Job dependency problem: {e}\nBatch job submission failed: Job dependency problem"
         ))
     })?;
-    // `<array>_<task>` goes as the API's `dependency` parameter (task_dependencies).
-    for d in list.into_iter().filter(|d| d.task.is_none()) {
-        let v = match d.kind {
-            DependencyKind::After => &mut desc.after,
-            DependencyKind::AfterAny => &mut desc.afterany,
-            DependencyKind::AfterOk => &mut desc.afterok,
-            DependencyKind::AfterNotOk => &mut desc.afternotok,
-        };
-        v.push(d.job.0);
-    }
+    let items: Vec<String> = list.iter().map(|d| d.to_string()).collect();
+    desc.dependency = (!items.is_empty()).then(|| items.join(","));
     Ok(())
-}
-
-/// The `<array>_<task>` items of `--dependency` (Slurm's dependency on one task of an array),
-/// which the description's `after*` fields (job ids) cannot hold; `None` when there are none.
-fn task_dependencies(dep: &str) -> Option<String> {
-    let list = koalesce_api::jobdesc::parse_dependency_list(dep).ok()?;
-    let items: Vec<String> = list.iter().filter(|d| d.task.is_some()).map(|d| d.to_string()).collect();
-    (!items.is_empty()).then(|| items.join(","))
 }
 
 /// `-p`: one site (the component's site), several sites (a REQUIREMENTS expression over
@@ -805,7 +812,11 @@ mod tests {
             &["--dependency=afterok:1?afterok:2"],
             &["--gres=gpu:1"],
             &["--gpus-per-task=1"],
-            &["--begin=now+1hour"],
+            &["--begin=soon"],
+            &["--begin=now+1h"],
+            &["--signal=R:USR1@60"],
+            &["--signal=USR3"],
+            &["--signal=USR1@x"],
             &["--mail-type=SOMETIMES"],
             &["--hint=fast"],
             &["--exclusive=user"],
@@ -824,18 +835,66 @@ mod tests {
     }
 
     #[test]
-    fn dependencies_become_fields() {
+    fn begin_and_signal_become_fields() {
+        let s = "#!/bin/sh\n#SBATCH --begin=now+1hour\n#SBATCH --signal=B:USR1@90\ntrue\n";
+        let before = koalesce_api::timing::now_ms();
+        let d = describe_script(s, &[]).unwrap();
+        let after = koalesce_api::timing::now_ms();
+        let begin = koalesce_api::timing::parse_begin(d.begin.as_deref().unwrap()).unwrap();
+        // Seconds resolution, as Slurm's.
+        assert!(
+            begin / 1000 >= before / 1000 + 3600 && begin / 1000 <= after / 1000 + 3600,
+            "{begin}"
+        );
+        assert_eq!(d.signal.as_deref(), Some("B:10@90"));
+        let d = describe_script(s, &["--signal=SIGUSR2", "--begin=uts2000000000"]).unwrap();
+        assert_eq!(d.signal.as_deref(), Some("12@60"), "the command line wins; 60 s by default");
+        assert_eq!(d.begin.as_deref(), Some("2033-05-18T03:33:20Z"));
+        let e = describe_script(s, &["--signal=R:USR1"]).unwrap_err();
+        assert!(
+            e.message.starts_with("Invalid signal specification") && e.message.contains("R:"),
+            "{}",
+            e.message
+        );
+        let e = describe_script(s, &["--begin=next tuesday"]).unwrap_err();
+        assert!(
+            e.message.starts_with("Invalid --begin specification: next tuesday"),
+            "{}",
+            e.message
+        );
+        // The job file they make is one the server accepts.
+        let d = describe_script(s, &[]).unwrap();
+        JobDescription::parse(&toml::to_string(&d).unwrap()).unwrap();
+    }
+
+    #[test]
+    fn dependencies_become_the_dependency_field() {
+        use koalesce_core::scheduler::{Dependency, DependencyKind};
+        use koalesce_core::JobId;
         let s = "#!/bin/sh\ntrue\n";
         let d = describe_script(s, &["--dependency=afterok:3:4,afterany:5", "--array=1-3"]).unwrap();
-        assert_eq!((d.afterok.as_slice(), d.afterany.as_slice()), (&[3, 4][..], &[5][..]));
-        // One task of an array: not a field (the API's `dependency` parameter carries it).
+        assert_eq!(d.dependency.as_deref(), Some("afterok:3,afterok:4,afterany:5"));
+        // One task of an array too: the same field, read by the same parser.
         let d = describe_script(s, &["--dependency=afterok:3_0:4,afterany:5_2"]).unwrap();
-        assert_eq!((d.afterok.as_slice(), d.afterany.as_slice()), (&[4][..], &[][..]));
-        assert_eq!(
-            task_dependencies("afterok:3_0:4,afterany:5_2").as_deref(),
-            Some("afterok:3_0,afterany:5_2")
-        );
-        assert_eq!(task_dependencies("afterok:3"), None);
+        let (ok, any) = (DependencyKind::AfterOk, DependencyKind::AfterAny);
+        let mut want = vec![
+            Dependency {
+                task: Some(0),
+                ..Dependency::on(JobId(3), ok)
+            },
+            Dependency::on(JobId(4), ok),
+            Dependency {
+                task: Some(2),
+                ..Dependency::on(JobId(5), any)
+            },
+        ];
+        want.sort();
+        assert_eq!(d.dependencies(), want);
+        assert!(d.afterok.is_empty() && d.afterany.is_empty(), "{d:?}");
+        // The job file they make is one the server accepts, with the same dependencies.
+        let back = JobDescription::parse(&toml::to_string(&d).unwrap()).unwrap();
+        assert_eq!(back.dependencies(), want);
+        assert_eq!(describe_script(s, &[]).unwrap().dependency, None);
     }
 
     #[test]

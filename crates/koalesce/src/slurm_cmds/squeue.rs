@@ -42,6 +42,9 @@ pub struct SqueueArgs {
     /// Only the caller's jobs.
     #[arg(long = "me")]
     me: bool,
+    /// Clusters: koalesce is one (`koalesce`, or `all`).
+    #[arg(short = 'M', long = "clusters", alias = "cluster", value_name = "CLUSTERS")]
+    clusters: Option<String>,
     /// Only jobs with these names.
     #[arg(short = 'n', long = "name", value_name = "NAMES")]
     name: Option<String>,
@@ -79,7 +82,8 @@ pub fn run(args: &[String], conn: impl FnOnce() -> SResult<Client>) -> SResult<E
         None if ids.is_some() => None,
         None => Some(super::jobview::ALL_STATES.into_iter().filter(|s| s.is_active()).collect()),
     };
-    let users: Option<Vec<String>> = a.user.as_ref().map(|u| split_list(u));
+    super::check_clusters(a.clusters.as_deref())?;
+    let users: Option<Vec<String>> = super::user_filter(a.user.as_deref());
     let names: Option<Vec<String>> = a.name.as_ref().map(|u| split_list(u));
     let parts: Option<Vec<String>> = a.partition.as_ref().map(|u| split_list(u));
     let client = conn()?;
@@ -98,10 +102,12 @@ pub fn run(args: &[String], conn: impl FnOnce() -> SResult<Client>) -> SResult<E
         .filter(|j| states.as_ref().is_none_or(|s| s.contains(&j.state)))
         .filter(|j| users.as_ref().is_none_or(|u| u.contains(&j.user)))
         .filter(|j| names.as_ref().is_none_or(|n| n.contains(&j.name)))
+        // A job not placed yet has no site: it is listed under every partition asked for
+        // (Nextflow's `squeue -p QUEUE` must not lose a pending job of its own).
         .filter(|j| {
             parts
                 .as_ref()
-                .is_none_or(|p| j.node_list.split(',').any(|s| p.iter().any(|x| x == s)))
+                .is_none_or(|p| j.node_list.is_empty() || j.node_list.split(',').any(|s| p.iter().any(|x| x == s)))
         })
         .collect();
     if a.sort.as_deref().is_some_and(|s| s.trim() == "-i") {
@@ -272,7 +278,7 @@ impl Field {
             Field::NodeList => j.node_list.clone(),
             Field::Partition => j.partition(),
             Field::SubmitTime => timestamp(j.submit_ms),
-            Field::StartTime => j.start_ms.map(timestamp).unwrap_or_else(|| "N/A".into()),
+            Field::StartTime => j.expected_start_ms().map(timestamp).unwrap_or_else(|| "N/A".into()),
             Field::EndTime => j.end_ms.map(timestamp).unwrap_or_else(|| "N/A".into()),
             Field::Account => "(null)".into(),
             Field::Qos => "normal".into(),
@@ -410,6 +416,7 @@ mod tests {
             submit_ms: 1_000,
             start_ms: (state != State::Pending).then_some(1_000),
             end_ms: None,
+            begin_ms: None,
             failure: None,
             array: None,
         }

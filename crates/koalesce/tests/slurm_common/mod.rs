@@ -87,6 +87,7 @@ pub fn component(site: &str, processors: u32, claim: &str, dir: &Path, exe: &str
         memory_limit: None,
         working_directory: None,
         nonce: NONCE.into(),
+        early_signal: None,
     }
 }
 

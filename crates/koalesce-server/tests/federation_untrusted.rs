@@ -1,0 +1,177 @@
+//! Live federation (issue 14): a peer is untrusted input. Attack tests with a fake peer that
+//! answers as a broken or hostile server would: what it says is checked field by field, it
+//! gets clear errors, never a panic, and it cannot make this server store, fetch or run more
+//! than the job it was given.
+
+mod common;
+mod federation_common;
+
+use common::token;
+use federation_common::*;
+use serde_json::{json, Value};
+
+/// A peer that ran a one-component job lists logs of 200 components it does not have, the
+/// same log twice and a name shaped like a path: the origin fetches and stores only the job's
+/// own log (once), says what it left out, and the job still ends.
+#[test]
+fn a_peer_cannot_make_the_origin_fetch_logs_of_components_the_job_lacks() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log_sha = sha256_hex(b"hello\n");
+    let entry = |name: &str| json!({"name": name, "size_bytes": 6, "sha256": log_sha});
+    let mut logs = vec![entry("c0/stdout"), entry("c0/stdout"), entry("../../c0/stdout")];
+    logs.extend((1..=200).map(|c| entry(&format!("c{c}/stdout"))));
+    let fake = fake_receiver("prepared", move |h| {
+        json!({"handoff": h, "state": "committed", "job": 5, "job_state": "failed", "sites": ["beta/b1"],
+            "exit_ok": false, "failure": "component 0 at b1: exit code 1", "finished_ms": 1, "logs": logs})
+    });
+    let (a, alice, id) = busy_origin(tmp.path(), &fake, &sleep_job("far", 1));
+    let g = wait_grid(&a, &alice, id, 60);
+    assert_eq!((g["state"].as_str(), g["runs_at"].as_str()), (Some("failed"), Some("beta")), "{g}");
+    let note = g["data_error"].as_str().unwrap_or_default();
+    assert!(note.contains("c1/stdout") && note.contains("not a log of the job"), "{g}");
+    let (code, out) = a.request("GET", &format!("/api/v1/grid/jobs/{id}/logs"), Some(&alice), b"");
+    assert_eq!((code, out.as_str()), (200, "hello\n"));
+    let fetched = fake
+        .paths("/api/v1/peer/handoffs/")
+        .into_iter()
+        .filter(|p| p.contains("/logs/"))
+        .collect::<Vec<_>>();
+    assert_eq!(fetched.len(), 1, "only the job's own log, once: {fetched:?}");
+    let stored = walk(&a.data_dir.join("federation-logs"));
+    assert_eq!(stored.len(), 1, "{stored:?}");
+}
+
+/// Offers with the largest values every field can hold, and zeros, get an answer (a finite
+/// ATT or none), never a panic; the receiver answers as before afterwards.
+#[test]
+fn offers_with_extreme_values_are_answered_without_a_panic() {
+    let tmp = tempfile::tempdir().unwrap();
+    let b = server_tuned(
+        &tmp.path().join("b"),
+        "beta",
+        free_port(),
+        &[("b1", 4)],
+        &[("alpha", free_port())],
+        |f| f.probe_bytes = 0,
+    );
+    let as_alpha = as_peer("alpha", &b);
+    let max = u64::MAX;
+    for (processors, estimate, mhz, bytes) in [
+        (u64::from(u32::MAX), max, 1u64, max),
+        (4, max, u64::from(u32::MAX), max),
+        (1, max, 1, 0),
+        (1, 0, u64::from(u32::MAX), max),
+        (4, 1, 1, max),
+    ] {
+        let q = json!({"processors": processors, "estimate_ms": estimate, "home_mhz": mhz,
+            "input_bytes": bytes, "output_bytes": bytes});
+        let a: Value = as_alpha.call("/api/v1/peer/offer", Some(&q)).unwrap_or_else(|e| panic!("{q}: {e}"));
+        assert!(a["att_ms"].is_null() || a["att_ms"].is_u64(), "{q}: {a}");
+        assert!(a["ru"].as_f64().is_some_and(|r| (0.0..=1.0).contains(&r)), "{q}: {a}");
+    }
+    for (q, field) in [
+        (json!({"processors": 0, "estimate_ms": 1, "home_mhz": 1}), "processors"),
+        (json!({"processors": 1, "estimate_ms": 1, "home_mhz": 0}), "home_mhz"),
+        (json!({"processors": -1, "estimate_ms": 1, "home_mhz": 1}), "processors"),
+        (json!({"processors": 1, "estimate_ms": 1e30, "home_mhz": 1}), "estimate_ms"),
+    ] {
+        let r = as_alpha.call::<_, Value>("/api/v1/peer/offer", Some(&q));
+        assert!(
+            matches!(&r, Err(koalesce_server::peer::CallError::Refused(400 | 422, m)) if m.contains(field)),
+            "{q}: {r:?}"
+        );
+    }
+    let ok: Value = as_alpha
+        .call(
+            "/api/v1/peer/offer",
+            Some(&json!({"processors": 1, "estimate_ms": 1000, "home_mhz": 1000})),
+        )
+        .unwrap();
+    assert_eq!(ok["att_ms"], 1000, "{ok}");
+}
+
+/// A peer that answers a phase one with `committed` (it says it already runs the job) is not
+/// also given the job here: the job is the peer's (it is never run on both sides).
+#[test]
+fn a_phase_one_answered_committed_is_never_run_here_too() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fake = fake_receiver("committed", |h| {
+        json!({"handoff": h, "state": "committed", "job": 9, "job_state": "running", "sites": ["beta/b1"],
+            "exit_ok": null, "failure": null})
+    });
+    let (a, alice, id) = busy_origin(tmp.path(), &fake, &sleep_job("far", 1));
+    wait_until(30, &|| format!("{}", get(&a, &alice, &format!("/api/v1/grid/jobs/{id}"))), &|| {
+        get(&a, &alice, &format!("/api/v1/grid/jobs/{id}"))["state"] == "running"
+    });
+    // A few more passes of alpha's grid scheduler: still only the blocker here.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let g = get(&a, &alice, &format!("/api/v1/grid/jobs/{id}"));
+    assert_eq!((g["runs_at"].as_str(), g["job"].as_u64()), (Some("beta"), Some(9)), "{g}");
+    assert_eq!(get(&a, &alice, "/api/v1/jobs").as_array().unwrap().len(), 1, "the blocker only");
+}
+
+/// A user cannot make another user's grid job take their job for its own: a local job named
+/// as the grid scheduler marks the next grid job (`x [grid alpha/1]`) is not mistaken for it
+/// (the look-up that makes a submission after a crash find the first one is per user). Alice's
+/// grid job runs as a job of its own and succeeds; mallory's job is untouched.
+#[test]
+fn a_job_named_like_another_users_grid_job_is_not_taken_for_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = server_tuned(
+        &tmp.path().join("a"),
+        "alpha",
+        free_port(),
+        &[("a1", 2)],
+        &[("beta", free_port())],
+        |f| {
+            f.probe_bytes = 0;
+            f.algorithm = koalesce_server::peer::PeerAlgorithm::Local;
+        },
+    );
+    let (alice, mallory) = (token(&a.data_dir, "alice", false), token(&a.data_dir, "mallory", false));
+    let decoy = common::submit(&a, &mallory, &sleep_job("x [grid alpha/1]", 60));
+    let id = grid_submit(&a, &alice, &sleep_job("x", 0));
+    assert_eq!(id, 1);
+    let g = wait_grid(&a, &alice, id, 30);
+    assert_eq!(
+        (g["state"].as_str(), g["runs_at"].as_str()),
+        (Some("succeeded"), Some("local")),
+        "{g}"
+    );
+    assert_ne!(g["job"].as_u64(), Some(decoy), "{g}");
+    assert_eq!(common::job(&a, &mallory, decoy)["state"], "running");
+}
+
+/// What a peer says about a job it runs reaches the origin's users only as plain text: a
+/// state that is no state word, sites and a failure with terminal escapes and newlines are not
+/// passed on raw (a user's terminal would run them), and a thousand sites are not all kept.
+#[test]
+fn a_peers_words_about_a_job_reach_users_without_control_characters() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut sites: Vec<String> = (0..1000).map(|k| format!("beta/s{k}")).collect();
+    sites.insert(0, "beta/b1\n\u{1b}[2Jfake line".into());
+    let fake = fake_receiver("prepared", move |h| {
+        json!({"handoff": h, "state": "committed", "job": 5, "job_state": "running\u{1b}]0;owned\u{7}",
+            "sites": sites, "exit_ok": null,
+            "failure": "disk\r\n\u{1b}[31mon fire\u{202e}"})
+    });
+    let (a, alice, id) = busy_origin(tmp.path(), &fake, &sleep_job("far", 1));
+    let mut g = Value::Null;
+    wait_until(30, &|| format!("{}", get(&a, &alice, &format!("/api/v1/grid/jobs/{id}"))), &|| {
+        get(&a, &alice, &format!("/api/v1/grid/jobs/{id}"))["failure"].is_string()
+    });
+    for _ in 0..3 {
+        g = get(&a, &alice, &format!("/api/v1/grid/jobs/{id}"));
+        let shown: Vec<&str> = [&g["state"], &g["failure"]]
+            .into_iter()
+            .chain(g["sites"].as_array().unwrap())
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        for s in shown {
+            assert!(!s.chars().any(|c| c.is_control() || c == '\u{202e}'), "{s:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert!(g["sites"].as_array().unwrap().len() <= 64, "{}", g["sites"]);
+    assert!(g["failure"].as_str().unwrap().contains("on fire"), "{g}");
+}
