@@ -33,6 +33,7 @@ fn sub(dir: &Path, claim: String, script: &str) -> ComponentSubmission {
         time_limit_ms: 60_000,
         memory_limit: None,
         working_directory: None,
+        early_signal: None,
         nonce: NONCE.into(),
     }
 }
