@@ -19,6 +19,7 @@ use clap::Parser;
 use koalesce_api::jobdesc::{ComponentDescription, JobDescription, Runner};
 
 use super::batch_step::BatchSpec;
+use super::sbatch_compat::{asks_for_resources, env_options, strip_bom, CompatArgs};
 use super::timefmt::parse_time_limit;
 use super::{parse_options, SResult, SlurmError};
 use crate::client_cmds::api::Client;
@@ -40,7 +41,7 @@ pub struct SbatchArgs {
     #[arg(short = 'c', long = "cpus-per-task", value_name = "N")]
     pub cpus_per_task: Option<u32>,
     /// Tasks per node.
-    #[arg(long = "ntasks-per-node", value_name = "N")]
+    #[arg(long = "ntasks-per-node", alias = "tasks-per-node", value_name = "N")]
     pub ntasks_per_node: Option<u32>,
     /// Memory per node (K, M, G, T suffix; default megabytes; 0: no limit).
     #[arg(long = "mem", value_name = "SIZE")]
@@ -61,7 +62,7 @@ pub struct SbatchArgs {
     #[arg(short = 'i', long = "input", value_name = "PATTERN")]
     pub input: Option<String>,
     /// Working directory of the script (default: the current directory).
-    #[arg(short = 'D', long = "chdir", value_name = "DIR")]
+    #[arg(short = 'D', long = "chdir", alias = "workdir", value_name = "DIR")]
     pub chdir: Option<PathBuf>,
     /// Print only the job id.
     #[arg(long = "parsable")]
@@ -118,8 +119,9 @@ pub struct SbatchArgs {
     /// script runs once per component (SLURM_NODEID = its rank), started together.
     #[arg(long = "koalesce-coallocate")]
     pub coallocate: bool,
-    /// Refused: GPUs.
+    /// Refused: GPUs (accepted when it asks for none: `gpu:0`, `0`, `none`).
     #[arg(
+        short = 'G',
         long = "gpus",
         alias = "gpus-per-task",
         alias = "gpus-per-node",
@@ -161,8 +163,11 @@ pub struct SbatchArgs {
     #[arg(long = "requeue")]
     pub requeue: bool,
     /// Refused: nodes by name.
-    #[arg(short = 'w', long = "nodelist", alias = "exclude", value_name = "NODES")]
+    #[arg(short = 'w', long = "nodelist", value_name = "NODES")]
     pub nodelist: Option<String>,
+    /// Options accepted with a warning or refused (sbatch_compat).
+    #[command(flatten)]
+    pub compat: CompatArgs,
     /// Script file (default: standard input) and its arguments.
     #[arg(value_name = "SCRIPT", trailing_var_arg = true)]
     pub script: Vec<String>,
@@ -171,18 +176,25 @@ pub struct SbatchArgs {
 pub fn run(args: &[String], conn: impl FnOnce() -> SResult<Client>) -> SResult<ExitCode> {
     let cmdline: SbatchArgs = parse_options("sbatch", args)?;
     let (script_text, script_name, script_args) = read_script(&cmdline)?;
-    // Directives first, the command line after: the command line wins.
+    let script_text = strip_bom(&script_text).to_string();
+    let env: Vec<(String, String)> = std::env::vars().collect();
+    // Directives first, then the SBATCH_* variables, the command line last: it wins.
     let mut all = directives(&script_text)?;
+    all.extend(env_options(&env));
     all.extend(args.iter().cloned());
     let opts: SbatchArgs = parse_options("sbatch", &all)?;
     let submit_dir = std::env::current_dir().map_err(|e| SlurmError::msg(format!("cannot read the current directory: {e}")))?;
-    let client = conn()?;
-    let infos = match opts.partition.is_some() || opts.constraint.is_some() {
-        true => client.sites()?,
-        false => Vec::new(),
+    // --test-only needs the server only for the site names of -p and -C.
+    let needs_sites = opts.partition.is_some() || opts.constraint.is_some();
+    let client = match opts.compat.test_only && !needs_sites {
+        true => None,
+        false => Some(conn()?),
+    };
+    let infos = match (&client, needs_sites) {
+        (Some(c), true) => c.sites()?,
+        _ => Vec::new(),
     };
     let sites: Vec<String> = infos.iter().map(|s| s.name.clone()).collect();
-    let env: Vec<(String, String)> = std::env::vars().collect();
     let mut desc = describe(&opts, &script_text, &script_name, &script_args, &submit_dir, &env, &sites)?;
     // `-C ''` (Snakemake's explicitly empty constraint) is no constraint, as Slurm's.
     if let Some(c) = opts.constraint.as_deref().filter(|c| !c.trim().is_empty()) {
@@ -197,6 +209,10 @@ pub fn run(args: &[String], conn: impl FnOnce() -> SResult<Client>) -> SResult<E
         }
     }
     let toml_text = toml::to_string(&desc).map_err(|e| SlurmError::msg(format!("cannot write the job description: {e}")))?;
+    let Some(client) = client.filter(|_| !opts.compat.test_only) else {
+        eprintln!("sbatch: {}", test_only_summary(&desc, &opts));
+        return Ok(ExitCode::SUCCESS);
+    };
     // Holds, arrays and dependencies on one task of an array are submission options of the API
     // (the description has no field for them).
     let task_deps = opts.dependency.as_deref().and_then(task_dependencies);
@@ -365,7 +381,44 @@ pub fn ignored_options(o: &SbatchArgs) -> SResult<Vec<String>> {
     if o.requeue {
         warnings.push("koalesce ignores --requeue (it resubmits failed jobs by its own retry policy)".into());
     }
+    // A site's own QoS names (standby, long, debug, ...): the job keeps the default priority.
+    if let Some(q) = o.qos.as_deref().filter(|q| !qos_priority(q)) {
+        warnings.push(format!(
+            "koalesce ignores --qos={q} (not a koalesce priority: super-high, high, normal, low, super-low)"
+        ));
+    }
+    warnings.extend(o.compat.warnings());
     Ok(warnings)
+}
+
+/// Whether a `--qos` value is a koalesce priority (or the default, `normal` / empty).
+fn qos_priority(q: &str) -> bool {
+    matches!(q, "normal" | "") || q.parse::<koalesce_core::Priority>().is_ok()
+}
+
+/// `--test-only`: what would be submitted (Slurm prints when and where the job would start;
+/// koalesce decides that at the server, so this names the request).
+pub fn test_only_summary(d: &JobDescription, o: &SbatchArgs) -> String {
+    let procs: Vec<String> = d.components.iter().map(|c| c.processors.to_string()).collect();
+    let mut s = format!(
+        "Job \"{}\" would be submitted: {} processor(s) in {} component(s) [{}]",
+        d.name,
+        d.components.iter().map(|c| u64::from(c.processors)).sum::<u64>(),
+        d.components.len(),
+        procs.join(",")
+    );
+    s.push_str(&format!(", walltime {}", d.walltime.as_deref().unwrap_or("unlimited")));
+    if let Some(m) = &d.memory {
+        s.push_str(&format!(", memory {m} per processor"));
+    }
+    if let Some(site) = d.components.first().and_then(|c| c.site.as_deref()) {
+        s.push_str(&format!(", site {site}"));
+    }
+    if let Some(a) = &o.array {
+        s.push_str(&format!(", array {a}"));
+    }
+    s.push_str(" (not submitted: --test-only)");
+    s
 }
 
 /// The koalesce job for these options and script.
@@ -396,16 +449,17 @@ pub fn describe(
     }
     // Values Slurm would refuse are refused here too; the warnings are printed by `run`.
     ignored_options(o)?;
+    o.compat.check()?;
     super::check_clusters(o.clusters.as_deref())?;
     for (set, what, why) in [
         (
-            o.gpus.is_some(),
+            o.gpus.as_deref().is_some_and(asks_for_resources),
             "--gpus/--gres",
             "koalesce sites offer no GPUs or generic resources",
         ),
         (
             o.nodelist.is_some(),
-            "--nodelist/--exclude",
+            "--nodelist",
             "koalesce sites have no named nodes; use -p SITE",
         ),
     ] {
@@ -539,12 +593,9 @@ pub fn describe(
         match q.as_str() {
             // `--qos ''` (Snakemake's explicitly empty qos): the default, as Slurm's.
             "normal" | "" => {}
-            other => {
-                other
-                    .parse::<koalesce_core::Priority>()
-                    .map_err(|e| SlurmError::msg(format!("Invalid qos specification: {other} ({e}, or normal)")))?;
-                desc.priority = Some(other.to_string());
-            }
+            // Other names: warned about by ignored_options.
+            other if qos_priority(other) => desc.priority = Some(other.to_string()),
+            _ => {}
         }
     }
     if let Some(p) = &o.partition {
@@ -807,7 +858,11 @@ mod tests {
         assert!(e.message.starts_with("invalid partition specified: nowhere"), "{}", e.message);
         let d = describe_script(s, &["--qos=high"]).unwrap();
         assert_eq!(d.priority.as_deref(), Some("high"));
-        assert!(describe_script(s, &["--qos=gold"]).is_err());
+        // A site's own QoS name: the default priority, with a warning.
+        let d = describe_script(s, &["--qos=gold"]).unwrap();
+        assert_eq!(d.priority, None);
+        let w = ignored_options(&opts(&["--qos=gold"])).unwrap();
+        assert!(w[0].starts_with("koalesce ignores --qos=gold"), "{w:?}");
     }
 
     #[test]
@@ -926,3 +981,7 @@ mod tests {
 #[cfg(test)]
 #[path = "sbatch_corpus_tests.rs"]
 mod corpus_tests;
+
+#[cfg(test)]
+#[path = "sbatch_real_corpus_tests.rs"]
+mod real_corpus_tests;
