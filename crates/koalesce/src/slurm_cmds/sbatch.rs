@@ -722,9 +722,10 @@ pub fn export_environment(export: Option<&str>, env: &[(String, String)]) -> SRe
     let mut out: BTreeMap<String, String> = BTreeMap::new();
     let mut explicit: Vec<(String, String)> = Vec::new();
     for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        // As Slurm's, ALL and NONE in any case (`--export=all` is common).
         match item {
-            "ALL" => all = true,
-            "NONE" => none = true,
+            _ if item.eq_ignore_ascii_case("ALL") => all = true,
+            _ if item.eq_ignore_ascii_case("NONE") => none = true,
             _ => match item.split_once('=') {
                 Some((k, v)) => explicit.push((k.to_string(), v.to_string())),
                 None => {

@@ -27,7 +27,8 @@ fn submit(name: &str) -> (SResult<JobDescription>, Vec<String>) {
         .map(|s| s.trim().to_string())
         .collect();
     let warnings = ignored_options(&o).unwrap_or_default();
-    (describe(&o, text, name, &[], Path::new("/home/u"), &[], &sites), warnings)
+    let env = [("PATH", "/bin"), ("R_LIBS", "/r"), ("HOME", "/home/u")].map(|(k, v)| (k.to_string(), v.to_string()));
+    (describe(&o, text, name, &[], Path::new("/home/u"), &env, &sites), warnings)
 }
 
 fn opts(args: &[&str]) -> SbatchArgs {
@@ -282,7 +283,12 @@ fn real_scripts_values_reach_the_batch_step() {
     assert_eq!(spec("criann-space-values.sh").error.as_deref(), Some("main.e%J"));
     // --export=NONE: no environment of the submitter's; all / ALL / a list: one.
     assert!(spec("get-user-env-l-export-none.sh").environment.is_none());
-    assert!(spec("sorcha-chdir-export-lower.sh").environment.is_some());
+    let names = |name: &str| -> Vec<String> { spec(name).environment.unwrap().into_iter().map(|(k, _)| k).collect() };
+    // `--export=all` is ALL (Slurm reads it in any case), as is no --export at all.
+    assert_eq!(names("sorcha-chdir-export-lower.sh"), ["HOME", "PATH", "R_LIBS"]);
+    assert_eq!(names("mpi-wavefront.sh"), ["HOME", "PATH", "R_LIBS"]);
+    // A list: those variables (the ones set) alone.
+    assert_eq!(names("export-var-list.sh"), ["PATH", "R_LIBS"]);
     let mpi = spec("mpi-wavefront.sh");
     assert_eq!((mpi.nodes, mpi.ntasks, mpi.cpus_per_task), (2, 8, 1));
     let lammps = spec("lammps-qos-tasks-per-node.sh");
