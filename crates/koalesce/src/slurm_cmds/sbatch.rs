@@ -568,6 +568,15 @@ pub fn describe(
             desc.walltime = Some(format!("{secs}s"));
         }
     }
+    if let Some(t) = &o.compat.deadline {
+        let now = koalesce_api::timing::now_ms();
+        let at = super::begin::begin_ms(t, now).map_err(|e| SlurmError::msg(e.replace("--begin", "--deadline")))?;
+        let limit = match &o.time {
+            Some(t) => parse_time_limit(t).map_err(SlurmError::msg)?,
+            None => None,
+        };
+        desc.deadline = Some(super::sbatch_compat::deadline_field(t, at, now, limit)?);
+    }
     // Memory: koalesce's `memory` is per processor (one processor per allocated CPU).
     // sbatch(1): "--mem: memory required per node"; "--mem-per-cpu: minimum memory required
     // per usable allocated CPU". So --mem spreads over the CPUs of one node (all CPUs ÷

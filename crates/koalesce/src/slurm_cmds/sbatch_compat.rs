@@ -124,6 +124,16 @@ pub struct CompatArgs {
     /// Refused: GPUs.
     #[arg(long = "gpu-freq", value_name = "SPEC")]
     pub gpu_freq: Option<String>,
+    /// Accepted with a warning: koalesce binds no tasks to CPUs.
+    #[arg(long = "cpu-bind", value_name = "TYPE")]
+    pub cpu_bind: Option<String>,
+    /// Accepted with a warning: koalesce binds no memory to NUMA nodes.
+    #[arg(long = "mem-bind", value_name = "TYPE")]
+    pub mem_bind: Option<String>,
+    /// The job must be able to end by then (--begin's forms): its start deadline is this
+    /// instant less --time.
+    #[arg(long = "deadline", value_name = "TIME")]
+    pub deadline: Option<String>,
     /// Validate the job and print what would be submitted, without submitting it.
     #[arg(long = "test-only")]
     pub test_only: bool,
@@ -174,6 +184,8 @@ impl CompatArgs {
             ("cpu-freq", opt(&self.cpu_freq), "it sets no CPU frequency"),
             ("gres-flags", opt(&self.gres_flags), "no generic resource is asked for"),
             ("exclude", opt(&self.exclude), "its sites have no named nodes, so none is excluded"),
+            ("cpu-bind", opt(&self.cpu_bind), "it binds no tasks to CPUs"),
+            ("mem-bind", opt(&self.mem_bind), "it binds no memory to NUMA nodes"),
         ];
         items
             .into_iter()
@@ -225,6 +237,23 @@ pub fn asks_for_resources(spec: &str) -> bool {
     })
 }
 
+/// `--deadline=TIME` as the job file's `deadline` (the time from submission by which the job
+/// must have started): Slurm removes a job that cannot end by TIME, so a job with a time limit
+/// must start that much earlier. `at_ms`: the instant TIME names.
+pub fn deadline_field(text: &str, at_ms: u64, now_ms: u64, walltime_secs: Option<u64>) -> SResult<String> {
+    let left_ms = at_ms.saturating_sub(now_ms);
+    if left_ms == 0 {
+        return Err(SlurmError::msg(format!("Invalid --deadline specification: {text} (in the past)")));
+    }
+    let start_by_ms = left_ms.saturating_sub(walltime_secs.unwrap_or(0).saturating_mul(1000));
+    if start_by_ms < 1000 {
+        return Err(SlurmError::msg(format!(
+            "Batch job submission failed: the job cannot end by its --deadline={text}: its time limit is longer than the time left"
+        )));
+    }
+    Ok(format!("{}s", start_by_ms / 1000))
+}
+
 /// sbatch(1)'s input environment variables koalesce reads, as options. Slurm's order:
 /// the command line wins over these, and these over the script's `#SBATCH` lines.
 const INPUT_ENV: &[(&str, &str)] = &[
@@ -234,6 +263,7 @@ const INPUT_ENV: &[(&str, &str)] = &[
     ("SBATCH_CLUSTERS", "--clusters"),
     ("SBATCH_CONSTRAINT", "--constraint"),
     ("SBATCH_CPU_FREQ_REQ", "--cpu-freq"),
+    ("SBATCH_DEADLINE", "--deadline"),
     ("SBATCH_DISTRIBUTION", "--distribution"),
     ("SBATCH_EXPORT", "--export"),
     ("SBATCH_GPUS", "--gpus"),
@@ -297,6 +327,16 @@ mod tests {
         for s in ["gpu", "gpu:1", "gpu:a100:3", "h100:1", "shard:1", "gpu:1(S:0)", "gpu:0,gpu:2", "4"] {
             assert!(asks_for_resources(s), "{s}");
         }
+    }
+
+    #[test]
+    fn deadlines_leave_room_for_the_time_limit() {
+        let now = 1_000_000_000_000;
+        assert_eq!(deadline_field("x", now + 8 * 3_600_000, now, None).unwrap(), "28800s");
+        assert_eq!(deadline_field("x", now + 8 * 3_600_000, now, Some(900)).unwrap(), "27900s");
+        let e = deadline_field("x", now + 600_000, now, Some(3600)).unwrap_err();
+        assert!(e.message.contains("cannot end by its --deadline=x"), "{}", e.message);
+        assert!(deadline_field("x", now - 1, now, None).unwrap_err().message.contains("in the past"));
     }
 
     #[test]

@@ -109,6 +109,8 @@ const CORPUS: &[(&str, Want)] = &[
     ("cp2k-uenv-hint-exclusive.sh", Refused("sbatch: unrecognized option '--uenv'")),
     ("criann-space-values.sh", job("main", &[1], Some("3600s"), None, 1)),
     ("ddp-64-nodes-mem0.sh", GPUS),
+    // --time=15:00 is MM:SS; --deadline becomes the job file's start deadline (checked below).
+    ("deadline-now-plus.sh", job("deadline-now-plus.sh", &[1], Some("900s"), None, 0)),
     ("env-bash-knl.sh", job("wrf_to_tell_counties", &[1], Some("28800s"), None, 2)),
     // --qos=batch: a site's QoS (warned).
     (
@@ -169,6 +171,17 @@ const CORPUS: &[(&str, Want)] = &[
     (
         "matlab-mem-plain.sh",
         job("EarlyProcessing", &[4], Some("3000s"), Some("4096000K"), 2),
+    ),
+    // 4 nodes × 1 task × 16 CPUs; --mem-bind warned.
+    (
+        "mem-bind-rome.sh",
+        job(
+            "Connected-Components-Detection-OpenMPI+OpenMP",
+            &[64],
+            Some("1800s"),
+            Some("2097152K"),
+            1,
+        ),
     ),
     ("modflow-login-shell-array.sh", job("mf", &[1], Some("1800s"), Some("1024000K"), 2)),
     ("mpi-wavefront.sh", job("mpi_wavefront", &[8], Some("1200s"), None, 0)),
@@ -239,7 +252,7 @@ fn every_real_script_is_taken_or_refused_with_its_reason() {
         .collect();
     files.sort();
     assert_eq!(files, listed, "every file of the corpus has its expectation");
-    assert!(files.len() >= 50);
+    assert!(files.len() >= 58);
     for (name, want) in CORPUS {
         let (got, warnings) = submit(name);
         match (want, got) {
@@ -291,6 +304,10 @@ fn real_scripts_values_reach_the_batch_step() {
     assert_eq!(names("export-var-list.sh"), ["PATH", "R_LIBS"]);
     let mpi = spec("mpi-wavefront.sh");
     assert_eq!((mpi.nodes, mpi.ntasks, mpi.cpus_per_task), (2, 8, 1));
+    // --deadline=now+8hours with --time=15:00: it must start within 8 h less 15 min.
+    let d = submit("deadline-now-plus.sh").0.unwrap();
+    let secs: u64 = d.deadline.as_deref().unwrap().trim_end_matches('s').parse().unwrap();
+    assert!((27_898..=27_900).contains(&secs), "{secs}");
     let lammps = spec("lammps-qos-tasks-per-node.sh");
     assert_eq!((lammps.nodes, lammps.ntasks, lammps.cpus_per_task), (4, 128, 2));
 }
