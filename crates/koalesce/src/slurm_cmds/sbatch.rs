@@ -89,7 +89,7 @@ pub struct SbatchArgs {
     #[arg(short = 'q', long = "qos", value_name = "QOS")]
     pub qos: Option<String>,
     /// Exclusive nodes (accepted: koalesce never shares a job's processors).
-    #[arg(long = "exclusive", num_args = 0..=1, require_equals = true, value_name = "user|mcs")]
+    #[arg(long = "exclusive", num_args = 0..=1, require_equals = true, value_name = "user|mcs|topo")]
     pub exclusive: Option<Option<String>>,
     /// Wrap this command line in a shell script instead of a script file.
     #[arg(long = "wrap", value_name = "COMMAND")]
@@ -388,7 +388,41 @@ pub fn ignored_options(o: &SbatchArgs) -> SResult<Vec<String>> {
         ));
     }
     warnings.extend(o.compat.warnings());
+    // Errors of the layout are describe's to report.
+    if let Ok((_, _, Some(w))) = layout(o) {
+        warnings.push(w);
+    }
     Ok(warnings)
+}
+
+/// Nodes (the minimum of `-N MIN-MAX`), tasks, and Slurm's warning when there are fewer
+/// tasks than nodes: as Slurm's sbatch, the node count is then lowered to the task count.
+fn layout(o: &SbatchArgs) -> SResult<(u32, u32, Option<String>)> {
+    let mut nodes: u32 = match &o.nodes {
+        Some(n) => {
+            let min = n.split('-').next().unwrap_or(n);
+            min.trim()
+                .parse()
+                .ok()
+                .filter(|v| *v > 0)
+                .ok_or_else(|| SlurmError::msg(format!("Invalid node count specification: {n}")))?
+        }
+        None => 1,
+    };
+    let ntasks = match (o.ntasks, o.ntasks_per_node) {
+        (Some(n), _) => n,
+        (None, Some(per)) => per.checked_mul(nodes).ok_or_else(|| SlurmError::msg("too many tasks"))?,
+        (None, None) => nodes,
+    };
+    if ntasks == 0 {
+        return Err(SlurmError::msg("Invalid number of tasks (-n 0)"));
+    }
+    let mut warning = None;
+    if ntasks < nodes {
+        warning = Some(format!("can't run {ntasks} processes on {nodes} nodes, setting nnodes to {ntasks}"));
+        nodes = ntasks;
+    }
+    Ok((nodes, ntasks, warning))
 }
 
 /// Whether a `--qos` value is a koalesce priority (or the default, `normal` / empty).
@@ -467,34 +501,15 @@ pub fn describe(
             return Err(refuse(what, why));
         }
     }
+    // user, mcs and topo share nodes less than plain --exclusive forbids; koalesce never
+    // shares a job's processors, so each is as good as plain --exclusive.
     if let Some(Some(x)) = &o.exclusive {
-        return Err(refuse(&format!("--exclusive={x}"), "only plain --exclusive is offered"));
-    }
-    let nodes: u32 = match &o.nodes {
-        Some(n) => {
-            let min = n.split('-').next().unwrap_or(n);
-            min.trim()
-                .parse()
-                .ok()
-                .filter(|v| *v > 0)
-                .ok_or_else(|| SlurmError::msg(format!("Invalid node count specification: {n}")))?
+        if !["user", "mcs", "topo"].contains(&x.as_str()) {
+            return Err(SlurmError::msg(format!("--exclusive={x}: invalid value (user, mcs or topo)")));
         }
-        None => 1,
-    };
+    }
+    let (nodes, ntasks, _) = layout(o)?;
     let cpt = o.cpus_per_task.unwrap_or(1).max(1);
-    let ntasks = match (o.ntasks, o.ntasks_per_node) {
-        (Some(n), _) => n,
-        (None, Some(per)) => per.checked_mul(nodes).ok_or_else(|| SlurmError::msg("too many tasks"))?,
-        (None, None) => nodes,
-    };
-    if ntasks == 0 {
-        return Err(SlurmError::msg("Invalid number of tasks (-n 0)"));
-    }
-    if ntasks < nodes {
-        return Err(SlurmError::msg(format!(
-            "Batch job submission failed: Requested node configuration is not available ({ntasks} tasks on {nodes} nodes)"
-        )));
-    }
     let cpus = ntasks.checked_mul(cpt).ok_or_else(|| SlurmError::msg("too many CPUs"))?;
     let components: Vec<u32> = if o.coallocate && nodes > 1 {
         if ntasks % nodes != 0 {
@@ -900,10 +915,9 @@ mod tests {
             &["--signal=USR1@x"],
             &["--mail-type=SOMETIMES"],
             &["--hint=fast"],
-            &["--exclusive=user"],
+            &["--exclusive=nodes"],
             &["-w", "node1"],
             &["-n", "0"],
-            &["-N", "2", "-n", "1"],
             &["--mem=lots"],
             &["-t", "soon"],
         ] {
@@ -913,6 +927,20 @@ mod tests {
         let e = describe_script("echo no shebang\n", &[]).unwrap_err();
         assert!(e.message.starts_with("This does not look like a batch script"));
         assert!(parse_options::<SbatchArgs>("sbatch", &["--frobnicate".into()]).is_err());
+    }
+
+    #[test]
+    fn fewer_tasks_than_nodes_lowers_the_nodes_as_slurm_does() {
+        let s = "#!/bin/sh\ntrue\n";
+        let d = describe_script(s, &["-N", "2", "-n", "1"]).unwrap();
+        assert_eq!(d.components[0].processors, 1);
+        assert_eq!(spec_of(&d).nodes, 1);
+        let w = ignored_options(&opts(&["-N", "2", "-n", "1"])).unwrap();
+        assert_eq!(w, ["can't run 1 processes on 2 nodes, setting nnodes to 1"]);
+        // --exclusive=user|mcs|topo are no more than koalesce gives.
+        for x in ["user", "mcs", "topo"] {
+            assert!(describe_script(s, &[&format!("--exclusive={x}")]).is_ok(), "{x}");
+        }
     }
 
     #[test]
