@@ -309,7 +309,19 @@ pub fn directives(script: &str) -> SResult<Vec<String>> {
         // A comment after the options (" # ...", outside quotes) is not an option.
         let rest = strip_trailing_comment(rest);
         let words = shlex::split(rest).ok_or_else(|| SlurmError::msg(format!("line {}: cannot parse #SBATCH directive: {t}", n + 1)))?;
+        if let Some(w) = words.iter().find(|w| *w == "hetjob" || *w == "packjob") {
+            return Err(refuse(
+                &format!("#SBATCH {w} (line {})", n + 1),
+                "heterogeneous jobs are not offered; submit each component as its own job",
+            ));
+        }
         out.extend(words);
+    }
+    // A word that is no option nor an option's value would be taken for the script and every
+    // option after it for the script's arguments: Slurm refuses such a line, and so does this.
+    let parsed: SbatchArgs = parse_options("sbatch", &out)?;
+    if let Some(word) = parsed.script.first() {
+        return Err(SlurmError::msg(format!("Invalid directive found in batch script: {word}")));
     }
     Ok(out)
 }
@@ -927,6 +939,16 @@ mod tests {
         let e = describe_script("echo no shebang\n", &[]).unwrap_err();
         assert!(e.message.starts_with("This does not look like a batch script"));
         assert!(parse_options::<SbatchArgs>("sbatch", &["--frobnicate".into()]).is_err());
+    }
+
+    #[test]
+    fn stray_words_and_heterogeneous_jobs_are_refused() {
+        let e = directives("#!/bin/sh\n#SBATCH -n 2\n#SBATCH hetjob\n#SBATCH -n 4\ntrue\n").unwrap_err();
+        assert!(e.message.contains("#SBATCH hetjob (line 3)"), "{}", e.message);
+        let e = directives("#!/bin/sh\n#SBATCH -n 2 oops -t 5\ntrue\n").unwrap_err();
+        assert_eq!(e.message, "Invalid directive found in batch script: oops");
+        // Values are no stray words.
+        assert_eq!(directives("#!/bin/sh\n#SBATCH -J name -t 5\n").unwrap(), ["-J", "name", "-t", "5"]);
     }
 
     #[test]
