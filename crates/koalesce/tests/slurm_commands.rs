@@ -920,6 +920,21 @@ fn sbatch_test_only_needs_no_server() {
         "{err}"
     );
     assert!(o.stdout.is_empty(), "no job id: nothing was submitted");
+    // An empty -C (Snakemake writes one) needs no sites; --begin and --deadline are shown.
+    let o = sbatch(
+        &[
+            "--test-only",
+            "-C",
+            "",
+            "--begin=2099-01-01T00:00:00",
+            "--deadline=2099-01-02",
+            script.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains(", begin 2099-01-0") && err.contains(", start deadline "), "{err}");
     // The command line wins over SBATCH_*.
     let o = sbatch(
         &["--test-only", "-J", "cli", script.to_str().unwrap()],

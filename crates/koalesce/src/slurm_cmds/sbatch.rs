@@ -185,7 +185,7 @@ pub fn run(args: &[String], conn: impl FnOnce() -> SResult<Client>) -> SResult<E
     let opts: SbatchArgs = parse_options("sbatch", &all)?;
     let submit_dir = std::env::current_dir().map_err(|e| SlurmError::msg(format!("cannot read the current directory: {e}")))?;
     // --test-only needs the server only for the site names of -p and -C.
-    let needs_sites = opts.partition.is_some() || opts.constraint.is_some();
+    let needs_sites = opts.partition.is_some() || opts.constraint.as_deref().is_some_and(|c| !c.trim().is_empty());
     let client = match opts.compat.test_only && !needs_sites {
         true => None,
         false => Some(conn()?),
@@ -462,6 +462,11 @@ pub fn test_only_summary(d: &JobDescription, o: &SbatchArgs) -> String {
     }
     if let Some(a) = &o.array {
         s.push_str(&format!(", array {a}"));
+    }
+    for (what, v) in [("begin", &d.begin), ("start deadline", &d.deadline), ("signal", &d.signal)] {
+        if let Some(v) = v {
+            s.push_str(&format!(", {what} {v}"));
+        }
     }
     s.push_str(" (not submitted: --test-only)");
     s
