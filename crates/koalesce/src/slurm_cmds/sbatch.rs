@@ -179,10 +179,9 @@ pub fn run(args: &[String], conn: impl FnOnce() -> SResult<Client>) -> SResult<E
     let script_text = strip_bom(&script_text).to_string();
     let env: Vec<(String, String)> = std::env::vars().collect();
     // Directives first, then the SBATCH_* variables, the command line last: it wins.
-    let mut all = directives(&script_text)?;
-    all.extend(env_options(&env));
-    all.extend(args.iter().cloned());
-    let opts: SbatchArgs = parse_options("sbatch", &all)?;
+    let script_words = directives(&script_text)?;
+    let env_words = env_options(&env);
+    let opts = merge_layers(&script_words, &env_words, args)?;
     let submit_dir = std::env::current_dir().map_err(|e| SlurmError::msg(format!("cannot read the current directory: {e}")))?;
     // --test-only needs the server only for the site names of -p and -C.
     let needs_sites = opts.partition.is_some() || opts.constraint.as_deref().is_some_and(|c| !c.trim().is_empty());
@@ -253,6 +252,26 @@ fn wait_for(client: &Client, id: u64) -> SResult<ExitCode> {
         std::thread::sleep(delay);
         delay = crate::client_cmds::next_backoff(delay);
     }
+}
+
+/// The options of the three layers, the later winning: the script's `#SBATCH` lines, the
+/// `SBATCH_*` variables, the command line. As Slurm's: `--mem` and `--mem-per-cpu` are
+/// exclusive within one layer, but one given by a higher layer replaces the other kind set by
+/// a lower one (a tool's `sbatch --mem-per-cpu=...` over a script's `#SBATCH --mem=...`).
+pub fn merge_layers(script: &[String], env: &[String], cli: &[String]) -> SResult<SbatchArgs> {
+    let all: Vec<String> = script.iter().chain(env).chain(cli).cloned().collect();
+    let mut opts: SbatchArgs = parse_options("sbatch", &all)?;
+    for layer in [cli, env] {
+        let l: SbatchArgs = parse_options("sbatch", layer)?;
+        match (l.mem.is_some(), l.mem_per_cpu.is_some()) {
+            (true, false) => opts.mem_per_cpu = None,
+            (false, true) => opts.mem = None,
+            (false, false) => continue,
+            (true, true) => {}
+        }
+        break;
+    }
+    Ok(opts)
 }
 
 /// The script's text, its name (for the default job name) and its arguments.
@@ -944,6 +963,26 @@ mod tests {
         let e = describe_script("echo no shebang\n", &[]).unwrap_err();
         assert!(e.message.starts_with("This does not look like a batch script"));
         assert!(parse_options::<SbatchArgs>("sbatch", &["--frobnicate".into()]).is_err());
+    }
+
+    #[test]
+    fn a_higher_layers_memory_option_replaces_the_other_kind() {
+        let w = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let script = w(&["--mem=8G", "-n", "2"]);
+        let o = merge_layers(&script, &[], &w(&["--mem-per-cpu=1G"])).unwrap();
+        assert_eq!((o.mem.as_deref(), o.mem_per_cpu.as_deref()), (None, Some("1G")));
+        let o = merge_layers(&script, &w(&["--mem-per-cpu=2G"]), &w(&["-J", "x"])).unwrap();
+        assert_eq!(
+            (o.mem.as_deref(), o.mem_per_cpu.as_deref()),
+            (None, Some("2G")),
+            "SBATCH_MEM_PER_CPU over the script"
+        );
+        let o = merge_layers(&w(&["--mem-per-cpu=1G"]), &w(&["--mem-per-cpu=2G"]), &w(&["--mem=4G"])).unwrap();
+        assert_eq!((o.mem.as_deref(), o.mem_per_cpu.as_deref()), (Some("4G"), None));
+        // Both in one layer stay an error, as in Slurm.
+        let o = merge_layers(&w(&["--mem=1G", "--mem-per-cpu=1G"]), &[], &[]).unwrap();
+        let e = describe(&o, "#!/bin/sh\n", "x", &[], Path::new("/"), &[], &[]).unwrap_err();
+        assert!(e.message.contains("mutually exclusive"), "{}", e.message);
     }
 
     #[test]
