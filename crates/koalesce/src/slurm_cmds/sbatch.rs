@@ -347,18 +347,24 @@ pub fn directives(script: &str) -> SResult<Vec<String>> {
 
 /// The options of a `#SBATCH` line without a trailing `# comment`: a `#` after a blank and
 /// outside quotes starts one (`--job-name="run #1"` keeps its `#`).
+/// As Slurm 22.05's sbatch (checked): an unquoted, unescaped `#` ends the line even inside a
+/// word (`--ntasks=1#128` is `--ntasks=1`), `\#` is a `#`.
 fn strip_trailing_comment(rest: &str) -> &str {
     let mut quote: Option<char> = None;
-    let mut prev_blank = false;
+    let mut escaped = false;
     for (i, c) in rest.char_indices() {
+        if escaped {
+            escaped = false;
+            continue;
+        }
         match (quote, c) {
             (Some(q), c) if c == q => quote = None,
             (Some(_), _) => {}
+            (None, '\\') => escaped = true,
             (None, '"' | '\'') => quote = Some(c),
-            (None, '#') if prev_blank => return &rest[..i],
+            (None, '#') => return &rest[..i],
             _ => {}
         }
-        prev_blank = c.is_whitespace();
     }
     rest
 }
@@ -392,8 +398,10 @@ const HINTS: &[&str] = &["compute_bound", "memory_bound", "multithread", "nomult
 pub fn ignored_options(o: &SbatchArgs) -> SResult<Vec<String>> {
     let mut warnings = Vec::new();
     if let Some(t) = &o.mail_type {
-        if let Some(bad) = t.split(',').find(|v| !MAIL_TYPES.contains(&v.to_ascii_uppercase().as_str())) {
-            return Err(SlurmError::msg(format!("--mail-type={t}: invalid mail type '{bad}'")));
+        // As Slurm 22.05's sbatch (checked): unknown types beside a known one are dropped;
+        // none known is an error.
+        if !t.split(',').any(|v| MAIL_TYPES.contains(&v.trim().to_ascii_uppercase().as_str())) {
+            return Err(SlurmError::msg(format!("Invalid --mail-type specification: {t}")));
         }
         warnings.push(format!("koalesce ignores --mail-type={t} (no e-mail is sent)"));
     }
@@ -541,7 +549,9 @@ pub fn describe(
     // shares a job's processors, so each is as good as plain --exclusive.
     if let Some(Some(x)) = &o.exclusive {
         if !["user", "mcs", "topo"].contains(&x.as_str()) {
-            return Err(SlurmError::msg(format!("--exclusive={x}: invalid value (user, mcs or topo)")));
+            return Err(SlurmError::msg(format!(
+                "Invalid --exclusive specification: {x} (user, mcs or topo)"
+            )));
         }
     }
     let (nodes, ntasks, _) = layout(o)?;
@@ -769,6 +779,10 @@ fn apply_partition(desc: &mut JobDescription, p: &str, sites: &[String]) -> SRes
 
 /// A Slurm memory size (`--mem`): a number with K, M, G or T (binary), default megabytes.
 pub fn slurm_size(s: &str) -> SResult<u64> {
+    // Whole numbers only, as Slurm's (`--mem=2.5G` is refused there).
+    if s.contains('.') {
+        return Err(SlurmError::msg(format!("Invalid --mem specification: {s}")));
+    }
     koalesce_api::fields::parse_size(s).map_err(|_| SlurmError::msg(format!("Invalid --mem specification: {s}")))
 }
 
@@ -796,10 +810,11 @@ pub fn export_environment(export: Option<&str>, env: &[(String, String)]) -> SRe
             },
         }
     }
-    if none && (all || !explicit.is_empty()) {
-        return Err(SlurmError::msg("--export=NONE cannot be combined with other values"));
+    if none && all {
+        return Err(SlurmError::msg("--export=NONE cannot be combined with ALL"));
     }
-    if none {
+    // NONE with variables (Slurm 22.05 takes it): those variables and the SLURM_* ones.
+    if none && explicit.is_empty() {
         return Ok(None);
     }
     for (k, v) in explicit {
@@ -866,6 +881,13 @@ mod tests {
     fn directives_stop_at_the_first_command() {
         let s = "#!/bin/bash\n#SBATCH -J a\n\n#SBATCH --job-name=\"b c\" # comment\n# plain comment\n#SBATCHX no\necho hi\n#SBATCH -n 9\n";
         assert_eq!(directives(s).unwrap(), ["-J", "a", "--job-name=b c"]);
+        // Checked against Slurm 22.05's sbatch -vv: '#' ends the line inside a word too,
+        // not inside quotes nor escaped.
+        let s = "#!/bin/sh\n#SBATCH --job-name=x --ntasks=2#c -t 5\n#SBATCH --comment=a\\#b --account='p #1'\n";
+        assert_eq!(
+            directives(s).unwrap(),
+            ["--job-name=x", "--ntasks=2", "--comment=a#b", "--account=p #1"]
+        );
     }
 
     #[test]
@@ -950,6 +972,7 @@ mod tests {
             &["--signal=USR3"],
             &["--signal=USR1@x"],
             &["--mail-type=SOMETIMES"],
+            &["--mem=2.5G"],
             &["--hint=fast"],
             &["--exclusive=nodes"],
             &["-w", "node1"],
@@ -1071,7 +1094,10 @@ mod tests {
             all.contains(&("A".into(), "1".into())),
             "ALL: the environment wins over explicit values"
         );
-        assert!(export_environment(Some("NONE,A"), &env).is_err());
+        assert!(export_environment(Some("NONE,ALL"), &env).is_err());
+        // NONE with variables: those (and SLURM_*), as Slurm 22.05 takes it.
+        let some = export_environment(Some("NONE,B=2"), &env).unwrap().unwrap();
+        assert_eq!(some, vec![("B".into(), "2".into()), ("SLURM_X".into(), "y".into())]);
     }
 
     #[test]
