@@ -103,7 +103,8 @@ pub struct JobDescription {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub begin: Option<String>,
     /// A signal before the wall-time limit: Slurm's `[B:]SIG[@SECONDS]` (`B:USR1@90`; default 60
-    /// seconds; `B:` only the program, else every process of the component).
+    /// seconds; `B:` only the program, else every other process of the component, as Slurm spares
+    /// the batch shell).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signal: Option<String>,
     /// How many times a failed job is resubmitted (0: fail at the first failure); default: the

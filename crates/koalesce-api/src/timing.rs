@@ -19,9 +19,21 @@ pub fn parse_begin(text: &str) -> Result<u64, String> {
     u64::try_from(ms).map_err(|_| format!("'{text}' is too far in the future"))
 }
 
-/// Unix milliseconds as `begin` writes them (`2026-11-28T10:00:00Z`; seconds resolution).
+/// The last instant `begin` can name (RFC 3339 ends with year 9999), in Unix milliseconds.
+pub const MAX_BEGIN_MS: u64 = 253_402_300_799_000;
+
+/// `ms` as a begin time, or why not: after [`MAX_BEGIN_MS`] (sbatch `--begin=now+9999999999weeks`).
+pub fn check_begin_ms(ms: u64) -> Result<u64, String> {
+    match ms <= MAX_BEGIN_MS {
+        true => Ok(ms),
+        false => Err(format!("the begin time is after {}", format_begin(MAX_BEGIN_MS))),
+    }
+}
+
+/// Unix milliseconds as `begin` writes them (`2026-11-28T10:00:00Z`; seconds resolution); a
+/// later instant than [`MAX_BEGIN_MS`] prints as that one (RFC 3339 has no year after 9999).
 pub fn format_begin(ms: u64) -> String {
-    humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
+    humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_millis(ms.min(MAX_BEGIN_MS))).to_string()
 }
 
 /// Now, in Unix milliseconds (0 on a clock before 1970).
@@ -70,7 +82,8 @@ pub fn signal_number(text: &str) -> Option<i32> {
 
 /// `signal`: Slurm's `--signal=[B:]SIG[@SECONDS]` — send SIG this many seconds (default 60)
 /// before the wall-time limit; with `B:` to the program alone (an sbatch job's batch shell),
-/// else to every process of the component.
+/// else to every other process of the component (as Slurm signals a job's steps, not its batch
+/// shell).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EarlySignal {
     pub signal: i32,
@@ -88,7 +101,8 @@ impl FromStr for EarlySignal {
     fn from_str(text: &str) -> Result<Self, String> {
         let bad = |why: &str| format!("invalid signal specification '{text}': {why}");
         let t = text.trim();
-        let upper_prefix = |p: &str| t.len() >= p.len() && t[..p.len()].eq_ignore_ascii_case(p);
+        // `get`: the text may not be ASCII (a slice inside a character would panic).
+        let upper_prefix = |p: &str| t.get(..p.len()).is_some_and(|x| x.eq_ignore_ascii_case(p));
         if upper_prefix("R:") || upper_prefix("RB:") || upper_prefix("BR:") {
             return Err(bad(
                 "R: (signal when the job's reservation ends) is not offered: koalesce jobs run to their own time limit",
@@ -147,6 +161,18 @@ mod tests {
     }
 
     #[test]
+    fn begin_times_past_year_9999_are_refused_and_still_print() {
+        // The last instant RFC 3339 writes, and beyond it (sbatch --begin=now+9999999999weeks).
+        let last = parse_begin("9999-12-31T23:59:59Z").unwrap();
+        assert_eq!(format_begin(last), "9999-12-31T23:59:59Z");
+        assert_eq!(format_begin(last + 1000), "9999-12-31T23:59:59Z", "printed as the last instant");
+        assert_eq!(format_begin(u64::MAX), "9999-12-31T23:59:59Z");
+        assert!(check_begin_ms(last).is_ok());
+        let e = check_begin_ms(last + 1000).unwrap_err();
+        assert!(e.contains("after 9999-12-31T23:59:59Z"), "{e}");
+    }
+
+    #[test]
     fn signals_parse_as_slurm_reads_them() {
         let s = |t: &str| t.parse::<EarlySignal>();
         assert_eq!(
@@ -189,6 +215,10 @@ mod tests {
             "X:USR1",
         ] {
             assert!(s(bad).is_err(), "{bad}");
+        }
+        // Untrusted text (an API body): other than ASCII is an error, never a panic.
+        for odd in ["Ré", "Bé", "é", "B:é@1", "USR1@é", "\u{0}"] {
+            assert!(s(odd).is_err(), "{odd}");
         }
         let r = s("R:USR1@60").unwrap_err();
         assert!(r.contains("R:") && r.contains("not offered"), "{r}");

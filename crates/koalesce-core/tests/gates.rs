@@ -112,6 +112,21 @@ fn a_limit_fails_one_task_of_a_bag_and_the_whole_of_any_other_job() {
     assert_eq!(comps, [(ComponentState::Aborted, true), (ComponentState::Failed, true)]);
 }
 
+/// A job cancelled while held for its begin time leaves the core's timer: however far its
+/// begin time (here u64's last millisecond), the core asks for no wake-up for it.
+#[test]
+fn a_cancelled_job_leaves_the_begin_timer() {
+    let mut s = grid();
+    let mut far = spec("far");
+    far.begin_ms = Some(u64::MAX);
+    let a = s.submit(1_000, far).unwrap();
+    assert_eq!(s.poll_timeout(), Some(u64::MAX));
+    assert!(s.cancel(2_000, a));
+    assert_eq!(state(&s, a), JobState::Cancelled);
+    assert!(!s.job(a).unwrap().begin_pending);
+    assert_eq!(s.poll_timeout(), None, "no wake-up for a cancelled job");
+}
+
 #[test]
 fn a_job_with_a_begin_time_is_held_until_then_whatever_else_holds_it() {
     let mut s = grid();

@@ -242,7 +242,7 @@ async fn register(s: &S, caller: &Caller, p: Prepared, copied: transfer::Copied)
 /// Registers a verified copy at `dest` as a replica of `name` at `site` (owned by `owner` when
 /// the file is new): durably, then in the catalogues. Also used for files received from peers.
 pub(crate) async fn register_replica(
-    s: &Shared,
+    s: &Arc<Shared>,
     name: &str,
     bytes: u64,
     sha256: &str,
@@ -264,8 +264,9 @@ pub(crate) async fn register_replica(
     s.metrics.transfer_bytes.fetch_add(bytes, Ordering::Relaxed);
     s.data_catalogue.invalidate(name);
     transfer::note_verified(dest);
-    let mut st = s.lock();
-    add_replica_mem(&mut st, name, bytes, sha256, site, dest.to_path_buf(), Some(owner));
+    let stale = add_replica_mem(&mut s.lock(), name, bytes, sha256, site, dest.to_path_buf(), Some(owner));
+    // Its replicas of other content are out of the database: their bytes go.
+    crate::daemon::transfers::remove_stale_replicas(s, name, stale);
     Ok(())
 }
 

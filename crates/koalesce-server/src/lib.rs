@@ -312,7 +312,7 @@ pub async fn start(opts: ServerOptions) -> anyhow::Result<RunningServer> {
     });
     {
         let mut guard = shared.lock();
-        daemon::process_actions(&shared, &mut guard);
+        daemon::drain_actions(&shared, &mut guard);
         daemon::transfers::resume_stage_outs(&shared, &guard);
     }
     daemon::lrm::poll_running(shared.clone()).await;

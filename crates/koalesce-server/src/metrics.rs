@@ -30,6 +30,8 @@ pub(crate) async fn metrics(AxState(s): AxState<S>) -> Response {
 pub fn render_metrics(s: &Shared) -> String {
     use std::fmt::Write;
     let mut o = String::new();
+    // The core's figures under the state lock (and the few sections that read the state,
+    // rendered there: a handful of lines per site); everything else after releasing it.
     let st = s.lock();
     let mut by_state: HashMap<&str, u64> = STATES.iter().map(|k| (*k, 0)).collect();
     // Live jobs from the core; ended ones are counted when they end (and loaded at startup).
@@ -39,6 +41,28 @@ pub fn render_metrics(s: &Shared) -> String {
     for (k, n) in &st.ended {
         *by_state.entry(k).or_default() += n;
     }
+    let queued: Vec<(&str, usize)> = Priority::ALL.iter().map(|p| (p.name(), st.core.queued(*p).count())).collect();
+    let stats = st.core.stats().clone();
+    let mut tail = String::new();
+    let _ = writeln!(tail, "# TYPE koalesce_site_processors gauge");
+    crate::gridway::render_metrics(&st, &s.data_catalogue, &mut tail);
+    crate::daemon::network::render_metrics(s, &st, &mut tail);
+    for (i, site) in st.core.sites().iter().enumerate() {
+        let used = s.sites[i].used.load(Ordering::Relaxed);
+        let v = st.core.site_view(koalesce_core::SiteId(i as u32));
+        let _ = writeln!(
+            tail,
+            "koalesce_site_processors{{site=\"{}\",kind=\"total\"}} {}",
+            site.name, site.processors
+        );
+        let _ = writeln!(tail, "koalesce_site_processors{{site=\"{}\",kind=\"used\"}} {}", site.name, used);
+        let _ = writeln!(
+            tail,
+            "koalesce_site_processors{{site=\"{}\",kind=\"placed_unclaimed\"}} {}",
+            site.name, v.placed_unclaimed
+        );
+    }
+    drop(st);
     let _ = writeln!(o, "# HELP koalesce_jobs Jobs by state.\n# TYPE koalesce_jobs gauge");
     for k in STATES {
         let _ = writeln!(o, "koalesce_jobs{{state=\"{k}\"}} {}", by_state[k]);
@@ -47,15 +71,9 @@ pub fn render_metrics(s: &Shared) -> String {
         o,
         "# HELP koalesce_queue_length Jobs in each placement queue.\n# TYPE koalesce_queue_length gauge"
     );
-    for p in Priority::ALL {
-        let _ = writeln!(
-            o,
-            "koalesce_queue_length{{priority=\"{}\"}} {}",
-            p.name(),
-            st.core.queued(p).count()
-        );
+    for (p, n) in queued {
+        let _ = writeln!(o, "koalesce_queue_length{{priority=\"{p}\"}} {n}");
     }
-    let stats = st.core.stats();
     let m = &s.metrics;
     let r = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
     scalar(&mut o, "counter", "koalesce_placement_tries_total", stats.placement_tries);
@@ -101,6 +119,7 @@ pub fn render_metrics(s: &Shared) -> String {
     scalar(&mut o, "counter", "koalesce_transfer_failures_total", r(&m.transfer_failures));
     scalar(&mut o, "counter", "koalesce_submissions_total", r(&m.submissions));
     scalar(&mut o, "counter", "koalesce_launches_total", r(&m.launches));
+    scalar(&mut o, "counter", "koalesce_action_chunks_left_total", r(&m.action_chunks_left));
     scalar(&mut o, "counter", "koalesce_replica_checks_total", r(&m.replica_checks));
     scalar(&mut o, "counter", "koalesce_replicas_quarantined_total", r(&m.replicas_quarantined));
     let w = s.store.stats();
@@ -130,23 +149,36 @@ pub fn render_metrics(s: &Shared) -> String {
         r(&l.ack_commit_max_us) as f64 / 1e6,
         r(&l.acks_slow)
     );
-    let _ = writeln!(o, "# TYPE koalesce_site_processors gauge");
-    crate::gridway::render_metrics(&st, &s.data_catalogue, &mut o);
-    crate::daemon::network::render_metrics(s, &st, &mut o);
-    for (i, site) in st.core.sites().iter().enumerate() {
-        let used = s.sites[i].used.load(Ordering::Relaxed);
-        let v = st.core.site_view(koalesce_core::SiteId(i as u32));
+    let _ = writeln!(
+        o,
+        "# HELP koalesce_state_lock_site_held_max_seconds The longest hold of the state lock by the line that took it (holds of 1 ms or more).\n# TYPE koalesce_state_lock_site_held_max_seconds gauge"
+    );
+    let sites = l.lock_sites();
+    for (at, h) in &sites {
         let _ = writeln!(
             o,
-            "koalesce_site_processors{{site=\"{}\",kind=\"total\"}} {}",
-            site.name, site.processors
-        );
-        let _ = writeln!(o, "koalesce_site_processors{{site=\"{}\",kind=\"used\"}} {}", site.name, used);
-        let _ = writeln!(
-            o,
-            "koalesce_site_processors{{site=\"{}\",kind=\"placed_unclaimed\"}} {}",
-            site.name, v.placed_unclaimed
+            "koalesce_state_lock_site_held_max_seconds{{at=\"{at}\"}} {}",
+            h.max_us as f64 / 1e6
         );
     }
+    let _ = writeln!(
+        o,
+        "# HELP koalesce_state_lock_site_holds_total Holds of the state lock of 1 ms or more by the line that took it.\n# TYPE koalesce_state_lock_site_holds_total counter"
+    );
+    for (at, h) in &sites {
+        let _ = writeln!(o, "koalesce_state_lock_site_holds_total{{at=\"{at}\"}} {}", h.count);
+    }
+    let _ = writeln!(
+        o,
+        "# HELP koalesce_state_lock_site_held_seconds_total Time those holds kept the state lock, by the line that took it.\n# TYPE koalesce_state_lock_site_held_seconds_total counter"
+    );
+    for (at, h) in &sites {
+        let _ = writeln!(
+            o,
+            "koalesce_state_lock_site_held_seconds_total{{at=\"{at}\"}} {}",
+            h.total_us as f64 / 1e6
+        );
+    }
+    o.push_str(&tail);
     o
 }

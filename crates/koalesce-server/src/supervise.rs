@@ -388,7 +388,7 @@ pub struct SuperviseOptions {
     #[arg(long, value_name = "MS")]
     pub time_limit: Option<u64>,
     /// With `--time-limit`: send this signal before the limit, as `[B:]SIG[@SECONDS]` (default
-    /// 60 s; `B:` the program alone, else every process of the component).
+    /// 60 s; `B:` the program alone, else the component's other processes).
     #[arg(long, value_name = "SPEC", value_parser = parse_signal_spec)]
     pub signal: Option<String>,
     /// Directory the program starts in, relative to its working directory (created).

@@ -394,3 +394,28 @@ fn a_site_with_reservations_runs_jobs_inside_their_reservations() {
         assert_eq!(j["components"][0]["site"], "res");
     }
 }
+
+/// A job file's `begin` and `signal` from an API body: what is wrong is a 422 naming the field
+/// (text that is not ASCII, a year past 9999, an unknown signal), never a panic; the server
+/// still answers after them.
+#[test]
+fn begin_and_signal_errors_name_the_field() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tok = token(tmp.path(), "alice", false);
+    let srv = server(tmp.path(), &[("a", 2)]);
+    for (extra, field) in [
+        ("signal = \"Ré\"", "field 'signal'"),
+        ("signal = \"B:é@1\"", "field 'signal'"),
+        ("signal = \"USR3\"", "field 'signal'"),
+        ("begin = \"10000-01-01T00:00:00Z\"", "field 'begin'"),
+        ("begin = \"tomorrow\"", "field 'begin'"),
+    ] {
+        let (code, v) = post(&srv, "/api/v1/jobs", &tok, &shell_job("x", "true", 1, extra));
+        assert!(
+            code == 422 && v["error"].as_str().unwrap_or_default().contains(field),
+            "{extra}: {code} {v}"
+        );
+    }
+    let (code, v) = post(&srv, "/api/v1/jobs", &tok, &shell_job("ok", "true", 1, "signal = \"B:USR1@5\""));
+    assert_eq!(code, 201, "{v}");
+}

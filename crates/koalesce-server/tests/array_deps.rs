@@ -214,6 +214,24 @@ fn file_entry(srv: &BackgroundServer, tok: &str, name: &str) -> Value {
     f.unwrap_or_else(|| panic!("{name} not in {files}"))
 }
 
+/// The files under `root` whose names start with `prefix` (a logical name's stored form).
+fn stored_copies(root: &std::path::Path, prefix: &str) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let (p, t) = (e.path(), e.file_type());
+            if t.as_ref().is_ok_and(|t| t.is_dir()) {
+                dirs.push(p);
+            } else if e.file_name().to_string_lossy().starts_with(prefix) {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
 #[test]
 fn an_output_registered_again_with_other_content_replaces_the_file_in_memory_and_store() {
     let tmp = tempfile::tempdir().unwrap();
@@ -250,6 +268,13 @@ fn an_output_registered_again_with_other_content_replaces_the_file_in_memory_and
     assert_eq!(ended(&srv, &tok, reader, 30)["state"], "succeeded");
     let v1 = file_entry(&srv, &tok, "shared/r.txt");
     assert_eq!(v1["replicas"], serde_json::json!(["leiden", "vu"]), "{v1}");
+    let at_leiden = || {
+        stored_copies(tmp.path(), "shared_r.txt.")
+            .into_iter()
+            .filter(|p| p.to_string_lossy().contains("leiden"))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(at_leiden().len(), 1, "the copy at leiden is on disk");
     let second = submit(
         &srv,
         &tok,
@@ -266,6 +291,16 @@ fn an_output_registered_again_with_other_content_replaces_the_file_in_memory_and
     assert_eq!(live["size_bytes"], 8, "{live}");
     assert_ne!(live["sha256"], v1["sha256"], "{live}");
     assert_eq!(live["replicas"], serde_json::json!(["vu"]), "{live}");
+    // ... and its bytes are gone from leiden's storage too (once the store dropped the replica).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !at_leiden().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        at_leiden(),
+        Vec::<std::path::PathBuf>::new(),
+        "the old content's copy at leiden stays on disk"
+    );
     // What the store holds (read back after a restart) is what memory held.
     srv.stop();
     let srv = server(tmp.path(), &[("vu", 2), ("leiden", 2)]);
@@ -283,6 +318,57 @@ fn an_output_registered_again_with_other_content_replaces_the_file_in_memory_and
     );
     let c = ended(&srv, &tok, check, 30);
     assert_eq!(c["state"], "succeeded", "{c}");
+}
+
+/// The old content's copy at another site stays while a job there that reads the file runs
+/// (it reads the old content to its end), and goes once that job ended.
+#[test]
+fn a_replaced_files_old_copy_stays_while_a_job_at_its_site_reads_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tok = token(tmp.path(), "alice", false);
+    let srv = server(tmp.path(), &[("vu", 2), ("leiden", 2)]);
+    let job_at = |name: &str, script: &str, extra: &str, site: &str| {
+        format!(
+            "name = {name:?}\nexecutable = \"/bin/sh\"\narguments = [\"-c\", {script:?}]\n{extra}\n[[components]]\nprocessors = 1\nsite = \"{site}\"\n"
+        )
+    };
+    let out = "outputs = [{ file = \"r.txt\", to = \"shared/r.txt\" }]";
+    let first = submit(&srv, &tok, &job_at("v1", "printf aaaa > r.txt", out, "vu"));
+    let reader = submit(
+        &srv,
+        &tok,
+        &job_at(
+            "reader",
+            "sleep 4; [ \"$(cat \"$KOALESCE_INPUT_SHARED_R_TXT\")\" = aaaa ]",
+            &format!("afterok = [{first}]\ninputs = [\"shared/r.txt\"]"),
+            "leiden",
+        ),
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while job(&srv, &tok, reader)["state"] != "running" {
+        assert!(std::time::Instant::now() < deadline, "{}", job(&srv, &tok, reader));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let at_leiden = || {
+        stored_copies(tmp.path(), "shared_r.txt.")
+            .into_iter()
+            .filter(|p| p.to_string_lossy().contains("leiden/storage"))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(at_leiden().len(), 1);
+    let second = submit(&srv, &tok, &job_at("v2", "printf bbbbbbbb > r.txt", out, "vu"));
+    assert_eq!(ended(&srv, &tok, second, 30)["state"], "succeeded");
+    assert_eq!(file_entry(&srv, &tok, "shared/r.txt")["replicas"], serde_json::json!(["vu"]));
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(job(&srv, &tok, reader)["state"], "running", "the reader outlasts the replacement");
+    assert_eq!(at_leiden().len(), 1, "the old copy stays while the job at leiden reads it");
+    let r = ended(&srv, &tok, reader, 30);
+    assert_eq!(r["state"], "succeeded", "the reader read the old content to its end: {r}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !at_leiden().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(at_leiden(), Vec::<std::path::PathBuf>::new(), "gone once the reader ended");
 }
 
 #[test]

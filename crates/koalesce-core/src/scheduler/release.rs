@@ -325,6 +325,14 @@ impl Scheduler {
             panic!("scheduler bug: job {id}: {e}");
         }
         job.state = to;
+        // A job that ends held before its begin time (cancelled, never satisfiable) leaves the
+        // begin timer: no wake-up for it, however far its begin time.
+        if to.is_terminal() && std::mem::take(&mut job.begin_pending) {
+            if let Some(at) = job.spec.begin_ms {
+                self.begins.remove(&(at, id));
+            }
+        }
+        let job = known(&mut self.jobs, id);
         // Success is seen by dependents once the outputs are registered.
         let outputs_pending = to == JobState::Succeeded && job.spec.stages_out;
         job.outputs_pending = outputs_pending;

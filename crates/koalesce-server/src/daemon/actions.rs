@@ -14,17 +14,54 @@ use crate::backend::ReservationRequest;
 use crate::now_ms;
 use crate::store;
 
-/// Pulls and carries out every pending core action, then gives the core the sites' idle
-/// processors as last reported (less claims not carried out yet).
+/// The most core actions one call of [`process_actions`] carries out, and the longest it
+/// keeps at them: a scan that places and launches a few hundred jobs is carried out in
+/// chunks, the state lock released in between (see [`process_actions`]).
+pub const ACTIONS_PER_HOLD: usize = 64;
+pub const ACTIONS_HOLD_BUDGET: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// Pulls and carries out pending core actions, in the order the core made them: at most
+/// [`ACTIONS_PER_HOLD`] of them, for at most [`ACTIONS_HOLD_BUDGET`]. Once none is left it
+/// gives the core the sites' idle processors as last reported (less claims not carried out
+/// yet). If some are left, `State::actions_pending` says so and the driver is woken: it
+/// carries out the rest chunk by chunk, releasing the state lock in between, so that a
+/// submission waits for one chunk at most, never for a whole scan's launches. (Whoever holds
+/// the lock next and calls this takes the next chunk, so the order is kept; the core itself
+/// does not scan again before the driver drained them, see [`super::driver`].)
 pub fn process_actions(shared: &Arc<Shared>, st: &mut State) {
+    process_actions_bounded(shared, st, ACTIONS_PER_HOLD, Some(ACTIONS_HOLD_BUDGET));
+}
+
+/// [`process_actions`] until none is left, in one hold (at startup, before anyone else may
+/// take the lock).
+pub fn drain_actions(shared: &Arc<Shared>, st: &mut State) {
+    process_actions_bounded(shared, st, usize::MAX, None);
+}
+
+/// Carries out at most `max` actions (for at most `budget`); returns whether some may be left
+/// (then also in `st.actions_pending`, and the driver is woken).
+pub fn process_actions_bounded(shared: &Arc<Shared>, st: &mut State, max: usize, budget: Option<std::time::Duration>) -> bool {
+    let started = std::time::Instant::now();
     let mut done_launches = Vec::new();
     // Live jobs whose state changed: persisted once each, after the loop (a job placed, claimed
     // and launched in one scan is one write).
     let mut changed = std::collections::BTreeSet::new();
-    while let Some(action) = st.core.poll_action() {
+    let mut taken = 0usize;
+    let mut left = false;
+    loop {
+        if taken >= max || budget.is_some_and(|b| taken > 0 && started.elapsed() >= b) {
+            left = true;
+            break;
+        }
+        let Some(action) = st.core.poll_action() else { break };
+        taken += 1;
         match action {
             Action::StateChanged { job, from, to, .. } => {
-                tracing::info!(job = job.0, from = from.name(), to = to.name(), "job state");
+                st.log.push(super::LogLine::JobState {
+                    job: job.0,
+                    from: from.name(),
+                    to: to.name(),
+                });
                 if to.is_terminal() {
                     changed.remove(&job.0);
                     on_end(shared, st, job, to);
@@ -130,7 +167,15 @@ pub fn process_actions(shared: &Arc<Shared>, st: &mut State) {
         }
     }
     save_gridway_history(shared, st);
-    refresh_idle(shared, st);
+    st.actions_pending = left;
+    if left {
+        shared.metrics.action_chunks_left.fetch_add(1, Ordering::Relaxed);
+        shared.wake.notify_one();
+    } else {
+        // Only with every claim of the scan in `exec`: the core's own view is right meanwhile.
+        refresh_idle(shared, st);
+    }
+    left
 }
 
 /// Writes GridWay's bans and usage history when the core's copy changed since the last write

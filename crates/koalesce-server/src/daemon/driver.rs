@@ -86,6 +86,26 @@ async fn refresh_queue_estimates(shared: &Arc<Shared>) {
     }
 }
 
+/// Carries out the actions left pending (`State::actions_pending`) chunk by chunk, the state
+/// lock released and the runtime given a turn between chunks: submissions and the other
+/// holders of the lock get in between.
+pub(crate) async fn drain_pending(shared: &Arc<Shared>) {
+    loop {
+        {
+            let mut guard = shared.lock();
+            if !guard.actions_pending {
+                return;
+            }
+            process_actions(shared, &mut guard);
+            if !guard.actions_pending {
+                return;
+            }
+        }
+        shared.let_waiters_in();
+        tokio::task::yield_now().await;
+    }
+}
+
 /// The driver task.
 pub async fn drive(shared: Arc<Shared>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
     let poll = Duration::from_millis(shared.config.poll_interval_ms.max(10));
@@ -108,7 +128,10 @@ pub async fn drive(shared: Arc<Shared>, mut shutdown: tokio::sync::watch::Receiv
             // The data functions' answers for this scan (004 §3.3's catalogue cache).
             crate::gridway::catalogue::refresh(&shared).await;
         }
-        {
+        // The actions a caller left (see `process_actions`) first: the core does not scan
+        // again before every claim of its last scan is carried out.
+        drain_pending(&shared).await;
+        let more = {
             let mut guard = shared.lock();
             let st = &mut *guard;
             let now = now_ms();
@@ -124,6 +147,10 @@ pub async fn drive(shared: Arc<Shared>, mut shutdown: tokio::sync::watch::Receiv
                 }
                 process_actions(&shared, st);
             }
+            st.actions_pending
+        };
+        if more {
+            drain_pending(&shared).await;
         }
         if last_poll.elapsed() >= poll {
             last_poll = Instant::now();

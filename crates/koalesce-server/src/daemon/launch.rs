@@ -389,6 +389,11 @@ pub(super) async fn launch(shared: Arc<Shared>, l: Launch) {
     }
 }
 
+/// How long after its submission a released launch (see [`start_at_barrier`]) is first
+/// checked for its check-in, and the longest pause between checks after that.
+const RELEASED_FIRST_CHECK: Duration = Duration::from_millis(20);
+const RELEASED_MAX_CHECK: Duration = Duration::from_millis(250);
+
 /// Launch components grouped by site: site → LRM ids.
 fn by_site(comps: &[(u32, SiteId, String)]) -> BTreeMap<SiteId, Vec<String>> {
     let mut m: BTreeMap<SiteId, Vec<String>> = BTreeMap::new();
@@ -420,7 +425,19 @@ async fn start_at_barrier(shared: Arc<Shared>, job: u64, attempt: u32, comps: Ve
         .map(|s| shared.site(*s).backend.claim_timeout())
         .min()
         .unwrap_or(crate::backend::DEFAULT_CLAIM_TIMEOUT);
-    let mut delay = Duration::from_millis(1);
+    // A launch that waits for its `go` is checked often (its programs start only then); one
+    // released before (a single component, already running) only for its check-in, which
+    // nothing waits for but the claim timeout: seldom, after a first pause (most such
+    // components have ended by then, and the loop stops at once). Each check takes the state
+    // lock and a blocking call.
+    let (mut delay, max_delay) = if released {
+        (RELEASED_FIRST_CHECK, RELEASED_MAX_CHECK)
+    } else {
+        (Duration::from_millis(1), Duration::from_millis(10))
+    };
+    if released {
+        tokio::time::sleep(delay).await;
+    }
     loop {
         let still = {
             let st = shared.lock();
@@ -458,7 +475,7 @@ async fn start_at_barrier(shared: Arc<Shared>, job: u64, attempt: u32, comps: Ve
             return;
         }
         tokio::time::sleep(delay).await;
-        delay = (delay * 2).min(Duration::from_millis(10));
+        delay = (delay * 2).min(max_delay);
     }
     if released {
         tracing::debug!(

@@ -414,14 +414,52 @@ pub async fn poll_running(shared: Arc<Shared>) {
         tokio::task::spawn_blocking(move || groups.iter().flat_map(|(site, list)| s.site(*site).backend.status(list)).collect())
             .await
             .unwrap_or_default();
-    let mut guard = shared.lock();
-    let st = &mut *guard;
+    let ended: Vec<((u64, u32), SiteId, String, &LrmState)> = ids
+        .into_iter()
+        .filter_map(|(k, site, id)| {
+            let state = states.get(&id).filter(|s| s.is_terminal())?;
+            Some((k, site, id, state))
+        })
+        .collect();
+    if ended.is_empty() {
+        let mut guard = shared.lock();
+        process_actions(&shared, &mut guard);
+        return;
+    }
+    // A poll that ends a few hundred components reports them in chunks, releasing the lock
+    // in between (each component is checked again under the lock it is reported in).
+    let mut rest = &ended[..];
+    while !rest.is_empty() {
+        let taken = {
+            let mut guard = shared.lock();
+            report_ended(&shared, &mut guard, rest)
+        };
+        rest = &rest[taken..];
+        if !rest.is_empty() {
+            shared.let_waiters_in();
+            tokio::task::yield_now().await;
+        }
+    }
+}
+
+/// The most ended components [`poll_running`] reports to the core under one hold of the lock,
+/// and the longest it keeps at them (then the core's actions follow, in their own budget).
+pub const ENDS_PER_HOLD: usize = 32;
+pub const ENDS_HOLD_BUDGET: std::time::Duration = std::time::Duration::from_micros(500);
+
+/// Reports components the LRM says ended to the core (those still current; at most
+/// [`ENDS_PER_HOLD`], for at most [`ENDS_HOLD_BUDGET`], at least one), then carries out the
+/// core's actions. Returns how many of `ended` it took.
+fn report_ended(shared: &Arc<Shared>, st: &mut super::State, ended: &[((u64, u32), SiteId, String, &LrmState)]) -> usize {
+    let started = std::time::Instant::now();
     let now = now_ms();
     let mut done = Vec::new();
-    for ((job, comp), site, id) in ids {
-        let Some(state) = states.get(&id).filter(|s| s.is_terminal()) else {
-            continue;
-        };
+    let mut taken = 0;
+    for &((job, comp), site, ref id, state) in ended {
+        if taken >= ENDS_PER_HOLD || (taken > 0 && started.elapsed() >= ENDS_HOLD_BUDGET) {
+            break;
+        }
+        taken += 1;
         // Still the same component (not aborted and relaunched in between)?
         if st.exec.get(&(job, comp)).and_then(|e| e.lrm_id.as_deref()) != Some(id.as_str()) {
             continue;
@@ -474,5 +512,6 @@ pub async fn poll_running(shared: Arc<Shared>) {
     if !done.is_empty() {
         shared.store.enqueue(store::launches_done_op(done));
     }
-    process_actions(&shared, st);
+    process_actions(shared, st);
+    taken
 }

@@ -41,7 +41,7 @@ use crate::config::ServerConfig;
 use crate::local::SitePaths;
 use crate::store::Store;
 
-pub(crate) use actions::process_actions;
+pub(crate) use actions::{drain_actions, process_actions};
 pub(crate) use driver::drive;
 pub use records::{FileInfo, JobMeta};
 pub(crate) use recovery::recover;
@@ -88,6 +88,9 @@ pub struct Metrics {
     pub last_scan_micros: AtomicU64,
     pub submissions: AtomicU64,
     pub launches: AtomicU64,
+    /// Calls of [`process_actions`] that left actions for the next chunk (a scan or a poll
+    /// carried out in several holds of the state lock).
+    pub action_chunks_left: AtomicU64,
     pub blacklisted: AtomicU64,
     /// Advance reservations the sites granted / refused (for jobs and through the API).
     pub reservations_granted: AtomicU64,
@@ -120,6 +123,11 @@ pub struct Latency {
     lock_held_max_at: Mutex<Option<&'static std::panic::Location<'static>>>,
     /// Holds of at least [`Latency::LONG_HOLD_US`].
     pub lock_long_holds: AtomicU64,
+    /// Threads waiting for the state lock right now (a holder that releases it to let
+    /// others in between chunks of work waits until they got it, see [`Shared::let_waiters_in`]).
+    waiters: std::sync::atomic::AtomicU32,
+    /// Holds of at least [`Latency::SITE_HOLD_US`] by the source line that took the lock.
+    lock_sites: Mutex<HashMap<&'static std::panic::Location<'static>, SiteHolds>>,
     /// Acknowledged submissions: the longest from the request to the answer, how many took
     /// more than [`Latency::SLOW_ACK_US`], and the longest waits for the state lock and for the
     /// commit.
@@ -129,8 +137,20 @@ pub struct Latency {
     pub ack_commit_max_us: AtomicU64,
 }
 
+/// The holds of the state lock of at least [`Latency::SITE_HOLD_US`] that one source line
+/// took: how many, their sum and the longest (µs).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct SiteHolds {
+    pub count: u64,
+    pub total_us: u64,
+    pub max_us: u64,
+}
+
 impl Latency {
     pub const LONG_HOLD_US: u64 = 5_000;
+    /// Holds from this long on are counted by the line that took the lock (shorter ones cost
+    /// only the two atomics above: the table's mutex is not taken for them).
+    pub const SITE_HOLD_US: u64 = 1_000;
     /// Issue 9's target for the submit p99.
     pub const SLOW_ACK_US: u64 = 20_000;
 
@@ -141,6 +161,22 @@ impl Latency {
         if us > self.lock_held_max_us.fetch_max(us, Ordering::Relaxed) {
             *self.lock_held_max_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(at);
         }
+        if us >= Self::SITE_HOLD_US {
+            let mut sites = self.lock_sites.lock().unwrap_or_else(|p| p.into_inner());
+            let h = sites.entry(at).or_default();
+            h.count += 1;
+            h.total_us += us;
+            h.max_us = h.max_us.max(us);
+        }
+    }
+
+    /// The holds of at least [`Latency::SITE_HOLD_US`] by the `file:line` that took the lock,
+    /// longest first.
+    pub fn lock_sites(&self) -> Vec<(String, SiteHolds)> {
+        let sites = self.lock_sites.lock().unwrap_or_else(|p| p.into_inner());
+        let mut v: Vec<(String, SiteHolds)> = sites.iter().map(|(l, h)| (format!("{}:{}", l.file(), l.line()), *h)).collect();
+        v.sort_by(|a, b| b.1.max_us.cmp(&a.1.max_us).then_with(|| a.0.cmp(&b.0)));
+        v
     }
 
     /// The longest hold of the state lock (µs) and the source location that took it.
@@ -165,9 +201,10 @@ impl Latency {
     }
 }
 
-/// The state lock while held ([`Shared::lock`]); measures how long (see [`Latency`]).
+/// The state lock while held ([`Shared::lock`]); measures how long (see [`Latency`]), and
+/// writes the log lines the holder left in `State::log` once it released the lock.
 pub struct StateGuard<'a> {
-    guard: MutexGuard<'a, State>,
+    guard: std::mem::ManuallyDrop<MutexGuard<'a, State>>,
     since: std::time::Instant,
     at: &'static std::panic::Location<'static>,
     latency: &'a Latency,
@@ -188,7 +225,33 @@ impl std::ops::DerefMut for StateGuard<'_> {
 
 impl Drop for StateGuard<'_> {
     fn drop(&mut self) {
+        let log = std::mem::take(&mut self.guard.log);
         self.latency.held(self.since.elapsed().as_micros() as u64, self.at);
+        // SAFETY: the guard is dropped exactly once, here, and not used after: `self` is
+        // being dropped and the field is not read again below.
+        unsafe { std::mem::ManuallyDrop::drop(&mut self.guard) };
+        for line in log {
+            line.emit();
+        }
+    }
+}
+
+/// A log line about a change made under the state lock, written after the lock is released
+/// (a write to the server's log is a system call: the holder does not make the others wait
+/// for it).
+#[derive(Debug, Clone, Copy)]
+pub enum LogLine {
+    JobState { job: u64, from: &'static str, to: &'static str },
+}
+
+impl LogLine {
+    fn emit(self) {
+        match self {
+            // The target they had when written in `actions` (RUST_LOG filters keep working).
+            LogLine::JobState { job, from, to } => {
+                tracing::info!(target: "koalesce_server::daemon::actions", job, from, to, "job state")
+            }
+        }
     }
 }
 
@@ -232,6 +295,11 @@ pub struct State {
     /// Stage-ins on the way, by (file, destination site): the jobs waiting for one that
     /// another job started (one transfer per file and destination at a time).
     pub inflight: HashMap<(String, SiteId), Vec<transfers::Waiter>>,
+    /// The core has actions that [`process_actions`] left for the next chunk (the driver
+    /// carries them out, releasing the lock between chunks).
+    pub actions_pending: bool,
+    /// Log lines to write once the lock is released (see [`StateGuard`]).
+    pub log: Vec<LogLine>,
 }
 
 impl State {
@@ -263,12 +331,29 @@ impl Shared {
     #[track_caller]
     pub fn lock(&self) -> StateGuard<'_> {
         let at = std::panic::Location::caller();
+        let waiters = &self.metrics.latency.waiters;
+        waiters.fetch_add(1, Ordering::Relaxed);
         let guard = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        waiters.fetch_sub(1, Ordering::Relaxed);
         StateGuard {
-            guard,
+            guard: std::mem::ManuallyDrop::new(guard),
             since: std::time::Instant::now(),
             at,
             latency: &self.metrics.latency,
+        }
+    }
+
+    /// Called between chunks of work with the state lock released: gives the threads waiting
+    /// for it (a submission's handler, the LRM worker) a moment to take it before this one
+    /// takes it again. The standard mutex is not fair: an unlocking thread that locks again
+    /// at once usually gets the lock before the waiter it woke has run.
+    pub fn let_waiters_in(&self) {
+        let waiters = &self.metrics.latency.waiters;
+        for _ in 0..64 {
+            if waiters.load(Ordering::Relaxed) == 0 {
+                return;
+            }
+            std::thread::yield_now();
         }
     }
 

@@ -88,6 +88,8 @@ pub fn recover(config: &ServerConfig, store: &Store, sites: &[SiteHandle]) -> an
         },
         gridway_history_saved: 0,
         inflight: HashMap::new(),
+        actions_pending: false,
+        log: Vec::new(),
     };
     // The local executor runs only koalesce's components: the core plans its queue from its
     // own jobs (their expected ends), for the TTD ranking and `koalesce sites --long`.

@@ -419,6 +419,13 @@ impl Held {
         let _ = publish(&dir.join(RUNNING_FILE), &serde_json::to_vec(&running).unwrap());
         let early = opts.signal.as_deref().and_then(|s| s.parse().ok());
         let timer = opts.time_limit.map(|ms| WallClock::start(ms, early, child.id(), cgroup.clone()));
+        // Seen ended but not reaped (WNOWAIT) until the clock is stopped: its pid stays the
+        // program's, so the clock's signals (the early one, the limit's) never reach a process
+        // that took the pid over once it was reaped.
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        let flags = nix::sys::wait::WaitPidFlag::WEXITED | nix::sys::wait::WaitPidFlag::WNOWAIT;
+        while let Err(nix::errno::Errno::EINTR) = nix::sys::wait::waitid(nix::sys::wait::Id::Pid(pid), flags) {}
+        let timed_out = timer.is_some_and(|t| t.stop());
         let status = loop {
             match child.wait() {
                 Ok(s) => break Some(s),
@@ -429,7 +436,6 @@ impl Held {
                 }
             }
         };
-        let timed_out = timer.is_some_and(|t| t.stop());
         let mut oom_killed = false;
         if let Some(cg) = &cgroup {
             // Whatever the program left behind ends with it.
@@ -462,7 +468,8 @@ pub const KILL_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 /// Enforces a wall-time limit: a thread that sleeps until the limit, then signals every
 /// process of the component (its control group, else the program): SIGTERM, and SIGKILL
 /// [`KILL_WAIT`] later. With an early signal (`--signal`, sbatch's), it first sends that
-/// signal its seconds before the limit (at once when the limit is shorter).
+/// signal its seconds before the limit (at once when the limit is shorter): with `B:` to the
+/// program alone, else to the component's other processes.
 struct WallClock {
     state: std::sync::Arc<(std::sync::Mutex<WallState>, std::sync::Condvar)>,
 }
@@ -487,15 +494,19 @@ impl WallClock {
         use nix::unistd::Pid;
         let state = std::sync::Arc::new((std::sync::Mutex::new(WallState::Running), std::sync::Condvar::new()));
         let shared = state.clone();
-        // The early signal by number (real-time ones have no `Signal`): the program alone, or
-        // every process of the component.
+        // The early signal by number (real-time ones have no `Signal`). As Slurm's: `B:` the
+        // program (the batch shell) alone; else every other process of the component, not the
+        // shell (Slurm signals the job's steps, not its batch shell: a shell without a trap
+        // would die of it). Never a pid of 0 or less (kill(2) would reach the supervisor's group).
         let pids_of = cgroup.clone();
         let send_early = move |e: koalesce_api::timing::EarlySignal| {
-            let pids = match &pids_of {
-                Some(cg) if !e.batch_only => cg.pids(),
-                _ => vec![pid as i32],
+            let program = pid as i32;
+            let pids = match (&pids_of, e.batch_only) {
+                (_, true) => vec![program],
+                (Some(cg), false) => cg.pids(),
+                (None, false) => descendants(program),
             };
-            for p in pids {
+            for p in pids.into_iter().filter(|&p| p > 0 && (e.batch_only || p != program)) {
                 // SAFETY: kill(2) with a pid of the component's and a signal number 1..=64.
                 unsafe { libc::kill(p, e.signal) };
             }
@@ -566,6 +577,26 @@ impl WallClock {
     }
 }
 
+/// The processes descended from `pid` (its children, theirs, ...), from /proc: the component's
+/// other processes when it has no control group.
+fn descendants(pid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    let mut todo = vec![pid];
+    while let Some(p) = todo.pop() {
+        let tasks = fs::read_dir(format!("/proc/{p}/task")).into_iter().flatten().flatten();
+        for t in tasks {
+            let text = fs::read_to_string(t.path().join("children")).unwrap_or_default();
+            for c in text.split_whitespace().filter_map(|c| c.parse::<i32>().ok()) {
+                if !out.contains(&c) {
+                    out.push(c);
+                    todo.push(c);
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Creates the program's start directory `rel` inside `work` (owned by the job's account).
 /// `rel` must stay inside `work`: no absolute path, no `..`, no symbolic link on the way.
 fn make_start_dir(work: &Path, rel: &str, account: Option<&crate::users::Account>) -> io::Result<PathBuf> {
@@ -618,4 +649,32 @@ fn stage_inputs(dir: &Path, opts: &SuperviseOptions, account: Option<&crate::use
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    /// Without a control group, the early signal reaches the program's descendants: its
+    /// children and theirs, not itself.
+    #[test]
+    fn descendants_are_the_children_and_theirs() {
+        let mut sh = std::process::Command::new("/bin/sh")
+            .args(["-c", "sh -c 'sleep 5 & wait' & sleep 5 & wait"])
+            .spawn()
+            .unwrap();
+        let pid = sh.id() as i32;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let mut found = super::descendants(pid);
+        while found.len() < 3 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            found = super::descendants(pid);
+        }
+        for p in &found {
+            // SAFETY: our own test's processes.
+            unsafe { libc::kill(*p, libc::SIGKILL) };
+        }
+        let _ = sh.kill();
+        let _ = sh.wait();
+        assert_eq!(found.len(), 3, "sh, sleep and its sleep: {found:?}");
+        assert!(!found.contains(&pid));
+    }
 }

@@ -79,6 +79,32 @@ fn server_latency(client: &Client) -> serde_json::Value {
     };
     let ms = |prefix: &str| value(prefix).map(|(_, v)| v * 1e3);
     let held = value("koalesce_state_lock_held_max_seconds{");
+    // Holds of 1 ms or more by the line that took the lock: the five longest, with how many
+    // such holds that line made and their sum.
+    let per_site = |metric: &str| -> Vec<(String, f64)> {
+        text.lines()
+            .filter_map(|l| l.strip_prefix(metric)?.strip_prefix("{at=\""))
+            .filter_map(|l| {
+                let (at, v) = l.split_once("\"} ")?;
+                Some((at.to_string(), v.trim().parse().ok()?))
+            })
+            .collect()
+    };
+    let counts = per_site("koalesce_state_lock_site_holds_total");
+    let sums = per_site("koalesce_state_lock_site_held_seconds_total");
+    let sites: Vec<serde_json::Value> = per_site("koalesce_state_lock_site_held_max_seconds")
+        .into_iter()
+        .take(5)
+        .map(|(at, max)| {
+            let of = |v: &[(String, f64)]| v.iter().find(|(a, _)| *a == at).map(|(_, x)| *x);
+            serde_json::json!({
+                "at": at,
+                "max_ms": max * 1e3,
+                "holds_over_1ms": of(&counts),
+                "sum_ms": of(&sums).map(|s| s * 1e3),
+            })
+        })
+        .collect();
     serde_json::json!({
         "ack_max_ms": ms("koalesce_submit_ack_max_seconds{part=\"total\"}"),
         "ack_lock_wait_max_ms": ms("koalesce_submit_ack_max_seconds{part=\"lock_wait\"}"),
@@ -87,6 +113,12 @@ fn server_latency(client: &Client) -> serde_json::Value {
         "state_lock_held_max_ms": held.as_ref().map(|(_, v)| v * 1e3),
         "state_lock_held_max_at": held.and_then(|(k, _)| Some(k.split_once("at=\"")?.1.trim_end_matches("\"}").to_string())),
         "state_lock_long_holds": value("koalesce_state_lock_long_holds_total ").map(|(_, v)| v),
+        "state_lock_sites": sites,
+        "scan_avg_ms": value("koalesce_scan_duration_seconds_sum ")
+            .zip(value("koalesce_scan_duration_seconds_count "))
+            .filter(|(_, (_, n))| *n > 0.0)
+            .map(|((_, sum), (_, n))| sum * 1e3 / n),
+        "action_chunks_left": value("koalesce_action_chunks_left_total ").map(|(_, v)| v),
         "db_group_max_ms": ms("koalesce_db_group_max_seconds "),
         "db_largest_group": value("koalesce_db_largest_group ").map(|(_, v)| v),
         "db_first_groups": value("koalesce_db_first_groups_total ").map(|(_, v)| v),

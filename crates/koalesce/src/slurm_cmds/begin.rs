@@ -81,8 +81,8 @@ pub fn parse(text: &str, now: i64, local: &dyn Fn(i64) -> Civil) -> Result<When,
                 match (*w, h) {
                     ("today", _) => date = Some((Some(today.year), today.month, today.day)),
                     ("tomorrow", _) => {
-                        let t = local(now + 86_400);
-                        date = Some((Some(t.year), t.month, t.day));
+                        let (y, m, d) = next_day(&today);
+                        date = Some((Some(y), m, d));
                     }
                     (_, Some(h)) => (hour, minute, second) = (Some(*h), 0, 0),
                     _ => {}
@@ -137,12 +137,12 @@ pub fn parse(text: &str, now: i64, local: &dyn Fn(i64) -> Civil) -> Result<When,
         (Some(h), Some(d)) => (h, d),
         // A time alone: today if still to come (to the minute), else tomorrow.
         (Some(h), None) => {
-            let t = if (h, minute) > (today.hour, today.minute) {
-                today
+            let (y, m, d) = if (h, minute) > (today.hour, today.minute) {
+                (today.year, today.month, today.day)
             } else {
-                local(now + 86_400)
+                next_day(&today)
             };
-            (h, (Some(t.year), t.month, t.day))
+            (h, (Some(y), m, d))
         }
     };
     let (year, month, day) = date;
@@ -162,6 +162,22 @@ pub fn parse(text: &str, now: i64, local: &dyn Fn(i64) -> Civil) -> Result<When,
         minute,
         second,
     }))
+}
+
+/// The calendar day after `c`'s (not 24 hours later: a day of a DST change has 23 or 25).
+fn next_day(c: &Civil) -> (i32, u32, u32) {
+    let leap = c.year % 4 == 0 && (c.year % 100 != 0 || c.year % 400 == 0);
+    let days = match c.month {
+        2 if leap => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    };
+    match (c.day < days, c.month < 12) {
+        (true, _) => (c.year, c.month, c.day + 1),
+        (false, true) => (c.year, c.month + 1, 1),
+        (false, false) => (c.year + 1, 1, 1),
+    }
 }
 
 /// `{+|-}count[unit]` after `now` (from the count): seconds and the position after it.
@@ -337,7 +353,12 @@ pub fn begin_ms(text: &str, now_ms: u64) -> Result<u64, String> {
         When::Unix(t) => t,
         When::Local(c) => local_to_unix(c).ok_or_else(|| bad(0))?,
     };
-    u64::try_from(secs).ok().and_then(|s| s.checked_mul(1000)).ok_or_else(|| bad(0))
+    // A job file's begin ends with year 9999 (RFC 3339).
+    u64::try_from(secs)
+        .ok()
+        .and_then(|s| s.checked_mul(1000))
+        .and_then(|ms| koalesce_api::timing::check_begin_ms(ms).ok())
+        .ok_or_else(|| bad(0))
 }
 
 #[cfg(test)]
@@ -426,6 +447,43 @@ mod tests {
         assert!(at("soon").is_err() && at("").is_err() && at("   ").is_err());
     }
 
+    /// A zone one hour ahead of UTC from `switch` on (a spring-forward day of 23 hours).
+    fn dst(switch: i64) -> impl Fn(i64) -> Civil {
+        move |t| utc(if t >= switch { t + 3600 } else { t })
+    }
+
+    #[test]
+    fn tomorrow_is_the_next_calendar_day_across_a_dst_change() {
+        // 2027-03-28 01:00 UTC: clocks go from 01:00 to 02:00 (23 hours that day).
+        let switch = 1_806_195_600;
+        assert_eq!(utc(switch).day, 28);
+        let zone = dst(switch);
+        let at = |text: &str, now: i64| match parse(text, now, &zone) {
+            Ok(When::Local(c)) => Ok((c.month, c.day, c.hour)),
+            other => Err(format!("{other:?}")),
+        };
+        // 23:30 the evening before: 24 hours later is already 00:30 on the 29th.
+        let eve = switch - 3600 - 1800;
+        assert_eq!((zone(eve).day, zone(eve).hour), (27, 23));
+        assert_eq!(at("23:00", eve), Ok((3, 28, 23)), "the next 23:00 is on the 28th");
+        assert_eq!(at("tomorrow", eve), Ok((3, 28, 0)));
+        // Month, year and leap-day ends.
+        let day = |y, m, d| Civil {
+            year: y,
+            month: m,
+            day: d,
+            hour: 0,
+            minute: 0,
+            second: 0,
+        };
+        assert_eq!(next_day(&day(2028, 2, 28)), (2028, 2, 29));
+        assert_eq!(next_day(&day(2027, 2, 28)), (2027, 3, 1));
+        assert_eq!(next_day(&day(2100, 2, 28)), (2100, 3, 1));
+        assert_eq!(next_day(&day(2000, 2, 29)), (2000, 3, 1));
+        assert_eq!(next_day(&day(2026, 4, 30)), (2026, 5, 1));
+        assert_eq!(next_day(&day(2026, 12, 31)), (2027, 1, 1));
+    }
+
     #[test]
     fn now_with_offsets() {
         assert_eq!(at("now"), Ok((2026, 11, 28, 9, 30, 15)));
@@ -480,6 +538,12 @@ mod tests {
         assert_eq!(begin_ms("now+1hour", now_ms), Ok(now_ms + 3_600_000));
         let c = local_civil(NOW);
         assert_eq!(local_to_unix(c), Some(NOW));
+        // Past year 9999 (no job file can say it): refused, not a panic when it is written.
+        for far in ["now+9999999999weeks", "uts253402300800", "now+99999999999999999999"] {
+            let e = begin_ms(far, now_ms).unwrap_err();
+            assert!(e.starts_with("Invalid --begin specification"), "{far}: {e}");
+        }
+        assert!(begin_ms("uts253402300799", now_ms).is_ok());
         let e = begin_ms("sometime", now_ms).unwrap_err();
         assert!(e.starts_with("Invalid --begin specification: sometime"), "{e}");
     }

@@ -212,10 +212,9 @@ pub fn run(args: &[String], conn: impl FnOnce() -> SResult<Client>) -> SResult<E
         eprintln!("sbatch: {}", test_only_summary(&desc, &opts));
         return Ok(ExitCode::SUCCESS);
     };
-    // Holds, arrays and dependencies on one task of an array are submission options of the API
-    // (the description has no field for them).
-    let task_deps = opts.dependency.as_deref().and_then(task_dependencies);
-    let client = client.with_submit_options(opts.hold, task_deps.as_deref(), opts.array.as_deref());
+    // Holds and arrays are submission options of the API (the description has no field for
+    // them); dependencies are the job file's `dependency` field.
+    let client = client.with_submit_options(opts.hold, None, opts.array.as_deref());
     let id = client
         .submit(&toml_text)
         .map_err(|e| SlurmError::msg(format!("Batch job submission failed: {e:#}")))?;
@@ -713,9 +712,10 @@ pub fn describe(
 }
 
 /// `--dependency`: Slurm's `KIND:ID[:ID...][,...]` with after, afterany, afterok, afternotok
-/// (all must hold); `?` (any of), singleton and aftercorr are refused.
+/// (all must hold; `<array>_<task>`: one task of an array); `?` (any of), singleton and
+/// aftercorr are refused. Checked by the job file's parser, and carried by its `dependency`
+/// field as the list it reads.
 fn apply_dependency(desc: &mut JobDescription, dep: &str) -> SResult<()> {
-    use koalesce_core::scheduler::DependencyKind;
     if dep.contains('?') {
         return Err(refuse("--dependency with '?'", "koalesce waits for all dependencies (use ',')"));
     }
@@ -724,25 +724,9 @@ fn apply_dependency(desc: &mut JobDescription, dep: &str) -> SResult<()> {
             "Job dependency problem: {e}\nBatch job submission failed: Job dependency problem"
         ))
     })?;
-    // `<array>_<task>` goes as the API's `dependency` parameter (task_dependencies).
-    for d in list.into_iter().filter(|d| d.task.is_none()) {
-        let v = match d.kind {
-            DependencyKind::After => &mut desc.after,
-            DependencyKind::AfterAny => &mut desc.afterany,
-            DependencyKind::AfterOk => &mut desc.afterok,
-            DependencyKind::AfterNotOk => &mut desc.afternotok,
-        };
-        v.push(d.job.0);
-    }
+    let items: Vec<String> = list.iter().map(|d| d.to_string()).collect();
+    desc.dependency = (!items.is_empty()).then(|| items.join(","));
     Ok(())
-}
-
-/// The `<array>_<task>` items of `--dependency` (Slurm's dependency on one task of an array),
-/// which the description's `after*` fields (job ids) cannot hold; `None` when there are none.
-fn task_dependencies(dep: &str) -> Option<String> {
-    let list = koalesce_api::jobdesc::parse_dependency_list(dep).ok()?;
-    let items: Vec<String> = list.iter().filter(|d| d.task.is_some()).map(|d| d.to_string()).collect();
-    (!items.is_empty()).then(|| items.join(","))
 }
 
 /// `-p`: one site (the component's site), several sites (a REQUIREMENTS expression over
@@ -1066,18 +1050,33 @@ mod tests {
     }
 
     #[test]
-    fn dependencies_become_fields() {
+    fn dependencies_become_the_dependency_field() {
+        use koalesce_core::scheduler::{Dependency, DependencyKind};
+        use koalesce_core::JobId;
         let s = "#!/bin/sh\ntrue\n";
         let d = describe_script(s, &["--dependency=afterok:3:4,afterany:5", "--array=1-3"]).unwrap();
-        assert_eq!((d.afterok.as_slice(), d.afterany.as_slice()), (&[3, 4][..], &[5][..]));
-        // One task of an array: not a field (the API's `dependency` parameter carries it).
+        assert_eq!(d.dependency.as_deref(), Some("afterok:3,afterok:4,afterany:5"));
+        // One task of an array too: the same field, read by the same parser.
         let d = describe_script(s, &["--dependency=afterok:3_0:4,afterany:5_2"]).unwrap();
-        assert_eq!((d.afterok.as_slice(), d.afterany.as_slice()), (&[4][..], &[][..]));
-        assert_eq!(
-            task_dependencies("afterok:3_0:4,afterany:5_2").as_deref(),
-            Some("afterok:3_0,afterany:5_2")
-        );
-        assert_eq!(task_dependencies("afterok:3"), None);
+        let (ok, any) = (DependencyKind::AfterOk, DependencyKind::AfterAny);
+        let mut want = vec![
+            Dependency {
+                task: Some(0),
+                ..Dependency::on(JobId(3), ok)
+            },
+            Dependency::on(JobId(4), ok),
+            Dependency {
+                task: Some(2),
+                ..Dependency::on(JobId(5), any)
+            },
+        ];
+        want.sort();
+        assert_eq!(d.dependencies(), want);
+        assert!(d.afterok.is_empty() && d.afterany.is_empty(), "{d:?}");
+        // The job file they make is one the server accepts, with the same dependencies.
+        let back = JobDescription::parse(&toml::to_string(&d).unwrap()).unwrap();
+        assert_eq!(back.dependencies(), want);
+        assert_eq!(describe_script(s, &[]).unwrap().dependency, None);
     }
 
     #[test]
