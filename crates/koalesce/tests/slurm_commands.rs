@@ -6,6 +6,7 @@
 mod slurm_common;
 mod slurm_server;
 
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -400,4 +401,86 @@ fn sbatch_constraint_picks_the_sites_with_the_features() {
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("Invalid feature specification") && err.contains("gpu"), "{err}");
+}
+
+/// `sbatch --test-only` validates a real script and prints what would be submitted, without
+/// a server (none listens at the installed URL); SBATCH_* variables sit between the script's
+/// `#SBATCH` lines and the command line; what cannot be honoured is refused all the same.
+#[test]
+fn sbatch_test_only_needs_no_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    let out = Command::new(BIN)
+        .args(["slurm-commands", "install"])
+        .arg(&bin)
+        .args(["--url", "http://127.0.0.1:1"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "install: {}", String::from_utf8_lossy(&out.stderr));
+    let real = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/sbatch/real");
+    let sbatch = |args: &[&str], env: &[(&str, &str)]| {
+        let mut c = Command::new(bin.join("sbatch"));
+        c.args(args).current_dir(dir.path()).env_remove("KOALESCE_URL");
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    };
+    // A script with a site QoS name and --ntasks-per-core: one warning each, then the summary.
+    let script = real.join("ksh-time-minutes.sh");
+    let o = sbatch(&["--test-only", script.to_str().unwrap()], &[("SBATCH_JOB_NAME", "fromenv")]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("sbatch: warning: koalesce ignores --ntasks-per-core=2"), "{err}");
+    assert!(
+        err.contains("sbatch: Job \"fromenv\" would be submitted: 1 processor(s)") && err.contains("walltime 600s"),
+        "{err}"
+    );
+    assert!(o.stdout.is_empty(), "no job id: nothing was submitted");
+    // An empty -C (Snakemake writes one) needs no sites; --begin and --deadline are shown.
+    let o = sbatch(
+        &[
+            "--test-only",
+            "-C",
+            "",
+            "--begin=2099-01-01T00:00:00",
+            "--deadline=2099-01-02",
+            script.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains(", begin 2099-01-0") && err.contains(", start deadline "), "{err}");
+    // The command line wins over SBATCH_*.
+    let o = sbatch(
+        &["--test-only", "-J", "cli", script.to_str().unwrap()],
+        &[("SBATCH_JOB_NAME", "fromenv")],
+    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("Job \"cli\" would be"));
+    // A byte order mark before "#!" is dropped; Windows line ends are refused as Slurm does.
+    let text = std::fs::read_to_string(&script).unwrap();
+    std::fs::write(dir.path().join("bom.sh"), format!("\u{feff}{text}")).unwrap();
+    let o = sbatch(&["--test-only", "bom.sh"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    std::fs::write(dir.path().join("crlf.sh"), text.replace('\n', "\r\n")).unwrap();
+    let o = sbatch(&["--test-only", "crlf.sh"], &[]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("DOS line breaks"));
+    // GPUs: refused in Slurm's words, from the script or from SBATCH_GRES.
+    let gpu = real.join("nnunet-gpu.sh");
+    let o = sbatch(&["--test-only", "-p", "x", gpu.to_str().unwrap()], &[]);
+    assert_eq!(o.status.code(), Some(1));
+    let o = sbatch(&["--test-only", "bom.sh"], &[("SBATCH_GRES", "gpu:1")]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.starts_with("sbatch: error: koalesce cannot honour --gpus/--gres"), "{err}");
+    // Without --test-only the same script goes to the server (here: none).
+    let o = sbatch(&[script.to_str().unwrap()], &[]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("cannot reach the koalesce server"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }

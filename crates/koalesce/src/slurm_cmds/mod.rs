@@ -33,6 +33,7 @@ mod control;
 mod jobview;
 mod sacct;
 mod sbatch;
+mod sbatch_compat;
 mod squeue;
 mod timefmt;
 

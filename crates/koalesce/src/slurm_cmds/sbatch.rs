@@ -19,6 +19,7 @@ use clap::Parser;
 use koalesce_api::jobdesc::{ComponentDescription, JobDescription, Runner};
 
 use super::batch_step::BatchSpec;
+use super::sbatch_compat::{asks_for_resources, env_options, strip_bom, CompatArgs};
 use super::timefmt::parse_time_limit;
 use super::{parse_options, SResult, SlurmError};
 use crate::client_cmds::api::Client;
@@ -40,7 +41,7 @@ pub struct SbatchArgs {
     #[arg(short = 'c', long = "cpus-per-task", value_name = "N")]
     pub cpus_per_task: Option<u32>,
     /// Tasks per node.
-    #[arg(long = "ntasks-per-node", value_name = "N")]
+    #[arg(long = "ntasks-per-node", alias = "tasks-per-node", value_name = "N")]
     pub ntasks_per_node: Option<u32>,
     /// Memory per node (K, M, G, T suffix; default megabytes; 0: no limit).
     #[arg(long = "mem", value_name = "SIZE")]
@@ -61,7 +62,7 @@ pub struct SbatchArgs {
     #[arg(short = 'i', long = "input", value_name = "PATTERN")]
     pub input: Option<String>,
     /// Working directory of the script (default: the current directory).
-    #[arg(short = 'D', long = "chdir", value_name = "DIR")]
+    #[arg(short = 'D', long = "chdir", alias = "workdir", value_name = "DIR")]
     pub chdir: Option<PathBuf>,
     /// Print only the job id.
     #[arg(long = "parsable")]
@@ -88,7 +89,7 @@ pub struct SbatchArgs {
     #[arg(short = 'q', long = "qos", value_name = "QOS")]
     pub qos: Option<String>,
     /// Exclusive nodes (accepted: koalesce never shares a job's processors).
-    #[arg(long = "exclusive", num_args = 0..=1, require_equals = true, value_name = "user|mcs")]
+    #[arg(long = "exclusive", num_args = 0..=1, require_equals = true, value_name = "user|mcs|topo")]
     pub exclusive: Option<Option<String>>,
     /// Wrap this command line in a shell script instead of a script file.
     #[arg(long = "wrap", value_name = "COMMAND")]
@@ -118,8 +119,9 @@ pub struct SbatchArgs {
     /// script runs once per component (SLURM_NODEID = its rank), started together.
     #[arg(long = "koalesce-coallocate")]
     pub coallocate: bool,
-    /// Refused: GPUs.
+    /// Refused: GPUs (accepted when it asks for none: `gpu:0`, `0`, `none`).
     #[arg(
+        short = 'G',
         long = "gpus",
         alias = "gpus-per-task",
         alias = "gpus-per-node",
@@ -161,8 +163,11 @@ pub struct SbatchArgs {
     #[arg(long = "requeue")]
     pub requeue: bool,
     /// Refused: nodes by name.
-    #[arg(short = 'w', long = "nodelist", alias = "exclude", value_name = "NODES")]
+    #[arg(short = 'w', long = "nodelist", value_name = "NODES")]
     pub nodelist: Option<String>,
+    /// Options accepted with a warning or refused (sbatch_compat).
+    #[command(flatten)]
+    pub compat: CompatArgs,
     /// Script file (default: standard input) and its arguments.
     #[arg(value_name = "SCRIPT", trailing_var_arg = true)]
     pub script: Vec<String>,
@@ -171,18 +176,24 @@ pub struct SbatchArgs {
 pub fn run(args: &[String], conn: impl FnOnce() -> SResult<Client>) -> SResult<ExitCode> {
     let cmdline: SbatchArgs = parse_options("sbatch", args)?;
     let (script_text, script_name, script_args) = read_script(&cmdline)?;
-    // Directives first, the command line after: the command line wins.
-    let mut all = directives(&script_text)?;
-    all.extend(args.iter().cloned());
-    let opts: SbatchArgs = parse_options("sbatch", &all)?;
+    let script_text = strip_bom(&script_text).to_string();
+    let env: Vec<(String, String)> = std::env::vars().collect();
+    // Directives first, then the SBATCH_* variables, the command line last: it wins.
+    let script_words = directives(&script_text)?;
+    let env_words = env_options(&env);
+    let opts = merge_layers(&script_words, &env_words, args)?;
     let submit_dir = std::env::current_dir().map_err(|e| SlurmError::msg(format!("cannot read the current directory: {e}")))?;
-    let client = conn()?;
-    let infos = match opts.partition.is_some() || opts.constraint.is_some() {
-        true => client.sites()?,
-        false => Vec::new(),
+    // --test-only needs the server only for the site names of -p and -C.
+    let needs_sites = opts.partition.is_some() || opts.constraint.as_deref().is_some_and(|c| !c.trim().is_empty());
+    let client = match opts.compat.test_only && !needs_sites {
+        true => None,
+        false => Some(conn()?),
+    };
+    let infos = match (&client, needs_sites) {
+        (Some(c), true) => c.sites()?,
+        _ => Vec::new(),
     };
     let sites: Vec<String> = infos.iter().map(|s| s.name.clone()).collect();
-    let env: Vec<(String, String)> = std::env::vars().collect();
     let mut desc = describe(&opts, &script_text, &script_name, &script_args, &submit_dir, &env, &sites)?;
     // `-C ''` (Snakemake's explicitly empty constraint) is no constraint, as Slurm's.
     if let Some(c) = opts.constraint.as_deref().filter(|c| !c.trim().is_empty()) {
@@ -197,6 +208,10 @@ pub fn run(args: &[String], conn: impl FnOnce() -> SResult<Client>) -> SResult<E
         }
     }
     let toml_text = toml::to_string(&desc).map_err(|e| SlurmError::msg(format!("cannot write the job description: {e}")))?;
+    let Some(client) = client.filter(|_| !opts.compat.test_only) else {
+        eprintln!("sbatch: {}", test_only_summary(&desc, &opts));
+        return Ok(ExitCode::SUCCESS);
+    };
     // Holds and arrays are submission options of the API (the description has no field for
     // them); dependencies are the job file's `dependency` field.
     let client = client.with_submit_options(opts.hold, None, opts.array.as_deref());
@@ -236,6 +251,26 @@ fn wait_for(client: &Client, id: u64) -> SResult<ExitCode> {
         std::thread::sleep(delay);
         delay = crate::client_cmds::next_backoff(delay);
     }
+}
+
+/// The options of the three layers, the later winning: the script's `#SBATCH` lines, the
+/// `SBATCH_*` variables, the command line. As Slurm's: `--mem` and `--mem-per-cpu` are
+/// exclusive within one layer, but one given by a higher layer replaces the other kind set by
+/// a lower one (a tool's `sbatch --mem-per-cpu=...` over a script's `#SBATCH --mem=...`).
+pub fn merge_layers(script: &[String], env: &[String], cli: &[String]) -> SResult<SbatchArgs> {
+    let all: Vec<String> = script.iter().chain(env).chain(cli).cloned().collect();
+    let mut opts: SbatchArgs = parse_options("sbatch", &all)?;
+    for layer in [cli, env] {
+        let l: SbatchArgs = parse_options("sbatch", layer)?;
+        match (l.mem.is_some(), l.mem_per_cpu.is_some()) {
+            (true, false) => opts.mem_per_cpu = None,
+            (false, true) => opts.mem = None,
+            (false, false) => continue,
+            (true, true) => {}
+        }
+        break;
+    }
+    Ok(opts)
 }
 
 /// The script's text, its name (for the default job name) and its arguments.
@@ -292,25 +327,43 @@ pub fn directives(script: &str) -> SResult<Vec<String>> {
         // A comment after the options (" # ...", outside quotes) is not an option.
         let rest = strip_trailing_comment(rest);
         let words = shlex::split(rest).ok_or_else(|| SlurmError::msg(format!("line {}: cannot parse #SBATCH directive: {t}", n + 1)))?;
+        if let Some(w) = words.iter().find(|w| *w == "hetjob" || *w == "packjob") {
+            return Err(refuse(
+                &format!("#SBATCH {w} (line {})", n + 1),
+                "heterogeneous jobs are not offered; submit each component as its own job",
+            ));
+        }
         out.extend(words);
+    }
+    // A word that is no option nor an option's value would be taken for the script and every
+    // option after it for the script's arguments: Slurm refuses such a line, and so does this.
+    let parsed: SbatchArgs = parse_options("sbatch", &out)?;
+    if let Some(word) = parsed.script.first() {
+        return Err(SlurmError::msg(format!("Invalid directive found in batch script: {word}")));
     }
     Ok(out)
 }
 
 /// The options of a `#SBATCH` line without a trailing `# comment`: a `#` after a blank and
 /// outside quotes starts one (`--job-name="run #1"` keeps its `#`).
+/// As Slurm 22.05's sbatch (checked): an unquoted, unescaped `#` ends the line even inside a
+/// word (`--ntasks=1#128` is `--ntasks=1`), `\#` is a `#`.
 fn strip_trailing_comment(rest: &str) -> &str {
     let mut quote: Option<char> = None;
-    let mut prev_blank = false;
+    let mut escaped = false;
     for (i, c) in rest.char_indices() {
+        if escaped {
+            escaped = false;
+            continue;
+        }
         match (quote, c) {
             (Some(q), c) if c == q => quote = None,
             (Some(_), _) => {}
+            (None, '\\') => escaped = true,
             (None, '"' | '\'') => quote = Some(c),
-            (None, '#') if prev_blank => return &rest[..i],
+            (None, '#') => return &rest[..i],
             _ => {}
         }
-        prev_blank = c.is_whitespace();
     }
     rest
 }
@@ -344,8 +397,10 @@ const HINTS: &[&str] = &["compute_bound", "memory_bound", "multithread", "nomult
 pub fn ignored_options(o: &SbatchArgs) -> SResult<Vec<String>> {
     let mut warnings = Vec::new();
     if let Some(t) = &o.mail_type {
-        if let Some(bad) = t.split(',').find(|v| !MAIL_TYPES.contains(&v.to_ascii_uppercase().as_str())) {
-            return Err(SlurmError::msg(format!("--mail-type={t}: invalid mail type '{bad}'")));
+        // As Slurm 22.05's sbatch (checked): unknown types beside a known one are dropped;
+        // none known is an error.
+        if !t.split(',').any(|v| MAIL_TYPES.contains(&v.trim().to_ascii_uppercase().as_str())) {
+            return Err(SlurmError::msg(format!("Invalid --mail-type specification: {t}")));
         }
         warnings.push(format!("koalesce ignores --mail-type={t} (no e-mail is sent)"));
     }
@@ -364,7 +419,83 @@ pub fn ignored_options(o: &SbatchArgs) -> SResult<Vec<String>> {
     if o.requeue {
         warnings.push("koalesce ignores --requeue (it resubmits failed jobs by its own retry policy)".into());
     }
+    // A site's own QoS names (standby, long, debug, ...): the job keeps the default priority.
+    if let Some(q) = o.qos.as_deref().filter(|q| !qos_priority(q)) {
+        warnings.push(format!(
+            "koalesce ignores --qos={q} (not a koalesce priority: super-high, high, normal, low, super-low)"
+        ));
+    }
+    warnings.extend(o.compat.warnings());
+    // Errors of the layout are describe's to report.
+    if let Ok((_, _, Some(w))) = layout(o) {
+        warnings.push(w);
+    }
     Ok(warnings)
+}
+
+/// Nodes (the minimum of `-N MIN-MAX`), tasks, and Slurm's warning when there are fewer
+/// tasks than nodes: as Slurm's sbatch, the node count is then lowered to the task count.
+fn layout(o: &SbatchArgs) -> SResult<(u32, u32, Option<String>)> {
+    let mut nodes: u32 = match &o.nodes {
+        Some(n) => {
+            let min = n.split('-').next().unwrap_or(n);
+            min.trim()
+                .parse()
+                .ok()
+                .filter(|v| *v > 0)
+                .ok_or_else(|| SlurmError::msg(format!("Invalid node count specification: {n}")))?
+        }
+        None => 1,
+    };
+    let ntasks = match (o.ntasks, o.ntasks_per_node) {
+        (Some(n), _) => n,
+        (None, Some(per)) => per.checked_mul(nodes).ok_or_else(|| SlurmError::msg("too many tasks"))?,
+        (None, None) => nodes,
+    };
+    if ntasks == 0 {
+        return Err(SlurmError::msg("Invalid number of tasks (-n 0)"));
+    }
+    let mut warning = None;
+    if ntasks < nodes {
+        warning = Some(format!("can't run {ntasks} processes on {nodes} nodes, setting nnodes to {ntasks}"));
+        nodes = ntasks;
+    }
+    Ok((nodes, ntasks, warning))
+}
+
+/// Whether a `--qos` value is a koalesce priority (or the default, `normal` / empty).
+fn qos_priority(q: &str) -> bool {
+    matches!(q, "normal" | "") || q.parse::<koalesce_core::Priority>().is_ok()
+}
+
+/// `--test-only`: what would be submitted (Slurm prints when and where the job would start;
+/// koalesce decides that at the server, so this names the request).
+pub fn test_only_summary(d: &JobDescription, o: &SbatchArgs) -> String {
+    let procs: Vec<String> = d.components.iter().map(|c| c.processors.to_string()).collect();
+    let mut s = format!(
+        "Job \"{}\" would be submitted: {} processor(s) in {} component(s) [{}]",
+        d.name,
+        d.components.iter().map(|c| u64::from(c.processors)).sum::<u64>(),
+        d.components.len(),
+        procs.join(",")
+    );
+    s.push_str(&format!(", walltime {}", d.walltime.as_deref().unwrap_or("unlimited")));
+    if let Some(m) = &d.memory {
+        s.push_str(&format!(", memory {m} per processor"));
+    }
+    if let Some(site) = d.components.first().and_then(|c| c.site.as_deref()) {
+        s.push_str(&format!(", site {site}"));
+    }
+    if let Some(a) = &o.array {
+        s.push_str(&format!(", array {a}"));
+    }
+    for (what, v) in [("begin", &d.begin), ("start deadline", &d.deadline), ("signal", &d.signal)] {
+        if let Some(v) = v {
+            s.push_str(&format!(", {what} {v}"));
+        }
+    }
+    s.push_str(" (not submitted: --test-only)");
+    s
 }
 
 /// The koalesce job for these options and script.
@@ -395,16 +526,17 @@ pub fn describe(
     }
     // Values Slurm would refuse are refused here too; the warnings are printed by `run`.
     ignored_options(o)?;
+    o.compat.check()?;
     super::check_clusters(o.clusters.as_deref())?;
     for (set, what, why) in [
         (
-            o.gpus.is_some(),
+            o.gpus.as_deref().is_some_and(asks_for_resources),
             "--gpus/--gres",
             "koalesce sites offer no GPUs or generic resources",
         ),
         (
             o.nodelist.is_some(),
-            "--nodelist/--exclude",
+            "--nodelist",
             "koalesce sites have no named nodes; use -p SITE",
         ),
     ] {
@@ -412,34 +544,17 @@ pub fn describe(
             return Err(refuse(what, why));
         }
     }
+    // user, mcs and topo share nodes less than plain --exclusive forbids; koalesce never
+    // shares a job's processors, so each is as good as plain --exclusive.
     if let Some(Some(x)) = &o.exclusive {
-        return Err(refuse(&format!("--exclusive={x}"), "only plain --exclusive is offered"));
-    }
-    let nodes: u32 = match &o.nodes {
-        Some(n) => {
-            let min = n.split('-').next().unwrap_or(n);
-            min.trim()
-                .parse()
-                .ok()
-                .filter(|v| *v > 0)
-                .ok_or_else(|| SlurmError::msg(format!("Invalid node count specification: {n}")))?
+        if !["user", "mcs", "topo"].contains(&x.as_str()) {
+            return Err(SlurmError::msg(format!(
+                "Invalid --exclusive specification: {x} (user, mcs or topo)"
+            )));
         }
-        None => 1,
-    };
+    }
+    let (nodes, ntasks, _) = layout(o)?;
     let cpt = o.cpus_per_task.unwrap_or(1).max(1);
-    let ntasks = match (o.ntasks, o.ntasks_per_node) {
-        (Some(n), _) => n,
-        (None, Some(per)) => per.checked_mul(nodes).ok_or_else(|| SlurmError::msg("too many tasks"))?,
-        (None, None) => nodes,
-    };
-    if ntasks == 0 {
-        return Err(SlurmError::msg("Invalid number of tasks (-n 0)"));
-    }
-    if ntasks < nodes {
-        return Err(SlurmError::msg(format!(
-            "Batch job submission failed: Requested node configuration is not available ({ntasks} tasks on {nodes} nodes)"
-        )));
-    }
     let cpus = ntasks.checked_mul(cpt).ok_or_else(|| SlurmError::msg("too many CPUs"))?;
     let components: Vec<u32> = if o.coallocate && nodes > 1 {
         if ntasks % nodes != 0 {
@@ -513,6 +628,15 @@ pub fn describe(
             desc.walltime = Some(format!("{secs}s"));
         }
     }
+    if let Some(t) = &o.compat.deadline {
+        let now = koalesce_api::timing::now_ms();
+        let at = super::begin::begin_ms(t, now).map_err(|e| SlurmError::msg(e.replace("--begin", "--deadline")))?;
+        let limit = match &o.time {
+            Some(t) => parse_time_limit(t).map_err(SlurmError::msg)?,
+            None => None,
+        };
+        desc.deadline = Some(super::sbatch_compat::deadline_field(t, at, now, limit)?);
+    }
     // Memory: koalesce's `memory` is per processor (one processor per allocated CPU).
     // sbatch(1): "--mem: memory required per node"; "--mem-per-cpu: minimum memory required
     // per usable allocated CPU". So --mem spreads over the CPUs of one node (all CPUs ÷
@@ -538,12 +662,9 @@ pub fn describe(
         match q.as_str() {
             // `--qos ''` (Snakemake's explicitly empty qos): the default, as Slurm's.
             "normal" | "" => {}
-            other => {
-                other
-                    .parse::<koalesce_core::Priority>()
-                    .map_err(|e| SlurmError::msg(format!("Invalid qos specification: {other} ({e}, or normal)")))?;
-                desc.priority = Some(other.to_string());
-            }
+            // Other names: warned about by ignored_options.
+            other if qos_priority(other) => desc.priority = Some(other.to_string()),
+            _ => {}
         }
     }
     if let Some(p) = &o.partition {
@@ -642,6 +763,10 @@ fn apply_partition(desc: &mut JobDescription, p: &str, sites: &[String]) -> SRes
 
 /// A Slurm memory size (`--mem`): a number with K, M, G or T (binary), default megabytes.
 pub fn slurm_size(s: &str) -> SResult<u64> {
+    // Whole numbers only, as Slurm's (`--mem=2.5G` is refused there).
+    if s.contains('.') {
+        return Err(SlurmError::msg(format!("Invalid --mem specification: {s}")));
+    }
     koalesce_api::fields::parse_size(s).map_err(|_| SlurmError::msg(format!("Invalid --mem specification: {s}")))
 }
 
@@ -655,9 +780,10 @@ pub fn export_environment(export: Option<&str>, env: &[(String, String)]) -> SRe
     let mut out: BTreeMap<String, String> = BTreeMap::new();
     let mut explicit: Vec<(String, String)> = Vec::new();
     for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        // As Slurm's, ALL and NONE in any case (`--export=all` is common).
         match item {
-            "ALL" => all = true,
-            "NONE" => none = true,
+            _ if item.eq_ignore_ascii_case("ALL") => all = true,
+            _ if item.eq_ignore_ascii_case("NONE") => none = true,
             _ => match item.split_once('=') {
                 Some((k, v)) => explicit.push((k.to_string(), v.to_string())),
                 None => {
@@ -668,10 +794,11 @@ pub fn export_environment(export: Option<&str>, env: &[(String, String)]) -> SRe
             },
         }
     }
-    if none && (all || !explicit.is_empty()) {
-        return Err(SlurmError::msg("--export=NONE cannot be combined with other values"));
+    if none && all {
+        return Err(SlurmError::msg("--export=NONE cannot be combined with ALL"));
     }
-    if none {
+    // NONE with variables (Slurm 22.05 takes it): those variables and the SLURM_* ones.
+    if none && explicit.is_empty() {
         return Ok(None);
     }
     for (k, v) in explicit {
@@ -738,6 +865,13 @@ mod tests {
     fn directives_stop_at_the_first_command() {
         let s = "#!/bin/bash\n#SBATCH -J a\n\n#SBATCH --job-name=\"b c\" # comment\n# plain comment\n#SBATCHX no\necho hi\n#SBATCH -n 9\n";
         assert_eq!(directives(s).unwrap(), ["-J", "a", "--job-name=b c"]);
+        // Checked against Slurm 22.05's sbatch -vv: '#' ends the line inside a word too,
+        // not inside quotes nor escaped.
+        let s = "#!/bin/sh\n#SBATCH --job-name=x --ntasks=2#c -t 5\n#SBATCH --comment=a\\#b --account='p #1'\n";
+        assert_eq!(
+            directives(s).unwrap(),
+            ["--job-name=x", "--ntasks=2", "--comment=a#b", "--account=p #1"]
+        );
     }
 
     #[test]
@@ -791,7 +925,11 @@ mod tests {
         assert!(e.message.starts_with("invalid partition specified: nowhere"), "{}", e.message);
         let d = describe_script(s, &["--qos=high"]).unwrap();
         assert_eq!(d.priority.as_deref(), Some("high"));
-        assert!(describe_script(s, &["--qos=gold"]).is_err());
+        // A site's own QoS name: the default priority, with a warning.
+        let d = describe_script(s, &["--qos=gold"]).unwrap();
+        assert_eq!(d.priority, None);
+        let w = ignored_options(&opts(&["--qos=gold"])).unwrap();
+        assert!(w[0].starts_with("koalesce ignores --qos=gold"), "{w:?}");
     }
 
     #[test]
@@ -818,11 +956,11 @@ mod tests {
             &["--signal=USR3"],
             &["--signal=USR1@x"],
             &["--mail-type=SOMETIMES"],
+            &["--mem=2.5G"],
             &["--hint=fast"],
-            &["--exclusive=user"],
+            &["--exclusive=nodes"],
             &["-w", "node1"],
             &["-n", "0"],
-            &["-N", "2", "-n", "1"],
             &["--mem=lots"],
             &["-t", "soon"],
         ] {
@@ -832,6 +970,50 @@ mod tests {
         let e = describe_script("echo no shebang\n", &[]).unwrap_err();
         assert!(e.message.starts_with("This does not look like a batch script"));
         assert!(parse_options::<SbatchArgs>("sbatch", &["--frobnicate".into()]).is_err());
+    }
+
+    #[test]
+    fn a_higher_layers_memory_option_replaces_the_other_kind() {
+        let w = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let script = w(&["--mem=8G", "-n", "2"]);
+        let o = merge_layers(&script, &[], &w(&["--mem-per-cpu=1G"])).unwrap();
+        assert_eq!((o.mem.as_deref(), o.mem_per_cpu.as_deref()), (None, Some("1G")));
+        let o = merge_layers(&script, &w(&["--mem-per-cpu=2G"]), &w(&["-J", "x"])).unwrap();
+        assert_eq!(
+            (o.mem.as_deref(), o.mem_per_cpu.as_deref()),
+            (None, Some("2G")),
+            "SBATCH_MEM_PER_CPU over the script"
+        );
+        let o = merge_layers(&w(&["--mem-per-cpu=1G"]), &w(&["--mem-per-cpu=2G"]), &w(&["--mem=4G"])).unwrap();
+        assert_eq!((o.mem.as_deref(), o.mem_per_cpu.as_deref()), (Some("4G"), None));
+        // Both in one layer stay an error, as in Slurm.
+        let o = merge_layers(&w(&["--mem=1G", "--mem-per-cpu=1G"]), &[], &[]).unwrap();
+        let e = describe(&o, "#!/bin/sh\n", "x", &[], Path::new("/"), &[], &[]).unwrap_err();
+        assert!(e.message.contains("mutually exclusive"), "{}", e.message);
+    }
+
+    #[test]
+    fn stray_words_and_heterogeneous_jobs_are_refused() {
+        let e = directives("#!/bin/sh\n#SBATCH -n 2\n#SBATCH hetjob\n#SBATCH -n 4\ntrue\n").unwrap_err();
+        assert!(e.message.contains("#SBATCH hetjob (line 3)"), "{}", e.message);
+        let e = directives("#!/bin/sh\n#SBATCH -n 2 oops -t 5\ntrue\n").unwrap_err();
+        assert_eq!(e.message, "Invalid directive found in batch script: oops");
+        // Values are no stray words.
+        assert_eq!(directives("#!/bin/sh\n#SBATCH -J name -t 5\n").unwrap(), ["-J", "name", "-t", "5"]);
+    }
+
+    #[test]
+    fn fewer_tasks_than_nodes_lowers_the_nodes_as_slurm_does() {
+        let s = "#!/bin/sh\ntrue\n";
+        let d = describe_script(s, &["-N", "2", "-n", "1"]).unwrap();
+        assert_eq!(d.components[0].processors, 1);
+        assert_eq!(spec_of(&d).nodes, 1);
+        let w = ignored_options(&opts(&["-N", "2", "-n", "1"])).unwrap();
+        assert_eq!(w, ["can't run 1 processes on 2 nodes, setting nnodes to 1"]);
+        // --exclusive=user|mcs|topo are no more than koalesce gives.
+        for x in ["user", "mcs", "topo"] {
+            assert!(describe_script(s, &[&format!("--exclusive={x}")]).is_ok(), "{x}");
+        }
     }
 
     #[test]
@@ -911,7 +1093,10 @@ mod tests {
             all.contains(&("A".into(), "1".into())),
             "ALL: the environment wins over explicit values"
         );
-        assert!(export_environment(Some("NONE,A"), &env).is_err());
+        assert!(export_environment(Some("NONE,ALL"), &env).is_err());
+        // NONE with variables: those (and SLURM_*), as Slurm 22.05 takes it.
+        let some = export_environment(Some("NONE,B=2"), &env).unwrap().unwrap();
+        assert_eq!(some, vec![("B".into(), "2".into()), ("SLURM_X".into(), "y".into())]);
     }
 
     #[test]
@@ -925,3 +1110,7 @@ mod tests {
 #[cfg(test)]
 #[path = "sbatch_corpus_tests.rs"]
 mod corpus_tests;
+
+#[cfg(test)]
+#[path = "sbatch_real_corpus_tests.rs"]
+mod real_corpus_tests;
