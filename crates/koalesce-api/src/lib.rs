@@ -11,6 +11,7 @@ pub mod dto;
 pub mod duration;
 pub mod fields;
 pub mod jobdesc;
+pub mod slurm_syntax;
 pub mod timing;
 
 pub use jobdesc::{ComponentDescription, DescriptionError, JobDescription, Process, Runner};
