@@ -283,7 +283,7 @@ fn split_key(tok: &str) -> Option<(&str, &str)> {
 }
 
 /// A local date and time as Slurm prints it (`2026-11-23T13:40:10`), 1 s resolution.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct SlurmTime {
     pub year: i32,
     pub month: u32,
@@ -317,6 +317,13 @@ impl SlurmTime {
     /// Unix milliseconds, reading the time as local time of this machine (Slurm prints the
     /// controller's local time; koalesce and the controller are expected to share a zone).
     pub fn to_unix_ms_local(&self) -> Option<u64> {
+        self.to_unix_local().filter(|t| *t >= 0).map(|t| t as u64 * 1000)
+    }
+
+    /// Unix seconds of this date and time read in this machine's time zone (mktime:
+    /// out-of-range days and months roll over, as Slurm's parse_time relies on).
+    pub fn to_unix_local(&self) -> Option<i64> {
+        // SAFETY: an all-zero `tm` is a valid value of the plain C struct.
         let mut tm: libc::tm = unsafe { std::mem::zeroed() };
         tm.tm_year = self.year - 1900;
         tm.tm_mon = self.month as i32 - 1;
@@ -325,8 +332,29 @@ impl SlurmTime {
         tm.tm_min = self.minute as i32;
         tm.tm_sec = self.second as i32;
         tm.tm_isdst = -1;
+        // SAFETY: mktime reads and normalizes our own `tm` and nothing else.
         let t = unsafe { libc::mktime(&mut tm) };
-        (t >= 0).then(|| t as u64 * 1000)
+        (t != -1).then_some(t as i64)
+    }
+
+    /// The date and time of Unix seconds `t` in this machine's time zone (all zero if the C
+    /// library cannot represent it).
+    pub fn from_unix_local(t: i64) -> SlurmTime {
+        let secs = t as libc::time_t;
+        // SAFETY: an all-zero `tm` is a valid value of the plain C struct.
+        let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+        // SAFETY: localtime_r writes only into `tm`, which lives on our stack.
+        if unsafe { libc::localtime_r(&secs, &mut tm) }.is_null() {
+            return SlurmTime::default();
+        }
+        SlurmTime {
+            year: tm.tm_year + 1900,
+            month: (tm.tm_mon + 1) as u32,
+            day: tm.tm_mday as u32,
+            hour: tm.tm_hour as u32,
+            minute: tm.tm_min as u32,
+            second: tm.tm_sec as u32,
+        }
     }
 }
 

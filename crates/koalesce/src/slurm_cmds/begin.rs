@@ -7,16 +7,9 @@
 //! `teatime` (16:00), and `uts<Unix seconds>`. A time without a date is the next such time
 //! (today, or tomorrow once passed); a date without a year is the next such date.
 
-/// A local date and time (the fields of `struct tm`, with a full year and months from 1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Civil {
-    pub year: i32,
-    pub month: u32,
-    pub day: u32,
-    pub hour: u32,
-    pub minute: u32,
-    pub second: u32,
-}
+/// A local date and time (the fields of `struct tm`, with a full year and months from 1): the
+/// one the Slurm site code reads and prints.
+pub use koalesce_server::slurm::parse::SlurmTime as Civil;
 
 /// What `--begin` names: an instant (`uts...`) or a local date and time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -314,35 +307,12 @@ fn get_date(s: &[u8], mut at: usize) -> Result<(Date, usize), usize> {
 
 /// The local date and time of Unix seconds `t` (this host's time zone).
 pub fn local_civil(t: i64) -> Civil {
-    let secs = t as libc::time_t;
-    // SAFETY: localtime_r writes only into `tm`, which lives on our stack.
-    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-    if unsafe { libc::localtime_r(&secs, &mut tm) }.is_null() {
-        return Civil::default();
-    }
-    Civil {
-        year: tm.tm_year + 1900,
-        month: (tm.tm_mon + 1) as u32,
-        day: tm.tm_mday as u32,
-        hour: tm.tm_hour as u32,
-        minute: tm.tm_min as u32,
-        second: tm.tm_sec as u32,
-    }
+    Civil::from_unix_local(t)
 }
 
 /// Unix seconds of a local date and time (mktime: out-of-range days roll over, as Slurm's).
 pub fn local_to_unix(c: Civil) -> Option<i64> {
-    // SAFETY: mktime reads and normalizes our own `tm`.
-    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-    tm.tm_year = c.year - 1900;
-    tm.tm_mon = c.month as i32 - 1;
-    tm.tm_mday = c.day as i32;
-    tm.tm_hour = c.hour as i32;
-    tm.tm_min = c.minute as i32;
-    tm.tm_sec = c.second as i32;
-    tm.tm_isdst = -1;
-    let t = unsafe { libc::mktime(&mut tm) };
-    (t != -1).then_some(t as i64)
+    c.to_unix_local()
 }
 
 /// `--begin=TEXT` at `now_ms`, in this host's time zone: Unix milliseconds, or sbatch's error.
