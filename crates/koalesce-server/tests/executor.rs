@@ -2,6 +2,8 @@
 
 mod common;
 
+use common::{wait_file, wait_terminal};
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -30,18 +32,6 @@ fn sub(dir: &Path, claim: String, script: &str) -> ComponentSubmission {
 
 /// The launch nonce of the components these tests submit.
 const NONCE: &str = "5eed0000000000000000000000000001";
-
-fn wait_terminal(b: &LocalBackend, id: &str) -> LrmState {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let st = b.status(std::slice::from_ref(&id.to_string())).pop().unwrap().1;
-        if st.is_terminal() {
-            return st;
-        }
-        assert!(Instant::now() < deadline, "component did not end: {st:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 /// Waits until the held component is ready at its start barrier, then starts it.
 fn start_when_ready(b: &LocalBackend, id: &str) {
@@ -344,14 +334,6 @@ fn stat_field(pid: &str, n: usize) -> String {
 fn remove_parent(parent: &str) {
     for c in ["memory", "pids", "freezer", "cpu"] {
         let _ = std::fs::remove_dir(format!("/sys/fs/cgroup/{c}/{parent}"));
-    }
-}
-
-fn wait_file(path: &Path, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !path.exists() {
-        assert!(Instant::now() < deadline, "{what} never appeared");
-        std::thread::sleep(Duration::from_millis(5));
     }
 }
 

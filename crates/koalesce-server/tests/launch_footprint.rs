@@ -6,12 +6,13 @@
 
 mod common;
 
+use common::{wait_file, wait_terminal};
+
 use std::collections::BTreeSet;
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
 
 use koalesce_server::backend::{Backend, ComponentSubmission, LrmState};
 use koalesce_server::cgroup::{self, Cgroup};
@@ -35,26 +36,6 @@ fn sub(dir: &Path, claim: String, script: &str) -> ComponentSubmission {
         working_directory: None,
         early_signal: None,
         nonce: NONCE.into(),
-    }
-}
-
-fn wait_terminal(b: &LocalBackend, id: &str) -> LrmState {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let st = b.status(std::slice::from_ref(&id.to_string())).pop().unwrap().1;
-        if st.is_terminal() {
-            return st;
-        }
-        assert!(Instant::now() < deadline, "component did not end: {st:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn wait_file(path: &Path, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !path.exists() {
-        assert!(Instant::now() < deadline, "{what} never appeared");
-        std::thread::sleep(Duration::from_millis(5));
     }
 }
 

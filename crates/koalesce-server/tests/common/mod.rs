@@ -2,6 +2,8 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use koalesce_server::backend::{Backend, LrmState};
+use koalesce_server::local::LocalBackend;
 use koalesce_server::{BackgroundServer, SupervisorCommand};
 use serde_json::Value;
 
@@ -138,4 +140,26 @@ pub fn processes_mentioning(needle: &str) -> usize {
         .filter(|e| e.file_name().to_string_lossy().chars().all(|c| c.is_ascii_digit()))
         .filter(|e| std::fs::read(e.path().join("cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).contains(needle)))
         .count()
+}
+
+/// Waits (20 s at most) until the local site reports component `id` ended; its last state.
+pub fn wait_terminal(b: &LocalBackend, id: &str) -> LrmState {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let st = b.status(std::slice::from_ref(&id.to_string())).pop().unwrap().1;
+        if st.is_terminal() {
+            return st;
+        }
+        assert!(Instant::now() < deadline, "component did not end: {st:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits (20 s at most) until `path` exists; `what` names it in the failure.
+pub fn wait_file(path: &Path, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !path.exists() {
+        assert!(Instant::now() < deadline, "{what} never appeared");
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
