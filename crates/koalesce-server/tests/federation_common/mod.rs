@@ -214,7 +214,7 @@ pub struct FakeOrigin {
 
 impl FakeOrigin {
     pub fn start(data: Vec<u8>) -> FakeOrigin {
-        use std::io::{BufRead, BufReader, Write};
+        use std::io::{BufReader, Write};
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = l.local_addr().unwrap().port();
         let mode = std::sync::Arc::new(std::sync::Mutex::new(Serve::Wrong));
@@ -225,18 +225,8 @@ impl FakeOrigin {
             for conn in l.incoming() {
                 let Ok(mut conn) = conn else { return };
                 let mut r = BufReader::new(conn.try_clone().unwrap());
-                let mut first = String::new();
-                let _ = r.read_line(&mut first);
-                let mut range = None;
-                loop {
-                    let mut h = String::new();
-                    if r.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
-                        break;
-                    }
-                    if let Some(v) = h.to_ascii_lowercase().strip_prefix("range: bytes=") {
-                        range = v.trim().trim_end_matches('-').parse::<usize>().ok();
-                    }
-                }
+                let (first, headers) = read_head(&mut r);
+                let range = header(&headers, "range: bytes=").and_then(|v| v.trim_end_matches('-').parse::<usize>().ok());
                 s.lock()
                     .unwrap()
                     .push((first.trim().to_string(), range.map(|r| format!("bytes={r}-"))));
@@ -385,7 +375,7 @@ pub struct FakePeer {
 
 impl FakePeer {
     pub fn start(answer: impl Fn(&FakeRequest) -> FakeAnswer + Send + 'static) -> FakePeer {
-        use std::io::{BufRead, BufReader, Read, Write};
+        use std::io::{BufReader, Read, Write};
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = l.local_addr().unwrap().port();
         let seen: std::sync::Arc<std::sync::Mutex<Vec<FakeRequest>>> = Default::default();
@@ -394,18 +384,8 @@ impl FakePeer {
             for conn in l.incoming() {
                 let Ok(mut conn) = conn else { return };
                 let mut r = BufReader::new(conn.try_clone().unwrap());
-                let mut first = String::new();
-                let _ = r.read_line(&mut first);
-                let mut len = 0usize;
-                loop {
-                    let mut h = String::new();
-                    if r.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
-                        break;
-                    }
-                    if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
-                        len = v.trim().parse().unwrap_or(0);
-                    }
-                }
+                let (first, headers) = read_head(&mut r);
+                let len: usize = header(&headers, "content-length:").and_then(|v| v.parse().ok()).unwrap_or(0);
                 let mut body = vec![0u8; len];
                 let _ = r.read_exact(&mut body);
                 let mut parts = first.split_whitespace();
@@ -537,4 +517,25 @@ pub fn busy_origin(dir: &std::path::Path, fake: &FakePeer, job: &str) -> (Backgr
     let _blocker = grid_submit(&a, &alice, &sleep_job("blocker", 30));
     let id = grid_submit(&a, &alice, job);
     (a, alice, id)
+}
+
+/// The request line and the header lines (lower-cased, without line ends) of one HTTP/1.1
+/// request read by a fake peer.
+fn read_head(r: &mut impl std::io::BufRead) -> (String, Vec<String>) {
+    let mut first = String::new();
+    let _ = r.read_line(&mut first);
+    let mut headers = Vec::new();
+    loop {
+        let mut h = String::new();
+        if r.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
+            break;
+        }
+        headers.push(h.trim_end().to_ascii_lowercase());
+    }
+    (first, headers)
+}
+
+/// The value (trimmed) of the first header line starting with `prefix` (lower case).
+fn header<'a>(headers: &'a [String], prefix: &str) -> Option<&'a str> {
+    headers.iter().find_map(|h| h.strip_prefix(prefix)).map(str::trim)
 }
