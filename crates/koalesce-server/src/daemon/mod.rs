@@ -204,7 +204,8 @@ impl Latency {
 /// The state lock while held ([`Shared::lock`]); measures how long (see [`Latency`]), and
 /// writes the log lines the holder left in `State::log` once it released the lock.
 pub struct StateGuard<'a> {
-    guard: std::mem::ManuallyDrop<MutexGuard<'a, State>>,
+    /// `Some` until the guard is dropped (taken there to release the lock before logging).
+    guard: Option<MutexGuard<'a, State>>,
     since: std::time::Instant,
     at: &'static std::panic::Location<'static>,
     latency: &'a Latency,
@@ -213,23 +214,24 @@ pub struct StateGuard<'a> {
 impl std::ops::Deref for StateGuard<'_> {
     type Target = State;
     fn deref(&self) -> &State {
-        &self.guard
+        self.guard.as_deref().expect("the state lock is held until the guard is dropped")
     }
 }
 
 impl std::ops::DerefMut for StateGuard<'_> {
     fn deref_mut(&mut self) -> &mut State {
-        &mut self.guard
+        self.guard
+            .as_deref_mut()
+            .expect("the state lock is held until the guard is dropped")
     }
 }
 
 impl Drop for StateGuard<'_> {
     fn drop(&mut self) {
-        let log = std::mem::take(&mut self.guard.log);
+        let Some(mut guard) = self.guard.take() else { return };
+        let log = std::mem::take(&mut guard.log);
         self.latency.held(self.since.elapsed().as_micros() as u64, self.at);
-        // SAFETY: the guard is dropped exactly once, here, and not used after: `self` is
-        // being dropped and the field is not read again below.
-        unsafe { std::mem::ManuallyDrop::drop(&mut self.guard) };
+        drop(guard);
         for line in log {
             line.emit();
         }
@@ -336,7 +338,7 @@ impl Shared {
         let guard = self.state.lock().unwrap_or_else(|p| p.into_inner());
         waiters.fetch_sub(1, Ordering::Relaxed);
         StateGuard {
-            guard: std::mem::ManuallyDrop::new(guard),
+            guard: Some(guard),
             since: std::time::Instant::now(),
             at,
             latency: &self.metrics.latency,
