@@ -125,6 +125,7 @@ pub fn render_metrics(s: &Shared) -> String {
     let w = s.store.stats();
     scalar(&mut o, "counter", "koalesce_db_commits_total", w.commits);
     scalar(&mut o, "counter", "koalesce_db_writes_total", w.ops);
+    scalar(&mut o, "counter", "koalesce_db_wal_catch_ups_total", w.catch_ups);
     let _ = writeln!(
         o,
         "# HELP koalesce_db_group_max_seconds The longest group commit.\n# TYPE koalesce_db_group_max_seconds gauge\nkoalesce_db_group_max_seconds {}\n# TYPE koalesce_db_largest_group gauge\nkoalesce_db_largest_group {}\n# HELP koalesce_db_first_groups_total Groups of new jobs' rows committed ahead of other pending writes.\n# TYPE koalesce_db_first_groups_total counter\nkoalesce_db_first_groups_total {}",

@@ -64,7 +64,13 @@ pub struct WriterStats {
     pub longest_group_us: u64,
     /// Groups of first ops committed ahead of the other pending ops.
     pub first_groups: u64,
+    /// Checkpoints the writer ran itself to copy what the checkpointer left, so that the WAL
+    /// starts over (see `writer::checkpoint_loop`).
+    pub catch_ups: u64,
 }
+
+/// Bytes the WAL file keeps once it starts over (`journal_size_limit`).
+const WAL_SIZE_LIMIT: i64 = 16 * 1024 * 1024;
 
 /// Handle to the database: the group-commit writer and a read connection.
 #[derive(Clone)]
@@ -268,34 +274,41 @@ impl Store {
                 source: e,
             })
         };
-        let read = conn(path)?;
+        let read = Arc::new(Mutex::new(conn(path)?));
         // Checkpoints off the commit path (see checkpoint_loop): a commit only appends to the
         // WAL and fsyncs it.
-        write.pragma_update(None, "wal_autocheckpoint", 0).map_err(|e| StoreError::Open {
-            path: path.to_path_buf(),
-            source: e,
-        })?;
+        // A WAL that grew past the limit (a backlog the checkpointer was slow to copy) is cut
+        // back to it when it starts over; below it, it is written over in place.
+        for (pragma, value) in [("wal_autocheckpoint", 0), ("journal_size_limit", WAL_SIZE_LIMIT)] {
+            write.pragma_update(None, pragma, value).map_err(|e| StoreError::Open {
+                path: path.to_path_buf(),
+                source: e,
+            })?;
+        }
         let checkpoints = conn(path)?;
         let (tx, rx) = mpsc::channel::<Request>();
         let stats = Arc::new(Mutex::new(WriterStats::default()));
         let st = stats.clone();
+        let ck = Arc::new(writer::Checkpoints::default());
+        let writer_ck = ck.clone();
+        let readers = read.clone();
         std::thread::Builder::new()
             .name("koalesce-db-writer".into())
             .spawn(move || {
                 // Acknowledgements wait for its commits (see crate::priority).
                 crate::priority::favour_thread_or_log();
-                writer::writer_loop(write, rx, st)
+                writer::writer_loop(write, rx, st, writer_ck, readers)
             })
             .map_err(StoreError::Writer)?;
         let alive = Arc::new(());
         let handles = Arc::downgrade(&alive);
         std::thread::Builder::new()
             .name("koalesce-db-checkpoint".into())
-            .spawn(move || writer::checkpoint_loop(checkpoints, handles))
+            .spawn(move || writer::checkpoint_loop(checkpoints, handles, ck))
             .map_err(StoreError::Writer)?;
         Ok(Store {
             tx,
-            read: Arc::new(Mutex::new(read)),
+            read,
             stats,
             path: path.to_path_buf(),
             _alive: alive,

@@ -1,6 +1,7 @@
 //! The writer thread's loop (group commits, new jobs' rows ahead of a burst) and the WAL
 //! checkpointer (see the module docs of [`super`]).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -10,20 +11,69 @@ use rusqlite::Connection;
 use super::{Request, WriteFailed, WriterStats};
 
 /// How often the WAL is checkpointed into the database file.
-const CHECKPOINT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(500);
+const CHECKPOINT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// WAL frames (pages) the writer copies at most itself: once a background pass left no more
+/// than these behind, the writer catches up (see [`checkpoint_loop`]).
+const CATCH_UP_FRAMES: i64 = 256;
+
+/// Background passes in a row before giving up until the next interval (a burst of writes
+/// that keeps ahead of the copying).
+const MAX_PASSES: usize = 8;
+
+/// What the checkpointer tells the writer.
+#[derive(Default)]
+pub(super) struct Checkpoints {
+    /// A background pass left at most [`CATCH_UP_FRAMES`] behind: the writer's next
+    /// checkpoint (after it answered its group) copies the rest, and the group after restarts
+    /// the WAL from its beginning.
+    catch_up: AtomicBool,
+}
 
 /// Copies committed WAL frames into the database file on a connection of its own, at the
-/// normal priority: a passive checkpoint (it never blocks the writer or readers) every
+/// normal priority: passive checkpoints (they never block the writer or readers) every
 /// [`CHECKPOINT_INTERVAL`]. SQLite's automatic checkpoint ran inside the commit that crossed
 /// 1,000 pages, so that commit also copied the pages and fsynced the database file: on this
 /// machine's ext4, commits of up to 130 ms that every submission in the group waited for.
+///
+/// A checkpoint on another connection than the writer's never lets the WAL start over, though:
+/// SQLite rewinds the WAL only when a write transaction begins with every frame copied, and
+/// under a steady stream of commits some frames always came after the background pass. The
+/// WAL then grew without end (70 MB after 10,000 submissions), every commit appended to the
+/// file (an fsync that also journals the file's new size and blocks) and readers searched an
+/// ever longer WAL index: `bench submit` ran at half its former rate. So the background passes
+/// copy until the last one left at most [`CATCH_UP_FRAMES`] behind, and then the writer copies
+/// that rest itself, between two groups (see [`writer_loop`]): the next group writes the WAL
+/// from its beginning again, over blocks the file already has.
+///
 /// Durability is the WAL's (fsynced at every commit); a checkpoint only moves committed pages.
 /// Ends after every handle of the store is gone.
-pub(super) fn checkpoint_loop(conn: Connection, store: std::sync::Weak<()>) {
+pub(super) fn checkpoint_loop(conn: Connection, store: std::sync::Weak<()>, ck: Arc<Checkpoints>) {
     loop {
         std::thread::sleep(CHECKPOINT_INTERVAL);
-        if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
-            tracing::warn!(error = %e, "WAL checkpoint failed");
+        let mut last_log = None;
+        for _ in 0..MAX_PASSES {
+            match passive_checkpoint(&conn) {
+                Ok((log, done)) => {
+                    // `log`: the WAL's frames when the pass began; frames committed since came
+                    // after. Two passes in a row tell how many came during the first.
+                    let behind = match last_log {
+                        Some(prev) if log >= prev => log - prev,
+                        // The WAL started over meanwhile: `log` frames are all new.
+                        Some(_) => log,
+                        None => log - done,
+                    };
+                    if done >= log && behind <= CATCH_UP_FRAMES {
+                        ck.catch_up.store(log > 0, Ordering::Release);
+                        break;
+                    }
+                    last_log = Some(log);
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "WAL checkpoint failed");
+                    break;
+                }
+            }
         }
         if store.strong_count() == 0 {
             return;
@@ -31,10 +81,21 @@ pub(super) fn checkpoint_loop(conn: Connection, store: std::sync::Weak<()>) {
     }
 }
 
+/// A passive checkpoint: (frames in the WAL, frames copied into the database file).
+fn passive_checkpoint(conn: &Connection) -> rusqlite::Result<(i64, i64)> {
+    conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| Ok((r.get(1)?, r.get(2)?)))
+}
+
 /// Pending ops beyond which the first ops among them are committed in a group of their own.
 const FIRST_SPLIT: usize = 16;
 
-pub(super) fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Request>, stats: Arc<Mutex<WriterStats>>) {
+pub(super) fn writer_loop(
+    mut conn: Connection,
+    rx: mpsc::Receiver<Request>,
+    stats: Arc<Mutex<WriterStats>>,
+    ck: Arc<Checkpoints>,
+    readers: Arc<Mutex<Connection>>,
+) {
     const MAX_GROUP: usize = 4096;
     while let Ok(first) = rx.recv() {
         let mut group = vec![first];
@@ -51,6 +112,18 @@ pub(super) fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Request>, sta
         } else {
             commit_group(&mut conn, group, &stats, false);
         }
+        // After the group was answered: the few frames the checkpointer left (so that the next
+        // group writes the WAL from its beginning; see checkpoint_loop). With the store's read
+        // connection held: a read that began before would keep the frames after its snapshot
+        // from being copied, and the WAL from starting over (one that begins after, with every
+        // frame copied, reads the database file and stands in the way of neither).
+        if ck.catch_up.swap(false, Ordering::AcqRel) {
+            let _no_reads = readers.lock().unwrap_or_else(|p| p.into_inner());
+            match passive_checkpoint(&conn) {
+                Ok(_) => stats.lock().unwrap_or_else(|p| p.into_inner()).catch_ups += 1,
+                Err(e) => tracing::warn!(error = %e, "WAL catch-up checkpoint failed"),
+            }
+        }
     }
 }
 
@@ -65,12 +138,13 @@ fn commit_group(conn: &mut Connection, group: Vec<Request>, stats: &Mutex<Writer
         for req in group {
             waiters.push(req.done);
             let r = (|| -> rusqlite::Result<()> {
-                let sp_tx = &tx;
-                sp_tx.execute_batch("SAVEPOINT op")?;
-                match (req.op)(sp_tx) {
-                    Ok(()) => sp_tx.execute_batch("RELEASE op"),
+                // Prepared once (parsing them for every op was a tenth of the writer's time).
+                let run = |sql: &str| tx.prepare_cached(sql)?.execute([]).map(drop);
+                run("SAVEPOINT op")?;
+                match (req.op)(&tx) {
+                    Ok(()) => run("RELEASE op"),
                     Err(e) => {
-                        let _ = sp_tx.execute_batch("ROLLBACK TO op; RELEASE op");
+                        let _ = run("ROLLBACK TO op").and_then(|()| run("RELEASE op"));
                         Err(e)
                     }
                 }

@@ -226,6 +226,9 @@ struct Measured {
     /// Until every job held its reservation (broker policies).
     reserved: Option<Duration>,
     listed: Option<usize>,
+    /// The server's database writes and group commits during the measured submissions, per
+    /// acknowledged job (`None`: a server without these counters).
+    db_per_job: Option<(f64, f64)>,
 }
 
 impl BenchSubmitArgs {
@@ -249,7 +252,15 @@ impl BenchSubmitArgs {
             run_submissions_of(url, token, self.clients, self.warmup, 0, job.clone(), false).context("warm-up")?;
         }
         let reserved_before = if self.broker() { reservations_granted(url)? } else { 0 };
+        let db_before = db_counters(url);
         let r = run_submissions_of(url, token, self.clients, self.jobs, self.warmup, job, false)?;
+        let db_per_job = match (db_before, db_counters(url)) {
+            (Some((w0, c0)), Some((w1, c1))) => {
+                let n = self.jobs as f64;
+                Some((w1.saturating_sub(w0) as f64 / n, c1.saturating_sub(c0) as f64 / n))
+            }
+            _ => None,
+        };
         // The broker's path ends when every job holds its reservation.
         let reserved = if self.broker() {
             Some(wait_reserved(url, reserved_before + self.jobs as u64, r.elapsed)?)
@@ -269,7 +280,12 @@ impl BenchSubmitArgs {
             }
             listed = Some(n);
         }
-        Ok(Measured { r, reserved, listed })
+        Ok(Measured {
+            r,
+            reserved,
+            listed,
+            db_per_job,
+        })
     }
 
     /// `--reservation-batching compare`: fresh servers with and without batching, alternating.
@@ -369,7 +385,12 @@ impl BenchSubmitArgs {
                 self.clients, self.jobs, self.warmup
             );
         }
-        let Measured { r, reserved, listed } = self.measure(&url, &token, _server.is_some())?;
+        let Measured {
+            r,
+            reserved,
+            listed,
+            db_per_job,
+        } = self.measure(&url, &token, _server.is_some())?;
 
         let rate = r.jobs_per_sec();
         let seed_rate = SEED_001_JOBS_PER_MIN / 60.0;
@@ -388,6 +409,8 @@ impl BenchSubmitArgs {
                 "policy": self.policy,
                 "reserved_jobs_per_sec": reserved.map(|d| self.jobs as f64 / d.as_secs_f64()),
                 "reserved_ratio_to_seed_001": reserved.map(|d| self.jobs as f64 / d.as_secs_f64() / (SEED_001_RESERVED_JOBS_PER_MIN / 60.0)),
+                "db_writes_per_job": db_per_job.map(|d| d.0),
+                "db_commits_per_job": db_per_job.map(|d| d.1),
                 "target_met": r.target_met(),
             });
             println!("{}", serde_json::to_string_pretty(&v)?);
@@ -417,6 +440,9 @@ impl BenchSubmitArgs {
                     rate / (SEED_001_RESERVED_JOBS_PER_MIN / 60.0)
                 );
             }
+            if let Some((writes, commits)) = db_per_job {
+                println!("database per job     {writes:.2} writes, {commits:.3} group commits (the server's counters)");
+            }
             if let Some(n) = listed {
                 println!("listed after run     {n} jobs (all acknowledged submissions are there)");
             }
@@ -435,6 +461,15 @@ impl BenchSubmitArgs {
 /// `koalesce_reservations_granted_total` from the server's /metrics.
 fn reservations_granted(url: &str) -> anyhow::Result<u64> {
     counter(url, "koalesce_reservations_granted_total")
+}
+
+/// The server's database writes and group commits so far (`koalesce_db_writes_total`,
+/// `koalesce_db_commits_total`), if its /metrics has them.
+fn db_counters(url: &str) -> Option<(u64, u64)> {
+    Some((
+        counter(url, "koalesce_db_writes_total").ok()?,
+        counter(url, "koalesce_db_commits_total").ok()?,
+    ))
 }
 
 /// A counter from the server's /metrics.
