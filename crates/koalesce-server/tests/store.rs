@@ -242,3 +242,79 @@ fn the_wal_starts_over_under_a_steady_stream_of_commits() {
     );
     assert!(stats.catch_ups >= 2, "the writer did not catch up with the checkpointer: {stats:?}");
 }
+
+/// WAL pages a group commit of 8 new jobs writes (rows as a submission writes them, the
+/// schema as the server creates it, plus `extra` SQL), averaged over 100 groups.
+fn pages_per_group_of_new_jobs(extra: &str) -> f64 {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("k.db");
+    let mut conn = store::open_db(&path).unwrap();
+    conn.execute_batch(extra).unwrap();
+    conn.pragma_update(None, "wal_autocheckpoint", 0).unwrap();
+    let wal_frames = || {
+        std::fs::metadata(dir.path().join("k.db-wal"))
+            .map(|m| m.len())
+            .unwrap_or(0)
+            .saturating_sub(32)
+            / (4096 + 24)
+    };
+    let pad = |n: usize| "x".repeat(n);
+    let row = |id: u64| store::NewJob {
+        id,
+        user: "bench".into(),
+        name: format!("bench-{id}"),
+        description: format!("name = \"bench-{id}\"\n[[components]]\nprocessors = 1\nexecutable = \"/bin/true\"\n"),
+        spec: format!(
+            "{{\"name\":\"bench-{id}\",\"components\":[{{\"processors\":1}}],\"pad\":\"{}\"}}",
+            pad(360)
+        ),
+        update: store::JobUpdate {
+            id,
+            state: "queued".into(),
+            core: format!("{{\"state\":\"queued\",\"submitted\":{id},\"pad\":\"{}\"}}", pad(320)),
+            meta: format!("{{\"user\":\"bench\",\"pad\":\"{}\"}}", pad(130)),
+            detail: String::new(),
+        },
+        submitted_ms: id,
+    };
+    let mut next = 1u64;
+    let mut group = |conn: &mut rusqlite::Connection| {
+        let tx = conn.transaction().unwrap();
+        for _ in 0..8 {
+            store::insert_job_op(row(next))(&tx).unwrap();
+            next += 1;
+        }
+        tx.commit().unwrap();
+    };
+    // The tables past their first pages first.
+    for _ in 0..50 {
+        group(&mut conn);
+    }
+    let before = wal_frames();
+    for _ in 0..100 {
+        group(&mut conn);
+    }
+    (wal_frames() - before) as f64 / 100.0
+}
+
+/// The dashboard's index costs a group commit of new jobs no page: it holds ended jobs only
+/// (`jobs_web_list`, which took an entry for every new job, cost about two pages a group, a
+/// fifth of what `bench submit` waited for at every commit). Counts WAL pages, not time.
+#[test]
+fn the_dashboard_index_costs_new_jobs_no_page() {
+    let without = pages_per_group_of_new_jobs("");
+    let with = pages_per_group_of_new_jobs(koalesce_server::web::query::INDEX);
+    assert!(
+        with <= without + 0.1,
+        "a group of 8 new jobs wrote {with:.2} pages with the dashboard's index, {without:.2} without"
+    );
+    // The index that indexed every job, for scale: the comparison can tell.
+    let every_job = pages_per_group_of_new_jobs(
+        "CREATE INDEX jobs_web_list ON jobs (id, state, user, name, \
+         (CASE WHEN json_valid(detail) THEN json_extract(detail, '$.sites') END));",
+    );
+    assert!(
+        every_job >= without + 1.0,
+        "{every_job:.2} pages with an index of every job, {without:.2} without"
+    );
+}
