@@ -318,3 +318,36 @@ fn the_dashboard_index_costs_new_jobs_no_page() {
         "{every_job:.2} pages with an index of every job, {without:.2} without"
     );
 }
+
+/// A read does not wait for another one in progress (every request looks its token up: with
+/// one read connection they queued behind its mutex).
+#[test]
+fn reads_go_side_by_side() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Arc::new(Store::open(&dir.path().join("k.db")).unwrap());
+    s.write_blocking(insert(1)).unwrap();
+    let (inside_tx, inside_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let long = {
+        let s = s.clone();
+        std::thread::spawn(move || {
+            s.read(move |c| {
+                inside_tx.send(()).unwrap();
+                // Held until the other read is done (or the test gives up).
+                let _ = release_rx.recv_timeout(std::time::Duration::from_secs(20));
+                c.query_row("SELECT COUNT(*) FROM jobs", [], |r| r.get::<_, i64>(0))
+            })
+            .unwrap()
+        })
+    };
+    inside_rx.recv().unwrap();
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    {
+        let s = s.clone();
+        std::thread::spawn(move || done_tx.send(count(&s)).unwrap());
+    }
+    let other = done_rx.recv_timeout(std::time::Duration::from_secs(10));
+    release_tx.send(()).unwrap();
+    assert_eq!(other, Ok(1), "a read waited for another read in progress");
+    assert_eq!(long.join().unwrap(), 1);
+}

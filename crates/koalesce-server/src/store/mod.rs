@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex};
 
 mod history;
 mod migrate;
+mod readers;
 mod reservations;
 mod tokens;
 mod writer;
@@ -76,7 +77,7 @@ const WAL_SIZE_LIMIT: i64 = 16 * 1024 * 1024;
 #[derive(Clone)]
 pub struct Store {
     tx: mpsc::Sender<Request>,
-    read: Arc<Mutex<Connection>>,
+    read: Arc<readers::Readers>,
     stats: Arc<Mutex<WriterStats>>,
     path: PathBuf,
     /// Held by every handle: the checkpointer stops when the last one is dropped.
@@ -274,7 +275,9 @@ impl Store {
                 source: e,
             })
         };
-        let read = Arc::new(Mutex::new(conn(path)?));
+        let read = Arc::new(readers::Readers::new(
+            (0..readers::READERS).map(|_| conn(path)).collect::<Result<_, _>>()?,
+        ));
         // Checkpoints off the commit path (see checkpoint_loop): a commit only appends to the
         // WAL and fsyncs it.
         // A WAL that grew past the limit (a backlog the checkpointer was slow to copy) is cut
@@ -374,9 +377,7 @@ impl Store {
 
     /// Runs a read-only closure on the read connection (sees every committed group).
     pub fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T, StoreError> {
-        // A reader that panicked left the connection as it was (reads change nothing).
-        let conn = self.read.lock().unwrap_or_else(|p| p.into_inner());
-        Ok(f(&conn)?)
+        Ok(self.read.with(f)?)
     }
 
     pub fn stats(&self) -> WriterStats {

@@ -67,11 +67,10 @@ pub enum TokenCheck {
 /// Looks a bearer token up (every request: a revoked token is refused at once).
 pub fn check_token(conn: &Connection, token: &str, now_ms: u64) -> rusqlite::Result<TokenCheck> {
     let row = conn
-        .query_row(
-            "SELECT user, admin, expires_ms FROM tokens WHERE hash = ?1",
-            [sha256_hex(token.as_bytes())],
-            |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? != 0, r.get::<_, Option<i64>>(2)?)),
-        )
+        .prepare_cached("SELECT user, admin, expires_ms FROM tokens WHERE hash = ?1")?
+        .query_row([sha256_hex(token.as_bytes())], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? != 0, r.get::<_, Option<i64>>(2)?))
+        })
         .optional()?;
     Ok(match row {
         None => TokenCheck::Unknown,

@@ -94,7 +94,7 @@ pub(super) fn writer_loop(
     rx: mpsc::Receiver<Request>,
     stats: Arc<Mutex<WriterStats>>,
     ck: Arc<Checkpoints>,
-    readers: Arc<Mutex<Connection>>,
+    readers: Arc<super::readers::Readers>,
 ) {
     const MAX_GROUP: usize = 4096;
     while let Ok(first) = rx.recv() {
@@ -114,12 +114,11 @@ pub(super) fn writer_loop(
         }
         // After the group was answered: the few frames the checkpointer left (so that the next
         // group writes the WAL from its beginning; see checkpoint_loop). With the store's read
-        // connection held: a read that began before would keep the frames after its snapshot
+        // connections held: a read that began before would keep the frames after its snapshot
         // from being copied, and the WAL from starting over (one that begins after, with every
         // frame copied, reads the database file and stands in the way of neither).
         if ck.catch_up.swap(false, Ordering::AcqRel) {
-            let _no_reads = readers.lock().unwrap_or_else(|p| p.into_inner());
-            match passive_checkpoint(&conn) {
+            match readers.exclusive(|| passive_checkpoint(&conn)) {
                 Ok(_) => stats.lock().unwrap_or_else(|p| p.into_inner()).catch_ups += 1,
                 Err(e) => tracing::warn!(error = %e, "WAL catch-up checkpoint failed"),
             }
