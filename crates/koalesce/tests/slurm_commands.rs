@@ -484,3 +484,51 @@ fn sbatch_test_only_needs_no_server() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+/// `scontrol show config` answers in Slurm 22.05's format once the server answers (tools read
+/// MinJobAge or just check the controller), with the version `--version` prints; `squeue -M`
+/// prints Slurm's `CLUSTER:` line before the table, not with `-h`.
+#[test]
+fn show_config_and_the_cluster_line_read_like_slurm() {
+    let mut s = Server::start(LOCAL_SITES, &[]);
+    let conf = s.stdout("scontrol", &["show", "config"]);
+    let lines: Vec<&str> = conf.lines().collect();
+    assert!(lines[0].starts_with("Configuration data as of 20"), "{conf}");
+    let value = |key: &str| {
+        lines
+            .iter()
+            .find_map(|l| l.split_once(" = ").filter(|(k, _)| k.trim_end() == key).map(|(_, v)| v.to_string()))
+            .unwrap_or_else(|| panic!("{key} missing: {conf}"))
+    };
+    assert_eq!(value("ClusterName"), "koalesce");
+    assert_eq!(value("MinJobAge"), "0 sec", "koalesce never purges a job's record");
+    let version = s.stdout("sbatch", &["--version"]);
+    assert_eq!(version, format!("slurm {}\n", value("SLURM_VERSION")));
+    assert_eq!(s.stdout("scontrol", &["--version"]), version);
+    let port = s.url.rsplit(':').next().unwrap().trim_end_matches('/').to_string();
+    assert_eq!(value("SlurmctldPort"), port);
+    assert!(conf.ends_with(" is UP\n"), "{conf}");
+    // Slurm's abbreviation.
+    assert!(s.stdout("scontrol", &["show", "conf"]).contains("ClusterName"));
+
+    let q = s.stdout("squeue", &["-M", "koalesce"]);
+    assert_eq!(
+        q.lines().take(2).collect::<Vec<_>>(),
+        [
+            "CLUSTER: koalesce",
+            "             JOBID PARTITION     NAME     USER ST       TIME  NODES NODELIST(REASON)"
+        ]
+    );
+    assert_eq!(s.stdout("squeue", &["--clusters=all", "-h"]), "", "no line without the header");
+
+    // The controller down: an error, exit 1.
+    s.stop();
+    let o = s.run("scontrol", &["show", "config"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("Unable to contact the koalesce server"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(o.stdout.is_empty());
+}

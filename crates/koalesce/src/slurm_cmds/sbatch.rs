@@ -433,18 +433,40 @@ pub fn ignored_options(o: &SbatchArgs) -> SResult<Vec<String>> {
     Ok(warnings)
 }
 
+/// The node count koalesce gives for `-N MIN[-MAX]`: MIN, as Slurm 22.05 does (checked on the
+/// test bed): `-N 0-1` (a minimum of 0 under a maximum) is 1 node; `-N 0` and `-N 0-0` are
+/// refused by its controller, a maximum below the minimum and a non-number by its sbatch (exit
+/// 255), each in Slurm's words.
+pub(crate) fn node_count(spec: &str) -> SResult<u32> {
+    let num = |s: &str| -> SResult<u32> {
+        s.trim().parse().map_err(|_| SlurmError {
+            message: format!("\"{spec}\" is not a valid node count"),
+            raw: false,
+            code: 255,
+        })
+    };
+    let (min, max) = match spec.split_once('-') {
+        Some((a, b)) => (num(a)?, Some(num(b)?)),
+        None => (num(spec)?, None),
+    };
+    // As Slurm's sbatch: a maximum of 0 is no maximum.
+    let max = max.filter(|&m| m > 0);
+    match max {
+        Some(m) if m < min => Err(SlurmError {
+            message: format!("Maximum node count {m} is less than minimum node count {min}"),
+            raw: false,
+            code: 255,
+        }),
+        None if min == 0 => Err(SlurmError::msg("Batch job submission failed: Node count specification invalid")),
+        _ => Ok(min.max(1)),
+    }
+}
+
 /// Nodes (the minimum of `-N MIN-MAX`), tasks, and Slurm's warning when there are fewer
 /// tasks than nodes: as Slurm's sbatch, the node count is then lowered to the task count.
 fn layout(o: &SbatchArgs) -> SResult<(u32, u32, Option<String>)> {
     let mut nodes: u32 = match &o.nodes {
-        Some(n) => {
-            let min = n.split('-').next().unwrap_or(n);
-            min.trim()
-                .parse()
-                .ok()
-                .filter(|v| *v > 0)
-                .ok_or_else(|| SlurmError::msg(format!("Invalid node count specification: {n}")))?
-        }
+        Some(n) => node_count(n)?,
         None => 1,
     };
     let ntasks = match (o.ntasks, o.ntasks_per_node) {
