@@ -34,6 +34,7 @@ mod jobview;
 mod sacct;
 mod sbatch;
 mod sbatch_compat;
+mod sbatch_script;
 mod showconfig;
 mod squeue;
 mod timefmt;
