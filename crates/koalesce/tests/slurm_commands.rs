@@ -532,3 +532,61 @@ fn show_config_and_the_cluster_line_read_like_slurm() {
     );
     assert!(o.stdout.is_empty());
 }
+
+/// koalesce's `scontrol show config` beside real Slurm's (a test bed's cluster): the same
+/// header, every key koalesce prints is one Slurm prints, padded the same and with a value of
+/// the same form, the same controller line at the end, and the same release number in
+/// `--version`.
+#[test]
+fn show_config_reads_like_real_slurm() {
+    let bed = slurm_common::Bed::up(1, 1, 0);
+    let conf = bed.tmp.path().join("bed/alpha/slurm.conf");
+    let real_cmd = |args: &[&str]| {
+        let o = Command::new("scontrol").args(args).env("SLURM_CONF", &conf).output().unwrap();
+        assert!(o.status.success(), "scontrol {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let real = real_cmd(&["show", "config"]);
+    let s = Server::start(LOCAL_SITES, &[]);
+    let ours = s.stdout("scontrol", &["show", "config"]);
+    let header = |t: &str| {
+        let first = t.lines().next().unwrap_or_default().to_string();
+        let stamp = first.strip_prefix("Configuration data as of ").unwrap_or_else(|| panic!("{first}"));
+        assert_eq!(stamp.len(), "2026-11-28T12:02:46".len(), "{first}");
+        assert_eq!(&stamp[10..11], "T", "{first}");
+    };
+    header(&real);
+    header(&ours);
+    let lines: Vec<&str> = ours.lines().collect();
+    for l in &lines[1..lines.len() - 2] {
+        let (key, value) = l.split_once(" = ").unwrap_or_else(|| panic!("{l}"));
+        let real_line = real
+            .lines()
+            .find(|r| r.split_once(" = ").is_some_and(|(k, _)| k == key))
+            .unwrap_or_else(|| panic!("Slurm has no line '{key} = ...': {real}"));
+        let real_value = &real_line[key.len() + 3..];
+        // Units as Slurm writes them ("300 sec"), numbers where Slurm has numbers.
+        let unit = |v: &str| v.split_once(' ').map(|(_, u)| u.to_string());
+        assert_eq!(unit(value), unit(real_value), "{l} / {real_line}");
+        if real_value.parse::<u64>().is_ok() {
+            assert!(value.parse::<u64>().is_ok(), "{l} / {real_line}");
+        }
+    }
+    let trailer = |t: &str| t.lines().rev().take(2).map(str::to_string).collect::<Vec<_>>();
+    for t in [trailer(&real), trailer(&ours)] {
+        assert!(
+            t[0].starts_with("Slurmctld(primary) at ") && t[0].ends_with(" is UP") && t[1].is_empty(),
+            "{t:?}"
+        );
+    }
+    let real_version = real_cmd(&["--version"]);
+    let ours_version = s.stdout("scontrol", &["--version"]);
+    let number = |v: &str| v.split_whitespace().nth(1).unwrap_or_default().to_string();
+    assert_eq!(number(&ours_version), number(&real_version), "{ours_version} / {real_version}");
+    let slurm_version = |t: &str| {
+        t.lines()
+            .find_map(|l| l.strip_prefix("SLURM_VERSION"))
+            .map(|v| v.trim_start_matches([' ', '=']).to_string())
+    };
+    assert_eq!(slurm_version(&ours), slurm_version(&real));
+}
