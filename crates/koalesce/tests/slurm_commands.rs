@@ -590,3 +590,46 @@ fn show_config_reads_like_real_slurm() {
     };
     assert_eq!(slurm_version(&ours), slurm_version(&real));
 }
+
+/// `sbatch -N` forms beside real Slurm 22.05's sbatch on a test bed: the same ones accepted,
+/// the same refused with the same message and exit status (koalesce's checked with
+/// `--test-only`, which needs no server).
+#[test]
+fn sbatch_node_counts_as_real_slurm() {
+    let bed = slurm_common::Bed::up(1, 2, 0);
+    let conf = bed.tmp.path().join("bed/alpha/slurm.conf");
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    let out = Command::new(BIN)
+        .args(["slurm-commands", "install"])
+        .arg(&bin)
+        .args(["--url", "http://127.0.0.1:1"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "install: {}", String::from_utf8_lossy(&out.stderr));
+    let first_line = |o: &std::process::Output| String::from_utf8_lossy(&o.stderr).lines().next().unwrap_or_default().to_string();
+    for n in ["0", "0-0", "0-1", "1-0", "1-2", "2", "3-2", "abc"] {
+        let real = Command::new("sbatch")
+            .args(["-N", n, "-o", "/dev/null", "--wrap", "true"])
+            .env("SLURM_CONF", &conf)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        let ours = Command::new(bin.join("sbatch"))
+            .args(["--test-only", "-N", n, "--wrap", "true"])
+            .current_dir(dir.path())
+            .env_remove("KOALESCE_URL")
+            .output()
+            .unwrap();
+        assert_eq!(
+            ours.status.code(),
+            real.status.code(),
+            "-N {n}: {} / {}",
+            first_line(&ours),
+            first_line(&real)
+        );
+        if !real.status.success() {
+            assert_eq!(first_line(&ours), first_line(&real), "-N {n}");
+        }
+    }
+}
