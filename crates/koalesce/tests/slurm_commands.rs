@@ -510,6 +510,8 @@ fn show_config_and_the_cluster_line_read_like_slurm() {
     assert!(conf.ends_with(" is UP\n"), "{conf}");
     // Slurm's abbreviation.
     assert!(s.stdout("scontrol", &["show", "conf"]).contains("ClusterName"));
+    let host = value("SlurmctldHost[0]");
+    assert_eq!(s.stdout("scontrol", &["ping"]), format!("Slurmctld(primary) at {host} is UP\n"));
 
     let q = s.stdout("squeue", &["-M", "koalesce"]);
     assert_eq!(
@@ -531,6 +533,10 @@ fn show_config_and_the_cluster_line_read_like_slurm() {
         String::from_utf8_lossy(&o.stderr)
     );
     assert!(o.stdout.is_empty());
+    let o = s.run("scontrol", &["ping"]);
+    assert_eq!(o.status.code(), Some(1));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.starts_with(&format!("Slurmctld(primary) at {host} is DOWN\n")), "{out}");
 }
 
 /// koalesce's `scontrol show config` beside real Slurm's (a test bed's cluster): the same

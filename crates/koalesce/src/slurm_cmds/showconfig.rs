@@ -1,6 +1,6 @@
 //! `scontrol show config`: Slurm 22.05's `Key = Value` listing with what koalesce can state
 //! truthfully, and the controller's line (`Slurmctld(primary) at HOST is UP`) once the server
-//! answered. Tools run it to read a value (Snakemake: MinJobAge) or to check that the
+//! answered; `scontrol ping`: that line alone (`DOWN` and exit 1 when it does not answer). Tools run it to read a value (Snakemake: MinJobAge) or to check that the
 //! controller answers; a value koalesce has no counterpart for is left out, not invented.
 
 use super::timefmt::{now_ms, timestamp};
@@ -18,6 +18,29 @@ pub(crate) fn run(client: &Client) -> SResult<()> {
     client.health()?;
     print!("{}", render(now_ms(), client.base_url()));
     Ok(())
+}
+
+/// `scontrol ping`: Slurm 22.05's line for the controller, `UP` when the server answers;
+/// otherwise `DOWN` and Slurm's banner, exit 1 (checked on the test bed with a stopped
+/// controller).
+pub(crate) fn ping(client: &Client) -> std::process::ExitCode {
+    let (host, _) = host_port(client.base_url());
+    match client.health() {
+        Ok(()) => {
+            println!("Slurmctld(primary) at {host} is UP");
+            std::process::ExitCode::SUCCESS
+        }
+        Err(_) => {
+            print!("{}", down(&host));
+            std::process::ExitCode::from(1)
+        }
+    }
+}
+
+/// What `scontrol ping` prints for a controller that does not answer.
+fn down(host: &str) -> String {
+    let stars = "*".repeat(41);
+    format!("Slurmctld(primary) at {host} is DOWN\n{stars}\n** RESTORE SLURMCTLD DAEMON TO SERVICE **\n{stars}\n")
 }
 
 /// The server's host and port in `url` (`http://h:7878/x` → `("h", 7878)`; the scheme's port
@@ -67,6 +90,16 @@ mod tests {
         for w in ["", "configuration", "cfg", "job"] {
             assert!(!is_config_entity(w), "{w}");
         }
+    }
+
+    #[test]
+    fn a_controller_down_reads_as_slurm_22_05_prints_it() {
+        // Slurm 22.05.8's `scontrol ping` with the bed's beta controller stopped.
+        assert_eq!(
+            down("vm"),
+            "Slurmctld(primary) at vm is DOWN\n*****************************************\n\
+             ** RESTORE SLURMCTLD DAEMON TO SERVICE **\n*****************************************\n"
+        );
     }
 
     #[test]
