@@ -585,6 +585,12 @@ fn show_config_reads_like_real_slurm() {
             "{t:?}"
         );
     }
+    for ping in [real_cmd(&["ping"]), s.stdout("scontrol", &["ping"])] {
+        assert!(
+            ping.starts_with("Slurmctld(primary) at ") && ping.ends_with(" is UP\n") && ping.lines().count() == 1,
+            "{ping}"
+        );
+    }
     let real_version = real_cmd(&["--version"]);
     let ours_version = s.stdout("scontrol", &["--version"]);
     let number = |v: &str| v.split_whitespace().nth(1).unwrap_or_default().to_string();
