@@ -294,6 +294,7 @@ mod tests {
             (Box::new(|c| c.probe_bytes = 1 << 40), "federation.probe_bytes"),
             (Box::new(|c| c.handoff_timeout_ms = 0), "handoff_timeout_ms"),
             (Box::new(|c| c.received_retention_ms = 0), "received_retention_ms"),
+            (Box::new(|c| c.max_handoffs_per_peer = 0), "max_handoffs_per_peer"),
         ];
         for (edit, want) in cases {
             let mut c = base();
