@@ -724,7 +724,7 @@ mod tests {
             "jobs/ under {} (TOPDIR supported: {supported})",
             tmp.path().display()
         );
-        assert!(!ioctl_getflags(&std::fs::File::open(&paths.storage).unwrap()).is_ok_and(|fl| fl.contains(IFlags::TOPDIR)));
+        assert!(!ioctl_getflags(std::fs::File::open(&paths.storage).unwrap()).is_ok_and(|fl| fl.contains(IFlags::TOPDIR)));
         // Created again (a restart): still flagged, no error.
         SitePaths::create(tmp.path(), "s").unwrap();
         assert_eq!(spread_new_directories(&paths.jobs), supported);
