@@ -314,7 +314,6 @@ async fn submit_query(
     let mut ids: Vec<u64> = Vec::with_capacity(tasks.len());
     let mut receivers = Vec::with_capacity(tasks.len());
     let lock_wait;
-    let wake_driver;
     {
         let asked = std::time::Instant::now();
         let mut guard = s.lock();
@@ -408,7 +407,6 @@ async fn submit_query(
             crate::api_jobctl::declare_array(st, first, &ids, &a.tasks, bag.map(|b| b.needed));
         }
         daemon::process_actions(s, st);
-        wake_driver = st.driver_needed();
     }
     s.metrics.submissions.fetch_add(ids.len() as u64, Ordering::Relaxed);
     let enqueued = std::time::Instant::now();
@@ -426,9 +424,7 @@ async fn submit_query(
             s.metrics
                 .latency
                 .acknowledged(us(started.elapsed()), us(lock_wait), us(enqueued.elapsed()));
-            if wake_driver {
-                s.wake.notify_one();
-            }
+            s.wake.notify_one();
             Ok(Submitted {
                 id: ids[0],
                 ids: if array.is_some() { ids } else { Vec::new() },

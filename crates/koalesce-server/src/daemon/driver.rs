@@ -113,21 +113,17 @@ pub async fn drive(shared: Arc<Shared>, mut shutdown: tokio::sync::watch::Receiv
     let mut last_flush = Instant::now();
     loop {
         let wait = {
-            let mut st = shared.lock();
-            let now = now_ms();
-            let wait = match st.core.poll_timeout() {
-                Some(t) => Duration::from_millis(t.saturating_sub(now)).min(poll),
+            let st = shared.lock();
+            match st.core.poll_timeout() {
+                Some(t) => Duration::from_millis(t.saturating_sub(now_ms())).min(poll),
                 None => poll,
-            };
-            st.driver_wakes_at = now + wait.as_millis() as u64;
-            wait
+            }
         };
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
             _ = shared.wake.notified() => {}
             _ = shutdown.changed() => return,
         }
-        shared.lock().driver_wakes_at = 0;
         if shared.lock().core.poll_timeout().is_some_and(|t| t <= now_ms()) {
             // The data functions' answers for this scan (004 §3.3's catalogue cache).
             crate::gridway::catalogue::refresh(&shared).await;

@@ -300,10 +300,6 @@ pub struct State {
     /// The core has actions that [`process_actions`] left for the next chunk (the driver
     /// carries them out, releasing the lock between chunks).
     pub actions_pending: bool,
-    /// When the driver, asleep, looks at the core's timers next (ms, set under the lock as it
-    /// goes to sleep; 0 while it is awake). A submission wakes it only for a timer due
-    /// earlier ([`State::driver_needed`]).
-    pub driver_wakes_at: u64,
     /// Log lines to write once the lock is released (see [`StateGuard`]).
     pub log: Vec<LogLine>,
 }
@@ -311,14 +307,6 @@ pub struct State {
 impl State {
     pub fn site_id(&self, name: &str) -> Option<SiteId> {
         self.site_ids.get(name).copied()
-    }
-
-    /// Whether the driver must be woken for what changed under this hold: it is awake, or
-    /// the core has a timer due before the driver looks again, or actions are left. (Woken
-    /// for every submission, the driver took the state lock four times per submission, with
-    /// nothing to do while the core's next scan was far.)
-    pub fn driver_needed(&self) -> bool {
-        self.actions_pending || self.driver_wakes_at == 0 || self.core.poll_timeout().is_some_and(|t| t < self.driver_wakes_at)
     }
 }
 

@@ -89,7 +89,6 @@ pub fn recover(config: &ServerConfig, store: &Store, sites: &[SiteHandle]) -> an
         gridway_history_saved: 0,
         inflight: HashMap::new(),
         actions_pending: false,
-        driver_wakes_at: 0,
         log: Vec::new(),
     };
     // The local executor runs only koalesce's components: the core plans its queue from its
