@@ -73,7 +73,7 @@ pub struct WriterStats {
 /// Bytes the WAL file keeps once it starts over (`journal_size_limit`).
 const WAL_SIZE_LIMIT: i64 = 16 * 1024 * 1024;
 
-/// Handle to the database: the group-commit writer and a read connection.
+/// Handle to the database: the group-commit writer and a few read connections ([`readers`]).
 #[derive(Clone)]
 pub struct Store {
     tx: mpsc::Sender<Request>,
@@ -375,7 +375,7 @@ impl Store {
         }
     }
 
-    /// Runs a read-only closure on the read connection (sees every committed group).
+    /// Runs a read-only closure on a free read connection (sees every committed group).
     pub fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T, StoreError> {
         Ok(self.read.with(f)?)
     }
