@@ -73,7 +73,7 @@ pub struct WriterStats {
 /// Bytes the WAL file keeps once it starts over (`journal_size_limit`).
 const WAL_SIZE_LIMIT: i64 = 16 * 1024 * 1024;
 
-/// Handle to the database: the group-commit writer and a few read connections ([`readers`]).
+/// Handle to the database: the group-commit writer and a few read connections (`store::readers`).
 #[derive(Clone)]
 pub struct Store {
     tx: mpsc::Sender<Request>,
