@@ -154,3 +154,36 @@ fn a_receiver_that_keeps_answering_404_gets_bounded_tries_then_the_job_fails() {
     std::thread::sleep(Duration::from_millis(600));
     assert_eq!(commits(&fake), MISSING_TRIES as usize, "no more commits once it failed");
 }
+
+/// Committed at beta (its core has the job) but alpha never learned the job id (the commit's
+/// answer was lost), then beta lost its journal and not its jobs: alpha's commit gets 404 and
+/// it aborts. Beta must not leave a tombstone and let alpha decide the job again (it would run
+/// twice): it finds the job it submitted for the handoff and answers committed; the job runs
+/// once, at beta, and alpha follows it to its end.
+#[test]
+fn a_lost_handoff_whose_job_the_receiver_still_has_is_not_run_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (pa, pb) = (free_port(), free_port());
+    let bdir = tmp.path().join("b");
+    let b = server(&bdir, "beta", pb, &[("b1", 4)], &[("alpha", pa)]);
+    let as_alpha = PeerClient::new("alpha", "beta", &b.url(), SECRET.into(), 5_000);
+    prepare_handoff(&as_alpha, "alpha-1-1", &sleep_job("lost", 1), json!([]));
+    let rid = commit_until_submitted(&as_alpha, "alpha-1-1", 10)["job"].as_u64().unwrap();
+    let journal = b.data_dir.join("federation.db");
+    b.stop();
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", journal.display()));
+    }
+    let b = server(&bdir, "beta", pb, &[("b1", 4)], &[("alpha", pa)]);
+    let unknown = as_alpha.call::<(), Value>("/api/v1/peer/handoffs/alpha-1-1", None).unwrap_err();
+    assert!(unknown.to_string().starts_with("refused (404)"), "beta lost it: {unknown}");
+    migrated_journal(&tmp.path().join("a"), None, false);
+    let a = server(&tmp.path().join("a"), "alpha", pa, &[("a1", 1)], &[("beta", pb)]);
+    let alice = token(&a.data_dir, "alice", false);
+    let g = wait_grid(&a, &alice, 1, 30);
+    assert_eq!(g["state"], "succeeded", "{g}");
+    let (at_a, at_b) = jobs_run(&a, &b, &alice);
+    assert_eq!((at_a, at_b), (0, 1), "run once, at beta");
+    let st: Value = as_alpha.call::<(), _>("/api/v1/peer/handoffs/alpha-1-1", None).unwrap();
+    assert_eq!((st["state"].as_str(), st["job"].as_u64()), (Some("committed"), Some(rid)), "{st}");
+}
