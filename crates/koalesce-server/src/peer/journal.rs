@@ -395,6 +395,22 @@ impl Journal {
         })
     }
 
+    /// Records handoff `handoff`, unknown here, committed as job `local_id` (submitted for it
+    /// with `description` before this journal lost its entry). The row afterwards.
+    pub fn adopt(&self, handoff: &str, origin: &str, description: &str, local_id: u64) -> rusqlite::Result<Incoming> {
+        self.with(|c| {
+            c.execute(
+                "INSERT OR IGNORE INTO incoming (handoff, origin, user, description, state, local_id) VALUES (?1, ?2, '', ?3, 'committed', ?4)",
+                params![handoff, origin, description, local_id as i64],
+            )?;
+            c.query_row(
+                &format!("SELECT {INCOMING_COLUMNS} FROM incoming WHERE handoff = ?1"),
+                [handoff],
+                incoming_row,
+            )
+        })
+    }
+
     /// Marks a prepared handoff committed as job `local_id`.
     pub fn committed(&self, handoff: &str, local_id: u64) -> rusqlite::Result<()> {
         self.with(|c| {
