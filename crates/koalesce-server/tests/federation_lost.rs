@@ -187,3 +187,38 @@ fn a_lost_handoff_whose_job_the_receiver_still_has_is_not_run_again() {
     let st: Value = as_alpha.call::<(), _>("/api/v1/peer/handoffs/alpha-1-1", None).unwrap();
     assert_eq!((st["state"].as_str(), st["job"].as_u64()), (Some("committed"), Some(rid)), "{st}");
 }
+
+/// A 404 that is not the receiver saying it has no such handoff (a proxy in front of it, or
+/// another HTTP server now at its address, answering every path with its own page) says nothing
+/// about the handoff: a committed job is not failed over it, however many come in a row.
+#[test]
+fn a_404_page_from_a_proxy_does_not_fail_a_committed_job() {
+    let tmp = tempfile::tempdir().unwrap();
+    let committed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let c = committed.clone();
+    let fake = FakePeer::start(move |r| match (r.method.as_str(), r.path.as_str()) {
+        ("POST", "/api/v1/peer/offer") => json_answer(200, &json!({"att_ms": 1, "awt_ms": 0, "ru": 0.0})),
+        ("POST", "/api/v1/peer/handoffs") => {
+            let q: Value = serde_json::from_slice(&r.body).unwrap_or_default();
+            json_answer(
+                200,
+                &json!({"handoff": q["handoff"], "state": "prepared", "job": null, "job_state": null,
+                    "sites": [], "exit_ok": null, "failure": null}),
+            )
+        }
+        ("POST", p) if p.ends_with("/commit") && !c.swap(true, std::sync::atomic::Ordering::SeqCst) => json_answer(
+            200,
+            &json!({"handoff": handoff_of(p), "state": "committed", "job": 7, "job_state": "running",
+                "sites": ["beta/b1"], "exit_ok": null, "failure": null}),
+        ),
+        _ => (404, vec!["content-type: text/html".into()], b"<html><body><h1>404 Not Found</h1>nginx</body></html>".to_vec()),
+    });
+    let (a, alice, id) = busy_origin(tmp.path(), &fake, &sleep_job("far", 1));
+    let looks = |f: &FakePeer| f.seen.lock().unwrap().iter().filter(|r| r.method == "GET" && r.path.starts_with("/api/v1/peer/handoffs/")).count();
+    let grid = || get(&a, &alice, &format!("/api/v1/grid/jobs/{id}"));
+    wait_until(60, &|| format!("{} looks", looks(&fake)), &|| {
+        looks(&fake) > 2 * MISSING_TRIES as usize || grid()["state"] == "failed"
+    });
+    let g = grid();
+    assert_eq!(g["state"], "migrated", "{g}");
+}
