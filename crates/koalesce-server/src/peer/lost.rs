@@ -15,7 +15,8 @@
 //! abort) the job fails here with a reason saying what happened, rather than wait for ever or
 //! risk running it on both sides; a 404 once is not taken for the peer's last word. Any other
 //! answer starts the count again. The count lives in memory: a restart of the origin gives a
-//! handoff its tries again, still a bounded number per run.
+//! handoff its tries again, still a bounded number per run. Only koalesce's own 404 for the
+//! handoff counts ([`is_missing`]): a proxy's or another server's 404 page is no answer about it.
 
 use std::sync::Arc;
 
@@ -27,15 +28,17 @@ use super::{blocking, data, CallError, Federation};
 /// fails.
 pub const MISSING_TRIES: u32 = 5;
 
-/// Whether a call's answer is the receiver saying it has no such handoff.
-pub(crate) fn is_missing<T>(r: &Result<T, CallError>) -> bool {
-    matches!(r, Err(CallError::Refused(404, _)))
+/// Whether a call's answer about handoff `h` is the receiver saying it has no such handoff: a
+/// 404 with koalesce's own message for it. Any other 404 (a proxy's page, another server now at
+/// the peer's address, a path it does not serve) says nothing about the handoff.
+pub(crate) fn is_missing<T>(r: &Result<T, CallError>, h: &str) -> bool {
+    matches!(r, Err(CallError::Refused(404, m)) if *m == format!("handoff '{}' not found", crate::api::cut_message(h)))
 }
 
 /// After a call about grid job `id`'s handoff: forgets its 404 count unless the peer said 404
 /// or did not answer.
-pub(crate) fn answered<T>(fed: &Federation, id: u64, r: &Result<T, CallError>) {
-    if !is_missing(r) && !matches!(r, Err(CallError::Unreachable(_))) {
+pub(crate) fn answered<T>(fed: &Federation, id: u64, h: &str, r: &Result<T, CallError>) {
+    if !is_missing(r, h) && !matches!(r, Err(CallError::Unreachable(_))) {
         fed.missing.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
     }
 }
