@@ -235,3 +235,32 @@ fn a_peer_cannot_make_the_receiver_keep_unbounded_handoffs_or_tombstones() {
     let t: Value = gamma.call("/api/v1/peer/handoffs/gamma-10-1/abort", Some(&())).unwrap();
     assert_eq!(t["state"], "aborted", "gamma's own bound: {t}");
 }
+
+/// The bound on tombstones must not wedge an honest origin for ever: a tombstone is kept long
+/// enough to refuse a late phase one (`handoff_timeout_ms`, as a prepared handoff's life), then
+/// goes, so an origin that reached the bound can abort again later instead of being refused
+/// (and its jobs left handing over, or failed) for good.
+#[test]
+fn tombstones_expire_so_the_bound_does_not_refuse_an_origin_for_good() {
+    use koalesce_server::peer::CallError;
+    let tmp = tempfile::tempdir().unwrap();
+    let b = server_tuned(&tmp.path().join("b"), "beta", free_port(), &[("b1", 4)], &[("alpha", free_port())], |f| {
+        f.probe_bytes = 0;
+        f.max_handoffs_per_peer = 1;
+        f.handoff_timeout_ms = 300;
+    });
+    let alpha = as_peer("alpha", &b);
+    let abort = |h: &str| alpha.call::<(), Value>(&format!("/api/v1/peer/handoffs/{h}/abort"), Some(&()));
+    assert_eq!(abort("alpha-10-1").unwrap()["state"], "aborted");
+    // At once: the bound holds, and the tombstone refuses a late phase one.
+    assert!(matches!(abort("alpha-11-1"), Err(CallError::Refused(429, _))));
+    let late = alpha.call::<_, Value>(
+        "/api/v1/peer/handoffs",
+        Some(&json!({"handoff": "alpha-10-1", "user": "alice", "description": sleep_job("late", 0), "inputs": []})),
+    );
+    assert_eq!(late.unwrap()["state"], "aborted");
+    // Later, the old tombstone has gone and the origin's abort is taken.
+    wait_until(15, &|| "the abort of alpha-11-1 is still refused".into(), &|| {
+        abort("alpha-11-1").is_ok_and(|t| t["state"] == "aborted")
+    });
+}
