@@ -244,11 +244,18 @@ fn a_peer_cannot_make_the_receiver_keep_unbounded_handoffs_or_tombstones() {
 fn tombstones_expire_so_the_bound_does_not_refuse_an_origin_for_good() {
     use koalesce_server::peer::CallError;
     let tmp = tempfile::tempdir().unwrap();
-    let b = server_tuned(&tmp.path().join("b"), "beta", free_port(), &[("b1", 4)], &[("alpha", free_port())], |f| {
-        f.probe_bytes = 0;
-        f.max_handoffs_per_peer = 1;
-        f.handoff_timeout_ms = 300;
-    });
+    let b = server_tuned(
+        &tmp.path().join("b"),
+        "beta",
+        free_port(),
+        &[("b1", 4)],
+        &[("alpha", free_port())],
+        |f| {
+            f.probe_bytes = 0;
+            f.max_handoffs_per_peer = 1;
+            f.handoff_timeout_ms = 1_000;
+        },
+    );
     let alpha = as_peer("alpha", &b);
     let abort = |h: &str| alpha.call::<(), Value>(&format!("/api/v1/peer/handoffs/{h}/abort"), Some(&()));
     assert_eq!(abort("alpha-10-1").unwrap()["state"], "aborted");

@@ -384,7 +384,7 @@ impl Journal {
                 params![handoff, origin],
             )?;
             c.execute(
-                "UPDATE incoming SET state = 'aborted' WHERE handoff = ?1 AND state = 'prepared'",
+                "UPDATE incoming SET state = 'aborted', touched_ms = 0 WHERE handoff = ?1 AND state = 'prepared'",
                 [handoff],
             )?;
             c.query_row(
@@ -504,6 +504,23 @@ impl Journal {
             let mut st = c.prepare("SELECT handoff FROM incoming WHERE state = 'prepared' AND touched_ms < ?1 ORDER BY handoff")?;
             let rows = st.query_map([before as i64], |r| r.get::<_, String>(0))?;
             rows.collect()
+        })
+    }
+
+    /// Forgets aborted handoffs (tombstones included) aborted before `before` (Unix ms) whose
+    /// received data is gone; those with no time recorded (aborted since the last pass, or by
+    /// an older version) get `now` first, so each is kept a full period from here. Returns how
+    /// many went.
+    pub fn forget_aborted(&self, before: u64, now: u64) -> rusqlite::Result<usize> {
+        self.with(|c| {
+            c.execute(
+                "UPDATE incoming SET touched_ms = ?1 WHERE state = 'aborted' AND touched_ms = 0",
+                [now as i64],
+            )?;
+            c.execute(
+                "DELETE FROM incoming WHERE state = 'aborted' AND swept = 1 AND touched_ms < ?1",
+                [before as i64],
+            )
         })
     }
 
