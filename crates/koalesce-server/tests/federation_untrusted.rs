@@ -271,3 +271,32 @@ fn tombstones_expire_so_the_bound_does_not_refuse_an_origin_for_good() {
         abort("alpha-11-1").is_ok_and(|t| t["state"] == "aborted")
     });
 }
+
+/// A receiver that lost a handoff and refuses its abort with a hostile message (terminal
+/// escapes, newlines, 100 000 characters): the job fails with a reason that names the refusal
+/// as plain text of bounded length, not the peer's bytes raw.
+#[test]
+fn a_peers_refusal_of_an_abort_reaches_users_as_bounded_plain_text() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hostile = format!("journal\r\n\u{1b}[2J\u{1b}]0;owned\u{7}gone\u{202e}{}", "x".repeat(100_000));
+    let fake = FakePeer::start(move |r| match (r.method.as_str(), r.path.as_str()) {
+        ("POST", "/api/v1/peer/offer") => json_answer(200, &json!({"att_ms": 1, "awt_ms": 0, "ru": 0.0})),
+        ("POST", "/api/v1/peer/handoffs") => {
+            let q: Value = serde_json::from_slice(&r.body).unwrap_or_default();
+            json_answer(
+                200,
+                &json!({"handoff": q["handoff"], "state": "prepared", "job": null, "job_state": null,
+                    "sites": [], "exit_ok": null, "failure": null}),
+            )
+        }
+        (_, p) if p.ends_with("/abort") => json_answer(503, &json!({"error": hostile})),
+        (_, p) => json_answer(404, &json!({"error": format!("handoff '{}' not found", handoff_of(p))})),
+    });
+    let (a, alice, id) = busy_origin(tmp.path(), &fake, &sleep_job("far", 1));
+    let g = wait_grid(&a, &alice, id, 60);
+    assert_eq!(g["state"], "failed", "{g}");
+    let why = g["reason"].as_str().unwrap();
+    assert!(why.contains("503") && why.contains("journal"), "{why}");
+    assert!(!why.chars().any(|c| c.is_control() || c == '\u{202e}'), "{why:?}");
+    assert!(why.chars().count() <= 4_000, "{} characters", why.chars().count());
+}
