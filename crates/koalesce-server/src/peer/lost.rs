@@ -82,7 +82,9 @@ pub(crate) async fn handoff_missing(fed: &Arc<Federation>, i: usize, row: &GridR
                 Err(e) if tries >= MISSING_TRIES => (
                     state::FAILED,
                     format!(
-                        "handoff {h} is unknown at {peer} (404 to {tries} requests in a row) and its abort there was not confirmed ({e}): failed here rather than risk running it twice"
+                        "handoff {h} is unknown at {peer} (404 to {tries} requests in a row) and its abort there was not confirmed ({}): failed here rather than risk running it twice",
+                        // The peer's words: plain text, bounded, before users see them.
+                        super::wire::plain(&e.to_string(), 2000)
                     ),
                 ),
                 Err(e) => {
