@@ -235,3 +235,28 @@ fn a_404_page_from_a_proxy_does_not_fail_a_committed_job() {
     // Still followed at beta as its job 7 (last known running), not failed.
     assert_eq!((g["state"].as_str(), g["job"].as_u64()), (Some("running"), Some(7)), "{g}");
 }
+
+/// Alpha killed between beta's confirmation of the abort of a lost handoff and its own
+/// journal's update: restarted, its journal still says migrated (not committed) and beta holds
+/// a tombstone. The commit is refused (409), the job decided again, and it runs once.
+#[test]
+fn an_origin_killed_after_the_abort_at_the_receiver_runs_the_job_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b, alice, as_alpha) = {
+        let (pa, pb) = (free_port(), free_port());
+        let b = server(&tmp.path().join("b"), "beta", pb, &[("b1", 4)], &[("alpha", pa)]);
+        let as_alpha = PeerClient::new("alpha", "beta", &b.url(), SECRET.into(), 5_000);
+        let t: Value = as_alpha.call("/api/v1/peer/handoffs/alpha-1-1/abort", Some(&())).unwrap();
+        assert_eq!(t["state"], "aborted", "the abort alpha sent before it was killed: {t}");
+        migrated_journal(&tmp.path().join("a"), None, false);
+        let a = server(&tmp.path().join("a"), "alpha", pa, &[("a1", 1)], &[("beta", pb)]);
+        let alice = token(&a.data_dir, "alice", false);
+        (a, b, alice, as_alpha)
+    };
+    let g = wait_grid(&a, &alice, 1, 30);
+    assert_eq!(g["state"], "succeeded", "{g}");
+    let (at_a, at_b) = jobs_run(&a, &b, &alice);
+    assert_eq!(at_a + at_b, 1, "alpha ran {at_a}, beta ran {at_b}");
+    let st: Value = as_alpha.call::<(), _>("/api/v1/peer/handoffs/alpha-1-1", None).unwrap();
+    assert_eq!(st["state"], "aborted", "{st}");
+}
