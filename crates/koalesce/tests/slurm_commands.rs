@@ -645,3 +645,31 @@ fn sbatch_node_counts_as_real_slurm() {
         }
     }
 }
+
+/// `scontrol version` after scontrol's global flags (`-o`, `-Q`, `-d`), as Slurm 22.05's
+/// scontrol takes it (`scontrol -o version` prints the version there too), and without a
+/// server: the version needs none.
+#[test]
+fn scontrol_version_after_global_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    let out = Command::new(BIN)
+        .args(["slurm-commands", "install"])
+        .arg(&bin)
+        .args(["--url", "http://127.0.0.1:1"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "install: {}", String::from_utf8_lossy(&out.stderr));
+    let scontrol = |args: &[&str]| Command::new(bin.join("scontrol")).args(args).env_remove("KOALESCE_URL").output().unwrap();
+    let want = String::from_utf8(scontrol(&["version"]).stdout).unwrap();
+    assert!(want.starts_with("slurm 22.05."), "{want}");
+    for args in [&["-o", "version"][..], &["-Q", "version"], &["-d", "-o", "VERSION"]] {
+        let o = scontrol(args);
+        assert_eq!(
+            (o.status.code(), String::from_utf8_lossy(&o.stdout).to_string()),
+            (Some(0), want.clone()),
+            "scontrol {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}
