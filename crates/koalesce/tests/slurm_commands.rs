@@ -660,7 +660,13 @@ fn scontrol_version_after_global_flags() {
         .output()
         .unwrap();
     assert!(out.status.success(), "install: {}", String::from_utf8_lossy(&out.stderr));
-    let scontrol = |args: &[&str]| Command::new(bin.join("scontrol")).args(args).env_remove("KOALESCE_URL").output().unwrap();
+    let scontrol = |args: &[&str]| {
+        Command::new(bin.join("scontrol"))
+            .args(args)
+            .env_remove("KOALESCE_URL")
+            .output()
+            .unwrap()
+    };
     let want = String::from_utf8(scontrol(&["version"]).stdout).unwrap();
     assert!(want.starts_with("slurm 22.05."), "{want}");
     for args in [&["-o", "version"][..], &["-Q", "version"], &["-d", "-o", "VERSION"]] {
