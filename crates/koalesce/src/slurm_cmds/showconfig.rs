@@ -111,6 +111,16 @@ mod tests {
     }
 
     #[test]
+    fn keys_come_in_slurm_22_05s_order() {
+        // The order of these keys in Slurm 22.05.8's `scontrol show config` on the test bed
+        // (lines 28, 93, 144, 146 and 166 of its listing).
+        let real = ["ClusterName", "MinJobAge", "SlurmctldHost[0]", "SlurmctldPort", "SLURM_VERSION"];
+        let s = render(0, "http://h.example:7000");
+        let ours: Vec<&str> = s.lines().filter_map(|l| l.split_once(" = ")).map(|(k, _)| k.trim_end()).collect();
+        assert_eq!(ours, real, "{s}");
+    }
+
+    #[test]
     fn listing_is_padded_like_slurm_22_05() {
         let s = render(0, "http://h.example:7000");
         let lines: Vec<&str> = s.lines().collect();
