@@ -66,9 +66,10 @@ pub(crate) fn render(now_ms: u64, url: &str) -> String {
         ("ClusterName", CLUSTER_NAME.to_string()),
         // koalesce keeps every job's record; Slurm's 0 means records are never purged.
         ("MinJobAge", "0 sec".to_string()),
-        ("SLURM_VERSION", SLURM_VERSION.to_string()),
         ("SlurmctldHost[0]", host.clone()),
         ("SlurmctldPort", port.to_string()),
+        // Last, as in Slurm's listing (after the SLURM_CONF line koalesce has no counterpart for).
+        ("SLURM_VERSION", SLURM_VERSION.to_string()),
     ];
     let mut out = format!("Configuration data as of {}\n", timestamp(now_ms));
     for (k, v) in pairs {
