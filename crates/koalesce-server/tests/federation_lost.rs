@@ -155,6 +155,41 @@ fn a_receiver_that_keeps_answering_404_gets_bounded_tries_then_the_job_fails() {
     assert_eq!(commits(&fake), MISSING_TRIES as usize, "no more commits once it failed");
 }
 
+/// Beta (its journal lost, its jobs kept) with the job of `alpha-1-1` committed as a
+/// `secs`-second job: (beta's directory, its port, alpha's port, the job id at beta, the
+/// client as alpha). Beta is stopped; the caller starts it again.
+fn journal_lost_jobs_kept(tmp: &Path, secs: u32) -> (std::path::PathBuf, u16, u16, u64) {
+    let (pa, pb) = (free_port(), free_port());
+    let bdir = tmp.join("b");
+    let b = server(&bdir, "beta", pb, &[("b1", 4)], &[("alpha", pa)]);
+    let as_alpha = PeerClient::new("alpha", "beta", &b.url(), SECRET.into(), 5_000);
+    prepare_handoff(&as_alpha, "alpha-1-1", &sleep_job("lost", secs), json!([]));
+    let rid = commit_until_submitted(&as_alpha, "alpha-1-1", 10)["job"].as_u64().unwrap();
+    let journal = b.data_dir.join("federation.db");
+    b.stop();
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", journal.display()));
+    }
+    (bdir, pb, pa, rid)
+}
+
+/// As above with the job id known at alpha (committed, followed): beta lost its journal, not
+/// its jobs. Alpha's looks get 404; the job is still there and its outcome can be learned, so
+/// alpha does not fail it: it asks beta to abort, beta takes the job back (committed, the same
+/// job id) and alpha follows it to its end. It runs once.
+#[test]
+fn a_committed_handoff_whose_job_the_receiver_still_has_is_followed_to_its_end() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (bdir, pb, pa, rid) = journal_lost_jobs_kept(tmp.path(), 1);
+    let b = server(&bdir, "beta", pb, &[("b1", 4)], &[("alpha", pa)]);
+    migrated_journal(&tmp.path().join("a"), Some(rid), false);
+    let a = server(&tmp.path().join("a"), "alpha", pa, &[("a1", 1)], &[("beta", pb)]);
+    let alice = token(&a.data_dir, "alice", false);
+    let g = wait_grid(&a, &alice, 1, 30);
+    assert_eq!((g["state"].as_str(), g["job"].as_u64()), (Some("succeeded"), Some(rid)), "{g}");
+    assert_eq!(jobs_run(&a, &b, &alice), (0, 1), "run once, at beta");
+}
+
 /// Committed at beta (its core has the job) but alpha never learned the job id (the commit's
 /// answer was lost), then beta lost its journal and not its jobs: alpha's commit gets 404 and
 /// it aborts. Beta must not leave a tombstone and let alpha decide the job again (it would run
