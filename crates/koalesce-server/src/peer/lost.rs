@@ -9,7 +9,9 @@
 //! `aborted`, the job is decided again here, as after a receiver's own abort
 //! ([`super::results::commit_refused`]); a job whose user cancelled it ends cancelled there.
 //!
-//! Committed there (the receiver gave it a job id) and now unknown: the job may have run, or
+//! Committed there (the receiver gave it a job id) and now unknown: before the job fails the
+//! origin sends an abort, which a receiver that lost its journal but not its jobs answers by taking the job back
+//! (`committed`, the same job id): it is followed as before. Otherwise the job may have run, or
 //! still run, and its outcome can no longer be learned, so it is not run again. Either way,
 //! after [`MISSING_TRIES`] answers of 404 in a row (with, before the commit, no confirmed
 //! abort) the job fails here with a reason saying what happened, rather than wait for ever or
@@ -53,6 +55,24 @@ pub(crate) async fn handoff_missing(fed: &Arc<Federation>, i: usize, row: &GridR
         *n += 1;
         *n
     };
+    if let Some(rid) = row.remote_id.filter(|_| tries >= MISSING_TRIES) {
+        // Before it fails: its journal lost, its jobs kept, the abort of a handoff unknown there
+        // takes the job back (answered committed, as the same job) when it is still there (an
+        // abort of a committed handoff changes nothing). Then it is followed as usual. Not
+        // sooner: an abort of a handoff it has no job of leaves a tombstone, which it would
+        // then show to the looks instead of 404.
+        let client = fed.peers[i].clone();
+        let path = format!("/api/v1/peer/handoffs/{}/abort", data::encode(h));
+        let r = blocking(move || client.call::<(), HandoffState>(&path, Some(&()))).await;
+        fed.record(i, &r);
+        if let Ok(s) = r {
+            if s.state == "committed" && s.job == Some(rid) {
+                tracing::warn!(grid_job = row.id, %peer, handoff = h, "committed handoff unknown at the peer, whose job is still there: taken back there");
+                fed.missing.lock().unwrap_or_else(|p| p.into_inner()).remove(&row.id);
+                return Ok(());
+            }
+        }
+    }
     let (to, why) = match row.remote_id {
         Some(rid) if tries >= MISSING_TRIES => (
             state::FAILED,
