@@ -686,6 +686,40 @@ mod tests {
     }
 
     #[test]
+    fn only_swept_aborted_handoffs_are_forgotten_a_full_period_after_their_abort() {
+        let dir = tempfile::tempdir().unwrap();
+        let j = Journal::open(&dir.path().join("f.db")).unwrap();
+        for h in ["alpha-1-1", "alpha-2-1", "alpha-3-1", "alpha-4-1"] {
+            j.prepare(h, "alpha", "u", "d", "[]").unwrap();
+            j.touch(h, 1).unwrap();
+        }
+        j.committed("alpha-2-1", 4).unwrap();
+        j.abort("alpha-3-1", "alpha").unwrap();
+        j.abort("alpha-9-1", "alpha").unwrap(); // a tombstone
+        j.adopt("alpha-8-1", "alpha", "d", 5).unwrap();
+        for h in ["alpha-3-1", "alpha-9-1"] {
+            j.set_swept(h).unwrap();
+        }
+        // Aborted at some moment before this pass: stamped now, kept a full period from here,
+        // even when the handoff was last touched long ago.
+        assert_eq!(j.forget_aborted(5_000, 10_000).unwrap(), 0);
+        assert_eq!(j.tombstones_of("alpha").unwrap(), 1);
+        assert_eq!(j.forget_aborted(9_999, 10_001).unwrap(), 0);
+        assert_eq!(j.forget_aborted(10_001, 20_000).unwrap(), 2);
+        assert_eq!(j.tombstones_of("alpha").unwrap(), 0);
+        // Prepared, committed (adopted too) and unswept aborted handoffs stay.
+        j.abort("alpha-4-1", "alpha").unwrap();
+        assert_eq!(j.forget_aborted(u64::MAX, 30_000).unwrap(), 0, "not swept");
+        let left: Vec<String> = ["alpha-1-1", "alpha-2-1", "alpha-3-1", "alpha-4-1", "alpha-8-1", "alpha-9-1"]
+            .into_iter()
+            .filter(|h| j.incoming(h).unwrap().is_some())
+            .map(str::to_string)
+            .collect();
+        assert_eq!(left, ["alpha-1-1", "alpha-2-1", "alpha-4-1", "alpha-8-1"]);
+        assert_eq!(j.incoming("alpha-8-1").unwrap().unwrap().local_id, Some(5));
+    }
+
+    #[test]
     fn released_handoffs_no_longer_hold_their_inputs() {
         let dir = tempfile::tempdir().unwrap();
         let j = Journal::open(&dir.path().join("f.db")).unwrap();
