@@ -620,15 +620,17 @@ fn sbatch_node_counts_as_real_slurm() {
         .unwrap();
     assert!(out.status.success(), "install: {}", String::from_utf8_lossy(&out.stderr));
     let first_line = |o: &std::process::Output| String::from_utf8_lossy(&o.stderr).lines().next().unwrap_or_default().to_string();
-    for n in ["0", "0-0", "0-1", "1-0", "1-2", "2", "3-2", "abc"] {
+    // Also Slurm's corners: a range without a minimum ("-2": 1-2), without a maximum, with two
+    // dashes, a bad part (named alone), a leading blank.
+    for n in ["0", "0-0", "0-1", "1-0", "1-2", "2", "3-2", "abc", "-2", "2-", "1-2-3", "abc-2", " 2"] {
         let real = Command::new("sbatch")
-            .args(["-N", n, "-o", "/dev/null", "--wrap", "true"])
+            .args([&format!("--nodes={n}"), "-o", "/dev/null", "--wrap", "true"])
             .env("SLURM_CONF", &conf)
             .current_dir(dir.path())
             .output()
             .unwrap();
         let ours = Command::new(bin.join("sbatch"))
-            .args(["--test-only", "-N", n, "--wrap", "true"])
+            .args(["--test-only", &format!("--nodes={n}"), "--wrap", "true"])
             .current_dir(dir.path())
             .env_remove("KOALESCE_URL")
             .output()
