@@ -622,7 +622,9 @@ fn sbatch_node_counts_as_real_slurm() {
     let first_line = |o: &std::process::Output| String::from_utf8_lossy(&o.stderr).lines().next().unwrap_or_default().to_string();
     // Also Slurm's corners: a range without a minimum ("-2": 1-2), without a maximum, with two
     // dashes, a bad part (named alone), a leading blank.
-    for n in ["0", "0-0", "0-1", "1-0", "1-2", "2", "3-2", "abc", "-2", "2-", "1-2-3", "abc-2", " 2"] {
+    for n in [
+        "0", "0-0", "0-1", "1-0", "1-2", "2", "3-2", "abc", "-2", "2-", "1-2-3", "abc-2", " 2",
+    ] {
         let real = Command::new("sbatch")
             .args([&format!("--nodes={n}"), "-o", "/dev/null", "--wrap", "true"])
             .env("SLURM_CONF", &conf)
