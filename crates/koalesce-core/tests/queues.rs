@@ -168,3 +168,35 @@ fn the_placement_tries_threshold_fails_a_job() {
     assert_eq!(s.poll_timeout(), None);
     assert_eq!(s.job(j).unwrap().timeline.finished, Some(180_000));
 }
+
+#[test]
+fn a_job_queued_while_a_scan_runs_stays_in_the_queue_it_walked() {
+    // The scan judges each job right after its try; a job released into the walked queue by
+    // another job's outcome (here a dependent of a job that fails in the scan) was not in the
+    // queue when the scan began and must still be there after it.
+    use koalesce_core::scheduler::{DependencyKind, Gate};
+    let config = SchedulerConfig {
+        max_placement_tries: Some(1),
+        ..SchedulerConfig::default()
+    };
+    let mut s = one_site(config, 10);
+    s.update_site_idle(A, 5);
+    let a = s.submit_gated(0, JobId(1), ten("never", Priority::High), Gate::default()).unwrap();
+    let small = JobSpec {
+        priority: Priority::High,
+        policy: Some(PolicyKind::Wf),
+        ..JobSpec::simple("dependent", &[2], &[], 10_000)
+    };
+    let b = s
+        .submit_gated(0, JobId(2), small, after(&[(a, DependencyKind::AfterNotOk)]))
+        .unwrap();
+    assert_eq!(state(&s, b), JobState::Held);
+    s.handle_timeout(60_000);
+    assert_eq!(state(&s, a), JobState::Failed(FailureReason::PlacementTries));
+    assert_eq!(state(&s, b), JobState::Queued);
+    assert_eq!(s.queued(Priority::High).collect::<Vec<_>>(), vec![b]);
+    let next = s.poll_timeout().expect("a scan for the released job");
+    s.handle_timeout(next);
+    assert_ne!(state(&s, b), JobState::Queued, "placed by the next scan");
+    assert_eq!(s.queue_length(), 0);
+}

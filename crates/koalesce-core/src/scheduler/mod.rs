@@ -110,6 +110,16 @@ pub struct Scheduler {
     gridway: gridway::GridwayState,
     /// Queue estimates, reservation plans and counters of the broker (`broker.rs`).
     broker: broker::BrokerState,
+    /// What a scan in progress watches for (`scan.rs`).
+    scan_watch: ScanWatch,
+}
+
+/// While a scan walks a queue: the job it is trying, and whether the state of another job
+/// changed since the scan began (or its queue held a job twice).
+#[derive(Debug, Clone, Default)]
+struct ScanWatch {
+    trying: Option<JobId>,
+    disturbed: bool,
 }
 
 impl Scheduler {
@@ -160,6 +170,7 @@ impl Scheduler {
             stats: SchedulerStats::default(),
             gridway,
             broker: broker::BrokerState::new(sites_len),
+            scan_watch: ScanWatch::default(),
         }
     }
 

@@ -11,7 +11,7 @@ use crate::state::{ComponentState, FailureReason, JobState};
 
 use super::broker::brokered;
 use super::gridway::SiteChoice;
-use super::{known, Action, Component, FileSourceRecord, Job, Scheduler, TransferKey, TransferStatus};
+use super::{known, Action, Component, FileSourceRecord, Job, ScanWatch, Scheduler, TransferKey, TransferStatus};
 
 impl Scheduler {
     pub(super) fn arm_scan(&mut self, now: Millis) {
@@ -48,21 +48,39 @@ impl Scheduler {
         let snapshot: Vec<JobId> = self.queues.queue(priority).iter().copied().collect();
         // One capacity view per scan, lowered by each placement the scan makes.
         let mut capacity = self.capacity();
+        // What remains of the queue is the jobs still queued at this level, in order (promoted
+        // jobs were appended to their new queue by `try_place_job`). Each job is judged right
+        // after its own try, while its record is in cache; that is the judgement of the end of
+        // the scan unless something changed another job's state or this queue's entries (a
+        // state change of another job, a job queued, an entry twice in the queue): then the
+        // queue is filtered again at the end, as a whole.
+        let pushes = self.queues.pushes();
+        self.scan_watch = ScanWatch {
+            trying: None,
+            disturbed: !all_distinct(&snapshot),
+        };
+        let mut kept: VecDeque<JobId> = VecDeque::with_capacity(snapshot.len());
         for id in snapshot {
+            self.scan_watch.trying = Some(id);
             self.try_place_job(now, id, &mut capacity);
+            let job = &self.jobs[&id];
+            if job.state == JobState::Queued && job.priority == priority {
+                kept.push_back(id);
+            }
         }
-        // Keep only jobs still queued at this level, in order; promoted jobs were appended
-        // to their new queue by `try_place_job`.
-        let kept: VecDeque<JobId> = self
-            .queues
-            .queue(priority)
-            .iter()
-            .copied()
-            .filter(|id| {
-                let job = &self.jobs[id];
-                job.state == JobState::Queued && job.priority == priority
-            })
-            .collect();
+        let watch = std::mem::take(&mut self.scan_watch);
+        if watch.disturbed || self.queues.pushes() != pushes {
+            kept = self
+                .queues
+                .queue(priority)
+                .iter()
+                .copied()
+                .filter(|id| {
+                    let job = &self.jobs[id];
+                    job.state == JobState::Queued && job.priority == priority
+                })
+                .collect();
+        }
         self.queues.set_queue(priority, kept);
     }
 
@@ -404,6 +422,16 @@ impl Scheduler {
     }
 }
 
+/// Whether no job is in `ids` twice (most queues are in submission order: checked first).
+fn all_distinct(ids: &[JobId]) -> bool {
+    if ids.windows(2).all(|w| w[0] < w[1]) {
+        return true;
+    }
+    let mut sorted = ids.to_vec();
+    sorted.sort_unstable();
+    sorted.windows(2).all(|w| w[0] != w[1])
+}
+
 /// Fast rejection without asking a policy: a component larger than every site's available
 /// processors, or a flexible total larger than their sum.
 #[inline]
@@ -460,5 +488,20 @@ pub(super) fn placement_at(
         processors,
         sources,
         ftt_ms: total,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn all_distinct_finds_a_job_twice_in_any_order() {
+        let ids = |v: &[u64]| v.iter().map(|&i| JobId(i)).collect::<Vec<_>>();
+        assert!(all_distinct(&ids(&[])));
+        assert!(all_distinct(&ids(&[1, 2, 5])));
+        assert!(all_distinct(&ids(&[5, 1, 2])));
+        assert!(!all_distinct(&ids(&[1, 2, 2])));
+        assert!(!all_distinct(&ids(&[7, 1, 3, 7])));
     }
 }
