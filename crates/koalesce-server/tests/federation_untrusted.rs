@@ -175,3 +175,63 @@ fn a_peers_words_about_a_job_reach_users_without_control_characters() {
     assert!(g["sites"].as_array().unwrap().len() <= 64, "{}", g["sites"]);
     assert!(g["failure"].as_str().unwrap().contains("on fire"), "{g}");
 }
+
+/// A peer cannot make this server keep unbounded rows: at most `max_handoffs_per_peer`
+/// handoffs of it prepared and not committed, and as many tombstones (aborts of handoffs never
+/// seen here); beyond, 429 naming the bound. A repeated phase one, an abort of a known handoff
+/// and another peer's handoffs are not held back; an abort frees a prepared slot.
+#[test]
+fn a_peer_cannot_make_the_receiver_keep_unbounded_handoffs_or_tombstones() {
+    use koalesce_server::peer::CallError;
+    let tmp = tempfile::tempdir().unwrap();
+    let b = server_tuned(
+        &tmp.path().join("b"),
+        "beta",
+        free_port(),
+        &[("b1", 4)],
+        &[("alpha", free_port()), ("gamma", free_port())],
+        |f| {
+            f.probe_bytes = 0;
+            f.max_handoffs_per_peer = 2;
+        },
+    );
+    let (alpha, gamma) = (as_peer("alpha", &b), as_peer("gamma", &b));
+    let desc = sleep_job("held", 0);
+    let refused = |r: Result<Value, CallError>, needle: &str| match r {
+        Err(CallError::Refused(429, m)) => assert!(m.contains(needle) && m.contains("max_handoffs_per_peer = 2"), "{m}"),
+        other => panic!("expected 429 ({needle}): {other:?}"),
+    };
+    let phase_one = |p: &koalesce_server::peer::PeerClient, h: &str| {
+        p.call::<_, Value>(
+            "/api/v1/peer/handoffs",
+            Some(&json!({"handoff": h, "user": "alice", "description": desc, "inputs": []})),
+        )
+    };
+    prepare_handoff(&alpha, "alpha-1-1", &desc, json!([]));
+    prepare_handoff(&alpha, "alpha-2-1", &desc, json!([]));
+    refused(phase_one(&alpha, "alpha-3-1"), "'alpha' has 2 handoffs prepared here");
+    // A retried phase one of a held handoff, and another peer's, still answer.
+    assert_eq!(phase_one(&alpha, "alpha-1-1").unwrap()["state"], "prepared");
+    prepare_handoff(&gamma, "gamma-1-1", &desc, json!([]));
+    // An abort of a known handoff is no tombstone and frees its slot.
+    let a: Value = alpha.call("/api/v1/peer/handoffs/alpha-1-1/abort", Some(&())).unwrap();
+    assert_eq!(a["state"], "aborted");
+    assert_eq!(phase_one(&alpha, "alpha-3-1").unwrap()["state"], "prepared");
+
+    // Tombstones: aborts of handoffs beta never saw.
+    for h in ["alpha-10-1", "alpha-11-1"] {
+        let t: Value = alpha.call(&format!("/api/v1/peer/handoffs/{h}/abort"), Some(&())).unwrap();
+        assert_eq!(t["state"], "aborted", "{t}");
+    }
+    refused(
+        alpha.call::<(), Value>("/api/v1/peer/handoffs/alpha-12-1/abort", Some(&())),
+        "'alpha' has 2 tombstones here",
+    );
+    // Not a tombstone: the refused abort stored nothing; a known handoff is still aborted.
+    let gone = alpha.call::<(), Value>("/api/v1/peer/handoffs/alpha-12-1", None);
+    assert!(matches!(gone, Err(CallError::Refused(404, _))), "{gone:?}");
+    let a: Value = alpha.call("/api/v1/peer/handoffs/alpha-2-1/abort", Some(&())).unwrap();
+    assert_eq!(a["state"], "aborted");
+    let t: Value = gamma.call("/api/v1/peer/handoffs/gamma-10-1/abort", Some(&())).unwrap();
+    assert_eq!(t["state"], "aborted", "gamma's own bound: {t}");
+}

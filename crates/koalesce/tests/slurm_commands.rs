@@ -484,3 +484,164 @@ fn sbatch_test_only_needs_no_server() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+/// `scontrol show config` answers in Slurm 22.05's format once the server answers (tools read
+/// MinJobAge or just check the controller), with the version `--version` prints; `squeue -M`
+/// prints Slurm's `CLUSTER:` line before the table, not with `-h`.
+#[test]
+fn show_config_and_the_cluster_line_read_like_slurm() {
+    let mut s = Server::start(LOCAL_SITES, &[]);
+    let conf = s.stdout("scontrol", &["show", "config"]);
+    let lines: Vec<&str> = conf.lines().collect();
+    assert!(lines[0].starts_with("Configuration data as of 20"), "{conf}");
+    let value = |key: &str| {
+        lines
+            .iter()
+            .find_map(|l| l.split_once(" = ").filter(|(k, _)| k.trim_end() == key).map(|(_, v)| v.to_string()))
+            .unwrap_or_else(|| panic!("{key} missing: {conf}"))
+    };
+    assert_eq!(value("ClusterName"), "koalesce");
+    assert_eq!(value("MinJobAge"), "0 sec", "koalesce never purges a job's record");
+    let version = s.stdout("sbatch", &["--version"]);
+    assert_eq!(version, format!("slurm {}\n", value("SLURM_VERSION")));
+    assert_eq!(s.stdout("scontrol", &["--version"]), version);
+    let port = s.url.rsplit(':').next().unwrap().trim_end_matches('/').to_string();
+    assert_eq!(value("SlurmctldPort"), port);
+    assert!(conf.ends_with(" is UP\n"), "{conf}");
+    // Slurm's abbreviation.
+    assert!(s.stdout("scontrol", &["show", "conf"]).contains("ClusterName"));
+    let host = value("SlurmctldHost[0]");
+    assert_eq!(s.stdout("scontrol", &["ping"]), format!("Slurmctld(primary) at {host} is UP\n"));
+
+    let q = s.stdout("squeue", &["-M", "koalesce"]);
+    assert_eq!(
+        q.lines().take(2).collect::<Vec<_>>(),
+        [
+            "CLUSTER: koalesce",
+            "             JOBID PARTITION     NAME     USER ST       TIME  NODES NODELIST(REASON)"
+        ]
+    );
+    assert_eq!(s.stdout("squeue", &["--clusters=all", "-h"]), "", "no line without the header");
+
+    // The controller down: an error, exit 1.
+    s.stop();
+    let o = s.run("scontrol", &["show", "config"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("Unable to contact the koalesce server"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(o.stdout.is_empty());
+    let o = s.run("scontrol", &["ping"]);
+    assert_eq!(o.status.code(), Some(1));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.starts_with(&format!("Slurmctld(primary) at {host} is DOWN\n")), "{out}");
+}
+
+/// koalesce's `scontrol show config` beside real Slurm's (a test bed's cluster): the same
+/// header, every key koalesce prints is one Slurm prints, padded the same and with a value of
+/// the same form, the same controller line at the end, and the same release number in
+/// `--version`.
+#[test]
+fn show_config_reads_like_real_slurm() {
+    let bed = slurm_common::Bed::up(1, 1, 0);
+    let conf = bed.tmp.path().join("bed/alpha/slurm.conf");
+    let real_cmd = |args: &[&str]| {
+        let o = Command::new("scontrol").args(args).env("SLURM_CONF", &conf).output().unwrap();
+        assert!(o.status.success(), "scontrol {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let real = real_cmd(&["show", "config"]);
+    let s = Server::start(LOCAL_SITES, &[]);
+    let ours = s.stdout("scontrol", &["show", "config"]);
+    let header = |t: &str| {
+        let first = t.lines().next().unwrap_or_default().to_string();
+        let stamp = first.strip_prefix("Configuration data as of ").unwrap_or_else(|| panic!("{first}"));
+        assert_eq!(stamp.len(), "2026-11-28T12:02:46".len(), "{first}");
+        assert_eq!(&stamp[10..11], "T", "{first}");
+    };
+    header(&real);
+    header(&ours);
+    let lines: Vec<&str> = ours.lines().collect();
+    for l in &lines[1..lines.len() - 2] {
+        let (key, value) = l.split_once(" = ").unwrap_or_else(|| panic!("{l}"));
+        let real_line = real
+            .lines()
+            .find(|r| r.split_once(" = ").is_some_and(|(k, _)| k == key))
+            .unwrap_or_else(|| panic!("Slurm has no line '{key} = ...': {real}"));
+        let real_value = &real_line[key.len() + 3..];
+        // Units as Slurm writes them ("300 sec"), numbers where Slurm has numbers.
+        let unit = |v: &str| v.split_once(' ').map(|(_, u)| u.to_string());
+        assert_eq!(unit(value), unit(real_value), "{l} / {real_line}");
+        if real_value.parse::<u64>().is_ok() {
+            assert!(value.parse::<u64>().is_ok(), "{l} / {real_line}");
+        }
+    }
+    let trailer = |t: &str| t.lines().rev().take(2).map(str::to_string).collect::<Vec<_>>();
+    for t in [trailer(&real), trailer(&ours)] {
+        assert!(
+            t[0].starts_with("Slurmctld(primary) at ") && t[0].ends_with(" is UP") && t[1].is_empty(),
+            "{t:?}"
+        );
+    }
+    for ping in [real_cmd(&["ping"]), s.stdout("scontrol", &["ping"])] {
+        assert!(
+            ping.starts_with("Slurmctld(primary) at ") && ping.ends_with(" is UP\n") && ping.lines().count() == 1,
+            "{ping}"
+        );
+    }
+    let real_version = real_cmd(&["--version"]);
+    let ours_version = s.stdout("scontrol", &["--version"]);
+    let number = |v: &str| v.split_whitespace().nth(1).unwrap_or_default().to_string();
+    assert_eq!(number(&ours_version), number(&real_version), "{ours_version} / {real_version}");
+    let slurm_version = |t: &str| {
+        t.lines()
+            .find_map(|l| l.strip_prefix("SLURM_VERSION"))
+            .map(|v| v.trim_start_matches([' ', '=']).to_string())
+    };
+    assert_eq!(slurm_version(&ours), slurm_version(&real));
+}
+
+/// `sbatch -N` forms beside real Slurm 22.05's sbatch on a test bed: the same ones accepted,
+/// the same refused with the same message and exit status (koalesce's checked with
+/// `--test-only`, which needs no server).
+#[test]
+fn sbatch_node_counts_as_real_slurm() {
+    let bed = slurm_common::Bed::up(1, 2, 0);
+    let conf = bed.tmp.path().join("bed/alpha/slurm.conf");
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    let out = Command::new(BIN)
+        .args(["slurm-commands", "install"])
+        .arg(&bin)
+        .args(["--url", "http://127.0.0.1:1"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "install: {}", String::from_utf8_lossy(&out.stderr));
+    let first_line = |o: &std::process::Output| String::from_utf8_lossy(&o.stderr).lines().next().unwrap_or_default().to_string();
+    for n in ["0", "0-0", "0-1", "1-0", "1-2", "2", "3-2", "abc"] {
+        let real = Command::new("sbatch")
+            .args(["-N", n, "-o", "/dev/null", "--wrap", "true"])
+            .env("SLURM_CONF", &conf)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        let ours = Command::new(bin.join("sbatch"))
+            .args(["--test-only", "-N", n, "--wrap", "true"])
+            .current_dir(dir.path())
+            .env_remove("KOALESCE_URL")
+            .output()
+            .unwrap();
+        assert_eq!(
+            ours.status.code(),
+            real.status.code(),
+            "-N {n}: {} / {}",
+            first_line(&ours),
+            first_line(&real)
+        );
+        if !real.status.success() {
+            assert_eq!(first_line(&ours), first_line(&real), "-N {n}");
+        }
+    }
+}

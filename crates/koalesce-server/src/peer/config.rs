@@ -14,6 +14,9 @@
 //! handoff_timeout_ms = 600000    # a handoff prepared here and not committed for this long is aborted
 //! received_retention_ms = 864000000 # a received job's inputs and outputs kept this long after it ended
 //!                                #   when its origin never says `done` (10 days, as HTCondor's spool)
+//! max_handoffs_per_peer = 10000  # at most this many handoffs from one peer prepared here and not
+//!                                #   committed, and as many tombstones of it (aborts of handoffs never
+//!                                #   seen here); beyond, its phase one / abort is refused with 429
 //! tau = 1.4                      # the seed's parameters (002 §V); phi as a duration
 //! phi = "1m"
 //! epsilon = 0.01
@@ -101,6 +104,11 @@ pub struct FederationConfig {
     /// `done` (it was lost, or its journal), has its received inputs and its outputs here
     /// removed (10 days by default: HTCondor keeps a finished spooled job's files as long).
     pub received_retention_ms: u64,
+    /// At most this many handoffs from one peer prepared here and not committed, and at most
+    /// as many of its tombstones (aborts of handoffs never seen here): what one peer can make
+    /// this server keep. Beyond it its phase one, or its abort of an unknown handoff, answers
+    /// 429 naming the bound.
+    pub max_handoffs_per_peer: u64,
     pub tau: f64,
     /// φ as a duration ("1m", "30s", "500ms" are not allowed: whole seconds or more).
     pub phi: String,
@@ -132,6 +140,7 @@ impl Default for FederationConfig {
             backoff_max_ms: 60_000,
             handoff_timeout_ms: 600_000,
             received_retention_ms: 10 * 24 * 3_600_000,
+            max_handoffs_per_peer: 10_000,
             tau: p.tau,
             phi: format!("{}s", p.phi_ms / 1000),
             epsilon: p.epsilon,
@@ -180,9 +189,10 @@ impl FederationConfig {
                 && self.peer_timeout_ms > 0
                 && self.backoff_initial_ms > 0
                 && self.handoff_timeout_ms > 0
-                && self.received_retention_ms > 0,
-            "config: federation.check_interval_ms, peer_timeout_ms, backoff_initial_ms, handoff_timeout_ms and \
-             received_retention_ms must be positive"
+                && self.received_retention_ms > 0
+                && self.max_handoffs_per_peer > 0,
+            "config: federation.check_interval_ms, peer_timeout_ms, backoff_initial_ms, handoff_timeout_ms, \
+             received_retention_ms and max_handoffs_per_peer must be positive"
         );
         anyhow::ensure!(
             self.backoff_max_ms >= self.backoff_initial_ms,
@@ -284,6 +294,7 @@ mod tests {
             (Box::new(|c| c.probe_bytes = 1 << 40), "federation.probe_bytes"),
             (Box::new(|c| c.handoff_timeout_ms = 0), "handoff_timeout_ms"),
             (Box::new(|c| c.received_retention_ms = 0), "received_retention_ms"),
+            (Box::new(|c| c.max_handoffs_per_peer = 0), "max_handoffs_per_peer"),
         ];
         for (edit, want) in cases {
             let mut c = base();

@@ -102,6 +102,7 @@ CREATE TABLE IF NOT EXISTS incoming (
     handoff TEXT PRIMARY KEY, origin TEXT NOT NULL, user TEXT NOT NULL, description TEXT NOT NULL,
     state TEXT NOT NULL, local_id INTEGER);
 CREATE INDEX IF NOT EXISTS incoming_state ON incoming(state);
+CREATE INDEX IF NOT EXISTS incoming_origin_state ON incoming(origin, state);
 ";
 
 /// Columns added after the first release of the journal (added to an older file on open).
@@ -317,16 +318,49 @@ impl Journal {
     /// Phase one at the receiver: stores a handoff as prepared unless it is known; returns
     /// the stored row either way.
     pub fn prepare(&self, handoff: &str, origin: &str, user: &str, description: &str, inputs: &str) -> rusqlite::Result<Incoming> {
+        self.with(|c| prepare_row(c, handoff, origin, user, description, inputs))
+    }
+
+    /// [`Journal::prepare`], unless the handoff is new and `origin` already has `cap` handoffs
+    /// prepared here and not committed: then `Ok(Err(held))`, nothing stored (one lock: no
+    /// other phase one comes between the count and the insert).
+    pub fn prepare_within(
+        &self,
+        handoff: &str,
+        origin: &str,
+        user: &str,
+        description: &str,
+        inputs: &str,
+        cap: u64,
+    ) -> rusqlite::Result<Result<Incoming, u64>> {
         self.with(|c| {
-            c.execute(
-                "INSERT OR IGNORE INTO incoming (handoff, origin, user, description, state, inputs) VALUES (?1, ?2, ?3, ?4, 'prepared', ?5)",
-                params![handoff, origin, user, description, inputs],
-            )?;
+            let known = c
+                .query_row("SELECT 1 FROM incoming WHERE handoff = ?1", [handoff], |_| Ok(()))
+                .optional()?
+                .is_some();
+            if !known {
+                let held: i64 = c.query_row(
+                    "SELECT COUNT(*) FROM incoming WHERE origin = ?1 AND state = 'prepared'",
+                    [origin],
+                    |r| r.get(0),
+                )?;
+                if held as u64 >= cap {
+                    return Ok(Err(held as u64));
+                }
+            }
+            prepare_row(c, handoff, origin, user, description, inputs).map(Ok)
+        })
+    }
+
+    /// The tombstones `origin` left here: aborts of handoffs this server never saw.
+    pub fn tombstones_of(&self, origin: &str) -> rusqlite::Result<u64> {
+        self.with(|c| {
             c.query_row(
-                &format!("SELECT {INCOMING_COLUMNS} FROM incoming WHERE handoff = ?1"),
-                [handoff],
-                incoming_row,
+                "SELECT COUNT(*) FROM incoming WHERE origin = ?1 AND state = 'aborted' AND description = ''",
+                [origin],
+                |r| r.get::<_, i64>(0),
             )
+            .map(|n| n as u64)
         })
     }
 
@@ -540,6 +574,19 @@ pub struct Transition<'a> {
     pub reason: Option<&'a str>,
     /// Counts a new handoff attempt.
     pub new_attempt: bool,
+}
+
+/// Stores handoff `handoff` as prepared unless it is known; the stored row either way.
+fn prepare_row(c: &Connection, handoff: &str, origin: &str, user: &str, description: &str, inputs: &str) -> rusqlite::Result<Incoming> {
+    c.execute(
+        "INSERT OR IGNORE INTO incoming (handoff, origin, user, description, state, inputs) VALUES (?1, ?2, ?3, ?4, 'prepared', ?5)",
+        params![handoff, origin, user, description, inputs],
+    )?;
+    c.query_row(
+        &format!("SELECT {INCOMING_COLUMNS} FROM incoming WHERE handoff = ?1"),
+        [handoff],
+        incoming_row,
+    )
 }
 
 #[cfg(test)]

@@ -52,6 +52,7 @@ pub mod config;
 pub mod data;
 pub(crate) mod gs;
 pub mod journal;
+pub mod lost;
 pub(crate) mod results;
 mod routes;
 mod serve;
@@ -98,6 +99,8 @@ pub struct Federation {
     pub(crate) fetches: Mutex<std::collections::HashMap<String, data::Fetch>>,
     /// Bandwidth measured from each peer to here (bits/s) and when (Unix ms).
     pub(crate) bandwidth: Mutex<Vec<Option<(f64, u64)>>>,
+    /// Commits answered 404 in a row, by grid job ([`lost`]).
+    pub(crate) missing: Mutex<std::collections::HashMap<u64, u32>>,
 }
 
 /// Starts the federation of a server: opens the journal, reads the peers' secrets, spawns the
@@ -137,6 +140,7 @@ pub fn start(
         wake: tokio::sync::Notify::new(),
         fetches: Mutex::new(Default::default()),
         bandwidth: Mutex::new(vec![None; cfg.peers.len()]),
+        missing: Mutex::new(Default::default()),
     });
     let router = routes::router(fed.clone());
     for i in 0..fed.peers.len() {

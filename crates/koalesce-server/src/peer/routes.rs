@@ -367,13 +367,25 @@ async fn prepare(State(fed): State<F>, req: Request) -> R<Json<HandoffState>> {
     let j = fed.journal.clone();
     let origin = fed.peers[i].name.clone();
     let inputs = serde_json::to_string(&q.inputs).map_err(internal)?;
+    let cap = fed.cfg.max_handoffs_per_peer;
     let inc = blocking(move || {
-        let inc = j.prepare(&q.handoff, &origin, &q.user, &desc.to_toml(), &inputs)?;
-        j.touch(&inc.handoff, now_ms())?;
+        let inc = j.prepare_within(&q.handoff, &origin, &q.user, &desc.to_toml(), &inputs, cap)?;
+        if let Ok(inc) = &inc {
+            j.touch(&inc.handoff, now_ms())?;
+        }
         Ok::<_, rusqlite::Error>(inc)
     })
     .await
-    .map_err(internal)?;
+    .map_err(internal)?
+    .map_err(|held| {
+        err(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!(
+                "peer '{}' has {held} handoffs prepared here and not committed (max_handoffs_per_peer = {cap}): commit or abort some first",
+                fed.peers[i].name
+            ),
+        )
+    })?;
     Ok(Json(handoff_view(&fed, inc).await))
 }
 
@@ -428,6 +440,26 @@ async fn abort(State(fed): State<F>, headers: HeaderMap, Path(h): Path<String>) 
     let i = peer_auth(&fed, &headers)?;
     check_handoff(&fed, i, &h)?;
     let one = fed.submit_lock.lock().await;
+    // A tombstone for a handoff never seen here is a row kept for good: at most
+    // max_handoffs_per_peer per peer (tombstones are made only here, under submit_lock).
+    let (j, key, origin) = (fed.journal.clone(), h.clone(), fed.peers[i].name.clone());
+    let held = blocking(move || match j.incoming(&key)? {
+        Some(_) => Ok(None),
+        None => j.tombstones_of(&origin).map(Some),
+    })
+    .await
+    .map_err(internal)?;
+    let cap = fed.cfg.max_handoffs_per_peer;
+    if let Some(held) = held.filter(|&n| n >= cap) {
+        return Err(err(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!(
+                "peer '{}' has {held} tombstones here (aborts of handoffs never seen here; max_handoffs_per_peer = {cap}): handoff '{}' not aborted",
+                fed.peers[i].name,
+                api::cut_message(&h)
+            ),
+        ));
+    }
     let inc = fed.abort_incoming(&one, &h, &fed.peers[i].name).await.map_err(internal)?;
     drop(one);
     // What was received for it goes (a crash before this: the next pass sweeps).

@@ -270,6 +270,11 @@ impl Client {
         Ok((status, v))
     }
 
+    /// The server's URL (`http://host:port`, no trailing slash).
+    pub fn base_url(&self) -> &str {
+        &self.base
+    }
+
     /// `GET /healthz`.
     pub fn health(&self) -> anyhow::Result<()> {
         self.get_text("/healthz").map(|_| ())

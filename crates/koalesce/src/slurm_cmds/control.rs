@@ -1,4 +1,4 @@
-//! `scancel` and `scontrol` (`show job`, `show hostnames`).
+//! `scancel` and `scontrol` (`show job`, `show hostnames`, `show config`: showconfig.rs).
 
 use std::process::ExitCode;
 
@@ -101,7 +101,8 @@ pub fn scancel(args: &[String], conn: impl FnOnce() -> SResult<Client>) -> SResu
     Ok(ExitCode::SUCCESS)
 }
 
-/// `scontrol show job [ID]`, `scontrol show hostnames [LIST]`; other requests are errors.
+/// `scontrol show job [ID]`, `scontrol show hostnames [LIST]`, `scontrol show config`; other
+/// requests are errors.
 pub fn scontrol(args: &[String], conn: impl FnOnce() -> SResult<Client>) -> SResult<ExitCode> {
     // scontrol takes a few global flags before the command.
     let mut rest: Vec<&str> = Vec::new();
@@ -111,7 +112,7 @@ pub fn scontrol(args: &[String], conn: impl FnOnce() -> SResult<Client>) -> SRes
             "-o" | "--oneliner" => oneliner = true,
             "-d" | "--details" | "-a" | "--all" | "-Q" | "--quiet" => {}
             "-h" | "--help" => {
-                println!("scontrol [-o] show job [JOB_ID]\nscontrol show hostnames [HOSTLIST]\n(koalesce's scontrol answers only these)");
+                println!("scontrol [-o] show job [JOB_ID]\nscontrol show hostnames [HOSTLIST]\nscontrol show config\nscontrol ping\nscontrol version\n(koalesce's scontrol answers only these)");
                 return Ok(ExitCode::SUCCESS);
             }
             s => rest.push(s),
@@ -153,11 +154,16 @@ pub fn scontrol(args: &[String], conn: impl FnOnce() -> SResult<Client>) -> SRes
             print!("{out}");
             Ok(ExitCode::SUCCESS)
         }
+        ["ping"] => Ok(super::showconfig::ping(&conn()?)),
+        ["show", entity, ..] if super::showconfig::is_config_entity(entity) => {
+            super::showconfig::run(&conn()?)?;
+            Ok(ExitCode::SUCCESS)
+        }
         [] => Err(SlurmError::msg(
-            "koalesce's scontrol needs a command: show job [ID] or show hostnames [LIST]",
+            "koalesce's scontrol needs a command: show job [ID], show hostnames [LIST], show config or ping",
         )),
         [verb, ..] => Err(SlurmError::msg(format!(
-            "koalesce's scontrol does not offer '{}' (only: show job, show hostnames)",
+            "koalesce's scontrol does not offer '{}' (only: show job, show hostnames, show config, ping)",
             crate::client_cmds::format::escape(verb)
         ))),
     }

@@ -34,11 +34,18 @@ mod jobview;
 mod sacct;
 mod sbatch;
 mod sbatch_compat;
+mod sbatch_script;
+mod showconfig;
 mod squeue;
 mod timefmt;
 
 /// The command names installed (scontrol answers `show job` and `show hostnames`).
 pub const COMMANDS: [&str; 5] = ["sbatch", "squeue", "scancel", "sacct", "scontrol"];
+
+/// The Slurm release whose commands' formats koalesce's match (checked against Debian 12's
+/// slurm-wlm 22.05.8 on the test bed): `CMD --version` prints `slurm 22.05.8`, `scontrol show
+/// config` its `SLURM_VERSION`.
+pub const SLURM_VERSION: &str = "22.05.8";
 
 /// The one cluster koalesce is to Slurm's commands (`SLURM_CLUSTER_NAME`, `-M`).
 pub const CLUSTER_NAME: &str = "koalesce";
@@ -134,6 +141,14 @@ fn started_by_koalesce() -> bool {
 /// Runs the Slurm command `name` with `args` (without argv\[0\]).
 pub fn run_named(name: &str, args: &[String], invoked: Option<&Path>) -> ExitCode {
     let conn = || connection(invoked);
+    // `CMD -V` / `CMD --version` (as the first argument: after sbatch's script they are the
+    // script's), and `scontrol version`.
+    if matches!(args.first().map(String::as_str), Some("-V" | "--version"))
+        || (name == "scontrol" && args.first().is_some_and(|a| a.eq_ignore_ascii_case("version")))
+    {
+        println!("slurm {SLURM_VERSION}");
+        return ExitCode::SUCCESS;
+    }
     let result = match name {
         "sbatch" => sbatch::run(args, conn),
         "squeue" => squeue::run(args, conn),

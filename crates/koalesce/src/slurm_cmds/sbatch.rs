@@ -10,7 +10,6 @@
 //! `sbatch: error: ...` and exit 1, before anything is submitted.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -20,6 +19,8 @@ use koalesce_api::jobdesc::{ComponentDescription, JobDescription, Runner};
 
 use super::batch_step::BatchSpec;
 use super::sbatch_compat::{asks_for_resources, env_options, strip_bom, CompatArgs};
+pub use super::sbatch_script::directives;
+use super::sbatch_script::read_script;
 use super::timefmt::parse_time_limit;
 use super::{parse_options, SResult, SlurmError};
 use crate::client_cmds::api::Client;
@@ -273,102 +274,7 @@ pub fn merge_layers(script: &[String], env: &[String], cli: &[String]) -> SResul
     Ok(opts)
 }
 
-/// The script's text, its name (for the default job name) and its arguments.
-fn read_script(a: &SbatchArgs) -> SResult<(String, String, Vec<String>)> {
-    if let Some(w) = &a.wrap {
-        if !a.script.is_empty() {
-            return Err(SlurmError::msg("Script arguments not permitted with --wrap option"));
-        }
-        return Ok((
-            format!("#!/bin/sh\n# This script was created by sbatch --wrap.\n\n{w}\n"),
-            "wrap".into(),
-            Vec::new(),
-        ));
-    }
-    match a.script.split_first() {
-        Some((file, rest)) => {
-            let text = std::fs::read(file).map_err(|e| SlurmError::msg(format!("Unable to open file {file}: {e}")))?;
-            let text = String::from_utf8(text).map_err(|_| SlurmError::msg(format!("{file} is not a UTF-8 text file")))?;
-            let name = Path::new(file)
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_else(|| file.clone());
-            Ok((text, name, rest.to_vec()))
-        }
-        None => {
-            let mut text = String::new();
-            std::io::stdin()
-                .read_to_string(&mut text)
-                .map_err(|e| SlurmError::msg(format!("reading the batch script from standard input: {e}")))?;
-            Ok((text, "sbatch".into(), Vec::new()))
-        }
-    }
-}
-
-/// The options in the script's `#SBATCH` lines, in order: the block of comments at the top
-/// (Slurm stops at the first command).
-pub fn directives(script: &str) -> SResult<Vec<String>> {
-    let mut out = Vec::new();
-    for (n, line) in script.lines().enumerate() {
-        let t = line.trim();
-        if n == 0 && t.starts_with("#!") {
-            continue;
-        }
-        if t.is_empty() {
-            continue;
-        }
-        if !t.starts_with('#') {
-            break;
-        }
-        let Some(rest) = t.strip_prefix("#SBATCH") else { continue };
-        if !rest.is_empty() && !rest.starts_with(char::is_whitespace) {
-            continue;
-        }
-        // A comment after the options (" # ...", outside quotes) is not an option.
-        let rest = strip_trailing_comment(rest);
-        let words = shlex::split(rest).ok_or_else(|| SlurmError::msg(format!("line {}: cannot parse #SBATCH directive: {t}", n + 1)))?;
-        if let Some(w) = words.iter().find(|w| *w == "hetjob" || *w == "packjob") {
-            return Err(refuse(
-                &format!("#SBATCH {w} (line {})", n + 1),
-                "heterogeneous jobs are not offered; submit each component as its own job",
-            ));
-        }
-        out.extend(words);
-    }
-    // A word that is no option nor an option's value would be taken for the script and every
-    // option after it for the script's arguments: Slurm refuses such a line, and so does this.
-    let parsed: SbatchArgs = parse_options("sbatch", &out)?;
-    if let Some(word) = parsed.script.first() {
-        return Err(SlurmError::msg(format!("Invalid directive found in batch script: {word}")));
-    }
-    Ok(out)
-}
-
-/// The options of a `#SBATCH` line without a trailing `# comment`: a `#` after a blank and
-/// outside quotes starts one (`--job-name="run #1"` keeps its `#`).
-/// As Slurm 22.05's sbatch (checked): an unquoted, unescaped `#` ends the line even inside a
-/// word (`--ntasks=1#128` is `--ntasks=1`), `\#` is a `#`.
-fn strip_trailing_comment(rest: &str) -> &str {
-    let mut quote: Option<char> = None;
-    let mut escaped = false;
-    for (i, c) in rest.char_indices() {
-        if escaped {
-            escaped = false;
-            continue;
-        }
-        match (quote, c) {
-            (Some(q), c) if c == q => quote = None,
-            (Some(_), _) => {}
-            (None, '\\') => escaped = true,
-            (None, '"' | '\'') => quote = Some(c),
-            (None, '#') => return &rest[..i],
-            _ => {}
-        }
-    }
-    rest
-}
-
-fn refuse(what: &str, why: &str) -> SlurmError {
+pub(crate) fn refuse(what: &str, why: &str) -> SlurmError {
     SlurmError::msg(format!("koalesce cannot honour {what}: {why}"))
 }
 
@@ -433,18 +339,40 @@ pub fn ignored_options(o: &SbatchArgs) -> SResult<Vec<String>> {
     Ok(warnings)
 }
 
+/// The node count koalesce gives for `-N MIN[-MAX]`: MIN, as Slurm 22.05 does (checked on the
+/// test bed): `-N 0-1` (a minimum of 0 under a maximum) is 1 node; `-N 0` and `-N 0-0` are
+/// refused by its controller, a maximum below the minimum and a non-number by its sbatch (exit
+/// 255), each in Slurm's words.
+pub(crate) fn node_count(spec: &str) -> SResult<u32> {
+    let num = |s: &str| -> SResult<u32> {
+        s.trim().parse().map_err(|_| SlurmError {
+            message: format!("\"{spec}\" is not a valid node count"),
+            raw: false,
+            code: 255,
+        })
+    };
+    let (min, max) = match spec.split_once('-') {
+        Some((a, b)) => (num(a)?, Some(num(b)?)),
+        None => (num(spec)?, None),
+    };
+    // As Slurm's sbatch: a maximum of 0 is no maximum.
+    let max = max.filter(|&m| m > 0);
+    match max {
+        Some(m) if m < min => Err(SlurmError {
+            message: format!("Maximum node count {m} is less than minimum node count {min}"),
+            raw: false,
+            code: 255,
+        }),
+        None if min == 0 => Err(SlurmError::msg("Batch job submission failed: Node count specification invalid")),
+        _ => Ok(min.max(1)),
+    }
+}
+
 /// Nodes (the minimum of `-N MIN-MAX`), tasks, and Slurm's warning when there are fewer
 /// tasks than nodes: as Slurm's sbatch, the node count is then lowered to the task count.
 fn layout(o: &SbatchArgs) -> SResult<(u32, u32, Option<String>)> {
     let mut nodes: u32 = match &o.nodes {
-        Some(n) => {
-            let min = n.split('-').next().unwrap_or(n);
-            min.trim()
-                .parse()
-                .ok()
-                .filter(|v| *v > 0)
-                .ok_or_else(|| SlurmError::msg(format!("Invalid node count specification: {n}")))?
-        }
+        Some(n) => node_count(n)?,
         None => 1,
     };
     let ntasks = match (o.ntasks, o.ntasks_per_node) {

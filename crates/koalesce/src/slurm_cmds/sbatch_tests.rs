@@ -187,6 +187,25 @@ fn fewer_tasks_than_nodes_lowers_the_nodes_as_slurm_does() {
 }
 
 #[test]
+fn node_counts_as_slurm_22_05_takes_them() {
+    // Checked by hand against Slurm 22.05.8's sbatch on the test bed.
+    let s = "#!/bin/sh\ntrue\n";
+    for (n, nodes) in [("0-1", 1), ("0-2", 1), ("1-0", 1), ("2", 2), ("2-4", 2)] {
+        let d = describe_script(s, &["-N", n]).unwrap_or_else(|e| panic!("-N {n}: {}", e.message));
+        assert_eq!(spec_of(&d).nodes, nodes, "-N {n}");
+    }
+    for (n, message, code) in [
+        ("0", "Batch job submission failed: Node count specification invalid", 1),
+        ("0-0", "Batch job submission failed: Node count specification invalid", 1),
+        ("3-2", "Maximum node count 2 is less than minimum node count 3", 255),
+        ("abc", "\"abc\" is not a valid node count", 255),
+    ] {
+        let e = describe_script(s, &[&format!("--nodes={n}")]).unwrap_err();
+        assert_eq!((e.message.as_str(), e.code), (message, code), "-N {n}");
+    }
+}
+
+#[test]
 fn begin_and_signal_become_fields() {
     let s = "#!/bin/sh\n#SBATCH --begin=now+1hour\n#SBATCH --signal=B:USR1@90\ntrue\n";
     let before = koalesce_api::timing::now_ms();

@@ -86,6 +86,16 @@ pub fn run(args: &[String], conn: impl FnOnce() -> SResult<Client>) -> SResult<E
     let users: Option<Vec<String>> = super::user_filter(a.user.as_deref());
     let names: Option<Vec<String>> = a.name.as_ref().map(|u| split_list(u));
     let parts: Option<Vec<String>> = a.partition.as_ref().map(|u| split_list(u));
+    let now = now_ms();
+    let mut head = String::new();
+    if a.long && !a.noheader && a.format.is_none() && a.long_format.is_none() {
+        // `squeue -l` starts with the time, as ctime(3) writes it.
+        head.push_str(&super::timefmt::ctime(now));
+        head.push('\n');
+    }
+    head.push_str(&cluster_line(a.clusters.as_deref(), a.noheader));
+    // As Slurm's squeue, the cluster's line comes before the query (also before its error).
+    print!("{head}");
     let client = conn()?;
     let jobs = load_jobs(&client, ids.as_deref(), users.is_some() && !a.me)?;
     if let Some(ids) = &ids {
@@ -114,13 +124,7 @@ pub fn run(args: &[String], conn: impl FnOnce() -> SResult<Client>) -> SResult<E
         shown.reverse();
     }
     let _ = (a.array, a.all, a.verbose);
-    let now = now_ms();
     let mut out = String::new();
-    if a.long && !a.noheader && a.format.is_none() && a.long_format.is_none() {
-        // `squeue -l` starts with the time, as ctime(3) writes it.
-        out.push_str(&super::timefmt::ctime(now));
-        out.push('\n');
-    }
     if !a.noheader {
         out.push_str(&render_line(&pieces, |f| f.title().to_string()));
     }
@@ -129,6 +133,18 @@ pub fn run(args: &[String], conn: impl FnOnce() -> SResult<Client>) -> SResult<E
     }
     print!("{out}");
     Ok(ExitCode::SUCCESS)
+}
+
+/// `CLUSTER: koalesce` when `-M/--clusters` names the cluster, as Slurm 22.05's squeue prints
+/// it before each cluster's table; not with `-h` (Slurm prints it only with the header; Parsl
+/// reads `squeue --clusters=NAME --noheader` line by line).
+fn cluster_line(clusters: Option<&str>, noheader: bool) -> String {
+    let named = clusters.is_some_and(|l| l.split(',').any(|c| !c.trim().is_empty()));
+    if named && !noheader {
+        format!("CLUSTER: {}\n", super::CLUSTER_NAME)
+    } else {
+        String::new()
+    }
 }
 
 fn split_list(s: &str) -> Vec<String> {
@@ -458,6 +474,17 @@ mod tests {
         // %% and literal text.
         let f = parse_format("id=%i|%%|%.5T").unwrap();
         assert_eq!(render_line(&f, |x| x.value(&job(State::Running, "vu"), 0)), "id=42|%|RUNNI\n");
+    }
+
+    #[test]
+    fn clusters_get_their_line_only_with_the_header() {
+        assert_eq!(cluster_line(Some("koalesce"), false), "CLUSTER: koalesce\n");
+        assert_eq!(cluster_line(Some("all"), false), "CLUSTER: koalesce\n");
+        // koalesce is one cluster: named twice, it is listed once.
+        assert_eq!(cluster_line(Some("koalesce,all"), false), "CLUSTER: koalesce\n");
+        assert_eq!(cluster_line(Some("koalesce"), true), "");
+        assert_eq!(cluster_line(None, false), "");
+        assert_eq!(cluster_line(Some(""), false), "");
     }
 
     #[test]
