@@ -15,6 +15,8 @@ pub struct PlacementQueues {
     queues: [VecDeque<JobId>; 4],
     schedule: Vec<Priority>,
     cursor: usize,
+    /// Jobs pushed so far (a scan checks whether any was pushed while it ran).
+    pushes: u64,
 }
 
 impl PlacementQueues {
@@ -35,11 +37,18 @@ impl PlacementQueues {
             queues: Default::default(),
             schedule,
             cursor: 0,
+            pushes: 0,
         }
     }
 
     pub fn push(&mut self, priority: Priority, job: JobId) {
         self.queues[priority.rank()].push_back(job);
+        self.pushes += 1;
+    }
+
+    /// How many jobs were pushed so far.
+    pub fn pushes(&self) -> u64 {
+        self.pushes
     }
 
     /// Removes a job wherever it is; returns whether it was queued.

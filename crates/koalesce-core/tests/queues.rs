@@ -168,3 +168,68 @@ fn the_placement_tries_threshold_fails_a_job() {
     assert_eq!(s.poll_timeout(), None);
     assert_eq!(s.job(j).unwrap().timeline.finished, Some(180_000));
 }
+
+#[test]
+fn a_job_queued_while_a_scan_runs_stays_in_the_queue_it_walked() {
+    // The scan judges each job right after its try; a job released into the walked queue by
+    // another job's outcome (here a dependent of a job that fails in the scan) was not in the
+    // queue when the scan began and must still be there after it.
+    use koalesce_core::scheduler::{DependencyKind, Gate};
+    let config = SchedulerConfig {
+        max_placement_tries: Some(1),
+        ..SchedulerConfig::default()
+    };
+    let mut s = one_site(config, 10);
+    s.update_site_idle(A, 5);
+    let a = s.submit_gated(0, JobId(1), ten("never", Priority::High), Gate::default()).unwrap();
+    let small = JobSpec {
+        priority: Priority::High,
+        policy: Some(PolicyKind::Wf),
+        ..JobSpec::simple("dependent", &[2], &[], 10_000)
+    };
+    let b = s
+        .submit_gated(0, JobId(2), small, after(&[(a, DependencyKind::AfterNotOk)]))
+        .unwrap();
+    assert_eq!(state(&s, b), JobState::Held);
+    s.handle_timeout(60_000);
+    assert_eq!(state(&s, a), JobState::Failed(FailureReason::PlacementTries));
+    assert_eq!(state(&s, b), JobState::Queued);
+    assert_eq!(s.queued(Priority::High).collect::<Vec<_>>(), vec![b]);
+    let next = s.poll_timeout().expect("a scan for the released job");
+    s.handle_timeout(next);
+    assert_ne!(state(&s, b), JobState::Queued, "placed by the next scan");
+    assert_eq!(s.queue_length(), 0);
+}
+
+#[test]
+fn take_progress_lists_jobs_in_the_order_their_tries_changed_with_their_current_tries() {
+    // Enough jobs that the core walks its table instead of looking each one up (more than 64,
+    // most of the table): the answer is the same, in the order the scans tried the jobs.
+    let mut s = one_site(SchedulerConfig::default(), 10);
+    s.update_site_idle(A, 5);
+    let low: Vec<JobId> = (0..40)
+        .map(|i| s.submit(0, ten(&format!("l{i}"), Priority::Low)).unwrap())
+        .collect();
+    let high: Vec<JobId> = (0..60)
+        .map(|i| s.submit(0, ten(&format!("h{i}"), Priority::High)).unwrap())
+        .collect();
+    // First scan walks the high queue, the second the low one, the third the high one again.
+    let mut now = 60_000;
+    for _ in 0..3 {
+        s.handle_timeout(now);
+        now = s.poll_timeout().expect("jobs still queued");
+    }
+    let expected: Vec<_> = high
+        .iter()
+        .chain(&low)
+        .map(|&id| {
+            let j = s.job(id).unwrap();
+            (id, j.placement_tries, j.claiming_tries, j.priority)
+        })
+        .collect();
+    assert_eq!(expected[0].1, 2, "high jobs were tried twice");
+    assert_eq!(expected[60].1, 1, "low jobs once");
+    assert_eq!(s.take_progress(), expected);
+    assert!(s.take_progress().is_empty());
+    assert!(s.jobs().all(|j| !j.progress_pending));
+}

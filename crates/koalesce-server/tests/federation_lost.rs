@@ -139,7 +139,7 @@ fn a_receiver_that_keeps_answering_404_gets_bounded_tries_then_the_job_fails() {
             )
         }
         (_, p) if p.ends_with("/abort") => json_answer(503, &json!({"error": "journal unavailable"})),
-        _ => json_answer(404, &json!({"error": "handoff not found"})),
+        (_, p) => json_answer(404, &json!({"error": format!("handoff '{}' not found", handoff_of(p))})),
     });
     let (a, alice, id) = busy_origin(tmp.path(), &fake, &sleep_job("far", 1));
     let g = wait_grid(&a, &alice, id, 60);
@@ -153,4 +153,145 @@ fn a_receiver_that_keeps_answering_404_gets_bounded_tries_then_the_job_fails() {
     assert_eq!(commits(&fake), MISSING_TRIES as usize);
     std::thread::sleep(Duration::from_millis(600));
     assert_eq!(commits(&fake), MISSING_TRIES as usize, "no more commits once it failed");
+}
+
+/// Beta (its journal lost, its jobs kept) with the job of `alpha-1-1` committed as a
+/// `secs`-second job: (beta's directory, its port, alpha's port, the job id at beta, the
+/// client as alpha). Beta is stopped; the caller starts it again.
+fn journal_lost_jobs_kept(tmp: &Path, secs: u32) -> (std::path::PathBuf, u16, u16, u64) {
+    let (pa, pb) = (free_port(), free_port());
+    let bdir = tmp.join("b");
+    let b = server(&bdir, "beta", pb, &[("b1", 4)], &[("alpha", pa)]);
+    let as_alpha = PeerClient::new("alpha", "beta", &b.url(), SECRET.into(), 5_000);
+    prepare_handoff(&as_alpha, "alpha-1-1", &sleep_job("lost", secs), json!([]));
+    let rid = commit_until_submitted(&as_alpha, "alpha-1-1", 10)["job"].as_u64().unwrap();
+    let journal = b.data_dir.join("federation.db");
+    b.stop();
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", journal.display()));
+    }
+    (bdir, pb, pa, rid)
+}
+
+/// As above with the job id known at alpha (committed, followed): beta lost its journal, not
+/// its jobs. Alpha's looks get 404; the job is still there and its outcome can be learned, so
+/// alpha does not fail it: it asks beta to abort, beta takes the job back (committed, the same
+/// job id) and alpha follows it to its end. It runs once.
+#[test]
+fn a_committed_handoff_whose_job_the_receiver_still_has_is_followed_to_its_end() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (bdir, pb, pa, rid) = journal_lost_jobs_kept(tmp.path(), 1);
+    let b = server(&bdir, "beta", pb, &[("b1", 4)], &[("alpha", pa)]);
+    migrated_journal(&tmp.path().join("a"), Some(rid), false);
+    let a = server(&tmp.path().join("a"), "alpha", pa, &[("a1", 1)], &[("beta", pb)]);
+    let alice = token(&a.data_dir, "alice", false);
+    let g = wait_grid(&a, &alice, 1, 30);
+    assert_eq!((g["state"].as_str(), g["job"].as_u64()), (Some("succeeded"), Some(rid)), "{g}");
+    assert_eq!(jobs_run(&a, &b, &alice), (0, 1), "run once, at beta");
+}
+
+/// Committed at beta (its core has the job) but alpha never learned the job id (the commit's
+/// answer was lost), then beta lost its journal and not its jobs: alpha's commit gets 404 and
+/// it aborts. Beta must not leave a tombstone and let alpha decide the job again (it would run
+/// twice): it finds the job it submitted for the handoff and answers committed; the job runs
+/// once, at beta, and alpha follows it to its end.
+#[test]
+fn a_lost_handoff_whose_job_the_receiver_still_has_is_not_run_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (pa, pb) = (free_port(), free_port());
+    let bdir = tmp.path().join("b");
+    let b = server(&bdir, "beta", pb, &[("b1", 4)], &[("alpha", pa)]);
+    let as_alpha = PeerClient::new("alpha", "beta", &b.url(), SECRET.into(), 5_000);
+    prepare_handoff(&as_alpha, "alpha-1-1", &sleep_job("lost", 1), json!([]));
+    let rid = commit_until_submitted(&as_alpha, "alpha-1-1", 10)["job"].as_u64().unwrap();
+    let journal = b.data_dir.join("federation.db");
+    b.stop();
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", journal.display()));
+    }
+    let b = server(&bdir, "beta", pb, &[("b1", 4)], &[("alpha", pa)]);
+    let unknown = as_alpha.call::<(), Value>("/api/v1/peer/handoffs/alpha-1-1", None).unwrap_err();
+    assert!(unknown.to_string().starts_with("refused (404)"), "beta lost it: {unknown}");
+    migrated_journal(&tmp.path().join("a"), None, false);
+    let a = server(&tmp.path().join("a"), "alpha", pa, &[("a1", 1)], &[("beta", pb)]);
+    let alice = token(&a.data_dir, "alice", false);
+    let g = wait_grid(&a, &alice, 1, 30);
+    assert_eq!(g["state"], "succeeded", "{g}");
+    let (at_a, at_b) = jobs_run(&a, &b, &alice);
+    assert_eq!((at_a, at_b), (0, 1), "run once, at beta");
+    let st: Value = as_alpha.call::<(), _>("/api/v1/peer/handoffs/alpha-1-1", None).unwrap();
+    assert_eq!((st["state"].as_str(), st["job"].as_u64()), (Some("committed"), Some(rid)), "{st}");
+}
+
+/// A 404 that is not the receiver saying it has no such handoff (a proxy in front of it, or
+/// another HTTP server now at its address, answering every path with its own page) says nothing
+/// about the handoff: a committed job is not failed over it, however many come in a row.
+#[test]
+fn a_404_page_from_a_proxy_does_not_fail_a_committed_job() {
+    let tmp = tempfile::tempdir().unwrap();
+    let committed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let c = committed.clone();
+    let fake = FakePeer::start(move |r| match (r.method.as_str(), r.path.as_str()) {
+        ("POST", "/api/v1/peer/offer") => json_answer(200, &json!({"att_ms": 1, "awt_ms": 0, "ru": 0.0})),
+        ("POST", "/api/v1/peer/handoffs") => {
+            let q: Value = serde_json::from_slice(&r.body).unwrap_or_default();
+            json_answer(
+                200,
+                &json!({"handoff": q["handoff"], "state": "prepared", "job": null, "job_state": null,
+                    "sites": [], "exit_ok": null, "failure": null}),
+            )
+        }
+        ("POST", p) if p.ends_with("/commit") && !c.swap(true, std::sync::atomic::Ordering::SeqCst) => json_answer(
+            200,
+            &json!({"handoff": handoff_of(p), "state": "committed", "job": 7, "job_state": "running",
+                "sites": ["beta/b1"], "exit_ok": null, "failure": null}),
+        ),
+        _ => (
+            404,
+            vec!["content-type: text/html".into()],
+            b"<html><body><h1>404 Not Found</h1>nginx</body></html>".to_vec(),
+        ),
+    });
+    let (a, alice, id) = busy_origin(tmp.path(), &fake, &sleep_job("far", 1));
+    let looks = |f: &FakePeer| {
+        f.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.method == "GET" && r.path.starts_with("/api/v1/peer/handoffs/"))
+            .count()
+    };
+    let grid = || get(&a, &alice, &format!("/api/v1/grid/jobs/{id}"));
+    wait_until(60, &|| format!("{} looks", looks(&fake)), &|| {
+        looks(&fake) > 2 * MISSING_TRIES as usize || grid()["state"] == "failed"
+    });
+    let g = grid();
+    assert!(looks(&fake) > 2 * MISSING_TRIES as usize, "{g}");
+    // Still followed at beta as its job 7 (last known running), not failed.
+    assert_eq!((g["state"].as_str(), g["job"].as_u64()), (Some("running"), Some(7)), "{g}");
+}
+
+/// Alpha killed between beta's confirmation of the abort of a lost handoff and its own
+/// journal's update: restarted, its journal still says migrated (not committed) and beta holds
+/// a tombstone. The commit is refused (409), the job decided again, and it runs once.
+#[test]
+fn an_origin_killed_after_the_abort_at_the_receiver_runs_the_job_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b, alice, as_alpha) = {
+        let (pa, pb) = (free_port(), free_port());
+        let b = server(&tmp.path().join("b"), "beta", pb, &[("b1", 4)], &[("alpha", pa)]);
+        let as_alpha = PeerClient::new("alpha", "beta", &b.url(), SECRET.into(), 5_000);
+        let t: Value = as_alpha.call("/api/v1/peer/handoffs/alpha-1-1/abort", Some(&())).unwrap();
+        assert_eq!(t["state"], "aborted", "the abort alpha sent before it was killed: {t}");
+        migrated_journal(&tmp.path().join("a"), None, false);
+        let a = server(&tmp.path().join("a"), "alpha", pa, &[("a1", 1)], &[("beta", pb)]);
+        let alice = token(&a.data_dir, "alice", false);
+        (a, b, alice, as_alpha)
+    };
+    let g = wait_grid(&a, &alice, 1, 30);
+    assert_eq!(g["state"], "succeeded", "{g}");
+    let (at_a, at_b) = jobs_run(&a, &b, &alice);
+    assert_eq!(at_a + at_b, 1, "alpha ran {at_a}, beta ran {at_b}");
+    let st: Value = as_alpha.call::<(), _>("/api/v1/peer/handoffs/alpha-1-1", None).unwrap();
+    assert_eq!(st["state"], "aborted", "{st}");
 }

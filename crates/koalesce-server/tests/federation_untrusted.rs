@@ -235,3 +235,68 @@ fn a_peer_cannot_make_the_receiver_keep_unbounded_handoffs_or_tombstones() {
     let t: Value = gamma.call("/api/v1/peer/handoffs/gamma-10-1/abort", Some(&())).unwrap();
     assert_eq!(t["state"], "aborted", "gamma's own bound: {t}");
 }
+
+/// The bound on tombstones must not wedge an honest origin for ever: a tombstone is kept long
+/// enough to refuse a late phase one (`handoff_timeout_ms`, as a prepared handoff's life), then
+/// goes, so an origin that reached the bound can abort again later instead of being refused
+/// (and its jobs left handing over, or failed) for good.
+#[test]
+fn tombstones_expire_so_the_bound_does_not_refuse_an_origin_for_good() {
+    use koalesce_server::peer::CallError;
+    let tmp = tempfile::tempdir().unwrap();
+    let b = server_tuned(
+        &tmp.path().join("b"),
+        "beta",
+        free_port(),
+        &[("b1", 4)],
+        &[("alpha", free_port())],
+        |f| {
+            f.probe_bytes = 0;
+            f.max_handoffs_per_peer = 1;
+            f.handoff_timeout_ms = 1_000;
+        },
+    );
+    let alpha = as_peer("alpha", &b);
+    let abort = |h: &str| alpha.call::<(), Value>(&format!("/api/v1/peer/handoffs/{h}/abort"), Some(&()));
+    assert_eq!(abort("alpha-10-1").unwrap()["state"], "aborted");
+    // At once: the bound holds, and the tombstone refuses a late phase one.
+    assert!(matches!(abort("alpha-11-1"), Err(CallError::Refused(429, _))));
+    let late = alpha.call::<_, Value>(
+        "/api/v1/peer/handoffs",
+        Some(&json!({"handoff": "alpha-10-1", "user": "alice", "description": sleep_job("late", 0), "inputs": []})),
+    );
+    assert_eq!(late.unwrap()["state"], "aborted");
+    // Later, the old tombstone has gone and the origin's abort is taken.
+    wait_until(15, &|| "the abort of alpha-11-1 is still refused".into(), &|| {
+        abort("alpha-11-1").is_ok_and(|t| t["state"] == "aborted")
+    });
+}
+
+/// A receiver that lost a handoff and refuses its abort with a hostile message (terminal
+/// escapes, newlines, 100 000 characters): the job fails with a reason that names the refusal
+/// as plain text of bounded length, not the peer's bytes raw.
+#[test]
+fn a_peers_refusal_of_an_abort_reaches_users_as_bounded_plain_text() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hostile = format!("journal\r\n\u{1b}[2J\u{1b}]0;owned\u{7}gone\u{202e}{}", "x".repeat(100_000));
+    let fake = FakePeer::start(move |r| match (r.method.as_str(), r.path.as_str()) {
+        ("POST", "/api/v1/peer/offer") => json_answer(200, &json!({"att_ms": 1, "awt_ms": 0, "ru": 0.0})),
+        ("POST", "/api/v1/peer/handoffs") => {
+            let q: Value = serde_json::from_slice(&r.body).unwrap_or_default();
+            json_answer(
+                200,
+                &json!({"handoff": q["handoff"], "state": "prepared", "job": null, "job_state": null,
+                    "sites": [], "exit_ok": null, "failure": null}),
+            )
+        }
+        (_, p) if p.ends_with("/abort") => json_answer(503, &json!({"error": hostile})),
+        (_, p) => json_answer(404, &json!({"error": format!("handoff '{}' not found", handoff_of(p))})),
+    });
+    let (a, alice, id) = busy_origin(tmp.path(), &fake, &sleep_job("far", 1));
+    let g = wait_grid(&a, &alice, id, 60);
+    assert_eq!(g["state"], "failed", "{g}");
+    let why = g["reason"].as_str().unwrap();
+    assert!(why.contains("503") && why.contains("journal"), "{why}");
+    assert!(!why.chars().any(|c| c.is_control() || c == '\u{202e}'), "{why:?}");
+    assert!(why.chars().count() <= 4_000, "{} characters", why.chars().count());
+}

@@ -620,15 +620,19 @@ fn sbatch_node_counts_as_real_slurm() {
         .unwrap();
     assert!(out.status.success(), "install: {}", String::from_utf8_lossy(&out.stderr));
     let first_line = |o: &std::process::Output| String::from_utf8_lossy(&o.stderr).lines().next().unwrap_or_default().to_string();
-    for n in ["0", "0-0", "0-1", "1-0", "1-2", "2", "3-2", "abc"] {
+    // Also Slurm's corners: a range without a minimum ("-2": 1-2), without a maximum, with two
+    // dashes, a bad part (named alone), a leading blank.
+    for n in [
+        "0", "0-0", "0-1", "1-0", "1-2", "2", "3-2", "abc", "-2", "2-", "1-2-3", "abc-2", " 2",
+    ] {
         let real = Command::new("sbatch")
-            .args(["-N", n, "-o", "/dev/null", "--wrap", "true"])
+            .args([&format!("--nodes={n}"), "-o", "/dev/null", "--wrap", "true"])
             .env("SLURM_CONF", &conf)
             .current_dir(dir.path())
             .output()
             .unwrap();
         let ours = Command::new(bin.join("sbatch"))
-            .args(["--test-only", "-N", n, "--wrap", "true"])
+            .args(["--test-only", &format!("--nodes={n}"), "--wrap", "true"])
             .current_dir(dir.path())
             .env_remove("KOALESCE_URL")
             .output()
@@ -643,5 +647,39 @@ fn sbatch_node_counts_as_real_slurm() {
         if !real.status.success() {
             assert_eq!(first_line(&ours), first_line(&real), "-N {n}");
         }
+    }
+}
+
+/// `scontrol version` after scontrol's global flags (`-o`, `-Q`, `-d`), as Slurm 22.05's
+/// scontrol takes it (`scontrol -o version` prints the version there too), and without a
+/// server: the version needs none.
+#[test]
+fn scontrol_version_after_global_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    let out = Command::new(BIN)
+        .args(["slurm-commands", "install"])
+        .arg(&bin)
+        .args(["--url", "http://127.0.0.1:1"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "install: {}", String::from_utf8_lossy(&out.stderr));
+    let scontrol = |args: &[&str]| {
+        Command::new(bin.join("scontrol"))
+            .args(args)
+            .env_remove("KOALESCE_URL")
+            .output()
+            .unwrap()
+    };
+    let want = String::from_utf8(scontrol(&["version"]).stdout).unwrap();
+    assert!(want.starts_with("slurm 22.05."), "{want}");
+    for args in [&["-o", "version"][..], &["-Q", "version"], &["-d", "-o", "VERSION"]] {
+        let o = scontrol(args);
+        assert_eq!(
+            (o.status.code(), String::from_utf8_lossy(&o.stdout).to_string()),
+            (Some(0), want.clone()),
+            "scontrol {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
     }
 }

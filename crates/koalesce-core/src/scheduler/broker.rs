@@ -43,12 +43,13 @@ use serde::{Deserialize, Serialize};
 use crate::broker::coalloc::{coallocate, CoallocationRequest, ComponentRequest, TableService};
 use crate::broker::rank::{self, predict, Prediction, QueueEstimate, SiteState};
 use crate::broker::CoallocationStats;
+use crate::config::SchedulerConfig;
 use crate::model::{CoallocationMode, HeldReservation, JobId, Millis, SiteId};
 use crate::placement::{Capacity, ComponentPlacement, PlacementContext};
 use crate::state::{FailureReason, JobState};
 
 use super::scan::placement_at;
-use super::Scheduler;
+use super::{Job, Scheduler};
 
 /// The broker's state inside the scheduler.
 #[derive(Debug, Clone, Default)]
@@ -137,23 +138,18 @@ impl Scheduler {
     /// (not ranked, not co-allocated by reservations). The job may have failed when this returns.
     pub(super) fn broker_decide(&mut self, now: Millis, id: JobId, capacity: &mut Capacity) -> Option<Option<Vec<ComponentPlacement>>> {
         let job = &self.jobs[&id];
+        if !brokered(&self.config, job) {
+            return None;
+        }
         if let Some(h) = job.spec.preferences.held_reservation.clone() {
             return Some(self.place_in_held(now, id, h));
         }
-        let bag = job.spec.min_components.is_some_and(|k| (k as usize) < job.components.len());
-        if job.spec.flexible.is_some() || bag {
-            return None;
-        }
-        let mode = job.spec.preferences.coallocation.unwrap_or(self.config.broker.coallocation);
-        if mode == CoallocationMode::Reservations {
-            self.refresh_own_estimates(now);
+        let by_reservations = coallocation(&self.config, job) == CoallocationMode::Reservations;
+        self.refresh_own_estimates(now);
+        if by_reservations {
             return Some(self.place_by_reservations(now, id, capacity));
         }
-        if job.policy.is_broker() {
-            self.refresh_own_estimates(now);
-            return Some(self.place_by_rank(now, id, capacity));
-        }
-        None
+        Some(self.place_by_rank(now, id, capacity))
     }
 
     /// A job in a reservation its owner holds: its one component at the reservation's site,
@@ -488,4 +484,25 @@ impl Scheduler {
         self.jobs.get_mut(&id).unwrap().timeline.finished = Some(now);
         self.set_state(now, id, JobState::Failed(FailureReason::Unplaceable));
     }
+}
+
+/// The job's co-allocation mode: its own preference, else the configured one.
+fn coallocation(config: &SchedulerConfig, job: &Job) -> CoallocationMode {
+    job.spec.preferences.coallocation.unwrap_or(config.broker.coallocation)
+}
+
+/// Whether the broker decides the job's placement ([`Scheduler::broker_decide`] answers
+/// `Some`): a job in a held reservation, or (neither flexible nor a bag) one co-allocated by
+/// reservations or with a broker policy (TTD/TTS). Otherwise KOALA's policies place it and the
+/// broker does nothing, which lets a scan reject such a job without asking it.
+#[inline]
+pub(super) fn brokered(config: &SchedulerConfig, job: &Job) -> bool {
+    if job.spec.preferences.held_reservation.is_some() {
+        return true;
+    }
+    let bag = job.spec.min_components.is_some_and(|k| (k as usize) < job.components.len());
+    if job.spec.flexible.is_some() || bag {
+        return false;
+    }
+    coallocation(config, job) == CoallocationMode::Reservations || job.policy.is_broker()
 }

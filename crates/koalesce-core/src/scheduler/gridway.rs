@@ -208,7 +208,10 @@ impl Scheduler {
                 .queue(p)
                 .iter()
                 .copied()
-                .filter(|id| self.jobs[id].state == JobState::Queued && self.jobs[id].priority == p)
+                .filter(|id| {
+                    let job = &self.jobs[id];
+                    job.state == JobState::Queued && job.priority == p
+                })
                 .collect();
             self.queues.set_queue(p, kept);
         }

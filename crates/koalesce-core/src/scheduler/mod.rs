@@ -110,6 +110,16 @@ pub struct Scheduler {
     gridway: gridway::GridwayState,
     /// Queue estimates, reservation plans and counters of the broker (`broker.rs`).
     broker: broker::BrokerState,
+    /// What a scan in progress watches for (`scan.rs`).
+    scan_watch: ScanWatch,
+}
+
+/// While a scan walks a queue: the job it is trying, and whether the state of another job
+/// changed since the scan began (or its queue held a job twice).
+#[derive(Debug, Clone, Default)]
+struct ScanWatch {
+    trying: Option<JobId>,
+    disturbed: bool,
 }
 
 impl Scheduler {
@@ -160,6 +170,7 @@ impl Scheduler {
             stats: SchedulerStats::default(),
             gridway,
             broker: broker::BrokerState::new(sites_len),
+            scan_watch: ScanWatch::default(),
         }
     }
 
@@ -223,13 +234,30 @@ impl Scheduler {
     /// (the simulator) holds at most one entry per job.
     pub fn take_progress(&mut self) -> Vec<(JobId, u32, u32, crate::model::Priority)> {
         let ids = std::mem::take(&mut self.progress);
-        ids.into_iter()
-            .filter_map(|id| {
-                let job = self.jobs.get_mut(&id)?;
-                job.progress_pending = false;
-                Some((id, job.placement_tries, job.claiming_tries, job.priority))
-            })
-            .collect()
+        let take = |id: JobId, job: &mut Job| {
+            job.progress_pending = false;
+            (id, job.placement_tries, job.claiming_tries, job.priority)
+        };
+        if ids.len() < 64 || ids.len() * 2 < self.jobs.len() {
+            return ids
+                .into_iter()
+                .filter_map(|id| self.jobs.get_mut(&id).map(|job| take(id, job)))
+                .collect();
+        }
+        // After a scan of a long queue most jobs are listed: one walk of the table in id order
+        // (its records in memory order) instead of one lookup each, the answers put back in
+        // the order of `ids`.
+        let mut order: Vec<usize> = (0..ids.len()).collect();
+        order.sort_by_key(|&i| ids[i]);
+        let mut found: Vec<Option<(JobId, u32, u32, crate::model::Priority)>> = vec![None; ids.len()];
+        let mut jobs = self.jobs.iter_mut().peekable();
+        for i in order {
+            while jobs.next_if(|(&id, _)| id < ids[i]).is_some() {}
+            if let Some((_, job)) = jobs.peek_mut().filter(|(&id, _)| id == ids[i]) {
+                found[i] = Some(take(ids[i], job));
+            }
+        }
+        found.into_iter().flatten().collect()
     }
 
     /// Pulls every pending decision.

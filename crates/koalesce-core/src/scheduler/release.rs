@@ -319,6 +319,9 @@ impl Scheduler {
     }
 
     pub(super) fn set_state(&mut self, now: Millis, id: JobId, to: JobState) {
+        if self.scan_watch.trying.is_some_and(|t| t != id) {
+            self.scan_watch.disturbed = true;
+        }
         let job = known(&mut self.jobs, id);
         let from = job.state;
         if let Err(e) = transition(from, to) {

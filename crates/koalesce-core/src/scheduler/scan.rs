@@ -9,8 +9,9 @@ use crate::model::{FileMode, JobId, JobSpec, Millis, Priority, SiteId};
 use crate::placement::{Capacity, ComponentPlacement, FileSource, PlacementContext, PlacementRequest};
 use crate::state::{ComponentState, FailureReason, JobState};
 
+use super::broker::brokered;
 use super::gridway::SiteChoice;
-use super::{known, Action, Component, FileSourceRecord, Scheduler, TransferKey, TransferStatus};
+use super::{known, Action, Component, FileSourceRecord, Job, ScanWatch, Scheduler, TransferKey, TransferStatus};
 
 impl Scheduler {
     pub(super) fn arm_scan(&mut self, now: Millis) {
@@ -47,18 +48,39 @@ impl Scheduler {
         let snapshot: Vec<JobId> = self.queues.queue(priority).iter().copied().collect();
         // One capacity view per scan, lowered by each placement the scan makes.
         let mut capacity = self.capacity();
+        // What remains of the queue is the jobs still queued at this level, in order (promoted
+        // jobs were appended to their new queue by `try_place_job`). Each job is judged right
+        // after its own try, while its record is in cache; that is the judgement of the end of
+        // the scan unless something changed another job's state or this queue's entries (a
+        // state change of another job, a job queued, an entry twice in the queue): then the
+        // queue is filtered again at the end, as a whole.
+        let pushes = self.queues.pushes();
+        self.scan_watch = ScanWatch {
+            trying: None,
+            disturbed: !all_distinct(&snapshot),
+        };
+        let mut kept: VecDeque<JobId> = VecDeque::with_capacity(snapshot.len());
         for id in snapshot {
+            self.scan_watch.trying = Some(id);
             self.try_place_job(now, id, &mut capacity);
+            let job = &self.jobs[&id];
+            if job.state == JobState::Queued && job.priority == priority {
+                kept.push_back(id);
+            }
         }
-        // Keep only jobs still queued at this level, in order; promoted jobs were appended
-        // to their new queue by `try_place_job`.
-        let kept: VecDeque<JobId> = self
-            .queues
-            .queue(priority)
-            .iter()
-            .copied()
-            .filter(|id| self.jobs[id].state == JobState::Queued && self.jobs[id].priority == priority)
-            .collect();
+        let watch = std::mem::take(&mut self.scan_watch);
+        if watch.disturbed || self.queues.pushes() != pushes {
+            kept = self
+                .queues
+                .queue(priority)
+                .iter()
+                .copied()
+                .filter(|id| {
+                    let job = &self.jobs[id];
+                    job.state == JobState::Queued && job.priority == priority
+                })
+                .collect();
+        }
         self.queues.set_queue(priority, kept);
     }
 
@@ -85,29 +107,41 @@ impl Scheduler {
 
     /// One placement try of a queued job. On success the job enters the claiming queue.
     pub(super) fn try_place_job(&mut self, now: Millis, id: JobId, capacity: &mut Capacity) {
-        let job = &self.jobs[&id];
+        // A scan tries every queued job and most do not fit: the common outcome (a job KOALA's
+        // policies place, rejected because it exceeds the available processors) takes one
+        // lookup of the job, the others look it up again after each step that needs `self`.
+        let mut job = known(&mut self.jobs, id);
         if job.state != JobState::Queued {
             return;
         }
         self.stats.placement_tries += 1;
         // Only a blacklisted site can make a job that passed validation impossible to hold.
-        if self.config.blacklist_expiry_ms.is_none() && capacity.has_excluded_sites() && !self.could_ever_fit(id) {
-            self.queues.remove(id);
-            let job = known(&mut self.jobs, id);
-            job.placement_tries += 1;
-            job.timeline.finished = Some(now);
-            self.set_state(now, id, JobState::Failed(FailureReason::Unplaceable));
-            return;
+        if self.config.blacklist_expiry_ms.is_none() && capacity.has_excluded_sites() {
+            if !self.could_ever_fit(id) {
+                self.queues.remove(id);
+                let job = known(&mut self.jobs, id);
+                job.placement_tries += 1;
+                job.timeline.finished = Some(now);
+                self.set_state(now, id, JobState::Failed(FailureReason::Unplaceable));
+                return;
+            }
+            job = known(&mut self.jobs, id);
         }
-        let decision = match self.broker_decide(now, id, capacity) {
-            Some(decision) => decision,
-            None => self.decide_placement(now, id, capacity),
+        // Exactly what `broker_decide` then `decide_placement` would answer for such a job,
+        // without asking them.
+        let decision = if !brokered(&self.config, job) && exceeds_available(job, capacity) {
+            None
+        } else {
+            let decision = match self.broker_decide(now, id, capacity) {
+                Some(decision) => decision,
+                None => self.decide_placement(now, id, capacity),
+            };
+            job = known(&mut self.jobs, id);
+            if job.state != JobState::Queued {
+                return; // the broker found it unplaceable
+            }
+            decision
         };
-        // One lookup of the job for the whole outcome (a scan tries every queued job).
-        let job = known(&mut self.jobs, id);
-        if job.state != JobState::Queued {
-            return; // the broker found it unplaceable
-        }
         job.placement_tries += 1;
         job.tries_at_level += 1;
         let Some(placements) = decision else {
@@ -170,23 +204,7 @@ impl Scheduler {
 
     /// Asks the job's policy for a placement of every component (fixed ones at their site).
     fn decide_placement(&mut self, now: Millis, id: JobId, available: &mut Capacity) -> Option<Vec<ComponentPlacement>> {
-        let job = &self.jobs[&id];
-        // Fast rejection without asking a policy: a component larger than every site's
-        // available processors, or a flexible total larger than their sum.
-        let largest = job
-            .components
-            .iter()
-            .filter(|c| c.fixed_site.is_none())
-            .map(|c| c.processors)
-            .max()
-            .unwrap_or(0);
-        if largest > available.max_available()
-            || job
-                .spec
-                .flexible
-                .as_ref()
-                .is_some_and(|f| f.total as u64 > available.total_available())
-        {
+        if exceeds_available(&self.jobs[&id], available) {
             return None;
         }
         // REQUIREMENTS, RANK, GridWay's priority and bans (gridway.rs).
@@ -404,6 +422,35 @@ impl Scheduler {
     }
 }
 
+/// Whether no job is in `ids` twice (most queues are in submission order: checked first).
+fn all_distinct(ids: &[JobId]) -> bool {
+    if ids.windows(2).all(|w| w[0] < w[1]) {
+        return true;
+    }
+    let mut sorted = ids.to_vec();
+    sorted.sort_unstable();
+    sorted.windows(2).all(|w| w[0] != w[1])
+}
+
+/// Fast rejection without asking a policy: a component larger than every site's available
+/// processors, or a flexible total larger than their sum.
+#[inline]
+fn exceeds_available(job: &Job, available: &Capacity) -> bool {
+    let largest = job
+        .components
+        .iter()
+        .filter(|c| c.fixed_site.is_none())
+        .map(|c| c.processors)
+        .max()
+        .unwrap_or(0);
+    largest > available.max_available()
+        || job
+            .spec
+            .flexible
+            .as_ref()
+            .is_some_and(|f| f.total as u64 > available.total_available())
+}
+
 /// Component `component` of a job at a given site (a fixed site, or ICP's preemption target),
 /// reading every input from its fastest replica.
 pub(super) fn placement_at(
@@ -441,5 +488,20 @@ pub(super) fn placement_at(
         processors,
         sources,
         ftt_ms: total,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn all_distinct_finds_a_job_twice_in_any_order() {
+        let ids = |v: &[u64]| v.iter().map(|&i| JobId(i)).collect::<Vec<_>>();
+        assert!(all_distinct(&ids(&[])));
+        assert!(all_distinct(&ids(&[1, 2, 5])));
+        assert!(all_distinct(&ids(&[5, 1, 2])));
+        assert!(!all_distinct(&ids(&[1, 2, 2])));
+        assert!(!all_distinct(&ids(&[7, 1, 3, 7])));
     }
 }

@@ -3,7 +3,8 @@
 //! removed, unless a live handoff from the same origin declares the same content. A handoff
 //! prepared and never committed is aborted here once its origin has not spoken about it for
 //! `handoff_timeout_ms` (the origin then gets 409 on a late commit and decides the job again:
-//! it never ran here). A committed handoff is released on its origin's `done` (its outputs and
+//! it never ran here; an aborted handoff, or a tombstone, is forgotten `handoff_timeout_ms` after
+//! its abort, and a commit after that gets 404, with the same outcome). A committed handoff is released on its origin's `done` (its outputs and
 //! logs are back there) or, when that never comes (the origin was lost, or its journal),
 //! `received_retention_ms` after its job ended here (10 days by default, as long as HTCondor
 //! keeps a finished spooled job): its received inputs and its outputs here go.
@@ -39,6 +40,15 @@ pub(crate) async fn housekeeping(fed: &Arc<Federation>) -> anyhow::Result<()> {
     let j = fed.journal.clone();
     for inc in blocking(move || j.unswept_aborted()).await? {
         sweep(fed, &inc).await?;
+    }
+    // Aborted rows, tombstones included, are kept `handoff_timeout_ms` (as long as a prepared
+    // one lives) to refuse a late phase one or commit, then go: what a peer makes this server
+    // keep stays bounded, and max_handoffs_per_peer's bound on tombstones frees up again. A
+    // commit after that gets 404, and its origin aborts and decides the job again ([`super::lost`]).
+    let j = fed.journal.clone();
+    let gone = blocking(move || j.forget_aborted(before, now)).await?;
+    if gone > 0 {
+        tracing::info!(gone, "aborted handoffs older than handoff_timeout_ms forgotten");
     }
     retention(fed, now).await
 }

@@ -398,11 +398,11 @@ async fn follow(fed: &Arc<Federation>, row: &GridRow) -> anyhow::Result<()> {
     if row.remote_id.is_none() && super::results::is_conflict(&r) {
         return super::results::commit_refused(fed, i, row, h).await;
     }
-    if super::lost::is_missing(&r) {
+    if super::lost::is_missing(&r, h) {
         let asked = if row.remote_id.is_none() { "commit" } else { "look" };
         return super::lost::handoff_missing(fed, i, row, h, asked).await;
     }
-    super::lost::answered(fed, row.id, &r);
+    super::lost::answered(fed, row.id, h, &r);
     if let Ok(s) = r.map(HandoffState::from_peer) {
         let json = serde_json::to_string(&s)?;
         // Written (a synchronous commit) only when it changed, not for every job every pass.

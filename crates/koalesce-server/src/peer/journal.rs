@@ -384,8 +384,24 @@ impl Journal {
                 params![handoff, origin],
             )?;
             c.execute(
-                "UPDATE incoming SET state = 'aborted' WHERE handoff = ?1 AND state = 'prepared'",
+                "UPDATE incoming SET state = 'aborted', touched_ms = 0 WHERE handoff = ?1 AND state = 'prepared'",
                 [handoff],
+            )?;
+            c.query_row(
+                &format!("SELECT {INCOMING_COLUMNS} FROM incoming WHERE handoff = ?1"),
+                [handoff],
+                incoming_row,
+            )
+        })
+    }
+
+    /// Records handoff `handoff`, unknown here, committed as job `local_id` (submitted for it
+    /// with `description` before this journal lost its entry). The row afterwards.
+    pub fn adopt(&self, handoff: &str, origin: &str, description: &str, local_id: u64) -> rusqlite::Result<Incoming> {
+        self.with(|c| {
+            c.execute(
+                "INSERT OR IGNORE INTO incoming (handoff, origin, user, description, state, local_id) VALUES (?1, ?2, '', ?3, 'committed', ?4)",
+                params![handoff, origin, description, local_id as i64],
             )?;
             c.query_row(
                 &format!("SELECT {INCOMING_COLUMNS} FROM incoming WHERE handoff = ?1"),
@@ -488,6 +504,23 @@ impl Journal {
             let mut st = c.prepare("SELECT handoff FROM incoming WHERE state = 'prepared' AND touched_ms < ?1 ORDER BY handoff")?;
             let rows = st.query_map([before as i64], |r| r.get::<_, String>(0))?;
             rows.collect()
+        })
+    }
+
+    /// Forgets aborted handoffs (tombstones included) aborted before `before` (Unix ms) whose
+    /// received data is gone; those with no time recorded (aborted since the last pass, or by
+    /// an older version) get `now` first, so each is kept a full period from here. Returns how
+    /// many went.
+    pub fn forget_aborted(&self, before: u64, now: u64) -> rusqlite::Result<usize> {
+        self.with(|c| {
+            c.execute(
+                "UPDATE incoming SET touched_ms = ?1 WHERE state = 'aborted' AND touched_ms = 0",
+                [now as i64],
+            )?;
+            c.execute(
+                "DELETE FROM incoming WHERE state = 'aborted' AND swept = 1 AND touched_ms < ?1",
+                [before as i64],
+            )
         })
     }
 
@@ -650,6 +683,40 @@ mod tests {
             j.stale_prepared(u64::MAX, 0).unwrap().is_empty(),
             "aborted and committed never expire"
         );
+    }
+
+    #[test]
+    fn only_swept_aborted_handoffs_are_forgotten_a_full_period_after_their_abort() {
+        let dir = tempfile::tempdir().unwrap();
+        let j = Journal::open(&dir.path().join("f.db")).unwrap();
+        for h in ["alpha-1-1", "alpha-2-1", "alpha-3-1", "alpha-4-1"] {
+            j.prepare(h, "alpha", "u", "d", "[]").unwrap();
+            j.touch(h, 1).unwrap();
+        }
+        j.committed("alpha-2-1", 4).unwrap();
+        j.abort("alpha-3-1", "alpha").unwrap();
+        j.abort("alpha-9-1", "alpha").unwrap(); // a tombstone
+        j.adopt("alpha-8-1", "alpha", "d", 5).unwrap();
+        for h in ["alpha-3-1", "alpha-9-1"] {
+            j.set_swept(h).unwrap();
+        }
+        // Aborted at some moment before this pass: stamped now, kept a full period from here,
+        // even when the handoff was last touched long ago.
+        assert_eq!(j.forget_aborted(5_000, 10_000).unwrap(), 0);
+        assert_eq!(j.tombstones_of("alpha").unwrap(), 1);
+        assert_eq!(j.forget_aborted(9_999, 10_001).unwrap(), 0);
+        assert_eq!(j.forget_aborted(10_001, 20_000).unwrap(), 2);
+        assert_eq!(j.tombstones_of("alpha").unwrap(), 0);
+        // Prepared, committed (adopted too) and unswept aborted handoffs stay.
+        j.abort("alpha-4-1", "alpha").unwrap();
+        assert_eq!(j.forget_aborted(u64::MAX, 30_000).unwrap(), 0, "not swept");
+        let left: Vec<String> = ["alpha-1-1", "alpha-2-1", "alpha-3-1", "alpha-4-1", "alpha-8-1", "alpha-9-1"]
+            .into_iter()
+            .filter(|h| j.incoming(h).unwrap().is_some())
+            .map(str::to_string)
+            .collect();
+        assert_eq!(left, ["alpha-1-1", "alpha-2-1", "alpha-4-1", "alpha-8-1"]);
+        assert_eq!(j.incoming("alpha-8-1").unwrap().unwrap().local_id, Some(5));
     }
 
     #[test]

@@ -9,13 +9,16 @@
 //! `aborted`, the job is decided again here, as after a receiver's own abort
 //! ([`super::results::commit_refused`]); a job whose user cancelled it ends cancelled there.
 //!
-//! Committed there (the receiver gave it a job id) and now unknown: the job may have run, or
+//! Committed there (the receiver gave it a job id) and now unknown: before the job fails the
+//! origin sends an abort, which a receiver that lost its journal but not its jobs answers by taking the job back
+//! (`committed`, the same job id): it is followed as before. Otherwise the job may have run, or
 //! still run, and its outcome can no longer be learned, so it is not run again. Either way,
 //! after [`MISSING_TRIES`] answers of 404 in a row (with, before the commit, no confirmed
 //! abort) the job fails here with a reason saying what happened, rather than wait for ever or
 //! risk running it on both sides; a 404 once is not taken for the peer's last word. Any other
 //! answer starts the count again. The count lives in memory: a restart of the origin gives a
-//! handoff its tries again, still a bounded number per run.
+//! handoff its tries again, still a bounded number per run. Only koalesce's own 404 for the
+//! handoff counts ([`is_missing`]): a proxy's or another server's 404 page is no answer about it.
 
 use std::sync::Arc;
 
@@ -27,15 +30,17 @@ use super::{blocking, data, CallError, Federation};
 /// fails.
 pub const MISSING_TRIES: u32 = 5;
 
-/// Whether a call's answer is the receiver saying it has no such handoff.
-pub(crate) fn is_missing<T>(r: &Result<T, CallError>) -> bool {
-    matches!(r, Err(CallError::Refused(404, _)))
+/// Whether a call's answer about handoff `h` is the receiver saying it has no such handoff: a
+/// 404 with koalesce's own message for it. Any other 404 (a proxy's page, another server now at
+/// the peer's address, a path it does not serve) says nothing about the handoff.
+pub(crate) fn is_missing<T>(r: &Result<T, CallError>, h: &str) -> bool {
+    matches!(r, Err(CallError::Refused(404, m)) if *m == format!("handoff '{}' not found", crate::api::cut_message(h)))
 }
 
 /// After a call about grid job `id`'s handoff: forgets its 404 count unless the peer said 404
 /// or did not answer.
-pub(crate) fn answered<T>(fed: &Federation, id: u64, r: &Result<T, CallError>) {
-    if !is_missing(r) && !matches!(r, Err(CallError::Unreachable(_))) {
+pub(crate) fn answered<T>(fed: &Federation, id: u64, h: &str, r: &Result<T, CallError>) {
+    if !is_missing(r, h) && !matches!(r, Err(CallError::Unreachable(_))) {
         fed.missing.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
     }
 }
@@ -50,6 +55,24 @@ pub(crate) async fn handoff_missing(fed: &Arc<Federation>, i: usize, row: &GridR
         *n += 1;
         *n
     };
+    if let Some(rid) = row.remote_id.filter(|_| tries >= MISSING_TRIES) {
+        // Before it fails: its journal lost, its jobs kept, the abort of a handoff unknown there
+        // takes the job back (answered committed, as the same job) when it is still there (an
+        // abort of a committed handoff changes nothing). Then it is followed as usual. Not
+        // sooner: an abort of a handoff it has no job of leaves a tombstone, which it would
+        // then show to the looks instead of 404.
+        let client = fed.peers[i].clone();
+        let path = format!("/api/v1/peer/handoffs/{}/abort", data::encode(h));
+        let r = blocking(move || client.call::<(), HandoffState>(&path, Some(&()))).await;
+        fed.record(i, &r);
+        if let Ok(s) = r {
+            if s.state == "committed" && s.job == Some(rid) {
+                tracing::warn!(grid_job = row.id, %peer, handoff = h, "committed handoff unknown at the peer, whose job is still there: taken back there");
+                fed.missing.lock().unwrap_or_else(|p| p.into_inner()).remove(&row.id);
+                return Ok(());
+            }
+        }
+    }
     let (to, why) = match row.remote_id {
         Some(rid) if tries >= MISSING_TRIES => (
             state::FAILED,
@@ -79,7 +102,9 @@ pub(crate) async fn handoff_missing(fed: &Arc<Federation>, i: usize, row: &GridR
                 Err(e) if tries >= MISSING_TRIES => (
                     state::FAILED,
                     format!(
-                        "handoff {h} is unknown at {peer} (404 to {tries} requests in a row) and its abort there was not confirmed ({e}): failed here rather than risk running it twice"
+                        "handoff {h} is unknown at {peer} (404 to {tries} requests in a row) and its abort there was not confirmed ({}): failed here rather than risk running it twice",
+                        // The peer's words: plain text, bounded, before users see them.
+                        super::wire::plain(&e.to_string(), 2000)
                     ),
                 ),
                 Err(e) => {

@@ -263,10 +263,11 @@ impl Federation {
         Ok(found.map(|id| id as u64))
     }
 
-    /// Aborts handoff `h` from `origin` (a tombstone if it is unknown) — unless it is prepared
-    /// and a commit already submitted its job (a receiver killed between the submission and
-    /// its journal's `committed`): then it is recorded committed to that job, which runs, since
-    /// an abort would let the origin decide the job again and run it twice. The row afterwards.
+    /// Aborts handoff `h` from `origin` (a tombstone if it is unknown) — unless a commit
+    /// already submitted its job (a receiver killed between the submission and its journal's
+    /// `committed`, or a journal lost since): then it is recorded committed to that job, which
+    /// runs, since an abort would let the origin decide the job again and run it twice. The row
+    /// afterwards.
     pub(crate) async fn abort_incoming(
         &self,
         one: &tokio::sync::MutexGuard<'_, ()>,
@@ -275,15 +276,19 @@ impl Federation {
     ) -> Result<journal::Incoming, String> {
         let (j, key) = (self.journal.clone(), h.to_string());
         let inc = blocking(move || j.incoming(&key)).await.map_err(|e| e.to_string())?;
-        let submitted = match inc.filter(|i| i.state == "prepared") {
-            Some(inc) => match JobDescription::parse(&inc.description) {
+        let submitted = match inc {
+            Some(inc) if inc.state == "prepared" => match JobDescription::parse(&inc.description) {
                 Ok(desc) => self
                     .find_marked(one, &marked_name(&desc.name, h), &format!("peer-{origin}"))
                     .await
                     .map_err(|e| e.1)?,
                 Err(_) => None,
             },
-            None => None,
+            Some(_) => None,
+            // Unknown here: this server may have lost its journal but not its jobs (issue 14's
+            // lost journal). A job submitted for the handoff is taken back, not tombstoned:
+            // the origin would decide the job again and run it twice.
+            None => return self.adopt_or_abort(one, h, origin).await,
         };
         let (j, key, origin) = (self.journal.clone(), h.to_string(), origin.to_string());
         blocking(move || {
@@ -293,6 +298,37 @@ impl Federation {
                 return j.incoming(&key)?.ok_or(rusqlite::Error::QueryReturnedNoRows);
             }
             j.abort(&key, &origin)
+        })
+        .await
+        .map_err(|e| e.to_string())
+    }
+
+    /// Abort of handoff `h`, unknown to the journal: if a job of `origin`'s user has the
+    /// handoff's marked name (whatever the job's own name), the handoff is recorded committed
+    /// to it (the description the job was submitted with); otherwise a tombstone.
+    async fn adopt_or_abort(&self, _one: &tokio::sync::MutexGuard<'_, ()>, h: &str, origin: &str) -> Result<journal::Incoming, String> {
+        let store = self.shared.store.clone();
+        let (suffix, owner) = (marked_name("", h), format!("peer-{origin}"));
+        let found = blocking(move || {
+            store.read(move |c| {
+                use rusqlite::OptionalExtension;
+                c.query_row(
+                    "SELECT id, description FROM jobs WHERE user = ?1 AND substr(name, -?3) = ?2 ORDER BY id LIMIT 1",
+                    rusqlite::params![owner, suffix, suffix.chars().count() as i64],
+                    |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, String>(1)?)),
+                )
+                .optional()
+            })
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+        let (j, key, origin) = (self.journal.clone(), h.to_string(), origin.to_string());
+        blocking(move || match found {
+            Some((id, description)) => {
+                tracing::warn!(handoff = %key, job = id, "abort of a handoff unknown here, whose job is here (its journal entry was lost): committed, not aborted");
+                j.adopt(&key, &origin, &description, id)
+            }
+            None => j.abort(&key, &origin),
         })
         .await
         .map_err(|e| e.to_string())

@@ -328,10 +328,10 @@ pub(crate) async fn deliver_cancel(fed: &F, row: &GridRow) -> anyhow::Result<()>
     let path = format!("/api/v1/peer/handoffs/{}/cancel", data::encode(h));
     let r = blocking(move || client.call::<(), HandoffState>(&path, Some(&()))).await;
     fed.record(i, &r);
-    if super::lost::is_missing(&r) {
+    if super::lost::is_missing(&r, h) {
         return super::lost::handoff_missing(fed, i, row, h, "cancel").await;
     }
-    super::lost::answered(fed, row.id, &r);
+    super::lost::answered(fed, row.id, h, &r);
     match r.map(HandoffState::from_peer) {
         Ok(s) if s.state == "aborted" => {
             let why = format!("cancelled by its user before it started at {peer}");

@@ -119,7 +119,7 @@ impl HandoffState {
 
 /// `s` with control and bidirectional-override characters written as visible escapes, cut to
 /// `max` characters.
-fn plain(s: &str, max: usize) -> String {
+pub(crate) fn plain(s: &str, max: usize) -> String {
     let bidi = |c: char| matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}');
     let mut out = String::new();
     for c in s.chars() {

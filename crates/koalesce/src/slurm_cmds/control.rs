@@ -154,6 +154,11 @@ pub fn scontrol(args: &[String], conn: impl FnOnce() -> SResult<Client>) -> SRes
             print!("{out}");
             Ok(ExitCode::SUCCESS)
         }
+        // After global flags (`scontrol -o version`); without them run_named answers first.
+        [v] if v.eq_ignore_ascii_case("version") => {
+            println!("slurm {}", super::SLURM_VERSION);
+            Ok(ExitCode::SUCCESS)
+        }
         ["ping"] => Ok(super::showconfig::ping(&conn()?)),
         ["show", entity, ..] if super::showconfig::is_config_entity(entity) => {
             super::showconfig::run(&conn()?)?;

@@ -43,8 +43,9 @@ mod timefmt;
 pub const COMMANDS: [&str; 5] = ["sbatch", "squeue", "scancel", "sacct", "scontrol"];
 
 /// The Slurm release whose commands' formats koalesce's match (checked against Debian 12's
-/// slurm-wlm 22.05.8 on the test bed): `CMD --version` prints `slurm 22.05.8`, `scontrol show
-/// config` its `SLURM_VERSION`.
+/// slurm-wlm 22.05.8 on the test bed): `CMD --version` prints `slurm 22.05.8` as upstream
+/// Slurm does (Debian's build says `slurm-wlm 22.05.8`), `scontrol show config` its
+/// `SLURM_VERSION`.
 pub const SLURM_VERSION: &str = "22.05.8";
 
 /// The one cluster koalesce is to Slurm's commands (`SLURM_CLUSTER_NAME`, `-M`).

@@ -190,8 +190,18 @@ fn fewer_tasks_than_nodes_lowers_the_nodes_as_slurm_does() {
 fn node_counts_as_slurm_22_05_takes_them() {
     // Checked by hand against Slurm 22.05.8's sbatch on the test bed.
     let s = "#!/bin/sh\ntrue\n";
-    for (n, nodes) in [("0-1", 1), ("0-2", 1), ("1-0", 1), ("2", 2), ("2-4", 2)] {
-        let d = describe_script(s, &["-N", n]).unwrap_or_else(|e| panic!("-N {n}: {}", e.message));
+    // Slurm's multipliers (k: 1024, m: 1024²) and a range without a minimum.
+    for (n, nodes) in [
+        ("0-1", 1),
+        ("0-2", 1),
+        ("1-0", 1),
+        ("2", 2),
+        ("2-4", 2),
+        ("1k", 1024),
+        ("2K-4k", 2048),
+        ("-3", 1),
+    ] {
+        let d = describe_script(s, &[&format!("--nodes={n}")]).unwrap_or_else(|e| panic!("-N {n}: {}", e.message));
         assert_eq!(spec_of(&d).nodes, nodes, "-N {n}");
     }
     for (n, message, code) in [

@@ -66,9 +66,10 @@ pub(crate) fn render(now_ms: u64, url: &str) -> String {
         ("ClusterName", CLUSTER_NAME.to_string()),
         // koalesce keeps every job's record; Slurm's 0 means records are never purged.
         ("MinJobAge", "0 sec".to_string()),
-        ("SLURM_VERSION", SLURM_VERSION.to_string()),
         ("SlurmctldHost[0]", host.clone()),
         ("SlurmctldPort", port.to_string()),
+        // Last, as in Slurm's listing (after the SLURM_CONF line koalesce has no counterpart for).
+        ("SLURM_VERSION", SLURM_VERSION.to_string()),
     ];
     let mut out = format!("Configuration data as of {}\n", timestamp(now_ms));
     for (k, v) in pairs {
@@ -108,6 +109,16 @@ mod tests {
         assert_eq!(host_port("https://grid.example.org/koalesce"), ("grid.example.org".into(), 443));
         assert_eq!(host_port("http://[::1]:9000/"), ("[::1]".into(), 9000));
         assert_eq!(host_port("http://[::1]"), ("[::1]".into(), 80));
+    }
+
+    #[test]
+    fn keys_come_in_slurm_22_05s_order() {
+        // The order of these keys in Slurm 22.05.8's `scontrol show config` on the test bed
+        // (lines 28, 93, 144, 146 and 166 of its listing).
+        let real = ["ClusterName", "MinJobAge", "SlurmctldHost[0]", "SlurmctldPort", "SLURM_VERSION"];
+        let s = render(0, "http://h.example:7000");
+        let ours: Vec<&str> = s.lines().filter_map(|l| l.split_once(" = ")).map(|(k, _)| k.trim_end()).collect();
+        assert_eq!(ours, real, "{s}");
     }
 
     #[test]
