@@ -274,3 +274,24 @@ fn the_jobs_table_pages_newest_first_across_live_and_ended_jobs() {
     srv.stop();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn jobs_that_ran_out_of_time_are_listed_and_counted_with_the_ended_ones() {
+    let dir = tmp("timeout");
+    let srv = server(&dir, &[("alpha", 2)]);
+    let alice = token(&dir, "alice", false);
+    let a = srv.addr;
+    let late = submit(&srv, &alice, &shell_job("too-slow", "sleep 30", 1, "walltime = \"1s\""));
+    let done = submit(&srv, &alice, &shell_job("quick", "true", 1, ""));
+    wait_state(&srv, &alice, late, &["timeout"], 30);
+    wait_state(&srv, &alice, done, &["succeeded"], 30);
+    let (code, _, page) = req(a, "GET", "/jobs", Some(&alice), &[], "");
+    assert_eq!(code, 200);
+    assert!(page.contains(&format!("<tr id=\"job-{late}\"")), "the timed-out job is listed: {page}");
+    assert!(page.contains("of 2"), "both ended jobs counted");
+    let (code, _, page) = req(a, "GET", "/jobs?state=timeout", Some(&alice), &[], "");
+    assert_eq!(code, 200, "{page}");
+    assert!(page.contains(&format!("<tr id=\"job-{late}\"")) && !page.contains(&format!("<tr id=\"job-{done}\"")));
+    srv.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -556,24 +556,6 @@ pub fn load_ended(conn: &Connection, user: Option<&str>, state: Option<&str>) ->
     rows.collect()
 }
 
-/// [`load_ended`], one page: ids above `after`, at most `limit` of them.
-pub fn load_ended_page(
-    conn: &Connection,
-    user: Option<&str>,
-    state: Option<&str>,
-    after: u64,
-    limit: usize,
-) -> rusqlite::Result<Vec<(u64, String)>> {
-    let mut st = conn.prepare_cached(
-        "SELECT id, detail FROM jobs WHERE state IN ('succeeded', 'failed', 'cancelled') \
-         AND (?1 IS NULL OR user = ?1) AND (?2 IS NULL OR state = ?2) AND id > ?3 ORDER BY id LIMIT ?4",
-    )?;
-    let rows = st.query_map(params![user, state, after as i64, limit as i64], |r| {
-        Ok((r.get::<_, i64>(0)? as u64, r.get(1)?))
-    })?;
-    rows.collect()
-}
-
 /// One job's owner, state and API rendering.
 pub fn load_detail(conn: &Connection, id: u64) -> rusqlite::Result<Option<(String, String, String)>> {
     conn.prepare_cached("SELECT user, state, detail FROM jobs WHERE id = ?1")?

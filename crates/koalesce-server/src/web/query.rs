@@ -19,24 +19,35 @@ use crate::daemon::{records, Shared};
 use crate::store::StoreError;
 
 /// The ended jobs the store lists, as every query over [`INDEX`] says it, word for word (the
-/// index is partial: SQLite uses it only for a query with its condition).
-const ENDED_SQL: &str = "state IN ('succeeded', 'failed', 'cancelled')";
+/// index is partial: SQLite uses it only for a query with its condition): every state of
+/// `JobState::TERMINAL_NAMES` (the test `ended_sql_names_every_terminal_state` keeps them equal).
+const ENDED_SQL: &str = "state IN ('succeeded', 'failed', 'timeout', 'out_of_memory', 'cancelled')";
 
 /// The dashboard's index on the jobs table (created at startup if missing), over ended jobs
 /// only: the dashboard lists live jobs from the core, and an index entry for every new job
 /// cost each group commit of submissions two more pages (`bench submit`). Replaces
 /// `jobs_web_list`, which indexed every job. Live jobs' rows have an empty rendering: the
 /// expression must not fail on it (a failing expression fails the insert).
-pub const INDEX: &str = "DROP INDEX IF EXISTS jobs_web_list; \
-     CREATE INDEX IF NOT EXISTS jobs_web_ended ON jobs \
+pub const INDEX: &str = "DROP INDEX IF EXISTS jobs_web_list; DROP INDEX IF EXISTS jobs_web_ended; \
+     CREATE INDEX IF NOT EXISTS jobs_web_terminal ON jobs \
      (id, state, user, name, (CASE WHEN json_valid(detail) THEN json_extract(detail, '$.sites') END)) \
-     WHERE state IN ('succeeded', 'failed', 'cancelled');";
+     WHERE state IN ('succeeded', 'failed', 'timeout', 'out_of_memory', 'cancelled');";
 
 /// Rows per page of the jobs table.
 pub const PER_PAGE: usize = 50;
 
 /// Job states in display order.
-pub const STATES: [&str; 7] = ["queued", "placed", "claimed", "running", "succeeded", "failed", "cancelled"];
+pub const STATES: [&str; 9] = [
+    "queued",
+    "placed",
+    "claimed",
+    "running",
+    "succeeded",
+    "failed",
+    "timeout",
+    "out_of_memory",
+    "cancelled",
+];
 
 /// The jobs table's filters (each optional; empty strings count as absent).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -144,7 +155,7 @@ impl Sql {
     }
 
     fn count(&self, c: &Connection) -> rusqlite::Result<usize> {
-        let q = format!("SELECT COUNT(*) FROM jobs INDEXED BY jobs_web_ended WHERE {}", self.where_());
+        let q = format!("SELECT COUNT(*) FROM jobs INDEXED BY jobs_web_terminal WHERE {}", self.where_());
         c.prepare_cached(&q)?
             .query_row(rusqlite::params_from_iter(&self.params), |r| r.get::<_, i64>(0))
             .map(|n| n as usize)
@@ -152,7 +163,7 @@ impl Sql {
 
     fn ids(&self, c: &Connection, limit: usize, offset: usize) -> rusqlite::Result<Vec<u64>> {
         let q = format!(
-            "SELECT id FROM jobs INDEXED BY jobs_web_ended WHERE {} ORDER BY id DESC LIMIT {limit} OFFSET {offset}",
+            "SELECT id FROM jobs INDEXED BY jobs_web_terminal WHERE {} ORDER BY id DESC LIMIT {limit} OFFSET {offset}",
             self.where_()
         );
         let mut st = c.prepare_cached(&q)?;
@@ -263,7 +274,7 @@ pub fn state_counts(s: &Shared, v: &Viewer) -> Result<Vec<(&'static str, u64)>, 
         let user = v.user.clone();
         let rows = s.store.read(|c| {
             let mut st = c.prepare_cached(
-                "SELECT state, COUNT(*) FROM jobs WHERE user = ?1 AND state IN ('succeeded', 'failed', 'cancelled') GROUP BY state",
+                "SELECT state, COUNT(*) FROM jobs WHERE user = ?1 AND state IN ('succeeded', 'failed', 'timeout', 'out_of_memory', 'cancelled') GROUP BY state",
             )?;
             let rows = st.query_map([user], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as u64)))?;
             rows.collect::<rusqlite::Result<Vec<_>>>()
@@ -299,6 +310,17 @@ mod tests {
         assert_eq!(f.normalized(&viewer("alice", false)).user.as_deref(), Some("alice"));
         assert_eq!(f.normalized(&viewer("root", true)).user.as_deref(), Some("bob"));
         assert_eq!(f.normalized(&viewer("root", true)).state, None);
+    }
+
+    #[test]
+    fn ended_sql_names_every_terminal_state() {
+        let names: Vec<String> = koalesce_core::JobState::TERMINAL_NAMES.iter().map(|n| format!("'{n}'")).collect();
+        let list = format!("state IN ({})", names.join(", "));
+        assert_eq!(ENDED_SQL, list);
+        assert!(INDEX.contains(&format!("WHERE {list};")), "{INDEX}");
+        for n in koalesce_core::JobState::TERMINAL_NAMES {
+            assert!(STATES.contains(&n), "the dashboard's state filter offers {n}");
+        }
     }
 
     #[test]
