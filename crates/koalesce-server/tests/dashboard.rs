@@ -287,7 +287,10 @@ fn jobs_that_ran_out_of_time_are_listed_and_counted_with_the_ended_ones() {
     wait_state(&srv, &alice, done, &["succeeded"], 30);
     let (code, _, page) = req(a, "GET", "/jobs", Some(&alice), &[], "");
     assert_eq!(code, 200);
-    assert!(page.contains(&format!("<tr id=\"job-{late}\"")), "the timed-out job is listed: {page}");
+    assert!(
+        page.contains(&format!("<tr id=\"job-{late}\"")),
+        "the timed-out job is listed: {page}"
+    );
     assert!(page.contains("of 2"), "both ended jobs counted");
     let (code, _, page) = req(a, "GET", "/jobs?state=timeout", Some(&alice), &[], "");
     assert_eq!(code, 200, "{page}");

@@ -64,6 +64,11 @@ pub struct BenchSubmitArgs {
     /// Rounds of each mode for `--reservation-batching compare`.
     #[arg(long, default_value_t = 3)]
     pub rounds: usize,
+    /// Favour the client threads like the server's threads (a short scheduler slice, nice -10
+    /// as root), as `bench e2e --clients-favoured` does: clients and server then share one
+    /// priority, as they did before the server's threads were favoured. Off by default.
+    #[arg(long)]
+    pub clients_favoured: bool,
 }
 
 impl BenchSubmitArgs {
@@ -249,11 +254,11 @@ impl BenchSubmitArgs {
         let policy = self.policy.clone();
         let job: Arc<dyn Fn(usize) -> String + Send + Sync> = Arc::new(move |i| policy_job(i, policy.as_deref()));
         if self.warmup > 0 {
-            run_submissions_of(url, token, self.clients, self.warmup, 0, job.clone(), false).context("warm-up")?;
+            run_submissions_of(url, token, self.clients, self.warmup, 0, job.clone(), self.clients_favoured).context("warm-up")?;
         }
         let reserved_before = if self.broker() { reservations_granted(url)? } else { 0 };
         let db_before = db_counters(url);
-        let r = run_submissions_of(url, token, self.clients, self.jobs, self.warmup, job, false)?;
+        let r = run_submissions_of(url, token, self.clients, self.jobs, self.warmup, job, self.clients_favoured)?;
         let db_per_job = match (db_before, db_counters(url)) {
             (Some((w0, c0)), Some((w1, c1))) => {
                 let n = self.jobs as f64;
@@ -397,6 +402,7 @@ impl BenchSubmitArgs {
         if self.json {
             let v = serde_json::json!({
                 "clients": r.clients,
+                "clients_favoured": self.clients_favoured,
                 "jobs": r.jobs,
                 "elapsed_s": r.elapsed.as_secs_f64(),
                 "jobs_per_sec": rate,
@@ -415,7 +421,15 @@ impl BenchSubmitArgs {
             });
             println!("{}", serde_json::to_string_pretty(&v)?);
         } else {
-            println!("clients              {}", r.clients);
+            println!(
+                "clients              {}{}",
+                r.clients,
+                if self.clients_favoured {
+                    " (favoured like the server's threads)"
+                } else {
+                    ""
+                }
+            );
             println!("jobs acknowledged    {} in {:.2} s", r.jobs, r.elapsed.as_secs_f64());
             println!("durable submissions  {rate:.0} jobs/s ({:.0} jobs/min)", rate * 60.0);
             println!(
