@@ -36,18 +36,9 @@ pub const INDEX: &str = "DROP INDEX IF EXISTS jobs_web_list; DROP INDEX IF EXIST
 /// Rows per page of the jobs table.
 pub const PER_PAGE: usize = 50;
 
-/// Job states in display order.
-pub const STATES: [&str; 9] = [
-    "queued",
-    "placed",
-    "claimed",
-    "running",
-    "succeeded",
-    "failed",
-    "timeout",
-    "out_of_memory",
-    "cancelled",
-];
+/// Job states in display order: every state a job can be in (the filter's choices and the
+/// overview's counts).
+pub const STATES: &[&str] = &koalesce_core::JobState::NAMES;
 
 /// The jobs table's filters (each optional; empty strings count as absent).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
