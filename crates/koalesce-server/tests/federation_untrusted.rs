@@ -300,3 +300,30 @@ fn a_peers_refusal_of_an_abort_reaches_users_as_bounded_plain_text() {
     assert!(!why.chars().any(|c| c.is_control() || c == '\u{202e}'), "{why:?}");
     assert!(why.chars().count() <= 4_000, "{} characters", why.chars().count());
 }
+
+/// A peer that refuses phase one with escape sequences and a long text: the job runs at the
+/// origin, and the reason users read carries the refusal as bounded plain text.
+#[test]
+fn a_peers_refusal_of_phase_one_reaches_users_as_bounded_plain_text() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hostile = format!("no room\r\n\u{1b}[2J\u{1b}]0;owned\u{7}here\u{202e}{}", "y".repeat(100_000));
+    let fake = FakePeer::start(move |r| match (r.method.as_str(), r.path.as_str()) {
+        ("POST", "/api/v1/peer/offer") => json_answer(200, &json!({"att_ms": 1, "awt_ms": 0, "ru": 0.0})),
+        ("POST", "/api/v1/peer/handoffs") => json_answer(422, &json!({"error": hostile})),
+        (_, p) => json_answer(404, &json!({"error": format!("handoff '{}' not found", handoff_of(p))})),
+    });
+    let (a, alice, id) = busy_origin(tmp.path(), &fake, &sleep_job("near", 1));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let why = loop {
+        let g = get(&a, &alice, &format!("/api/v1/grid/jobs/{id}"));
+        if let Some(w) = g["reason"].as_str().filter(|w| w.contains("refused it")) {
+            break w.to_string();
+        }
+        assert!(std::time::Instant::now() < deadline, "no refusal recorded: {g}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let head: String = why.chars().take(300).collect();
+    assert!(why.contains("422") && why.contains("no room"), "{head}");
+    assert!(!why.chars().any(|c| c.is_control() || c == '\u{202e}'), "{head:?}");
+    assert!(why.chars().count() <= 4_000, "{} characters", why.chars().count());
+}

@@ -157,7 +157,9 @@ impl PeerClient {
                 .ok()
                 .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_string))
                 .unwrap_or(text);
-            return Err(CallError::Refused(status, msg));
+            // A peer's text reaches users' terminals and job reasons: plain and bounded here,
+            // once for every caller.
+            return Err(CallError::Refused(status, super::wire::plain(&msg, 2000)));
         }
         serde_json::from_str(&text).map_err(|e| CallError::Unreachable(format!("answer is not the expected JSON: {e}")))
     }

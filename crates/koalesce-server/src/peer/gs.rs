@@ -312,7 +312,7 @@ async fn hand_off(fed: &Arc<Federation>, row: &GridRow, i: usize, why: String) -
             follow(fed, &row).await
         }
         Ok(s) => {
-            let r = format!("{why}; but {peer} answered '{}': runs here", s.state);
+            let r = format!("{why}; but {peer} answered '{}': runs here", super::wire::plain(&s.state, 64));
             transition(fed, row.id, state::HANDING, state::SUBMITTING, reason(&r)).await?;
             submit_local(fed, row, state::SUBMITTING, None).await
         }
