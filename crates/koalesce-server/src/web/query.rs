@@ -18,20 +18,32 @@ use super::Viewer;
 use crate::daemon::{records, Shared};
 use crate::store::StoreError;
 
+/// The condition of [`ENDED_SQL`] as a literal, so that the index and the queries below are
+/// built from the one text.
+macro_rules! ended_sql {
+    () => {
+        "state IN ('succeeded', 'failed', 'timeout', 'out_of_memory', 'cancelled')"
+    };
+}
+
 /// The ended jobs the store lists, as every query over [`INDEX`] says it, word for word (the
 /// index is partial: SQLite uses it only for a query with its condition): every state of
 /// `JobState::TERMINAL_NAMES` (the test `ended_sql_names_every_terminal_state` keeps them equal).
-const ENDED_SQL: &str = "state IN ('succeeded', 'failed', 'timeout', 'out_of_memory', 'cancelled')";
+const ENDED_SQL: &str = ended_sql!();
 
 /// The dashboard's index on the jobs table (created at startup if missing), over ended jobs
 /// only: the dashboard lists live jobs from the core, and an index entry for every new job
 /// cost each group commit of submissions two more pages (`bench submit`). Replaces
 /// `jobs_web_list`, which indexed every job. Live jobs' rows have an empty rendering: the
 /// expression must not fail on it (a failing expression fails the insert).
-pub const INDEX: &str = "DROP INDEX IF EXISTS jobs_web_list; DROP INDEX IF EXISTS jobs_web_ended; \
+pub const INDEX: &str = concat!(
+    "DROP INDEX IF EXISTS jobs_web_list; DROP INDEX IF EXISTS jobs_web_ended; \
      CREATE INDEX IF NOT EXISTS jobs_web_terminal ON jobs \
      (id, state, user, name, (CASE WHEN json_valid(detail) THEN json_extract(detail, '$.sites') END)) \
-     WHERE state IN ('succeeded', 'failed', 'timeout', 'out_of_memory', 'cancelled');";
+     WHERE ",
+    ended_sql!(),
+    ";"
+);
 
 /// Rows per page of the jobs table.
 pub const PER_PAGE: usize = 50;
@@ -264,9 +276,11 @@ pub fn state_counts(s: &Shared, v: &Viewer) -> Result<Vec<(&'static str, u64)>, 
     if !v.admin {
         let user = v.user.clone();
         let rows = s.store.read(|c| {
-            let mut st = c.prepare_cached(
-                "SELECT state, COUNT(*) FROM jobs WHERE user = ?1 AND state IN ('succeeded', 'failed', 'timeout', 'out_of_memory', 'cancelled') GROUP BY state",
-            )?;
+            let mut st = c.prepare_cached(concat!(
+                "SELECT state, COUNT(*) FROM jobs WHERE user = ?1 AND ",
+                ended_sql!(),
+                " GROUP BY state"
+            ))?;
             let rows = st.query_map([user], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as u64)))?;
             rows.collect::<rusqlite::Result<Vec<_>>>()
         })?;
