@@ -480,20 +480,30 @@ fn reservations_granted(url: &str) -> anyhow::Result<u64> {
 /// The server's database writes and group commits so far (`koalesce_db_writes_total`,
 /// `koalesce_db_commits_total`), if its /metrics has them.
 fn db_counters(url: &str) -> Option<(u64, u64)> {
+    let body = metrics(url).ok()?;
     Some((
-        counter(url, "koalesce_db_writes_total").ok()?,
-        counter(url, "koalesce_db_commits_total").ok()?,
+        counter_in(&body, "koalesce_db_writes_total").ok()?,
+        counter_in(&body, "koalesce_db_commits_total").ok()?,
     ))
 }
 
 /// A counter from the server's /metrics.
 fn counter(url: &str, name: &str) -> anyhow::Result<u64> {
-    let body = ureq::get(&format!("{}/metrics", url.trim_end_matches('/')))
+    counter_in(&metrics(url)?, name)
+}
+
+/// The server's /metrics text.
+fn metrics(url: &str) -> anyhow::Result<String> {
+    ureq::get(&format!("{}/metrics", url.trim_end_matches('/')))
         .call()
         .context("reading /metrics")?
         .into_body()
         .read_to_string()
-        .context("reading /metrics")?;
+        .context("reading /metrics")
+}
+
+/// Counter `name` in a /metrics text.
+fn counter_in(body: &str, name: &str) -> anyhow::Result<u64> {
     let line = body
         .lines()
         .find(|l| l.strip_prefix(name).is_some_and(|rest| rest.starts_with(' ')))
