@@ -44,18 +44,18 @@ fn down(host: &str) -> String {
 }
 
 /// The server's host and port in `url` (`http://h:7878/x` → `("h", 7878)`; the scheme's port
-/// when none is given).
+/// when none is given), read by the HTTP library's URI parser. A URL it cannot read gives the
+/// URL itself as the host (the client refused such a URL before this is reached).
 fn host_port(url: &str) -> (String, u16) {
-    let (scheme, rest) = url.split_once("://").unwrap_or(("http", url));
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
-    let default_port = if scheme.eq_ignore_ascii_case("https") { 443 } else { 80 };
-    // `[::1]:7878`: the port follows the bracket.
-    let (host, port) = match authority.rfind(':') {
-        Some(i) if !authority[i..].contains(']') => (&authority[..i], authority[i + 1..].parse().ok()),
-        _ => (authority, None),
+    let Ok(uri) = url.parse::<ureq::http::Uri>() else {
+        return (url.to_string(), 80);
     };
-    (host.to_string(), port.unwrap_or(default_port))
+    let default_port = if uri.scheme_str().is_some_and(|s| s.eq_ignore_ascii_case("https")) {
+        443
+    } else {
+        80
+    };
+    (uri.host().unwrap_or(url).to_string(), uri.port_u16().unwrap_or(default_port))
 }
 
 /// The listing at `now_ms` for the server at `url`, as Slurm 22.05 pads it: the key left-aligned
