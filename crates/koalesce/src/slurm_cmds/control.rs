@@ -47,7 +47,7 @@ pub struct ScancelArgs {
 
 pub fn scancel(args: &[String], conn: impl FnOnce() -> SResult<Client>) -> SResult<ExitCode> {
     let a: ScancelArgs = parse_options("scancel", args)?;
-    super::check_clusters(a.clusters.as_deref())?;
+    super::check_clusters("scancel", a.clusters.as_deref())?;
     if let Some(sig) = &a.signal {
         let s = sig.trim().trim_start_matches("SIG").to_ascii_uppercase();
         if !matches!(s.as_str(), "KILL" | "TERM" | "INT" | "9" | "15" | "2") {

@@ -51,17 +51,49 @@ pub const SLURM_VERSION: &str = "22.05.8";
 /// The one cluster koalesce is to Slurm's commands (`SLURM_CLUSTER_NAME`, `-M`).
 pub const CLUSTER_NAME: &str = "koalesce";
 
-/// `-M/--clusters LIST` (Snakemake passes `--clusters all`, Parsl `--clusters=NAME`): koalesce
-/// is one cluster, [`CLUSTER_NAME`]; `all` names it too. Another name is Slurm's error.
-pub(crate) fn check_clusters(list: Option<&str>) -> SResult<()> {
-    for c in list.unwrap_or("").split(',').map(str::trim).filter(|c| !c.is_empty()) {
-        if !(c.eq_ignore_ascii_case("all") || c == CLUSTER_NAME) {
-            return Err(SlurmError::msg(format!(
-                "No cluster '{c}' known by database. (koalesce is one cluster: -M {CLUSTER_NAME} or -M all)"
-            )));
+/// `-M/--clusters LIST` (Snakemake passes `--clusters all`, Parsl `--clusters=NAME`), read as
+/// Slurm 22.05 reads it (`slurmdb_get_info_cluster`): the whole value `all` (any case), or no
+/// name at all, is every cluster; otherwise the names are lower-cased and deduplicated, each
+/// unknown one is reported on standard error (`No cluster 'x' known by database.`) and passed
+/// over, and an error only when none is known. koalesce is one cluster, [`CLUSTER_NAME`], so
+/// any list resolves to at most that one: the forms Slurm keeps for several clusters (squeue's
+/// CLUSTER column under `-h`) never apply. Returns whether `-M` was given.
+pub(crate) fn check_clusters(command: &str, list: Option<&str>) -> SResult<bool> {
+    let Some(list) = list else { return Ok(false) };
+    let unknown = resolve_clusters(list)?;
+    for c in unknown {
+        eprintln!("{command}: error: No cluster '{c}' known by database.");
+    }
+    Ok(true)
+}
+
+/// The names of `-M LIST` that are not koalesce (to report), or Slurm's error when no name is
+/// known.
+fn resolve_clusters(list: &str) -> SResult<Vec<String>> {
+    if list.trim().eq_ignore_ascii_case("all") {
+        return Ok(Vec::new());
+    }
+    let mut names: Vec<String> = Vec::new();
+    for c in list.split(',').map(|c| c.trim().to_ascii_lowercase()).filter(|c| !c.is_empty()) {
+        if !names.contains(&c) {
+            names.push(c);
         }
     }
-    Ok(())
+    // No name at all (`-M ''`): Slurm's query without a name, every cluster.
+    if names.is_empty() || names.iter().any(|c| c == CLUSTER_NAME) {
+        return Ok(names.into_iter().filter(|c| c != CLUSTER_NAME).collect());
+    }
+    // Slurm reports each name, then that the list reaches nothing (print_db_notok).
+    let esc = crate::client_cmds::format::escape;
+    let mut message = String::new();
+    for c in &names {
+        message.push_str(&format!("No cluster '{}' known by database.\n", esc(c)));
+    }
+    message.push_str(&format!(
+        "'{}' can't be reached now, or it is an invalid entry for --cluster.  Use 'sacctmgr list clusters' to see available clusters. (koalesce is one cluster: -M {CLUSTER_NAME} or -M all)",
+        esc(list)
+    ));
+    Err(SlurmError::msg(message))
 }
 
 /// `-u USER_LIST` as a filter on koalesce user names; `None` for the caller's own jobs. koalesce
@@ -471,11 +503,33 @@ mod tests {
 
     #[test]
     fn one_cluster_and_the_unix_account_as_the_caller() {
-        for ok in [None, Some("all"), Some("koalesce"), Some("ALL"), Some("koalesce,all"), Some("")] {
-            assert!(check_clusters(ok).is_ok(), "{ok:?}");
+        // As Slurm 22.05's slurmdb_get_info_cluster: `all` alone, names in any case and
+        // repeated, an unknown name beside a known one reported but passed over.
+        for (list, unknown) in [
+            ("all", vec![]),
+            ("ALL", vec![]),
+            ("koalesce", vec![]),
+            ("KOALESCE,koalesce", vec![]),
+            ("koalesce,Alpha,alpha", vec!["alpha"]),
+            ("koalesce,all", vec!["all"]),
+            ("", vec![]),
+            (",", vec![]),
+        ] {
+            assert_eq!(resolve_clusters(list).unwrap(), unknown, "{list:?}");
         }
-        let e = check_clusters(Some("all,alpha")).unwrap_err();
-        assert!(e.message.starts_with("No cluster 'alpha' known by database."), "{}", e.message);
+        let e = resolve_clusters("all,Alpha").unwrap_err();
+        let lines: Vec<&str> = e.message.lines().collect();
+        assert_eq!(
+            lines[..2],
+            ["No cluster 'all' known by database.", "No cluster 'alpha' known by database."]
+        );
+        assert!(
+            lines[2].starts_with("'all,Alpha' can't be reached now, or it is an invalid entry for --cluster."),
+            "{}",
+            e.message
+        );
+        assert!(!check_clusters("squeue", None).unwrap(), "no -M");
+        assert!(check_clusters("squeue", Some("koalesce,alpha")).unwrap());
         let me = unix_user().expect("the test runs as some account");
         assert_eq!(user_filter(Some(&me)), None, "-u $USER: the caller's own jobs");
         assert_eq!(user_filter(None), None);

@@ -491,7 +491,7 @@ pub fn describe(
     // Values Slurm would refuse are refused here too; the warnings are printed by `run`.
     ignored_options(o)?;
     o.compat.check()?;
-    super::check_clusters(o.clusters.as_deref())?;
+    super::check_clusters("sbatch", o.clusters.as_deref())?;
     for (set, what, why) in [
         (
             o.gpus.as_deref().is_some_and(asks_for_resources),
