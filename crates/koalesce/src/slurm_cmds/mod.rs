@@ -35,6 +35,7 @@ mod sacct;
 mod sbatch;
 mod sbatch_compat;
 mod sbatch_script;
+mod scontrol_words;
 mod showconfig;
 mod squeue;
 mod timefmt;
@@ -175,10 +176,8 @@ fn started_by_koalesce() -> bool {
 pub fn run_named(name: &str, args: &[String], invoked: Option<&Path>) -> ExitCode {
     let conn = || connection(invoked);
     // `CMD -V` / `CMD --version` (as the first argument: after sbatch's script they are the
-    // script's), and `scontrol version`.
-    if matches!(args.first().map(String::as_str), Some("-V" | "--version"))
-        || (name == "scontrol" && args.first().is_some_and(|a| a.eq_ignore_ascii_case("version")))
-    {
+    // script's); `scontrol version` (and its abbreviations) is scontrol's.
+    if matches!(args.first().map(String::as_str), Some("-V" | "--version")) {
         println!("slurm {SLURM_VERSION}");
         return ExitCode::SUCCESS;
     }
