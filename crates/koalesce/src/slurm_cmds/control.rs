@@ -110,6 +110,11 @@ pub fn scontrol(args: &[String], conn: impl FnOnce() -> SResult<Client>) -> SRes
     for a in args {
         match a.as_str() {
             "-o" | "--oneliner" => oneliner = true,
+            // getopt's `-V` and `--version` (abbreviated down to `--vers`), anywhere.
+            v if v == "-V" || (v.len() >= 6 && "--version".starts_with(v)) => {
+                println!("slurm {}", super::SLURM_VERSION);
+                return Ok(ExitCode::SUCCESS);
+            }
             "-d" | "--details" | "-a" | "--all" | "-Q" | "--quiet" => {}
             "-h" | "--help" => {
                 println!("scontrol [-o] show job [JOB_ID]\nscontrol show hostnames [HOSTLIST]\nscontrol show config\nscontrol ping\nscontrol version\n(koalesce's scontrol answers only these; keywords may be abbreviated as Slurm's: sho j, vers)");

@@ -175,12 +175,8 @@ fn started_by_koalesce() -> bool {
 /// Runs the Slurm command `name` with `args` (without argv\[0\]).
 pub fn run_named(name: &str, args: &[String], invoked: Option<&Path>) -> ExitCode {
     let conn = || connection(invoked);
-    // `CMD -V` / `CMD --version` (as the first argument: after sbatch's script they are the
-    // script's); `scontrol version` (and its abbreviations) is scontrol's.
-    if matches!(args.first().map(String::as_str), Some("-V" | "--version")) {
-        println!("slurm {SLURM_VERSION}");
-        return ExitCode::SUCCESS;
-    }
+    // `CMD -V` / `CMD --version` are options like the others ([`parse_options`], scontrol's
+    // flags); `scontrol version` (and its abbreviations) is scontrol's keyword.
     let result = match name {
         "sbatch" => sbatch::run(args, conn),
         "squeue" => squeue::run(args, conn),
@@ -389,19 +385,37 @@ pub(crate) fn parse_job_ids(list: &str) -> SResult<Vec<u64>> {
 
 /// Parses a command's options with clap, reporting errors as Slurm's getopt does (`--help`
 /// prints the help and exits 0). Long options may be abbreviated (`--job` for `--jobs`), and a
-/// repeated option takes its last value, as with getopt.
+/// repeated option takes its last value, as with getopt. `-V` / `--version` prints the version
+/// and exits 0 wherever it stands among the options (getopt's order: an option before it that
+/// is wrong is reported instead; after sbatch's script it is the script's argument).
 pub(crate) fn parse_options<T: clap::Parser>(name: &'static str, args: &[String]) -> SResult<T> {
     use clap::error::{ContextKind, ErrorKind};
-    let cmd = T::command().name(name).args_override_self(true).infer_long_args(true);
+    let cmd = T::command()
+        .name(name)
+        .args_override_self(true)
+        .infer_long_args(true)
+        .version(SLURM_VERSION)
+        .arg(
+            clap::Arg::new("slurm-version")
+                .short('V')
+                .long("version")
+                .action(clap::ArgAction::Version)
+                .help("Print the Slurm release these commands match"),
+        );
     let argv = std::iter::once(name.to_string()).chain(args.iter().cloned());
+    let done = || SlurmError {
+        message: String::new(),
+        raw: true,
+        code: 0,
+    };
     let matches = cmd.try_get_matches_from(argv).map_err(|e| match e.kind() {
-        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+        ErrorKind::DisplayVersion => {
+            println!("slurm {SLURM_VERSION}");
+            done()
+        }
+        ErrorKind::DisplayHelp => {
             print!("{}", e.render());
-            SlurmError {
-                message: String::new(),
-                raw: true,
-                code: 0,
-            }
+            done()
         }
         ErrorKind::UnknownArgument => {
             let arg = e.get(ContextKind::InvalidArg).map(|v| v.to_string()).unwrap_or_default();
@@ -550,6 +564,37 @@ mod tests {
             e.render("sbatch"),
             "sbatch: unrecognized option '--frobnicate'\nTry \"sbatch --help\" for more information\n"
         );
+    }
+
+    /// Slurm's getopt takes `-V` / `--version` anywhere among the options (Slurm 22.05 on the
+    /// test bed: `squeue -h --version` and `sbatch --wrap true -V` print the version, exit 0).
+    #[test]
+    fn version_is_an_option_anywhere() {
+        fn parse<T: clap::Parser>(name: &'static str, args: &[&str]) -> SResult<T> {
+            parse_options(name, &args.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+        }
+        for args in [
+            &["-h", "--version"][..],
+            &["-h", "-V"],
+            &["-t", "all", "--vers"],
+            &["-V", "--bogus"],
+        ] {
+            let e = parse::<squeue::SqueueArgs>("squeue", args).unwrap_err();
+            assert_eq!((e.code, e.message.as_str()), (0, ""), "squeue {args:?}");
+        }
+        let e = parse::<squeue::SqueueArgs>("squeue", &["--bogus", "-V"]).unwrap_err();
+        assert_eq!(e.code, 1, "an error before -V is reported, as by getopt");
+        let e = parse::<sbatch::SbatchArgs>("sbatch", &["--wrap", "true", "-V"]).unwrap_err();
+        assert_eq!(e.code, 0);
+        let s = parse::<sbatch::SbatchArgs>("sbatch", &["job.sh", "-V"]).unwrap();
+        assert_eq!(s.script, ["job.sh", "-V"], "after the script, the script's argument");
+        assert_eq!(parse::<sacct::SacctArgs>("sacct", &["-X", "-V"]).unwrap_err().code, 0);
+        assert_eq!(parse::<control::ScancelArgs>("scancel", &["-v", "--version"]).unwrap_err().code, 0);
+        let no_server = || -> SResult<Client> { panic!("no server is needed") };
+        for args in [&["-o", "-V"][..], &["show", "job", "--version"], &["--vers"]] {
+            let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+            assert!(control::scontrol(&args, no_server).is_ok(), "scontrol {args:?}");
+        }
     }
 
     #[test]
