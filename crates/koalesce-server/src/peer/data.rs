@@ -9,7 +9,7 @@
 //! with its SHA-256 in `X-Checksum-Sha256`; the destination writes a resumable partial (the
 //! data plane's [`Partial`]: an interrupted transfer, a killed server, resumes from the last
 //! checkpoint with `Range`), checks size and SHA-256 against what the handoff declared, renames
-//! it into a site's storage and registers it ([`crate::api_files::register_replica`]).
+//! it into a site's storage and registers it (`api_files::register_replica`).
 //!
 //! Names here: an input from peer `alpha` is registered as `peer-alpha/<sha256>` (owned by
 //! `peer-alpha`; the same content is fetched once), and the job's description is rewritten to

@@ -7,7 +7,7 @@
 //! The origin aborts it at the receiver, whose abort of an unknown handoff leaves a tombstone
 //! (a late phase one or commit of it is refused from then on). Once the receiver confirms
 //! `aborted`, the job is decided again here, as after a receiver's own abort
-//! ([`super::results::commit_refused`]); a job whose user cancelled it ends cancelled there.
+//! (`results::commit_refused`); a job whose user cancelled it ends cancelled there.
 //!
 //! Committed there (the receiver gave it a job id) and now unknown: before the job fails the
 //! origin sends an abort, which a receiver that lost its journal but not its jobs answers by taking the job back
@@ -18,7 +18,7 @@
 //! risk running it on both sides; a 404 once is not taken for the peer's last word. Any other
 //! answer starts the count again. The count lives in memory: a restart of the origin gives a
 //! handoff its tries again, still a bounded number per run. Only koalesce's own 404 for the
-//! handoff counts ([`is_missing`]): a proxy's or another server's 404 page is no answer about it.
+//! handoff counts (`is_missing`): a proxy's or another server's 404 page is no answer about it.
 
 use std::sync::Arc;
 

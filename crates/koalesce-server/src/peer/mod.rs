@@ -3,7 +3,7 @@
 //! the simulator runs ([`koalesce_core::federation`]).
 //!
 //! **Architecture (002 §II).** A job submitted to `POST /api/v1/grid/jobs` enters this server's
-//! *grid queue* (GQ, durable in `DIR/federation.db`, [`journal`]). The grid scheduler ([`gs`])
+//! *grid queue* (GQ, durable in `DIR/federation.db`, [`journal`]). The grid scheduler (`gs`)
 //! takes each job in turn: its local AWT comes from simulating the server's local scheduler
 //! (the core, seen as one compute server by [`koalesce_core::federation::live`]); below φ the
 //! job goes to the local queue (the core); otherwise (S-I, §III-A1) every available peer is
@@ -39,7 +39,7 @@
 //! **Data** ([`data`]): a job's input files move with it (the receiver pulls them from the
 //! origin, checksummed and resumable, before it submits the job), its outputs come back to the
 //! origin once it succeeded, its logs once it ended in any way, and a cancel at the origin
-//! goes to the peer ([`results`]). A receiver removes what it received for an aborted handoff,
+//! goes to the peer (`results`). A receiver removes what it received for an aborted handoff,
 //! aborts a handoff prepared and never committed after `handoff_timeout_ms`, and releases a
 //! committed one whose origin never says `done` `received_retention_ms` after its job ended
 //! (`cleanup`). The ADTs in offers use the bandwidth measured from the asking
