@@ -22,7 +22,7 @@
 
 use std::sync::Arc;
 
-use super::journal::{state, GridRow, Transition};
+use super::journal::{state, GridRow};
 use super::wire::HandoffState;
 use super::{blocking, data, CallError, Federation};
 
@@ -115,16 +115,7 @@ pub(crate) async fn handoff_missing(fed: &Arc<Federation>, i: usize, row: &GridR
         }
     };
     tracing::warn!(grid_job = row.id, %peer, handoff = h, "{why}");
-    let (j, id) = (fed.journal.clone(), row.id);
-    blocking(move || {
-        let t = Transition {
-            reason: Some(&why),
-            ..Default::default()
-        };
-        j.set_remote(id, None, "null")?;
-        j.transition(id, state::MIGRATED, to, &t)
-    })
-    .await?;
+    super::results::leave_migrated(fed, row.id, to, why).await?;
     fed.missing.lock().unwrap_or_else(|p| p.into_inner()).remove(&row.id);
     Ok(())
 }

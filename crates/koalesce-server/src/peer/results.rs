@@ -555,18 +555,25 @@ pub(crate) async fn commit_refused(fed: &F, i: usize, row: &GridRow, h: &str) ->
                 "handoff {h} was aborted at {} before it was committed: decided again",
                 fed.peers[i].name
             );
-            let (j, id) = (fed.journal.clone(), row.id);
-            blocking(move || {
-                let t = Transition {
-                    reason: Some(&why),
-                    ..Default::default()
-                };
-                j.set_remote(id, None, "null")?;
-                j.transition(id, state::MIGRATED, state::WAITING, &t)
-            })
-            .await?;
+            leave_migrated(fed, row.id, state::WAITING, why).await?;
         }
     }
+    Ok(())
+}
+
+/// Migrated grid job `id` is no longer the peer's: its remote job is forgotten and it leaves
+/// `migrated` for `to` (`waiting`: decided again; or an end) with the reason `why`.
+pub(crate) async fn leave_migrated(fed: &F, id: u64, to: &'static str, why: String) -> anyhow::Result<()> {
+    let j = fed.journal.clone();
+    blocking(move || {
+        let t = Transition {
+            reason: Some(&why),
+            ..Default::default()
+        };
+        j.set_remote(id, None, "null")?;
+        j.transition(id, state::MIGRATED, to, &t)
+    })
+    .await?;
     Ok(())
 }
 
