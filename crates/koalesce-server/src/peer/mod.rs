@@ -303,10 +303,26 @@ impl Federation {
         .map_err(|e| e.to_string())
     }
 
-    /// Abort of handoff `h`, unknown to the journal: if a job of `origin`'s user has the
+    /// Abort of handoff `h`, unknown to the journal: taken back when its job is here
+    /// ([`Self::adopt`]); otherwise a tombstone.
+    async fn adopt_or_abort(&self, one: &tokio::sync::MutexGuard<'_, ()>, h: &str, origin: &str) -> Result<journal::Incoming, String> {
+        if let Some(inc) = self.adopt(one, h, origin).await? {
+            return Ok(inc);
+        }
+        let (j, key, origin) = (self.journal.clone(), h.to_string(), origin.to_string());
+        blocking(move || j.abort(&key, &origin)).await.map_err(|e| e.to_string())
+    }
+
+    /// Handoff `h` from `origin`, unknown to the journal: if a job of `origin`'s user has the
     /// handoff's marked name (whatever the job's own name), the handoff is recorded committed
-    /// to it (the description the job was submitted with); otherwise a tombstone.
-    async fn adopt_or_abort(&self, _one: &tokio::sync::MutexGuard<'_, ()>, h: &str, origin: &str) -> Result<journal::Incoming, String> {
+    /// to it, with the description the job was submitted with and the received inputs it reads
+    /// (released with it, kept for it meanwhile). The row, or None when no such job is here.
+    pub(crate) async fn adopt(
+        &self,
+        _one: &tokio::sync::MutexGuard<'_, ()>,
+        h: &str,
+        origin: &str,
+    ) -> Result<Option<journal::Incoming>, String> {
         let store = self.shared.store.clone();
         let (suffix, owner) = (marked_name("", h), format!("peer-{origin}"));
         let found = blocking(move || {
@@ -322,16 +338,18 @@ impl Federation {
         })
         .await
         .map_err(|e| e.to_string())?;
+        let Some((id, description)) = found else { return Ok(None) };
+        let inputs = match JobDescription::parse(&description) {
+            Ok(desc) => data::received_inputs_of(self, origin, &desc),
+            Err(_) => Vec::new(),
+        };
+        let inputs = serde_json::to_string(&inputs).map_err(|e| e.to_string())?;
         let (j, key, origin) = (self.journal.clone(), h.to_string(), origin.to_string());
-        blocking(move || match found {
-            Some((id, description)) => {
-                tracing::warn!(handoff = %key, job = id, "abort of a handoff unknown here, whose job is here (its journal entry was lost): committed, not aborted");
-                j.adopt(&key, &origin, &description, id)
-            }
-            None => j.abort(&key, &origin),
-        })
-        .await
-        .map_err(|e| e.to_string())
+        tracing::warn!(handoff = %key, job = id, "a handoff unknown here, whose job is here (its journal entry was lost): committed, not aborted");
+        blocking(move || j.adopt(&key, &origin, &description, &inputs, id))
+            .await
+            .map(Some)
+            .map_err(|e| e.to_string())
     }
 
     pub(crate) fn volunteered(&self, i: usize) {
