@@ -236,6 +236,44 @@ fn a_peer_cannot_make_the_receiver_keep_unbounded_handoffs_or_tombstones() {
     assert_eq!(t["state"], "aborted", "gamma's own bound: {t}");
 }
 
+/// The bound on tombstones is on what a peer makes this server store. An abort of a handoff
+/// the journal does not know, whose job is here (the journal lost, the jobs kept), leaves no
+/// tombstone: the job is taken back and the answer is `committed` with it, also at the bound
+/// (a 429 would make the origin fail a job it can follow). Aborts of unknown handoffs without a
+/// job here are still refused at the bound.
+#[test]
+fn at_the_tombstone_bound_an_abort_still_takes_back_a_job_that_is_here() {
+    use koalesce_server::peer::CallError;
+    let tmp = tempfile::tempdir().unwrap();
+    let b = server_tuned(
+        &tmp.path().join("b"),
+        "beta",
+        free_port(),
+        &[("b1", 4)],
+        &[("alpha", free_port())],
+        |f| {
+            f.probe_bytes = 0;
+            f.max_handoffs_per_peer = 1;
+        },
+    );
+    let alpha = as_peer("alpha", &b);
+    let abort = |h: &str| alpha.call::<(), Value>(&format!("/api/v1/peer/handoffs/{h}/abort"), Some(&()));
+    assert_eq!(
+        abort("alpha-10-1").unwrap()["state"],
+        "aborted",
+        "a tombstone: the bound is reached"
+    );
+    assert!(matches!(abort("alpha-11-1"), Err(CallError::Refused(429, _))));
+    // The job of alpha-12-1, submitted before beta's journal was lost.
+    let peer_user = token(&b.data_dir, "peer-alpha", false);
+    let id = common::submit(&b, &peer_user, &sleep_job("kept [grid alpha-12-1]", 30));
+    let a = abort("alpha-12-1").unwrap_or_else(|e| panic!("refused at the bound: {e}"));
+    assert_eq!((a["state"].as_str(), a["job"].as_u64()), (Some("committed"), Some(id)), "{a}");
+    let v: Value = alpha.call::<(), _>("/api/v1/peer/handoffs/alpha-12-1", None).unwrap();
+    assert_eq!(v["state"], "committed", "{v}");
+    assert!(matches!(abort("alpha-13-1"), Err(CallError::Refused(429, _))), "still bounded");
+}
+
 /// The bound on tombstones must not wedge an honest origin for ever: a tombstone is kept long
 /// enough to refuse a late phase one (`handoff_timeout_ms`, as a prepared handoff's life), then
 /// goes, so an origin that reached the bound can abort again later instead of being refused
