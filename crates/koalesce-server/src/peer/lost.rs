@@ -90,8 +90,9 @@ pub(crate) async fn handoff_missing(fed: &Arc<Federation>, i: usize, row: &GridR
             let r = blocking(move || client.call::<(), HandoffState>(&path, Some(&()))).await;
             fed.record(i, &r);
             match r {
-                Ok(s) if s.state == "aborted" => (
-                    state::WAITING,
+                Ok(s) if s.state == "aborted" => super::results::decided_again(
+                    row,
+                    &peer,
                     format!("handoff {h} is unknown at {peer} (404 to its {asked}: it lost its record of it); aborted there: decided again"),
                 ),
                 // It knows the handoff (committed meanwhile): followed as usual.

@@ -69,6 +69,7 @@ use koalesce_core::Millis;
 pub use client::{Availability, CallError, PeerClient};
 pub use config::{FederationConfig, PeerAlgorithm, PeerConfig};
 pub use journal::Journal;
+pub use results::MAX_HANDOFFS;
 
 use crate::api::ApiError;
 use crate::daemon::Shared;
