@@ -58,7 +58,7 @@ fn csrf(page: &str) -> String {
 #[test]
 fn wrong_tokens_forged_forms_and_other_users_see_and_change_nothing() {
     let tmp = tmp("attacks");
-    let dir = tmp.path();
+    let dir = tmp.path().to_path_buf();
     let srv = server(&dir, &[("alpha", 2)]);
     let alice = token(&dir, "alice", false);
     let mallory = token(&dir, "mallory", false);
@@ -234,7 +234,7 @@ fn wrong_tokens_forged_forms_and_other_users_see_and_change_nothing() {
 #[test]
 fn the_jobs_table_pages_newest_first_across_live_and_ended_jobs() {
     let tmp = tmp("pages");
-    let dir = tmp.path();
+    let dir = tmp.path().to_path_buf();
     let srv = server(&dir, &[("alpha", 1)]);
     let alice = token(&dir, "alice", false);
     let a = srv.addr;
@@ -280,7 +280,7 @@ fn the_jobs_table_pages_newest_first_across_live_and_ended_jobs() {
 #[test]
 fn jobs_that_ran_out_of_time_are_listed_and_counted_with_the_ended_ones() {
     let tmp = tmp("timeout");
-    let dir = tmp.path();
+    let dir = tmp.path().to_path_buf();
     let srv = server(&dir, &[("alpha", 2)]);
     let alice = token(&dir, "alice", false);
     let a = srv.addr;
