@@ -604,8 +604,8 @@ fn show_config_reads_like_real_slurm() {
 }
 
 /// `sbatch -N` forms beside real Slurm 22.05's sbatch on a test bed: the same ones accepted,
-/// the same refused with the same message and exit status (koalesce's checked with
-/// `--test-only`, which needs no server).
+/// the same refused with the same message and exit status, under `--test-only` (which needs
+/// no server) and, for what Slurm refuses, without it.
 #[test]
 fn sbatch_node_counts_as_real_slurm() {
     let bed = slurm_common::Bed::up(1, 2, 0);
@@ -621,31 +621,43 @@ fn sbatch_node_counts_as_real_slurm() {
     assert!(out.status.success(), "install: {}", String::from_utf8_lossy(&out.stderr));
     let first_line = |o: &std::process::Output| String::from_utf8_lossy(&o.stderr).lines().next().unwrap_or_default().to_string();
     // Also Slurm's corners: a range without a minimum ("-2": 1-2), without a maximum, with two
-    // dashes, a bad part (named alone), a leading blank.
-    for n in [
-        "0", "0-0", "0-1", "1-0", "1-2", "2", "3-2", "abc", "-2", "2-", "1-2-3", "abc-2", " 2",
-    ] {
-        let real = Command::new("sbatch")
-            .args([&format!("--nodes={n}"), "-o", "/dev/null", "--wrap", "true"])
-            .env("SLURM_CONF", &conf)
-            .current_dir(dir.path())
-            .output()
-            .unwrap();
-        let ours = Command::new(bin.join("sbatch"))
-            .args(["--test-only", &format!("--nodes={n}"), "--wrap", "true"])
-            .current_dir(dir.path())
-            .env_remove("KOALESCE_URL")
-            .output()
-            .unwrap();
-        assert_eq!(
-            ours.status.code(),
-            real.status.code(),
-            "-N {n}: {} / {}",
-            first_line(&ours),
-            first_line(&real)
-        );
-        if !real.status.success() {
-            assert_eq!(first_line(&ours), first_line(&real), "-N {n}");
+    // dashes, a bad part (named alone), a leading blank. Each with --test-only on both sides
+    // (Slurm's will-run test takes `-N 0`, its controller refuses it on submission), then
+    // without, where real Slurm refuses (ours would need a server to submit the others).
+    for test_only in [true, false] {
+        for n in [
+            "0", "0-0", "0-1", "1-0", "1-2", "2", "3-2", "abc", "-2", "2-", "1-2-3", "abc-2", " 2",
+        ] {
+            let mut args = vec![format!("--nodes={n}"), "--wrap".into(), "true".into()];
+            if test_only {
+                args.insert(0, "--test-only".into());
+            }
+            let real = Command::new("sbatch")
+                .args(&args)
+                .args(["-o", "/dev/null"])
+                .env("SLURM_CONF", &conf)
+                .current_dir(dir.path())
+                .output()
+                .unwrap();
+            if !test_only && real.status.success() {
+                continue;
+            }
+            let ours = Command::new(bin.join("sbatch"))
+                .args(&args)
+                .current_dir(dir.path())
+                .env_remove("KOALESCE_URL")
+                .output()
+                .unwrap();
+            assert_eq!(
+                ours.status.code(),
+                real.status.code(),
+                "-N {n} (test only: {test_only}): {} / {}",
+                first_line(&ours),
+                first_line(&real)
+            );
+            if !real.status.success() {
+                assert_eq!(first_line(&ours), first_line(&real), "-N {n} (test only: {test_only})");
+            }
         }
     }
 }
