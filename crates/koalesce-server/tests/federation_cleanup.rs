@@ -306,15 +306,18 @@ fn inputs_of_aborted_handoffs_are_removed_at_the_receiver_and_nothing_else() {
     prepare(&as_alpha, "alpha-2-1");
     commit_until_failure(&as_alpha, "alpha-2-1", "resumes from there", 20);
     // A fetch a later commit started may be between its restart (the cut answer is a 200 to a
-    // resume, which drops the record) and its checkpoint: wait for it to end.
+    // resume, which drops the record) and its checkpoint: waited for.
     wait_until(20, &|| format!("bytes and their record: {:?}", partials(&b)), &|| {
         partials(&b).len() == 2
     });
     prepare(&as_alpha, "alpha-3-1");
     let _: Value = as_alpha.call("/api/v1/peer/handoffs/alpha-2-1/abort", Some(&())).unwrap();
-    assert_eq!(partials(&b).len(), 2, "alpha-3-1 declares the same content: {:?}", partials(&b));
+    // (Waited for, not asserted at once: the fetch above may still be in that window.)
+    wait_until(20, &|| format!("alpha-3-1 declares the same content: {:?}", partials(&b)), &|| {
+        partials(&b).len() == 2
+    });
     let _: Value = as_alpha.call("/api/v1/peer/handoffs/alpha-3-1/abort", Some(&())).unwrap();
-    assert!(partials(&b).is_empty(), "{:?}", partials(&b));
+    wait_until(20, &|| format!("{:?}", partials(&b)), &|| partials(&b).is_empty());
     assert_eq!(files(), vec!["mine.bin".to_string(), format!("peer-gamma/{sha}")]);
     // A late commit after the abort: refused, nothing runs.
     assert!(matches!(
