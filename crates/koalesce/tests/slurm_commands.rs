@@ -505,6 +505,9 @@ fn show_config_and_the_cluster_line_read_like_slurm() {
     let version = s.stdout("sbatch", &["--version"]);
     assert_eq!(version, format!("slurm {}\n", value("SLURM_VERSION")));
     assert_eq!(s.stdout("scontrol", &["--version"]), version);
+    // Anywhere among the options, and Slurm's abbreviation of scontrol's keyword.
+    assert_eq!(s.stdout("squeue", &["-h", "--version"]), version);
+    assert_eq!(s.stdout("scontrol", &["vers"]), version);
     let port = s.url.rsplit(':').next().unwrap().trim_end_matches('/').to_string();
     assert_eq!(value("SlurmctldPort"), port);
     assert!(conf.ends_with(" is UP\n"), "{conf}");
@@ -522,6 +525,17 @@ fn show_config_and_the_cluster_line_read_like_slurm() {
         ]
     );
     assert_eq!(s.stdout("squeue", &["--clusters=all", "-h"]), "", "no line without the header");
+    // Several names are still the one cluster (Slurm lower-cases them and reports an unknown
+    // one, then goes on): no CLUSTER column under -h, which Slurm adds for several clusters.
+    let o = s.run("squeue", &["-M", "KOALESCE,alpha,koalesce", "-h"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        (
+            String::from_utf8_lossy(&o.stdout).as_ref(),
+            String::from_utf8_lossy(&o.stderr).as_ref()
+        ),
+        ("", "squeue: error: No cluster 'alpha' known by database.\n")
+    );
 
     // The controller down: an error, exit 1.
     s.stop();
