@@ -566,9 +566,10 @@ pub const MAX_HANDOFFS: u32 = 10;
 
 /// Where grid job `row`, whose handoff `peer` aborted before it ran (for the reason `why`), goes:
 /// `waiting`, decided again; or, once it was handed over [`MAX_HANDOFFS`] times, `failed`,
-/// with a reason that names the peer and the count.
+/// with a reason that names the peer and the count. A job its user cancelled goes back to
+/// `waiting` whatever the count: the grid scheduler ends it `cancelled` from there.
 pub(crate) fn decided_again(row: &GridRow, peer: &str, why: String) -> (&'static str, String) {
-    if row.attempts < MAX_HANDOFFS {
+    if row.attempts < MAX_HANDOFFS || row.cancel {
         return (state::WAITING, why);
     }
     let what = why.strip_suffix(": decided again").unwrap_or(&why);
@@ -659,5 +660,34 @@ mod tests {
         assert_eq!(cap_tail(b"ab\ncd\nef".to_vec(), 4), (b"ef".to_vec(), 2));
         assert_eq!(cap_tail(b"ab\nlonglong".to_vec(), 4), (Vec::new(), 2));
         assert_eq!(cap_tail(b"ab\nlonglong\n".to_vec(), 4), (Vec::new(), 2));
+    }
+
+    #[test]
+    fn a_cancelled_job_past_max_handoffs_goes_back_to_be_cancelled_not_failed() {
+        let row = |attempts: u32, cancel: bool| GridRow {
+            id: 1,
+            user: "u".into(),
+            name: "n".into(),
+            description: String::new(),
+            submitted_ms: 0,
+            state: state::MIGRATED.into(),
+            local_id: None,
+            peer: Some("beta".into()),
+            handoff: Some("alpha-1-1".into()),
+            remote_id: None,
+            remote: None,
+            reason: None,
+            attempts,
+            outputs: None,
+            data_error: None,
+            released: false,
+            logs: None,
+            cancel,
+        };
+        let why = || "aborted: decided again".to_string();
+        assert_eq!(decided_again(&row(MAX_HANDOFFS - 1, false), "beta", why()).0, state::WAITING);
+        assert_eq!(decided_again(&row(MAX_HANDOFFS, false), "beta", why()).0, state::FAILED);
+        // Its user cancelled it: the grid scheduler ends it cancelled from waiting.
+        assert_eq!(decided_again(&row(MAX_HANDOFFS, true), "beta", why()), (state::WAITING, why()));
     }
 }
