@@ -401,7 +401,17 @@ pub(crate) fn parse_options<T: clap::Parser>(name: &'static str, args: &[String]
                 .long("version")
                 .action(clap::ArgAction::Version)
                 .help("Print the Slurm release these commands match"),
-        );
+        )
+        // getopt gives an option that requires a value the next word whatever it is
+        // (`sbatch -J --version` names the job `--version`; `squeue -o -h` formats with `-h`).
+        .mut_args(|a| {
+            let optional = a.is_require_equals_set() || a.get_num_args().is_some_and(|n| n.min_values() == 0);
+            if a.is_positional() || optional || !a.get_action().takes_values() {
+                a
+            } else {
+                a.allow_hyphen_values(true)
+            }
+        });
     let argv = std::iter::once(name.to_string()).chain(args.iter().cloned());
     let done = || SlurmError {
         message: String::new(),
@@ -586,6 +596,13 @@ mod tests {
         assert_eq!(e.code, 1, "an error before -V is reported, as by getopt");
         let e = parse::<sbatch::SbatchArgs>("sbatch", &["--wrap", "true", "-V"]).unwrap_err();
         assert_eq!(e.code, 0);
+        // As an option's value, getopt's: the value (Slurm 22.05: `squeue -o --version` asks
+        // the controller with that format; `sbatch -J --version` submits a job of that name).
+        let s = parse::<sbatch::SbatchArgs>("sbatch", &["-J", "--version", "--wrap", "true"]).unwrap();
+        assert_eq!(s.job_name.as_deref(), Some("--version"));
+        let s = parse::<sbatch::SbatchArgs>("sbatch", &["-J", "-V", "--wrap", "true"]).unwrap();
+        assert_eq!(s.job_name.as_deref(), Some("-V"));
+        assert!(parse::<squeue::SqueueArgs>("squeue", &["-o", "--version"]).is_ok());
         let s = parse::<sbatch::SbatchArgs>("sbatch", &["job.sh", "-V"]).unwrap();
         assert_eq!(s.script, ["job.sh", "-V"], "after the script, the script's argument");
         assert_eq!(parse::<sacct::SacctArgs>("sacct", &["-X", "-V"]).unwrap_err().code, 0);
