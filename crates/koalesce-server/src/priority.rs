@@ -124,41 +124,6 @@ pub fn favour_thread_or_log() {
     }
 }
 
-/// `ioprio_set(2)`'s I/O scheduling classes (`IOPRIO_CLASS_*`) and its `which` for one thread.
-pub const IOPRIO_CLASS_BE: u32 = 2;
-pub const IOPRIO_CLASS_IDLE: u32 = 3;
-const IOPRIO_CLASS_SHIFT: u32 = 13;
-const IOPRIO_WHO_PROCESS: libc::c_int = 1;
-
-/// Puts the calling thread's I/O in the idle class (`ionice -c 3`): a block device's scheduler
-/// that honours classes (mq-deadline since Linux 5.14, bfq) serves it after the other threads'
-/// and processes' I/O. For the store's checkpointer: the database file's pages it writes and
-/// fsyncs are not what an acknowledgement waits for, the WAL's are (see `store::writer`).
-/// Needs no privilege; with a scheduler that has no classes (`none`, kyber) it changes nothing.
-pub fn io_idle_thread() -> io::Result<()> {
-    let prio = (IOPRIO_CLASS_IDLE << IOPRIO_CLASS_SHIFT) as libc::c_int;
-    // SAFETY: ioprio_set takes three integers and changes only the I/O priority of the thread
-    // named by the second (0: the calling thread).
-    let r = unsafe { libc::syscall(libc::SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0, prio) };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
-/// The I/O scheduling class of thread `tid` (0: the calling thread); a thread that never set
-/// one reports the best-effort class or 0 ("none", which the kernel treats as best effort).
-pub fn io_class_of(tid: u32) -> io::Result<u32> {
-    // SAFETY: ioprio_get takes two integers and reads the I/O priority of the thread `tid`.
-    let r = unsafe { libc::syscall(libc::SYS_ioprio_get, IOPRIO_WHO_PROCESS, tid as libc::c_int) };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok((r as u32) >> IOPRIO_CLASS_SHIFT)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -245,42 +245,6 @@ fn a_new_jobs_row_waits_for_one_bounded_group_of_a_backlog() {
     assert_eq!(st.first_groups, 1, "{st:?}");
 }
 
-/// The store's checkpointer thread does its I/O in the idle class (its copies of the WAL into
-/// the database file yield the disk to the WAL's fsync, which acknowledgements wait for); the
-/// writer's stays in the normal class.
-#[test]
-fn the_checkpointer_does_its_io_in_the_idle_class_and_the_writer_does_not() {
-    use koalesce_server::priority::{io_class_of, IOPRIO_CLASS_IDLE};
-    let dir = tempfile::tempdir().unwrap();
-    let s = Store::open(&dir.path().join("k.db")).unwrap();
-    s.write_blocking(insert(1)).unwrap();
-    // Thread names as the kernel keeps them (15 bytes).
-    let classes = |name: &str| -> Vec<u32> {
-        std::fs::read_dir("/proc/self/task")
-            .unwrap()
-            .flatten()
-            .filter_map(|t| {
-                let tid: u32 = t.file_name().to_str()?.parse().ok()?;
-                let comm = std::fs::read_to_string(t.path().join("comm")).ok()?;
-                (comm.trim_end() == name).then(|| io_class_of(tid).unwrap())
-            })
-            .collect()
-    };
-    // The checkpointer sets its class as it starts: wait for it (bounded, not timed).
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
-        let ck = classes("koalesce-db-che");
-        assert!(!ck.is_empty(), "no checkpointer thread");
-        if ck.iter().all(|&c| c == IOPRIO_CLASS_IDLE) {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "checkpointer I/O classes {ck:?}");
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    let writer = classes("koalesce-db-wri");
-    assert!(!writer.is_empty() && writer.iter().all(|&c| c != IOPRIO_CLASS_IDLE), "{writer:?}");
-}
-
 /// Under a steady stream of commits (writers always waiting, a reader beside them) the WAL
 /// starts over again and again instead of growing with everything ever written: the
 /// checkpointer copies in the background and the writer copies the rest between two groups

@@ -319,14 +319,7 @@ impl Store {
         let handles = Arc::downgrade(&alive);
         std::thread::Builder::new()
             .name("koalesce-db-checkpoint".into())
-            .spawn(move || {
-                // Its writes and fsyncs of the database file after the WAL's (see
-                // writer::checkpoint_loop).
-                if let Err(e) = crate::priority::io_idle_thread() {
-                    tracing::debug!(error = %e, "the WAL checkpointer's I/O runs at the normal priority");
-                }
-                writer::checkpoint_loop(checkpoints, handles, ck)
-            })
+            .spawn(move || writer::checkpoint_loop(checkpoints, handles, ck))
             .map_err(StoreError::Writer)?;
         Ok(Store {
             tx,

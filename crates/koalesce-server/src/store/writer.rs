@@ -47,12 +47,6 @@ pub(super) struct Checkpoints {
 /// that rest itself, between two groups (see [`writer_loop`]): the next group writes the WAL
 /// from its beginning again, over blocks the file already has.
 ///
-/// The checkpointer's I/O is in the idle class ([`crate::priority::io_idle_thread`]): its
-/// writes of the database file and their fsync share the disk with the WAL's fsync at every
-/// commit, which acknowledgements wait for, and on this machine's shared disk (mq-deadline)
-/// they went ahead of it. A starved pass only leaves the WAL longer; the writer's catch-up (at
-/// the normal priority) still lets it start over.
-///
 /// Durability is the WAL's (fsynced at every commit); a checkpoint only moves committed pages.
 /// Ends after every handle of the store is gone.
 pub(super) fn checkpoint_loop(conn: Connection, store: std::sync::Weak<()>, ck: Arc<Checkpoints>) {
