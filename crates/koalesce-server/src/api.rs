@@ -81,11 +81,11 @@ pub(crate) fn authenticate(s: &Shared, headers: &HeaderMap) -> R<Caller> {
     if token.is_empty() {
         return Err(unauthorized());
     }
-    // Looked up on every request (one indexed read): a revoked token is refused at once, even
-    // when it was revoked with `koalesce token revoke --data-dir` while the server runs.
+    // Valid tokens are remembered; a revoked token is refused at once, even when it was revoked
+    // with `koalesce token revoke --data-dir` while the server runs (see store::token_cache).
     let found = s
         .store
-        .read(|c| store::check_token(c, token, now_ms()))
+        .check_token(token, now_ms())
         .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, format!("token lookup failed: {e}")))?;
     match found {
         store::TokenCheck::Valid { user, admin } => Ok(Caller { user, admin }),
@@ -689,7 +689,7 @@ async fn revoke_token(AxState(s): AxState<S>, headers: HeaderMap, Path(id): Path
     };
     let tid = t.id.clone();
     s.store
-        .write(Box::new(move |tx| store::revoke_token(tx, &tid).map(drop)))
+        .revoke_token(tid)
         .await
         .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
     Ok(Json(t))
