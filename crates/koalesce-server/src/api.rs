@@ -362,7 +362,8 @@ async fn submit_query(
                 gate.after.push(d);
                 job_deps.push(d);
             }
-            let submitted = st.core.submit_gated(now_ms(), JobId(id), spec.clone(), gate);
+            let spec_json = records::spec_json(&spec, &s.sites);
+            let submitted = st.core.submit_gated(now_ms(), JobId(id), spec, gate);
             if let Err(e) = submitted {
                 // Only the first task can be refused (they are alike): nothing to withdraw.
                 return Err(err(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()));
@@ -386,7 +387,7 @@ async fn submit_query(
                 } else {
                     text.to_string()
                 },
-                spec: records::spec_json(&spec, &s.sites),
+                spec: spec_json,
                 update: store::JobUpdate {
                     id,
                     state: job.state.name().to_string(),
