@@ -18,7 +18,7 @@ use crate::jobdesc::JobDescription;
 use crate::store::{self, JobUpdate};
 use crate::supervise;
 
-/// The daemon's data about one job: what the core does not know. Stored as [`StoredMeta`]
+/// The daemon's data about one job: what the core does not know. Stored as `StoredMeta`
 /// (the user and the description have columns of their own).
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobMeta {

@@ -94,7 +94,7 @@ pub struct Store {
 /// (`launches.lrm_id`, when it is not the directory); version 4 gives files an owner
 /// (`files.owner`) and job ids a durable counter (`counters`); version 5 keeps GridWay's bans
 /// and usage history (`gridway_history`, one row); version 6 binds launch intents to their
-/// supervisors' records (`launches.nonce`). See [`migrate`].
+/// supervisors' records (`launches.nonce`). See `migrate`.
 pub const SCHEMA_VERSION: i64 = 6;
 
 const SCHEMA: &str = r#"
