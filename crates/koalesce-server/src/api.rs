@@ -333,7 +333,11 @@ async fn submit_query(
         };
         let first = st.next_id;
         let metas = task_metas(first);
-        let descs = crate::api_bags::task_descriptions(&desc, &metas)?;
+        let descs = match metas.as_slice() {
+            // One job: its description as parsed (moved, not copied under the lock).
+            [None] => vec![desc],
+            _ => crate::api_bags::task_descriptions(&desc, &metas)?,
+        };
         let mut specs = Vec::with_capacity(descs.len());
         for d in &descs {
             let mut spec = d
