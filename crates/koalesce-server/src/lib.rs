@@ -59,7 +59,7 @@
 //!   `abort` and exit without running anything, the job is requeued: no program ran, so the
 //!   next attempt is no second launch), or all did (recovery writes the missing `go` files,
 //!   rolling the launch forward, and re-adopts the job). No component runs twice.
-//! - On restart ([`daemon::recover`]), jobs are rebuilt from the database in id order:
+//! - On restart (`daemon::recover`), jobs are rebuilt from the database in id order:
 //!   running jobs whose launch intents are all present and whose launch goes on at the start
 //!   barrier are re-adopted
 //!   ([`koalesce_core::Scheduler::adopt_running`]) and their components tracked through the

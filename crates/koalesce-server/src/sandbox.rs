@@ -141,7 +141,7 @@ fn etc_paths(dir: &Path, rel: &Path, out: &mut Vec<PathBuf>) {
 /// becomes readable to jobs within this time.
 pub const SYSTEM_PATHS_TTL: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// The system paths every job may read ([`SYSTEM_READ_ONLY`] and /etc but its secrets, about
+/// The system paths every job may read (`SYSTEM_READ_ONLY` and /etc but its secrets, about
 /// 160 here), opened (`O_PATH`) with whether each is a file.
 pub struct SystemPaths {
     at: std::time::Instant,

@@ -43,7 +43,7 @@
 //! - A job whose user has no Unix account (or maps to root without `allow_root_jobs`) is
 //!   refused right then, before the barrier, with that reason (an application error: the
 //!   job fails, the site is not blamed).
-//! - Everything but the `exec` happens before the barrier ([`launch`]): the working directory,
+//! - Everything but the `exec` happens before the barrier (`launch`): the working directory,
 //!   output files, staged inputs, start directory, control group (with its memory limit),
 //!   environment and the prepared confinement; then the program's process is forked, enters
 //!   its confinement (control group, mount namespace, Landlock, account) and waits on a pipe.

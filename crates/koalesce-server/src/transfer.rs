@@ -362,7 +362,7 @@ pub(crate) fn verify_replica(path: &Path, sha256: &str, size: u64) -> Result<(),
 }
 
 /// The periodic re-check of a replica no job is using (see `crate::daemon::scrub`): as
-/// [`verify_replica`], and hashed in any case when its content was last hashed `rehash_ms`
+/// `verify_replica`, and hashed in any case when its content was last hashed `rehash_ms`
 /// ago or more (a change that kept size and modification time: bit rot, a careless restore).
 pub fn scrub_replica(path: &Path, sha256: &str, size: u64, rehash_ms: u64) -> Result<Intact, ReplicaError> {
     check_replica(path, sha256, size, rehash_ms)

@@ -10,10 +10,12 @@ use std::time::Duration;
 use common::{json, server, shell_job, submit, token, wait_state};
 use koalesce_server::http_request;
 
-fn tmp(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("koalesce-dashboard-http-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
+/// A fresh directory for one test, removed when dropped (also when the test fails).
+fn tmp(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("koalesce-dashboard-http-{name}-"))
+        .tempdir()
+        .expect("a temporary directory")
 }
 
 /// GET or POST with a session cookie and extra headers; (status, location, body).
@@ -55,7 +57,8 @@ fn csrf(page: &str) -> String {
 
 #[test]
 fn wrong_tokens_forged_forms_and_other_users_see_and_change_nothing() {
-    let dir = tmp("attacks");
+    let tmp = tmp("attacks");
+    let dir = tmp.path().to_path_buf();
     let srv = server(&dir, &[("alpha", 2)]);
     let alice = token(&dir, "alice", false);
     let mallory = token(&dir, "mallory", false);
@@ -226,12 +229,12 @@ fn wrong_tokens_forged_forms_and_other_users_see_and_change_nothing() {
         let _ = http_request(a, "POST", &format!("/api/v1/jobs/{id}/cancel"), Some(&alice), None, b"");
     }
     srv.stop();
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn the_jobs_table_pages_newest_first_across_live_and_ended_jobs() {
-    let dir = tmp("pages");
+    let tmp = tmp("pages");
+    let dir = tmp.path().to_path_buf();
     let srv = server(&dir, &[("alpha", 1)]);
     let alice = token(&dir, "alice", false);
     let a = srv.addr;
@@ -272,12 +275,12 @@ fn the_jobs_table_pages_newest_first_across_live_and_ended_jobs() {
     assert!(page.contains("of 60"), "ended jobs filtered by site in SQL");
     let _ = http_request(a, "POST", &format!("/api/v1/jobs/{blocker}/cancel"), Some(&alice), None, b"");
     srv.stop();
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn jobs_that_ran_out_of_time_are_listed_and_counted_with_the_ended_ones() {
-    let dir = tmp("timeout");
+    let tmp = tmp("timeout");
+    let dir = tmp.path().to_path_buf();
     let srv = server(&dir, &[("alpha", 2)]);
     let alice = token(&dir, "alice", false);
     let a = srv.addr;
@@ -296,5 +299,25 @@ fn jobs_that_ran_out_of_time_are_listed_and_counted_with_the_ended_ones() {
     assert_eq!(code, 200, "{page}");
     assert!(page.contains(&format!("<tr id=\"job-{late}\"")) && !page.contains(&format!("<tr id=\"job-{done}\"")));
     srv.stop();
-    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_token_revoked_by_another_process_signs_its_pages_out_at_once() {
+    let tmp = tmp("revoked");
+    let dir = tmp.path().to_path_buf();
+    let srv = server(&dir, &[("alpha", 1)]);
+    let alice = token(&dir, "alice", false);
+    let a = srv.addr;
+    // Signed in: the server remembers the token after the first page.
+    for _ in 0..2 {
+        assert_eq!(req(a, "GET", "/jobs", Some(&alice), &[], "").0, 200);
+    }
+    // `koalesce token revoke ID --data-dir DIR` while the server runs.
+    let conn = koalesce_server::store::open_tokens(&dir).unwrap();
+    let id = koalesce_server::store::list_tokens(&conn, Some("alice")).unwrap().remove(0).id;
+    koalesce_server::store::revoke_token_at(&dir, &id).unwrap();
+    let (code, loc, body) = req(a, "GET", "/jobs", Some(&alice), &[], "");
+    assert_eq!(code, 303, "{body}");
+    assert!(loc.starts_with("/signin?next="), "{loc}");
+    assert_eq!(req(a, "GET", "/events/jobs", Some(&alice), &[], "").0, 401);
 }

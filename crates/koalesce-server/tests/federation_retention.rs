@@ -233,3 +233,55 @@ fn an_origin_back_after_the_peers_retention_records_the_outputs_as_lost() {
     let (code, out) = a.request("GET", &format!("/api/v1/grid/jobs/{id}/logs"), Some(&alice), b"");
     assert_eq!((code, out.as_str()), (200, "hello\n"));
 }
+
+/// A receiver that lost its journal, not its jobs, takes a handoff's job back when its origin
+/// aborts the handoff (adopted: recorded committed to that job). What it received for the job
+/// is then known again: once the job ended and the origin says `done`, the received input
+/// goes with the job's outputs, as for any committed handoff.
+#[test]
+fn an_adopted_handoffs_received_inputs_go_when_it_is_released() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = text(50_000, 7);
+    let sha = sha256_hex(&data);
+    let fake = FakeOrigin::start(data.clone());
+    fake.set(Serve::Good);
+    let bdir = tmp.path().join("b");
+    let pb = free_port();
+    let start = || {
+        server_tuned(&bdir, "beta", pb, &[("b1", 4)], &[("alpha", fake.port)], |f| {
+            f.probe_bytes = 0;
+        })
+    };
+    let b = start();
+    let root = token(&b.data_dir, "root", true);
+    let as_alpha = as_peer("alpha", &b);
+    let reads = "name = \"reads\"\nexecutable = \"/bin/sh\"\narguments = [\"-c\", \"wc -c < \\\"$KOALESCE_INPUT_D_BIN\\\" > out.txt\"]\n\
+                 inputs = [\"d.bin\"]\noutputs = [\"out.txt\"]\n[[components]]\nprocessors = 1\n";
+    prepare_handoff(
+        &as_alpha,
+        "alpha-1-1",
+        reads,
+        json!([{"name": "d.bin", "size_bytes": data.len(), "sha256": sha}]),
+    );
+    let rid = commit_until_submitted(&as_alpha, "alpha-1-1", 30)["job"].as_u64().unwrap();
+    wait_handoff_ended(&as_alpha, "alpha-1-1", 60);
+    let (received, out) = (format!("peer-alpha/{sha}"), format!("{rid}/out.txt"));
+    assert_eq!(catalogue(&b, &root), vec![out.clone(), received.clone()]);
+    // Beta loses its journal and keeps its jobs.
+    let journal = b.data_dir.join("federation.db");
+    b.stop();
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", journal.display()));
+    }
+    let b = start();
+    let a: Value = as_alpha.call("/api/v1/peer/handoffs/alpha-1-1/abort", Some(&())).unwrap();
+    assert_eq!(
+        (a["state"].as_str(), a["job"].as_u64()),
+        (Some("committed"), Some(rid)),
+        "adopted: {a}"
+    );
+    let d: Value = as_alpha.call("/api/v1/peer/handoffs/alpha-1-1/done", Some(&())).unwrap();
+    assert_eq!(d["released"], true, "{d}");
+    wait_until(20, &|| format!("{:?}", catalogue(&b, &root)), &|| catalogue(&b, &root).is_empty());
+    wait_no_received(&b, &root, 10);
+}

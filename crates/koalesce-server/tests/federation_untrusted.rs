@@ -236,6 +236,44 @@ fn a_peer_cannot_make_the_receiver_keep_unbounded_handoffs_or_tombstones() {
     assert_eq!(t["state"], "aborted", "gamma's own bound: {t}");
 }
 
+/// The bound on tombstones is on what a peer makes this server store. An abort of a handoff
+/// the journal does not know, whose job is here (the journal lost, the jobs kept), leaves no
+/// tombstone: the job is taken back and the answer is `committed` with it, also at the bound
+/// (a 429 would make the origin fail a job it can follow). Aborts of unknown handoffs without a
+/// job here are still refused at the bound.
+#[test]
+fn at_the_tombstone_bound_an_abort_still_takes_back_a_job_that_is_here() {
+    use koalesce_server::peer::CallError;
+    let tmp = tempfile::tempdir().unwrap();
+    let b = server_tuned(
+        &tmp.path().join("b"),
+        "beta",
+        free_port(),
+        &[("b1", 4)],
+        &[("alpha", free_port())],
+        |f| {
+            f.probe_bytes = 0;
+            f.max_handoffs_per_peer = 1;
+        },
+    );
+    let alpha = as_peer("alpha", &b);
+    let abort = |h: &str| alpha.call::<(), Value>(&format!("/api/v1/peer/handoffs/{h}/abort"), Some(&()));
+    assert_eq!(
+        abort("alpha-10-1").unwrap()["state"],
+        "aborted",
+        "a tombstone: the bound is reached"
+    );
+    assert!(matches!(abort("alpha-11-1"), Err(CallError::Refused(429, _))));
+    // The job of alpha-12-1, submitted before beta's journal was lost.
+    let peer_user = token(&b.data_dir, "peer-alpha", false);
+    let id = common::submit(&b, &peer_user, &sleep_job("kept [grid alpha-12-1]", 30));
+    let a = abort("alpha-12-1").unwrap_or_else(|e| panic!("refused at the bound: {e}"));
+    assert_eq!((a["state"].as_str(), a["job"].as_u64()), (Some("committed"), Some(id)), "{a}");
+    let v: Value = alpha.call::<(), _>("/api/v1/peer/handoffs/alpha-12-1", None).unwrap();
+    assert_eq!(v["state"], "committed", "{v}");
+    assert!(matches!(abort("alpha-13-1"), Err(CallError::Refused(429, _))), "still bounded");
+}
+
 /// The bound on tombstones must not wedge an honest origin for ever: a tombstone is kept long
 /// enough to refuse a late phase one (`handoff_timeout_ms`, as a prepared handoff's life), then
 /// goes, so an origin that reached the bound can abort again later instead of being refused
@@ -326,4 +364,58 @@ fn a_peers_refusal_of_phase_one_reaches_users_as_bounded_plain_text() {
     assert!(why.contains("422") && why.contains("no room"), "{head}");
     assert!(!why.chars().any(|c| c.is_control() || c == '\u{202e}'), "{head:?}");
     assert!(why.chars().count() <= 4_000, "{} characters", why.chars().count());
+}
+
+/// A hostile peer that offers the best turnaround, accepts every phase one and then refuses
+/// every commit as aborted would keep a job handed to it, aborted and decided again for ever
+/// (always to it). After `MAX_HANDOFFS` handoffs of one job the origin fails the job with a
+/// reason naming the peer and the count, and hands it over no more.
+#[test]
+fn a_peer_that_aborts_every_handoff_cannot_keep_a_job_redecided_for_ever() {
+    use koalesce_server::peer::MAX_HANDOFFS;
+    let tmp = tempfile::tempdir().unwrap();
+    let fake = FakePeer::start(|r| match (r.method.as_str(), r.path.as_str()) {
+        ("POST", "/api/v1/peer/offer") => json_answer(200, &json!({"att_ms": 1, "awt_ms": 0, "ru": 0.0})),
+        ("POST", "/api/v1/peer/handoffs") => {
+            let q: Value = serde_json::from_slice(&r.body).unwrap_or_default();
+            json_answer(
+                200,
+                &json!({"handoff": q["handoff"], "state": "prepared", "job": null, "job_state": null,
+                    "sites": [], "exit_ok": null, "failure": null}),
+            )
+        }
+        ("POST", p) if p.ends_with("/commit") => json_answer(409, &json!({"error": format!("handoff '{}' is aborted", handoff_of(p))})),
+        ("GET", p) if p.starts_with("/api/v1/peer/handoffs/") => json_answer(
+            200,
+            &json!({"handoff": handoff_of(p), "state": "aborted", "job": null, "job_state": null,
+                "sites": [], "exit_ok": null, "failure": null}),
+        ),
+        _ => json_answer(404, &json!({"error": "not here"})),
+    });
+    let (a, alice, id) = busy_origin(tmp.path(), &fake, &sleep_job("bounced", 1));
+    // The job's phase ones (handoffs `alpha-ID-N`).
+    let phase_ones = |f: &FakePeer| {
+        f.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.method == "POST" && r.path == "/api/v1/peer/handoffs")
+            .filter_map(|r| serde_json::from_slice::<Value>(&r.body).ok())
+            .filter(|q| q["handoff"].as_str().is_some_and(|h| h.starts_with(&format!("alpha-{id}-"))))
+            .count()
+    };
+    let grid = || get(&a, &alice, &format!("/api/v1/grid/jobs/{id}"));
+    wait_until(60, &|| format!("{} handoffs: {}", phase_ones(&fake), grid()), &|| {
+        grid()["state"] == "failed" || phase_ones(&fake) > 3 * MAX_HANDOFFS as usize
+    });
+    let g = grid();
+    assert_eq!(g["state"], "failed", "{} handoffs: {g}", phase_ones(&fake));
+    let why = g["reason"].as_str().unwrap_or_default();
+    assert!(
+        why.contains(&format!("handed over {MAX_HANDOFFS} times")) && why.contains("beta"),
+        "{g}"
+    );
+    assert_eq!(phase_ones(&fake), MAX_HANDOFFS as usize, "{g}");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert_eq!(phase_ones(&fake), MAX_HANDOFFS as usize, "no handoff once it failed");
 }

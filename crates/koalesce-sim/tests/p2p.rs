@@ -74,7 +74,12 @@ fn same_seed_same_bytes_whatever_the_threads() {
         work_per_mille: 8,
         loads: vec![1000, 1400],
     };
-    let dirs = tempdir_pair();
+    // Removed when dropped, also when an assertion fails.
+    let tmp = tempfile::Builder::new()
+        .prefix("koalesce-p2p-test-")
+        .tempdir()
+        .expect("a temporary directory");
+    let dirs = (tmp.path().join("one"), tmp.path().join("two"));
     for (threads, dir) in [(1, &dirs.0), (2, &dirs.1)] {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
         let outcome = pool.install(|| exp::run(&traces, &opts, &|_, _| {}));
@@ -86,13 +91,6 @@ fn same_seed_same_bytes_whatever_the_threads() {
         let y = std::fs::read(dirs.1.join(name)).unwrap();
         assert!(x == y, "{name} differs between 1 and 2 threads");
     }
-    let _ = std::fs::remove_dir_all(&dirs.0);
-    let _ = std::fs::remove_dir_all(&dirs.1);
-}
-
-fn tempdir_pair() -> (std::path::PathBuf, std::path::PathBuf) {
-    let base = std::env::temp_dir().join(format!("koalesce-p2p-test-{}", std::process::id()));
-    (base.join("one"), base.join("two"))
 }
 
 #[test]

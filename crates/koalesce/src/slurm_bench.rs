@@ -92,10 +92,11 @@ impl Bed {
 }
 
 impl Bed {
-    /// Stops process `pid` (a server driving the bed) before the bed is torn down on Ctrl-C.
-    pub fn stop_on_interrupt(&self, pid: Option<u32>) {
-        if let (true, Some(pid)) = (self.owned, pid) {
-            interrupt::stop_first(pid);
+    /// Stops `server` (driving the bed) before the bed is torn down on Ctrl-C, and removes its
+    /// temporary directory then (the exit skips the destructors that would).
+    pub fn stop_on_interrupt(&self, server: &LocalServer) {
+        if let (true, Some(pid)) = (self.owned, server.pid()) {
+            interrupt::stop_first(pid, server.temp_dir());
         }
     }
 }
@@ -112,6 +113,7 @@ mod interrupt {
 
     static PIPE: AtomicI32 = AtomicI32::new(-1);
     static FIRST: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+    static DIRS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
     extern "C" fn on_signal(_: nix::libc::c_int) {
         let fd = PIPE.load(Ordering::SeqCst);
@@ -122,9 +124,13 @@ mod interrupt {
         }
     }
 
-    /// Processes to SIGTERM (and wait for, 10 s at most) before the bed goes down.
-    pub fn stop_first(pid: u32) {
+    /// Processes to SIGTERM (and wait for, 10 s at most) before the bed goes down, and the
+    /// directory each used (removed once it stopped).
+    pub fn stop_first(pid: u32, dir: Option<&Path>) {
         FIRST.lock().unwrap_or_else(|p| p.into_inner()).push(pid);
+        if let Some(d) = dir {
+            DIRS.lock().unwrap_or_else(|p| p.into_inner()).push(d.to_path_buf());
+        }
     }
 
     /// Installs the handlers for the bed under `root` (its temporary directory).
@@ -173,6 +179,9 @@ mod interrupt {
             ),
         }
         let _ = std::fs::remove_dir_all(&root);
+        for d in DIRS.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            let _ = std::fs::remove_dir_all(d);
+        }
         std::process::exit(130);
     }
 }
@@ -223,7 +232,7 @@ impl Grid {
         })?;
         let token = prepared.create_token("bench", true)?;
         let server = prepared.start(Duration::from_secs(60))?;
-        bed.stop_on_interrupt(server.pid());
+        bed.stop_on_interrupt(&server);
         let client = Client::new(&server.url, Some(token), Duration::from_secs(60));
         Ok(Grid { server, client })
     }

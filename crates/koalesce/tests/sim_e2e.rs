@@ -16,10 +16,15 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("koalesce-sim-e2e-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
+/// A fresh directory, removed when the guard is dropped (also when the test fails), and the
+/// path NAME inside it.
+fn tmp(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let d = tempfile::Builder::new()
+        .prefix("koalesce-sim-e2e-")
+        .tempdir()
+        .expect("a temporary directory");
+    let p = d.path().join(name);
+    (d, p)
 }
 
 fn text(o: &Output) -> String {
@@ -30,7 +35,7 @@ fn text(o: &Output) -> String {
 fn shipped_scenario_runs_with_cf_and_wf_and_repeats_byte_for_byte() {
     let mut outputs = Vec::new();
     for (policy, dir) in [("cf", "cf1"), ("cf", "cf2"), ("wf", "wf")] {
-        let out = tmp(dir);
+        let (_tmp, out) = tmp(dir);
         let o = koalesce(&[
             "sim",
             "scenarios/das2-w30.toml",
@@ -70,7 +75,6 @@ fn shipped_scenario_runs_with_cf_and_wf_and_repeats_byte_for_byte() {
         assert_eq!(jobs.lines().count(), 201);
         assert!(std::fs::read_to_string(out.join("utilization.svg")).unwrap().contains("<svg "));
         outputs.push((jobs, std::fs::read(out.join("utilization.csv")).unwrap()));
-        let _ = std::fs::remove_dir_all(out);
     }
     assert_eq!(outputs[0], outputs[1], "same seed, different output");
     assert_ne!(outputs[0].0, outputs[2].0, "CF and WF gave the same schedule");
@@ -78,7 +82,7 @@ fn shipped_scenario_runs_with_cf_and_wf_and_repeats_byte_for_byte() {
 
 #[test]
 fn single_cluster_mode_writes_the_jobs_csv() {
-    let out = tmp("kth");
+    let (_tmp, out) = tmp("kth");
     let o = koalesce(&[
         "sim",
         "--trace",
@@ -95,7 +99,6 @@ fn single_cluster_mode_writes_the_jobs_csv() {
     let csv = std::fs::read_to_string(out.join("jobs.csv")).unwrap();
     assert!(csv.starts_with("job_id,submit,start,end,procs"), "{}", &csv[..80]);
     assert!(csv.lines().count() > 28_000);
-    let _ = std::fs::remove_dir_all(out);
 }
 
 fn fails_with(args: &[&str], needles: &[&str]) {
@@ -108,11 +111,12 @@ fn fails_with(args: &[&str], needles: &[&str]) {
     }
 }
 
-fn scenario_with(extra: &str, name: &str) -> PathBuf {
+fn scenario_with(extra: &str, name: &str) -> (tempfile::TempDir, PathBuf) {
     let base = std::fs::read_to_string(repo().join("scenarios/das2-w30.toml")).unwrap();
-    let p = tmp(name).with_extension("toml");
+    let (d, p) = tmp(name);
+    let p = p.with_extension("toml");
     std::fs::write(&p, base.replace("[scheduler]", &format!("{extra}\n[scheduler]"))).unwrap();
-    p
+    (d, p)
 }
 
 #[test]
@@ -136,19 +140,22 @@ fn bad_input_is_named_and_never_panics() {
     );
     fails_with(&["sim", "no-such-scenario.toml"], &["no-such-scenario.toml"]);
 
-    let p = scenario_with("[faults]\nsoft_error_probabilty = { vu = 0.1 }", "unknown-key");
+    let (_tmp_unknown_key, p) = scenario_with("[faults]\nsoft_error_probabilty = { vu = 0.1 }", "unknown-key");
     fails_with(
         &["sim", p.to_str().unwrap(), "-q"],
         &[p.file_name().unwrap().to_str().unwrap(), "soft_error_probabilty"],
     );
     let text = std::fs::read_to_string(repo().join("scenarios/das2-w30.toml")).unwrap();
-    let p = tmp("negative-bw").with_extension("toml");
+    let (_tmp_negative_bw, p) = tmp("negative-bw");
+    let p = p.with_extension("toml");
     std::fs::write(&p, text.replace("wan_mbps = ", "wan_mbps = -")).unwrap();
     fails_with(&["sim", p.to_str().unwrap(), "-q"], &["network.wan_mbps", "positive"]);
-    let p = tmp("too-large").with_extension("toml");
+    let (_tmp_too_large, p) = tmp("too-large");
+    let p = p.with_extension("toml");
     std::fs::write(&p, text.replace("replicas = 3", "replicas = 3\nshapes = [[1, 500]]")).unwrap();
     fails_with(&["sim", p.to_str().unwrap(), "-q"], &["workload.shapes", "500"]);
-    let p = tmp("bad-swf").with_extension("swf");
+    let (_tmp_bad_swf, p) = tmp("bad-swf");
+    let p = p.with_extension("swf");
     std::fs::write(&p, "; header\n1 0 0 10 4 -1 -1 4 20 -1 1 1 1 1 1 1 -1 -1\n2 zero 0 10\n").unwrap();
     fails_with(
         &["sim", "--trace", p.to_str().unwrap(), "--procs", "8"],
@@ -160,7 +167,7 @@ fn bad_input_is_named_and_never_panics() {
 fn a_closed_stdout_ends_the_command_quietly_not_with_a_panic() {
     use std::os::unix::process::ExitStatusExt;
     use std::process::Stdio;
-    let out = tmp("pipe");
+    let (_tmp, out) = tmp("pipe");
     let mut child = Command::new(env!("CARGO_BIN_EXE_koalesce"))
         .args(["sim", "scenarios/das2-w30.toml", "--seed", "1", "-q", "--out"])
         .arg(&out)
@@ -179,7 +186,6 @@ fn a_closed_stdout_ends_the_command_quietly_not_with_a_panic() {
         "ended with {:?}: {stderr}",
         o.status
     );
-    let _ = std::fs::remove_dir_all(&out);
 }
 
 #[test]

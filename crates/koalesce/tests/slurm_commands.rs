@@ -505,6 +505,9 @@ fn show_config_and_the_cluster_line_read_like_slurm() {
     let version = s.stdout("sbatch", &["--version"]);
     assert_eq!(version, format!("slurm {}\n", value("SLURM_VERSION")));
     assert_eq!(s.stdout("scontrol", &["--version"]), version);
+    // Anywhere among the options, and Slurm's abbreviation of scontrol's keyword.
+    assert_eq!(s.stdout("squeue", &["-h", "--version"]), version);
+    assert_eq!(s.stdout("scontrol", &["vers"]), version);
     let port = s.url.rsplit(':').next().unwrap().trim_end_matches('/').to_string();
     assert_eq!(value("SlurmctldPort"), port);
     assert!(conf.ends_with(" is UP\n"), "{conf}");
@@ -522,6 +525,17 @@ fn show_config_and_the_cluster_line_read_like_slurm() {
         ]
     );
     assert_eq!(s.stdout("squeue", &["--clusters=all", "-h"]), "", "no line without the header");
+    // Several names are still the one cluster (Slurm lower-cases them and reports an unknown
+    // one, then goes on): no CLUSTER column under -h, which Slurm adds for several clusters.
+    let o = s.run("squeue", &["-M", "KOALESCE,alpha,koalesce", "-h"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        (
+            String::from_utf8_lossy(&o.stdout).as_ref(),
+            String::from_utf8_lossy(&o.stderr).as_ref()
+        ),
+        ("", "squeue: error: No cluster 'alpha' known by database.\n")
+    );
 
     // The controller down: an error, exit 1.
     s.stop();
@@ -604,8 +618,8 @@ fn show_config_reads_like_real_slurm() {
 }
 
 /// `sbatch -N` forms beside real Slurm 22.05's sbatch on a test bed: the same ones accepted,
-/// the same refused with the same message and exit status (koalesce's checked with
-/// `--test-only`, which needs no server).
+/// the same refused with the same message and exit status, under `--test-only` (which needs
+/// no server) and, for what Slurm refuses, without it.
 #[test]
 fn sbatch_node_counts_as_real_slurm() {
     let bed = slurm_common::Bed::up(1, 2, 0);
@@ -621,31 +635,43 @@ fn sbatch_node_counts_as_real_slurm() {
     assert!(out.status.success(), "install: {}", String::from_utf8_lossy(&out.stderr));
     let first_line = |o: &std::process::Output| String::from_utf8_lossy(&o.stderr).lines().next().unwrap_or_default().to_string();
     // Also Slurm's corners: a range without a minimum ("-2": 1-2), without a maximum, with two
-    // dashes, a bad part (named alone), a leading blank.
-    for n in [
-        "0", "0-0", "0-1", "1-0", "1-2", "2", "3-2", "abc", "-2", "2-", "1-2-3", "abc-2", " 2",
-    ] {
-        let real = Command::new("sbatch")
-            .args([&format!("--nodes={n}"), "-o", "/dev/null", "--wrap", "true"])
-            .env("SLURM_CONF", &conf)
-            .current_dir(dir.path())
-            .output()
-            .unwrap();
-        let ours = Command::new(bin.join("sbatch"))
-            .args(["--test-only", &format!("--nodes={n}"), "--wrap", "true"])
-            .current_dir(dir.path())
-            .env_remove("KOALESCE_URL")
-            .output()
-            .unwrap();
-        assert_eq!(
-            ours.status.code(),
-            real.status.code(),
-            "-N {n}: {} / {}",
-            first_line(&ours),
-            first_line(&real)
-        );
-        if !real.status.success() {
-            assert_eq!(first_line(&ours), first_line(&real), "-N {n}");
+    // dashes, a bad part (named alone), a leading blank. Each with --test-only on both sides
+    // (Slurm's will-run test takes `-N 0`, its controller refuses it on submission), then
+    // without, where real Slurm refuses (ours would need a server to submit the others).
+    for test_only in [true, false] {
+        for n in [
+            "0", "0-0", "0-1", "1-0", "1-2", "2", "3-2", "abc", "-2", "2-", "1-2-3", "abc-2", " 2",
+        ] {
+            let mut args = vec![format!("--nodes={n}"), "--wrap".into(), "true".into()];
+            if test_only {
+                args.insert(0, "--test-only".into());
+            }
+            let real = Command::new("sbatch")
+                .args(&args)
+                .args(["-o", "/dev/null"])
+                .env("SLURM_CONF", &conf)
+                .current_dir(dir.path())
+                .output()
+                .unwrap();
+            if !test_only && real.status.success() {
+                continue;
+            }
+            let ours = Command::new(bin.join("sbatch"))
+                .args(&args)
+                .current_dir(dir.path())
+                .env_remove("KOALESCE_URL")
+                .output()
+                .unwrap();
+            assert_eq!(
+                ours.status.code(),
+                real.status.code(),
+                "-N {n} (test only: {test_only}): {} / {}",
+                first_line(&ours),
+                first_line(&real)
+            );
+            if !real.status.success() {
+                assert_eq!(first_line(&ours), first_line(&real), "-N {n} (test only: {test_only})");
+            }
         }
     }
 }

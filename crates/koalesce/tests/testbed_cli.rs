@@ -162,7 +162,8 @@ fn processes_mentioning(needle: &str) -> Vec<i32> {
 
 /// `koalesce demo --slurm` interrupted with Ctrl-C (SIGINT to its process group, as a terminal
 /// sends it) while its jobs run: the server stops, the fresh bed is torn down (no slurmctld,
-/// slurmd or munged of it left) and its directory deleted; exit status 130.
+/// slurmd or munged of it left), its directory and the server's temporary one are deleted;
+/// exit status 130.
 #[test]
 fn an_interrupted_slurm_demo_tears_its_bed_down() {
     use std::io::{BufRead, BufReader};
@@ -177,10 +178,14 @@ fn an_interrupted_slurm_demo_tears_its_bed_down() {
         .unwrap();
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     let mut bed = None;
+    let mut data_dir = None;
     let t0 = Instant::now();
     for line in lines.by_ref() {
         let line = line.unwrap();
         eprintln!("demo: {line}");
+        if let Some(rest) = line.split_once("(data dir ").map(|x| x.1) {
+            data_dir = rest.strip_suffix(')').map(std::path::PathBuf::from);
+        }
         if let Some(rest) = line.split_once("up in").map(|x| x.1) {
             // "... up in 3.2 s (/tmp/kzbedXXXX/bed; torn down at the end)"
             bed = rest.split_once('(').and_then(|x| x.1.split_once(';')).map(|x| x.0.to_string());
@@ -205,4 +210,7 @@ fn an_interrupted_slurm_demo_tears_its_bed_down() {
     assert_eq!(status.code(), Some(130), "{rest:?}");
     assert!(rest.iter().any(|l| l.contains("test bed torn down")), "{rest:?}");
     assert!(!Path::new(&bed).exists(), "{bed} is left behind");
+    let server_dir = data_dir.expect("the demo printed its server's data dir");
+    let server_dir = server_dir.parent().unwrap();
+    assert!(!server_dir.exists(), "the server's {} is left behind", server_dir.display());
 }

@@ -67,9 +67,9 @@ pub struct JobPriorityConfig {
     pub share_window_ms: Millis,
     /// SH_WINDOW_DEPTH: windows remembered, forgotten exponentially (default 5, at most 10).
     pub share_window_depth: u32,
-    /// SH_USER[DEFAULT]: the share of an owner not listed in `shares` (GridWay ships 5).
+    /// `SH_USER[DEFAULT]`: the share of an owner not listed in `shares` (GridWay ships 5).
     pub default_share: u32,
-    /// SH_USER[name]: shares per owner (the dispatch ratio GridWay targets between owners).
+    /// `SH_USER[name]`: shares per owner (the dispatch ratio GridWay targets between owners).
     pub shares: BTreeMap<String, u32>,
 }
 
@@ -105,9 +105,9 @@ pub struct ResourcePriorityConfig {
     pub history: f64,
     /// UG_HISTORY_WINDOW: how far back P_hist averages (default three days).
     pub usage_window_ms: Millis,
-    /// RP_IM[DEFAULT]: fixed priority of a site not listed in `site_priority` (default 1).
+    /// `RP_IM[DEFAULT]`: fixed priority of a site not listed in `site_priority` (default 1).
     pub default_site_priority: u32,
-    /// RP_HOST[site]: fixed priority per site name, 1–99; 0 means the site is never used.
+    /// `RP_HOST[site]`: fixed priority per site name, 1–99; 0 means the site is never used.
     pub site_priority: BTreeMap<String, u32>,
 }
 

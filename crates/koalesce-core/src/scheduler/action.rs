@@ -18,7 +18,7 @@ pub struct TransferKey {
 /// A decision the driver must carry out.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Action {
-    /// Copy (part of) an input file; report with [`Scheduler::transfer_finished`].
+    /// Copy (part of) an input file; report with [`Scheduler::transfer_finished`](crate::Scheduler::transfer_finished).
     StartTransfer {
         job: JobId,
         key: TransferKey,
@@ -28,7 +28,7 @@ pub enum Action {
     /// Stop a transfer that is no longer needed.
     CancelTransfer { job: JobId, key: TransferKey },
     /// Ask the site's LRM for an advance reservation of `processors` during
-    /// `[start, start + duration)`; answer with [`Scheduler::reservation_answer`].
+    /// `[start, start + duration)`; answer with [`Scheduler::reservation_answer`](crate::Scheduler::reservation_answer).
     Reserve {
         job: JobId,
         component: u32,
@@ -41,7 +41,7 @@ pub enum Action {
     CancelReservation { job: JobId, component: u32, site: SiteId },
     /// Claim `processors` at `site` now (submit the component to the LRM, where it holds them at
     /// the start barrier); `reservation` says whether it runs inside its granted reservation.
-    /// If the LRM refuses, report [`Scheduler::claim_rejected`].
+    /// If the LRM refuses, report [`Scheduler::claim_rejected`](crate::Scheduler::claim_rejected).
     Claim {
         job: JobId,
         component: u32,

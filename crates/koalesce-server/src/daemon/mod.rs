@@ -1,4 +1,4 @@
-//! The driver: one [`koalesce_core::Scheduler`] fed with real time, its [`Action`]s carried out
+//! The driver: one [`koalesce_core::Scheduler`] fed with real time, its [`Action`](koalesce_core::Action)s carried out
 //! against the sites' backends, every change persisted through the group-commit store.
 //!
 //! **One source of truth.** Job and component state live in the core. The daemon keeps only
@@ -9,12 +9,12 @@
 //!
 //! **No blocking call under the lock.** All mutable state is in [`State`] behind one mutex,
 //! held only to change state. Calls into a site's LRM ([`crate::backend::Backend`]) run on the
-//! LRM worker ([`lrm`]) and tokio's blocking pool; their results come back as core inputs.
+//! LRM worker (`lrm`) and tokio's blocking pool; their results come back as core inputs.
 //!
-//! Modules: [`records`] (daemon data and rendering), [`actions`] (carrying out core actions),
-//! [`lrm`] (LRM calls off the lock: claims, launches, the start barrier, status polling),
-//! [`transfers`] (stage-in and stage-out), [`recovery`] (rebuilding state at startup),
-//! [`driver`] (timers).
+//! Modules: `records` (daemon data and rendering), `actions` (carrying out core actions),
+//! `lrm` (LRM calls off the lock: claims, launches, the start barrier, status polling),
+//! `transfers` (stage-in and stage-out), `recovery` (rebuilding state at startup),
+//! `driver` (timers).
 
 pub(crate) mod actions;
 pub(crate) mod blacklist;
@@ -88,7 +88,7 @@ pub struct Metrics {
     pub last_scan_micros: AtomicU64,
     pub submissions: AtomicU64,
     pub launches: AtomicU64,
-    /// Calls of [`process_actions`] that left actions for the next chunk (a scan or a poll
+    /// Calls of `process_actions` that left actions for the next chunk (a scan or a poll
     /// carried out in several holds of the state lock).
     pub action_chunks_left: AtomicU64,
     pub blacklisted: AtomicU64,
@@ -297,7 +297,7 @@ pub struct State {
     /// Stage-ins on the way, by (file, destination site): the jobs waiting for one that
     /// another job started (one transfer per file and destination at a time).
     pub inflight: HashMap<(String, SiteId), Vec<transfers::Waiter>>,
-    /// The core has actions that [`process_actions`] left for the next chunk (the driver
+    /// The core has actions that `process_actions` left for the next chunk (the driver
     /// carries them out, releasing the lock between chunks).
     pub actions_pending: bool,
     /// Log lines to write once the lock is released (see [`StateGuard`]).

@@ -9,7 +9,7 @@
 //! with its SHA-256 in `X-Checksum-Sha256`; the destination writes a resumable partial (the
 //! data plane's [`Partial`]: an interrupted transfer, a killed server, resumes from the last
 //! checkpoint with `Range`), checks size and SHA-256 against what the handoff declared, renames
-//! it into a site's storage and registers it ([`crate::api_files::register_replica`]).
+//! it into a site's storage and registers it (`api_files::register_replica`).
 //!
 //! Names here: an input from peer `alpha` is registered as `peer-alpha/<sha256>` (owned by
 //! `peer-alpha`; the same content is fetched once), and the job's description is rewritten to
@@ -434,6 +434,27 @@ pub(crate) fn check_inputs(desc: &JobDescription, inputs: &[PeerFile], max_bytes
         ));
     }
     Ok(())
+}
+
+/// The inputs received from `origin` that a job submitted for one of its handoffs reads (its
+/// description's inputs named `peer-<origin>/<sha256>`, with the size the catalogue has):
+/// what a handoff taken back from its job ([`super::Federation::adopt`]) declares, so that its
+/// release removes them and no other handoff's release removes them while the job needs them.
+pub(crate) fn received_inputs_of(fed: &Federation, origin: &str, desc: &JobDescription) -> Vec<PeerFile> {
+    let st = fed.shared.lock();
+    let prefix = received_name(origin, "");
+    let mut seen = BTreeSet::new();
+    desc.inputs
+        .iter()
+        .filter_map(|f| {
+            let sha = f.logical().strip_prefix(&prefix).filter(|s| is_sha256(s))?;
+            seen.insert(sha.to_string()).then(|| PeerFile {
+                name: f.local_name().to_string(),
+                size_bytes: st.files.get(f.logical()).map_or(0, |i| i.size_bytes),
+                sha256: sha.to_string(),
+            })
+        })
+        .collect()
 }
 
 pub(crate) fn declared(inc: &Incoming) -> Vec<PeerFile> {

@@ -309,6 +309,8 @@ async fn hand_off(fed: &Arc<Federation>, row: &GridRow, i: usize, why: String) -
             let mut row = row.clone();
             row.handoff = Some(h);
             row.peer = Some(peer);
+            // As the journal has it since WAITING → HANDING.
+            row.attempts += 1;
             follow(fed, &row).await
         }
         Ok(s) => {
@@ -350,7 +352,8 @@ async fn resolve_handing(fed: &Arc<Federation>, row: &GridRow) -> anyhow::Result
     match call::<(), HandoffState>(fed, i, format!("/api/v1/peer/handoffs/{h}/abort"), Some(())).await {
         Ok(s) if s.state == "aborted" => {
             let r = format!("handoff {h} to {peer} was not confirmed; aborted there");
-            transition(fed, row.id, state::HANDING, state::WAITING, reason(&r)).await?;
+            let (to, r) = super::results::decided_again(row, peer, r);
+            transition(fed, row.id, state::HANDING, to, reason(&r)).await?;
         }
         Ok(s) if s.state == "committed" => {
             transition(fed, row.id, state::HANDING, state::MIGRATED, Transition::default()).await?;

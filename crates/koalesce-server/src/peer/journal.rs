@@ -396,12 +396,13 @@ impl Journal {
     }
 
     /// Records handoff `handoff`, unknown here, committed as job `local_id` (submitted for it
-    /// with `description` before this journal lost its entry). The row afterwards.
-    pub fn adopt(&self, handoff: &str, origin: &str, description: &str, local_id: u64) -> rusqlite::Result<Incoming> {
+    /// with `description` before this journal lost its entry), whose received `inputs` (JSON
+    /// list of `PeerFile`) it declares. The row afterwards.
+    pub fn adopt(&self, handoff: &str, origin: &str, description: &str, inputs: &str, local_id: u64) -> rusqlite::Result<Incoming> {
         self.with(|c| {
             c.execute(
-                "INSERT OR IGNORE INTO incoming (handoff, origin, user, description, state, local_id) VALUES (?1, ?2, '', ?3, 'committed', ?4)",
-                params![handoff, origin, description, local_id as i64],
+                "INSERT OR IGNORE INTO incoming (handoff, origin, user, description, state, local_id, inputs) VALUES (?1, ?2, '', ?3, 'committed', ?4, ?5)",
+                params![handoff, origin, description, local_id as i64, inputs],
             )?;
             c.query_row(
                 &format!("SELECT {INCOMING_COLUMNS} FROM incoming WHERE handoff = ?1"),
@@ -696,7 +697,7 @@ mod tests {
         j.committed("alpha-2-1", 4).unwrap();
         j.abort("alpha-3-1", "alpha").unwrap();
         j.abort("alpha-9-1", "alpha").unwrap(); // a tombstone
-        j.adopt("alpha-8-1", "alpha", "d", 5).unwrap();
+        j.adopt("alpha-8-1", "alpha", "d", "[]", 5).unwrap();
         for h in ["alpha-3-1", "alpha-9-1"] {
             j.set_swept(h).unwrap();
         }

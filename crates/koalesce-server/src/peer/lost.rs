@@ -7,7 +7,7 @@
 //! The origin aborts it at the receiver, whose abort of an unknown handoff leaves a tombstone
 //! (a late phase one or commit of it is refused from then on). Once the receiver confirms
 //! `aborted`, the job is decided again here, as after a receiver's own abort
-//! ([`super::results::commit_refused`]); a job whose user cancelled it ends cancelled there.
+//! (`results::commit_refused`); a job whose user cancelled it ends cancelled there.
 //!
 //! Committed there (the receiver gave it a job id) and now unknown: before the job fails the
 //! origin sends an abort, which a receiver that lost its journal but not its jobs answers by taking the job back
@@ -18,11 +18,11 @@
 //! risk running it on both sides; a 404 once is not taken for the peer's last word. Any other
 //! answer starts the count again. The count lives in memory: a restart of the origin gives a
 //! handoff its tries again, still a bounded number per run. Only koalesce's own 404 for the
-//! handoff counts ([`is_missing`]): a proxy's or another server's 404 page is no answer about it.
+//! handoff counts (`is_missing`): a proxy's or another server's 404 page is no answer about it.
 
 use std::sync::Arc;
 
-use super::journal::{state, GridRow, Transition};
+use super::journal::{state, GridRow};
 use super::wire::HandoffState;
 use super::{blocking, data, CallError, Federation};
 
@@ -90,8 +90,9 @@ pub(crate) async fn handoff_missing(fed: &Arc<Federation>, i: usize, row: &GridR
             let r = blocking(move || client.call::<(), HandoffState>(&path, Some(&()))).await;
             fed.record(i, &r);
             match r {
-                Ok(s) if s.state == "aborted" => (
-                    state::WAITING,
+                Ok(s) if s.state == "aborted" => super::results::decided_again(
+                    row,
+                    &peer,
                     format!("handoff {h} is unknown at {peer} (404 to its {asked}: it lost its record of it); aborted there: decided again"),
                 ),
                 // It knows the handoff (committed meanwhile): followed as usual.
@@ -115,16 +116,7 @@ pub(crate) async fn handoff_missing(fed: &Arc<Federation>, i: usize, row: &GridR
         }
     };
     tracing::warn!(grid_job = row.id, %peer, handoff = h, "{why}");
-    let (j, id) = (fed.journal.clone(), row.id);
-    blocking(move || {
-        let t = Transition {
-            reason: Some(&why),
-            ..Default::default()
-        };
-        j.set_remote(id, None, "null")?;
-        j.transition(id, state::MIGRATED, to, &t)
-    })
-    .await?;
+    super::results::leave_migrated(fed, row.id, to, why).await?;
     fed.missing.lock().unwrap_or_else(|p| p.into_inner()).remove(&row.id);
     Ok(())
 }

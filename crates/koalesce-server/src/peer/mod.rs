@@ -3,7 +3,7 @@
 //! the simulator runs ([`koalesce_core::federation`]).
 //!
 //! **Architecture (002 §II).** A job submitted to `POST /api/v1/grid/jobs` enters this server's
-//! *grid queue* (GQ, durable in `DIR/federation.db`, [`journal`]). The grid scheduler ([`gs`])
+//! *grid queue* (GQ, durable in `DIR/federation.db`, [`journal`]). The grid scheduler (`gs`)
 //! takes each job in turn: its local AWT comes from simulating the server's local scheduler
 //! (the core, seen as one compute server by [`koalesce_core::federation::live`]); below φ the
 //! job goes to the local queue (the core); otherwise (S-I, §III-A1) every available peer is
@@ -39,7 +39,7 @@
 //! **Data** ([`data`]): a job's input files move with it (the receiver pulls them from the
 //! origin, checksummed and resumable, before it submits the job), its outputs come back to the
 //! origin once it succeeded, its logs once it ended in any way, and a cancel at the origin
-//! goes to the peer ([`results`]). A receiver removes what it received for an aborted handoff,
+//! goes to the peer (`results`). A receiver removes what it received for an aborted handoff,
 //! aborts a handoff prepared and never committed after `handoff_timeout_ms`, and releases a
 //! committed one whose origin never says `done` `received_retention_ms` after its job ended
 //! (`cleanup`). The ADTs in offers use the bandwidth measured from the asking
@@ -69,6 +69,7 @@ use koalesce_core::Millis;
 pub use client::{Availability, CallError, PeerClient};
 pub use config::{FederationConfig, PeerAlgorithm, PeerConfig};
 pub use journal::Journal;
+pub use results::MAX_HANDOFFS;
 
 use crate::api::ApiError;
 use crate::daemon::Shared;
@@ -303,10 +304,26 @@ impl Federation {
         .map_err(|e| e.to_string())
     }
 
-    /// Abort of handoff `h`, unknown to the journal: if a job of `origin`'s user has the
+    /// Abort of handoff `h`, unknown to the journal: taken back when its job is here
+    /// ([`Self::adopt`]); otherwise a tombstone.
+    async fn adopt_or_abort(&self, one: &tokio::sync::MutexGuard<'_, ()>, h: &str, origin: &str) -> Result<journal::Incoming, String> {
+        if let Some(inc) = self.adopt(one, h, origin).await? {
+            return Ok(inc);
+        }
+        let (j, key, origin) = (self.journal.clone(), h.to_string(), origin.to_string());
+        blocking(move || j.abort(&key, &origin)).await.map_err(|e| e.to_string())
+    }
+
+    /// Handoff `h` from `origin`, unknown to the journal: if a job of `origin`'s user has the
     /// handoff's marked name (whatever the job's own name), the handoff is recorded committed
-    /// to it (the description the job was submitted with); otherwise a tombstone.
-    async fn adopt_or_abort(&self, _one: &tokio::sync::MutexGuard<'_, ()>, h: &str, origin: &str) -> Result<journal::Incoming, String> {
+    /// to it, with the description the job was submitted with and the received inputs it reads
+    /// (released with it, kept for it meanwhile). The row, or None when no such job is here.
+    pub(crate) async fn adopt(
+        &self,
+        _one: &tokio::sync::MutexGuard<'_, ()>,
+        h: &str,
+        origin: &str,
+    ) -> Result<Option<journal::Incoming>, String> {
         let store = self.shared.store.clone();
         let (suffix, owner) = (marked_name("", h), format!("peer-{origin}"));
         let found = blocking(move || {
@@ -322,16 +339,18 @@ impl Federation {
         })
         .await
         .map_err(|e| e.to_string())?;
+        let Some((id, description)) = found else { return Ok(None) };
+        let inputs = match JobDescription::parse(&description) {
+            Ok(desc) => data::received_inputs_of(self, origin, &desc),
+            Err(_) => Vec::new(),
+        };
+        let inputs = serde_json::to_string(&inputs).map_err(|e| e.to_string())?;
         let (j, key, origin) = (self.journal.clone(), h.to_string(), origin.to_string());
-        blocking(move || match found {
-            Some((id, description)) => {
-                tracing::warn!(handoff = %key, job = id, "abort of a handoff unknown here, whose job is here (its journal entry was lost): committed, not aborted");
-                j.adopt(&key, &origin, &description, id)
-            }
-            None => j.abort(&key, &origin),
-        })
-        .await
-        .map_err(|e| e.to_string())
+        tracing::warn!(handoff = %key, job = id, "a handoff unknown here, whose job is here (its journal entry was lost): committed, not aborted");
+        blocking(move || j.adopt(&key, &origin, &description, &inputs, id))
+            .await
+            .map(Some)
+            .map_err(|e| e.to_string())
     }
 
     pub(crate) fn volunteered(&self, i: usize) {

@@ -551,22 +551,49 @@ pub(crate) async fn commit_refused(fed: &F, i: usize, row: &GridRow, h: &str) ->
     fed.record(i, &r);
     if let Ok(s) = r {
         if s.state == "aborted" {
-            let why = format!(
-                "handoff {h} was aborted at {} before it was committed: decided again",
-                fed.peers[i].name
-            );
-            let (j, id) = (fed.journal.clone(), row.id);
-            blocking(move || {
-                let t = Transition {
-                    reason: Some(&why),
-                    ..Default::default()
-                };
-                j.set_remote(id, None, "null")?;
-                j.transition(id, state::MIGRATED, state::WAITING, &t)
-            })
-            .await?;
+            let peer = &fed.peers[i].name;
+            let why = format!("handoff {h} was aborted at {peer} before it was committed: decided again");
+            let (to, why) = decided_again(row, peer, why);
+            leave_migrated(fed, row.id, to, why).await?;
         }
     }
+    Ok(())
+}
+
+/// Handoffs of one grid job after which a peer's abort fails it instead of deciding it again:
+/// a peer that keeps taking a job and aborting it cannot keep it in the grid queue for ever.
+pub const MAX_HANDOFFS: u32 = 10;
+
+/// Where grid job `row`, whose handoff `peer` aborted before it ran (for the reason `why`), goes:
+/// `waiting`, decided again; or, once it was handed over [`MAX_HANDOFFS`] times, `failed`,
+/// with a reason that names the peer and the count.
+pub(crate) fn decided_again(row: &GridRow, peer: &str, why: String) -> (&'static str, String) {
+    if row.attempts < MAX_HANDOFFS {
+        return (state::WAITING, why);
+    }
+    let what = why.strip_suffix(": decided again").unwrap_or(&why);
+    (
+        state::FAILED,
+        format!(
+            "{what}; the job was handed over {} times and never ran (the last handoff aborted by {peer}): failed here rather than decided again without end (at most {MAX_HANDOFFS} handoffs per job)",
+            row.attempts
+        ),
+    )
+}
+
+/// Migrated grid job `id` is no longer the peer's: its remote job is forgotten and it leaves
+/// `migrated` for `to` (`waiting`: decided again; or an end) with the reason `why`.
+pub(crate) async fn leave_migrated(fed: &F, id: u64, to: &'static str, why: String) -> anyhow::Result<()> {
+    let j = fed.journal.clone();
+    blocking(move || {
+        let t = Transition {
+            reason: Some(&why),
+            ..Default::default()
+        };
+        j.set_remote(id, None, "null")?;
+        j.transition(id, state::MIGRATED, to, &t)
+    })
+    .await?;
     Ok(())
 }
 

@@ -451,6 +451,14 @@ async fn abort(State(fed): State<F>, headers: HeaderMap, Path(h): Path<String>) 
     .map_err(internal)?;
     let cap = fed.cfg.max_handoffs_per_peer;
     if let Some(held) = held.filter(|&n| n >= cap) {
+        // The bound is on tombstones: a handoff whose job is here (a journal lost, the jobs
+        // kept) is taken back instead, which leaves none; refusing it would make the origin
+        // fail a job it can follow.
+        let name = fed.peers[i].name.clone();
+        if let Some(inc) = fed.adopt(&one, &h, &name).await.map_err(internal)? {
+            drop(one);
+            return Ok(Json(handoff_view(&fed, inc).await));
+        }
         return Err(err(
             StatusCode::TOO_MANY_REQUESTS,
             format!(

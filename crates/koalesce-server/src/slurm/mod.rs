@@ -15,7 +15,7 @@
 //! | `status` | one `squeue -h -t all -j IDS` per cluster, with the supervisors' records | cached for [`SlurmOptions::status_ttl`] |
 //! | `cancel` | `abort` (or a fence) in the directory, then `scancel` | one per component |
 //! | `barrier_state` / `abort_held` | none: the supervisor's records ([`crate::supervised`]) | |
-//! | `reserve_window` / `reserve` / `cancel_reservation` | `squeue` + `scontrol show reservation` (the plan, see [`reserve`]), `scontrol create` / `delete reservation` | per request |
+//! | `reserve_window` / `reserve` / `cancel_reservation` | `squeue` + `scontrol show reservation` (the plan, see `reserve`), `scontrol create` / `delete reservation` | per request |
 //! | `claim_reserved` | none: the reservation id is the claim (`sbatch --reservation`) | |
 //!
 //! The supervisor is started exactly as the local executor starts it (the same command line

@@ -24,12 +24,14 @@ mod history;
 mod migrate;
 mod readers;
 mod reservations;
+mod token_cache;
 mod tokens;
 mod writer;
 pub use history::*;
 pub use reservations::*;
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use serde::{Deserialize, Serialize};
+pub use token_cache::{revoke_token_at, REVOCATIONS_FILE};
 pub use tokens::*;
 use tokio::sync::oneshot;
 
@@ -92,6 +94,7 @@ pub struct Store {
     read: Arc<readers::Readers>,
     stats: Arc<Mutex<WriterStats>>,
     path: PathBuf,
+    tokens: Arc<token_cache::TokenCache>,
     /// Held by every handle: the checkpointer stops when the last one is dropped.
     _alive: Arc<()>,
 }
@@ -103,7 +106,7 @@ pub struct Store {
 /// (`launches.lrm_id`, when it is not the directory); version 4 gives files an owner
 /// (`files.owner`) and job ids a durable counter (`counters`); version 5 keeps GridWay's bans
 /// and usage history (`gridway_history`, one row); version 6 binds launch intents to their
-/// supervisors' records (`launches.nonce`). See [`migrate`].
+/// supervisors' records (`launches.nonce`). See `migrate`.
 pub const SCHEMA_VERSION: i64 = 6;
 
 const SCHEMA: &str = r#"
@@ -326,6 +329,7 @@ impl Store {
             read,
             stats,
             path: path.to_path_buf(),
+            tokens: Arc::new(token_cache::TokenCache::new(path.parent().unwrap_or(Path::new(".")))),
             _alive: alive,
         })
     }
@@ -390,6 +394,19 @@ impl Store {
     /// Runs a read-only closure on a free read connection (sees every committed group).
     pub fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T, StoreError> {
         Ok(self.read.with(f)?)
+    }
+
+    /// Checks a bearer token (every request): valid tokens are remembered, revocations seen at
+    /// once (see `store::token_cache`).
+    pub fn check_token(&self, token: &str, now_ms: u64) -> Result<TokenCheck, StoreError> {
+        self.tokens.check(token, now_ms, |hash| self.read(|c| token_by_hash(c, hash)))
+    }
+
+    /// Revokes a token through the writer; once committed, no request is let in with it.
+    pub async fn revoke_token(&self, id: String) -> Result<(), StoreError> {
+        let done = self.write(Box::new(move |tx| revoke_token(tx, &id).map(drop))).await;
+        self.tokens.forget_all();
+        done
     }
 
     pub fn stats(&self) -> WriterStats {

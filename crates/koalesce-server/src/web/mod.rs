@@ -8,7 +8,7 @@
 //! - [`jobs`]: the jobs table with filters and pagination (live jobs from the core, ended jobs
 //!   from the store through [`query`]);
 //! - [`job`]: one job's timeline, figures, tries, files, output tails and cancel button;
-//! - [`live`]: server-sent events that keep each page current.
+//! - `live`: server-sent events that keep each page current.
 //!
 //! Visibility is the API's: a user sees their own jobs, an admin everyone's; another user's
 //! job answers exactly like a missing one. Pages are HTML rendered with maud

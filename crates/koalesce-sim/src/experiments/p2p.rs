@@ -7,7 +7,7 @@
 //! so their differences are the schedulers'. Runs go in parallel (rayon) and land in a fixed
 //! order, so the output does not depend on the number of threads.
 //!
-//! [`checks`] compares every number and trend the seed's text states with ours; `p2p_report`
+//! [`checks`](super::p2p_checks::checks) compares every number and trend the seed's text states with ours; `p2p_report`
 //! writes the tables, the plots and `runs.csv`.
 
 use std::collections::BTreeMap;

@@ -38,7 +38,7 @@ pub struct LrmConfig {
     pub procs: u32,
     /// Local queue policy.
     pub policy: LocalPolicy,
-    /// Whether [`LocalRm::reserve`] can grant advance reservations.
+    /// Whether [`LocalRm::reserve`](super::LocalRm::reserve) can grant advance reservations.
     pub supports_reservations: bool,
 }
 
@@ -95,7 +95,7 @@ pub enum LocalJobState {
     Running,
     /// Ran to completion.
     Finished,
-    /// Killed (while queued or running) by [`LocalRm::kill_local`].
+    /// Killed (while queued or running) by [`LocalRm::kill_local`](super::LocalRm::kill_local).
     Killed,
 }
 
@@ -175,7 +175,7 @@ pub enum LrmEvent {
     ReservationExpired { key: GridKey },
 }
 
-/// [`LocalRm::submit_local`] refused a job that can never run here.
+/// [`LocalRm::submit_local`](super::LocalRm::submit_local) refused a job that can never run here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("local job needs {procs} processors, site has {capacity} (0 is invalid)")]
 pub struct SubmitRejected {
@@ -185,10 +185,10 @@ pub struct SubmitRejected {
     pub capacity: u32,
 }
 
-/// Why [`LocalRm::claim`] or [`LocalRm::claim_reservation`] failed.
+/// Why [`LocalRm::claim`](super::LocalRm::claim) or [`LocalRm::claim_reservation`](super::LocalRm::claim_reservation) failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ClaimRejected {
-    /// Fewer processors available than requested (`available` = [`LocalRm::claimable`] for a
+    /// Fewer processors available than requested (`available` = [`LocalRm::claimable`](super::LocalRm::claimable) for a
     /// plain claim, idle processors for a reservation claim).
     #[error("claim of {requested} processors rejected: only {available} available")]
     NotEnoughIdle { requested: u32, available: u32 },
@@ -206,7 +206,7 @@ pub enum ClaimRejected {
     Expired { end: Millis },
 }
 
-/// [`LocalRm::reserve`] refused a reservation.
+/// [`LocalRm::reserve`](super::LocalRm::reserve) refused a reservation.
 ///
 /// `earliest_possible` is the earliest start ≥ max(requested start, now) at which the same
 /// reservation would be granted now, or `None` if the site does not support reservations, the

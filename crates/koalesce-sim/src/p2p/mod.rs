@@ -13,7 +13,7 @@
 //! - [`sim`]: the event loop.
 //! - [`net`]: the max-min fair network, computed per path.
 //! - [`metrics`]: ART, AWT, UTIL, FOJM, FDVM, DMOH (002 §IV-C), blocked jobs.
-//! - [`bench`]: `koalesce bench p2p`.
+//! - [`bench`](mod@bench): `koalesce bench p2p`.
 
 pub mod bench;
 pub mod grid;

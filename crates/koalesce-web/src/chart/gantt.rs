@@ -299,7 +299,7 @@ fn phase_legend(out: &mut String, f: &Frame, y: f64) {
     legend_row(out, f.left, y, &entries);
 }
 
-/// A Gantt chart: one row per entry of `g.rows` (at most [`MAX_ROWS`]; a note counts the
+/// A Gantt chart: one row per entry of `g.rows` (at most `MAX_ROWS`; a note counts the
 /// rest), each span a bar coloured by phase with a tooltip (what, phase, from, to, duration),
 /// staging as a strip along the row's bottom, a mark for how the row ended, the figures under
 /// the title, a legend of the phases and a time axis relative to `g.origin_ms`.
@@ -421,7 +421,7 @@ fn assign_lanes(sites: usize, bars: &[MachineBar]) -> (Vec<Option<usize>>, Vec<u
 
 /// The machine over time: for each site a band of lanes, each job (component) a bar in a lane
 /// of its site coloured by phase (claimed, then running: the PWT shows), labelled when wide
-/// enough, with a tooltip. At most [`MAX_ROWS`] lanes are drawn in all.
+/// enough, with a tooltip. At most `MAX_ROWS` lanes are drawn in all.
 pub fn machine_gantt_svg(title: &str, sites: &[String], bars: &[MachineBar], origin_ms: u64, origin_label: &str) -> Svg {
     let (lanes, per_site) = assign_lanes(sites.len(), bars);
     let last = bars.iter().flat_map(|b| b.spans.iter().map(|s| s.to_ms)).max();

@@ -248,7 +248,7 @@ impl DemoArgs {
         let token = prepared.create_token("demo", true)?;
         let server = prepared.start(Duration::from_secs(30))?;
         if let Some(b) = &bed {
-            b.stop_on_interrupt(server.pid());
+            b.stop_on_interrupt(&server);
         }
         eprintln!("koalesce server started at {} (data dir {})", server.url, server.data_dir.display());
         let result = self.drive(&server, &token);

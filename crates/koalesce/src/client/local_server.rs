@@ -189,6 +189,12 @@ impl LocalServer {
         }
     }
 
+    /// The temporary directory that holds the data dir, config and log, removed when the server
+    /// is dropped (None when it is kept on purpose).
+    pub fn temp_dir(&self) -> Option<&Path> {
+        self._tmp.as_ref().map(|t| t.path())
+    }
+
     /// The server process's id (None once stopped).
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(|c| c.id())

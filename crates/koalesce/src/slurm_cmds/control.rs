@@ -47,7 +47,7 @@ pub struct ScancelArgs {
 
 pub fn scancel(args: &[String], conn: impl FnOnce() -> SResult<Client>) -> SResult<ExitCode> {
     let a: ScancelArgs = parse_options("scancel", args)?;
-    super::check_clusters(a.clusters.as_deref())?;
+    super::check_clusters("scancel", a.clusters.as_deref())?;
     if let Some(sig) = &a.signal {
         let s = sig.trim().trim_start_matches("SIG").to_ascii_uppercase();
         if !matches!(s.as_str(), "KILL" | "TERM" | "INT" | "9" | "15" | "2") {
@@ -110,68 +110,111 @@ pub fn scontrol(args: &[String], conn: impl FnOnce() -> SResult<Client>) -> SRes
     for a in args {
         match a.as_str() {
             "-o" | "--oneliner" => oneliner = true,
+            // getopt's `-V` and `--version` (abbreviated down to `--vers`), anywhere.
+            v if v == "-V" || (v.len() >= 6 && "--version".starts_with(v)) => {
+                println!("slurm {}", super::SLURM_VERSION);
+                return Ok(ExitCode::SUCCESS);
+            }
             "-d" | "--details" | "-a" | "--all" | "-Q" | "--quiet" => {}
             "-h" | "--help" => {
-                println!("scontrol [-o] show job [JOB_ID]\nscontrol show hostnames [HOSTLIST]\nscontrol show config\nscontrol ping\nscontrol version\n(koalesce's scontrol answers only these)");
+                println!("scontrol [-o] show job [JOB_ID]\nscontrol show hostnames [HOSTLIST]\nscontrol show config\nscontrol ping\nscontrol version\n(koalesce's scontrol answers only these; keywords may be abbreviated as Slurm's: sho j, vers)");
                 return Ok(ExitCode::SUCCESS);
             }
             s => rest.push(s),
         }
     }
-    let lower: Vec<String> = rest.iter().map(|s| s.to_ascii_lowercase()).collect();
-    match lower.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
-        ["show", "hostnames" | "hostname", ..] => {
-            let list = match rest.get(2) {
-                Some(l) => l.to_string(),
-                None => std::env::var("SLURM_JOB_NODELIST")
-                    .map_err(|_| SlurmError::msg("No hostlist specified (and SLURM_JOB_NODELIST is not set)"))?,
-            };
-            for h in expand_hostlist(&list).map_err(SlurmError::msg)? {
-                println!("{h}");
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        ["show", "job" | "jobs" | "jobid", ..] => {
-            let ids = rest.get(2).map(|l| parse_job_ids(l)).transpose()?;
-            let client = conn()?;
-            let jobs = load_jobs(&client, ids.as_deref(), false)?;
-            if jobs.is_empty() {
-                if ids.is_some() {
-                    return Err(SlurmError {
-                        message: "slurm_load_jobs error: Invalid job id specified\n".into(),
-                        raw: true,
-                        code: 1,
-                    });
-                }
-                println!("No jobs in the system");
-                return Ok(ExitCode::SUCCESS);
-            }
-            let now = now_ms();
-            let mut out = String::new();
-            for j in &jobs {
-                out.push_str(&show_job(j, now, oneliner));
-            }
-            print!("{out}");
-            Ok(ExitCode::SUCCESS)
-        }
-        // After global flags (`scontrol -o version`); without them run_named answers first.
-        [v] if v.eq_ignore_ascii_case("version") => {
+    // Keywords and entities as Slurm matches them (abbreviations, any case: `scontrol vers`,
+    // `scontrol sho j 5`); what Slurm knows and koalesce does not offer is refused by name.
+    let Some(&tag) = rest.first() else {
+        return Err(SlurmError::msg(
+            "koalesce's scontrol needs a command: show job [ID], show hostnames [LIST], show config, ping or version",
+        ));
+    };
+    let esc = crate::client_cmds::format::escape;
+    let raw = |message: String| SlurmError {
+        message,
+        raw: true,
+        code: 1,
+    };
+    match super::scontrol_words::keyword(tag) {
+        Some("version") => {
             println!("slurm {}", super::SLURM_VERSION);
+            if rest.len() > 1 {
+                // Slurm prints the version and then complains.
+                return Err(raw(format!("too many arguments for {} keyword\n", esc(tag))));
+            }
             Ok(ExitCode::SUCCESS)
         }
-        ["ping"] => Ok(super::showconfig::ping(&conn()?)),
-        ["show", entity, ..] if super::showconfig::is_config_entity(entity) => {
-            super::showconfig::run(&conn()?)?;
-            Ok(ExitCode::SUCCESS)
+        Some("ping") => Ok(super::showconfig::ping(&conn()?)),
+        Some("show") => {
+            let Some(arg) = rest.get(1) else {
+                return Err(raw(format!("too few arguments for keyword:{}\n", esc(tag))));
+            };
+            if rest.len() > 3 {
+                return Err(raw(format!("too many arguments for keyword:{}\n", esc(tag))));
+            }
+            // `show job=5` as `show job 5`.
+            let (entity, value) = match arg.split_once('=') {
+                Some((e, v)) => (e, Some(v)),
+                None => (*arg, rest.get(2).copied()),
+            };
+            match super::scontrol_words::show_entity(entity) {
+                Some("hostnames") => show_hostnames(value),
+                Some("jobs" | "jobid") => show_jobs(value, oneliner, conn),
+                Some("config") => {
+                    super::showconfig::run(&conn()?)?;
+                    Ok(ExitCode::SUCCESS)
+                }
+                Some(other) => Err(SlurmError::msg(format!(
+                    "koalesce's scontrol does not offer 'show {other}' (only: show job, show hostnames, show config)"
+                ))),
+                None => Err(raw(format!("invalid entity:{} for keyword:{} \n", esc(entity), esc(tag)))),
+            }
         }
-        [] => Err(SlurmError::msg(
-            "koalesce's scontrol needs a command: show job [ID], show hostnames [LIST], show config or ping",
-        )),
-        [verb, ..] => Err(SlurmError::msg(format!(
-            "koalesce's scontrol does not offer '{}' (only: show job, show hostnames, show config, ping)",
-            crate::client_cmds::format::escape(verb)
+        Some(other) => Err(SlurmError::msg(format!(
+            "koalesce's scontrol does not offer '{other}' (only: show job, show hostnames, show config, ping, version)"
         ))),
+        None => Err(raw(format!("invalid keyword: {}\n", esc(tag)))),
     }
+}
+
+/// `scontrol show hostnames [LIST]` (the job's node list without one).
+fn show_hostnames(list: Option<&str>) -> SResult<ExitCode> {
+    let list = match list {
+        Some(l) => l.to_string(),
+        None => {
+            std::env::var("SLURM_JOB_NODELIST").map_err(|_| SlurmError::msg("No hostlist specified (and SLURM_JOB_NODELIST is not set)"))?
+        }
+    };
+    for h in expand_hostlist(&list).map_err(SlurmError::msg)? {
+        println!("{h}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `scontrol show job [IDS]`.
+fn show_jobs(ids: Option<&str>, oneliner: bool, conn: impl FnOnce() -> SResult<Client>) -> SResult<ExitCode> {
+    let ids = ids.map(parse_job_ids).transpose()?;
+    let client = conn()?;
+    let jobs = load_jobs(&client, ids.as_deref(), false)?;
+    if jobs.is_empty() {
+        if ids.is_some() {
+            return Err(SlurmError {
+                message: "slurm_load_jobs error: Invalid job id specified\n".into(),
+                raw: true,
+                code: 1,
+            });
+        }
+        println!("No jobs in the system");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let now = now_ms();
+    let mut out = String::new();
+    for j in &jobs {
+        out.push_str(&show_job(j, now, oneliner));
+    }
+    print!("{out}");
+    Ok(ExitCode::SUCCESS)
 }
 
 /// One job as `scontrol show job` prints it (key=value lines, a blank line after).
@@ -316,5 +359,40 @@ mod tests {
         assert!(s.contains("RunTime=00:01:01"), "{s}");
         assert!(s.ends_with("   Power=\n   \n\n"), "{s}");
         assert_eq!(show_job(&j, 0, true).lines().count(), 1);
+    }
+
+    /// Slurm 22.05's scontrol takes abbreviated keywords and entities (`scontrol vers` answered
+    /// `slurm-wlm 22.05.8` on the test bed, `scontrol ver` "invalid keyword: ver").
+    #[test]
+    fn scontrol_takes_slurms_abbreviations() {
+        let no_server = || -> SResult<Client> { panic!("no server is needed") };
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        for ok in [
+            &["vers"][..],
+            &["VERSION"],
+            &["-o", "versi"],
+            &["sho", "hostn", "a[1-2]"],
+            &["show", "hostname=b1"],
+        ] {
+            assert!(scontrol(&args(ok), no_server).is_ok(), "{ok:?}");
+        }
+        let e = scontrol(&args(&["ver"]), no_server).unwrap_err();
+        assert_eq!((e.render("scontrol"), e.code), ("invalid keyword: ver\n".to_string(), 1));
+        let e = scontrol(&args(&["show", "bogus"]), no_server).unwrap_err();
+        assert_eq!(e.render("scontrol"), "invalid entity:bogus for keyword:show \n");
+        let e = scontrol(&args(&["sho"]), no_server).unwrap_err();
+        assert_eq!(e.render("scontrol"), "too few arguments for keyword:sho\n");
+        let e = scontrol(&args(&["show", "n"]), no_server).unwrap_err();
+        assert!(
+            e.message.starts_with("koalesce's scontrol does not offer 'show nodes'"),
+            "{}",
+            e.message
+        );
+        let e = scontrol(&args(&["upd", "JobId=5"]), no_server).unwrap_err();
+        assert!(
+            e.message.starts_with("koalesce's scontrol does not offer 'update'"),
+            "{}",
+            e.message
+        );
     }
 }

@@ -35,6 +35,7 @@ mod sacct;
 mod sbatch;
 mod sbatch_compat;
 mod sbatch_script;
+mod scontrol_words;
 mod showconfig;
 mod squeue;
 mod timefmt;
@@ -51,17 +52,49 @@ pub const SLURM_VERSION: &str = "22.05.8";
 /// The one cluster koalesce is to Slurm's commands (`SLURM_CLUSTER_NAME`, `-M`).
 pub const CLUSTER_NAME: &str = "koalesce";
 
-/// `-M/--clusters LIST` (Snakemake passes `--clusters all`, Parsl `--clusters=NAME`): koalesce
-/// is one cluster, [`CLUSTER_NAME`]; `all` names it too. Another name is Slurm's error.
-pub(crate) fn check_clusters(list: Option<&str>) -> SResult<()> {
-    for c in list.unwrap_or("").split(',').map(str::trim).filter(|c| !c.is_empty()) {
-        if !(c.eq_ignore_ascii_case("all") || c == CLUSTER_NAME) {
-            return Err(SlurmError::msg(format!(
-                "No cluster '{c}' known by database. (koalesce is one cluster: -M {CLUSTER_NAME} or -M all)"
-            )));
+/// `-M/--clusters LIST` (Snakemake passes `--clusters all`, Parsl `--clusters=NAME`), read as
+/// Slurm 22.05 reads it (`slurmdb_get_info_cluster`): the whole value `all` (any case), or no
+/// name at all, is every cluster; otherwise the names are lower-cased and deduplicated, each
+/// unknown one is reported on standard error (`No cluster 'x' known by database.`) and passed
+/// over, and an error only when none is known. koalesce is one cluster, [`CLUSTER_NAME`], so
+/// any list resolves to at most that one: the forms Slurm keeps for several clusters (squeue's
+/// CLUSTER column under `-h`) never apply. Returns whether `-M` was given.
+pub(crate) fn check_clusters(command: &str, list: Option<&str>) -> SResult<bool> {
+    let Some(list) = list else { return Ok(false) };
+    let unknown = resolve_clusters(list)?;
+    for c in unknown {
+        eprintln!("{command}: error: No cluster '{c}' known by database.");
+    }
+    Ok(true)
+}
+
+/// The names of `-M LIST` that are not koalesce (to report), or Slurm's error when no name is
+/// known.
+fn resolve_clusters(list: &str) -> SResult<Vec<String>> {
+    if list.trim().eq_ignore_ascii_case("all") {
+        return Ok(Vec::new());
+    }
+    let mut names: Vec<String> = Vec::new();
+    for c in list.split(',').map(|c| c.trim().to_ascii_lowercase()).filter(|c| !c.is_empty()) {
+        if !names.contains(&c) {
+            names.push(c);
         }
     }
-    Ok(())
+    // No name at all (`-M ''`): Slurm's query without a name, every cluster.
+    if names.is_empty() || names.iter().any(|c| c == CLUSTER_NAME) {
+        return Ok(names.into_iter().filter(|c| c != CLUSTER_NAME).collect());
+    }
+    // Slurm reports each name, then that the list reaches nothing (print_db_notok).
+    let esc = crate::client_cmds::format::escape;
+    let mut message = String::new();
+    for c in &names {
+        message.push_str(&format!("No cluster '{}' known by database.\n", esc(c)));
+    }
+    message.push_str(&format!(
+        "'{}' can't be reached now, or it is an invalid entry for --cluster.  Use 'sacctmgr list clusters' to see available clusters. (koalesce is one cluster: -M {CLUSTER_NAME} or -M all)",
+        esc(list)
+    ));
+    Err(SlurmError::msg(message))
 }
 
 /// `-u USER_LIST` as a filter on koalesce user names; `None` for the caller's own jobs. koalesce
@@ -142,14 +175,8 @@ fn started_by_koalesce() -> bool {
 /// Runs the Slurm command `name` with `args` (without argv\[0\]).
 pub fn run_named(name: &str, args: &[String], invoked: Option<&Path>) -> ExitCode {
     let conn = || connection(invoked);
-    // `CMD -V` / `CMD --version` (as the first argument: after sbatch's script they are the
-    // script's), and `scontrol version`.
-    if matches!(args.first().map(String::as_str), Some("-V" | "--version"))
-        || (name == "scontrol" && args.first().is_some_and(|a| a.eq_ignore_ascii_case("version")))
-    {
-        println!("slurm {SLURM_VERSION}");
-        return ExitCode::SUCCESS;
-    }
+    // `CMD -V` / `CMD --version` are options like the others ([`parse_options`], scontrol's
+    // flags); `scontrol version` (and its abbreviations) is scontrol's keyword.
     let result = match name {
         "sbatch" => sbatch::run(args, conn),
         "squeue" => squeue::run(args, conn),
@@ -358,19 +385,37 @@ pub(crate) fn parse_job_ids(list: &str) -> SResult<Vec<u64>> {
 
 /// Parses a command's options with clap, reporting errors as Slurm's getopt does (`--help`
 /// prints the help and exits 0). Long options may be abbreviated (`--job` for `--jobs`), and a
-/// repeated option takes its last value, as with getopt.
+/// repeated option takes its last value, as with getopt. `-V` / `--version` prints the version
+/// and exits 0 wherever it stands among the options (getopt's order: an option before it that
+/// is wrong is reported instead; after sbatch's script it is the script's argument).
 pub(crate) fn parse_options<T: clap::Parser>(name: &'static str, args: &[String]) -> SResult<T> {
     use clap::error::{ContextKind, ErrorKind};
-    let cmd = T::command().name(name).args_override_self(true).infer_long_args(true);
+    let cmd = T::command()
+        .name(name)
+        .args_override_self(true)
+        .infer_long_args(true)
+        .version(SLURM_VERSION)
+        .arg(
+            clap::Arg::new("slurm-version")
+                .short('V')
+                .long("version")
+                .action(clap::ArgAction::Version)
+                .help("Print the Slurm release these commands match"),
+        );
     let argv = std::iter::once(name.to_string()).chain(args.iter().cloned());
+    let done = || SlurmError {
+        message: String::new(),
+        raw: true,
+        code: 0,
+    };
     let matches = cmd.try_get_matches_from(argv).map_err(|e| match e.kind() {
-        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+        ErrorKind::DisplayVersion => {
+            println!("slurm {SLURM_VERSION}");
+            done()
+        }
+        ErrorKind::DisplayHelp => {
             print!("{}", e.render());
-            SlurmError {
-                message: String::new(),
-                raw: true,
-                code: 0,
-            }
+            done()
         }
         ErrorKind::UnknownArgument => {
             let arg = e.get(ContextKind::InvalidArg).map(|v| v.to_string()).unwrap_or_default();
@@ -471,11 +516,33 @@ mod tests {
 
     #[test]
     fn one_cluster_and_the_unix_account_as_the_caller() {
-        for ok in [None, Some("all"), Some("koalesce"), Some("ALL"), Some("koalesce,all"), Some("")] {
-            assert!(check_clusters(ok).is_ok(), "{ok:?}");
+        // As Slurm 22.05's slurmdb_get_info_cluster: `all` alone, names in any case and
+        // repeated, an unknown name beside a known one reported but passed over.
+        for (list, unknown) in [
+            ("all", vec![]),
+            ("ALL", vec![]),
+            ("koalesce", vec![]),
+            ("KOALESCE,koalesce", vec![]),
+            ("koalesce,Alpha,alpha", vec!["alpha"]),
+            ("koalesce,all", vec!["all"]),
+            ("", vec![]),
+            (",", vec![]),
+        ] {
+            assert_eq!(resolve_clusters(list).unwrap(), unknown, "{list:?}");
         }
-        let e = check_clusters(Some("all,alpha")).unwrap_err();
-        assert!(e.message.starts_with("No cluster 'alpha' known by database."), "{}", e.message);
+        let e = resolve_clusters("all,Alpha").unwrap_err();
+        let lines: Vec<&str> = e.message.lines().collect();
+        assert_eq!(
+            lines[..2],
+            ["No cluster 'all' known by database.", "No cluster 'alpha' known by database."]
+        );
+        assert!(
+            lines[2].starts_with("'all,Alpha' can't be reached now, or it is an invalid entry for --cluster."),
+            "{}",
+            e.message
+        );
+        assert!(!check_clusters("squeue", None).unwrap(), "no -M");
+        assert!(check_clusters("squeue", Some("koalesce,alpha")).unwrap());
         let me = unix_user().expect("the test runs as some account");
         assert_eq!(user_filter(Some(&me)), None, "-u $USER: the caller's own jobs");
         assert_eq!(user_filter(None), None);
@@ -497,6 +564,37 @@ mod tests {
             e.render("sbatch"),
             "sbatch: unrecognized option '--frobnicate'\nTry \"sbatch --help\" for more information\n"
         );
+    }
+
+    /// Slurm's getopt takes `-V` / `--version` anywhere among the options (Slurm 22.05 on the
+    /// test bed: `squeue -h --version` and `sbatch --wrap true -V` print the version, exit 0).
+    #[test]
+    fn version_is_an_option_anywhere() {
+        fn parse<T: clap::Parser>(name: &'static str, args: &[&str]) -> SResult<T> {
+            parse_options(name, &args.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+        }
+        for args in [
+            &["-h", "--version"][..],
+            &["-h", "-V"],
+            &["-t", "all", "--vers"],
+            &["-V", "--bogus"],
+        ] {
+            let e = parse::<squeue::SqueueArgs>("squeue", args).unwrap_err();
+            assert_eq!((e.code, e.message.as_str()), (0, ""), "squeue {args:?}");
+        }
+        let e = parse::<squeue::SqueueArgs>("squeue", &["--bogus", "-V"]).unwrap_err();
+        assert_eq!(e.code, 1, "an error before -V is reported, as by getopt");
+        let e = parse::<sbatch::SbatchArgs>("sbatch", &["--wrap", "true", "-V"]).unwrap_err();
+        assert_eq!(e.code, 0);
+        let s = parse::<sbatch::SbatchArgs>("sbatch", &["job.sh", "-V"]).unwrap();
+        assert_eq!(s.script, ["job.sh", "-V"], "after the script, the script's argument");
+        assert_eq!(parse::<sacct::SacctArgs>("sacct", &["-X", "-V"]).unwrap_err().code, 0);
+        assert_eq!(parse::<control::ScancelArgs>("scancel", &["-v", "--version"]).unwrap_err().code, 0);
+        let no_server = || -> SResult<Client> { panic!("no server is needed") };
+        for args in [&["-o", "-V"][..], &["show", "job", "--version"], &["--vers"]] {
+            let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+            assert!(control::scontrol(&args, no_server).is_ok(), "scontrol {args:?}");
+        }
     }
 
     #[test]

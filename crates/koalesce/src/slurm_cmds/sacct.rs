@@ -96,7 +96,7 @@ pub fn run(args: &[String], conn: impl FnOnce() -> SResult<Client>) -> SResult<E
     let cols = parse_fields(spec)?;
     let ids = a.jobs.as_deref().map(parse_job_ids).transpose()?;
     let states: Option<Vec<State>> = a.state.as_deref().map(parse_state_list).transpose().map_err(SlurmError::msg)?;
-    super::check_clusters(a.clusters.as_deref())?;
+    super::check_clusters("sacct", a.clusters.as_deref())?;
     let users: Option<Vec<String>> = super::user_filter(a.user.as_deref());
     let names: Option<Vec<String>> = a.name.as_ref().map(|u| u.split(',').map(|s| s.trim().to_string()).collect());
     let now = now_ms();

@@ -340,9 +340,9 @@ pub fn ignored_options(o: &SbatchArgs) -> SResult<Vec<String>> {
 }
 
 /// The node count koalesce gives for `-N MIN[-MAX]`: MIN, as Slurm 22.05 does (checked on the
-/// test bed): `-N 0-1` (a minimum of 0 under a maximum) is 1 node; `-N 0` and `-N 0-0` are
-/// refused by its controller, a maximum below the minimum and a non-number by its sbatch (exit
-/// 255), each in Slurm's words.
+/// test bed): `-N 0-1` (a minimum of 0 under a maximum) is 1 node; `-N 0` and `-N 0-0` are 0
+/// (which its controller refuses, but answers under `--test-only`: [`layout`]); a maximum below
+/// the minimum and a non-number are refused by its sbatch (exit 255), in Slurm's words.
 pub(crate) fn node_count(spec: &str) -> SResult<u32> {
     // Slurm 22.05's verify_node_count: each part read as strtol reads it, then a k/K (1024) and
     // an m/M (1024²) multiplier; a part with other characters left is named alone. A range
@@ -371,7 +371,7 @@ pub(crate) fn node_count(spec: &str) -> SResult<u32> {
         });
     }
     if min == 0 && max == 0 {
-        return Err(SlurmError::msg("Batch job submission failed: Node count specification invalid"));
+        return Ok(0);
     }
     u32::try_from(min.max(1)).map_err(|_| invalid(spec))
 }
@@ -411,6 +411,16 @@ fn layout(o: &SbatchArgs) -> SResult<(u32, u32, Option<String>)> {
         Some(n) => node_count(n)?,
         None => 1,
     };
+    if nodes == 0 {
+        // Slurm 22.05's controller refuses a job of no nodes, yet its will-run test answers
+        // for one (on the test bed, `sbatch -N 0 --test-only`: "Job 2 to start at ... using 0
+        // processors on nodes  in partition debug", exit 0; with `-n 2`, 2 processors on one
+        // node): koalesce tests it as one node.
+        if !o.compat.test_only {
+            return Err(SlurmError::msg("Batch job submission failed: Node count specification invalid"));
+        }
+        nodes = 1;
+    }
     let ntasks = match (o.ntasks, o.ntasks_per_node) {
         (Some(n), _) => n,
         (None, Some(per)) => per.checked_mul(nodes).ok_or_else(|| SlurmError::msg("too many tasks"))?,
@@ -491,7 +501,7 @@ pub fn describe(
     // Values Slurm would refuse are refused here too; the warnings are printed by `run`.
     ignored_options(o)?;
     o.compat.check()?;
-    super::check_clusters(o.clusters.as_deref())?;
+    super::check_clusters("sbatch", o.clusters.as_deref())?;
     for (set, what, why) in [
         (
             o.gpus.as_deref().is_some_and(asks_for_resources),

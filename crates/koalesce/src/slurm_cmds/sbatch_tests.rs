@@ -213,6 +213,15 @@ fn node_counts_as_slurm_22_05_takes_them() {
         let e = describe_script(s, &[&format!("--nodes={n}")]).unwrap_err();
         assert_eq!((e.message.as_str(), e.code), (message, code), "-N {n}");
     }
+    // The controller refuses no nodes, but its will-run test (--test-only) answers for them
+    // (exit 0 on the test bed, with -n 3 "using 3 processors on nodes alpha1").
+    for (args, procs) in [(&["-N", "0"][..], 1), (&["-N", "0-0", "-n", "3"], 3), (&["-N", "0", "-c", "4"], 4)] {
+        let mut args = args.to_vec();
+        args.push("--test-only");
+        let d = describe_script(s, &args).unwrap_or_else(|e| panic!("{args:?}: {}", e.message));
+        assert_eq!(spec_of(&d).nodes, 1, "{args:?}");
+        assert_eq!(d.components.iter().map(|c| c.processors).sum::<u32>(), procs, "{args:?}");
+    }
 }
 
 #[test]

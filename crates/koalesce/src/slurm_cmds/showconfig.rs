@@ -7,12 +7,6 @@ use super::timefmt::{now_ms, timestamp};
 use super::{SResult, CLUSTER_NAME, SLURM_VERSION};
 use crate::client_cmds::api::Client;
 
-/// Whether `word` names `show config` (Slurm 22.05 takes any prefix of `config`, not
-/// `configuration`).
-pub(crate) fn is_config_entity(word: &str) -> bool {
-    !word.is_empty() && "config".starts_with(&word.to_ascii_lowercase())
-}
-
 /// Asks the server whether it answers, then prints the listing.
 pub(crate) fn run(client: &Client) -> SResult<()> {
     client.health()?;
@@ -82,16 +76,6 @@ pub(crate) fn render(now_ms: u64, url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn entity_prefixes_as_slurm() {
-        for w in ["c", "co", "conf", "CONFIG", "confi"] {
-            assert!(is_config_entity(w), "{w}");
-        }
-        for w in ["", "configuration", "cfg", "job"] {
-            assert!(!is_config_entity(w), "{w}");
-        }
-    }
 
     #[test]
     fn a_controller_down_reads_as_slurm_22_05_prints_it() {

@@ -82,7 +82,7 @@ pub fn run(args: &[String], conn: impl FnOnce() -> SResult<Client>) -> SResult<E
         None if ids.is_some() => None,
         None => Some(super::jobview::ALL_STATES.into_iter().filter(|s| s.is_active()).collect()),
     };
-    super::check_clusters(a.clusters.as_deref())?;
+    let clustered = super::check_clusters("squeue", a.clusters.as_deref())?;
     let users: Option<Vec<String>> = super::user_filter(a.user.as_deref());
     let names: Option<Vec<String>> = a.name.as_ref().map(|u| split_list(u));
     let parts: Option<Vec<String>> = a.partition.as_ref().map(|u| split_list(u));
@@ -93,7 +93,7 @@ pub fn run(args: &[String], conn: impl FnOnce() -> SResult<Client>) -> SResult<E
         head.push_str(&super::timefmt::ctime(now));
         head.push('\n');
     }
-    head.push_str(&cluster_line(a.clusters.as_deref(), a.noheader));
+    head.push_str(&cluster_line(clustered, a.noheader));
     // As Slurm's squeue, the cluster's line comes before the query (also before its error).
     print!("{head}");
     let client = conn()?;
@@ -135,12 +135,13 @@ pub fn run(args: &[String], conn: impl FnOnce() -> SResult<Client>) -> SResult<E
     Ok(ExitCode::SUCCESS)
 }
 
-/// `CLUSTER: koalesce` when `-M/--clusters` names the cluster, as Slurm 22.05's squeue prints
-/// it before each cluster's table; not with `-h` (Slurm prints it only with the header; Parsl
-/// reads `squeue --clusters=NAME --noheader` line by line).
-fn cluster_line(clusters: Option<&str>, noheader: bool) -> String {
-    let named = clusters.is_some_and(|l| l.split(',').any(|c| !c.trim().is_empty()));
-    if named && !noheader {
+/// `CLUSTER: koalesce` when `-M/--clusters` was given, as Slurm 22.05's squeue prints it before
+/// each cluster's table; not with `-h` (Slurm prints it only with the header; Parsl reads
+/// `squeue --clusters=NAME --noheader` line by line). Any `-M` list is one cluster to koalesce
+/// ([`super::check_clusters`]): one line, and never the CLUSTER column Slurm adds under `-h`
+/// when the list holds several clusters.
+fn cluster_line(clustered: bool, noheader: bool) -> String {
+    if clustered && !noheader {
         format!("CLUSTER: {}\n", super::CLUSTER_NAME)
     } else {
         String::new()
@@ -478,13 +479,9 @@ mod tests {
 
     #[test]
     fn clusters_get_their_line_only_with_the_header() {
-        assert_eq!(cluster_line(Some("koalesce"), false), "CLUSTER: koalesce\n");
-        assert_eq!(cluster_line(Some("all"), false), "CLUSTER: koalesce\n");
-        // koalesce is one cluster: named twice, it is listed once.
-        assert_eq!(cluster_line(Some("koalesce,all"), false), "CLUSTER: koalesce\n");
-        assert_eq!(cluster_line(Some("koalesce"), true), "");
-        assert_eq!(cluster_line(None, false), "");
-        assert_eq!(cluster_line(Some(""), false), "");
+        assert_eq!(cluster_line(true, false), "CLUSTER: koalesce\n");
+        assert_eq!(cluster_line(true, true), "");
+        assert_eq!(cluster_line(false, false), "");
     }
 
     #[test]

@@ -11,7 +11,7 @@
 //! | [`Exp::Calibration`] | 003 §5.1.5 | W30 under a sweep of the transfer efficiency and with free local replicas |
 //! | [`Exp::Sensitivity`] | 000 §2.1, 003 §2.1.1, §5.1.7, §5.2 | W30 under other networks, scan-only placement, dummy-only background, 000's rules, the seed's span; uneven background for the spread; §5.2's load and background |
 //!
-//! Modules: [`configs`] (which scenario each configuration runs), `checks` / `checks_5_1` /
+//! Modules: [`configs`](mod@configs) (which scenario each configuration runs), `checks` / `checks_5_1` /
 //! `checks_other` (the seed-versus-koalesce rows), `report` (`koala.md`), `plots` (SVG),
 //! `runs_csv` (`runs.csv`).
 //!
