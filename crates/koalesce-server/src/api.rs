@@ -81,11 +81,11 @@ pub(crate) fn authenticate(s: &Shared, headers: &HeaderMap) -> R<Caller> {
     if token.is_empty() {
         return Err(unauthorized());
     }
-    // Looked up on every request (one indexed read): a revoked token is refused at once, even
-    // when it was revoked with `koalesce token revoke --data-dir` while the server runs.
+    // Valid tokens are remembered; a revoked token is refused at once, even when it was revoked
+    // with `koalesce token revoke --data-dir` while the server runs (see store::token_cache).
     let found = s
         .store
-        .read(|c| store::check_token(c, token, now_ms()))
+        .check_token(token, now_ms())
         .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, format!("token lookup failed: {e}")))?;
     match found {
         store::TokenCheck::Valid { user, admin } => Ok(Caller { user, admin }),
@@ -333,7 +333,11 @@ async fn submit_query(
         };
         let first = st.next_id;
         let metas = task_metas(first);
-        let descs = crate::api_bags::task_descriptions(&desc, &metas)?;
+        let descs = match metas.as_slice() {
+            // One job: its description as parsed (moved, not copied under the lock).
+            [None] => vec![desc],
+            _ => crate::api_bags::task_descriptions(&desc, &metas)?,
+        };
         let mut specs = Vec::with_capacity(descs.len());
         for d in &descs {
             let mut spec = d
@@ -362,7 +366,8 @@ async fn submit_query(
                 gate.after.push(d);
                 job_deps.push(d);
             }
-            let submitted = st.core.submit_gated(now_ms(), JobId(id), spec.clone(), gate);
+            let spec_json = records::spec_json(&spec, &s.sites);
+            let submitted = st.core.submit_gated(now_ms(), JobId(id), spec, gate);
             if let Err(e) = submitted {
                 // Only the first task can be refused (they are alike): nothing to withdraw.
                 return Err(err(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()));
@@ -386,7 +391,7 @@ async fn submit_query(
                 } else {
                     text.to_string()
                 },
-                spec: records::spec_json(&spec, &s.sites),
+                spec: spec_json,
                 update: store::JobUpdate {
                     id,
                     state: job.state.name().to_string(),
@@ -689,7 +694,7 @@ async fn revoke_token(AxState(s): AxState<S>, headers: HeaderMap, Path(id): Path
     };
     let tid = t.id.clone();
     s.store
-        .write(Box::new(move |tx| store::revoke_token(tx, &tid).map(drop)))
+        .revoke_token(tid)
         .await
         .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
     Ok(Json(t))

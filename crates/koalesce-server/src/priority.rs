@@ -93,6 +93,18 @@ pub fn of(tid: u32) -> io::Result<Favour> {
 /// value (the daemon started niced on purpose) is kept, so that what the daemon starts keeps it
 /// too. Returns what the thread runs with afterwards.
 pub fn favour_thread() -> io::Result<Favour> {
+    favour(SCHED_FLAG_RESET_ON_FORK)
+}
+
+/// [`favour_thread`] without the reset on fork: the threads the calling thread starts are
+/// favoured too. For the benchmarks' client threads (`--clients-favoured`), whose HTTP client
+/// starts a thread per request to resolve the server's address and waits for it; never for the
+/// daemon, which starts the jobs' processes.
+pub fn favour_thread_and_its_threads() -> io::Result<Favour> {
+    favour(0)
+}
+
+fn favour(flags: u64) -> io::Result<Favour> {
     let current = get_attr(0)?;
     if current.sched_policy != libc::SCHED_OTHER as u32 {
         return Err(io::Error::other("not a thread of the normal policy"));
@@ -100,7 +112,7 @@ pub fn favour_thread() -> io::Result<Favour> {
     let mut attr = SchedAttr {
         size: std::mem::size_of::<SchedAttr>() as u32,
         sched_policy: libc::SCHED_OTHER as u32,
-        sched_flags: SCHED_FLAG_RESET_ON_FORK,
+        sched_flags: flags,
         sched_nice: if current.sched_nice > 0 {
             current.sched_nice
         } else {
@@ -147,6 +159,20 @@ mod tests {
             assert!(!child.reset_on_fork, "{child:?}");
             assert_eq!(child.nice, after.nice.max(0), "{child:?}");
             assert_ne!(child.slice_ns, SLICE_NS, "{child:?}");
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn a_thread_favoured_with_its_threads_passes_the_favour_on() {
+        std::thread::spawn(|| {
+            let Ok(after) = favour_thread_and_its_threads() else {
+                return;
+            };
+            assert!(!after.reset_on_fork);
+            let child = std::thread::spawn(|| of(0).unwrap()).join().unwrap();
+            assert_eq!((child.nice, child.slice_ns), (after.nice, after.slice_ns), "{child:?}");
         })
         .join()
         .unwrap();

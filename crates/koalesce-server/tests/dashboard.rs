@@ -300,3 +300,24 @@ fn jobs_that_ran_out_of_time_are_listed_and_counted_with_the_ended_ones() {
     assert!(page.contains(&format!("<tr id=\"job-{late}\"")) && !page.contains(&format!("<tr id=\"job-{done}\"")));
     srv.stop();
 }
+
+#[test]
+fn a_token_revoked_by_another_process_signs_its_pages_out_at_once() {
+    let tmp = tmp("revoked");
+    let dir = tmp.path().to_path_buf();
+    let srv = server(&dir, &[("alpha", 1)]);
+    let alice = token(&dir, "alice", false);
+    let a = srv.addr;
+    // Signed in: the server remembers the token after the first page.
+    for _ in 0..2 {
+        assert_eq!(req(a, "GET", "/jobs", Some(&alice), &[], "").0, 200);
+    }
+    // `koalesce token revoke ID --data-dir DIR` while the server runs.
+    let conn = koalesce_server::store::open_tokens(&dir).unwrap();
+    let id = koalesce_server::store::list_tokens(&conn, Some("alice")).unwrap().remove(0).id;
+    koalesce_server::store::revoke_token_at(&dir, &id).unwrap();
+    let (code, loc, body) = req(a, "GET", "/jobs", Some(&alice), &[], "");
+    assert_eq!(code, 303, "{body}");
+    assert!(loc.starts_with("/signin?next="), "{loc}");
+    assert_eq!(req(a, "GET", "/events/jobs", Some(&alice), &[], "").0, 401);
+}

@@ -176,6 +176,75 @@ fn first_ops_go_ahead_of_a_burst_and_the_others_keep_their_order() {
     assert_eq!(st.first_groups, 1, "{st:?}");
 }
 
+/// A backlog of other writes (a scan's launches and the jobs' ends) is committed in groups of
+/// at most `store::MAX_OTHER_GROUP`, and a new job's row enqueued while the first of them is
+/// being applied is committed right after that group, ahead of the rest of the backlog (before,
+/// the whole backlog was one group, and the new job's row waited for all of it). The row's own
+/// op counts the backlog's rows committed before it; the backlog keeps its order.
+#[test]
+fn a_new_jobs_row_waits_for_one_bounded_group_of_a_backlog() {
+    const BACKLOG: i64 = 1000;
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(&dir.path().join("k.db")).unwrap();
+    s.write_blocking(Box::new(|tx| {
+        tx.execute_batch("CREATE TABLE log (seq INTEGER NOT NULL); CREATE TABLE seen (n INTEGER NOT NULL)")
+    }))
+    .unwrap();
+    // Holds the writer while the backlog is enqueued behind it.
+    let (hold_tx, hold_rx) = std::sync::mpsc::channel::<()>();
+    let (inside_tx, inside_rx) = std::sync::mpsc::channel::<()>();
+    let held = s.submit(Box::new(move |_| {
+        let _ = inside_tx.send(());
+        let _ = hold_rx.recv_timeout(std::time::Duration::from_secs(10));
+        Ok(())
+    }));
+    inside_rx.recv().unwrap();
+    // The backlog's 11th op holds the writer again, inside the backlog's first group.
+    let (hold2_tx, hold2_rx) = std::sync::mpsc::channel::<()>();
+    let (inside2_tx, inside2_rx) = std::sync::mpsc::channel::<()>();
+    let mut hold2 = Some((hold2_rx, inside2_tx));
+    let backlog: Vec<_> = (0..BACKLOG)
+        .map(|k| {
+            let wait = if k == 10 { hold2.take() } else { None };
+            s.submit(Box::new(move |tx| {
+                if let Some((rx, inside)) = wait {
+                    let _ = inside.send(());
+                    let _ = rx.recv_timeout(std::time::Duration::from_secs(10));
+                }
+                tx.execute("INSERT INTO log (seq) VALUES (?1)", [k]).map(drop)
+            }))
+        })
+        .collect();
+    hold_tx.send(()).unwrap();
+    inside2_rx.recv().unwrap();
+    let first = s.submit_first(Box::new(|tx| {
+        tx.execute("INSERT INTO seen (n) SELECT COUNT(*) FROM log", []).map(drop)
+    }));
+    hold2_tx.send(()).unwrap();
+    first.blocking_recv().unwrap().unwrap();
+    for b in backlog {
+        b.blocking_recv().unwrap().unwrap();
+    }
+    held.blocking_recv().unwrap().unwrap();
+    let before: i64 = s.read(|c| c.query_row("SELECT n FROM seen", [], |r| r.get(0))).unwrap();
+    assert_eq!(
+        before,
+        store::MAX_OTHER_GROUP as i64,
+        "the new job's row was committed after {before} of the backlog's {BACKLOG} writes"
+    );
+    let order: Vec<i64> = s
+        .read(|c| {
+            let mut st = c.prepare("SELECT seq FROM log ORDER BY rowid")?;
+            let v = st.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<Vec<i64>>>();
+            v
+        })
+        .unwrap();
+    assert_eq!(order, (0..BACKLOG).collect::<Vec<_>>());
+    let st = s.stats();
+    assert!(st.largest_group <= store::MAX_OTHER_GROUP as u64, "{st:?}");
+    assert_eq!(st.first_groups, 1, "{st:?}");
+}
+
 /// Under a steady stream of commits (writers always waiting, a reader beside them) the WAL
 /// starts over again and again instead of growing with everything ever written: the
 /// checkpointer copies in the background and the writer copies the rest between two groups

@@ -147,7 +147,7 @@ impl TokenCommand {
             TokenCommand::Revoke { id, data_dir, conn } => {
                 let user = match data_dir {
                     Some(dir) => {
-                        store::revoke_token(&store::open_tokens(&dir)?, &id)?
+                        store::revoke_token_at(&dir, &id)?
                             .ok_or_else(|| anyhow::anyhow!("token '{id}' not found (or the id is ambiguous: give more digits)"))?
                             .user
                     }

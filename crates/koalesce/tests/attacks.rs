@@ -414,6 +414,10 @@ fn tokens_can_be_listed_revoked_at_once_and_expire() {
         .as_str()
         .unwrap()
         .to_string();
+    // Bob's token works just before (the server remembers it now): a stale memory would keep
+    // letting him in.
+    assert_eq!(ok(&bob), 200);
+    assert_eq!(ok(&bob), 200);
     let st = Command::new(BIN)
         .args(["token", "revoke", &bob_id, "--data-dir"])
         .arg(&s.data)

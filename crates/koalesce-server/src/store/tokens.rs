@@ -64,18 +64,46 @@ pub enum TokenCheck {
     Unknown,
 }
 
-/// Looks a bearer token up (every request: a revoked token is refused at once).
-pub fn check_token(conn: &Connection, token: &str, now_ms: u64) -> rusqlite::Result<TokenCheck> {
-    let row = conn
-        .prepare_cached("SELECT user, admin, expires_ms FROM tokens WHERE hash = ?1")?
-        .query_row([sha256_hex(token.as_bytes())], |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? != 0, r.get::<_, Option<i64>>(2)?))
+/// A token's row: whose it is, and until when it is valid (`None`: no expiry).
+#[derive(Debug, Clone)]
+pub(crate) struct TokenRow {
+    pub(crate) user: String,
+    pub(crate) admin: bool,
+    pub(crate) expires_ms: Option<i64>,
+}
+
+impl TokenRow {
+    /// What the token is worth at `now_ms`.
+    pub(crate) fn check(&self, now_ms: u64) -> TokenCheck {
+        match self.expires_ms {
+            Some(exp) if exp <= now_ms as i64 => TokenCheck::Expired,
+            _ => TokenCheck::Valid {
+                user: self.user.clone(),
+                admin: self.admin,
+            },
+        }
+    }
+}
+
+/// The row of the token whose SHA-256 (lower-case hex) is `hash`.
+pub(crate) fn token_by_hash(conn: &Connection, hash: &str) -> rusqlite::Result<Option<TokenRow>> {
+    conn.prepare_cached("SELECT user, admin, expires_ms FROM tokens WHERE hash = ?1")?
+        .query_row([hash], |r| {
+            Ok(TokenRow {
+                user: r.get(0)?,
+                admin: r.get::<_, i64>(1)? != 0,
+                expires_ms: r.get(2)?,
+            })
         })
-        .optional()?;
-    Ok(match row {
+        .optional()
+}
+
+/// Looks a bearer token up in the database (the server checks through its
+/// [`Store::check_token`](super::Store::check_token), which remembers valid tokens).
+pub fn check_token(conn: &Connection, token: &str, now_ms: u64) -> rusqlite::Result<TokenCheck> {
+    Ok(match token_by_hash(conn, &sha256_hex(token.as_bytes()))? {
         None => TokenCheck::Unknown,
-        Some((_, _, Some(exp))) if exp <= now_ms as i64 => TokenCheck::Expired,
-        Some((user, admin, _)) => TokenCheck::Valid { user, admin },
+        Some(row) => row.check(now_ms),
     })
 }
 

@@ -1,6 +1,7 @@
 //! The writer thread's loop (group commits, new jobs' rows ahead of a burst) and the WAL
 //! checkpointer (see the module docs of [`super`]).
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -8,7 +9,7 @@ use std::time::Instant;
 
 use rusqlite::Connection;
 
-use super::{Request, WriteFailed, WriterStats};
+use super::{Request, WriteFailed, WriterStats, MAX_OTHER_GROUP};
 
 /// How often the WAL is checkpointed into the database file.
 const CHECKPOINT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
@@ -96,21 +97,35 @@ pub(super) fn writer_loop(
     ck: Arc<Checkpoints>,
     readers: Arc<super::readers::Readers>,
 ) {
-    const MAX_GROUP: usize = 4096;
-    while let Ok(first) = rx.recv() {
-        let mut group = vec![first];
-        while group.len() < MAX_GROUP {
+    const MAX_PENDING: usize = 4096;
+    // Ops taken from the channel and not committed yet, in the order they were enqueued.
+    let mut pending: VecDeque<Request> = VecDeque::new();
+    loop {
+        if pending.is_empty() {
+            match rx.recv() {
+                Ok(r) => pending.push_back(r),
+                Err(_) => return,
+            }
+        }
+        while pending.len() < MAX_PENDING {
             match rx.try_recv() {
-                Ok(r) => group.push(r),
+                Ok(r) => pending.push_back(r),
                 Err(_) => break,
             }
         }
-        if group.len() > FIRST_SPLIT && group.iter().any(|r| r.first) && group.iter().any(|r| !r.first) {
-            let (firsts, rest): (Vec<Request>, Vec<Request>) = group.into_iter().partition(|r| r.first);
-            commit_group(&mut conn, firsts, &stats, true);
-            commit_group(&mut conn, rest, &stats, false);
+        if pending.len() > FIRST_SPLIT && pending.iter().any(|r| r.first) && pending.iter().any(|r| !r.first) {
+            let (firsts, rest): (VecDeque<Request>, VecDeque<Request>) = std::mem::take(&mut pending).into_iter().partition(|r| r.first);
+            pending = rest;
+            commit_group(&mut conn, firsts.into(), &stats, true);
+        }
+        // A few ops go together whatever they are; of a backlog, the next bounded group.
+        let n = if pending.len() <= FIRST_SPLIT {
+            pending.len()
         } else {
-            commit_group(&mut conn, group, &stats, false);
+            pending.len().min(MAX_OTHER_GROUP)
+        };
+        if n > 0 {
+            commit_group(&mut conn, pending.drain(..n).collect(), &stats, false);
         }
         // After the group was answered: the few frames the checkpointer left (so that the next
         // group writes the WAL from its beginning; see checkpoint_loop). With the store's read

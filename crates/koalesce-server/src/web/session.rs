@@ -111,7 +111,7 @@ pub fn viewer_of_token(s: &Shared, token: &str) -> Option<Viewer> {
     if token.is_empty() || token.len() > 200 {
         return None;
     }
-    match s.store.read(|c| store::check_token(c, token, now_ms())) {
+    match s.store.check_token(token, now_ms()) {
         Ok(store::TokenCheck::Valid { user, admin }) => Some(Viewer {
             user,
             admin,

@@ -183,7 +183,9 @@ pub fn run_submissions_of(
         let job = job.clone();
         handles.push(std::thread::spawn(move || {
             if favoured {
-                let _ = koalesce_server::priority::favour_thread();
+                // With the threads it starts: ureq resolves the address in a thread of its own
+                // per request, which an unfavoured client thread would wait for.
+                let _ = koalesce_server::priority::favour_thread_and_its_threads();
             }
             let mut lat = Vec::with_capacity(jobs / clients.max(1) + 1);
             loop {

@@ -31,6 +31,7 @@ pub mod begin;
 mod constraint;
 mod control;
 mod jobview;
+mod nodecount;
 mod sacct;
 mod sbatch;
 mod sbatch_compat;
