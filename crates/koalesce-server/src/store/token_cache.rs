@@ -70,19 +70,13 @@ fn settled(file: &Path) -> bool {
     nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockSharedNonblock).is_ok()
 }
 
-struct Valid {
-    user: String,
-    admin: bool,
-    expires_ms: Option<i64>,
-}
-
 struct Inner {
     seen: Option<Seen>,
     /// The file changed and a revocation may be under way: nothing is remembered.
     unsettled: bool,
     /// Raised by every forgetting.
     generation: u64,
-    valid: HashMap<String, Valid>,
+    valid: HashMap<String, TokenRow>,
 }
 
 /// Valid tokens by SHA-256 (see the module docs).
@@ -131,14 +125,8 @@ impl TokenCache {
                 g.unsettled = false;
             }
             if !g.unsettled {
-                if let Some(v) = g.valid.get(&hash) {
-                    return Ok(match v.expires_ms {
-                        Some(exp) if exp <= now_ms as i64 => TokenCheck::Expired,
-                        _ => TokenCheck::Valid {
-                            user: v.user.clone(),
-                            admin: v.admin,
-                        },
-                    });
+                if let Some(row) = g.valid.get(&hash) {
+                    return Ok(row.check(now_ms));
                 }
             }
             g.generation
@@ -150,14 +138,7 @@ impl TokenCache {
         if matches!(answer, TokenCheck::Valid { .. }) {
             let mut g = self.lock();
             if g.generation == generation && !g.unsettled {
-                g.valid.insert(
-                    hash,
-                    Valid {
-                        user: row.user,
-                        admin: row.admin,
-                        expires_ms: row.expires_ms,
-                    },
-                );
+                g.valid.insert(hash, row);
             }
         }
         Ok(answer)
