@@ -112,7 +112,7 @@ pub fn scontrol(args: &[String], conn: impl FnOnce() -> SResult<Client>) -> SRes
             "-o" | "--oneliner" => oneliner = true,
             // getopt's `-V` and `--version` (abbreviated down to `--vers`), anywhere.
             v if v == "-V" || (v.len() >= 6 && "--version".starts_with(v)) => {
-                println!("slurm {}", super::SLURM_VERSION);
+                super::print_version();
                 return Ok(ExitCode::SUCCESS);
             }
             "-d" | "--details" | "-a" | "--all" | "-Q" | "--quiet" => {}
@@ -138,7 +138,7 @@ pub fn scontrol(args: &[String], conn: impl FnOnce() -> SResult<Client>) -> SRes
     };
     match super::scontrol_words::keyword(tag) {
         Some("version") => {
-            println!("slurm {}", super::SLURM_VERSION);
+            super::print_version();
             if rest.len() > 1 {
                 // Slurm prints the version and then complains.
                 return Err(raw(format!("too many arguments for {} keyword\n", esc(tag))));

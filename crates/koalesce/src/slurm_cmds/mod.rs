@@ -50,6 +50,11 @@ pub const COMMANDS: [&str; 5] = ["sbatch", "squeue", "scancel", "sacct", "scontr
 /// `SLURM_VERSION`.
 pub const SLURM_VERSION: &str = "22.05.8";
 
+/// What `CMD -V`, `CMD --version` and `scontrol version` print.
+pub(crate) fn print_version() {
+    println!("slurm {SLURM_VERSION}");
+}
+
 /// The one cluster koalesce is to Slurm's commands (`SLURM_CLUSTER_NAME`, `-M`).
 pub const CLUSTER_NAME: &str = "koalesce";
 
@@ -421,7 +426,7 @@ pub(crate) fn parse_options<T: clap::Parser>(name: &'static str, args: &[String]
     };
     let matches = cmd.try_get_matches_from(argv).map_err(|e| match e.kind() {
         ErrorKind::DisplayVersion => {
-            println!("slurm {SLURM_VERSION}");
+            print_version();
             done()
         }
         ErrorKind::DisplayHelp => {
