@@ -283,15 +283,18 @@ pub async fn start(opts: ServerOptions) -> anyhow::Result<RunningServer> {
     let (st, store, sites) = {
         let config = opts.config.clone();
         tokio::task::spawn_blocking(move || {
+            web::prepare(&store)?;
+            // Reservations first: no job may claim what they hold.
+            reservations::restore(&store, &sites)?;
+            // The sites' counts only now, with the reservations back: read before, a site
+            // would show the processors they hold as idle, and the first scan (which may come
+            // before the first refresh) would place jobs on them.
             for h in &sites {
                 if let Ok(p) = h.backend.processors(&h.name) {
                     h.idle.store(p.idle, std::sync::atomic::Ordering::Relaxed);
                     h.used.store(p.used, std::sync::atomic::Ordering::Relaxed);
                 }
             }
-            web::prepare(&store)?;
-            // Reservations first: no job may claim what they hold.
-            reservations::restore(&store, &sites)?;
             let mut st = daemon::recover(&config, &store, &sites)?;
             // The core plans the reservations into the local sites' queue estimates.
             reservations::publish(&store, &mut st)?;

@@ -178,6 +178,41 @@ fn reservations_are_granted_rejected_with_t_next_enforced_private_and_durable() 
     assert!(m.contains("koalesce_reservations_granted_total"), "{m}");
 }
 
+/// A restarted server reads its sites' idle processors only after its reservations are back:
+/// with no refresh of the sites before the first scans (a poll interval of an hour), a job
+/// pinned to the site still waits, and the site shows the reserved processors as not idle.
+/// (Read before the restore, the site showed them idle and the first scan placed the job.)
+#[test]
+fn after_a_restart_the_first_scans_see_the_reserved_processors_as_taken() {
+    let tmp = tempfile::tempdir().unwrap();
+    let alice = token(tmp.path(), "alice", false);
+    let srv = reservation_server(tmp.path());
+    let t0 = koalesce_server::now_ms() + 3_600_000;
+    let (code, a) = reserve(
+        &srv,
+        &alice,
+        serde_json::json!({"site": "res", "processors": 3, "duration": "10m", "earliest_start_ms": t0}),
+    );
+    assert_eq!(code, 201, "{a}");
+    drop(srv);
+    let mut opts = koalesce_server::test_options(tmp.path(), &[("res", 4), ("plain", 4)], supervisor());
+    opts.config.sites[0].reservations = true;
+    opts.config.poll_interval_ms = 3_600_000;
+    let srv = koalesce_server::BackgroundServer::start(opts).unwrap();
+    let (_, sites) = srv.request("GET", "/api/v1/sites", Some(&alice), b"");
+    let sites = json(&sites);
+    let res = sites.as_array().unwrap().iter().find(|s| s["name"] == "res").unwrap().clone();
+    assert_eq!(res["idle"], 1, "{res}");
+    let job = submit(
+        &srv,
+        &alice,
+        "name = \"pinned\"\nexecutable = \"/bin/true\"\n[[components]]\nprocessors = 2\nsite = \"res\"\n",
+    );
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    let j = common::job(&srv, &alice, job);
+    assert_eq!(j["state"], "queued", "a job took reserved processors after a restart: {j}");
+}
+
 /// Modify = release + create (001 §3.3.2): a granted modification moves the reservation; a
 /// refused one keeps the old reservation (its processors were still free).
 #[test]
