@@ -366,10 +366,32 @@ fn a_peers_refusal_of_phase_one_reaches_users_as_bounded_plain_text() {
     assert!(why.chars().count() <= 4_000, "{} characters", why.chars().count());
 }
 
+/// The phase ones of grid job `id` (handoffs `alpha-ID-N`) a fake peer saw.
+fn phase_ones(f: &FakePeer, id: u64) -> usize {
+    f.seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|r| r.method == "POST" && r.path == "/api/v1/peer/handoffs")
+        .filter_map(|r| serde_json::from_slice::<Value>(&r.body).ok())
+        .filter(|q| q["handoff"].as_str().is_some_and(|h| h.starts_with(&format!("alpha-{id}-"))))
+        .count()
+}
+
+/// A peer's answer about handoff `h` in state `state`.
+fn handoff_answer(h: &str, state: &str) -> FakeAnswer {
+    json_answer(
+        200,
+        &json!({"handoff": h, "state": state, "job": null, "job_state": null,
+            "sites": [], "exit_ok": null, "failure": null}),
+    )
+}
+
 /// A hostile peer that offers the best turnaround, accepts every phase one and then refuses
 /// every commit as aborted would keep a job handed to it, aborted and decided again for ever
-/// (always to it). After `MAX_HANDOFFS` handoffs of one job the origin fails the job with a
-/// reason naming the peer and the count, and hands it over no more.
+/// (always to it). After peers gave one job back `MAX_HANDOFFS` times the origin hands it over
+/// no more: it runs here (it fits the origin's site), with a reason naming the peer and the
+/// count.
 #[test]
 fn a_peer_that_aborts_every_handoff_cannot_keep_a_job_redecided_for_ever() {
     use koalesce_server::peer::MAX_HANDOFFS;
@@ -378,44 +400,81 @@ fn a_peer_that_aborts_every_handoff_cannot_keep_a_job_redecided_for_ever() {
         ("POST", "/api/v1/peer/offer") => json_answer(200, &json!({"att_ms": 1, "awt_ms": 0, "ru": 0.0})),
         ("POST", "/api/v1/peer/handoffs") => {
             let q: Value = serde_json::from_slice(&r.body).unwrap_or_default();
-            json_answer(
-                200,
-                &json!({"handoff": q["handoff"], "state": "prepared", "job": null, "job_state": null,
-                    "sites": [], "exit_ok": null, "failure": null}),
-            )
+            handoff_answer(q["handoff"].as_str().unwrap_or_default(), "prepared")
         }
         ("POST", p) if p.ends_with("/commit") => json_answer(409, &json!({"error": format!("handoff '{}' is aborted", handoff_of(p))})),
-        ("GET", p) if p.starts_with("/api/v1/peer/handoffs/") => json_answer(
-            200,
-            &json!({"handoff": handoff_of(p), "state": "aborted", "job": null, "job_state": null,
-                "sites": [], "exit_ok": null, "failure": null}),
-        ),
+        ("GET", p) if p.starts_with("/api/v1/peer/handoffs/") => handoff_answer(&handoff_of(p), "aborted"),
         _ => json_answer(404, &json!({"error": "not here"})),
     });
     let (a, alice, id) = busy_origin(tmp.path(), &fake, &sleep_job("bounced", 1));
-    // The job's phase ones (handoffs `alpha-ID-N`).
-    let phase_ones = |f: &FakePeer| {
-        f.seen
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|r| r.method == "POST" && r.path == "/api/v1/peer/handoffs")
-            .filter_map(|r| serde_json::from_slice::<Value>(&r.body).ok())
-            .filter(|q| q["handoff"].as_str().is_some_and(|h| h.starts_with(&format!("alpha-{id}-"))))
-            .count()
-    };
     let grid = || get(&a, &alice, &format!("/api/v1/grid/jobs/{id}"));
-    wait_until(60, &|| format!("{} handoffs: {}", phase_ones(&fake), grid()), &|| {
-        grid()["state"] == "failed" || phase_ones(&fake) > 3 * MAX_HANDOFFS as usize
+    wait_until(60, &|| format!("{} handoffs: {}", phase_ones(&fake, id), grid()), &|| {
+        grid()["runs_at"] == "local" || grid()["state"] == "failed" || phase_ones(&fake, id) > 3 * MAX_HANDOFFS as usize
     });
     let g = grid();
-    assert_eq!(g["state"], "failed", "{} handoffs: {g}", phase_ones(&fake));
+    assert_eq!(
+        (g["runs_at"].as_str(), g["job"].is_u64()),
+        (Some("local"), true),
+        "{} handoffs: {g}",
+        phase_ones(&fake, id)
+    );
     let why = g["reason"].as_str().unwrap_or_default();
     assert!(
-        why.contains(&format!("handed over {MAX_HANDOFFS} times")) && why.contains("beta"),
+        why.contains(&format!("gave it back {MAX_HANDOFFS} times (the last beta"))
+            && why.ends_with("runs here rather than handed over again"),
         "{g}"
     );
-    assert_eq!(phase_ones(&fake), MAX_HANDOFFS as usize, "{g}");
+    assert_eq!(phase_ones(&fake, id), MAX_HANDOFFS as usize, "{g}");
     std::thread::sleep(std::time::Duration::from_millis(500));
-    assert_eq!(phase_ones(&fake), MAX_HANDOFFS as usize, "no handoff once it failed");
+    assert_eq!(phase_ones(&fake, id), MAX_HANDOFFS as usize, "no handoff once it runs here");
+    // Once, here: the blocker and it.
+    assert_eq!(get(&a, &alice, "/api/v1/jobs").as_array().unwrap().len(), 2);
+}
+
+/// A link that drops every answer to phase one (the peer got it; its answer never arrives)
+/// while the peer confirms each abort: nobody's fault, so the handoffs do not count as given
+/// back and the job is not failed after `MAX_HANDOFFS` of them (it was). After
+/// `MAX_HANDOFFS_IN_ALL` handoffs in all it runs here.
+#[test]
+fn handoffs_whose_answer_never_came_do_not_fail_the_job() {
+    use koalesce_server::peer::{MAX_HANDOFFS, MAX_HANDOFFS_IN_ALL};
+    let tmp = tempfile::tempdir().unwrap();
+    let fake = FakePeer::start(|r| match (r.method.as_str(), r.path.as_str()) {
+        ("POST", "/api/v1/peer/offer") => json_answer(200, &json!({"att_ms": 1, "awt_ms": 0, "ru": 0.0})),
+        // The answer lost on the way: what arrives is no answer.
+        ("POST", "/api/v1/peer/handoffs") => (200, vec![], b"{\"handoff\": ".to_vec()),
+        ("POST", p) if p.ends_with("/abort") => handoff_answer(&handoff_of(p), "aborted"),
+        _ => json_answer(404, &json!({"error": "not here"})),
+    });
+    let a = server_tuned(
+        &tmp.path().join("a"),
+        "alpha",
+        free_port(),
+        &[("a1", 1)],
+        &[("beta", fake.port)],
+        |f| {
+            f.probe_bytes = 0;
+            f.backoff_initial_ms = 50;
+        },
+    );
+    let alice = token(&a.data_dir, "alice", false);
+    let _blocker = grid_submit(&a, &alice, &sleep_job("blocker", 60));
+    let id = grid_submit(&a, &alice, &sleep_job("flapped", 1));
+    let grid = || get(&a, &alice, &format!("/api/v1/grid/jobs/{id}"));
+    let past_the_cap = MAX_HANDOFFS as usize + 2;
+    wait_until(60, &|| format!("{} handoffs: {}", phase_ones(&fake, id), grid()), &|| {
+        grid()["state"] == "failed" || phase_ones(&fake, id) >= past_the_cap
+    });
+    assert_ne!(grid()["state"], "failed", "{}", grid());
+    wait_until(120, &|| format!("{} handoffs: {}", phase_ones(&fake, id), grid()), &|| {
+        grid()["runs_at"] == "local" || grid()["state"] == "failed"
+    });
+    let g = grid();
+    assert_eq!(g["runs_at"], "local", "{g}");
+    let why = g["reason"].as_str().unwrap_or_default();
+    assert!(
+        why.contains(&format!("handed over {MAX_HANDOFFS_IN_ALL} times and never ran")) && why.contains("was not confirmed"),
+        "{g}"
+    );
+    assert_eq!(phase_ones(&fake, id), MAX_HANDOFFS_IN_ALL as usize, "{g}");
 }

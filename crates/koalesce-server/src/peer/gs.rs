@@ -7,6 +7,7 @@ use std::time::Duration;
 use koalesce_core::federation::live::explain;
 use koalesce_core::federation::policy::{sender_initiated, stays_local, Offer, Target};
 
+use super::given_back::Abort;
 use super::journal::{state, GridRow, Transition};
 use super::wire::{HandoffRequest, HandoffState, OfferAnswer, OfferRequest};
 use super::{blocking, CallError, Federation, PeerAlgorithm};
@@ -47,7 +48,7 @@ async fn transition(fed: &Arc<Federation>, id: u64, from: &'static str, to: &'st
         t.handoff.map(str::to_string),
         t.reason.map(str::to_string),
     );
-    let (local_id, remote_id, new_attempt) = (t.local_id, t.remote_id, t.new_attempt);
+    let (local_id, remote_id, new_attempt, given_back) = (t.local_id, t.remote_id, t.new_attempt, t.given_back);
     Ok(blocking(move || {
         j.transition(
             id,
@@ -60,6 +61,7 @@ async fn transition(fed: &Arc<Federation>, id: u64, from: &'static str, to: &'st
                 remote_id,
                 reason: reason.as_deref(),
                 new_attempt,
+                given_back,
             },
         )
     })
@@ -351,9 +353,14 @@ async fn resolve_handing(fed: &Arc<Federation>, row: &GridRow) -> anyhow::Result
     }
     match call::<(), HandoffState>(fed, i, format!("/api/v1/peer/handoffs/{h}/abort"), Some(())).await {
         Ok(s) if s.state == "aborted" => {
+            // Not the peer's doing (its answer never came): not counted as given back.
             let r = format!("handoff {h} to {peer} was not confirmed; aborted there");
-            let (to, r) = super::results::decided_again(row, peer, r);
-            transition(fed, row.id, state::HANDING, to, reason(&r)).await?;
+            let here = fed.runs_here(&row.description);
+            let next = super::given_back::decided_again(row, peer, r, Abort::Unconfirmed, here);
+            if transition(fed, row.id, state::HANDING, next.to, reason(&next.reason)).await? && next.to == state::SUBMITTING {
+                tracing::warn!(grid_job = row.id, %peer, "{}", next.reason);
+                submit_local(fed, row, state::SUBMITTING, None).await?;
+            }
         }
         Ok(s) if s.state == "committed" => {
             transition(fed, row.id, state::HANDING, state::MIGRATED, Transition::default()).await?;
@@ -399,7 +406,7 @@ async fn follow(fed: &Arc<Federation>, row: &GridRow) -> anyhow::Result<()> {
         call::<(), HandoffState>(fed, i, format!("/api/v1/peer/handoffs/{h}"), None).await
     };
     if row.remote_id.is_none() && super::results::is_conflict(&r) {
-        return super::results::commit_refused(fed, i, row, h).await;
+        return super::given_back::commit_refused(fed, i, row, h).await;
     }
     if super::lost::is_missing(&r, h) {
         let asked = if row.remote_id.is_none() { "commit" } else { "look" };

@@ -45,6 +45,7 @@ pub struct GridRow {
     /// The remote job's last known state, sites and result (JSON of `HandoffState`).
     pub remote: Option<String>,
     pub reason: Option<String>,
+    /// Handoffs of this job (each names its handoff `ORIGIN-ID-N`, N = attempts).
     pub attempts: u32,
     /// Outputs fetched back from the peer and registered here (JSON list of names; None: not
     /// yet).
@@ -60,6 +61,9 @@ pub struct GridRow {
     /// Its user asked to cancel it: delivered to wherever it is (retried until the peer
     /// answers).
     pub cancel: bool,
+    /// Handoffs a peer accepted (confirmed phase one) and then gave back before the job ran
+    /// there (aborted, lost): those [`super::MAX_HANDOFFS`] bounds.
+    pub given_back: u32,
 }
 
 /// One handoff received from a peer.
@@ -106,7 +110,7 @@ CREATE INDEX IF NOT EXISTS incoming_origin_state ON incoming(origin, state);
 ";
 
 /// Columns added after the first release of the journal (added to an older file on open).
-const ADDED_COLUMNS: [(&str, &str); 10] = [
+const ADDED_COLUMNS: [(&str, &str); 11] = [
     ("grid_jobs", "outputs TEXT"),
     ("grid_jobs", "data_error TEXT"),
     ("incoming", "inputs TEXT NOT NULL DEFAULT '[]'"),
@@ -117,13 +121,14 @@ const ADDED_COLUMNS: [(&str, &str); 10] = [
     ("incoming", "touched_ms INTEGER NOT NULL DEFAULT 0"),
     ("incoming", "swept INTEGER NOT NULL DEFAULT 0"),
     ("incoming", "ended_ms INTEGER NOT NULL DEFAULT 0"),
+    ("grid_jobs", "given_back INTEGER NOT NULL DEFAULT 0"),
 ];
 
 const INCOMING_COLUMNS: &str = "handoff, origin, user, description, state, local_id, inputs, released, touched_ms, ended_ms";
 
 const GRID_COLUMNS: &str =
     "id, user, name, description, submitted_ms, state, local_id, peer, handoff, remote_id, remote, reason, attempts, \
-     outputs, data_error, released, logs, cancel";
+     outputs, data_error, released, logs, cancel, given_back";
 
 fn grid_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<GridRow> {
     Ok(GridRow {
@@ -145,6 +150,7 @@ fn grid_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<GridRow> {
         released: r.get::<_, i64>(15)? != 0,
         logs: r.get(16)?,
         cancel: r.get::<_, i64>(17)? != 0,
+        given_back: r.get::<_, i64>(18)?.max(0) as u32,
     })
 }
 
@@ -286,7 +292,8 @@ impl Journal {
             let n = c.execute(
                 "UPDATE grid_jobs SET state = ?3,
                      local_id = COALESCE(?4, local_id), peer = COALESCE(?5, peer), handoff = COALESCE(?6, handoff),
-                     remote_id = COALESCE(?7, remote_id), reason = COALESCE(?8, reason), attempts = attempts + ?9
+                     remote_id = COALESCE(?7, remote_id), reason = COALESCE(?8, reason), attempts = attempts + ?9,
+                     given_back = given_back + ?10
                  WHERE id = ?1 AND state = ?2",
                 params![
                     id as i64,
@@ -297,7 +304,8 @@ impl Journal {
                     set.handoff,
                     set.remote_id.map(|v| v as i64),
                     set.reason,
-                    i64::from(set.new_attempt)
+                    i64::from(set.new_attempt),
+                    i64::from(set.given_back)
                 ],
             )?;
             Ok(n == 1)
@@ -608,6 +616,8 @@ pub struct Transition<'a> {
     pub reason: Option<&'a str>,
     /// Counts a new handoff attempt.
     pub new_attempt: bool,
+    /// Counts a handoff a peer accepted and gave back.
+    pub given_back: bool,
 }
 
 /// Stores handoff `handoff` as prepared unless it is known; the stored row either way.
@@ -797,5 +807,13 @@ mod tests {
         j.set_released(id).unwrap();
         assert!(j.migrated_unreleased().unwrap().is_empty());
         assert_eq!(ids(j.grid_jobs(&[state::MIGRATED], None).unwrap()), vec![id]);
+        // Given back by its peer: counted apart from the handoffs.
+        let back = Transition {
+            given_back: true,
+            ..Default::default()
+        };
+        assert!(j.transition(id, state::MIGRATED, state::WAITING, &back).unwrap());
+        let r = j.grid_job(id).unwrap().unwrap();
+        assert_eq!((r.attempts, r.given_back), (1, 1));
     }
 }

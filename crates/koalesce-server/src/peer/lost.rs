@@ -7,7 +7,7 @@
 //! The origin aborts it at the receiver, whose abort of an unknown handoff leaves a tombstone
 //! (a late phase one or commit of it is refused from then on). Once the receiver confirms
 //! `aborted`, the job is decided again here, as after a receiver's own abort
-//! (`results::commit_refused`); a job whose user cancelled it ends cancelled there.
+//! (`given_back::commit_refused`: counted as given back); a job whose user cancelled it ends cancelled there.
 //!
 //! Committed there (the receiver gave it a job id) and now unknown: before the job fails the
 //! origin sends an abort, which a receiver that lost its journal but not its jobs answers by taking the job back
@@ -90,11 +90,13 @@ pub(crate) async fn handoff_missing(fed: &Arc<Federation>, i: usize, row: &GridR
             let r = blocking(move || client.call::<(), HandoffState>(&path, Some(&()))).await;
             fed.record(i, &r);
             match r {
-                Ok(s) if s.state == "aborted" => super::results::decided_again(
-                    row,
-                    &peer,
-                    format!("handoff {h} is unknown at {peer} (404 to its {asked}: it lost its record of it); aborted there: decided again"),
-                ),
+                Ok(s) if s.state == "aborted" => {
+                    let why = format!("handoff {h} is unknown at {peer} (404 to its {asked}: it lost its record of it); aborted there: decided again");
+                    tracing::warn!(grid_job = row.id, %peer, handoff = h, "{why}");
+                    super::given_back::given_back(fed, row, &peer, why).await?;
+                    fed.missing.lock().unwrap_or_else(|p| p.into_inner()).remove(&row.id);
+                    return Ok(());
+                }
                 // It knows the handoff (committed meanwhile): followed as usual.
                 Ok(_) => {
                     fed.missing.lock().unwrap_or_else(|p| p.into_inner()).remove(&row.id);
@@ -116,7 +118,12 @@ pub(crate) async fn handoff_missing(fed: &Arc<Federation>, i: usize, row: &GridR
         }
     };
     tracing::warn!(grid_job = row.id, %peer, handoff = h, "{why}");
-    super::results::leave_migrated(fed, row.id, to, why).await?;
+    let next = super::given_back::Next {
+        to,
+        reason: why,
+        given_back: false,
+    };
+    super::given_back::leave_migrated(fed, row.id, next).await?;
     fed.missing.lock().unwrap_or_else(|p| p.into_inner()).remove(&row.id);
     Ok(())
 }

@@ -50,6 +50,7 @@ mod cleanup;
 pub mod client;
 pub mod config;
 pub mod data;
+pub(crate) mod given_back;
 pub(crate) mod gs;
 pub mod journal;
 pub mod lost;
@@ -68,8 +69,8 @@ use koalesce_core::Millis;
 
 pub use client::{Availability, CallError, PeerClient};
 pub use config::{FederationConfig, PeerAlgorithm, PeerConfig};
+pub use given_back::{MAX_HANDOFFS, MAX_HANDOFFS_IN_ALL};
 pub use journal::Journal;
-pub use results::MAX_HANDOFFS;
 
 use crate::api::ApiError;
 use crate::daemon::Shared;
@@ -223,6 +224,13 @@ impl Federation {
             input_bytes: 0,
             output_bytes: 0,
         })
+    }
+
+    /// Whether a job of `description` can run at this server's sites (Err: why not, as a
+    /// submission here would refuse it).
+    pub(crate) fn runs_here(&self, description: &str) -> Result<(), String> {
+        let desc = JobDescription::parse(description).map_err(|e| format!("description: {e:?}"))?;
+        self.requirements_here(&desc).map(|_| ())
     }
 
     /// Submits `desc` under its marked name unless a job of that name exists; the job id. The

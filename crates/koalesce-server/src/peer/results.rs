@@ -542,62 +542,6 @@ pub(crate) fn cancel_pending(row: &GridRow, remote: Option<&HandoffState>) -> bo
     row.cancel && !remote.and_then(|r| r.job_state.as_deref()).is_some_and(is_final_state)
 }
 
-/// A commit answered 409: if the peer aborted the handoff (it was not committed within its
-/// `handoff_timeout_ms`), the job never ran there and is decided again here.
-pub(crate) async fn commit_refused(fed: &F, i: usize, row: &GridRow, h: &str) -> anyhow::Result<()> {
-    let client = fed.peers[i].clone();
-    let path = format!("/api/v1/peer/handoffs/{}", data::encode(h));
-    let r = blocking(move || client.call::<(), HandoffState>(&path, None)).await;
-    fed.record(i, &r);
-    if let Ok(s) = r {
-        if s.state == "aborted" {
-            let peer = &fed.peers[i].name;
-            let why = format!("handoff {h} was aborted at {peer} before it was committed: decided again");
-            let (to, why) = decided_again(row, peer, why);
-            leave_migrated(fed, row.id, to, why).await?;
-        }
-    }
-    Ok(())
-}
-
-/// Handoffs of one grid job after which a peer's abort fails it instead of deciding it again:
-/// a peer that keeps taking a job and aborting it cannot keep it in the grid queue for ever.
-pub const MAX_HANDOFFS: u32 = 10;
-
-/// Where grid job `row`, whose handoff `peer` aborted before it ran (for the reason `why`), goes:
-/// `waiting`, decided again; or, once it was handed over [`MAX_HANDOFFS`] times, `failed`,
-/// with a reason that names the peer and the count. A job its user cancelled goes back to
-/// `waiting` whatever the count: the grid scheduler ends it `cancelled` from there.
-pub(crate) fn decided_again(row: &GridRow, peer: &str, why: String) -> (&'static str, String) {
-    if row.attempts < MAX_HANDOFFS || row.cancel {
-        return (state::WAITING, why);
-    }
-    let what = why.strip_suffix(": decided again").unwrap_or(&why);
-    (
-        state::FAILED,
-        format!(
-            "{what}; the job was handed over {} times and never ran (the last handoff aborted by {peer}): failed here rather than decided again without end (at most {MAX_HANDOFFS} handoffs per job)",
-            row.attempts
-        ),
-    )
-}
-
-/// Migrated grid job `id` is no longer the peer's: its remote job is forgotten and it leaves
-/// `migrated` for `to` (`waiting`: decided again; or an end) with the reason `why`.
-pub(crate) async fn leave_migrated(fed: &F, id: u64, to: &'static str, why: String) -> anyhow::Result<()> {
-    let j = fed.journal.clone();
-    blocking(move || {
-        let t = Transition {
-            reason: Some(&why),
-            ..Default::default()
-        };
-        j.set_remote(id, None, "null")?;
-        j.transition(id, state::MIGRATED, to, &t)
-    })
-    .await?;
-    Ok(())
-}
-
 /// `CallError` of a refused commit.
 pub(crate) fn is_conflict<T>(r: &Result<T, CallError>) -> bool {
     matches!(r, Err(CallError::Refused(409, _)))
@@ -660,34 +604,5 @@ mod tests {
         assert_eq!(cap_tail(b"ab\ncd\nef".to_vec(), 4), (b"ef".to_vec(), 2));
         assert_eq!(cap_tail(b"ab\nlonglong".to_vec(), 4), (Vec::new(), 2));
         assert_eq!(cap_tail(b"ab\nlonglong\n".to_vec(), 4), (Vec::new(), 2));
-    }
-
-    #[test]
-    fn a_cancelled_job_past_max_handoffs_goes_back_to_be_cancelled_not_failed() {
-        let row = |attempts: u32, cancel: bool| GridRow {
-            id: 1,
-            user: "u".into(),
-            name: "n".into(),
-            description: String::new(),
-            submitted_ms: 0,
-            state: state::MIGRATED.into(),
-            local_id: None,
-            peer: Some("beta".into()),
-            handoff: Some("alpha-1-1".into()),
-            remote_id: None,
-            remote: None,
-            reason: None,
-            attempts,
-            outputs: None,
-            data_error: None,
-            released: false,
-            logs: None,
-            cancel,
-        };
-        let why = || "aborted: decided again".to_string();
-        assert_eq!(decided_again(&row(MAX_HANDOFFS - 1, false), "beta", why()).0, state::WAITING);
-        assert_eq!(decided_again(&row(MAX_HANDOFFS, false), "beta", why()).0, state::FAILED);
-        // Its user cancelled it: the grid scheduler ends it cancelled from waiting.
-        assert_eq!(decided_again(&row(MAX_HANDOFFS, true), "beta", why()), (state::WAITING, why()));
     }
 }
