@@ -503,7 +503,7 @@ fn show_config_and_the_cluster_line_read_like_slurm() {
     assert_eq!(value("ClusterName"), "koalesce");
     assert_eq!(value("MinJobAge"), "0 sec", "koalesce never purges a job's record");
     let version = s.stdout("sbatch", &["--version"]);
-    assert_eq!(version, format!("slurm {}\n", value("SLURM_VERSION")));
+    assert_eq!(version, format!("slurm-wlm {}\n", value("SLURM_VERSION")));
     assert_eq!(s.stdout("scontrol", &["--version"]), version);
     // Anywhere among the options, and Slurm's abbreviation of scontrol's keyword.
     assert_eq!(s.stdout("squeue", &["-h", "--version"]), version);
@@ -555,8 +555,7 @@ fn show_config_and_the_cluster_line_read_like_slurm() {
 
 /// koalesce's `scontrol show config` beside real Slurm's (a test bed's cluster): the same
 /// header, every key koalesce prints is one Slurm prints, padded the same and with a value of
-/// the same form, the same controller line at the end, and the same release number in
-/// `--version`.
+/// the same form, the same controller line at the end, and the same `--version` line.
 #[test]
 fn show_config_reads_like_real_slurm() {
     let bed = slurm_common::Bed::up(1, 1, 0);
@@ -605,10 +604,7 @@ fn show_config_reads_like_real_slurm() {
             "{ping}"
         );
     }
-    let real_version = real_cmd(&["--version"]);
-    let ours_version = s.stdout("scontrol", &["--version"]);
-    let number = |v: &str| v.split_whitespace().nth(1).unwrap_or_default().to_string();
-    assert_eq!(number(&ours_version), number(&real_version), "{ours_version} / {real_version}");
+    assert_eq!(s.stdout("scontrol", &["--version"]), real_cmd(&["--version"]));
     let slurm_version = |t: &str| {
         t.lines()
             .find_map(|l| l.strip_prefix("SLURM_VERSION"))
@@ -698,7 +694,7 @@ fn scontrol_version_after_global_flags() {
             .unwrap()
     };
     let want = String::from_utf8(scontrol(&["version"]).stdout).unwrap();
-    assert!(want.starts_with("slurm 22.05."), "{want}");
+    assert!(want.starts_with("slurm-wlm 22.05."), "{want}");
     for args in [&["-o", "version"][..], &["-Q", "version"], &["-d", "-o", "VERSION"]] {
         let o = scontrol(args);
         assert_eq!(
@@ -707,5 +703,42 @@ fn scontrol_version_after_global_flags() {
             "scontrol {args:?}: {}",
             String::from_utf8_lossy(&o.stderr)
         );
+    }
+}
+
+/// Every command's `-V` and `--version` print what Debian's Slurm 22.05 commands installed here
+/// print (`slurm-wlm 22.05.8`; they need a slurm.conf to read, not a controller).
+#[test]
+fn version_lines_are_debians() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("slurm.conf");
+    std::fs::write(
+        &conf,
+        "ClusterName=v\nSlurmctldHost=localhost\nNodeName=localhost CPUs=1 State=UNKNOWN\nPartitionName=p Nodes=localhost Default=YES\n",
+    )
+    .unwrap();
+    let bin = dir.path().join("bin");
+    let out = Command::new(BIN)
+        .args(["slurm-commands", "install"])
+        .arg(&bin)
+        .args(["--url", "http://127.0.0.1:1"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "install: {}", String::from_utf8_lossy(&out.stderr));
+    for cmd in ["sbatch", "squeue", "scancel", "sacct", "scontrol"] {
+        for flag in ["-V", "--version"] {
+            let real = Command::new(format!("/usr/bin/{cmd}"))
+                .arg(flag)
+                .env("SLURM_CONF", &conf)
+                .output()
+                .unwrap();
+            let ours = Command::new(bin.join(cmd)).arg(flag).env_remove("KOALESCE_URL").output().unwrap();
+            assert!(real.status.success(), "{cmd} {flag}: {}", String::from_utf8_lossy(&real.stderr));
+            assert_eq!(
+                (ours.status.code(), String::from_utf8_lossy(&ours.stdout)),
+                (real.status.code(), String::from_utf8_lossy(&real.stdout)),
+                "{cmd} {flag}"
+            );
+        }
     }
 }

@@ -45,14 +45,17 @@ mod timefmt;
 pub const COMMANDS: [&str; 5] = ["sbatch", "squeue", "scancel", "sacct", "scontrol"];
 
 /// The Slurm release whose commands' formats koalesce's match (checked against Debian 12's
-/// slurm-wlm 22.05.8 on the test bed): `CMD --version` prints `slurm 22.05.8` as upstream
-/// Slurm does (Debian's build says `slurm-wlm 22.05.8`), `scontrol show config` its
+/// slurm-wlm 22.05.8 on the test bed): `CMD --version` prints `slurm-wlm 22.05.8` as Debian's
+/// build does (its package name; upstream's says `slurm`), `scontrol show config` its
 /// `SLURM_VERSION`.
 pub const SLURM_VERSION: &str = "22.05.8";
 
+/// The package name Debian's Slurm commands print before their version.
+pub const SLURM_PACKAGE: &str = "slurm-wlm";
+
 /// What `CMD -V`, `CMD --version` and `scontrol version` print.
 pub(crate) fn print_version() {
-    println!("slurm {SLURM_VERSION}");
+    println!("{SLURM_PACKAGE} {SLURM_VERSION}");
 }
 
 /// The one cluster koalesce is to Slurm's commands (`SLURM_CLUSTER_NAME`, `-M`).
