@@ -669,6 +669,71 @@ fn sbatch_node_counts_as_real_slurm() {
                 assert_eq!(first_line(&ours), first_line(&real), "-N {n} (test only: {test_only})");
             }
         }
+    } // The processors Slurm's will-run test answers for, where the node count is one number (a
+      // range gets its maximum from Slurm when its nodes are idle, its minimum from koalesce):
+      // `-N 0` is a job of no processors unless -n or -c (alone) give it some.
+    let procs = |o: &std::process::Output, before: &str, after: &str| {
+        let e = String::from_utf8_lossy(&o.stderr).to_string();
+        let from = e.find(before).map(|i| i + before.len());
+        from.and_then(|i| e[i..].split_once(after).and_then(|(n, _)| n.parse::<u64>().ok()))
+            .unwrap_or_else(|| panic!("no processors in: {e}"))
+    };
+    for args in [
+        &["-N", "0"][..],
+        &["-N", "0-0"],
+        &["-N", "0-1"],
+        &["-N", "2"],
+        &["-N", "0", "--ntasks-per-node=2"],
+        &["-N", "0", "--ntasks-per-node=2", "-c", "4"],
+        &["-N", "0", "-n", "3"],
+        &["-N", "0", "-c", "4"],
+        &["-N", "0-0", "-n", "2", "-c", "2"],
+    ] {
+        let run = |cmd: &std::path::Path, real: bool| {
+            let mut c = Command::new(cmd);
+            c.arg("--test-only")
+                .args(args)
+                .args(["-o", "/dev/null", "--wrap", "true"])
+                .current_dir(dir.path());
+            if real {
+                c.env("SLURM_CONF", &conf);
+            } else {
+                c.env_remove("KOALESCE_URL");
+            }
+            c.output().unwrap()
+        };
+        let real = run(std::path::Path::new("sbatch"), true);
+        let ours = run(&bin.join("sbatch"), false);
+        assert_eq!(
+            procs(&ours, "would be submitted: ", " processor(s)"),
+            procs(&real, " using ", " processors"),
+            "{args:?}"
+        );
+    }
+    // No tasks are refused whatever the node count, in Slurm's words.
+    for args in [
+        &["-n", "0"][..],
+        &["--ntasks-per-node=0"],
+        &["-N", "0", "-n", "0"],
+        &["-N", "2", "--ntasks-per-node", "0"],
+    ] {
+        let run = |cmd: &std::path::Path| {
+            Command::new(cmd)
+                .arg("--test-only")
+                .args(args)
+                .args(["-o", "/dev/null", "--wrap", "true"])
+                .current_dir(dir.path())
+                .env("SLURM_CONF", &conf)
+                .env_remove("KOALESCE_URL")
+                .output()
+                .unwrap()
+        };
+        let (real, ours) = (run(std::path::Path::new("sbatch")), run(&bin.join("sbatch")));
+        assert_eq!(
+            (ours.status.code(), first_line(&ours)),
+            (real.status.code(), first_line(&real)),
+            "{args:?}"
+        );
     }
 }
 

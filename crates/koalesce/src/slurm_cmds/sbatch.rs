@@ -343,19 +343,31 @@ pub fn ignored_options(o: &SbatchArgs) -> SResult<Vec<String>> {
 /// Nodes (the minimum of `-N MIN-MAX`), tasks, and Slurm's warning when there are fewer
 /// tasks than nodes: as Slurm's sbatch, the node count is then lowered to the task count.
 fn layout(o: &SbatchArgs) -> SResult<(u32, u32, Option<String>)> {
+    // Refused as Slurm 22.05's sbatch refuses them, whatever else is given.
+    for (given, option) in [(o.ntasks, "ntasks"), (o.ntasks_per_node, "ntasks-per-node")] {
+        if given == Some(0) {
+            return Err(SlurmError::msg(format!("Invalid numeric value \"0\" for --{option}.")));
+        }
+    }
     let mut nodes: u32 = match &o.nodes {
         Some(n) => node_count(n)?,
         None => 1,
     };
     if nodes == 0 {
         // Slurm 22.05's controller refuses a job of no nodes, yet its will-run test answers
-        // for one (on the test bed, `sbatch -N 0 --test-only`: "Job 2 to start at ... using 0
-        // processors on nodes  in partition debug", exit 0; with `-n 2`, 2 processors on one
-        // node): koalesce tests it as one node.
+        // for it (on the test bed, `sbatch -N 0 --test-only`: "Job 2 to start at ... using 0
+        // processors on nodes  in partition debug", exit 0): no tasks, on no node, unless
+        // `-n N` gives N (on one node: "using 2 processors on nodes alpha1" with `-n 2`) or
+        // `-c C` alone one (C processors); `--ntasks-per-node` gives 0 × per node.
         if !o.compat.test_only {
             return Err(SlurmError::msg("Batch job submission failed: Node count specification invalid"));
         }
-        nodes = 1;
+        let ntasks = match (o.ntasks, o.ntasks_per_node, o.cpus_per_task) {
+            (Some(n), _, _) => n,
+            (None, None, Some(_)) => 1,
+            _ => 0,
+        };
+        return Ok((ntasks.min(1), ntasks, None));
     }
     let ntasks = match (o.ntasks, o.ntasks_per_node) {
         (Some(n), _) => n,
@@ -363,7 +375,7 @@ fn layout(o: &SbatchArgs) -> SResult<(u32, u32, Option<String>)> {
         (None, None) => nodes,
     };
     if ntasks == 0 {
-        return Err(SlurmError::msg("Invalid number of tasks (-n 0)"));
+        return Err(SlurmError::msg("Invalid numeric value \"0\" for --ntasks."));
     }
     let mut warning = None;
     if ntasks < nodes {

@@ -213,14 +213,42 @@ fn node_counts_as_slurm_22_05_takes_them() {
         let e = describe_script(s, &[&format!("--nodes={n}")]).unwrap_err();
         assert_eq!((e.message.as_str(), e.code), (message, code), "-N {n}");
     }
-    // The controller refuses no nodes, but its will-run test (--test-only) answers for them
-    // (exit 0 on the test bed, with -n 3 "using 3 processors on nodes alpha1").
-    for (args, procs) in [(&["-N", "0"][..], 1), (&["-N", "0-0", "-n", "3"], 3), (&["-N", "0", "-c", "4"], 4)] {
+    // The controller refuses no nodes, but its will-run test (--test-only) answers for them:
+    // on the test bed "using 0 processors on nodes  in partition debug" for `-N 0` (also with
+    // --ntasks-per-node, whatever -c), N processors on one node for `-n N`, C for `-c C` alone.
+    for (args, procs, nodes) in [
+        (&["-N", "0"][..], 0, 0),
+        (&["-N", "0-0"], 0, 0),
+        (&["-N", "0", "--ntasks-per-node=2"], 0, 0),
+        (&["-N", "0", "--ntasks-per-node=2", "-c", "4"], 0, 0),
+        (&["-N", "0-0", "-n", "3"], 3, 1),
+        (&["-N", "0", "-c", "4"], 4, 1),
+        (&["-N", "0", "-n", "2", "-c", "2"], 4, 1),
+    ] {
         let mut args = args.to_vec();
         args.push("--test-only");
         let d = describe_script(s, &args).unwrap_or_else(|e| panic!("{args:?}: {}", e.message));
-        assert_eq!(spec_of(&d).nodes, 1, "{args:?}");
+        assert_eq!(spec_of(&d).nodes, nodes, "{args:?}");
         assert_eq!(d.components.iter().map(|c| c.processors).sum::<u32>(), procs, "{args:?}");
+        let summary = test_only_summary(&d, &opts(&args));
+        assert!(
+            summary.contains(&format!(": {procs} processor(s) in 1 component(s) [{procs}]")),
+            "{summary}"
+        );
+    }
+    // No tasks: refused in Slurm's words, with or without nodes.
+    for (args, option) in [
+        (&["-n", "0"][..], "ntasks"),
+        (&["-N", "0", "-n", "0", "--test-only"], "ntasks"),
+        (&["--ntasks-per-node=0"], "ntasks-per-node"),
+        (&["-N", "0", "--ntasks-per-node=0", "--test-only"], "ntasks-per-node"),
+    ] {
+        let e = describe_script(s, args).unwrap_err();
+        assert_eq!(
+            (e.message, e.code),
+            (format!("Invalid numeric value \"0\" for --{option}."), 1),
+            "{args:?}"
+        );
     }
 }
 
