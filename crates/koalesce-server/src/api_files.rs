@@ -6,11 +6,10 @@
 //! Every file has an owner: who uploaded or registered it, or the user of the job whose output
 //! it is. Names `<job-id>/...` are reserved for the outputs of that job.
 
-use std::collections::HashSet;
 use std::io::{self, Read};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, Query, Request, State as AxState};
@@ -21,6 +20,7 @@ use koalesce_api::dto::{FileInfo, NewFile};
 use serde::Deserialize;
 
 use crate::api::{authenticate, err, read_body, Caller, R};
+use crate::daemon::removals::PathGuard;
 use crate::daemon::transfers::add_replica_mem;
 use crate::daemon::{self, Shared};
 use crate::file_import::{self, ImportError};
@@ -110,31 +110,6 @@ fn check_name(name: &str) -> R<()> {
     Ok(())
 }
 
-/// Storage paths being written by an upload or registration right now: a second one of the
-/// same name at the same site waits its turn (409) instead of overwriting the first.
-static IN_FLIGHT: Mutex<Option<HashSet<PathBuf>>> = Mutex::new(None);
-
-struct InFlight(PathBuf);
-
-impl InFlight {
-    fn take(dest: &std::path::Path) -> R<InFlight> {
-        let mut g = IN_FLIGHT.lock().unwrap_or_else(|p| p.into_inner());
-        if !g.get_or_insert_with(HashSet::new).insert(dest.to_path_buf()) {
-            return Err(err(StatusCode::CONFLICT, "another upload of this file to this site is under way"));
-        }
-        Ok(InFlight(dest.to_path_buf()))
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        let mut g = IN_FLIGHT.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(set) = g.as_mut() {
-            set.remove(&self.0);
-        }
-    }
-}
-
 /// What a new replica must be, checked before any byte is copied.
 struct Prepared {
     name: String,
@@ -148,7 +123,7 @@ struct Prepared {
     expected: Option<(String, u64)>,
     /// Bytes the caller may still store (quota).
     bytes_left: Option<u64>,
-    _busy: InFlight,
+    _busy: PathGuard,
 }
 
 fn prepare(s: &Shared, caller: &Caller, name: &str, site: &str) -> R<Prepared> {
@@ -197,7 +172,8 @@ fn prepare(s: &Shared, caller: &Caller, name: &str, site: &str) -> R<Prepared> {
     Ok(Prepared {
         name: name.to_string(),
         site: site.to_string(),
-        _busy: InFlight::take(&dest)?,
+        _busy: PathGuard::try_take(&dest)
+            .ok_or_else(|| err(StatusCode::CONFLICT, "another upload of this file to this site is under way"))?,
         dest,
         write_to,
         agent,
@@ -264,9 +240,10 @@ pub(crate) async fn register_replica(
     s.metrics.transfer_bytes.fetch_add(bytes, Ordering::Relaxed);
     s.data_catalogue.invalidate(name);
     transfer::note_verified(dest);
-    let stale = add_replica_mem(&mut s.lock(), name, bytes, sha256, site, dest.to_path_buf(), Some(owner));
-    // Its replicas of other content are out of the database: their bytes go.
-    crate::daemon::transfers::remove_stale_replicas(s, name, stale);
+    add_replica_mem(&mut s.lock(), name, bytes, sha256, site, dest.to_path_buf(), Some(owner));
+    // Its replicas of other content are out of the database, pending removal: their bytes go.
+    let (s, name) = (s.clone(), name.to_string());
+    tokio::spawn(async move { crate::daemon::removals::after_commit(&s, &name).await });
     Ok(())
 }
 
@@ -498,42 +475,26 @@ pub(crate) async fn delete_file(AxState(s): AxState<S>, headers: HeaderMap, Path
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-/// Removes catalogue file `name` (entry, then its replicas' bytes) unless a job that has not
-/// ended uses it as an input; false when it is in use (or unknown). The entry goes first: a
-/// crash in between leaves unregistered bytes, never an entry without them.
-pub(crate) async fn remove_file(s: &Shared, name: &str) -> Result<bool, String> {
+/// Removes catalogue file `name` unless a job that has not ended uses it as an input; false
+/// when it is in use (or unknown). The commit that deletes its rows records its replicas'
+/// files as pending removals; they go before this returns (a copy a job placed at its site
+/// may still read: once it ended), and what a crash left pending goes at the next start
+/// ([`crate::daemon::removals`]).
+pub(crate) async fn remove_file(s: &Arc<Shared>, name: &str) -> Result<bool, String> {
     let name = name.to_string();
-    let paths = {
+    {
         let mut st = s.lock();
         if !st.files.contains_key(&name) || st.core.jobs().any(|j| !j.state.is_terminal() && j.spec.input_files.contains(&name)) {
             return Ok(false);
         }
-        let info = st.files.remove(&name).map(|i| i.replicas).unwrap_or_default();
+        st.files.remove(&name);
         st.core.catalogue_mut().remove(&name);
-        info.into_iter()
-            .map(|(site, path)| match s.site_by_name(&site) {
-                Some(h) => crate::daemon::transfers::place_at(h, &path),
-                None => crate::dataplane::Place::Local(path),
-            })
-            .collect::<Vec<_>>()
-    };
+    }
     s.data_catalogue.invalidate(&name);
-    s.store.write(store::delete_file_op(name)).await.map_err(|e| e.to_string())?;
-    let client = s.agents.clone();
-    let _ = tokio::task::spawn_blocking(move || {
-        for p in paths {
-            match p {
-                crate::dataplane::Place::Local(p) => {
-                    let _ = std::fs::remove_file(p);
-                }
-                crate::dataplane::Place::Agent { agent, path } => {
-                    if let Err(e) = client.delete(&agent.control, &path, crate::dataplane::Role::Destination) {
-                        tracing::warn!(site = %agent.site, %path, error = %e, "replica not deleted at the agent");
-                    }
-                }
-            }
-        }
-    })
-    .await;
+    s.store
+        .write(store::delete_file_op(name.clone()))
+        .await
+        .map_err(|e| e.to_string())?;
+    crate::daemon::removals::after_commit(s, &name).await;
     Ok(true)
 }

@@ -320,6 +320,7 @@ pub async fn start(opts: ServerOptions) -> anyhow::Result<RunningServer> {
         daemon::drain_actions(&shared, &mut guard);
         daemon::transfers::resume_stage_outs(&shared, &guard);
     }
+    daemon::removals::resume(&shared);
     daemon::lrm::poll_running(shared.clone()).await;
     let (tx, rx) = tokio::sync::watch::channel(false);
     let driver = tokio::spawn(daemon::drive(shared.clone(), rx.clone()));

@@ -24,6 +24,7 @@ pub(crate) mod lrm;
 pub mod network;
 pub(crate) mod records;
 pub(crate) mod recovery;
+pub(crate) mod removals;
 pub(crate) mod scrub;
 pub(crate) mod starter;
 pub(crate) mod transfers;

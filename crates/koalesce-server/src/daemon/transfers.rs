@@ -22,28 +22,14 @@ use crate::{now_ms, transfer};
 /// Adds a replica to the in-memory catalogue and the core's (`owner`: of a new file). A
 /// replica of other content (size or SHA-256) than the file's replaces the file: its size and
 /// checksum become the new ones and its other replicas, which hold the old content, are no
-/// replicas any more — as [`store::register_replica_op`] does in the database. Returns those
-/// dropped replicas (site, path) but the one `path` overwrote: their bytes are for
-/// [`remove_stale_replicas`] once the database no longer lists them.
-#[must_use = "the dropped replicas' files are removed with remove_stale_replicas"]
-pub fn add_replica_mem(
-    st: &mut State,
-    name: &str,
-    size: u64,
-    sha: &str,
-    site: &str,
-    path: PathBuf,
-    owner: Option<&str>,
-) -> Vec<(String, PathBuf)> {
+/// replicas any more — as [`store::register_replica_op`] does in the database, which records
+/// their files as pending removals ([`super::removals`]).
+pub fn add_replica_mem(st: &mut State, name: &str, size: u64, sha: &str, site: &str, path: PathBuf, owner: Option<&str>) {
     let sid = st.site_id(site);
-    let mut dropped = Vec::new();
     if let Some(f) = st.files.get_mut(name).filter(|f| f.size_bytes != size || f.sha256 != sha) {
         f.size_bytes = size;
         f.sha256 = sha.to_string();
-        dropped = std::mem::take(&mut f.replicas)
-            .into_iter()
-            .filter(|(s, p)| !(s == site && *p == path))
-            .collect();
+        f.replicas.clear();
         st.core.catalogue_mut().remove(name);
     }
     let entry = st.files.entry(name.to_string()).or_insert_with(|| FileInfo {
@@ -61,94 +47,6 @@ pub fn add_replica_mem(
             st.core.catalogue_mut().add_replica(name, sid);
         }
     }
-    dropped
-}
-
-/// Removes the files of `name`'s replicas that registering other content dropped (`stale`:
-/// site, path; [`add_replica_mem`]), once the database no longer lists them (the caller's
-/// write committed first: a crash in between leaves unregistered bytes, never a replica
-/// without its file). A stale copy is left alone while something may still read it: a
-/// stage-in of `name` on its way (it may read from it, or write to its path), or a job that
-/// has not ended placed at its site with `name` as an input; it goes once they are done. While
-/// it is removed, stage-ins of `name` into its site wait (as for another stage-in), so a new
-/// copy at the same path is never removed; and a path that became a replica again is kept.
-pub fn remove_stale_replicas(shared: &Arc<Shared>, name: &str, stale: Vec<(String, PathBuf)>) {
-    if stale.is_empty() {
-        return;
-    }
-    let (shared, name) = (shared.clone(), name.to_string());
-    tokio::spawn(async move {
-        let mut left = stale;
-        while !left.is_empty() {
-            let (now, later): (Vec<_>, Vec<_>) = {
-                let mut st = shared.lock();
-                let st = &mut *st;
-                let replica_again =
-                    |st: &State, site: &str, path: &Path| st.files.get(&name).and_then(|f| f.replicas.get(site)).is_some_and(|p| p == path);
-                let read_or_written = |st: &State, site: &str| {
-                    let sid = st.site_id(site);
-                    st.inflight.keys().any(|(f, _)| *f == name)
-                        || st.core.jobs().any(|j| {
-                            !j.state.is_terminal()
-                                && j.spec.input_files.contains(&name)
-                                && j.components.iter().any(|c| c.site.is_some() && c.site == sid)
-                        })
-                };
-                left.retain(|(site, path)| !replica_again(st, site, path));
-                let (later, free): (Vec<_>, Vec<_>) = left.into_iter().partition(|(site, _)| read_or_written(st, site));
-                let mut now = Vec::new();
-                for (site, path) in free {
-                    let sid = st.site_id(&site);
-                    if let Some(sid) = sid {
-                        // Stage-ins of the file into this site wait until it is removed.
-                        st.inflight.insert((name.clone(), sid), Vec::new());
-                    }
-                    let place = shared
-                        .site_by_name(&site)
-                        .map_or(Place::Local(path.clone()), |h| place_at(h, &path));
-                    now.push((site, sid, place));
-                }
-                (now, later)
-            };
-            if !now.is_empty() {
-                let client = shared.agents.clone();
-                let places: Vec<_> = now.iter().map(|(site, _, p)| (site.clone(), p.clone())).collect();
-                let _ = tokio::task::spawn_blocking(move || {
-                    for (site, place) in places {
-                        match place {
-                            Place::Local(p) => {
-                                let _ = std::fs::remove_file(p);
-                            }
-                            Place::Agent { agent, path } => {
-                                if let Err(e) = client.delete(&agent.control, &path, dataplane::Role::Destination) {
-                                    tracing::warn!(%site, %path, error = %e, "stale replica not deleted at the agent");
-                                }
-                            }
-                        }
-                    }
-                })
-                .await;
-                // The stage-ins that asked meanwhile start now.
-                let mut guard = shared.lock();
-                let st = &mut *guard;
-                for sid in now.into_iter().filter_map(|(_, sid, _)| sid) {
-                    let waiting = st.inflight.remove(&(name.clone(), sid)).unwrap_or_default();
-                    let from = st.files.get(&name).and_then(|f| f.replicas.keys().find_map(|s| st.site_id(s)));
-                    for w in waiting {
-                        match from {
-                            Some(from) => start_transfer(&shared, st, w.job, w.key, from),
-                            None => st.core.transfer_failed(now_ms(), JobId(w.job), &w.key),
-                        }
-                    }
-                }
-                process_actions(&shared, st);
-            }
-            left = later;
-            if !left.is_empty() {
-                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-            }
-        }
-    });
 }
 
 /// Where a site keeps logical file `name` (written or read there): through the site's agent
@@ -329,7 +227,7 @@ pub fn start_transfer(shared: &Arc<Shared>, st: &mut State, job: u64, key: Trans
                 shared.metrics.transfers.fetch_add(1, Ordering::Relaxed);
                 transfer::note_verified(&dest_path);
                 // Of the file's content (not stale): drops nothing.
-                let _ = add_replica_mem(st, &key.file, report.size, &report.sha256, &to_name, dest_path.clone(), None);
+                add_replica_mem(st, &key.file, report.size, &report.sha256, &to_name, dest_path.clone(), None);
                 shared.store.enqueue(store::register_replica_op(store::NewReplica {
                     name: key.file.clone(),
                     size: report.size,
@@ -452,6 +350,8 @@ pub fn stage_out(shared: &Arc<Shared>, st: &State, id: u64) {
             }
             let Some(h) = shared.site_by_name(&site) else { continue };
             let dest = transfer::storage_path(&h.paths.storage, &logical);
+            // Nobody removes (or writes) the path until the replica is in the catalogue.
+            let busy = super::removals::PathGuard::take(&dest).await;
             let place = place_at(h, &dest);
             let (client, what) = (shared.agents.clone(), PathBuf::from(&out.file));
             match tokio::task::spawn_blocking(move || dataplane::send_open(&client, src, &what, &place, None)).await {
@@ -470,7 +370,7 @@ pub fn stage_out(shared: &Arc<Shared>, st: &State, id: u64) {
                         tracing::warn!(job = id, output = %out.file, error = %e, "output not registered");
                         continue;
                     }
-                    registered.push((logical, c, h.name.clone(), dest));
+                    registered.push((logical, c, h.name.clone(), dest, busy));
                 }
                 Ok(Err(e)) => tracing::warn!(job = id, output = %out.file, error = %e, "stage-out failed"),
                 Err(e) => tracing::error!(error = %e, "stage-out task panicked"),
@@ -479,12 +379,14 @@ pub fn stage_out(shared: &Arc<Shared>, st: &State, id: u64) {
         let committed = {
             let mut guard = shared.lock();
             let st = &mut *guard;
-            for (logical, c, site, dest) in registered {
+            for (logical, c, site, dest, busy) in registered {
                 // As a registration through the API: the data functions ask the catalogue again.
                 shared.data_catalogue.invalidate(&logical);
+                add_replica_mem(st, &logical, c.size, &c.sha256, &site, dest, Some(&user));
+                drop(busy);
                 // Registered durably above: the old content's copies elsewhere can go.
-                let stale = add_replica_mem(st, &logical, c.size, &c.sha256, &site, dest, Some(&user));
-                remove_stale_replicas(&shared, &logical, stale);
+                let (s2, name) = (shared.clone(), logical.clone());
+                tokio::spawn(async move { super::removals::after_commit(&s2, &name).await });
                 if let Some(m) = st.meta.get_mut(&id).filter(|m| !m.outputs.contains(&logical)) {
                     m.outputs.push(logical);
                 }

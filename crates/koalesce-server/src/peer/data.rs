@@ -299,6 +299,8 @@ async fn fetch_and_register(
         Some(_) => spool_path(fed, &dest),
         None => dest.clone(),
     };
+    // Nobody removes (or writes) the path until the file is registered or discarded.
+    let _busy = crate::daemon::removals::PathGuard::take(&dest).await;
     let (fd, d, ff) = (fed.clone(), write_to.clone(), f.clone());
     let got = blocking(move || fetch(&fd, i, &path, &ff, &d)).await?;
     if got.bytes >= 64 << 10 && !got.took.is_zero() {

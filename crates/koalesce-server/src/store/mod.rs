@@ -24,12 +24,14 @@ mod history;
 mod launches;
 mod migrate;
 mod readers;
+mod removals;
 mod reservations;
 mod token_cache;
 mod tokens;
 mod writer;
 pub use history::*;
 pub use launches::*;
+pub use removals::{load_removals, removal_done_op, removals_of, replica_at, Removal};
 pub use reservations::*;
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use serde::{Deserialize, Serialize};
@@ -108,8 +110,9 @@ pub struct Store {
 /// (`launches.lrm_id`, when it is not the directory); version 4 gives files an owner
 /// (`files.owner`) and job ids a durable counter (`counters`); version 5 keeps GridWay's bans
 /// and usage history (`gridway_history`, one row); version 6 binds launch intents to their
-/// supervisors' records (`launches.nonce`). See `migrate`.
-pub const SCHEMA_VERSION: i64 = 6;
+/// supervisors' records (`launches.nonce`); version 7 keeps the pending removals of replica
+/// files the catalogue dropped (`removals`, see `removals`). See `migrate`.
+pub const SCHEMA_VERSION: i64 = 7;
 
 const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS jobs (
@@ -187,6 +190,12 @@ CREATE TABLE IF NOT EXISTS launches (
     lrm_id TEXT,
     nonce TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (job, attempt, component)
+);
+CREATE TABLE IF NOT EXISTS removals (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    name TEXT NOT NULL,
+    site TEXT NOT NULL,
+    path TEXT NOT NULL
 );
 "#;
 
@@ -653,6 +662,8 @@ pub fn register_replica_op(r: NewReplica) -> WriteOp {
         path,
     } = r;
     Box::new(move |tx| {
+        // The replicas this drops have their files removed once it committed.
+        removals::note_replaced(tx, &name, &site, &path, size, &sha)?;
         // Other content than the file's replaces it: the other sites' copies hold the old one.
         tx.execute(
             "DELETE FROM replicas WHERE name = ?1 AND site != ?2 AND EXISTS \
@@ -681,9 +692,10 @@ pub fn delete_replica_op(name: String, site: String) -> WriteOp {
     })
 }
 
-/// Removes a file and its replicas from the catalogue.
+/// Removes a file and its replicas from the catalogue (their files pending removal).
 pub fn delete_file_op(name: String) -> WriteOp {
     Box::new(move |tx| {
+        removals::note_deleted(tx, &name)?;
         tx.execute("DELETE FROM replicas WHERE name = ?1", [&name])?;
         tx.execute("DELETE FROM files WHERE name = ?1", [&name])?;
         Ok(())

@@ -1,0 +1,155 @@
+//! The files of replicas the catalogue drops (a file deleted by its user, a replica replaced by
+//! a new version) are removed exactly when their records say so, across crashes: the commit
+//! that drops a replica records its file as a pending removal, the file goes after it, and a
+//! `koalesce server` SIGKILLed in between removes it after its restart. Failure injection
+//! (`KOALESCE_FAULT_REMOVAL_HOLD`) holds the daemon between the commit and the removal, as a
+//! real daemon cannot be stopped on cue there.
+
+mod server_common;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use server_common::*;
+
+/// A server (`config`) whose replica file removals wait while the returned hold file exists,
+/// and alice's token.
+fn server_holding_removals(config: &str) -> (TestServer, String, PathBuf) {
+    let mut s = TestServer::new(config);
+    let token = s.token("alice", false);
+    let hold = s.path().join("hold-removal");
+    std::fs::write(&hold, "").unwrap();
+    s.env.push(("KOALESCE_FAULT_REMOVAL_HOLD", hold.clone()));
+    s.start();
+    (s, token, hold)
+}
+
+fn wait_for(what: &str, s: &TestServer, mut done: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !done() {
+        assert!(t0.elapsed() < Duration::from_secs(30), "{what}: timed out\n{}", s.log_tail());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits until a removal stopped at the hold.
+fn wait_at_hold(s: &TestServer, hold: &Path) {
+    let mut reached = hold.as_os_str().to_owned();
+    reached.push(".reached");
+    let reached = PathBuf::from(reached);
+    wait_for("a removal reaching the hold", s, || reached.exists());
+}
+
+/// `PUT /api/v1/files/{name}?site=SITE` with `body`: (status, answer).
+fn upload(s: &TestServer, token: &str, name: &str, site: &str, body: &[u8]) -> (u16, String) {
+    let mut resp = agent()
+        .put(&format!("{}/api/v1/files/{name}?site={site}", s.url))
+        .header("Authorization", &format!("Bearer {token}"))
+        .send(body)
+        .unwrap();
+    (resp.status().as_u16(), resp.body_mut().read_to_string().unwrap())
+}
+
+fn catalogue_entry(s: &TestServer, token: &str, name: &str) -> Option<Value> {
+    let (code, body) = http(&s.url, "GET", "/api/v1/files", Some(token), None, b"").unwrap();
+    assert_eq!(code, 200, "{body}");
+    json(&body).as_array().unwrap().iter().find(|f| f["name"] == name).cloned()
+}
+
+/// The stored copies of `name` (`data` → `data.<tag>`) at `site`.
+fn stored_at(s: &TestServer, site: &str, name: &str) -> Vec<PathBuf> {
+    stored_files(s, &format!("{name}."))
+        .into_iter()
+        .filter(|p| p.parent().and_then(Path::parent).and_then(Path::file_name) == Some(site.as_ref()))
+        .collect()
+}
+
+/// A user deletes a file; the daemon is SIGKILLed after the deletion committed and before the
+/// replica's file was removed. After the restart the file is removed (before the fix it stayed
+/// on disk for good, no record pointing to it) and the catalogue does not list it.
+#[test]
+fn a_deleted_files_replica_is_removed_after_a_crash_between_commit_and_removal() {
+    let _g = serial();
+    let (mut s, token, hold) = server_holding_removals(&test_config(&[("alpha", 1)]));
+    let (code, body) = upload(&s, &token, "data", "alpha", b"old content\n");
+    assert_eq!(code, 201, "{body}");
+    assert_eq!(stored_at(&s, "alpha", "data").len(), 1);
+    let (url, t) = (s.url.clone(), token.clone());
+    let deleting = std::thread::spawn(move || http(&url, "DELETE", "/api/v1/files/data", Some(&t), None, b""));
+    wait_at_hold(&s, &hold);
+    // Committed: out of the catalogue; the file not removed yet.
+    assert!(catalogue_entry(&s, &token, "data").is_none());
+    assert_eq!(stored_at(&s, "alpha", "data").len(), 1, "held before the removal");
+    s.kill9();
+    assert!(deleting.join().unwrap().is_err(), "the DELETE never got an answer");
+    std::fs::remove_file(&hold).unwrap();
+    s.start();
+    wait_for("the deleted file's replica removed after the restart", &s, || {
+        stored_at(&s, "alpha", "data").is_empty()
+    });
+    assert!(catalogue_entry(&s, &token, "data").is_none());
+}
+
+const PINNED_JOB: &str = "name = \"v2\"\nexecutable = \"/bin/sh\"\narguments = [\"-c\", \"echo new content > out.txt\"]\n\
+                          outputs = [{ file = \"out.txt\", to = \"data\" }]\n[[components]]\nprocessors = 1\nsite = \"alpha\"\n";
+
+/// A job at alpha writes a new version of the user's file `data` (whose replica is at beta):
+/// the stage-out replaces the file, and beta's copy of the old content is no replica any more.
+/// The daemon is SIGKILLed after that commit and before beta's copy was removed: after the
+/// restart it is removed (before the fix it stayed for good), and the new version at alpha,
+/// which the catalogue names, is kept.
+#[test]
+fn a_replaced_replica_is_removed_after_a_crash_between_commit_and_removal() {
+    let _g = serial();
+    let (mut s, token, hold) = server_holding_removals(&test_config(&[("alpha", 1), ("beta", 1)]));
+    let (code, body) = upload(&s, &token, "data", "beta", b"old content\n");
+    assert_eq!(code, 201, "{body}");
+    let job = submit(&s, &token, PINNED_JOB);
+    wait_at_hold(&s, &hold);
+    let entry = catalogue_entry(&s, &token, "data").unwrap();
+    assert_eq!(entry["replicas"], serde_json::json!(["alpha"]), "{entry}");
+    assert_eq!(stored_at(&s, "beta", "data").len(), 1, "held before the removal");
+    s.kill9();
+    std::fs::remove_file(&hold).unwrap();
+    s.start();
+    let j = wait_final(&s, &token, job, Duration::from_secs(30));
+    assert_eq!(j["state"], "succeeded", "{j}");
+    wait_for("the old version's copy at beta removed after the restart", &s, || {
+        stored_at(&s, "beta", "data").is_empty()
+    });
+    let at_alpha = stored_at(&s, "alpha", "data");
+    assert_eq!(at_alpha.len(), 1);
+    assert_eq!(std::fs::read(&at_alpha[0]).unwrap(), b"new content\n");
+    let entry = catalogue_entry(&s, &token, "data").unwrap();
+    assert_eq!(entry["replicas"], serde_json::json!(["alpha"]), "{entry}");
+}
+
+/// While a dropped replica's file is being removed, a new replica of the file at the same
+/// site (the same storage path) is refused (409) rather than written and then removed under a
+/// record that names it; once the removal is done it is stored and stays.
+#[test]
+fn a_path_being_removed_is_not_written_and_a_replica_stored_after_stays() {
+    let _g = serial();
+    let (s, token, hold) = server_holding_removals(&test_config(&[("alpha", 1), ("beta", 1)]));
+    let (code, body) = upload(&s, &token, "data", "beta", b"old content\n");
+    assert_eq!(code, 201, "{body}");
+    let job = submit(&s, &token, PINNED_JOB);
+    wait_at_hold(&s, &hold);
+    let (code, body) = upload(&s, &token, "data", "beta", b"new content\n");
+    assert_eq!(code, 409, "{body}");
+    std::fs::remove_file(&hold).unwrap();
+    let j = wait_final(&s, &token, job, Duration::from_secs(30));
+    assert_eq!(j["state"], "succeeded", "{j}");
+    wait_for("the old version's copy at beta removed", &s, || {
+        stored_at(&s, "beta", "data").is_empty()
+    });
+    let (code, body) = upload(&s, &token, "data", "beta", b"new content\n");
+    assert_eq!(code, 201, "{body}");
+    std::thread::sleep(Duration::from_millis(1000));
+    let at_beta = stored_at(&s, "beta", "data");
+    assert_eq!(at_beta.len(), 1, "the new replica stays");
+    assert_eq!(std::fs::read(&at_beta[0]).unwrap(), b"new content\n");
+    let entry = catalogue_entry(&s, &token, "data").unwrap();
+    assert_eq!(entry["replicas"], serde_json::json!(["alpha", "beta"]), "{entry}");
+}
