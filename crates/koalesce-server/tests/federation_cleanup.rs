@@ -604,3 +604,70 @@ fn a_log_too_large_for_the_origin_stays_at_the_peer_and_the_job_still_ends() {
     assert_eq!(grid_log(&a, &alice, id, "stream=stderr"), (200, "short and sweet\n".to_string()));
     assert_eq!(grid_log(&a, &alice, id, "stream=stdout"), (200, String::new()));
 }
+
+/// A received input that a job of the receiver's own users also reads (any catalogue name may
+/// be an input) is kept while that job runs when its handoff is released, and goes once the
+/// job ended: the handoff stays unswept until then. Before, the release marked the handoff
+/// swept with the file kept, and nothing ever removed it.
+#[test]
+fn a_received_input_a_local_job_reads_at_the_release_goes_once_that_job_ended() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = text(50_000, 5);
+    let sha = sha256_hex(&data);
+    let fake = FakeOrigin::start(data.clone());
+    fake.set(Serve::Good);
+    let b = server_tuned(
+        &tmp.path().join("b"),
+        "beta",
+        free_port(),
+        &[("b1", 4)],
+        &[("alpha", fake.port)],
+        |f| f.probe_bytes = 0,
+    );
+    let root = token(&b.data_dir, "root", true);
+    let bob = token(&b.data_dir, "bob", false);
+    let as_alpha = PeerClient::new("alpha", "beta", &b.url(), SECRET.into(), 5_000);
+    let desc = "name = \"x\"\nexecutable = \"/bin/true\"\ninputs = [\"d.bin\"]\n[[components]]\nprocessors = 1\n";
+    let phase_one = serde_json::json!({"handoff": "alpha-1-1", "user": "alice", "description": desc,
+        "inputs": [{"name": "d.bin", "size_bytes": data.len(), "sha256": sha}]});
+    let p: Value = as_alpha.call("/api/v1/peer/handoffs", Some(&phase_one)).unwrap();
+    assert_eq!(p["state"], "prepared", "{p}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let id = loop {
+        let v: Value = as_alpha.call("/api/v1/peer/handoffs/alpha-1-1/commit", Some(&())).unwrap();
+        if let Some(id) = v["job"].as_u64() {
+            break id;
+        }
+        assert!(Instant::now() < deadline, "{v}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(
+        common::wait_state(&b, &root, id, &["succeeded", "failed"], 30)["state"],
+        "succeeded"
+    );
+    // Bob's job at beta reads the received file for 3 s.
+    let received = format!("peer-alpha/{sha}");
+    let local = common::submit(
+        &b,
+        &bob,
+        &format!("name = \"reader\"\nexecutable = \"/bin/sleep\"\narguments = [\"3\"]\ninputs = [\"{received}\"]\n[[components]]\nprocessors = 1\n"),
+    );
+    common::wait_state(&b, &bob, local, &["running"], 30);
+    // The origin's done: released; the file stays while bob's job reads it.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match as_alpha.call::<_, Value>("/api/v1/peer/handoffs/alpha-1-1/done", Some(&())) {
+            Ok(_) => break,
+            Err(e) => assert!(Instant::now() < deadline, "{e:?}"),
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (names, stored) = received_here(&b, &root);
+    assert_eq!(names, vec![received.clone()], "kept while bob's job reads it");
+    assert_eq!(stored.len(), 1, "{stored:?}");
+    assert_eq!(
+        common::wait_state(&b, &bob, local, &["succeeded", "failed"], 30)["state"],
+        "succeeded"
+    );
+    wait_no_received(&b, &root, 20);
+}

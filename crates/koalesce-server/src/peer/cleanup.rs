@@ -103,7 +103,7 @@ pub(crate) async fn release(fed: &Arc<Federation>, inc: &Incoming) -> anyhow::Re
     let one = fed.submit_lock.lock().await;
     let (j, key) = (fed.journal.clone(), inc.handoff.clone());
     blocking(move || j.release(&key)).await?;
-    let mut removed = data::release_inputs(fed, inc).await.map_err(anyhow::Error::msg)?;
+    let (mut removed, in_use) = data::release_inputs(fed, inc).await.map_err(anyhow::Error::msg)?;
     drop(one);
     if let Some(id) = inc.local_id {
         let outputs = match crate::api::job_detail(&fed.shared, id).await {
@@ -124,6 +124,11 @@ pub(crate) async fn release(fed: &Arc<Federation>, inc: &Incoming) -> anyhow::Re
             }
         }
     }
+    if in_use > 0 {
+        // Left unswept: the next pass sweeps again once the jobs reading them ended.
+        tracing::debug!(handoff = %inc.handoff, in_use, "received inputs kept while jobs here read them");
+        return Ok(removed);
+    }
     let (j, h) = (fed.journal.clone(), inc.handoff.clone());
     blocking(move || j.set_swept(&h)).await?;
     Ok(removed)
@@ -136,9 +141,10 @@ pub(crate) async fn sweep(fed: &Arc<Federation>, inc: &Incoming) -> anyhow::Resu
         return Ok(0);
     }
     let _one = fed.submit_lock.lock().await;
-    let removed = remove_unneeded(fed, inc).await?;
+    let (removed, in_use) = remove_unneeded(fed, inc).await?;
     let key = format!("in:{}", inc.handoff);
-    if !data::fetch_running(fed, &key) {
+    // A file an unended job here reads is kept: the next pass sweeps again once it ended.
+    if !data::fetch_running(fed, &key) && in_use == 0 {
         let (j, h) = (fed.journal.clone(), inc.handoff.clone());
         blocking(move || j.set_swept(&h)).await?;
         data::forget_fetch(fed, &key);
@@ -149,10 +155,11 @@ pub(crate) async fn sweep(fed: &Arc<Federation>, inc: &Incoming) -> anyhow::Resu
     Ok(removed)
 }
 
-/// The caller holds `submit_lock`. How many files (registered or partial) went.
-async fn remove_unneeded(fed: &Arc<Federation>, inc: &Incoming) -> anyhow::Result<usize> {
+/// The caller holds `submit_lock`. How many files (registered or partial) went, and how many
+/// registered ones an unended job here still reads (kept).
+async fn remove_unneeded(fed: &Arc<Federation>, inc: &Incoming) -> anyhow::Result<(usize, usize)> {
     let needed = data::needed_by_others(fed, inc).await?;
-    let mut removed = 0;
+    let (mut removed, mut in_use) = (0, 0);
     for f in data::declared(inc) {
         if needed.contains(&f.sha256) {
             continue;
@@ -170,7 +177,9 @@ async fn remove_unneeded(fed: &Arc<Federation>, inc: &Incoming) -> anyhow::Resul
         // A verified file not registered yet (a crash between rename and registration), and
         // the partial of a transfer under way or interrupted.
         let registered = fed.shared.lock().files.contains_key(&name);
-        if !registered {
+        if registered {
+            in_use += 1;
+        } else {
             // At a site with a storage agent: its spool copy here, and what reached the agent.
             for p in [dest.clone(), data::spool_path(fed, &dest)] {
                 if std::fs::remove_file(&p).is_ok() {
@@ -189,7 +198,7 @@ async fn remove_unneeded(fed: &Arc<Federation>, inc: &Incoming) -> anyhow::Resul
         }
         removed += remove_partial(&part);
     }
-    Ok(removed)
+    Ok((removed, in_use))
 }
 
 /// Removes the partial `part`, its resume record and any temporary copy of that record a kill
@@ -219,10 +228,12 @@ pub(crate) async fn after_fetch(fed: &Arc<Federation>, h: &str) -> bool {
     }
     let _one = fed.submit_lock.lock().await;
     match remove_unneeded(fed, &inc).await {
-        Ok(_) => {
+        Ok((_, 0)) => {
             let (j, h) = (fed.journal.clone(), inc.handoff.clone());
             let _ = blocking(move || j.set_swept(&h)).await;
         }
+        // Kept for a job here that reads it: the next pass sweeps again.
+        Ok(_) => {}
         Err(e) => tracing::warn!(handoff = %h, error = %e, "sweeping an aborted handoff failed"),
     }
     true

@@ -278,6 +278,11 @@ async fn fetch_and_register(
     owner: String,
     for_handoff: Option<String>,
 ) -> Result<(), String> {
+    let (site, storage) = storage_site(fed)?;
+    let dest = crate::transfer::storage_path(&storage, &name);
+    // Nobody removes (or writes) the path until the file is registered or discarded: a fetch
+    // of the same content for another handoff waits, then finds it here.
+    let _busy = crate::daemon::removals::PathGuard::take(&dest).await;
     {
         let st = fed.shared.lock();
         match st.files.get(&name) {
@@ -286,8 +291,6 @@ async fn fetch_and_register(
             None => {}
         }
     }
-    let (site, storage) = storage_site(fed)?;
-    let dest = crate::transfer::storage_path(&storage, &name);
     // A site with a storage agent is reached only through it: the verified file is uploaded
     // there from a spool copy (removed once it is there).
     let place = fed
@@ -299,8 +302,6 @@ async fn fetch_and_register(
         Some(_) => spool_path(fed, &dest),
         None => dest.clone(),
     };
-    // Nobody removes (or writes) the path until the file is registered or discarded.
-    let _busy = crate::daemon::removals::PathGuard::take(&dest).await;
     let (fd, d, ff) = (fed.clone(), write_to.clone(), f.clone());
     let got = blocking(move || fetch(&fd, i, &path, &ff, &d)).await?;
     if got.bytes >= 64 << 10 && !got.took.is_zero() {
@@ -516,22 +517,26 @@ pub(crate) fn inputs_ready(fed: &Arc<Federation>, i: usize, inc: &Incoming, desc
 }
 
 /// Removes the inputs received for released handoff `inc` that no live handoff from the same
-/// origin declares (prepared, or committed and not released) and no unended job uses; how many
-/// went. The caller holds `submit_lock` (no commit takes an input meanwhile). A crash before
-/// or during leaves files that are not needed (a repeated `done` sweeps them), never removes
-/// one that is.
-pub(crate) async fn release_inputs(fed: &Arc<Federation>, inc: &Incoming) -> Result<usize, String> {
+/// origin declares (prepared, or committed and not released) and no unended job uses: (how
+/// many went, how many an unended job here still reads — not a handoff's: a job of this
+/// server's users may name a received file too; they go on a later pass, once it ended). The
+/// caller holds `submit_lock` (no commit takes an input meanwhile). A crash before or during
+/// leaves files that are not needed (a repeated `done` sweeps them), never removes one that is.
+pub(crate) async fn release_inputs(fed: &Arc<Federation>, inc: &Incoming) -> Result<(usize, usize), String> {
     let needed = needed_by_others(fed, inc).await.map_err(|e| e.to_string())?;
-    let mut removed = 0;
+    let (mut removed, mut in_use) = (0, 0);
     for f in declared(inc) {
         if needed.contains(&f.sha256) {
             continue;
         }
-        if crate::api_files::remove_file(&fed.shared, &received_name(&inc.origin, &f.sha256)).await? {
+        let name = received_name(&inc.origin, &f.sha256);
+        if crate::api_files::remove_file(&fed.shared, &name).await? {
             removed += 1;
+        } else if fed.shared.lock().files.contains_key(&name) {
+            in_use += 1;
         }
     }
-    Ok(removed)
+    Ok((removed, in_use))
 }
 
 /// The contents (SHA-256) that live handoffs from `inc`'s origin other than `inc` declare
