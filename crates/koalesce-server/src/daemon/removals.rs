@@ -116,9 +116,11 @@ enum Outcome {
     Failed,
 }
 
-/// Whether a replica in the memory's catalogue is at `path` of `site`.
-fn named(st: &State, site: &str, path: &Path) -> bool {
-    st.files.values().any(|f| f.replicas.get(site).is_some_and(|p| p == path))
+/// Whether the memory's catalogue has a replica of `name` at `path` of `site` (a storage path
+/// is derived from one name; other names' replicas are asked of the database, which has every
+/// one but a stage-in's not committed yet, and a stage-in writes only its own name's path).
+fn named(st: &State, name: &str, site: &str, path: &Path) -> bool {
+    st.files.get(name).and_then(|f| f.replicas.get(site)).is_some_and(|p| p == path)
 }
 
 /// Whether something may still read or write `name`'s copy at `site`: a stage-in of it on
@@ -137,7 +139,7 @@ async fn one(shared: &Arc<Shared>, r: &Removal) -> Outcome {
     let path = PathBuf::from(&r.path);
     let (guard, sid) = {
         let mut st = shared.lock();
-        if named(&st, &r.site, &path) {
+        if named(&st, &r.name, &r.site, &path) {
             shared.store.enqueue(store::removal_done_op(r.id));
             return Outcome::Done;
         }

@@ -8,7 +8,7 @@
 //! | 3 | 4 | `files.owner` (who registered a file; `NULL`: before owners, an admin's), `counters` (durable job id counter, seeded with the largest id) |
 //! | 4 | 5 | `gridway_history` (GridWay bans and usage history) |
 //! | 5 | 6 | `launches.nonce` (the launch's nonce, `''` for launches before nonces: their records carry none) |
-//! | 6 | 7 | `removals` (replica files pending removal; created by the schema) |
+//! | 6 | 7 | `removals` (replica files pending removal) and the index `replicas_by_path`; both created by the schema |
 //!
 //! Databases written by servers between these versions may carry part of a later change
 //! already (a server with token expiry but the first jobs schema still wrote version 0):

@@ -191,6 +191,8 @@ CREATE TABLE IF NOT EXISTS launches (
     nonce TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (job, attempt, component)
 );
+-- Whether a path is a replica's (before its file is removed, store::replica_at).
+CREATE INDEX IF NOT EXISTS replicas_by_path ON replicas (site, path);
 CREATE TABLE IF NOT EXISTS removals (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     name TEXT NOT NULL,
