@@ -49,10 +49,15 @@ fn a_ttd_job_shows_its_prediction_and_the_actual_times_and_metrics_count_the_err
     assert!(j.get("broker").is_none(), "{j}");
 }
 
-fn reservation_server(dir: &std::path::Path) -> koalesce_server::BackgroundServer {
+/// Two local sites of 4 processors: `res` takes advance reservations, `plain` does not.
+fn reservation_options(dir: &std::path::Path) -> koalesce_server::ServerOptions {
     let mut opts = koalesce_server::test_options(dir, &[("res", 4), ("plain", 4)], supervisor());
     opts.config.sites[0].reservations = true;
-    koalesce_server::BackgroundServer::start(opts).unwrap()
+    opts
+}
+
+fn reservation_server(dir: &std::path::Path) -> koalesce_server::BackgroundServer {
+    koalesce_server::BackgroundServer::start(reservation_options(dir)).unwrap()
 }
 
 fn reserve(srv: &koalesce_server::BackgroundServer, tok: &str, body: serde_json::Value) -> (u16, serde_json::Value) {
@@ -195,8 +200,7 @@ fn after_a_restart_the_first_scans_see_the_reserved_processors_as_taken() {
     );
     assert_eq!(code, 201, "{a}");
     drop(srv);
-    let mut opts = koalesce_server::test_options(tmp.path(), &[("res", 4), ("plain", 4)], supervisor());
-    opts.config.sites[0].reservations = true;
+    let mut opts = reservation_options(tmp.path());
     opts.config.poll_interval_ms = 3_600_000;
     let srv = koalesce_server::BackgroundServer::start(opts).unwrap();
     let (_, sites) = srv.request("GET", "/api/v1/sites", Some(&alice), b"");

@@ -403,13 +403,10 @@ fn sbatch_constraint_picks_the_sites_with_the_features() {
     assert!(err.contains("Invalid feature specification") && err.contains("gpu"), "{err}");
 }
 
-/// `sbatch --test-only` validates a real script and prints what would be submitted, without
-/// a server (none listens at the installed URL); SBATCH_* variables sit between the script's
-/// `#SBATCH` lines and the command line; what cannot be honoured is refused all the same.
-#[test]
-fn sbatch_test_only_needs_no_server() {
-    let dir = tempfile::tempdir().unwrap();
-    let bin = dir.path().join("bin");
+/// Installs the commands into `dir/bin`, pointed at a URL where no server listens (the
+/// commands that need none: `--test-only`, `-V`, `show config`); returns the bin directory.
+fn install_offline(dir: &Path) -> std::path::PathBuf {
+    let bin = dir.join("bin");
     let out = Command::new(BIN)
         .args(["slurm-commands", "install"])
         .arg(&bin)
@@ -417,6 +414,16 @@ fn sbatch_test_only_needs_no_server() {
         .output()
         .unwrap();
     assert!(out.status.success(), "install: {}", String::from_utf8_lossy(&out.stderr));
+    bin
+}
+
+/// `sbatch --test-only` validates a real script and prints what would be submitted, without
+/// a server (none listens at the installed URL); SBATCH_* variables sit between the script's
+/// `#SBATCH` lines and the command line; what cannot be honoured is refused all the same.
+#[test]
+fn sbatch_test_only_needs_no_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = install_offline(dir.path());
     let real = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/sbatch/real");
     let sbatch = |args: &[&str], env: &[(&str, &str)]| {
         let mut c = Command::new(bin.join("sbatch"));
@@ -621,14 +628,7 @@ fn sbatch_node_counts_as_real_slurm() {
     let bed = slurm_common::Bed::up(1, 2, 0);
     let conf = bed.tmp.path().join("bed/alpha/slurm.conf");
     let dir = tempfile::tempdir().unwrap();
-    let bin = dir.path().join("bin");
-    let out = Command::new(BIN)
-        .args(["slurm-commands", "install"])
-        .arg(&bin)
-        .args(["--url", "http://127.0.0.1:1"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "install: {}", String::from_utf8_lossy(&out.stderr));
+    let bin = install_offline(dir.path());
     let first_line = |o: &std::process::Output| String::from_utf8_lossy(&o.stderr).lines().next().unwrap_or_default().to_string();
     // Also Slurm's corners: a range without a minimum ("-2": 1-2), without a maximum, with two
     // dashes, a bad part (named alone), a leading blank. Each with --test-only on both sides
@@ -743,14 +743,7 @@ fn sbatch_node_counts_as_real_slurm() {
 #[test]
 fn scontrol_version_after_global_flags() {
     let dir = tempfile::tempdir().unwrap();
-    let bin = dir.path().join("bin");
-    let out = Command::new(BIN)
-        .args(["slurm-commands", "install"])
-        .arg(&bin)
-        .args(["--url", "http://127.0.0.1:1"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "install: {}", String::from_utf8_lossy(&out.stderr));
+    let bin = install_offline(dir.path());
     let scontrol = |args: &[&str]| {
         Command::new(bin.join("scontrol"))
             .args(args)
@@ -782,14 +775,7 @@ fn version_lines_are_debians() {
         "ClusterName=v\nSlurmctldHost=localhost\nNodeName=localhost CPUs=1 State=UNKNOWN\nPartitionName=p Nodes=localhost Default=YES\n",
     )
     .unwrap();
-    let bin = dir.path().join("bin");
-    let out = Command::new(BIN)
-        .args(["slurm-commands", "install"])
-        .arg(&bin)
-        .args(["--url", "http://127.0.0.1:1"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "install: {}", String::from_utf8_lossy(&out.stderr));
+    let bin = install_offline(dir.path());
     for cmd in ["sbatch", "squeue", "scancel", "sacct", "scontrol"] {
         for flag in ["-V", "--version"] {
             let real = Command::new(format!("/usr/bin/{cmd}"))
