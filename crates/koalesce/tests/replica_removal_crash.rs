@@ -153,3 +153,40 @@ fn a_path_being_removed_is_not_written_and_a_replica_stored_after_stays() {
     let entry = catalogue_entry(&s, &token, "data").unwrap();
     assert_eq!(entry["replicas"], serde_json::json!(["alpha", "beta"]), "{entry}");
 }
+
+/// A dropped replica's file waits while a job at its site reads the file; a new replica of the
+/// file stored at that site meanwhile (the same storage path) is named by a record again when
+/// the removal comes: it is kept, and its pending removal just goes.
+#[test]
+fn a_pending_removal_never_removes_a_path_a_record_names_again() {
+    let _g = serial();
+    let mut s = TestServer::new(&test_config(&[("alpha", 1), ("beta", 1)]));
+    let token = s.token("alice", false);
+    s.start();
+    let (code, body) = upload(&s, &token, "data", "beta", b"old content\n");
+    assert_eq!(code, 201, "{body}");
+    let reader = submit(
+        &s,
+        &token,
+        "name = \"reader\"\nexecutable = \"/bin/sleep\"\narguments = [\"4\"]\ninputs = [\"data\"]\n\
+         [[components]]\nprocessors = 1\nsite = \"beta\"\n",
+    );
+    wait_for("the reader running at beta", &s, || {
+        get_job(&s, &token, reader).1["state"] == "running"
+    });
+    let writer = submit(&s, &token, PINNED_JOB);
+    assert_eq!(wait_final(&s, &token, writer, Duration::from_secs(30))["state"], "succeeded");
+    let entry = catalogue_entry(&s, &token, "data").unwrap();
+    assert_eq!(entry["replicas"], serde_json::json!(["alpha"]), "{entry}");
+    assert_eq!(stored_at(&s, "beta", "data").len(), 1, "kept while the reader at beta runs");
+    // The new version stored at beta, at the path of the old copy still pending removal.
+    let (code, body) = upload(&s, &token, "data", "beta", b"new content\n");
+    assert_eq!(code, 201, "{body}");
+    assert_eq!(wait_final(&s, &token, reader, Duration::from_secs(30))["state"], "succeeded");
+    std::thread::sleep(Duration::from_millis(1500));
+    let at_beta = stored_at(&s, "beta", "data");
+    assert_eq!(at_beta.len(), 1, "the new replica at beta stays");
+    assert_eq!(std::fs::read(&at_beta[0]).unwrap(), b"new content\n");
+    let entry = catalogue_entry(&s, &token, "data").unwrap();
+    assert_eq!(entry["replicas"], serde_json::json!(["alpha", "beta"]), "{entry}");
+}
