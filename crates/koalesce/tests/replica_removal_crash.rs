@@ -190,3 +190,39 @@ fn a_pending_removal_never_removes_a_path_a_record_names_again() {
     let entry = catalogue_entry(&s, &token, "data").unwrap();
     assert_eq!(entry["replicas"], serde_json::json!(["alpha", "beta"]), "{entry}");
 }
+
+/// A stage-in's copy is in place at beta, not registered yet, when the daemon is SIGKILLed
+/// (its job was cancelled meanwhile, so nothing stages the file there again): after the
+/// restart the copy, which no record names, is removed (before, it stayed for good); the
+/// replica at alpha stays.
+#[test]
+fn a_stage_ins_copy_not_registered_at_a_crash_is_removed_after_the_restart() {
+    let _g = serial();
+    let mut s = TestServer::new(&test_config(&[("alpha", 1), ("beta", 1)]));
+    let token = s.token("alice", false);
+    let hold = s.path().join("hold-stage-in");
+    std::fs::write(&hold, "").unwrap();
+    s.env.push(("KOALESCE_FAULT_STAGE_IN_HOLD", hold.clone()));
+    s.start();
+    let (code, body) = upload(&s, &token, "data", "alpha", b"content\n");
+    assert_eq!(code, 201, "{body}");
+    let job = submit(
+        &s,
+        &token,
+        "name = \"reader\"\nexecutable = \"/bin/true\"\ninputs = [\"data\"]\n[[components]]\nprocessors = 1\nsite = \"beta\"\n",
+    );
+    wait_at_hold(&s, &hold);
+    assert_eq!(stored_at(&s, "beta", "data").len(), 1, "the copy is in place");
+    let (code, body) = http(&s.url, "POST", &format!("/api/v1/jobs/{job}/cancel"), Some(&token), None, b"").unwrap();
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(wait_final(&s, &token, job, Duration::from_secs(30))["state"], "cancelled");
+    s.kill9();
+    std::fs::remove_file(&hold).unwrap();
+    s.start();
+    wait_for("the unregistered copy at beta removed after the restart", &s, || {
+        stored_at(&s, "beta", "data").is_empty()
+    });
+    let entry = catalogue_entry(&s, &token, "data").unwrap();
+    assert_eq!(entry["replicas"], serde_json::json!(["alpha"]), "{entry}");
+    assert_eq!(stored_at(&s, "alpha", "data").len(), 1);
+}

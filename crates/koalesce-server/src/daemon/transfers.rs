@@ -181,8 +181,17 @@ pub fn start_transfer(shared: &Arc<Shared>, st: &mut State, job: u64, key: Trans
             sha256: info.sha256.clone(),
             size: info.size_bytes,
         };
+        // A crash after the copy and before its registration would leave a file no record
+        // names: it is a pending removal until the registration commits (which clears it).
+        let intent = store::stage_in_op(key.file.clone(), to_name.clone(), dest_path.display().to_string());
+        if let Err(e) = shared.store.write(intent).await {
+            tracing::warn!(job, file = %key.file, error = %e, "stage-in's pending removal not recorded");
+        }
         let s = shared.clone();
         let staged = tokio::task::spawn_blocking(move || stage_from(&s, &sources, &dest, &expect)).await;
+        if matches!(&staged, Ok(Staged { result: Ok(_), .. })) {
+            fault_hold("KOALESCE_FAULT_STAGE_IN_HOLD", job).await;
+        }
         let mut guard = shared.lock();
         let st = &mut *guard;
         let now = now_ms();
@@ -193,11 +202,17 @@ pub fn start_transfer(shared: &Arc<Shared>, st: &mut State, job: u64, key: Trans
             since: started,
         }];
         jobs.extend(st.inflight.remove(&flight).unwrap_or_default());
+        // Unless registered below, what the copy left goes (its pending removal).
+        let left_over = |shared: &Arc<Shared>, name: &str| {
+            let (s2, name) = (shared.clone(), name.to_string());
+            tokio::spawn(async move { super::removals::after_commit(&s2, &name).await });
+        };
         let Ok(staged) = staged else {
             tracing::error!("transfer task panicked");
             for w in &jobs {
                 st.core.transfer_failed(now, JobId(w.job), &w.key);
             }
+            left_over(&shared, &key.file);
             process_actions(&shared, st);
             return;
         };
@@ -221,6 +236,7 @@ pub fn start_transfer(shared: &Arc<Shared>, st: &mut State, job: u64, key: Trans
                 for w in &jobs {
                     st.core.transfer_source_failed(now, JobId(w.job), &w.key);
                 }
+                left_over(&shared, &key.file);
             }
             Ok((sid, report)) => {
                 shared.metrics.transfer_bytes.fetch_add(report.bytes, Ordering::Relaxed);
@@ -250,6 +266,7 @@ pub fn start_transfer(shared: &Arc<Shared>, st: &mut State, job: u64, key: Trans
                 shared.metrics.transfer_failures.fetch_add(1, Ordering::Relaxed);
                 let site = shared.site(sid).name.clone();
                 tracing::warn!(job, file = %key.file, from = %site, to = %to_name, error = %e, "stage-in failed");
+                left_over(&shared, &key.file);
                 let blame_source = e.blame() == Blame::Source;
                 let failure = if e.source_is_corrupt() {
                     format!(
@@ -429,7 +446,14 @@ pub fn resume_stage_outs(shared: &Arc<Shared>, st: &State) {
 /// environment, a stage-out that registered its first output writes `<path>.reached` and
 /// waits while `<path>` exists.
 async fn fault_hold_stage_out(id: u64) {
-    let Some(hold) = std::env::var_os("KOALESCE_FAULT_STAGE_OUT_HOLD").map(PathBuf::from) else {
+    fault_hold("KOALESCE_FAULT_STAGE_OUT_HOLD", id).await
+}
+
+/// Failure injection: with `<var>=<path>` in the daemon's environment, writes `<path>.reached`
+/// (holding `id`) and waits while `<path>` exists. `KOALESCE_FAULT_STAGE_IN_HOLD`: a stage-in
+/// whose copy is in place, before it is registered.
+async fn fault_hold(var: &str, id: u64) {
+    let Some(hold) = std::env::var_os(var).map(PathBuf::from) else {
         return;
     };
     if !hold.exists() {

@@ -31,7 +31,7 @@ mod tokens;
 mod writer;
 pub use history::*;
 pub use launches::*;
-pub use removals::{load_removals, removal_done_op, removals_of, replica_at, Removal};
+pub use removals::{load_removals, removal_done_op, removals_of, replica_at, stage_in_op, Removal};
 pub use reservations::*;
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use serde::{Deserialize, Serialize};
@@ -682,6 +682,7 @@ pub fn register_replica_op(r: NewReplica) -> WriteOp {
             "INSERT OR REPLACE INTO replicas (name, site, path) VALUES (?1, ?2, ?3)",
             params![name, site, path],
         )?;
+        removals::note_registered(tx, &site, &path)?;
         Ok(())
     })
 }

@@ -30,6 +30,24 @@ pub(super) fn note_replaced(tx: &Transaction<'_>, name: &str, site: &str, path: 
     Ok(())
 }
 
+/// In [`super::register_replica_op`]'s transaction: `path` at `site` is a replica now, so no
+/// pending removal of it is due any more (one a stage-in recorded before it wrote there,
+/// [`stage_in_op`], or one of an older copy the new one overwrote).
+pub(super) fn note_registered(tx: &Transaction<'_>, site: &str, path: &str) -> rusqlite::Result<()> {
+    tx.execute("DELETE FROM removals WHERE site = ?1 AND path = ?2", [site, path])?;
+    Ok(())
+}
+
+/// Before a stage-in writes `path` at `site` (committed first): a crash after the copy and
+/// before its registration leaves a file no record names, which this row removes at the next
+/// start; the registration clears it ([`note_registered`]).
+pub fn stage_in_op(name: String, site: String, path: String) -> WriteOp {
+    Box::new(move |tx| {
+        tx.execute("INSERT INTO removals (name, site, path) VALUES (?1, ?2, ?3)", [&name, &site, &path])?;
+        Ok(())
+    })
+}
+
 /// In [`super::delete_file_op`]'s transaction, before it deletes the rows: every replica of
 /// `name`.
 pub(super) fn note_deleted(tx: &Transaction<'_>, name: &str) -> rusqlite::Result<()> {
@@ -136,5 +154,12 @@ mod tests {
             [("f".into(), "a".into(), "/a/f".into()), ("f".into(), "a".into(), "/a/f2".into())]
         );
         assert!(s.read(|c| removals_of(c, "g")).unwrap().is_empty());
+        // A stage-in's row goes with its registration, and with it any other row of that path.
+        s.write_blocking(stage_in_op("g".into(), "c".into(), "/c/g".into())).unwrap();
+        assert_eq!(s.read(|c| removals_of(c, "g")).unwrap().len(), 1);
+        s.write_blocking(store::register_replica_op(replica("g", "c", "/c/g", "v1")))
+            .unwrap();
+        assert!(s.read(|c| removals_of(c, "g")).unwrap().is_empty());
+        assert_eq!(pending(&s).len(), 2, "other paths' rows stay");
     }
 }
