@@ -123,7 +123,35 @@ struct Prepared {
     expected: Option<(String, u64)>,
     /// Bytes the caller may still store (quota).
     bytes_left: Option<u64>,
+    /// Set once `dest` is a pending removal ([`Prepared::intend`]) until the registration
+    /// clears it: a request that ends otherwise has what it wrote removed.
+    intent: Option<Arc<Shared>>,
     _busy: PathGuard,
+}
+
+impl Prepared {
+    /// Commits a pending removal of `dest` before any byte is written there: a crash between
+    /// the copy and its registration leaves a file no record names, which it removes at the
+    /// next start (the registration clears it, `store::stage_in_op`).
+    async fn intend(&mut self, s: &Arc<Shared>) -> R<()> {
+        let op = store::stage_in_op(self.name.clone(), self.site.clone(), self.dest.display().to_string());
+        s.store
+            .write(op)
+            .await
+            .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+        self.intent = Some(s.clone());
+        Ok(())
+    }
+}
+
+impl Drop for Prepared {
+    fn drop(&mut self) {
+        // Not registered: what it wrote (if anything) goes, once this path is free.
+        if let (Some(s), Ok(rt)) = (self.intent.take(), tokio::runtime::Handle::try_current()) {
+            let name = self.name.clone();
+            rt.spawn(async move { crate::daemon::removals::after_commit(&s, &name).await });
+        }
+    }
 }
 
 fn prepare(s: &Shared, caller: &Caller, name: &str, site: &str) -> R<Prepared> {
@@ -179,12 +207,13 @@ fn prepare(s: &Shared, caller: &Caller, name: &str, site: &str) -> R<Prepared> {
         agent,
         expected,
         bytes_left,
+        intent: None,
     })
 }
 
 /// Registers a copied replica (durably, then in memory) owned by the caller (a new file) and
 /// answers 201 with the catalogue entry.
-async fn register(s: &S, caller: &Caller, p: Prepared, copied: transfer::Copied) -> R<Response> {
+async fn register(s: &S, caller: &Caller, mut p: Prepared, copied: transfer::Copied) -> R<Response> {
     if let Some(place) = p.agent.clone() {
         // A site with an agent is reached only through it: the spooled copy is uploaded
         // (verified against the checksum just computed), then removed.
@@ -207,9 +236,12 @@ async fn register(s: &S, caller: &Caller, p: Prepared, copied: transfer::Copied)
             )
         })?;
     }
+    crate::daemon::transfers::fault_hold("KOALESCE_FAULT_REGISTER_HOLD", 0).await;
     register_replica(s, &p.name, copied.bytes, &copied.sha256, &p.site, &p.dest, &caller.user)
         .await
         .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, e))?;
+    // Registered: the commit cleared the pending removal of its path.
+    p.intent = None;
     let st = s.lock();
     let entry = file_json(&p.name, &st.files[&p.name]);
     Ok((StatusCode::CREATED, Json(entry)).into_response())
@@ -269,7 +301,8 @@ pub(crate) async fn add_file(AxState(s): AxState<S>, req: Request) -> R<Response
         ));
     }
     file_import::check_path(&add.path, &caller.user, caller.admin, &s.config.files, &s.data_dir).map_err(import_error)?;
-    let p = prepare(&s, &caller, &add.name, &add.site)?;
+    let mut p = prepare(&s, &caller, &add.name, &add.site)?;
+    p.intend(&s).await?;
     let (src, data_dir, dest) = (add.path.clone(), s.data_dir.clone(), p.write_to.clone());
     let want = p.expected.clone();
     let left = p.bytes_left;
@@ -355,7 +388,8 @@ pub(crate) async fn upload_file(
             "parameter 'site': the site whose storage receives the file is required",
         )
     })?;
-    let p = prepare(&s, &caller, &name, &site)?;
+    let mut p = prepare(&s, &caller, &name, &site)?;
+    p.intend(&s).await?;
     let max = s.config.files.max_upload_bytes;
     let limit = p.bytes_left.map_or(max, |l| l.min(max));
     let over = |len: u64| -> crate::api::ApiError {

@@ -226,3 +226,35 @@ fn a_stage_ins_copy_not_registered_at_a_crash_is_removed_after_the_restart() {
     assert_eq!(entry["replicas"], serde_json::json!(["alpha"]), "{entry}");
     assert_eq!(stored_at(&s, "alpha", "data").len(), 1);
 }
+
+/// An upload's copy is in place at alpha, not registered yet, when the daemon is SIGKILLed
+/// (`KOALESCE_FAULT_REGISTER_HOLD`): after the restart the copy, which no record names, is
+/// removed (before, it stayed for good), and the file is not in the catalogue.
+#[test]
+fn an_uploads_copy_not_registered_at_a_crash_is_removed_after_the_restart() {
+    let _g = serial();
+    let mut s = TestServer::new(&test_config(&[("alpha", 1)]));
+    let token = s.token("alice", false);
+    let hold = s.path().join("hold-register");
+    std::fs::write(&hold, "").unwrap();
+    s.env.push(("KOALESCE_FAULT_REGISTER_HOLD", hold.clone()));
+    s.start();
+    let (url, t) = (s.url.clone(), token.clone());
+    let uploading = std::thread::spawn(move || {
+        agent()
+            .put(&format!("{url}/api/v1/files/data?site=alpha"))
+            .header("Authorization", &format!("Bearer {t}"))
+            .send(&b"content\n"[..])
+            .map(|r| r.status().as_u16())
+    });
+    wait_at_hold(&s, &hold);
+    assert_eq!(stored_at(&s, "alpha", "data").len(), 1, "the copy is in place");
+    s.kill9();
+    assert!(uploading.join().unwrap().is_err(), "the upload never got an answer");
+    std::fs::remove_file(&hold).unwrap();
+    s.start();
+    wait_for("the unregistered copy removed after the restart", &s, || {
+        stored_at(&s, "alpha", "data").is_empty()
+    });
+    assert!(catalogue_entry(&s, &token, "data").is_none());
+}

@@ -451,8 +451,9 @@ async fn fault_hold_stage_out(id: u64) {
 
 /// Failure injection: with `<var>=<path>` in the daemon's environment, writes `<path>.reached`
 /// (holding `id`) and waits while `<path>` exists. `KOALESCE_FAULT_STAGE_IN_HOLD`: a stage-in
-/// whose copy is in place, before it is registered.
-async fn fault_hold(var: &str, id: u64) {
+/// whose copy is in place, before it is registered; `KOALESCE_FAULT_REGISTER_HOLD`: an upload or
+/// registration through the API, likewise.
+pub(crate) async fn fault_hold(var: &str, id: u64) {
     let Some(hold) = std::env::var_os(var).map(PathBuf::from) else {
         return;
     };
