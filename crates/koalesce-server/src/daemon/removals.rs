@@ -2,7 +2,10 @@
 //! replica moved to another path, a file deleted), crash-safe: the transaction that drops a
 //! replica also records its file as a pending removal (`store::removals`); after the commit
 //! the file is removed, then the row. A crash before the commit leaves the replica and its
-//! file; after it, the row, which the next start finishes ([`resume`]). A file is removed only
+//! file; after it, the row, which the next start finishes ([`resume`]). Writers of a new copy
+//! (a stage-in, an upload through the API) commit a row for its path before they write it,
+//! which their registration clears (`store::stage_in_op`): a copy a crash left unregistered
+//! goes the same way. A file is removed only
 //! while no record names it: not the memory's catalogue, not the database (a path registered
 //! again since keeps its file and the row just goes), and nobody writes that path meanwhile
 //! ([`PathGuard`], taken by every writer of a storage path: uploads, registrations, stage-outs,

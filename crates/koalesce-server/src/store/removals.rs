@@ -3,6 +3,8 @@
 //! written in the same transaction that drops the replica. The file goes after the commit and
 //! the row after the file ([`crate::daemon::removals`]); rows a crash left are done at the next
 //! start. So a crash never leaves a file no record points to, nor a record whose file is gone.
+//! A writer of a new copy records its path first ([`stage_in_op`]); registering a replica
+//! clears every row of its path ([`note_registered`]).
 
 use rusqlite::{params, Connection, Transaction};
 
