@@ -236,8 +236,16 @@ fn prepare_data_dir(dir: &Path) -> anyhow::Result<PathBuf> {
 }
 
 /// Starts a server inside the current tokio runtime: binds, writes `DIR/server.addr`, recovers
-/// state from `data_dir`, serves until [`RunningServer::shutdown`].
+/// state from `data_dir`, serves until [`RunningServer::shutdown`]. The runtime's threads keep
+/// their priority ([`start_on`] favours them while components run).
 pub async fn start(opts: ServerOptions) -> anyhow::Result<RunningServer> {
+    start_on(opts, Arc::default()).await
+}
+
+/// [`start`] on a runtime whose threads `threads` registers (its `on_thread_start` and
+/// `on_thread_stop` hooks, see [`runtime_builder`]): they are favoured while the server has
+/// components claimed or running ([`priority::RuntimeThreads`]).
+pub async fn start_on(opts: ServerOptions, threads: Arc<priority::RuntimeThreads>) -> anyhow::Result<RunningServer> {
     let mut opts = opts;
     opts.config.validate()?;
     opts.data_dir = prepare_data_dir(&opts.data_dir)?;
@@ -314,6 +322,7 @@ pub async fn start(opts: ServerOptions) -> anyhow::Result<RunningServer> {
         metrics: Default::default(),
         agents: dataplane::AgentClient::new(Default::default()),
         data_catalogue: gridway::DataCatalogue::new(&opts.config.catalogue),
+        threads,
     });
     {
         let mut guard = shared.lock();
@@ -362,19 +371,29 @@ fn worker_threads() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get()).max(2) + 2
 }
 
+/// A multi-threaded runtime whose threads register with `threads` (for [`start_on`]).
+pub fn runtime_builder(threads: &Arc<priority::RuntimeThreads>) -> tokio::runtime::Builder {
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    let (on_start, on_stop) = (threads.clone(), threads.clone());
+    rt.on_thread_start(move || on_start.register_current())
+        .on_thread_stop(move || on_stop.unregister_current());
+    rt
+}
+
 /// `koalesce server`: builds a runtime, starts, runs until SIGINT/SIGTERM.
 pub fn run_blocking(opts: ServerOptions) -> anyhow::Result<()> {
     init_tracing();
-    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    let threads = Arc::new(priority::RuntimeThreads::default());
+    let mut rt = runtime_builder(&threads);
     // TOKIO_WORKER_THREADS, when set, is tokio's own.
     if std::env::var_os("TOKIO_WORKER_THREADS").is_none() {
         rt.worker_threads(worker_threads());
     }
-    let rt = rt.on_thread_start(priority::favour_thread_or_log).enable_all().build()?;
+    let rt = rt.enable_all().build()?;
     rt.block_on(async move {
         // Handled from the start: the address is published before recovery.
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        let server = start(opts).await?;
+        let server = start_on(opts, threads).await?;
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
             _ = term.recv() => {}
@@ -430,13 +449,10 @@ impl BackgroundServer {
         if std::env::var_os("RUST_LOG").is_some() {
             init_tracing();
         }
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .on_thread_start(priority::favour_thread_or_log)
-            .enable_all()
-            .build()?;
+        let threads = Arc::new(priority::RuntimeThreads::default());
+        let runtime = runtime_builder(&threads).worker_threads(2).enable_all().build()?;
         let data_dir = opts.data_dir.clone();
-        let server = runtime.block_on(start(opts))?;
+        let server = runtime.block_on(start_on(opts, threads))?;
         Ok(BackgroundServer {
             addr: server.addr,
             data_dir,

@@ -619,6 +619,54 @@ fn the_daemon_is_favoured_but_its_supervisors_and_programs_are_not() {
     }
 }
 
+/// The server's runtime threads are favoured while it has a component claimed or running,
+/// and back at their own priority once it has had none for `RUNTIME_FAVOUR_HOLD`: a
+/// queue-only server's workers do not preempt the clients on its host (see
+/// `koalesce_server::priority`). Read with `sched_getattr` for each of the runtime's threads.
+#[test]
+fn the_runtime_is_favoured_while_components_run_and_not_when_none_do() {
+    use koalesce_server::priority;
+    let Ok(favoured) = std::thread::spawn(priority::favour_thread).join().unwrap() else {
+        return; // this kernel has no sched_setattr for normal threads
+    };
+    if favoured.slice_ns != priority::SLICE_NS {
+        return; // a kernel before 6.12: no custom slices
+    }
+    let own_nice: i32 = stat_field("self", 19).parse().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let tok = common::token(tmp.path(), "alice", false);
+    let srv = common::server(tmp.path(), &[("a", 2)]);
+    let threads = srv.shared().threads.clone();
+    let attrs = || -> Vec<(i32, u64)> {
+        threads
+            .tids()
+            .iter()
+            .filter_map(|&t| priority::of(t).ok())
+            .map(|f| (f.nice, f.slice_ns))
+            .collect()
+    };
+    let normal = |a: &[(i32, u64)]| !a.is_empty() && a.iter().all(|&(nice, slice)| nice == own_nice && slice != priority::SLICE_NS);
+    assert!(normal(&attrs()), "no component yet: {:?}", attrs());
+
+    let id = common::submit(&srv, &tok, &common::shell_job("busy", "sleep 2", 1, ""));
+    let j = common::wait_state(&srv, &tok, id, &["running", "succeeded", "failed"], 30);
+    assert_eq!(j["state"], "running", "{j}");
+    let during = attrs();
+    assert!(
+        during.len() >= 2 && during.iter().all(|&a| a == (favoured.nice, priority::SLICE_NS)),
+        "favoured while the component runs: {during:?}"
+    );
+
+    let j = common::wait_state(&srv, &tok, id, &["succeeded", "failed"], 30);
+    assert_eq!(j["state"], "succeeded", "{j}");
+    let deadline = Instant::now() + priority::RUNTIME_FAVOUR_HOLD + Duration::from_secs(10);
+    while !normal(&attrs()) {
+        assert!(Instant::now() < deadline, "still favoured with no component: {:?}", attrs());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(!threads.favoured());
+}
+
 /// sbatch's `--signal`: a real job traps the early signal, which comes its seconds before the
 /// wall-time limit; `B:` reaches the program (the batch shell) alone, otherwise every other
 /// process of the component gets it but not the shell, as Slurm spares the batch shell (which,

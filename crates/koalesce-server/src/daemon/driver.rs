@@ -163,5 +163,7 @@ pub async fn drive(shared: Arc<Shared>, mut shutdown: tokio::sync::watch::Receiv
             last_flush = Instant::now();
             flush_progress(&shared);
         }
+        // The runtime's favour ends a while after the last component did.
+        shared.threads.settle(Instant::now());
     }
 }

@@ -202,14 +202,16 @@ impl Latency {
     }
 }
 
-/// The state lock while held ([`Shared::lock`]); measures how long (see [`Latency`]), and
-/// writes the log lines the holder left in `State::log` once it released the lock.
+/// The state lock while held ([`Shared::lock`]); measures how long (see [`Latency`]), writes
+/// the log lines the holder left in `State::log` once it released the lock, and tells the
+/// runtime's threads whether components are claimed or running ([`Shared::threads`]).
 pub struct StateGuard<'a> {
     /// `Some` until the guard is dropped (taken there to release the lock before logging).
     guard: Option<MutexGuard<'a, State>>,
     since: std::time::Instant,
     at: &'static std::panic::Location<'static>,
     latency: &'a Latency,
+    threads: &'a crate::priority::RuntimeThreads,
 }
 
 impl std::ops::Deref for StateGuard<'_> {
@@ -231,8 +233,10 @@ impl Drop for StateGuard<'_> {
     fn drop(&mut self) {
         let Some(mut guard) = self.guard.take() else { return };
         let log = std::mem::take(&mut guard.log);
+        let components = !guard.exec.is_empty();
         self.latency.held(self.since.elapsed().as_micros() as u64, self.at);
         drop(guard);
+        self.threads.components(components);
         for line in log {
             line.emit();
         }
@@ -325,6 +329,9 @@ pub struct Shared {
     pub agents: crate::dataplane::AgentClient,
     /// The data functions' catalogue cache (004 §3.3).
     pub data_catalogue: crate::gridway::DataCatalogue,
+    /// The runtime's threads, favoured while components are claimed or running (see
+    /// [`crate::priority::RuntimeThreads`]; told on each release of the state lock).
+    pub threads: Arc<crate::priority::RuntimeThreads>,
 }
 
 impl Shared {
@@ -343,6 +350,7 @@ impl Shared {
             since: std::time::Instant::now(),
             at,
             latency: &self.metrics.latency,
+            threads: &self.threads,
         }
     }
 
