@@ -571,6 +571,14 @@ fn slice_and_nice(path: &str) -> (u64, i32) {
     (field("se.slice") as u64, field("prio") as i32 - 120)
 }
 
+/// What a favoured thread runs with here, or None when this kernel cannot favour one (no
+/// `sched_setattr` for normal threads, or a kernel before 6.12 without custom slices).
+fn favour_of_a_thread() -> Option<koalesce_server::priority::Favour> {
+    use koalesce_server::priority;
+    let favoured = std::thread::spawn(priority::favour_thread).join().unwrap().ok()?;
+    (favoured.slice_ns == priority::SLICE_NS).then_some(favoured)
+}
+
 /// The daemon's threads are favoured (a short slice, and a lower nice value as root: see
 /// `koalesce_server::priority`), but nothing it starts inherits that: the program and its
 /// supervisor run at the default slice and at the test's own nice value. The program reports
@@ -578,12 +586,7 @@ fn slice_and_nice(path: &str) -> (u64, i32) {
 #[test]
 fn the_daemon_is_favoured_but_its_supervisors_and_programs_are_not() {
     use koalesce_server::priority;
-    let Ok(favoured) = std::thread::spawn(priority::favour_thread).join().unwrap() else {
-        return; // this kernel has no sched_setattr for normal threads
-    };
-    if favoured.slice_ns != priority::SLICE_NS {
-        return; // a kernel before 6.12: no custom slices
-    }
+    let Some(favoured) = favour_of_a_thread() else { return };
     let own_nice: i32 = stat_field("self", 19).parse().unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let tok = common::token(tmp.path(), "alice", false);
@@ -626,12 +629,7 @@ fn the_daemon_is_favoured_but_its_supervisors_and_programs_are_not() {
 #[test]
 fn the_runtime_is_favoured_while_components_run_and_not_when_none_do() {
     use koalesce_server::priority;
-    let Ok(favoured) = std::thread::spawn(priority::favour_thread).join().unwrap() else {
-        return; // this kernel has no sched_setattr for normal threads
-    };
-    if favoured.slice_ns != priority::SLICE_NS {
-        return; // a kernel before 6.12: no custom slices
-    }
+    let Some(favoured) = favour_of_a_thread() else { return };
     let own_nice: i32 = stat_field("self", 19).parse().unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let tok = common::token(tmp.path(), "alice", false);
