@@ -97,6 +97,7 @@ pub mod daemon;
 pub mod dataplane;
 pub mod file_import;
 pub mod gridway;
+pub mod http_agent;
 pub mod job_list;
 pub use koalesce_api::jobdesc;
 pub mod launcher;
@@ -414,11 +415,12 @@ pub fn http_request(
     content_type: Option<&str>,
     body: &[u8],
 ) -> Result<(u16, String), ureq::Error> {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(std::time::Duration::from_secs(30)))
-        .build()
-        .into();
+    let agent: ureq::Agent = crate::http_agent::agent(
+        ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(std::time::Duration::from_secs(30)))
+            .build(),
+    );
     let url = format!("http://{addr}{path}");
     let mut req = ureq::http::Request::builder().method(method).uri(&url);
     if let Some(t) = token {

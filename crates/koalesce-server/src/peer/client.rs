@@ -77,12 +77,13 @@ pub const MIN_RATE_BPS: u64 = 256_000;
 impl PeerClient {
     pub fn new(me: &str, name: &str, url: &str, secret: String, timeout_ms: u64) -> PeerClient {
         let t = Some(Duration::from_millis(timeout_ms));
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(t)
-            .timeout_connect(t)
-            .build()
-            .into();
+        let agent: ureq::Agent = crate::http_agent::agent(
+            ureq::Agent::config_builder()
+                .http_status_as_error(false)
+                .timeout_global(t)
+                .timeout_connect(t)
+                .build(),
+        );
         PeerClient {
             name: name.to_string(),
             url: url.trim_end_matches('/').to_string(),
@@ -102,13 +103,14 @@ impl PeerClient {
         let body_ms = self
             .timeout_ms
             .saturating_add(bytes.saturating_mul(8).saturating_mul(1000) / MIN_RATE_BPS);
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_connect(Some(t))
-            .timeout_recv_response(Some(t))
-            .timeout_recv_body(Some(Duration::from_millis(body_ms)))
-            .build()
-            .into();
+        let agent: ureq::Agent = crate::http_agent::agent(
+            ureq::Agent::config_builder()
+                .http_status_as_error(false)
+                .timeout_connect(Some(t))
+                .timeout_recv_response(Some(t))
+                .timeout_recv_body(Some(Duration::from_millis(body_ms)))
+                .build(),
+        );
         let url = format!("{}{path}", self.url);
         let mut req = agent
             .get(&url)

@@ -69,13 +69,14 @@ pub(crate) fn read(ep: &Endpoint, path: &str, offset: u64, size: u64) -> Body {
         // Never waited on for ever: the answer within 30 s, the bytes at 256 kbit/s at least.
         let t = |ms: u64| Some(std::time::Duration::from_millis(ms));
         let body_ms = 30_000 + (size - offset).saturating_mul(8_000) / super::client::MIN_RATE_BPS;
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_connect(t(10_000))
-            .timeout_recv_response(t(30_000))
-            .timeout_recv_body(t(body_ms))
-            .build()
-            .into();
+        let agent: ureq::Agent = crate::http_agent::agent(
+            ureq::Agent::config_builder()
+                .http_status_as_error(false)
+                .timeout_connect(t(10_000))
+                .timeout_recv_response(t(30_000))
+                .timeout_recv_body(t(body_ms))
+                .build(),
+        );
         let mut req = agent.get(&url).header("Authorization", &format!("Bearer {token}"));
         if offset > 0 {
             req = req.header("Range", &format!("bytes={offset}-"));

@@ -98,12 +98,13 @@ impl Client {
     /// A client for the server at `url` (e.g. `http://127.0.0.1:8080`), authenticating with
     /// `token` when given. Requests time out after `timeout`.
     pub fn new(url: &str, token: Option<String>, timeout: Duration) -> Self {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(timeout))
-            .user_agent(concat!("koalesce/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .into();
+        let agent: ureq::Agent = koalesce_server::http_agent::agent(
+            ureq::Agent::config_builder()
+                .http_status_as_error(false)
+                .timeout_global(Some(timeout))
+                .user_agent(concat!("koalesce/", env!("CARGO_PKG_VERSION")))
+                .build(),
+        );
         let mut base = url.trim().trim_end_matches('/').to_string();
         if !base.contains("://") {
             base = format!("http://{base}");

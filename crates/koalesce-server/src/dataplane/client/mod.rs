@@ -71,17 +71,18 @@ const CHUNK: usize = 256 << 10;
 
 impl AgentClient {
     pub fn new(config: ClientConfig) -> Self {
-        let http: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .max_redirects(0)
-            .proxy(None)
-            .user_agent(concat!("koalesce-dataplane/", env!("CARGO_PKG_VERSION")))
-            .timeout_connect(Some(config.connect_timeout))
-            .timeout_recv_response(Some(config.response_timeout))
-            .timeout_per_read(Some(config.io_timeout))
-            .timeout_per_write(Some(config.io_timeout))
-            .build()
-            .into();
+        let http: ureq::Agent = crate::http_agent::agent(
+            ureq::Agent::config_builder()
+                .http_status_as_error(false)
+                .max_redirects(0)
+                .proxy(None)
+                .user_agent(concat!("koalesce-dataplane/", env!("CARGO_PKG_VERSION")))
+                .timeout_connect(Some(config.connect_timeout))
+                .timeout_recv_response(Some(config.response_timeout))
+                .timeout_per_read(Some(config.io_timeout))
+                .timeout_per_write(Some(config.io_timeout))
+                .build(),
+        );
         AgentClient { http, config }
     }
 
