@@ -128,6 +128,11 @@ pub fn render_metrics(s: &Shared) -> String {
     scalar(&mut o, "counter", "koalesce_db_wal_catch_ups_total", w.catch_ups);
     let _ = writeln!(
         o,
+        "# HELP koalesce_db_wal_catch_up_max_seconds The longest checkpoint the writer ran itself (no commit meanwhile).\n# TYPE koalesce_db_wal_catch_up_max_seconds gauge\nkoalesce_db_wal_catch_up_max_seconds {}",
+        w.longest_catch_up_us as f64 / 1e6
+    );
+    let _ = writeln!(
+        o,
         "# HELP koalesce_db_group_max_seconds The longest group commit.\n# TYPE koalesce_db_group_max_seconds gauge\nkoalesce_db_group_max_seconds {}\n# TYPE koalesce_db_largest_group gauge\nkoalesce_db_largest_group {}\n# HELP koalesce_db_first_groups_total Groups of new jobs' rows committed ahead of other pending writes.\n# TYPE koalesce_db_first_groups_total counter\nkoalesce_db_first_groups_total {}",
         w.longest_group_us as f64 / 1e6,
         w.largest_group,

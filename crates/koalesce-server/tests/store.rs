@@ -420,3 +420,49 @@ fn reads_go_side_by_side() {
     assert_eq!(other, Ok(1), "a read waited for another read in progress");
     assert_eq!(long.join().unwrap(), 1);
 }
+
+/// The child half of [`commits_sync_the_wal_with_fdatasync`]: commits a few writes and exits
+/// (run by that test under strace; does nothing when run on its own).
+#[test]
+fn sync_probe_child() {
+    let Some(dir) = std::env::var_os("KOALESCE_SYNC_PROBE_DIR") else {
+        return;
+    };
+    let s = Store::open(&std::path::Path::new(&dir).join("k.db")).unwrap();
+    for i in 1..=5 {
+        s.write_blocking(insert(i)).unwrap();
+    }
+    assert_eq!(count(&s), 5);
+}
+
+/// SQLite is built with `HAVE_FDATASYNC` (`.cargo/config.toml`): a commit syncs the WAL with
+/// fdatasync(2), which writes the data and the size but not the timestamps, so it does not
+/// wait for the block of inodes the WAL shares with the files written around it. Without the
+/// flag SQLite's unix VFS calls fsync(2) (`#define fdatasync fsync`).
+#[test]
+fn commits_sync_the_wal_with_fdatasync() {
+    let strace = ["/usr/bin/strace", "/bin/strace"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+        .expect("strace is needed for this test (apt-get install strace; .ci/run installs it)");
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("strace.txt");
+    let out = std::process::Command::new(strace)
+        .args(["-f", "-y", "-e", "trace=fsync,fdatasync", "-o"])
+        .arg(&log)
+        .arg(std::env::current_exe().unwrap())
+        .args(["--exact", "sync_probe_child", "--test-threads=1"])
+        .env("KOALESCE_SYNC_PROBE_DIR", dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "child failed: {}", String::from_utf8_lossy(&out.stderr));
+    let trace = std::fs::read_to_string(&log).unwrap();
+    let on_wal = |call: &str| {
+        trace
+            .lines()
+            .filter(|l| l.contains(&format!("{call}(")) && l.contains("k.db-wal>"))
+            .count()
+    };
+    assert!(on_wal("fdatasync") >= 5, "five commits, fewer fdatasyncs of the WAL:\n{trace}");
+    assert_eq!(on_wal("fsync"), 0, "the WAL was synced with fsync:\n{trace}");
+}

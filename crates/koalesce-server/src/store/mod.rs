@@ -77,6 +77,8 @@ pub struct WriterStats {
     /// Checkpoints the writer ran itself to copy what the checkpointer left, so that the WAL
     /// starts over (see `writer::checkpoint_loop`).
     pub catch_ups: u64,
+    /// The longest of those catch-up checkpoints (µs): the writer commits nothing meanwhile.
+    pub longest_catch_up_us: u64,
 }
 
 /// Other (not first) ops the writer commits at most in one group. While jobs run, a scan's

@@ -133,8 +133,14 @@ pub(super) fn writer_loop(
         // from being copied, and the WAL from starting over (one that begins after, with every
         // frame copied, reads the database file and stands in the way of neither).
         if ck.catch_up.swap(false, Ordering::AcqRel) {
+            let started = Instant::now();
             match readers.exclusive(|| passive_checkpoint(&conn)) {
-                Ok(_) => stats.lock().unwrap_or_else(|p| p.into_inner()).catch_ups += 1,
+                Ok(_) => {
+                    let us = started.elapsed().as_micros() as u64;
+                    let mut s = stats.lock().unwrap_or_else(|p| p.into_inner());
+                    s.catch_ups += 1;
+                    s.longest_catch_up_us = s.longest_catch_up_us.max(us);
+                }
                 Err(e) => tracing::warn!(error = %e, "WAL catch-up checkpoint failed"),
             }
         }

@@ -120,6 +120,7 @@ fn server_latency(client: &Client) -> serde_json::Value {
             .map(|((_, sum), (_, n))| sum * 1e3 / n),
         "action_chunks_left": value("koalesce_action_chunks_left_total ").map(|(_, v)| v),
         "db_group_max_ms": ms("koalesce_db_group_max_seconds "),
+        "db_catch_up_max_ms": ms("koalesce_db_wal_catch_up_max_seconds "),
         "db_largest_group": value("koalesce_db_largest_group ").map(|(_, v)| v),
         "db_first_groups": value("koalesce_db_first_groups_total ").map(|(_, v)| v),
     })
