@@ -113,8 +113,8 @@ pub fn favour_thread() -> io::Result<Favour> {
 
 /// [`favour_thread`] without the reset on fork: the threads the calling thread starts are
 /// favoured too. For the benchmarks' client threads (`--clients-favoured`), whose HTTP client
-/// starts a thread per request to resolve the server's address and waits for it; never for the
-/// daemon, which starts the jobs' processes.
+/// starts a thread per request to resolve a server's host name and waits for it (not for an
+/// IP address: [`crate::http_agent`]); never for the daemon, which starts the jobs' processes.
 pub fn favour_thread_and_its_threads() -> io::Result<Favour> {
     favour(0)
 }

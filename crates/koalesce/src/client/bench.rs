@@ -183,8 +183,9 @@ pub fn run_submissions_of(
         let job = job.clone();
         handles.push(std::thread::spawn(move || {
             if favoured {
-                // With the threads it starts: ureq resolves the address in a thread of its own
-                // per request, which an unfavoured client thread would wait for.
+                // With the threads it starts: for a server named by host name, ureq resolves
+                // it in a thread of its own per request, which an unfavoured client thread
+                // would wait for (an IP address is resolved in place: `http_agent`).
                 let _ = koalesce_server::priority::favour_thread_and_its_threads();
             }
             let mut lat = Vec::with_capacity(jobs / clients.max(1) + 1);
