@@ -154,7 +154,13 @@ impl Drop for Prepared {
     }
 }
 
-fn prepare(s: &Shared, caller: &Caller, name: &str, site: &str) -> R<Prepared> {
+/// How long a new copy waits for its storage path while another writer has it: the removal
+/// of what an upload that just failed wrote there (it starts as that request ends, so the
+/// same file sent again at once finds it under way), or another upload of the same file,
+/// after which the catalogue is looked at again.
+const PATH_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+async fn prepare(s: &Shared, caller: &Caller, name: &str, site: &str) -> R<Prepared> {
     check_name(name)?;
     let Some(handle) = s.site_by_name(site) else {
         return Err(err(
@@ -172,6 +178,9 @@ fn prepare(s: &Shared, caller: &Caller, name: &str, site: &str) -> R<Prepared> {
         }
         None => (dest.clone(), None),
     };
+    let busy = PathGuard::take_within(&dest, PATH_WAIT)
+        .await
+        .ok_or_else(|| err(StatusCode::CONFLICT, "another upload of this file to this site is under way"))?;
     let st = s.lock();
     let expected = match st.files.get(name) {
         Some(f) if !caller.admin && f.owner.as_deref() != Some(caller.user.as_str()) => {
@@ -200,8 +209,7 @@ fn prepare(s: &Shared, caller: &Caller, name: &str, site: &str) -> R<Prepared> {
     Ok(Prepared {
         name: name.to_string(),
         site: site.to_string(),
-        _busy: PathGuard::try_take(&dest)
-            .ok_or_else(|| err(StatusCode::CONFLICT, "another upload of this file to this site is under way"))?,
+        _busy: busy,
         dest,
         write_to,
         agent,
@@ -301,7 +309,7 @@ pub(crate) async fn add_file(AxState(s): AxState<S>, req: Request) -> R<Response
         ));
     }
     file_import::check_path(&add.path, &caller.user, caller.admin, &s.config.files, &s.data_dir).map_err(import_error)?;
-    let mut p = prepare(&s, &caller, &add.name, &add.site)?;
+    let mut p = prepare(&s, &caller, &add.name, &add.site).await?;
     p.intend(&s).await?;
     let (src, data_dir, dest) = (add.path.clone(), s.data_dir.clone(), p.write_to.clone());
     let want = p.expected.clone();
@@ -388,7 +396,7 @@ pub(crate) async fn upload_file(
             "parameter 'site': the site whose storage receives the file is required",
         )
     })?;
-    let mut p = prepare(&s, &caller, &name, &site)?;
+    let mut p = prepare(&s, &caller, &name, &site).await?;
     p.intend(&s).await?;
     let max = s.config.files.max_upload_bytes;
     let limit = p.bytes_left.map_or(max, |l| l.min(max));

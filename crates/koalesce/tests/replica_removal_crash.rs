@@ -258,3 +258,32 @@ fn an_uploads_copy_not_registered_at_a_crash_is_removed_after_the_restart() {
     });
     assert!(catalogue_entry(&s, &token, "data").is_none());
 }
+
+/// An upload refused after it claimed its storage path (over `files.max_upload_bytes`) has
+/// that path's copy removed as the request ends. The same file sent again at once waits for
+/// that removal (here held for 300 ms) and is stored; before, it was refused with 409 as
+/// "another upload of this file to this site is under way" (`attacks_state` met it when its
+/// requests came quickly one after another).
+#[test]
+fn a_file_sent_again_right_after_a_refused_upload_waits_for_its_removal() {
+    let _g = serial();
+    let config = format!("{}[files]\nmax_upload_bytes = 64\n", test_config(&[("alpha", 1)]));
+    let (s, token, hold) = server_holding_removals(&config);
+    let (code, body) = upload(&s, &token, "data", "alpha", &[b'x'; 100]);
+    assert_eq!(code, 413, "{body}");
+    wait_at_hold(&s, &hold);
+    let release = {
+        let hold = hold.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            std::fs::remove_file(&hold).unwrap();
+        })
+    };
+    let (code, body) = upload(&s, &token, "data", "alpha", b"small\n");
+    release.join().unwrap();
+    assert_eq!(code, 201, "{body}");
+    std::thread::sleep(Duration::from_millis(500));
+    let at_alpha = stored_at(&s, "alpha", "data");
+    assert_eq!(at_alpha.len(), 1, "{at_alpha:?}");
+    assert_eq!(std::fs::read(&at_alpha[0]).unwrap(), b"small\n");
+}

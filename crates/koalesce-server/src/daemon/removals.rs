@@ -40,6 +40,20 @@ impl PathGuard {
             .then(|| PathGuard(path.to_path_buf()))
     }
 
+    /// Waits until `path` is free, for `limit` at most (None: still taken then).
+    pub(crate) async fn take_within(path: &Path, limit: Duration) -> Option<PathGuard> {
+        let until = tokio::time::Instant::now() + limit;
+        loop {
+            if let Some(g) = PathGuard::try_take(path) {
+                return Some(g);
+            }
+            if tokio::time::Instant::now() >= until {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Waits until `path` is free.
     pub(crate) async fn take(path: &Path) -> PathGuard {
         loop {
