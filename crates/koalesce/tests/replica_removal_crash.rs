@@ -287,3 +287,56 @@ fn a_file_sent_again_right_after_a_refused_upload_waits_for_its_removal() {
     assert_eq!(at_alpha.len(), 1, "{at_alpha:?}");
     assert_eq!(std::fs::read(&at_alpha[0]).unwrap(), b"small\n");
 }
+
+fn sqlite(db: &Path, sql: &str) -> String {
+    let out = std::process::Command::new("sqlite3")
+        .arg(db)
+        .arg(sql)
+        .output()
+        .expect("sqlite3 (apt-get install sqlite3)");
+    assert!(out.status.success(), "sqlite3 {sql}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Pending removals whose path is not koalesce's copy in the site's storage — a user's own
+/// file, as a replica registered in place by a server from before the copies went into
+/// storage names, and a path that climbs out of the storage with `..` — are dropped at the
+/// start and the files stay (before, the first was removed); the copy in storage stays too.
+#[test]
+fn a_pending_removal_outside_the_sites_storage_leaves_the_file() {
+    let _g = serial();
+    let mut s = TestServer::new(&test_config(&[("alpha", 1)]));
+    let token = s.token("alice", false);
+    s.start();
+    let (code, body) = upload(&s, &token, "data", "alpha", b"stored\n");
+    assert_eq!(code, 201, "{body}");
+    s.kill9();
+    let stored = stored_at(&s, "alpha", "data");
+    assert_eq!(stored.len(), 1);
+    let home = s.path().join("alice-home");
+    std::fs::create_dir_all(&home).unwrap();
+    let own = home.join("results.dat");
+    std::fs::write(&own, "precious\n").unwrap();
+    let climbing = stored[0]
+        .parent()
+        .unwrap()
+        .join("../../../../../../../..")
+        .join(own.strip_prefix("/").unwrap());
+    assert!(climbing.exists(), "{}", climbing.display());
+    let db = s.data_dir.join("koalesce.db");
+    sqlite(
+        &db,
+        &format!(
+            "INSERT INTO removals (name, site, path) VALUES ('data', 'alpha', '{}'), ('data', 'alpha', '{}')",
+            own.display(),
+            climbing.display()
+        ),
+    );
+    s.start();
+    wait_for("the pending removals dropped", &s, || {
+        sqlite(&db, "SELECT COUNT(*) FROM removals") == "0"
+    });
+    assert_eq!(std::fs::read_to_string(&own).unwrap(), "precious\n");
+    assert_eq!(std::fs::read(&stored[0]).unwrap(), b"stored\n");
+    assert!(s.log_tail().contains("outside the site's storage"), "{}", s.log_tail());
+}

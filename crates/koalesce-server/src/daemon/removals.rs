@@ -208,9 +208,18 @@ async fn remove(shared: &Arc<Shared>, r: &Removal, path: &Path) -> Outcome {
             return Outcome::Failed;
         }
     }
-    let place = shared
-        .site_by_name(&r.site)
-        .map_or_else(|| Place::Local(path.to_path_buf()), |h| transfers::place_at(h, path));
+    // Only koalesce's own copies: a row that names a path outside the site's storage (a
+    // replica registered in place, where the user's file was, by a server before the copies
+    // went into storage; a site no longer configured) goes, and the file stays.
+    let handle = shared.site_by_name(&r.site);
+    if let Err(why) = handle.map_or(Err("the site is no longer configured".to_string()), |h| {
+        within_storage(&h.paths.storage, path, h.agent.is_none())
+    }) {
+        tracing::warn!(file = %r.name, site = %r.site, path = %r.path, "not removed: {why}; its pending removal is dropped");
+        shared.store.enqueue(store::removal_done_op(r.id));
+        return Outcome::Done;
+    }
+    let place = handle.map_or_else(|| Place::Local(path.to_path_buf()), |h| transfers::place_at(h, path));
     let client = shared.agents.clone();
     let gone = tokio::task::spawn_blocking(move || match place {
         Place::Local(p) => match std::fs::remove_file(&p) {
@@ -236,6 +245,35 @@ async fn remove(shared: &Arc<Shared>, r: &Removal, path: &Path) -> Outcome {
     }
 }
 
+/// Whether `path` is a file in the site storage directory `storage`: absolute, without `..`
+/// (nor a leading `.`), below `storage`; `local` (the server's own disk): its directory, symbolic links
+/// resolved, is still below `storage` resolved (a missing directory: nothing to remove, and
+/// nothing outside either). Err: why not.
+pub(crate) fn within_storage(storage: &Path, path: &Path, local: bool) -> Result<(), String> {
+    use std::path::Component;
+    if !path.is_absolute() || path.components().any(|c| matches!(c, Component::ParentDir | Component::CurDir)) {
+        return Err(format!("'{}' is not a plain absolute path", path.display()));
+    }
+    if !path.starts_with(storage) || path == storage {
+        return Err(format!(
+            "'{}' is outside the site's storage '{}'",
+            path.display(),
+            storage.display()
+        ));
+    }
+    if local {
+        let (Some(dir), Ok(root)) = (path.parent(), storage.canonicalize()) else {
+            return Ok(());
+        };
+        if let Ok(dir) = dir.canonicalize() {
+            if !dir.starts_with(&root) {
+                return Err(format!("'{}' leads outside the site's storage through a link", path.display()));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Failure injection for the kill tests (a real daemon cannot be stopped on cue between the
 /// commit that drops a replica and the removal of its file): with
 /// `KOALESCE_FAULT_REMOVAL_HOLD=<path>` in the daemon's environment, a removal writes
@@ -252,5 +290,38 @@ async fn fault_hold() {
     let _ = std::fs::write(&reached, "");
     while hold.exists() {
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::within_storage;
+    use std::path::Path;
+
+    #[test]
+    fn only_paths_below_the_storage_are_removed() {
+        let d = tempfile::tempdir().unwrap();
+        let storage = d.path().join("storage");
+        std::fs::create_dir_all(storage.join("ab")).unwrap();
+        let outside = d.path().join("home");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::os::unix::fs::symlink(&outside, storage.join("link")).unwrap();
+        assert_eq!(within_storage(&storage, &storage.join("ab/data.1"), true), Ok(()));
+        // `.` inside a path names the same place (Rust's components drop it).
+        assert_eq!(within_storage(&storage, &storage.join("./ab/data.1"), true), Ok(()));
+        // Not created yet (or gone): nothing outside either.
+        assert_eq!(within_storage(&storage, &storage.join("cd/data.1"), true), Ok(()));
+        for p in [
+            outside.join("data"),
+            storage.clone(),
+            storage.join("ab/../../home/data"),
+            Path::new("ab/data.1").to_path_buf(),
+            storage.join("link/data"),
+        ] {
+            assert!(within_storage(&storage, &p, true).is_err(), "{}", p.display());
+        }
+        // A site reached through its agent: the same rules but the links (not on this disk).
+        assert_eq!(within_storage(&storage, &storage.join("link/data"), false), Ok(()));
+        assert!(within_storage(&storage, &outside.join("data"), false).is_err());
     }
 }
