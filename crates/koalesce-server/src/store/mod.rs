@@ -689,7 +689,11 @@ pub fn register_replica_op(r: NewReplica) -> WriteOp {
     })
 }
 
-/// Removes one replica of a file (found corrupt: quarantined).
+/// Removes one replica of a file (found corrupt: quarantined). No pending removal: its file
+/// was renamed to `<file>.quarantined` before, to be kept for an administrator
+/// (`transfers::quarantine_replica`); a crash before this commit leaves a row whose path no
+/// longer exists, which the next start does not use (the recovery loads only replicas whose
+/// file is there).
 pub fn delete_replica_op(name: String, site: String) -> WriteOp {
     Box::new(move |tx| {
         tx.execute("DELETE FROM replicas WHERE name = ?1 AND site = ?2", [&name, &site])?;
