@@ -202,3 +202,42 @@ fn a_database_of_schema_4_gains_the_gridway_history() {
         "one row, the latest"
     );
 }
+
+/// Schema 6 (before pending removals were recorded): the database opens at the current
+/// version with its files and replicas as they were, gains the `removals` table, and a
+/// deletion then records the replica's file as a pending removal.
+#[test]
+fn a_database_of_schema_6_gains_pending_removals() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join(koalesce_server::DB_FILE);
+    {
+        let conn = store::open_db(&path).unwrap();
+        conn.execute_batch(
+            "DROP TABLE removals; \
+             INSERT INTO files (name, size_bytes, sha256, owner) VALUES ('data', 4, 'ab', 'alice'); \
+             INSERT INTO replicas (name, site, path) VALUES ('data', 'alpha', '/srv/storage/data.1'); \
+             PRAGMA user_version = 6;",
+        )
+        .unwrap();
+    }
+    let mut conn = store::open_db(&path).unwrap();
+    assert_eq!(
+        conn.pragma_query_value(None, "user_version", |r| r.get::<_, i64>(0)).unwrap(),
+        store::SCHEMA_VERSION
+    );
+    assert_eq!(store::load_removals(&conn).unwrap().len(), 0);
+    let files = store::load_files(&conn).unwrap();
+    assert_eq!(files.len(), 1);
+    assert_eq!(files[0].replicas, vec![("alpha".to_string(), "/srv/storage/data.1".to_string())]);
+    let tx = conn.transaction().unwrap();
+    store::delete_file_op("data".into())(&tx).unwrap();
+    tx.commit().unwrap();
+    let pending = store::load_removals(&conn).unwrap();
+    assert_eq!(
+        pending
+            .iter()
+            .map(|r| (r.name.as_str(), r.site.as_str(), r.path.as_str()))
+            .collect::<Vec<_>>(),
+        vec![("data", "alpha", "/srv/storage/data.1")]
+    );
+}
