@@ -29,8 +29,9 @@
 //! the moment a request arrives, so that requests are read and committed one by one instead
 //! of a few at a time, with about twice the context switches and CPU per request: a
 //! queue-only server in `koalesce bench submit` took 0.57–0.67× bc747b7's submissions per
-//! second with its workers always favoured (0.77–0.85× with this rule). A server without running components on a host busy with
-//! others' work answers at the normal priority (its writer still favoured).
+//! second with its workers always favoured (0.77–0.85× with this rule). A server without
+//! running components on a host busy with others' work answers at the normal priority (its
+//! writer still favoured).
 //!
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};

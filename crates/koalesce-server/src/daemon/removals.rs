@@ -42,23 +42,24 @@ impl PathGuard {
 
     /// Waits until `path` is free, for `limit` at most (None: still taken then).
     pub(crate) async fn take_within(path: &Path, limit: Duration) -> Option<PathGuard> {
-        let until = tokio::time::Instant::now() + limit;
-        loop {
-            if let Some(g) = PathGuard::try_take(path) {
-                return Some(g);
-            }
-            if tokio::time::Instant::now() >= until {
-                return None;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        PathGuard::wait(path, Some(tokio::time::Instant::now() + limit)).await
     }
 
     /// Waits until `path` is free.
     pub(crate) async fn take(path: &Path) -> PathGuard {
+        match PathGuard::wait(path, None).await {
+            Some(g) => g,
+            None => unreachable!("waiting without a deadline ends only with the path"),
+        }
+    }
+
+    async fn wait(path: &Path, until: Option<tokio::time::Instant>) -> Option<PathGuard> {
         loop {
             if let Some(g) = PathGuard::try_take(path) {
-                return g;
+                return Some(g);
+            }
+            if until.is_some_and(|u| tokio::time::Instant::now() >= u) {
+                return None;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -211,15 +212,18 @@ async fn remove(shared: &Arc<Shared>, r: &Removal, path: &Path) -> Outcome {
     // Only koalesce's own copies: a row that names a path outside the site's storage (a
     // replica registered in place, where the user's file was, by a server before the copies
     // went into storage; a site no longer configured) goes, and the file stays.
-    let handle = shared.site_by_name(&r.site);
-    if let Err(why) = handle.map_or(Err("the site is no longer configured".to_string()), |h| {
-        within_storage(&h.paths.storage, path, h.agent.is_none())
-    }) {
-        tracing::warn!(file = %r.name, site = %r.site, path = %r.path, "not removed: {why}; its pending removal is dropped");
-        shared.store.enqueue(store::removal_done_op(r.id));
-        return Outcome::Done;
-    }
-    let place = handle.map_or_else(|| Place::Local(path.to_path_buf()), |h| transfers::place_at(h, path));
+    let checked = shared
+        .site_by_name(&r.site)
+        .ok_or_else(|| "the site is no longer configured".to_string())
+        .and_then(|h| within_storage(&h.paths.storage, path, h.agent.is_none()).map(|()| h));
+    let place = match checked {
+        Ok(h) => transfers::place_at(h, path),
+        Err(why) => {
+            tracing::warn!(file = %r.name, site = %r.site, path = %r.path, "not removed: {why}; its pending removal is dropped");
+            shared.store.enqueue(store::removal_done_op(r.id));
+            return Outcome::Done;
+        }
+    };
     let client = shared.agents.clone();
     let gone = tokio::task::spawn_blocking(move || match place {
         Place::Local(p) => match std::fs::remove_file(&p) {
@@ -245,13 +249,13 @@ async fn remove(shared: &Arc<Shared>, r: &Removal, path: &Path) -> Outcome {
     }
 }
 
-/// Whether `path` is a file in the site storage directory `storage`: absolute, without `..`
-/// (nor a leading `.`), below `storage`; `local` (the server's own disk): its directory, symbolic links
-/// resolved, is still below `storage` resolved (a missing directory: nothing to remove, and
-/// nothing outside either). Err: why not.
+/// Whether `path` is a file in the site storage directory `storage`: absolute, without `..`,
+/// below `storage`; `local` (the server's own disk): its directory, symbolic links resolved,
+/// is still below `storage` resolved (a missing directory: nothing to remove, and nothing
+/// outside either). Err: why not.
 pub(crate) fn within_storage(storage: &Path, path: &Path, local: bool) -> Result<(), String> {
     use std::path::Component;
-    if !path.is_absolute() || path.components().any(|c| matches!(c, Component::ParentDir | Component::CurDir)) {
+    if !path.is_absolute() || path.components().any(|c| c == Component::ParentDir) {
         return Err(format!("'{}' is not a plain absolute path", path.display()));
     }
     if !path.starts_with(storage) || path == storage {

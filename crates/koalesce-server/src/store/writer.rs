@@ -101,7 +101,6 @@ pub(super) fn writer_loop(
     ck: Arc<Checkpoints>,
     readers: Arc<super::readers::Readers>,
 ) {
-    const MAX_PENDING: usize = 4096;
     // Ops taken from the channel and not committed yet, in the order they were enqueued.
     let mut pending: VecDeque<Request> = VecDeque::new();
     // Since when a catch-up checkpoint waits for a moment without pending writes.
@@ -113,12 +112,7 @@ pub(super) fn writer_loop(
                 Err(_) => return,
             }
         }
-        while pending.len() < MAX_PENDING {
-            match rx.try_recv() {
-                Ok(r) => pending.push_back(r),
-                Err(_) => break,
-            }
-        }
+        take_queued(&rx, &mut pending);
         if pending.len() > FIRST_SPLIT && pending.iter().any(|r| r.first) && pending.iter().any(|r| !r.first) {
             let (firsts, rest): (VecDeque<Request>, VecDeque<Request>) = std::mem::take(&mut pending).into_iter().partition(|r| r.first);
             pending = rest;
@@ -141,18 +135,13 @@ pub(super) fn writer_loop(
         //
         // Only when no write waits, or once it was put off for CATCH_UP_DEFER_MAX: the
         // checkpoint ends with an fsync of the database file, which on a shared disk took up
-        // to 47 ms (`bench e2e`, `db_catch_up_max_ms`), and every write enqueued meanwhile
+        // to 69 ms (`bench e2e`, `db_catch_up_max_ms`), and every write enqueued meanwhile
         // waited for it.
         let wanted = ck.catch_up.load(Ordering::Acquire);
         if !wanted {
             catch_up_since = None;
         } else {
-            while pending.len() < MAX_PENDING {
-                match rx.try_recv() {
-                    Ok(r) => pending.push_back(r),
-                    Err(_) => break,
-                }
-            }
+            take_queued(&rx, &mut pending);
         }
         let due = wanted && {
             let since = *catch_up_since.get_or_insert_with(Instant::now);
@@ -171,6 +160,19 @@ pub(super) fn writer_loop(
                 }
                 Err(e) => tracing::warn!(error = %e, "WAL catch-up checkpoint failed"),
             }
+        }
+    }
+}
+
+/// Ops taken from the channel at most and not committed yet.
+const MAX_PENDING: usize = 4096;
+
+/// Moves what is queued in the channel to `pending` (up to [`MAX_PENDING`]), without waiting.
+fn take_queued(rx: &mpsc::Receiver<Request>, pending: &mut VecDeque<Request>) {
+    while pending.len() < MAX_PENDING {
+        match rx.try_recv() {
+            Ok(r) => pending.push_back(r),
+            Err(_) => break,
         }
     }
 }
