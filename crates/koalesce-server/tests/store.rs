@@ -437,8 +437,8 @@ fn sync_probe_child() {
 }
 
 /// SQLite is built with `HAVE_FDATASYNC` (`.cargo/config.toml`): a commit syncs the WAL with
-/// fdatasync(2), which writes the data and the size but not the timestamps, so it does not
-/// wait for the block of inodes the WAL shares with the files written around it. Without the
+/// fdatasync(2), which writes the data and the size but not the timestamps (no write of the
+/// WAL's inode for a commit that did not change its size). Without the
 /// flag SQLite's unix VFS calls fsync(2) (`#define fdatasync fsync`).
 #[test]
 fn commits_sync_the_wal_with_fdatasync() {
